@@ -1,0 +1,4 @@
+//! Request core: clock, variables and templates.
+
+pub mod clock;
+pub mod vars;

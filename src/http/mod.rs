@@ -1,0 +1,3 @@
+//! HTTP protocol layer: codecs and response building.
+
+pub mod h1;

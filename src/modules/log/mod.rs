@@ -1,0 +1,1 @@
+//! Access log: log_format and access_log.

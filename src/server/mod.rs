@@ -1,0 +1,1 @@
+//! Server: listeners, workers, signals.

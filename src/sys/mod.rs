@@ -1,0 +1,1 @@
+//! Small syscall shims; the only place for `unsafe`.
