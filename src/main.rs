@@ -1,3 +1,188 @@
-fn main() {
-    println!("Hello, world!");
+//! The vireo command: parse flags, load the configuration, run the server.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use vireo::conf::load::{self, Source};
+use vireo::core::errlog::{self, ErrorLog, Level};
+use vireo::error_log;
+
+const USAGE: &str = "\
+Usage: vireo [-h] [-v] [-V] [-t] [-T] [-p prefix] [-c file] [-g directives]
+
+With no -c, vireo serves its embedded default site on 127.0.0.1:8080.
+
+Options:
+  -h            this help
+  -v            show version and exit
+  -V            show version and built-in modules, and exit
+  -t            test the configuration and exit (0 ok, 1 error)
+  -T            test the configuration, print it, and exit
+  -p prefix     prefix for relative paths (default: the current folder)
+  -c file       configuration file (default: the embedded configuration)
+  -g directives global directives added to the configuration
+  --directives-md  print the directive reference (docs/directives.md)
+";
+
+struct Cli {
+    conf: Option<PathBuf>,
+    prefix: Option<PathBuf>,
+    global: Option<String>,
+    test: bool,
+    dump: bool,
+}
+
+enum Action {
+    Run(Cli),
+    Exit(ExitCode),
+}
+
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
+    let mut cli = Cli {
+        conf: None,
+        prefix: None,
+        global: None,
+        test: false,
+        dump: false,
+    };
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        let mut value = |flag: &str| {
+            args.next()
+                .ok_or_else(|| format!("option \"{flag}\" requires a value"))
+        };
+        match a.as_str() {
+            "-h" | "-?" | "--help" => {
+                print!("{USAGE}");
+                return Ok(Action::Exit(ExitCode::SUCCESS));
+            }
+            "-v" => {
+                eprintln!("vireo version: vireo/{}", env!("CARGO_PKG_VERSION"));
+                return Ok(Action::Exit(ExitCode::SUCCESS));
+            }
+            "-V" => {
+                eprintln!("vireo version: vireo/{}", env!("CARGO_PKG_VERSION"));
+                eprintln!("built-in modules: core, static_files, log");
+                return Ok(Action::Exit(ExitCode::SUCCESS));
+            }
+            "--directives-md" => {
+                print!("{}", vireo::conf::table::reference_markdown());
+                return Ok(Action::Exit(ExitCode::SUCCESS));
+            }
+            "-t" => cli.test = true,
+            "-T" => {
+                cli.test = true;
+                cli.dump = true;
+            }
+            "-c" => cli.conf = Some(value("-c")?.into()),
+            "-p" => cli.prefix = Some(value("-p")?.into()),
+            "-g" => cli.global = Some(value("-g")?),
+            "-s" => {
+                return Err(
+                    "option \"-s\" (signals to a running server) is not implemented yet; send the signal with kill"
+                        .into(),
+                );
+            }
+            other => return Err(format!("invalid option: \"{other}\"")),
+        }
+    }
+    Ok(Action::Run(cli))
+}
+
+/// Write the embedded default site to a folder it can be served from.
+fn default_site() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("vireo-{}-default-site", env!("CARGO_PKG_VERSION")));
+    std::fs::create_dir_all(&dir)?;
+    let index = dir.join("index.html");
+    if std::fs::read_to_string(&index).ok().as_deref() != Some(load::DEFAULT_INDEX) {
+        std::fs::write(&index, load::DEFAULT_INDEX)?;
+    }
+    Ok(dir)
+}
+
+fn main() -> ExitCode {
+    let cli = match parse_args(std::env::args().skip(1)) {
+        Ok(Action::Run(cli)) => cli,
+        Ok(Action::Exit(code)) => return code,
+        Err(msg) => {
+            eprintln!("vireo: {msg}\n\n{USAGE}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let prefix = match cli.prefix.clone().map_or_else(std::env::current_dir, Ok) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("vireo: [emerg] cannot get the current folder: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (source, name) = match &cli.conf {
+        Some(p) => (Source::File(prefix.join(p)), prefix.join(p).display().to_string()),
+        None => match default_site() {
+            Ok(root) => (Source::Embedded { root }, "<embedded>".to_string()),
+            Err(e) => {
+                eprintln!("vireo: [emerg] cannot write the default site: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let config = match load::load(&source, &prefix, cli.global.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vireo: [emerg] {e}");
+            if cli.test {
+                eprintln!("vireo: configuration file {name} test failed");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    if cli.test {
+        for n in &config.notices {
+            eprintln!("vireo: [notice] {n}");
+        }
+        eprintln!("vireo: the configuration file {name} syntax is ok");
+        eprintln!("vireo: configuration file {name} test is successful");
+        if cli.dump {
+            dump(&config, &source);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let target = match &config.error_log {
+        (None, level) => ErrorLog::stderr(*level),
+        (Some(path), level) => match ErrorLog::file(path, *level) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("vireo: [emerg] open() \"{}\" failed ({e})", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    errlog::set(target);
+    let log_to_file = config.error_log.0.is_some();
+    for n in &config.notices {
+        errlog::log(Level::Notice, format_args!("{n}"));
+    }
+    match vireo::server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error_log!(Emerg, "{e}");
+            if log_to_file {
+                eprintln!("vireo: [emerg] {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `-T`: print every configuration file read, as nginx does.
+fn dump(config: &load::Config, source: &Source) {
+    if let Source::Embedded { .. } = source {
+        println!("# configuration file <embedded>:\n{}", load::DEFAULT_CONF);
+    }
+    for f in &config.files {
+        println!("# configuration file {}:", f.display());
+        match std::fs::read_to_string(f) {
+            Ok(t) => println!("{t}"),
+            Err(e) => println!("# cannot read: {e}"),
+        }
+    }
 }

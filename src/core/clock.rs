@@ -1,1 +1,276 @@
-// placeholder: being written
+//! Cached time strings.
+//!
+//! Each worker thread keeps its own copy of the formatted time strings
+//! (`Date:` header, `$time_local`, `$time_iso8601`, error-log stamp) and
+//! rebuilds them only when the wall-clock second changes. A lookup costs one
+//! `SystemTime::now()` (a vDSO call on Linux) and a compare; the strings live
+//! in buffers allocated once per thread, so nothing is allocated per call.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, Datelike, Local, Offset, TimeZone, Timelike, Utc};
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+const WEEKDAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// The formatted strings for one second.
+struct Cache {
+    /// Second the strings were built for; `i64::MIN` before the first build.
+    sec: i64,
+    http_date: String,
+    time_local: String,
+    time_iso8601: String,
+    err_time: String,
+}
+
+impl Cache {
+    fn new() -> Self {
+        Cache {
+            sec: i64::MIN,
+            http_date: String::with_capacity(32),
+            time_local: String::with_capacity(32),
+            time_iso8601: String::with_capacity(32),
+            err_time: String::with_capacity(32),
+        }
+    }
+
+    fn refresh(&mut self, sec: i64) {
+        self.sec = sec;
+
+        let utc = Utc
+            .timestamp_opt(sec, 0)
+            .single()
+            .unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
+        let local = Local.from_utc_datetime(&utc.naive_utc());
+        let offset = local.offset().fix().local_minus_utc();
+
+        // "Sat, 21 Nov 2026 22:35:38 GMT"
+        let s = &mut self.http_date;
+        s.clear();
+        s.push_str(WEEKDAYS[utc.weekday().num_days_from_monday() as usize]);
+        s.push_str(", ");
+        push2(s, utc.day());
+        s.push(' ');
+        s.push_str(MONTHS[utc.month0() as usize]);
+        s.push(' ');
+        push4(s, utc.year());
+        s.push(' ');
+        push_hms(s, utc.hour(), utc.minute(), utc.second());
+        s.push_str(" GMT");
+
+        let (year, month, day) = (local.year(), local.month(), local.day());
+        let (h, m, sec) = (local.hour(), local.minute(), local.second());
+        let sign = if offset < 0 { '-' } else { '+' };
+        let off = offset.unsigned_abs();
+        let (off_h, off_m) = (off / 3600, (off % 3600) / 60);
+
+        // "21/Nov/2026:22:35:38 +0000"
+        let s = &mut self.time_local;
+        s.clear();
+        push2(s, day);
+        s.push('/');
+        s.push_str(MONTHS[(month - 1) as usize]);
+        s.push('/');
+        push4(s, year);
+        s.push(':');
+        push_hms(s, h, m, sec);
+        s.push(' ');
+        s.push(sign);
+        push2(s, off_h);
+        push2(s, off_m);
+
+        // "2026-11-21T22:35:38+00:00"
+        let s = &mut self.time_iso8601;
+        s.clear();
+        push4(s, year);
+        s.push('-');
+        push2(s, month);
+        s.push('-');
+        push2(s, day);
+        s.push('T');
+        push_hms(s, h, m, sec);
+        s.push(sign);
+        push2(s, off_h);
+        s.push(':');
+        push2(s, off_m);
+
+        // "2026/11/21 22:35:38"
+        let s = &mut self.err_time;
+        s.clear();
+        push4(s, year);
+        s.push('/');
+        push2(s, month);
+        s.push('/');
+        push2(s, day);
+        s.push(' ');
+        push_hms(s, h, m, sec);
+    }
+}
+
+fn push2(s: &mut String, n: u32) {
+    s.push(char::from(b'0' + (n / 10 % 10) as u8));
+    s.push(char::from(b'0' + (n % 10) as u8));
+}
+
+fn push4(s: &mut String, year: i32) {
+    if (0..=9999).contains(&year) {
+        let y = year as u32;
+        push2(s, y / 100);
+        push2(s, y % 100);
+    } else {
+        let _ = write!(s, "{year}");
+    }
+}
+
+fn push_hms(s: &mut String, h: u32, m: u32, sec: u32) {
+    push2(s, h);
+    s.push(':');
+    push2(s, m);
+    s.push(':');
+    push2(s, sec);
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::new());
+}
+
+fn now_secs() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64) - 1,
+    }
+}
+
+fn with_cache<R>(f: impl FnOnce(&Cache) -> R) -> R {
+    CACHE.with(|cell| {
+        let now = now_secs();
+        // A nested call (from inside another `with_*` closure) cannot take the
+        // mutable borrow; it simply reuses the strings the outer call holds.
+        if let Ok(mut c) = cell.try_borrow_mut()
+            && c.sec != now
+        {
+            c.refresh(now);
+        }
+        f(&cell.borrow())
+    })
+}
+
+/// IMF-fixdate for the `Date:` header: `"Sat, 21 Nov 2026 22:35:38 GMT"`.
+pub fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
+    with_cache(|c| f(&c.http_date))
+}
+
+/// `$time_local`: `"21/Nov/2026:22:35:38 +0000"` in the local time zone.
+pub fn with_time_local<R>(f: impl FnOnce(&str) -> R) -> R {
+    with_cache(|c| f(&c.time_local))
+}
+
+/// `$time_iso8601`: `"2026-11-21T22:35:38+00:00"` in the local time zone.
+pub fn with_time_iso8601<R>(f: impl FnOnce(&str) -> R) -> R {
+    with_cache(|c| f(&c.time_iso8601))
+}
+
+/// Error-log time stamp: `"2026/11/21 22:35:38"` in the local time zone.
+pub fn with_err_time<R>(f: impl FnOnce(&str) -> R) -> R {
+    with_cache(|c| f(&c.err_time))
+}
+
+/// Milliseconds since the Unix epoch (for `$msec` and `$request_time`).
+pub fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Append a millisecond count as seconds with three decimals, the way nginx
+/// prints `$msec` and `$request_time`: `1234567` → `"1234.567"`.
+pub fn push_millis_as_secs(out: &mut Vec<u8>, ms: u64) {
+    crate::core::vars::push_u64(out, ms / 1000);
+    let frac = (ms % 1000) as u32;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run `f` with the cached string and the second it was taken in; retries
+    /// if the second changed while we looked.
+    fn stable<T>(get: impl Fn() -> T) -> (T, i64) {
+        loop {
+            let before = now_secs();
+            let v = get();
+            if now_secs() == before {
+                return (v, before);
+            }
+        }
+    }
+
+    fn local(sec: i64) -> DateTime<Local> {
+        Local.timestamp_opt(sec, 0).single().unwrap()
+    }
+
+    #[test]
+    fn http_date_matches_httpdate() {
+        let (s, sec) = stable(|| with_http_date(|s| s.to_string()));
+        assert_eq!(s.len(), 29);
+        let st = UNIX_EPOCH + std::time::Duration::from_secs(sec as u64);
+        assert_eq!(s, httpdate::fmt_http_date(st));
+    }
+
+    #[test]
+    fn local_formats() {
+        let (tl, sec) = stable(|| with_time_local(|s| s.to_string()));
+        assert_eq!(tl, local(sec).format("%d/%b/%Y:%H:%M:%S %z").to_string());
+        assert_eq!(tl.len(), 26);
+
+        let (iso, sec) = stable(|| with_time_iso8601(|s| s.to_string()));
+        assert_eq!(iso, local(sec).format("%Y-%m-%dT%H:%M:%S%:z").to_string());
+        assert_eq!(iso.len(), 25);
+
+        let (et, sec) = stable(|| with_err_time(|s| s.to_string()));
+        assert_eq!(et, local(sec).format("%Y/%m/%d %H:%M:%S").to_string());
+        assert_eq!(et.len(), 19);
+    }
+
+    #[test]
+    fn fixed_second_formats() {
+        let mut c = Cache::new();
+        // 2026-11-21T22:35:38Z
+        let sec = 1_795_300_538;
+        c.refresh(sec);
+        assert_eq!(c.http_date, "Sat, 21 Nov 2026 22:35:38 GMT");
+        let l = local(sec);
+        assert_eq!(c.err_time, l.format("%Y/%m/%d %H:%M:%S").to_string());
+        c.refresh(0);
+        assert_eq!(c.http_date, "Thu, 01 Jan 1970 00:00:00 GMT");
+    }
+
+    #[test]
+    fn nested_calls_do_not_panic() {
+        let both = with_http_date(|a| with_err_time(|b| format!("{a}|{b}")));
+        assert!(both.contains('|'));
+    }
+
+    #[test]
+    fn millis() {
+        let a = unix_millis();
+        assert!(a > 1_600_000_000_000);
+        let mut v = Vec::new();
+        push_millis_as_secs(&mut v, 1_234_567);
+        assert_eq!(v, b"1234.567");
+        v.clear();
+        push_millis_as_secs(&mut v, 5);
+        assert_eq!(v, b"0.005");
+    }
+}

@@ -2,3 +2,19 @@
 
 pub mod log;
 pub mod static_files;
+
+/// Per-worker housekeeping, once a second: flush access-log buffers, drop
+/// inactive open-file cache entries.
+pub async fn timers() {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        log::flush_due();
+        static_files::cache::sweep();
+    }
+}
+
+/// A worker is about to exit: write out what is buffered.
+pub fn worker_exit() {
+    log::flush_all();
+}

@@ -1,4 +1,5 @@
-//! HTTP/1.x: sans-IO request head parser and chunked body decoder.
+//! HTTP/1.x: sans-IO request head parser, chunked body decoder, and the connection loop.
 
 pub mod chunked;
+pub mod conn;
 pub mod parse;

@@ -1,1 +1,1151 @@
-// placeholder: being written
+//! Strict, sans-IO HTTP/1.x request head parser.
+//!
+//! Tokenising is done by `httparse`; this module adds what it lets through
+//! (bare LF line endings, length limits, framing rules) and records header
+//! positions as offsets into the frozen head, so no header is copied.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::fmt;
+use std::ops::Range;
+
+/// HTTP protocol version of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+impl Version {
+    /// "HTTP/1.0" or "HTTP/1.1".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// Request method; any other valid token is `Other` (see `RequestHead::method_str`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Options,
+    Patch,
+    Trace,
+    Connect,
+    Other,
+}
+
+impl Method {
+    fn from_token(t: &[u8]) -> Method {
+        match t {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"OPTIONS" => Method::Options,
+            b"PATCH" => Method::Patch,
+            b"TRACE" => Method::Trace,
+            b"CONNECT" => Method::Connect,
+            _ => Method::Other,
+        }
+    }
+}
+
+/// How the request body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFraming {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// Limits in nginx terms: client_header_buffer_size (default 1024) and
+/// large_client_header_buffers NUMBER SIZE (default 4 8192).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub header_buffer: usize,
+    pub large_buffers: usize,
+    pub large_buffer_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_buffer: 1024,
+            large_buffers: 4,
+            large_buffer_size: 8192,
+        }
+    }
+}
+
+impl Limits {
+    /// Most bytes a head may take before it is refused:
+    /// max(header_buffer, large_buffers * large_buffer_size).
+    pub fn max_head(&self) -> usize {
+        self.header_buffer
+            .max(self.large_buffers.saturating_mul(self.large_buffer_size))
+    }
+}
+
+/// A parse failure: the status to answer with (the connection is then closed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    pub status: u16,
+    pub reason: &'static str,
+}
+
+impl ParseError {
+    pub const BAD_REQUEST: ParseError = ParseError {
+        status: 400,
+        reason: "Bad Request",
+    };
+    pub const URI_TOO_LONG: ParseError = ParseError {
+        status: 414,
+        reason: "URI Too Long",
+    };
+    pub const HEADERS_TOO_LARGE: ParseError = ParseError {
+        status: 431,
+        reason: "Request Header Fields Too Large",
+    };
+    pub const NOT_IMPLEMENTED: ParseError = ParseError {
+        status: 501,
+        reason: "Not Implemented",
+    };
+    pub const VERSION_NOT_SUPPORTED: ParseError = ParseError {
+        status: 505,
+        reason: "HTTP Version Not Supported",
+    };
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.reason)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+const BAD: ParseError = ParseError::BAD_REQUEST;
+
+/// Most header fields accepted in one head.
+const MAX_HEADERS: usize = 100;
+
+/// Most empty lines (CRLF) skipped before a request line.
+const MAX_LEADING_EMPTY_LINES: usize = 8;
+
+/// A parsed request head. Header names and values are ranges into `raw`.
+#[derive(Clone, Debug)]
+pub struct RequestHead {
+    raw: Bytes,
+    pub method: Method,
+    pub version: Version,
+    target: Range<usize>,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    pub framing: BodyFraming,
+    /// HTTP/1.1: true unless "Connection: close"; HTTP/1.0: only with "Connection: keep-alive".
+    pub keep_alive: bool,
+    /// "Expect: 100-continue" on an HTTP/1.1 request with a body.
+    pub expect_continue: bool,
+    method_end: usize,
+    line_end: usize,
+    path: Range<usize>,
+    query: Option<Range<usize>>,
+    host: Option<Range<usize>>,
+}
+
+impl RequestHead {
+    /// The whole head, request line through the blank line.
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// The method as sent, e.g. "GET".
+    pub fn method_str(&self) -> &str {
+        // httparse only accepts token characters here, which are ASCII.
+        std::str::from_utf8(&self.raw[..self.method_end]).unwrap_or("")
+    }
+
+    /// The request-target as sent.
+    pub fn target(&self) -> &[u8] {
+        &self.raw[self.target.clone()]
+    }
+
+    /// Target up to '?'; for absolute-form the path part ("/" when empty);
+    /// "*" for asterisk-form.
+    pub fn path(&self) -> &[u8] {
+        if self.path.is_empty() {
+            b"/"
+        } else {
+            &self.raw[self.path.clone()]
+        }
+    }
+
+    /// The part after the first '?', None if there is no '?'.
+    pub fn query(&self) -> Option<&[u8]> {
+        self.query.clone().map(|r| &self.raw[r])
+    }
+
+    /// First header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        let name = name.as_bytes();
+        self.headers
+            .iter()
+            .find(|(n, _)| self.raw[n.clone()].eq_ignore_ascii_case(name))
+            .map(|(_, v)| &self.raw[v.clone()])
+    }
+
+    /// All headers in order, as (name, value).
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (&self.raw[n.clone()], &self.raw[v.clone()]))
+    }
+
+    /// Authority of an absolute-form target, else the Host header; as sent (port kept).
+    pub fn host(&self) -> Option<&[u8]> {
+        self.host.clone().map(|r| &self.raw[r])
+    }
+
+    /// The request line without CRLF.
+    pub fn line(&self) -> &[u8] {
+        &self.raw[..self.line_end]
+    }
+}
+
+/// Try to parse one request head from the front of `buf`.
+///
+/// `Ok(None)`: incomplete, read more. `Ok(Some(head))`: the head (and any
+/// empty lines before it) was split off the front of `buf`; the body or
+/// next request stays in `buf`.
+pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>, ParseError> {
+    // RFC 9112 §2.2: skip a few empty lines before the request line.
+    let mut start = 0;
+    let mut empty_lines = 0;
+    loop {
+        match &buf[start..] {
+            [] | [b'\r'] => return Ok(None),
+            [b'\r', b'\n', ..] => {
+                empty_lines += 1;
+                if empty_lines > MAX_LEADING_EMPTY_LINES {
+                    return Err(BAD);
+                }
+                start += 2;
+            }
+            [b'\n', ..] => return Err(BAD),
+            _ => break,
+        }
+    }
+
+    let data = &buf[start..];
+    let large = limits.large_buffer_size;
+    let scan = scan_lines(data, large)?;
+
+    let Some(head_len) = scan.head_len else {
+        // Incomplete: refuse early what can never fit or is already invalid.
+        let partial = data.len() - usize::from(data.last() == Some(&b'\r')) - scan.line_start;
+        if partial > large {
+            return Err(if scan.line_end.is_none() {
+                ParseError::URI_TOO_LONG
+            } else {
+                ParseError::HEADERS_TOO_LARGE
+            });
+        }
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(data) {
+            Ok(_) => {}
+            // The version token may still be arriving.
+            Err(httparse::Error::Version) if scan.line_end.is_none() => {}
+            Err(e) => return Err(map_httparse_error(e, data, scan.line_end)),
+        }
+        if data.len() >= limits.max_head() {
+            return Err(ParseError::HEADERS_TOO_LARGE);
+        }
+        return Ok(None);
+    };
+
+    if head_len > limits.max_head() {
+        return Err(ParseError::HEADERS_TOO_LARGE);
+    }
+    let line_end = scan.line_end.ok_or(BAD)?;
+    let head = &data[..head_len];
+
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(n)) if n == head_len => {}
+        Ok(_) => return Err(BAD),
+        Err(e) => return Err(map_httparse_error(e, head, Some(line_end))),
+    }
+
+    let base = head.as_ptr() as usize;
+    let offset = |s: &[u8]| s.as_ptr() as usize - base;
+
+    let method_bytes = req.method.ok_or(BAD)?.as_bytes();
+    let method = Method::from_token(method_bytes);
+    let method_end = method_bytes.len();
+    let version = match req.version {
+        Some(0) => Version::Http10,
+        Some(1) => Version::Http11,
+        _ => return Err(ParseError::VERSION_NOT_SUPPORTED),
+    };
+    let target_bytes = req.path.ok_or(BAD)?.as_bytes();
+    let target_start = offset(target_bytes);
+    let target = target_start..target_start + target_bytes.len();
+    let form = classify_target(target_bytes, method)?;
+
+    let mut fields = Vec::with_capacity(req.headers.len());
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding: Option<&[u8]> = None;
+    let mut host_header: Option<Range<usize>> = None;
+    let mut conn_close = false;
+    let mut conn_keep_alive = false;
+    let mut expect_continue = false;
+
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        if name.is_empty() {
+            return Err(BAD);
+        }
+        let value = trim_ows(h.value);
+        let name_start = offset(name);
+        let value_start = offset(value);
+        let value_range = value_start..value_start + value.len();
+        fields.push((name_start..name_start + name.len(), value_range.clone()));
+
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                if host_header.is_some() || !valid_host(value) {
+                    return Err(BAD);
+                }
+                host_header = Some(value_range);
+            }
+            6 if name.eq_ignore_ascii_case(b"expect")
+                && value.eq_ignore_ascii_case(b"100-continue") =>
+            {
+                expect_continue = true;
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in value.split(|&b| b == b',').map(trim_ows) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        conn_close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        conn_keep_alive = true;
+                    }
+                }
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                if content_length.is_some() {
+                    return Err(BAD);
+                }
+                content_length = Some(parse_content_length(value).ok_or(BAD)?);
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                if transfer_encoding.is_some() {
+                    return Err(BAD);
+                }
+                transfer_encoding = Some(value);
+            }
+            _ => {}
+        }
+    }
+
+    let framing = match (transfer_encoding, content_length) {
+        (Some(_), Some(_)) => return Err(BAD),
+        (Some(_), None) if version == Version::Http10 => return Err(BAD),
+        (Some(te), None) => {
+            check_transfer_encoding(te)?;
+            BodyFraming::Chunked
+        }
+        (None, Some(n)) => BodyFraming::Length(n),
+        (None, None) => BodyFraming::None,
+    };
+
+    if version == Version::Http11 && host_header.is_none() {
+        return Err(BAD);
+    }
+
+    let (path, query, host) = match form {
+        TargetForm::Asterisk => (target.clone(), None, host_header),
+        TargetForm::Origin => {
+            let (p, q) = split_query(target_bytes, target_start);
+            (p, q, host_header)
+        }
+        TargetForm::Absolute { authority } => {
+            let auth = target_start + authority.start..target_start + authority.end;
+            let rest = &target_bytes[authority.end..];
+            let (p, q) = split_query(rest, target_start + authority.end);
+            (p, q, Some(auth))
+        }
+    };
+
+    let keep_alive = match version {
+        Version::Http11 => !conn_close,
+        Version::Http10 => conn_keep_alive && !conn_close,
+    };
+    let has_body = match framing {
+        BodyFraming::None | BodyFraming::Length(0) => false,
+        BodyFraming::Length(_) | BodyFraming::Chunked => true,
+    };
+    let expect_continue = expect_continue && has_body && version == Version::Http11;
+
+    buf.advance(start);
+    let raw = buf.split_to(head_len).freeze();
+
+    Ok(Some(RequestHead {
+        raw,
+        method,
+        version,
+        target,
+        headers: fields,
+        framing,
+        keep_alive,
+        expect_continue,
+        method_end,
+        line_end,
+        path,
+        query,
+        host,
+    }))
+}
+
+/// What `scan_lines` learned about the bytes so far.
+struct LineScan {
+    /// End of the request line (index of its CR), once seen.
+    line_end: Option<usize>,
+    /// Start of the line not yet terminated.
+    line_start: usize,
+    /// Length of the head through the blank line, once seen.
+    head_len: Option<usize>,
+}
+
+/// Checks line endings (CRLF only), NUL bytes and per-line lengths, and
+/// finds the end of the head.
+fn scan_lines(data: &[u8], large: usize) -> Result<LineScan, ParseError> {
+    let mut scan = LineScan {
+        line_end: None,
+        line_start: 0,
+        head_len: None,
+    };
+    for i in memchr::memchr3_iter(b'\r', b'\n', 0, data) {
+        match data[i] {
+            b'\r' => match data.get(i + 1) {
+                Some(b'\n') | None => {}
+                Some(_) => return Err(BAD),
+            },
+            b'\n' => {
+                if i == 0 || data[i - 1] != b'\r' {
+                    return Err(BAD);
+                }
+                let len = i - 1 - scan.line_start;
+                if scan.line_end.is_none() {
+                    if len == 0 {
+                        return Err(BAD);
+                    }
+                    if len > large {
+                        return Err(ParseError::URI_TOO_LONG);
+                    }
+                    scan.line_end = Some(i - 1);
+                } else if len == 0 {
+                    scan.head_len = Some(i + 1);
+                    return Ok(scan);
+                } else if len > large {
+                    return Err(ParseError::HEADERS_TOO_LARGE);
+                }
+                scan.line_start = i + 1;
+            }
+            _ => return Err(BAD), // NUL
+        }
+    }
+    Ok(scan)
+}
+
+fn map_httparse_error(e: httparse::Error, data: &[u8], line_end: Option<usize>) -> ParseError {
+    match e {
+        httparse::Error::TooManyHeaders => ParseError::HEADERS_TOO_LARGE,
+        httparse::Error::Version => {
+            // A well-formed but unsupported version (e.g. HTTP/2.0) gets 505.
+            let line = &data[..line_end.unwrap_or(data.len())];
+            let token = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
+            match token {
+                [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+                    if major.is_ascii_digit() && minor.is_ascii_digit() =>
+                {
+                    ParseError::VERSION_NOT_SUPPORTED
+                }
+                _ => BAD,
+            }
+        }
+        _ => BAD,
+    }
+}
+
+enum TargetForm {
+    Origin,
+    Asterisk,
+    /// `authority` is relative to the start of the target.
+    Absolute {
+        authority: Range<usize>,
+    },
+}
+
+fn classify_target(t: &[u8], method: Method) -> Result<TargetForm, ParseError> {
+    if t.first() == Some(&b'/') {
+        return Ok(TargetForm::Origin);
+    }
+    if t == b"*" {
+        return if method == Method::Options {
+            Ok(TargetForm::Asterisk)
+        } else {
+            Err(BAD)
+        };
+    }
+    let scheme_len = if starts_with_ignore_case(t, b"http://") {
+        7
+    } else if starts_with_ignore_case(t, b"https://") {
+        8
+    } else {
+        return Err(BAD);
+    };
+    let rest = &t[scheme_len..];
+    let auth_len = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(rest.len());
+    let auth = &rest[..auth_len];
+    if auth.is_empty() || auth.contains(&b'@') || !valid_host(auth) {
+        return Err(BAD);
+    }
+    Ok(TargetForm::Absolute {
+        authority: scheme_len..scheme_len + auth_len,
+    })
+}
+
+/// Splits `s` (located at `base` in the head) at the first '?'.
+fn split_query(s: &[u8], base: usize) -> (Range<usize>, Option<Range<usize>>) {
+    match memchr::memchr(b'?', s) {
+        Some(q) => (base..base + q, Some(base + q + 1..base + s.len())),
+        None => (base..base + s.len(), None),
+    }
+}
+
+/// Host values that could escape a path built from them are refused.
+fn valid_host(h: &[u8]) -> bool {
+    !h.iter().any(|&b| matches!(b, b'/' | b'\\' | b' ' | b'\t'))
+        && memchr::memmem::find(h, b"..").is_none()
+}
+
+fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// 1*DIGIT, no sign or spaces, must fit in u64.
+fn parse_content_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// Only a lone "chunked" is implemented. A final coding other than chunked
+/// makes the length unknowable (400, RFC 9112 §6.3); other codings before
+/// chunked are valid framing we do not implement (501).
+fn check_transfer_encoding(te: &[u8]) -> Result<(), ParseError> {
+    if te.eq_ignore_ascii_case(b"chunked") {
+        return Ok(());
+    }
+    let mut codings = te.split(|&b| b == b',').map(|c| {
+        let name = c.split(|&b| b == b';').next().unwrap_or(c);
+        trim_ows(name)
+    });
+    let last = codings.next_back().unwrap_or(b"");
+    if !last.eq_ignore_ascii_case(b"chunked") {
+        return Err(BAD);
+    }
+    for c in codings {
+        if c.is_empty() || c.eq_ignore_ascii_case(b"chunked") {
+            return Err(BAD);
+        }
+    }
+    Err(ParseError::NOT_IMPLEMENTED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn try_parse(input: &[u8]) -> Result<Option<RequestHead>, ParseError> {
+        let mut buf = BytesMut::from(input);
+        parse(&mut buf, &Limits::default())
+    }
+
+    fn ok(input: &[u8]) -> RequestHead {
+        match try_parse(input) {
+            Ok(Some(h)) => h,
+            other => panic!("expected a head for {:?}, got {:?}", input, other),
+        }
+    }
+
+    fn status(input: &[u8]) -> u16 {
+        match try_parse(input) {
+            Err(e) => e.status,
+            other => panic!("expected an error for {:?}, got {:?}", input, other),
+        }
+    }
+
+    fn incomplete(input: &[u8]) {
+        match try_parse(input) {
+            Ok(None) => {}
+            other => panic!("expected incomplete for {:?}, got {:?}", input, other),
+        }
+    }
+
+    #[test]
+    fn simple_get() {
+        let mut buf = BytesMut::from(
+            &b"GET /index.html?a=1&b=2 HTTP/1.1\r\nHost: example.com:8080\r\nUser-Agent:  curl/8 \r\nAccept: */*\r\n\r\nNEXT"[..],
+        );
+        let h = parse(&mut buf, &Limits::default()).unwrap().unwrap();
+        assert_eq!(&buf[..], b"NEXT");
+        assert_eq!(h.method, Method::Get);
+        assert_eq!(h.method_str(), "GET");
+        assert_eq!(h.version, Version::Http11);
+        assert_eq!(h.target(), b"/index.html?a=1&b=2");
+        assert_eq!(h.path(), b"/index.html");
+        assert_eq!(h.query(), Some(&b"a=1&b=2"[..]));
+        assert_eq!(h.host(), Some(&b"example.com:8080"[..]));
+        assert_eq!(h.header("user-agent"), Some(&b"curl/8"[..]));
+        assert_eq!(h.header("ACCEPT"), Some(&b"*/*"[..]));
+        assert_eq!(h.header("missing"), None);
+        assert_eq!(h.line(), b"GET /index.html?a=1&b=2 HTTP/1.1");
+        assert_eq!(h.framing, BodyFraming::None);
+        assert!(h.keep_alive);
+        assert!(!h.expect_continue);
+        assert!(h.raw().ends_with(b"\r\n\r\n"));
+        assert!(h.raw().starts_with(b"GET "));
+        let names: Vec<&[u8]> = h.headers().map(|(n, _)| n).collect();
+        assert_eq!(names, vec![&b"Host"[..], b"User-Agent", b"Accept"]);
+    }
+
+    #[test]
+    fn empty_query_and_no_query() {
+        let h = ok(b"GET /a? HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(h.path(), b"/a");
+        assert_eq!(h.query(), Some(&b""[..]));
+        let h = ok(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(h.query(), None);
+    }
+
+    #[test]
+    fn header_first_occurrence_and_empty_value() {
+        let h =
+            ok(b"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\nX-Empty:\r\nX-Sp: \t \r\n\r\n");
+        assert_eq!(h.header("x-a"), Some(&b"1"[..]));
+        assert_eq!(h.header("x-empty"), Some(&b""[..]));
+        assert_eq!(h.header("x-sp"), Some(&b""[..]));
+        assert_eq!(h.headers().count(), 5);
+    }
+
+    #[test]
+    fn body_stays_in_buffer() {
+        let mut buf = BytesMut::from(
+            &b"POST /u HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET"[..],
+        );
+        let h = parse(&mut buf, &Limits::default()).unwrap().unwrap();
+        assert_eq!(h.method, Method::Post);
+        assert_eq!(h.framing, BodyFraming::Length(5));
+        assert_eq!(&buf[..], b"helloGET");
+    }
+
+    #[test]
+    fn pipelined_requests() {
+        let mut buf = BytesMut::from(
+            &b"GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n"[..],
+        );
+        let l = Limits::default();
+        assert_eq!(parse(&mut buf, &l).unwrap().unwrap().path(), b"/1");
+        assert_eq!(parse(&mut buf, &l).unwrap().unwrap().path(), b"/2");
+        assert!(buf.is_empty());
+        assert!(parse(&mut buf, &l).unwrap().is_none());
+    }
+
+    #[test]
+    fn incomplete_at_every_byte() {
+        let full =
+            b"\r\nPOST /x?y HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n\r\n";
+        for n in 0..full.len() {
+            incomplete(&full[..n]);
+        }
+        let mut buf = BytesMut::from(&full[..]);
+        buf.extend_from_slice(b"abc");
+        let h = parse(&mut buf, &Limits::default()).unwrap().unwrap();
+        assert_eq!(h.path(), b"/x");
+        assert!(!h.keep_alive);
+        assert_eq!(&buf[..], b"abc");
+    }
+
+    #[test]
+    fn incomplete_keeps_buffer() {
+        let mut buf = BytesMut::from(&b"\r\nGET / HTTP/1.1\r\nHo"[..]);
+        assert!(parse(&mut buf, &Limits::default()).unwrap().is_none());
+        assert_eq!(&buf[..], b"\r\nGET / HTTP/1.1\r\nHo");
+    }
+
+    #[test]
+    fn leading_empty_lines() {
+        let mut buf = BytesMut::from(&b"\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"[..]);
+        let h = parse(&mut buf, &Limits::default()).unwrap().unwrap();
+        assert_eq!(h.line(), b"GET / HTTP/1.1");
+        assert!(h.raw().starts_with(b"GET"));
+        assert!(buf.is_empty());
+        incomplete(b"\r\n\r\n\r");
+        let mut many = b"\r\n".repeat(MAX_LEADING_EMPTY_LINES + 1);
+        many.extend_from_slice(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(status(&many), 400);
+        assert_eq!(status(b"\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn methods() {
+        for (m, e) in [
+            ("GET", Method::Get),
+            ("HEAD", Method::Head),
+            ("POST", Method::Post),
+            ("PUT", Method::Put),
+            ("DELETE", Method::Delete),
+            ("OPTIONS", Method::Options),
+            ("PATCH", Method::Patch),
+            ("TRACE", Method::Trace),
+            ("PROPFIND", Method::Other),
+            ("get", Method::Other),
+            ("X-M!#$", Method::Other),
+        ] {
+            let req = format!("{m} / HTTP/1.1\r\nHost: h\r\n\r\n");
+            let h = ok(req.as_bytes());
+            assert_eq!(h.method, e, "{m}");
+            assert_eq!(h.method_str(), m);
+        }
+        // CONNECT maps, but its authority-form target is not accepted.
+        assert_eq!(
+            status(b"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            ok(b"CONNECT / HTTP/1.1\r\nHost: h\r\n\r\n").method,
+            Method::Connect
+        );
+        assert_eq!(status(b"G(ET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b" GET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn request_line_syntax() {
+        assert_eq!(status(b"GET  / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1 \r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET /\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET\r\n\r\n"), 400);
+        assert_eq!(status(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), 400);
+        assert_eq!(status(b"hello world\r\n\r\n"), 400);
+        assert_eq!(status(b"GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn garbage_detected_before_complete() {
+        assert_eq!(status(b"GET /\x01"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n"), 400);
+        incomplete(b"GET / HTTP/1.1\r\n");
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(ok(b"GET / HTTP/1.0\r\n\r\n").version, Version::Http10);
+        assert_eq!(
+            ok(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").version,
+            Version::Http11
+        );
+        assert_eq!(status(b"GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status(b"GET / HTTP/1.2\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status(b"GET / HTTP/0.9\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status(b"GET / HTTP/3.0\r\n"), 505);
+        assert_eq!(status(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 505);
+        assert_eq!(status(b"GET / HTTP/1.10\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / http/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / FOO\r\nHost: h\r\n\r\n"), 400);
+        // Partial version that may still become valid.
+        incomplete(b"GET / HTTP/1.");
+        incomplete(b"GET / HTTP/2");
+    }
+
+    #[test]
+    fn line_endings_must_be_crlf() {
+        assert_eq!(status(b"GET / HTTP/1.1\nHost: h\n\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\n\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\rHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\n\r\r\n"), 400);
+        // Detected before the head is complete.
+        assert_eq!(status(b"GET / HTTP/1.1\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\rx"), 400);
+    }
+
+    #[test]
+    fn nul_and_control_chars() {
+        assert_eq!(status(b"GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\0b\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX\0: ab\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\0"), 400);
+        for c in (0x01u8..0x20)
+            .filter(|&c| c != b'\t' && c != b'\r' && c != b'\n')
+            .chain([0x7f])
+        {
+            // Short values and values long enough for httparse's SIMD paths.
+            for pad in [0, 40] {
+                let mut req = b"GET / HTTP/1.1\r\nHost: h\r\nX: ".to_vec();
+                req.extend(std::iter::repeat_n(b'a', pad));
+                req.push(c);
+                req.extend_from_slice(b"b\r\n\r\n");
+                assert_eq!(status(&req), 400, "byte {c:#x} pad {pad}");
+            }
+        }
+        // HTAB and obs-text are allowed in values.
+        let h = ok(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\tb\xe9\r\n\r\n");
+        assert_eq!(h.header("x"), Some(&b"a\tb\xe9"[..]));
+    }
+
+    #[test]
+    fn header_name_syntax() {
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost : h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost\t: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX(y): v\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\n Host: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn obs_fold_rejected() {
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tb\r\n\r\n"),
+            400
+        );
+    }
+
+    #[test]
+    fn too_many_headers() {
+        let mut req = b"GET / HTTP/1.1\r\nHost: h\r\n".to_vec();
+        for i in 0..MAX_HEADERS {
+            req.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        req.extend_from_slice(b"\r\n");
+        let e = try_parse(&req).unwrap_err();
+        assert_eq!(e, ParseError::HEADERS_TOO_LARGE);
+        assert_eq!(e.reason, "Request Header Fields Too Large");
+
+        let mut req = b"GET / HTTP/1.1\r\nHost: h\r\n".to_vec();
+        for i in 0..MAX_HEADERS - 1 {
+            req.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        req.extend_from_slice(b"\r\n");
+        assert_eq!(ok(&req).headers().count(), MAX_HEADERS);
+    }
+
+    #[test]
+    fn request_line_too_long() {
+        let l = Limits::default();
+        let mut line = b"GET /".to_vec();
+        line.extend(std::iter::repeat_n(b'a', l.large_buffer_size));
+        // Still incomplete, no CRLF yet.
+        let e = try_parse(&line).unwrap_err();
+        assert_eq!(e, ParseError::URI_TOO_LONG);
+        assert_eq!(e.reason, "URI Too Long");
+        line.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(status(&line), 414);
+
+        // Exactly at the limit is fine.
+        let mut req = b"GET /".to_vec();
+        let pad = l.large_buffer_size - b"GET / HTTP/1.1".len();
+        req.extend(std::iter::repeat_n(b'a', pad));
+        req.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(ok(&req).line().len(), l.large_buffer_size);
+    }
+
+    #[test]
+    fn header_line_too_long() {
+        let l = Limits::default();
+        let mut req = b"GET / HTTP/1.1\r\nHost: h\r\nX: ".to_vec();
+        req.extend(std::iter::repeat_n(b'a', l.large_buffer_size));
+        assert_eq!(status(&req), 431);
+        req.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(status(&req), 431);
+
+        let mut req = b"GET / HTTP/1.1\r\nHost: h\r\nX: ".to_vec();
+        req.extend(std::iter::repeat_n(b'a', l.large_buffer_size - 3));
+        req.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(ok(&req).header("x").unwrap().len(), l.large_buffer_size - 3);
+    }
+
+    #[test]
+    fn whole_head_too_large() {
+        let l = Limits {
+            header_buffer: 64,
+            large_buffers: 2,
+            large_buffer_size: 100,
+        };
+        assert_eq!(l.max_head(), 200);
+        let mut req = b"GET / HTTP/1.1\r\nHost: h\r\n".to_vec();
+        while req.len() < 250 {
+            req.extend_from_slice(b"X-Some-Header: some value\r\n");
+        }
+        req.extend_from_slice(b"\r\n");
+        let e = parse(&mut BytesMut::from(&req[..]), &l).unwrap_err();
+        assert_eq!(e.status, 431);
+        // Incomplete but already at the limit.
+        let e = parse(&mut BytesMut::from(&req[..200]), &l).unwrap_err();
+        assert_eq!(e.status, 431);
+        assert!(
+            parse(&mut BytesMut::from(&req[..199]), &l)
+                .unwrap()
+                .is_none()
+        );
+
+        let big = Limits {
+            header_buffer: 4096,
+            large_buffers: 1,
+            large_buffer_size: 100,
+        };
+        assert_eq!(big.max_head(), 4096);
+        assert!(
+            parse(&mut BytesMut::from(&req[..]), &big)
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn default_limits() {
+        let l = Limits::default();
+        assert_eq!(
+            (l.header_buffer, l.large_buffers, l.large_buffer_size),
+            (1024, 4, 8192)
+        );
+        assert_eq!(l.max_head(), 32768);
+    }
+
+    #[test]
+    fn content_length() {
+        let h = ok(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(h.framing, BodyFraming::Length(0));
+        let h = ok(b"POST / HTTP/1.1\r\nHost: h\r\ncontent-length:  0042 \r\n\r\n");
+        assert_eq!(h.framing, BodyFraming::Length(42));
+        let h = ok(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 18446744073709551615\r\n\r\n");
+        assert_eq!(h.framing, BodyFraming::Length(u64::MAX));
+        for bad in [
+            &b"18446744073709551616"[..],
+            b"99999999999999999999999",
+            b"",
+            b"-1",
+            b"+1",
+            b"0x10",
+            b"1 2",
+            b"1,1",
+            b"1, 1",
+            b"1.0",
+            b"a",
+        ] {
+            let mut req = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: ".to_vec();
+            req.extend_from_slice(bad);
+            req.extend_from_slice(b"\r\n\r\n");
+            assert_eq!(status(&req), 400, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(
+            status(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\ncontent-length: 6\r\n\r\n"),
+            400
+        );
+    }
+
+    #[test]
+    fn transfer_encoding() {
+        let h = ok(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(h.framing, BodyFraming::Chunked);
+        let h = ok(b"POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding:  ChUnKeD \r\n\r\n");
+        assert_eq!(h.framing, BodyFraming::Chunked);
+
+        let te = |v: &str| {
+            status(
+                format!("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: {v}\r\n\r\n").as_bytes(),
+            )
+        };
+        // Final coding is not chunked: length cannot be determined.
+        assert_eq!(te("xchunked"), 400);
+        assert_eq!(te("chunked, gzip"), 400);
+        assert_eq!(te("identity"), 400);
+        assert_eq!(te("gzip"), 400);
+        assert_eq!(te(""), 400);
+        assert_eq!(te("chunked,"), 400);
+        // Chunked applied twice.
+        assert_eq!(te("chunked, chunked"), 400);
+        assert_eq!(te(", chunked"), 400);
+        // Well-framed but with a coding we do not implement.
+        assert_eq!(te("gzip, chunked"), 501);
+        assert_eq!(te("deflate,chunked"), 501);
+
+        assert_eq!(
+            status(
+                b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
+            ),
+            400
+        );
+        assert_eq!(
+            status(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
+        );
+    }
+
+    #[test]
+    fn host_rules() {
+        assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\\b\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: ..\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), 400);
+        let h = ok(b"GET / HTTP/1.0\r\n\r\n");
+        assert_eq!(h.host(), None);
+        let h = ok(b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
+        assert_eq!(h.host(), Some(&b"[::1]:80"[..]));
+        let h = ok(b"GET / HTTP/1.1\r\nHost:\r\n\r\n");
+        assert_eq!(h.host(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn absolute_form() {
+        let h = ok(b"GET http://example.com/p?q=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!(h.host(), Some(&b"example.com"[..]));
+        assert_eq!(h.path(), b"/p");
+        assert_eq!(h.query(), Some(&b"q=1"[..]));
+        assert_eq!(h.target(), b"http://example.com/p?q=1");
+        assert_eq!(h.header("host"), Some(&b"other"[..]));
+
+        let h = ok(b"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(h.path(), b"/");
+        assert_eq!(h.query(), None);
+        let h = ok(b"GET HTTPS://example.com:8443?x HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(h.host(), Some(&b"example.com:8443"[..]));
+        assert_eq!(h.path(), b"/");
+        assert_eq!(h.query(), Some(&b"x"[..]));
+        let h = ok(b"GET http://example.com/ HTTP/1.0\r\n\r\n");
+        assert_eq!(h.host(), Some(&b"example.com"[..]));
+
+        assert_eq!(status(b"GET http:///p HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(
+            status(b"GET http://u:p@h/p HTTP/1.1\r\nHost: h\r\n\r\n"),
+            400
+        );
+        assert_eq!(status(b"GET ftp://h/p HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(
+            status(b"GET http://h\\x/p HTTP/1.1\r\nHost: h\r\n\r\n"),
+            400
+        );
+        // Host header is still required on HTTP/1.1.
+        assert_eq!(status(b"GET http://h/p HTTP/1.1\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn target_forms() {
+        let h = ok(b"OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(h.path(), b"*");
+        assert_eq!(h.query(), None);
+        assert_eq!(status(b"GET * HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET index.html HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET ?a HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET *x HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn keep_alive() {
+        assert!(ok(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").keep_alive);
+        assert!(!ok(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!ok(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, CLOSE\r\n\r\n").keep_alive);
+        assert!(ok(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        assert!(ok(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: closed\r\n\r\n").keep_alive);
+        assert!(!ok(b"GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(ok(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
+        assert!(
+            !ok(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n")
+                .keep_alive
+        );
+    }
+
+    #[test]
+    fn expect_continue() {
+        assert!(
+            ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n")
+                .expect_continue
+        );
+        assert!(
+            ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .expect_continue
+        );
+        assert!(!ok(b"GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n").expect_continue);
+        assert!(
+            !ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n")
+                .expect_continue
+        );
+        assert!(
+            !ok(b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+                .expect_continue
+        );
+        assert!(
+            !ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: something\r\nContent-Length: 3\r\n\r\n")
+                .expect_continue
+        );
+    }
+
+    #[test]
+    fn error_display() {
+        assert_eq!(ParseError::BAD_REQUEST.to_string(), "400 Bad Request");
+        assert_eq!(Version::Http11.as_str(), "HTTP/1.1");
+    }
+}

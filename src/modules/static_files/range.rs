@@ -1,1 +1,425 @@
-// placeholder: being written
+//! `Range` request header parsing and `multipart/byteranges` framing.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+/// Outcome of evaluating a `Range` header against a representation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeSpec {
+    /// Ignore the header and send the whole representation (200).
+    Full,
+    /// Send these byte ranges (206): half-open, non-empty, within the size, in
+    /// request order.
+    Partial(Vec<Range<u64>>),
+    /// No requested range overlaps the representation (416).
+    Unsatisfiable,
+}
+
+/// Parse a `Range` header value for a representation of `size` bytes.
+///
+/// * Only the `bytes` unit (case-insensitive) is understood; anything else,
+///   and any syntax error, yields [`RangeSpec::Full`].
+/// * Specs are `a-b`, `a-` and `-n`, comma-separated, with optional
+///   whitespace around the items and around `-`. Numbers too large for `u64`
+///   saturate.
+/// * `b` past the end is clamped to the size; a suffix `-n` longer than the
+///   representation selects all of it.
+/// * Specs that select nothing (start at/after `size`, `b < a`, `-0`) are
+///   skipped; if none is left the result is [`RangeSpec::Unsatisfiable`].
+///   As in nginx, an empty selection starting at offset 0 (only possible when
+///   `size` is 0) makes the whole header ignored instead.
+/// * `max_ranges`: `None` is unlimited, `Some(0)` disables ranges (`Full`),
+///   and more satisfiable ranges than the limit yield `Full`.
+/// * If the selected lengths add up to more than `size` (overlapping ranges,
+///   CVE-2011-3192), the result is `Full`.
+pub fn parse(header: &[u8], size: u64, max_ranges: Option<usize>) -> RangeSpec {
+    if max_ranges == Some(0) {
+        return RangeSpec::Full;
+    }
+    let header = trim_ows(header);
+    if header.len() < 6 || !header[..6].eq_ignore_ascii_case(b"bytes=") {
+        return RangeSpec::Full;
+    }
+    match parse_set(&header[6..], size, max_ranges) {
+        Some(ranges) if ranges.is_empty() => RangeSpec::Unsatisfiable,
+        Some(ranges) => RangeSpec::Partial(ranges),
+        None => RangeSpec::Full,
+    }
+}
+
+/// Returns `None` when the header must be ignored.
+fn parse_set(s: &[u8], size: u64, max_ranges: Option<usize>) -> Option<Vec<Range<u64>>> {
+    let mut cur = Cursor { s, i: 0 };
+    let mut ranges = Vec::new();
+    let mut total: u64 = 0;
+    loop {
+        cur.skip_ows();
+        let (start, end) = if cur.eat(b'-') {
+            cur.skip_ows();
+            let n = cur.number()?;
+            (size.saturating_sub(n), size)
+        } else {
+            let first = cur.number()?;
+            cur.skip_ows();
+            if !cur.eat(b'-') {
+                return None;
+            }
+            cur.skip_ows();
+            let end = match cur.peek() {
+                None | Some(b',') => size,
+                Some(_) => cur.number()?.saturating_add(1).min(size),
+            };
+            (first, end)
+        };
+        cur.skip_ows();
+        if !matches!(cur.peek(), None | Some(b',')) {
+            return None;
+        }
+
+        if start < end {
+            total = total.saturating_add(end - start);
+            if total > size || max_ranges.is_some_and(|max| ranges.len() >= max) {
+                return None;
+            }
+            if ranges.capacity() == 0 {
+                ranges.reserve_exact(1);
+            }
+            ranges.push(start..end);
+        } else if start == 0 {
+            return None;
+        }
+
+        if !cur.eat(b',') {
+            return Some(ranges);
+        }
+    }
+}
+
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Cursor<'_> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    #[inline]
+    fn eat(&mut self, b: u8) -> bool {
+        let hit = self.peek() == Some(b);
+        self.i += usize::from(hit);
+        hit
+    }
+
+    #[inline]
+    fn skip_ows(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t')) {
+            self.i += 1;
+        }
+    }
+
+    /// One or more digits; saturates at `u64::MAX`.
+    fn number(&mut self) -> Option<u64> {
+        let begin = self.i;
+        let mut n: u64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            n = n.saturating_mul(10).saturating_add(u64::from(d - b'0'));
+            self.i += 1;
+        }
+        (self.i > begin).then_some(n)
+    }
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// `Content-Range` value for one range of a 206 response: `bytes 0-99/1000`.
+pub fn content_range(r: &Range<u64>, size: u64) -> String {
+    let mut s = String::with_capacity(32);
+    push_content_range(&mut s, r, size);
+    s
+}
+
+/// `Content-Range` value for a 416 response: `bytes */1000`.
+pub fn unsatisfied_content_range(size: u64) -> String {
+    format!("bytes */{size}")
+}
+
+fn push_content_range(s: &mut String, r: &Range<u64>, size: u64) {
+    let _ = write!(s, "bytes {}-{}/{}", r.start, r.end.saturating_sub(1), size);
+}
+
+/// Framing of a `multipart/byteranges` body: the body is, in order, each
+/// part's header bytes followed by the bytes of its range, then `trailer`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Multipart {
+    pub boundary: String,
+    /// For each range: `"\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: bytes a-b/size\r\n\r\n"`
+    /// (the `Content-Type` line is omitted when the type is empty).
+    pub parts: Vec<(Vec<u8>, Range<u64>)>,
+    /// `"\r\n--BOUNDARY--\r\n"`.
+    pub trailer: Vec<u8>,
+}
+
+impl Multipart {
+    /// Build the framing for `ranges` of a `size`-byte representation of type
+    /// `content_type`. The boundary is derived from `boundary_seed` (pass
+    /// something unpredictable, e.g. a per-process random value mixed with a
+    /// request counter).
+    pub fn new(ranges: &[Range<u64>], size: u64, content_type: &str, boundary_seed: u64) -> Self {
+        let boundary = format!("{:016x}", mix(boundary_seed));
+        let mut parts = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let mut h = String::with_capacity(80 + content_type.len());
+            h.push_str("\r\n--");
+            h.push_str(&boundary);
+            h.push_str("\r\n");
+            if !content_type.is_empty() {
+                h.push_str("Content-Type: ");
+                h.push_str(content_type);
+                h.push_str("\r\n");
+            }
+            h.push_str("Content-Range: ");
+            push_content_range(&mut h, r, size);
+            h.push_str("\r\n\r\n");
+            parts.push((h.into_bytes(), r.clone()));
+        }
+        let trailer = format!("\r\n--{boundary}--\r\n").into_bytes();
+        Multipart {
+            boundary,
+            parts,
+            trailer,
+        }
+    }
+
+    /// Total body length: part headers, range bytes and trailer.
+    pub fn content_length(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|(h, r)| h.len() as u64 + (r.end - r.start))
+            .sum::<u64>()
+            + self.trailer.len() as u64
+    }
+
+    /// `Content-Type` of the whole response: `multipart/byteranges; boundary=…`.
+    pub fn content_type(&self) -> String {
+        format!("multipart/byteranges; boundary={}", self.boundary)
+    }
+}
+
+/// splitmix64 finaliser: spreads a counter-like seed over all bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // `&[a..b]` is a list of one range here
+mod tests {
+    use super::*;
+    use RangeSpec::*;
+
+    fn p(h: &str, size: u64) -> RangeSpec {
+        parse(h.as_bytes(), size, None)
+    }
+
+    fn part(v: &[Range<u64>]) -> RangeSpec {
+        Partial(v.to_vec())
+    }
+
+    #[test]
+    fn single_ranges() {
+        assert_eq!(p("bytes=0-99", 1000), part(&[0..100]));
+        assert_eq!(p("bytes=100-199", 1000), part(&[100..200]));
+        assert_eq!(p("bytes=999-999", 1000), part(&[999..1000]));
+        assert_eq!(p("bytes=500-", 1000), part(&[500..1000]));
+        assert_eq!(p("bytes=0-", 1000), part(&[0..1000]));
+        assert_eq!(p("bytes=-100", 1000), part(&[900..1000]));
+        assert_eq!(p("bytes=-1", 1000), part(&[999..1000]));
+    }
+
+    #[test]
+    fn clamping() {
+        assert_eq!(p("bytes=900-5000", 1000), part(&[900..1000]));
+        assert_eq!(p("bytes=-5000", 1000), part(&[0..1000]));
+        assert_eq!(p("bytes=0-18446744073709551615", 10), part(&[0..10]));
+        assert_eq!(p("bytes=0-99999999999999999999999", 10), part(&[0..10]));
+        assert_eq!(p("bytes=-99999999999999999999999", 10), part(&[0..10]));
+        assert_eq!(p("bytes=99999999999999999999999-", 10), Unsatisfiable);
+    }
+
+    #[test]
+    fn unit_and_syntax() {
+        assert_eq!(p("BYTES=0-1", 10), part(&[0..2]));
+        assert_eq!(p("Bytes=0-1", 10), part(&[0..2]));
+        assert_eq!(p("  bytes=0-1  ", 10), part(&[0..2]));
+        for bad in [
+            "",
+            "bytes",
+            "bytes=",
+            "bytes =0-1",
+            "items=0-1",
+            "bytes=a-b",
+            "bytes=1",
+            "bytes=-",
+            "bytes=--1",
+            "bytes=1-2-3",
+            "bytes=1-2x",
+            "bytes=0-1,",
+            "bytes=0-1,,2-3",
+            "bytes=,0-1",
+            "bytes=0-1;2-3",
+            "bytes=+1-2",
+            "bytes=-+1",
+            "bytes=0x10-20",
+        ] {
+            assert_eq!(p(bad, 1000), Full, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn whitespace() {
+        assert_eq!(
+            p("bytes= 0-1 , 5 - 6,\t-2 ", 10),
+            part(&[0..2, 5..7, 8..10])
+        );
+        assert_eq!(p("bytes=0-1 ,3-4", 10), part(&[0..2, 3..5]));
+    }
+
+    #[test]
+    fn multiple_ranges_keep_order() {
+        assert_eq!(
+            p("bytes=500-599,0-99,-10", 1000),
+            part(&[500..600, 0..100, 990..1000])
+        );
+    }
+
+    #[test]
+    fn unsatisfiable_specs_are_skipped() {
+        assert_eq!(p("bytes=1000-", 1000), Unsatisfiable);
+        assert_eq!(p("bytes=1000-2000", 1000), Unsatisfiable);
+        assert_eq!(p("bytes=5000-6000,1000-1", 1000), Unsatisfiable);
+        assert_eq!(p("bytes=1000-,0-9", 1000), part(&[0..10]));
+        assert_eq!(p("bytes=0-9,2000-3000", 1000), part(&[0..10]));
+        // last < first selects nothing
+        assert_eq!(p("bytes=10-5", 1000), Unsatisfiable);
+        assert_eq!(p("bytes=10-5,0-0", 1000), part(&[0..1]));
+    }
+
+    #[test]
+    fn suffix_zero_is_unsatisfiable() {
+        assert_eq!(p("bytes=-0", 1000), Unsatisfiable);
+        assert_eq!(p("bytes=-0,0-0", 1000), part(&[0..1]));
+    }
+
+    #[test]
+    fn empty_representation() {
+        // nginx: an empty selection at offset 0 means "send it all".
+        assert_eq!(p("bytes=0-", 0), Full);
+        assert_eq!(p("bytes=0-10", 0), Full);
+        assert_eq!(p("bytes=-5", 0), Full);
+        assert_eq!(p("bytes=-0", 0), Full);
+        assert_eq!(p("bytes=5-10", 0), Unsatisfiable);
+    }
+
+    #[test]
+    fn max_ranges() {
+        let h = b"bytes=0-0,2-2,4-4";
+        assert_eq!(parse(h, 10, Some(0)), Full);
+        assert_eq!(parse(b"bytes=0-0", 10, Some(0)), Full);
+        assert_eq!(parse(h, 10, Some(2)), Full);
+        assert_eq!(parse(h, 10, Some(3)), part(&[0..1, 2..3, 4..5]));
+        assert_eq!(parse(h, 10, None), part(&[0..1, 2..3, 4..5]));
+        assert_eq!(parse(b"bytes=0-0", 10, Some(1)), part(&[0..1]));
+        // skipped (unsatisfiable) specs do not count toward the limit
+        assert_eq!(
+            parse(b"bytes=0-0,50-60,2-2", 10, Some(2)),
+            part(&[0..1, 2..3])
+        );
+    }
+
+    #[test]
+    fn overlap_abuse_is_ignored() {
+        let mut h = String::from("bytes=0-");
+        for i in 1..500 {
+            h.push_str(&format!(",{i}-"));
+        }
+        assert_eq!(p(&h, 1000), Full);
+
+        let h = format!("bytes={}", vec!["0-99"; 300].join(","));
+        assert_eq!(p(&h, 1000), Full);
+
+        // exactly covering the file is fine, one byte over is not
+        assert_eq!(p("bytes=0-499,500-999", 1000), part(&[0..500, 500..1000]));
+        assert_eq!(p("bytes=0-500,500-999", 1000), Full);
+        assert_eq!(p("bytes=0-,-1", 1000), Full);
+    }
+
+    #[test]
+    fn content_range_format() {
+        assert_eq!(content_range(&(0..100), 1000), "bytes 0-99/1000");
+        assert_eq!(content_range(&(999..1000), 1000), "bytes 999-999/1000");
+        assert_eq!(unsatisfied_content_range(1000), "bytes */1000");
+    }
+
+    #[test]
+    fn multipart_framing() {
+        let body: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let ranges = [0..10, 500..600, 990..1000];
+        let m = Multipart::new(&ranges, 1000, "text/plain", 42);
+        assert_eq!(m.boundary.len(), 16);
+        assert_eq!(
+            m.content_type(),
+            format!("multipart/byteranges; boundary={}", m.boundary)
+        );
+        assert_eq!(
+            m.parts[1].0,
+            format!(
+                "\r\n--{}\r\nContent-Type: text/plain\r\nContent-Range: bytes 500-599/1000\r\n\r\n",
+                m.boundary
+            )
+            .into_bytes()
+        );
+        assert_eq!(
+            m.trailer,
+            format!("\r\n--{}--\r\n", m.boundary).into_bytes()
+        );
+
+        let mut out = Vec::new();
+        for (h, r) in &m.parts {
+            out.extend_from_slice(h);
+            out.extend_from_slice(&body[r.start as usize..r.end as usize]);
+        }
+        out.extend_from_slice(&m.trailer);
+        assert_eq!(m.content_length(), out.len() as u64);
+        assert_eq!(
+            m.parts.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
+            ranges
+        );
+
+        let other = Multipart::new(&ranges, 1000, "text/plain", 43);
+        assert_ne!(other.boundary, m.boundary);
+        let untyped = Multipart::new(&ranges[..1], 1000, "", 1);
+        assert!(
+            !untyped.parts[0]
+                .0
+                .windows(13)
+                .any(|w| w == b"Content-Type:")
+        );
+        assert_eq!(
+            untyped.content_length(),
+            (untyped.parts[0].0.len() + 10 + untyped.trailer.len()) as u64
+        );
+    }
+}

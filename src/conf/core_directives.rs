@@ -1,0 +1,612 @@
+//! Directives of the core: process, events, http blocks, servers, locations,
+//! listening sockets and connection settings.
+
+use super::ast::{ConfError, Directive};
+use super::model::{
+    HttpConf, Lingering, ListenAddr, ListenSpec, LocKind, LocationConf, ServerConf,
+};
+use super::table::{Arity, Ctx, Def, MANY, ONE, Scope};
+use super::values::{bad_arg, flag, number, option, set_once, size, time};
+use crate::core::errlog::Level;
+use crate::modules::static_files::mime::MimeTypes;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "worker_processes",
+        ctx: Ctx::MAIN,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = match d.arg(0) {
+                "auto" => None,
+                _ => Some(number(d, 0)?.max(1) as usize),
+            };
+            set_once(&mut s.main().worker_processes, n, d)
+        },
+        syntax: "worker_processes number | auto;",
+        default: "1",
+        doc: "Number of worker threads, each with its own event loop and listening sockets; `auto` is one per core.",
+    },
+    Def {
+        name: "worker_rlimit_nofile",
+        ctx: Ctx::MAIN,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.main().worker_rlimit_nofile, number(d, 0)?, d),
+        syntax: "worker_rlimit_nofile number;",
+        default: "—",
+        doc: "Raises the open-files limit (RLIMIT_NOFILE) at start-up; a warning is logged where the hard limit forbids it.",
+    },
+    Def {
+        name: "pid",
+        ctx: Ctx::MAIN,
+        arity: ONE,
+        set: |s, d, e| {
+            let p = e.path(d.arg(0));
+            set_once(&mut s.main().pid, p, d)
+        },
+        syntax: "pid file;",
+        default: "— (no pid file)",
+        doc: "Writes the process id to this file at start-up and removes it on exit.",
+    },
+    Def {
+        name: "error_log",
+        ctx: Ctx::MAIN,
+        arity: Arity::args(1, 2),
+        set: |s, d, e| {
+            let level = match d.args.get(1) {
+                Some(a) => Level::parse(&a.value).ok_or_else(|| bad_arg(d, &a.value))?,
+                None => Level::Error,
+            };
+            let target = match d.arg(0) {
+                "stderr" => "stderr".into(),
+                p => e.path(p),
+            };
+            set_once(&mut s.main().error_log, (target, level), d)
+        },
+        syntax: "error_log file | stderr [debug | info | notice | warn | error | crit | alert | emerg];",
+        default: "stderr error",
+        doc: "Where error and notice messages go, and the least severe level written.",
+    },
+    Def {
+        name: "daemon",
+        ctx: Ctx::MAIN,
+        arity: ONE,
+        set: |s, d, _| {
+            if flag(d, 0)? {
+                return Err(ConfError::new(
+                    "\"daemon on\" is not supported: vireo stays in the foreground; run it under a service manager",
+                    &d.span,
+                ));
+            }
+            set_once(&mut s.main().daemon, false, d)
+        },
+        syntax: "daemon on | off;",
+        default: "off",
+        doc: "vireo always runs in the foreground (`daemon off`, the only accepted value).",
+    },
+    Def {
+        name: "include",
+        ctx: Ctx(0xffff),
+        arity: ONE,
+        set: |_, _, _| Ok(()),
+        syntax: "include file | mask;",
+        default: "—",
+        doc: "Includes files (glob masks allowed, sorted) in place; relative paths are taken from the main configuration file's folder.",
+    },
+    Def {
+        name: "events",
+        ctx: Ctx::MAIN,
+        arity: Arity::block(0, 0),
+        set: |s, d, e| {
+            let m = s.main();
+            if m.events_seen {
+                return Err(ConfError::new("\"events\" directive is duplicate", &d.span));
+            }
+            m.events_seen = true;
+            e.walk(block(d), &mut Scope::Events(m))
+        },
+        syntax: "events { … }",
+        default: "—",
+        doc: "Connection processing settings.",
+    },
+    Def {
+        name: "worker_connections",
+        ctx: Ctx::EVENTS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.main().worker_connections, number(d, 0)? as usize, d),
+        syntax: "worker_connections number;",
+        default: "512",
+        doc: "Most client connections one worker holds at once; connections past it are closed at once and logged.",
+    },
+    Def {
+        name: "multi_accept",
+        ctx: Ctx::EVENTS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.main().multi_accept, flag(d, 0)?, d),
+        syntax: "multi_accept on | off;",
+        default: "off",
+        doc: "`on`: a worker accepts every pending connection when woken; `off`: one per wake-up, then it serves others.",
+    },
+    Def {
+        name: "http",
+        ctx: Ctx::MAIN,
+        arity: Arity::block(0, 0),
+        set: |s, d, e| {
+            let m = s.main();
+            if m.http.is_some() {
+                return Err(ConfError::new("\"http\" directive is duplicate", &d.span));
+            }
+            let mut h = HttpConf::default();
+            e.walk(block(d), &mut Scope::Http(&mut h))?;
+            m.http = Some(h);
+            Ok(())
+        },
+        syntax: "http { … }",
+        default: "—",
+        doc: "The HTTP server configuration.",
+    },
+    Def {
+        name: "server",
+        ctx: Ctx::HTTP,
+        arity: Arity::block(0, 0),
+        set: |s, d, e| {
+            let Scope::Http(h) = s else { unreachable!() };
+            let mut srv = ServerConf {
+                span: Some(d.span.clone()),
+                ..Default::default()
+            };
+            e.walk(block(d), &mut Scope::Server(&mut srv))?;
+            h.servers.push(srv);
+            Ok(())
+        },
+        syntax: "server { … }",
+        default: "—",
+        doc: "A virtual server.",
+    },
+    Def {
+        name: "listen",
+        ctx: Ctx::SERVER,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            let Scope::Server(srv) = s else { unreachable!() };
+            let spec = listen(d)?;
+            srv.listens.push(spec);
+            Ok(())
+        },
+        syntax: "listen address[:port] | port | unix:path [default_server] [reuseport] [backlog=number];",
+        default: "*:80 (root) or *:8000",
+        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one.",
+    },
+    Def {
+        name: "server_name",
+        ctx: Ctx::SERVER,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            let Scope::Server(srv) = s else { unreachable!() };
+            for a in &d.args {
+                if let Some(re) = a.value.strip_prefix('~') {
+                    regex::Regex::new(re).map_err(|err| {
+                        ConfError::new(format!("invalid server name regex \"{re}\": {err}"), &d.span)
+                    })?;
+                }
+                srv.names.push(a.value.to_ascii_lowercase());
+            }
+            Ok(())
+        },
+        syntax: "server_name name …;",
+        default: "\"\"",
+        doc: "Names of the virtual server: exact names, `*.example.com`, `www.example.*`, `~regex`; chosen by the Host header, as nginx does.",
+    },
+    Def {
+        name: "location",
+        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        arity: Arity::block(1, 2),
+        set: |s, d, e| {
+            let mut loc = location(d)?;
+            e.walk(block(d), &mut Scope::Location(&mut loc))?;
+            match s {
+                Scope::Server(srv) => srv.locations.push(loc),
+                Scope::Location(parent) => {
+                    nested_ok(parent, &loc, d)?;
+                    parent.locations.push(loc)
+                }
+                _ => unreachable!(),
+            }
+            Ok(())
+        },
+        syntax: "location [ = | ~ | ~* | ^~ ] uri { … } | location @name { … }",
+        default: "—",
+        doc: "Settings by request URI: `=` exact, `^~` prefix that stops regex search, plain prefix (longest wins), `~`/`~*` regex in order of appearance.",
+    },
+    Def {
+        name: "types",
+        ctx: Ctx::HSL,
+        arity: Arity::block(0, 0),
+        set: |s, d, _| {
+            let mut t = MimeTypes::default();
+            for entry in block(d) {
+                if entry.block.is_some() || entry.args.is_empty() {
+                    return Err(ConfError::new(
+                        format!("invalid types entry \"{}\"", entry.name),
+                        &entry.span,
+                    ));
+                }
+                for ext in entry.arg_strs() {
+                    t.insert(&entry.name, ext);
+                }
+            }
+            set_once(&mut s.loc().core.types, Arc::new(t), d)
+        },
+        syntax: "types { mime/type extension …; … }",
+        default: "the embedded table",
+        doc: "Maps file name extensions to MIME types; a `types` block replaces the inherited table.",
+    },
+    Def {
+        name: "default_type",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.default_type, Arc::from(d.arg(0)), d),
+        syntax: "default_type mime-type;",
+        default: "text/plain",
+        doc: "MIME type of files whose extension is not in `types`.",
+    },
+    Def {
+        name: "keepalive_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.keepalive_timeout, time(d, 0)?, d),
+        syntax: "keepalive_timeout time;",
+        default: "75s",
+        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive.",
+    },
+    Def {
+        name: "keepalive_requests",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.keepalive_requests, number(d, 0)?, d),
+        syntax: "keepalive_requests number;",
+        default: "1000",
+        doc: "Most requests served on one keep-alive connection; the last one is answered with `Connection: close`.",
+    },
+    Def {
+        name: "client_header_timeout",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.client_header_timeout, time(d, 0)?, d),
+        syntax: "client_header_timeout time;",
+        default: "60s",
+        doc: "Time allowed to receive a whole request head; the connection is closed after it.",
+    },
+    Def {
+        name: "client_body_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.client_body_timeout, time(d, 0)?, d),
+        syntax: "client_body_timeout time;",
+        default: "60s",
+        doc: "Longest wait between two reads of a request body; the connection is closed after it.",
+    },
+    Def {
+        name: "send_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.send_timeout, time(d, 0)?, d),
+        syntax: "send_timeout time;",
+        default: "60s",
+        doc: "Longest wait between two successful writes to the client; the connection is closed after it.",
+    },
+    Def {
+        name: "reset_timedout_connection",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.reset_timedout_connection, flag(d, 0)?, d),
+        syntax: "reset_timedout_connection on | off;",
+        default: "off",
+        doc: "Close timed-out connections with a TCP reset (SO_LINGER 0), freeing their memory at once.",
+    },
+    Def {
+        name: "client_max_body_size",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.client_max_body_size, size(d, 0)?, d),
+        syntax: "client_max_body_size size;",
+        default: "1m",
+        doc: "Largest request body accepted; larger ones get 413. 0 disables the check.",
+    },
+    Def {
+        name: "client_header_buffer_size",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            set_once(&mut s.loc().core.client_header_buffer_size, size(d, 0)? as usize, d)
+        },
+        syntax: "client_header_buffer_size size;",
+        default: "1k",
+        doc: "First buffer for a request head; larger heads move to `large_client_header_buffers`.",
+    },
+    Def {
+        name: "large_client_header_buffers",
+        ctx: Ctx::HS,
+        arity: Arity::args(2, 2),
+        set: |s, d, _| {
+            let v = (number(d, 0)? as usize, size(d, 1)? as usize);
+            if v.0 == 0 || v.1 == 0 {
+                return Err(bad_arg(d, d.arg(0)));
+            }
+            set_once(&mut s.loc().core.large_client_header_buffers, v, d)
+        },
+        syntax: "large_client_header_buffers number size;",
+        default: "4 8k",
+        doc: "A request line longer than `size` gets 414; a header line longer than `size`, or a head over `number`×`size`, gets 431.",
+    },
+    Def {
+        name: "lingering_close",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let v = match d.arg(0) {
+                "off" => Lingering::Off,
+                "on" => Lingering::On,
+                "always" => Lingering::Always,
+                v => return Err(bad_arg(d, v)),
+            };
+            set_once(&mut s.loc().core.lingering_close, v, d)
+        },
+        syntax: "lingering_close off | on | always;",
+        default: "on",
+        doc: "After an early response, keep reading and discarding what the client still sends, so it sees the response rather than a reset.",
+    },
+    Def {
+        name: "lingering_time",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.lingering_time, time(d, 0)?, d),
+        syntax: "lingering_time time;",
+        default: "30s",
+        doc: "Longest total time of a lingering close.",
+    },
+    Def {
+        name: "lingering_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.lingering_timeout, time(d, 0)?, d),
+        syntax: "lingering_timeout time;",
+        default: "5s",
+        doc: "Longest wait for more client data during a lingering close.",
+    },
+    Def {
+        name: "tcp_nodelay",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.tcp_nodelay, flag(d, 0)?, d),
+        syntax: "tcp_nodelay on | off;",
+        default: "on",
+        doc: "Sets TCP_NODELAY on client connections.",
+    },
+    Def {
+        name: "tcp_nopush",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.tcp_nopush, flag(d, 0)?, d),
+        syntax: "tcp_nopush on | off;",
+        default: "off",
+        doc: "With sendfile: cork the socket (TCP_CORK) so the response head and the start of the file leave in full packets.",
+    },
+    Def {
+        name: "server_tokens",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.server_tokens, flag(d, 0)?, d),
+        syntax: "server_tokens on | off;",
+        default: "on",
+        doc: "Show vireo's version in the Server header and error pages.",
+    },
+];
+
+/// Directives that mean nothing to vireo: accepted, with a notice in the error log.
+pub static IGNORED: &[Def] = &[
+    ignored("use", Ctx::EVENTS, ONE, "use method;", "vireo picks epoll itself"),
+    ignored("accept_mutex", Ctx::EVENTS, ONE, "accept_mutex on | off;", "each worker accepts on its own"),
+    ignored("accept_mutex_delay", Ctx::EVENTS, ONE, "accept_mutex_delay time;", "each worker accepts on its own"),
+    ignored("master_process", Ctx::MAIN, ONE, "master_process on | off;", "vireo runs workers as threads of one process"),
+    ignored("worker_cpu_affinity", Ctx::MAIN, Arity::args(1, MANY), "worker_cpu_affinity mask …;", "not applied: pin the process with taskset"),
+    ignored("worker_priority", Ctx::MAIN, ONE, "worker_priority number;", "not applied: use nice"),
+    ignored("timer_resolution", Ctx::MAIN, ONE, "timer_resolution interval;", "vireo caches time per second itself"),
+    ignored("pcre_jit", Ctx::MAIN, ONE, "pcre_jit on | off;", "vireo's regex engine needs no JIT"),
+    ignored("lock_file", Ctx::MAIN, ONE, "lock_file file;", "vireo takes no lock file"),
+    ignored("client_body_temp_path", Ctx::HSL, Arity::args(1, 4), "client_body_temp_path path [level …];", "vireo writes no temp files"),
+    ignored("proxy_temp_path", Ctx::HSL, Arity::args(1, 4), "proxy_temp_path path [level …];", "vireo writes no temp files"),
+    ignored("fastcgi_temp_path", Ctx::HSL, Arity::args(1, 4), "fastcgi_temp_path path [level …];", "vireo writes no temp files"),
+    ignored("uwsgi_temp_path", Ctx::HSL, Arity::args(1, 4), "uwsgi_temp_path path [level …];", "vireo writes no temp files"),
+    ignored("scgi_temp_path", Ctx::HSL, Arity::args(1, 4), "scgi_temp_path path [level …];", "vireo writes no temp files"),
+    ignored("server_names_hash_bucket_size", Ctx::HTTP, ONE, "server_names_hash_bucket_size size;", "vireo sizes its tables itself"),
+    ignored("server_names_hash_max_size", Ctx::HTTP, ONE, "server_names_hash_max_size size;", "vireo sizes its tables itself"),
+    ignored("types_hash_max_size", Ctx::HSL, ONE, "types_hash_max_size size;", "vireo sizes its tables itself"),
+    ignored("types_hash_bucket_size", Ctx::HSL, ONE, "types_hash_bucket_size size;", "vireo sizes its tables itself"),
+    ignored("variables_hash_max_size", Ctx::HTTP, ONE, "variables_hash_max_size size;", "vireo sizes its tables itself"),
+    ignored("variables_hash_bucket_size", Ctx::HTTP, ONE, "variables_hash_bucket_size size;", "vireo sizes its tables itself"),
+    ignored("output_buffers", Ctx::HSL, Arity::args(2, 2), "output_buffers number size;", "vireo sizes its buffers itself"),
+    ignored("postpone_output", Ctx::HSL, ONE, "postpone_output size;", "vireo sizes its buffers itself"),
+    ignored("gzip", Ctx::HSL, ONE, "gzip on | off;", "is not implemented yet: responses are sent uncompressed"),
+    ignored("gzip_types", Ctx::HSL, Arity::args(1, MANY), "gzip_types mime-type …;", "is not implemented yet"),
+    ignored("gzip_min_length", Ctx::HSL, ONE, "gzip_min_length length;", "is not implemented yet"),
+    ignored("gzip_comp_level", Ctx::HSL, ONE, "gzip_comp_level level;", "is not implemented yet"),
+    ignored("gzip_buffers", Ctx::HSL, Arity::args(2, 2), "gzip_buffers number size;", "is not implemented yet"),
+    ignored("gzip_http_version", Ctx::HSL, ONE, "gzip_http_version 1.0 | 1.1;", "is not implemented yet"),
+    ignored("gzip_proxied", Ctx::HSL, Arity::args(1, MANY), "gzip_proxied off | expired | no-cache | no-store | private | no_last_modified | no_etag | auth | any …;", "is not implemented yet"),
+    ignored("gzip_disable", Ctx::HSL, Arity::args(1, MANY), "gzip_disable regex …;", "is not implemented yet"),
+    ignored("gzip_vary", Ctx::HSL, ONE, "gzip_vary on | off;", "is not implemented yet"),
+    ignored("gzip_static", Ctx::HSL, ONE, "gzip_static on | off | always;", "is not implemented yet"),
+];
+
+/// An accepted-and-ignored directive entry.
+const fn ignored(name: &'static str, ctx: Ctx, arity: Arity, syntax: &'static str, why: &'static str) -> Def {
+    Def {
+        name,
+        ctx,
+        arity,
+        set: |_, d, e| {
+            let why = lookup_why(&d.name);
+            e.ignore(d, why);
+            Ok(())
+        },
+        syntax,
+        default: "—",
+        doc: why,
+    }
+}
+
+/// The reason text recorded in the table entry (a `const fn` cannot capture it in the setter).
+fn lookup_why(name: &str) -> &'static str {
+    IGNORED
+        .iter()
+        .find(|d| d.name == name)
+        .map_or("is ignored", |d| d.doc)
+}
+
+fn block(d: &Directive) -> &[Directive] {
+    d.block.as_deref().unwrap_or(&[])
+}
+
+fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
+    let a = d.arg(0);
+    let addr = if let Some(path) = a.strip_prefix("unix:") {
+        ListenAddr::Unix(path.into())
+    } else {
+        ListenAddr::Tcp(parse_listen_addr(a).ok_or_else(|| {
+            ConfError::new(format!("invalid address \"{a}\" in \"listen\" directive"), &d.span)
+        })?)
+    };
+    let mut spec = ListenSpec {
+        addr,
+        default_server: false,
+        reuseport: false,
+        backlog: 511,
+        span: d.span.clone(),
+    };
+    for opt in d.arg_strs().skip(1) {
+        match opt {
+            "default_server" | "default" => spec.default_server = true,
+            "reuseport" => spec.reuseport = true,
+            _ => match option(opt, "backlog") {
+                Some(v) => {
+                    spec.backlog = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| bad_arg(d, opt))?
+                }
+                None => return Err(bad_arg(d, opt)),
+            },
+        }
+    }
+    Ok(spec)
+}
+
+/// `8080`, `*:8080`, `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080`, `127.0.0.1` (port 80).
+pub fn parse_listen_addr(a: &str) -> Option<SocketAddr> {
+    if let Ok(port) = a.parse::<u16>() {
+        return Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    if let Ok(sa) = a.parse::<SocketAddr>() {
+        return Some(sa);
+    }
+    if let Ok(ip) = a.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        return Some(SocketAddr::new(ip, 80));
+    }
+    let (host, port) = match a.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().ok()?),
+        None => (a, 80),
+    };
+    if host == "*" {
+        return Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    (host, port).to_socket_addrs().ok()?.find(SocketAddr::is_ipv4)
+}
+
+fn location(d: &Directive) -> Result<LocationConf, ConfError> {
+    let (kind, pattern) = match (d.args.len(), d.arg(0)) {
+        (2, "=") => (LocKind::Exact, d.arg(1)),
+        (2, "^~") => (LocKind::PrefixNoRegex, d.arg(1)),
+        (2, "~") => (LocKind::Regex { caseless: false }, d.arg(1)),
+        (2, "~*") => (LocKind::Regex { caseless: true }, d.arg(1)),
+        (2, m) => {
+            return Err(ConfError::new(
+                format!("invalid location modifier \"{m}\""),
+                &d.span,
+            ));
+        }
+        (_, a) => {
+            if let Some(rest) = a.strip_prefix('=') {
+                (LocKind::Exact, rest)
+            } else if let Some(rest) = a.strip_prefix("~*") {
+                (LocKind::Regex { caseless: true }, rest)
+            } else if let Some(rest) = a.strip_prefix('~') {
+                (LocKind::Regex { caseless: false }, rest)
+            } else if let Some(rest) = a.strip_prefix("^~") {
+                (LocKind::PrefixNoRegex, rest)
+            } else if a.starts_with('@') {
+                (LocKind::Named, a)
+            } else {
+                (LocKind::Prefix, a)
+            }
+        }
+    };
+    let regex = match kind {
+        LocKind::Regex { caseless } => Some(
+            regex::RegexBuilder::new(pattern)
+                .case_insensitive(caseless)
+                .build()
+                .map_err(|err| {
+                    ConfError::new(format!("regex \"{pattern}\" compile failed: {err}"), &d.span)
+                })?,
+        ),
+        _ => None,
+    };
+    Ok(LocationConf {
+        kind,
+        pattern: pattern.to_string(),
+        regex,
+        conf: Default::default(),
+        alias: None,
+        locations: Vec::new(),
+        span: d.span.clone(),
+    })
+}
+
+/// nginx's rules for a location inside a location.
+fn nested_ok(parent: &LocationConf, child: &LocationConf, d: &Directive) -> Result<(), ConfError> {
+    let err = |m: String| Err(ConfError::new(m, &d.span));
+    match parent.kind {
+        LocKind::Exact => return err(format!("location \"{}\" cannot be inside the exact location \"{}\"", child.pattern, parent.pattern)),
+        LocKind::Named => return err(format!("location \"{}\" cannot be inside the named location \"{}\"", child.pattern, parent.pattern)),
+        _ => {}
+    }
+    match child.kind {
+        LocKind::Named => err(format!("named location \"{}\" can be on the server level only", child.pattern)),
+        LocKind::Prefix | LocKind::PrefixNoRegex | LocKind::Exact
+            if matches!(parent.kind, LocKind::Prefix | LocKind::PrefixNoRegex)
+                && !child.pattern.starts_with(&parent.pattern) =>
+        {
+            err(format!("location \"{}\" is outside location \"{}\"", child.pattern, parent.pattern))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(parse_listen_addr("8080"), Some("0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(parse_listen_addr("*:81"), Some("0.0.0.0:81".parse().unwrap()));
+        assert_eq!(parse_listen_addr("127.0.0.1:82"), Some("127.0.0.1:82".parse().unwrap()));
+        assert_eq!(parse_listen_addr("[::1]:83"), Some("[::1]:83".parse().unwrap()));
+        assert_eq!(parse_listen_addr("127.0.0.1"), Some("127.0.0.1:80".parse().unwrap()));
+        assert_eq!(parse_listen_addr("localhost:84"), Some("127.0.0.1:84".parse().unwrap()));
+        assert_eq!(parse_listen_addr("1.2.3.4:99999"), None);
+    }
+}

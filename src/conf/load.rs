@@ -1,0 +1,228 @@
+//! Loading a configuration: parse, walk the directive table, resolve inheritance,
+//! and build the runtime snapshot the workers serve from.
+
+use super::ast::{ConfError, Span};
+use super::model::{
+    HttpConf, ListenAddr, ListenSpec, LocConf, LocKind, LocationConf, MainConf, ServerConf,
+};
+use super::parser::{self, Parsed};
+use super::table::{Env, Scope};
+use crate::core::errlog::Level;
+use crate::core::route::{Location, Locations, Server, VirtualHosts};
+use crate::modules::log::conf::{LogEnv, default_logs};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the configuration comes from.
+pub enum Source {
+    File(PathBuf),
+    /// The embedded default configuration, serving the embedded site from `root`.
+    Embedded { root: PathBuf },
+}
+
+/// The embedded default configuration; `@ROOT@` is the folder of the default site.
+pub const DEFAULT_CONF: &str = include_str!("default.conf");
+/// The embedded default site.
+pub const DEFAULT_INDEX: &str = include_str!("default_site/index.html");
+
+/// One listening address and the servers behind it.
+#[derive(Debug)]
+pub struct Listener {
+    pub addr: ListenAddr,
+    pub reuseport: bool,
+    pub backlog: i32,
+    pub vhosts: Arc<VirtualHosts>,
+}
+
+/// A loaded, validated configuration: what the workers serve from.
+#[derive(Debug)]
+pub struct Config {
+    pub workers: usize,
+    pub worker_connections: usize,
+    pub multi_accept: bool,
+    pub rlimit_nofile: Option<u64>,
+    pub pid: Option<PathBuf>,
+    /// `None` path is stderr.
+    pub error_log: (Option<PathBuf>, Level),
+    pub listeners: Vec<Listener>,
+    /// Every file read, for `-T`.
+    pub files: Vec<PathBuf>,
+    /// Accepted-but-ignored directives, to log once the error log is open.
+    pub notices: Vec<String>,
+}
+
+/// Load and validate a configuration. `extra` holds `-g` directives.
+pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Config, ConfError> {
+    let Parsed {
+        mut directives,
+        files,
+    } = match source {
+        Source::File(path) => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            parser::parse_file(path, dir)?
+        }
+        Source::Embedded { root } => {
+            let text = DEFAULT_CONF.replace("@ROOT@", &root.to_string_lossy());
+            parser::parse_str(&text, "<embedded>", prefix)?
+        }
+    };
+    if let Some(g) = extra {
+        directives.extend(parser::parse_str(g, "<command line>", prefix)?.directives);
+    }
+    let mut env = Env {
+        prefix: prefix.to_path_buf(),
+        notices: Vec::new(),
+        log: LogEnv::default(),
+    };
+    let mut main = MainConf::default();
+    env.walk(&directives, &mut Scope::Main(&mut main))?;
+
+    let listeners = match main.http.take() {
+        Some(http) => build_http(http, &mut env)?,
+        None => Vec::new(),
+    };
+    let workers = match main.worker_processes {
+        None => 1,
+        Some(Some(n)) => n,
+        Some(None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let error_log = match main.error_log {
+        Some((p, l)) if p.as_os_str() == "stderr" => (None, l),
+        Some((p, l)) => (Some(p), l),
+        None => (None, Level::Error),
+    };
+    Ok(Config {
+        workers,
+        worker_connections: main.worker_connections.unwrap_or(512),
+        multi_accept: main.multi_accept.unwrap_or(false),
+        rlimit_nofile: main.worker_rlimit_nofile,
+        pid: main.pid,
+        error_log,
+        listeners,
+        files,
+        notices: env.notices,
+    })
+}
+
+fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfError> {
+    let mut base = LocConf::default();
+    base.static_files.root = Arc::new(env.path("html"));
+    if http.conf.log.access_log.is_none() {
+        http.conf.log.access_log = Some(default_logs(env)?);
+    }
+    let http_conf = http.conf.resolve(&base);
+
+    // Servers in order, and for each address the servers listening on it.
+    let mut by_addr: Vec<(ListenSpec, Vec<Arc<Server>>, Option<Arc<Server>>)> = Vec::new();
+    for srv in http.servers {
+        let (server, listens) = build_server(srv, &http_conf)?;
+        for l in listens {
+            match by_addr.iter_mut().find(|(s, ..)| s.addr == l.addr) {
+                Some((spec, servers, default)) => {
+                    if l.default_server {
+                        if default.is_some() {
+                            return Err(ConfError::new(
+                                format!("a duplicate default server for {}", l.addr),
+                                &l.span,
+                            ));
+                        }
+                        *default = Some(server.clone());
+                    }
+                    spec.reuseport |= l.reuseport;
+                    if l.backlog != 511 {
+                        spec.backlog = l.backlog;
+                    }
+                    if !servers.iter().any(|s| Arc::ptr_eq(s, &server)) {
+                        servers.push(server.clone());
+                    }
+                }
+                None => {
+                    let default = l.default_server.then(|| server.clone());
+                    by_addr.push((l, vec![server.clone()], default));
+                }
+            }
+        }
+    }
+    Ok(by_addr
+        .into_iter()
+        .map(|(spec, servers, default)| {
+            let default = default.unwrap_or_else(|| servers[0].clone());
+            Listener {
+                addr: spec.addr,
+                reuseport: spec.reuseport,
+                backlog: spec.backlog,
+                vhosts: Arc::new(VirtualHosts::new(&servers, default)),
+            }
+        })
+        .collect())
+}
+
+fn build_server(srv: ServerConf, http: &LocConf) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
+    let conf = srv.conf.resolve(http);
+    let mut listens = srv.listens;
+    if listens.is_empty() {
+        // nginx listens on *:80 when run as root, *:8000 otherwise.
+        let port = if crate::sys::is_root() { 80 } else { 8000 };
+        listens.push(ListenSpec {
+            addr: ListenAddr::Tcp(([0, 0, 0, 0], port).into()),
+            default_server: false,
+            reuseport: false,
+            backlog: 511,
+            span: srv.span.clone().unwrap_or_else(|| Span {
+                file: Arc::from("<default>"),
+                line: 0,
+            }),
+        });
+    }
+    let mut names = srv.names;
+    if names.is_empty() {
+        names.push(String::new());
+    }
+    let mut named = HashMap::new();
+    let mut locs = Vec::new();
+    for l in srv.locations {
+        let span = l.span.clone();
+        let built = build_location(l, &conf);
+        if built.kind == LocKind::Named {
+            if named.insert(built.pattern.clone(), built).is_some() {
+                return Err(ConfError::new("duplicate location", &span));
+            }
+        } else {
+            if locs
+                .iter()
+                .any(|o: &Location| o.kind == built.kind && o.pattern == built.pattern)
+            {
+                return Err(ConfError::new(
+                    format!("duplicate location \"{}\"", built.pattern),
+                    &span,
+                ));
+            }
+            locs.push(built);
+        }
+    }
+    let server = Server {
+        names,
+        conf: Arc::new(conf),
+        locations: Locations::new(locs),
+        named,
+    };
+    Ok((Arc::new(server), listens))
+}
+
+fn build_location(l: LocationConf, parent: &LocConf) -> Location {
+    let conf = l.conf.resolve(parent);
+    let nested = l
+        .locations
+        .into_iter()
+        .map(|n| build_location(n, &conf))
+        .collect();
+    Location {
+        kind: l.kind,
+        pattern: l.pattern,
+        regex: l.regex,
+        conf: Arc::new(conf),
+        alias: l.alias,
+        nested: Locations::new(nested),
+    }
+}

@@ -1,0 +1,173 @@
+//! The configuration tree as written (levels main → http → server → location),
+//! and the `settings!` macro that gives each module its inheritable settings.
+
+use super::ast::Span;
+use crate::modules::{log, static_files};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Declare a settings struct with defaults, plus its "as written" twin (`…Set`, every
+/// field optional) and the nginx inheritance rule: a level takes what it sets, else
+/// what its parent resolved to.
+#[macro_export]
+macro_rules! settings {
+    ($(#[$m:meta])* pub struct $name:ident / $set:ident {
+        $( $(#[$fm:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug)]
+        pub struct $name { $( $(#[$fm])* pub $field: $ty ),* }
+        impl Default for $name {
+            fn default() -> Self { Self { $( $field: $default ),* } }
+        }
+        /// Settings as written at one level; `None` inherits.
+        #[derive(Clone, Debug, Default)]
+        pub struct $set { $( pub $field: Option<$ty> ),* }
+        impl $set {
+            pub fn resolve(&self, parent: &$name) -> $name {
+                $name { $( $field: match &self.$field {
+                    Some(v) => v.clone(),
+                    None => parent.$field.clone(),
+                } ),* }
+            }
+        }
+    };
+}
+
+settings! {
+    /// Connection and protocol settings of the HTTP core.
+    pub struct CoreConf / CoreConfSet {
+        pub keepalive_timeout: std::time::Duration = std::time::Duration::from_secs(75),
+        pub keepalive_requests: u64 = 1000,
+        pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),
+        pub client_body_timeout: std::time::Duration = std::time::Duration::from_secs(60),
+        pub send_timeout: std::time::Duration = std::time::Duration::from_secs(60),
+        pub reset_timedout_connection: bool = false,
+        pub client_max_body_size: u64 = 1 << 20,
+        pub client_header_buffer_size: usize = 1024,
+        pub large_client_header_buffers: (usize, usize) = (4, 8192),
+        pub lingering_close: Lingering = Lingering::On,
+        pub lingering_time: std::time::Duration = std::time::Duration::from_secs(30),
+        pub lingering_timeout: std::time::Duration = std::time::Duration::from_secs(5),
+        pub tcp_nodelay: bool = true,
+        pub tcp_nopush: bool = false,
+        pub server_tokens: bool = true,
+        pub default_type: Arc<str> = Arc::from("text/plain"),
+        pub types: Arc<static_files::mime::MimeTypes> =
+            Arc::new(static_files::mime::MimeTypes::embedded()),
+    }
+}
+
+/// `lingering_close off | on | always`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lingering {
+    Off,
+    On,
+    Always,
+}
+
+/// Everything that inherits http → server → location, one part per module.
+#[derive(Clone, Debug, Default)]
+pub struct LocConfSet {
+    pub core: CoreConfSet,
+    pub static_files: static_files::conf::StaticConfSet,
+    pub log: log::conf::LogConfSet,
+}
+
+/// Resolved settings of one level.
+#[derive(Clone, Debug, Default)]
+pub struct LocConf {
+    pub core: CoreConf,
+    pub static_files: static_files::conf::StaticConf,
+    pub log: log::conf::LogConf,
+}
+
+impl LocConfSet {
+    pub fn resolve(&self, parent: &LocConf) -> LocConf {
+        LocConf {
+            core: self.core.resolve(&parent.core),
+            static_files: self.static_files.resolve(&parent.static_files),
+            log: self.log.resolve(&parent.log),
+        }
+    }
+}
+
+/// Main and events levels.
+#[derive(Debug, Default)]
+pub struct MainConf {
+    /// `None` is `auto` (one per core); unset means 1, as nginx.
+    pub worker_processes: Option<Option<usize>>,
+    pub worker_rlimit_nofile: Option<u64>,
+    pub worker_connections: Option<usize>,
+    pub multi_accept: Option<bool>,
+    pub pid: Option<PathBuf>,
+    pub error_log: Option<(PathBuf, crate::core::errlog::Level)>,
+    pub daemon: Option<bool>,
+    pub events_seen: bool,
+    pub http: Option<HttpConf>,
+}
+
+#[derive(Debug, Default)]
+pub struct HttpConf {
+    pub conf: LocConfSet,
+    pub servers: Vec<ServerConf>,
+    pub log_formats: HashMap<String, Arc<log::LogFormat>>,
+}
+
+/// One `listen` directive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenSpec {
+    pub addr: ListenAddr,
+    pub default_server: bool,
+    pub reuseport: bool,
+    pub backlog: i32,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ListenAddr {
+    Tcp(std::net::SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(a) => write!(f, "{a}"),
+            ListenAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ServerConf {
+    pub conf: LocConfSet,
+    pub listens: Vec<ListenSpec>,
+    /// `server_name` entries as written ("" is the empty name, "~re" a regex).
+    pub names: Vec<String>,
+    pub locations: Vec<LocationConf>,
+    pub span: Option<Span>,
+}
+
+/// How a location matches: `=`, `^~`, plain prefix, `~`, `~*`, or `@name`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocKind {
+    Exact,
+    PrefixNoRegex,
+    Prefix,
+    Regex { caseless: bool },
+    Named,
+}
+
+#[derive(Debug)]
+pub struct LocationConf {
+    pub kind: LocKind,
+    pub pattern: String,
+    pub regex: Option<regex::Regex>,
+    pub conf: LocConfSet,
+    /// `alias` is not inherited: it belongs to the location that sets it.
+    pub alias: Option<String>,
+    pub locations: Vec<LocationConf>,
+    pub span: Span,
+}

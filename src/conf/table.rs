@@ -1,0 +1,259 @@
+//! The directive table: every directive vireo knows is one `Directive` entry of data
+//! (name, contexts, arity, setter, default, doc). The table drives parsing, `-t`,
+//! error messages and docs/directives.md.
+
+use super::ast::{ConfError, Directive};
+use super::model::{HttpConf, LocConfSet, LocationConf, MainConf, ServerConf};
+
+/// Contexts a directive may stand in (a bit set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ctx(pub u16);
+
+impl Ctx {
+    pub const MAIN: Ctx = Ctx(1);
+    pub const EVENTS: Ctx = Ctx(2);
+    pub const HTTP: Ctx = Ctx(4);
+    pub const SERVER: Ctx = Ctx(8);
+    pub const LOCATION: Ctx = Ctx(16);
+    /// http, server and location: the usual home of a setting that inherits downwards.
+    pub const HSL: Ctx = Ctx(4 | 8 | 16);
+    /// http and server.
+    pub const HS: Ctx = Ctx(4 | 8);
+
+    pub const fn or(self, o: Ctx) -> Ctx {
+        Ctx(self.0 | o.0)
+    }
+    pub fn contains(self, o: Ctx) -> bool {
+        self.0 & o.0 == o.0
+    }
+    /// Names of the contexts in this set, for the docs.
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (Ctx::MAIN, "main"),
+            (Ctx::EVENTS, "events"),
+            (Ctx::HTTP, "http"),
+            (Ctx::SERVER, "server"),
+            (Ctx::LOCATION, "location"),
+        ]
+        .into_iter()
+        .filter(|(c, _)| self.contains(*c))
+        .map(|(_, n)| n)
+        .collect()
+    }
+}
+
+/// How many arguments a directive takes, and whether it opens a block.
+#[derive(Clone, Copy, Debug)]
+pub struct Arity {
+    pub min: u8,
+    pub max: u8,
+    pub block: bool,
+}
+
+impl Arity {
+    pub const fn args(min: u8, max: u8) -> Arity {
+        Arity {
+            min,
+            max,
+            block: false,
+        }
+    }
+    pub const fn block(min: u8, max: u8) -> Arity {
+        Arity {
+            min,
+            max,
+            block: true,
+        }
+    }
+}
+pub const ONE: Arity = Arity::args(1, 1);
+pub const MANY: u8 = u8::MAX;
+
+/// Where a setter writes: the configuration level the directive stands in.
+pub enum Scope<'a> {
+    Main(&'a mut MainConf),
+    Events(&'a mut MainConf),
+    Http(&'a mut HttpConf),
+    Server(&'a mut ServerConf),
+    Location(&'a mut LocationConf),
+}
+
+impl Scope<'_> {
+    pub fn ctx(&self) -> Ctx {
+        match self {
+            Scope::Main(_) => Ctx::MAIN,
+            Scope::Events(_) => Ctx::EVENTS,
+            Scope::Http(_) => Ctx::HTTP,
+            Scope::Server(_) => Ctx::SERVER,
+            Scope::Location(_) => Ctx::LOCATION,
+        }
+    }
+
+    /// The inheritable settings of an http, server or location level. The table's
+    /// context check runs before any setter, so a setter declared for those contexts
+    /// only is never called elsewhere.
+    pub fn loc(&mut self) -> &mut LocConfSet {
+        match self {
+            Scope::Http(h) => &mut h.conf,
+            Scope::Server(s) => &mut s.conf,
+            Scope::Location(l) => &mut l.conf,
+            Scope::Main(_) | Scope::Events(_) => {
+                unreachable!("table declares this directive for http/server/location only")
+            }
+        }
+    }
+
+    /// The main configuration, from the main or events level.
+    pub fn main(&mut self) -> &mut MainConf {
+        match self {
+            Scope::Main(m) | Scope::Events(m) => m,
+            _ => unreachable!("table declares this directive for main/events only"),
+        }
+    }
+}
+
+pub type Setter = fn(&mut Scope<'_>, &Directive, &mut Env) -> Result<(), ConfError>;
+
+/// One directive: the data that drives parsing and documentation.
+pub struct Def {
+    pub name: &'static str,
+    pub ctx: Ctx,
+    pub arity: Arity,
+    pub set: Setter,
+    /// Syntax line for the docs, e.g. `sendfile on | off;`.
+    pub syntax: &'static str,
+    /// Default as nginx documents it, or "—".
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+/// State carried while walking the configuration tree.
+pub struct Env {
+    /// Folder relative paths resolve against (`-p` prefix).
+    pub prefix: std::path::PathBuf,
+    /// Notices to write to the error log once it is open (accepted-but-ignored directives).
+    pub notices: Vec<String>,
+    /// Log formats defined so far and log files opened so far.
+    pub log: crate::modules::log::conf::LogEnv,
+}
+
+impl Env {
+    /// Apply each directive of `dirs` to `scope` through the table.
+    pub fn walk(&mut self, dirs: &[Directive], scope: &mut Scope<'_>) -> Result<(), ConfError> {
+        for d in dirs {
+            let def = lookup(&d.name)
+                .ok_or_else(|| ConfError::new(format!("unknown directive \"{}\"", d.name), &d.span))?;
+            check(def, d, scope.ctx())?;
+            (def.set)(scope, d, self)?;
+        }
+        Ok(())
+    }
+
+    /// Resolve a path against the prefix (absolute paths stay).
+    pub fn path(&self, p: &str) -> std::path::PathBuf {
+        self.prefix.join(p)
+    }
+
+    /// Note that a directive was accepted but has no effect in vireo.
+    pub fn ignore(&mut self, d: &Directive, why: &str) {
+        self.notices
+            .push(format!("\"{}\" directive {why} in {}", d.name, d.span));
+    }
+}
+
+fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
+    if !def.ctx.contains(ctx) {
+        return Err(ConfError::new(
+            format!("\"{}\" directive is not allowed here", d.name),
+            &d.span,
+        ));
+    }
+    let n = d.args.len();
+    if n < def.arity.min as usize || n > def.arity.max as usize {
+        return Err(ConfError::new(
+            format!("invalid number of arguments in \"{}\" directive", d.name),
+            &d.span,
+        ));
+    }
+    match (def.arity.block, d.block.is_some()) {
+        (true, false) => Err(ConfError::new(
+            format!("directive \"{}\" has no opening \"{{\"", d.name),
+            &d.span,
+        )),
+        (false, true) => Err(ConfError::new(
+            format!("directive \"{}\" is not terminated by \";\"", d.name),
+            &d.span,
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Every directive table, one per module.
+pub fn tables() -> [&'static [Def]; 4] {
+    [
+        super::core_directives::DIRECTIVES,
+        super::core_directives::IGNORED,
+        crate::modules::static_files::conf::DIRECTIVES,
+        crate::modules::log::conf::DIRECTIVES,
+    ]
+}
+
+pub fn all() -> impl Iterator<Item = &'static Def> {
+    tables().into_iter().flatten()
+}
+
+pub fn lookup(name: &str) -> Option<&'static Def> {
+    all().find(|d| d.name == name)
+}
+
+/// docs/directives.md, generated from the table.
+pub fn reference_markdown() -> String {
+    let mut defs: Vec<&Def> = all().collect();
+    defs.sort_by_key(|d| d.name);
+    let mut out = String::from(
+        "# Directive reference\n\nGenerated from the directive table (`vireo --directives-md`); \
+         a test keeps this file in step with the code.\n\n",
+    );
+    for d in defs {
+        out.push_str(&format!(
+            "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}\n\n",
+            d.name,
+            d.syntax,
+            d.default,
+            d.ctx.names().join(", "),
+            d.doc
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_documented() {
+        let mut seen = HashSet::new();
+        for d in all() {
+            assert!(seen.insert(d.name), "duplicate table entry {}", d.name);
+            assert!(!d.doc.is_empty() && !d.syntax.is_empty(), "{} lacks docs", d.name);
+            assert!(d.syntax.starts_with(d.name), "{} syntax line", d.name);
+            assert!(d.arity.min <= d.arity.max, "{} arity", d.name);
+        }
+    }
+
+    #[test]
+    fn reference_doc_is_in_step() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/directives.md");
+        let want = reference_markdown();
+        if std::env::var_os("VIREO_UPDATE_DOCS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/directives.md is stale: run `VIREO_UPDATE_DOCS=1 cargo test --lib reference_doc`"
+        );
+    }
+}

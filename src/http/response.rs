@@ -1,0 +1,197 @@
+//! Responses: status, headers, body, and the HTTP/1 head writer.
+
+use crate::core::clock;
+use crate::modules::static_files::range::Multipart;
+use bytes::Bytes;
+use std::fs::File;
+use std::ops::Range;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A header value without copying where it can be avoided.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Static(&'static str),
+    Shared(Arc<str>),
+    Owned(String),
+}
+
+impl Value {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Value::Static(s) => s,
+            Value::Shared(s) => s,
+            Value::Owned(s) => s,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Body {
+    Empty,
+    Bytes(Bytes),
+    /// A byte range of an open file.
+    File { file: Rc<File>, range: Range<u64> },
+    /// multipart/byteranges of an open file.
+    Multipart { file: Rc<File>, parts: Box<Multipart> },
+}
+
+impl Body {
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::File { range, .. } => range.end - range.start,
+            Body::Multipart { parts, .. } => parts.content_length(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: Option<Value>,
+    pub headers: Vec<(&'static str, Value)>,
+    pub body: Body,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            content_type: None,
+            headers: Vec::new(),
+            body: Body::Empty,
+        }
+    }
+
+    /// An error or redirect page with a small HTML body, as nginx sends them.
+    pub fn error(status: u16, server_tokens: bool) -> Self {
+        let mut r = Response::new(status);
+        if status >= 300 && !matches!(status, 304) {
+            let title = format!("{status} {}", reason(status));
+            r.body = Body::Bytes(Bytes::from(format!(
+                "<!DOCTYPE html>\n<html><head><title>{title}</title></head>\n<body><h1>{title}</h1><hr><p>{}</p></body></html>\n",
+                server_name(server_tokens)
+            )));
+            r.content_type = Some(Value::Static("text/html"));
+        }
+        r
+    }
+
+    pub fn header(mut self, name: &'static str, v: Value) -> Self {
+        self.headers.push((name, v));
+        self
+    }
+}
+
+pub fn server_name(tokens: bool) -> &'static str {
+    if tokens {
+        concat!("vireo/", env!("CARGO_PKG_VERSION"))
+    } else {
+        "vireo"
+    }
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Not Allowed",
+        408 => "Request Time-out",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Request Entity Too Large",
+        414 => "Request-URI Too Large",
+        416 => "Requested Range Not Satisfiable",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Temporarily Unavailable",
+        504 => "Gateway Time-out",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// Write the status line and headers of `r` into `out`.
+pub fn write_head(out: &mut Vec<u8>, r: &Response, http10: bool, keep_alive: bool, tokens: bool) {
+    out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+    let mut n = itoa::Buffer::new();
+    out.extend_from_slice(n.format(r.status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason(r.status).as_bytes());
+    out.extend_from_slice(b"\r\nServer: ");
+    out.extend_from_slice(server_name(tokens).as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    clock::with_http_date(|d| out.extend_from_slice(d.as_bytes()));
+    if let Some(ct) = &r.content_type {
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(ct.as_str().as_bytes());
+    }
+    if r.status != 304 && !(100..200).contains(&r.status) && r.status != 204 {
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        out.extend_from_slice(n.format(r.body.len()).as_bytes());
+    }
+    for (name, v) in &r.headers {
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_str().as_bytes());
+    }
+    out.extend_from_slice(if keep_alive {
+        b"\r\nConnection: keep-alive\r\n\r\n".as_slice()
+    } else {
+        b"\r\nConnection: close\r\n\r\n".as_slice()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_layout() {
+        let r = Response::new(200)
+            .header("ETag", Value::Static("\"1-2\""));
+        let mut out = Vec::new();
+        write_head(&mut out, &r, false, true, false);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.1 200 OK\r\nServer: vireo\r\nDate: "), "{s}");
+        assert!(s.ends_with("\r\nContent-Length: 0\r\nETag: \"1-2\"\r\nConnection: keep-alive\r\n\r\n"), "{s}");
+    }
+
+    #[test]
+    fn not_modified_has_no_length() {
+        let mut out = Vec::new();
+        write_head(&mut out, &Response::new(304), true, false, true);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.0 304 Not Modified\r\nServer: vireo/"));
+        assert!(!s.contains("Content-Length"));
+    }
+
+    #[test]
+    fn error_pages_are_html() {
+        let r = Response::error(404, true);
+        assert_eq!(r.content_type.unwrap().as_str(), "text/html");
+        let Body::Bytes(b) = r.body else { panic!() };
+        assert!(std::str::from_utf8(&b).unwrap().contains("404 Not Found"));
+    }
+}

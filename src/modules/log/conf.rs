@@ -1,0 +1,174 @@
+//! Directives of the access log: `log_format` and `access_log`.
+
+use super::{Escape, LogFile, LogFormat};
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, Env, MANY};
+use crate::conf::values::{bad_arg, option, parse_size, parse_time, set_once};
+use crate::settings;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One `access_log path [format [buffer=size] [flush=time]]`.
+#[derive(Debug)]
+pub struct AccessLogTarget {
+    pub file: Arc<LogFile>,
+    pub format: Arc<LogFormat>,
+    pub buffer: Option<usize>,
+    pub flush: Option<Duration>,
+}
+
+/// The access logs of a level; `None` until set somewhere (then the default log applies).
+pub type AccessLogs = Option<Arc<[Arc<AccessLogTarget>]>>;
+
+settings! {
+    pub struct LogConf / LogConfSet {
+        pub access_log: AccessLogs = None,
+    }
+}
+
+/// Builder state: formats defined so far and files opened so far (shared when named twice).
+#[derive(Default)]
+pub struct LogEnv {
+    formats: HashMap<String, Arc<LogFormat>>,
+    files: HashMap<PathBuf, Arc<LogFile>>,
+}
+
+impl LogEnv {
+    pub fn format(&mut self, name: &str) -> Option<Arc<LogFormat>> {
+        if name == "combined" {
+            return Some(
+                self.formats
+                    .entry("combined".into())
+                    .or_insert_with(|| Arc::new(LogFormat::combined()))
+                    .clone(),
+            );
+        }
+        self.formats.get(name).cloned()
+    }
+
+    pub fn open(&mut self, path: PathBuf) -> std::io::Result<Arc<LogFile>> {
+        if let Some(f) = self.files.get(&path) {
+            return Ok(f.clone());
+        }
+        let f = LogFile::open(&path)?;
+        self.files.insert(path, f.clone());
+        Ok(f)
+    }
+}
+
+/// The access log used where none is configured: `logs/access.log combined` under the prefix.
+pub fn default_logs(env: &mut Env) -> Result<AccessLogs, ConfError> {
+    let path = env.path("logs/access.log");
+    let file = env.log.open(path.clone()).map_err(|e| {
+        ConfError::bare(format!(
+            "open() \"{}\" failed ({e}) for the default access log; set \"access_log\" in the http block",
+            path.display()
+        ))
+    })?;
+    let format = env.log.format("combined").expect("combined is built in");
+    Ok(Some(Arc::from(vec![Arc::new(AccessLogTarget {
+        file,
+        format,
+        buffer: None,
+        flush: None,
+    })])))
+}
+
+fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
+    if d.arg(0) == "off" {
+        if d.args.len() > 1 {
+            return Err(bad_arg(d, d.arg(1)));
+        }
+        return Ok(Some(Arc::from(Vec::new())));
+    }
+    let fmt_name = d.args.get(1).map_or("combined", |a| a.value.as_str());
+    let format = env
+        .log
+        .format(fmt_name)
+        .ok_or_else(|| ConfError::new(format!("unknown log format \"{fmt_name}\""), &d.span))?;
+    let (mut buffer, mut flush) = (None, None);
+    for a in d.arg_strs().skip(2) {
+        if let Some(v) = option(a, "buffer") {
+            buffer = Some(
+                parse_size(v)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad_arg(d, a))? as usize,
+            );
+        } else if let Some(v) = option(a, "flush") {
+            flush = Some(parse_time(v).ok_or_else(|| bad_arg(d, a))?);
+        } else {
+            return Err(bad_arg(d, a));
+        }
+    }
+    if flush.is_some() && buffer.is_none() {
+        buffer = Some(64 * 1024);
+    }
+    let path = match d.arg(0) {
+        p @ ("/dev/stdout" | "/dev/stderr") => PathBuf::from(p),
+        p => env.path(p),
+    };
+    let file = env.log.open(path.clone()).map_err(|e| {
+        ConfError::new(
+            format!("open() \"{}\" failed ({e})", path.display()),
+            &d.span,
+        )
+    })?;
+    Ok(Some(Arc::from(vec![Arc::new(AccessLogTarget {
+        file,
+        format,
+        buffer,
+        flush,
+    })])))
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "log_format",
+        ctx: Ctx::HTTP,
+        arity: Arity::args(2, MANY),
+        set: |_, d, e| {
+            let name = d.arg(0);
+            let (escape, skip) = match d.arg(1).strip_prefix("escape=") {
+                Some("default") => (Escape::Default, 2),
+                Some("json") => (Escape::Json, 2),
+                Some("none") => (Escape::None, 2),
+                Some(_) => return Err(bad_arg(d, d.arg(1))),
+                None => (Escape::Default, 1),
+            };
+            let parts: Vec<&str> = d.arg_strs().skip(skip).collect();
+            if parts.is_empty() || e.log.formats.contains_key(name) || name == "combined" {
+                return Err(ConfError::new(
+                    format!("duplicate log_format name \"{name}\" or no format string"),
+                    &d.span,
+                ));
+            }
+            let f = LogFormat::new(name, escape, &parts).map_err(|m| ConfError::new(m, &d.span))?;
+            e.log.formats.insert(name.to_string(), Arc::new(f));
+            Ok(())
+        },
+        syntax: "log_format name [escape=default|json|none] string …;",
+        default: "combined \"…\"",
+        doc: "Defines a named access log line made of text and variables; the strings are joined.",
+    },
+    Def {
+        name: "access_log",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 4),
+        set: |s, d, e| {
+            let new = access_log(d, e)?;
+            let slot = &mut s.loc().log.access_log;
+            match (slot.as_mut(), new) {
+                (Some(Some(have)), Some(add)) if !have.is_empty() && !add.is_empty() => {
+                    *have = have.iter().chain(add.iter()).cloned().collect();
+                    Ok(())
+                }
+                (_, new) => set_once(slot, new, d),
+            }
+        },
+        syntax: "access_log path [format [buffer=size] [flush=time]] | off;",
+        default: "logs/access.log combined",
+        doc: "Writes a line per request in the named format (default `combined`); several may be given at one level. `buffer=` collects lines per worker and writes them when full, after `flush=` time, or at exit.",
+    },
+];

@@ -1,0 +1,60 @@
+//! The worker side of access logging: one `AccessLog` writer per configured
+//! target per worker (thread-local, no locks), flushed by the worker's timer.
+
+use super::AccessLog;
+use super::conf::AccessLogTarget;
+use crate::core::request::{Finished, Request};
+use crate::http::response::Response;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+thread_local! {
+    /// Keyed by the target's address; the Arc kept beside it pins that address.
+    static WRITERS: RefCell<HashMap<usize, (Arc<AccessLogTarget>, AccessLog)>> = RefCell::default();
+}
+
+/// Write the access log lines for a finished request.
+pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_bytes: u64) {
+    let Some(targets) = &req.conf.log.access_log else {
+        return;
+    };
+    if targets.is_empty() {
+        return;
+    }
+    let done = Finished {
+        req,
+        resp,
+        head_bytes,
+        body_bytes,
+    };
+    WRITERS.with(|w| {
+        let mut w = w.borrow_mut();
+        for t in targets.iter() {
+            let key = Arc::as_ptr(t) as usize;
+            let (_, writer) = w.entry(key).or_insert_with(|| {
+                let writer = AccessLog::new(t.file.clone(), t.format.clone(), t.buffer, t.flush);
+                (t.clone(), writer)
+            });
+            writer.log(&done);
+        }
+    });
+}
+
+/// Flush buffers whose `flush=` time has come (once a second).
+pub fn flush_due() {
+    WRITERS.with(|w| {
+        for (_, writer) in w.borrow_mut().values_mut() {
+            writer.flush_due();
+        }
+    });
+}
+
+/// Flush everything (worker exit).
+pub fn flush_all() {
+    WRITERS.with(|w| {
+        for (_, writer) in w.borrow_mut().values_mut() {
+            writer.flush();
+        }
+    });
+}

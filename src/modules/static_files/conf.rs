@@ -1,0 +1,202 @@
+//! Directives of the static file handler.
+
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
+use crate::conf::values::{bad_arg, flag, number, option, set_once, time};
+use crate::settings;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::conditional::IfModifiedSince;
+
+/// `open_file_cache max=N [inactive=time]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFileCacheSpec {
+    pub max: usize,
+    pub inactive: Duration,
+}
+
+settings! {
+    pub struct StaticConf / StaticConfSet {
+        pub root: Arc<PathBuf> = Arc::new(PathBuf::from("html")),
+        pub index: Arc<[Box<str>]> = Arc::from(vec![Box::from("index.html")]),
+        pub sendfile: bool = false,
+        pub open_file_cache: Option<OpenFileCacheSpec> = None,
+        pub open_file_cache_valid: Duration = Duration::from_secs(60),
+        pub open_file_cache_min_uses: u32 = 1,
+        pub open_file_cache_errors: bool = false,
+        pub etag: bool = true,
+        pub if_modified_since: IfModifiedSince = IfModifiedSince::Exact,
+        pub max_ranges: Option<usize> = None,
+    }
+}
+
+fn no_variables(d: &Directive) -> Result<(), ConfError> {
+    if d.arg(0).contains('$') {
+        return Err(ConfError::new(
+            format!("variables in \"{}\" are not supported yet", d.name),
+            &d.span,
+        ));
+    }
+    Ok(())
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "root",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, e| {
+            no_variables(d)?;
+            if let Scope::Location(l) = s
+                && l.alias.is_some()
+            {
+                return Err(ConfError::new(
+                    "\"root\" directive is duplicate, \"alias\" directive was specified earlier",
+                    &d.span,
+                ));
+            }
+            let p = Arc::new(e.path(d.arg(0)));
+            set_once(&mut s.loc().static_files.root, p, d)
+        },
+        syntax: "root path;",
+        default: "html",
+        doc: "Document root: a request's file is root + URI. Relative paths are taken from the prefix (`-p`).",
+    },
+    Def {
+        name: "alias",
+        ctx: Ctx::LOCATION,
+        arity: ONE,
+        set: |s, d, e| {
+            no_variables(d)?;
+            let Scope::Location(l) = s else { unreachable!() };
+            if l.conf.static_files.root.is_some() {
+                return Err(ConfError::new(
+                    "\"alias\" directive is duplicate, \"root\" directive was specified earlier",
+                    &d.span,
+                ));
+            }
+            let p = e.path(d.arg(0)).to_string_lossy().into_owned();
+            set_once(&mut l.alias, p, d)
+        },
+        syntax: "alias path;",
+        default: "—",
+        doc: "Replaces the location's matched prefix with this path when building the file name.",
+    },
+    Def {
+        name: "index",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            let v: Arc<[Box<str>]> = d.arg_strs().map(Box::from).collect();
+            set_once(&mut s.loc().static_files.index, v, d)
+        },
+        syntax: "index file …;",
+        default: "index.html",
+        doc: "Files tried, in order, for a request URI ending in `/`.",
+    },
+    Def {
+        name: "sendfile",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().static_files.sendfile, flag(d, 0)?, d),
+        syntax: "sendfile on | off;",
+        default: "off",
+        doc: "Send file bodies with sendfile(2) (plain TCP); `off` reads them into a buffer and writes that.",
+    },
+    Def {
+        name: "open_file_cache",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let v = if d.arg(0) == "off" && d.args.len() == 1 {
+                None
+            } else {
+                let mut spec = OpenFileCacheSpec { max: 0, inactive: Duration::from_secs(60) };
+                for a in d.arg_strs() {
+                    if let Some(v) = option(a, "max") {
+                        spec.max = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| bad_arg(d, a))?;
+                    } else if let Some(v) = option(a, "inactive") {
+                        spec.inactive = crate::conf::values::parse_time(v).ok_or_else(|| bad_arg(d, a))?;
+                    } else {
+                        return Err(bad_arg(d, a));
+                    }
+                }
+                if spec.max == 0 {
+                    return Err(ConfError::new("\"open_file_cache\" must have the \"max\" parameter", &d.span));
+                }
+                Some(spec)
+            };
+            set_once(&mut s.loc().static_files.open_file_cache, v, d)
+        },
+        syntax: "open_file_cache off | max=N [inactive=time];",
+        default: "off",
+        doc: "Per-worker cache of open file descriptors, sizes and mtimes (and small file bodies), so a hot file costs no open/stat per request. Entries unused for `inactive` are dropped; past `max` the least recently used go.",
+    },
+    Def {
+        name: "open_file_cache_valid",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().static_files.open_file_cache_valid, time(d, 0)?, d),
+        syntax: "open_file_cache_valid time;",
+        default: "60s",
+        doc: "How long a cached entry is trusted before it is checked against the file system again.",
+    },
+    Def {
+        name: "open_file_cache_min_uses",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = number(d, 0)?.clamp(1, u32::MAX as u64) as u32;
+            set_once(&mut s.loc().static_files.open_file_cache_min_uses, n, d)
+        },
+        syntax: "open_file_cache_min_uses number;",
+        default: "1",
+        doc: "Uses within `inactive` before a file's descriptor is kept open.",
+    },
+    Def {
+        name: "open_file_cache_errors",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().static_files.open_file_cache_errors, flag(d, 0)?, d),
+        syntax: "open_file_cache_errors on | off;",
+        default: "off",
+        doc: "Also cache lookup errors (not found, forbidden).",
+    },
+    Def {
+        name: "etag",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().static_files.etag, flag(d, 0)?, d),
+        syntax: "etag on | off;",
+        default: "on",
+        doc: "Send an ETag (mtime-size) with static files and honour If-None-Match.",
+    },
+    Def {
+        name: "if_modified_since",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let v = match d.arg(0) {
+                "off" => IfModifiedSince::Off,
+                "exact" => IfModifiedSince::Exact,
+                "before" => IfModifiedSince::Before,
+                v => return Err(bad_arg(d, v)),
+            };
+            set_once(&mut s.loc().static_files.if_modified_since, v, d)
+        },
+        syntax: "if_modified_since off | exact | before;",
+        default: "exact",
+        doc: "How If-Modified-Since is compared with a file's mtime to answer 304.",
+    },
+    Def {
+        name: "max_ranges",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().static_files.max_ranges, Some(number(d, 0)? as usize), d),
+        syntax: "max_ranges number;",
+        default: "— (unlimited)",
+        doc: "Most ranges honoured in one Range request; more get the whole file. 0 disables ranges.",
+    },
+];
