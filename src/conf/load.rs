@@ -105,6 +105,9 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
     })
 }
 
+/// A listening address, its servers in order, and its `default_server`.
+type AddrServers = (ListenSpec, Vec<Arc<Server>>, Option<Arc<Server>>);
+
 fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfError> {
     let mut base = LocConf::default();
     base.static_files.root = Arc::new(env.path("html"));
@@ -114,7 +117,7 @@ fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfEr
     let http_conf = http.conf.resolve(&base);
 
     // Servers in order, and for each address the servers listening on it.
-    let mut by_addr: Vec<(ListenSpec, Vec<Arc<Server>>, Option<Arc<Server>>)> = Vec::new();
+    let mut by_addr: Vec<AddrServers> = Vec::new();
     for srv in http.servers {
         let (server, listens) = build_server(srv, &http_conf)?;
         for l in listens {

@@ -132,7 +132,17 @@ impl ErrorLog {
     }
 }
 
+/// Open a log file for appending. `/dev/stdout` and `/dev/stderr` share the
+/// process's own descriptors (a separate open would keep its own file offset and
+/// overwrite the other stream's lines when both go to one file).
 pub(crate) fn open_append(path: &Path) -> io::Result<File> {
+    use std::os::fd::AsFd;
+    if path == Path::new("/dev/stdout") {
+        return Ok(File::from(io::stdout().as_fd().try_clone_to_owned()?));
+    }
+    if path == Path::new("/dev/stderr") {
+        return Ok(File::from(io::stderr().as_fd().try_clone_to_owned()?));
+    }
     OpenOptions::new()
         .append(true)
         .create(true)

@@ -191,10 +191,10 @@ impl<S: Stream> Conn<S> {
         };
         let mut deadline: Option<Instant> = None;
         loop {
-            if !self.buf.is_empty() {
-                if let Some(h) = parse::parse(&mut self.buf, &limits).map_err(ReadError::Parse)? {
-                    return Ok(Some(h));
-                }
+            if !self.buf.is_empty()
+                && let Some(h) = parse::parse(&mut self.buf, &limits).map_err(ReadError::Parse)?
+            {
+                return Ok(Some(h));
             }
             if self.buf.capacity() - self.buf.len() < 256 {
                 self.buf.reserve(limits.header_buffer.max(512));

@@ -1,0 +1,251 @@
+//! Test harness: start the built vireo binary with an inline configuration on
+//! free loopback ports, and talk to it with raw bytes.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_vireo");
+
+/// A scratch folder removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("vireo-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    /// Write a file (creating folders) and return its path.
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.0.join(rel)).unwrap_or_default()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running vireo. Killed on drop.
+pub struct Vireo {
+    pub child: Child,
+    pub port: u16,
+    pub dir: TempDir,
+}
+
+/// Replace `{port}`, `{port2}` and `{dir}` in a configuration template.
+pub fn fill(template: &str, dir: &Path, port: u16, port2: u16) -> String {
+    template
+        .replace("{port}", &port.to_string())
+        .replace("{port2}", &port2.to_string())
+        .replace("{dir}", &dir.display().to_string())
+}
+
+impl Vireo {
+    /// Start with a configuration template; `{dir}` is a fresh folder with `html/`
+    /// in it, `{port}` a free port the server must listen on.
+    pub fn start(template: &str) -> Vireo {
+        Self::start_in(TempDir::new("srv"), template)
+    }
+
+    /// As `start`, in a prepared folder.
+    pub fn start_in(dir: TempDir, template: &str) -> Vireo {
+        std::fs::create_dir_all(dir.path().join("html")).unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        let port = free_port();
+        let conf = fill(template, dir.path(), port, free_port());
+        let conf_path = dir.write("vireo.conf", conf);
+        let child = Command::new(BIN)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut v = Vireo { child, port, dir };
+        v.wait_ready();
+        v
+    }
+
+    fn wait_ready(&mut self) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!("vireo exited ({st}): {}", self.dir.read("stderr.log"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("vireo did not listen: {}", self.dir.read("stderr.log"));
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Send raw bytes on a new connection and read until the server closes.
+    pub fn raw(&self, req: &[u8]) -> Vec<u8> {
+        let mut s = self.connect();
+        s.write_all(req).unwrap();
+        read_to_close(&mut s)
+    }
+
+    /// One GET with `Connection: close`; parsed.
+    pub fn get(&self, path: &str) -> Resp {
+        self.request(&format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+    }
+
+    /// A raw request text; the one response, parsed.
+    pub fn request(&self, req: &str) -> Resp {
+        Resp::parse(&self.raw(req.as_bytes())).expect("a response")
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Wait for exit, up to `secs`.
+    pub fn wait_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < end {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn stderr(&self) -> String {
+        self.dir.read("stderr.log")
+    }
+}
+
+impl Drop for Vireo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Read until EOF (or a read timeout / reset), returning what arrived.
+pub fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A parsed HTTP/1 response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub head: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    /// Parse one response from the front of `raw` (body by Content-Length, else the rest).
+    pub fn parse(raw: &[u8]) -> Option<Resp> {
+        Self::parse_one(raw).map(|(r, _)| r)
+    }
+
+    /// Parse one response; also return the bytes consumed.
+    pub fn parse_one(raw: &[u8]) -> Option<(Resp, usize)> {
+        let end = raw.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+        let headers: Vec<(String, String)> = lines
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let len = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse::<usize>().ok());
+        let body_end = match len {
+            Some(n) if status != 304 && raw.len() >= end + n => end + n,
+            Some(_) if status == 304 => end,
+            _ => raw.len(),
+        };
+        let body = raw[end..body_end].to_vec();
+        Some((Resp { status, head, headers, body }, body_end))
+    }
+
+    /// Parse every response in a byte stream (pipelining); HEAD bodies must not be counted.
+    pub fn parse_all(mut raw: &[u8]) -> Vec<Resp> {
+        let mut out = Vec::new();
+        while let Some((r, n)) = Self::parse_one(raw) {
+            out.push(r);
+            raw = &raw[n..];
+        }
+        out
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Run `vireo ARGS…` to completion.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Write a configuration into `dir` and run `vireo -t -c` on it.
+pub fn test_conf(dir: &TempDir, conf: &str) -> Output {
+    let p = dir.write("t.conf", conf);
+    Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-t")
+        .arg("-c")
+        .arg(&p)
+        .output()
+        .unwrap()
+}
