@@ -38,6 +38,12 @@ struct Conn<S> {
     buf: BytesMut,
     out: Vec<u8>,
     requests: u64,
+    /// A timeout asked for a reset (reset_timedout_connection): close without FIN.
+    reset: bool,
+    /// The last read returned less than it could take: the socket is empty, and
+    /// its read readiness was cleared, so the next read waits for epoll instead of
+    /// costing a syscall that would only say EAGAIN (nginx's `rev->ready = 0`).
+    drained: bool,
 }
 
 /// How a served request left the connection.
@@ -59,6 +65,8 @@ pub async fn serve<S: Stream>(s: S, peer: Peer, listener: usize, id: u64, shared
         buf: BytesMut::new(),
         out: Vec::new(),
         requests: 0,
+        reset: false,
+        drained: false,
     };
     let cfg = c.shared.config.load_full();
     let core = &cfg.listeners[c.listener].vhosts.default.conf.core;
@@ -83,7 +91,7 @@ impl<S: Stream> Conn<S> {
                 }
                 Err(ReadError::TimedOut) => {
                     if core.reset_timedout_connection {
-                        self.s.set_reset_on_close();
+                        self.reset_on_close();
                     }
                     return;
                 }
@@ -175,7 +183,7 @@ impl<S: Stream> Conn<S> {
             Ok(_) => Next::Close(close),
             Err(e) => {
                 if e.kind() == ErrorKind::TimedOut && core.reset_timedout_connection {
-                    self.s.set_reset_on_close();
+                    self.reset_on_close();
                 }
                 Next::Close(false)
             }
@@ -196,15 +204,24 @@ impl<S: Stream> Conn<S> {
             {
                 return Ok(Some(h));
             }
-            if self.buf.capacity() - self.buf.len() < 256 {
-                self.buf.reserve(limits.header_buffer.max(512));
+            if !self.drained {
+                if self.buf.capacity() - self.buf.len() < 256 {
+                    self.buf.reserve(limits.header_buffer.max(512));
+                }
+                let spare = self.buf.capacity() - self.buf.len();
+                match self.s.try_read_buf(&mut self.buf) {
+                    Ok(0) => return Ok(None),
+                    Ok(n) => {
+                        if n < spare {
+                            self.mark_drained();
+                        }
+                        continue;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(_) => return Ok(None),
+                }
             }
-            match self.s.try_read_buf(&mut self.buf) {
-                Ok(0) => return Ok(None),
-                Ok(_) => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(_) => return Ok(None),
-            }
+            self.drained = false;
             let idle = self.buf.is_empty();
             if idle {
                 // Nothing of the next request yet: hold no buffers while waiting.
@@ -237,6 +254,15 @@ impl<S: Stream> Conn<S> {
                 }
             }
         }
+    }
+
+    /// Forget read readiness without a syscall. Sound only right after a short
+    /// read with no await in between: data arriving later raises a new epoll event.
+    fn mark_drained(&mut self) {
+        let _ = self.s.try_io(Interest::READABLE, || {
+            Err::<(), _>(io::Error::from(ErrorKind::WouldBlock))
+        });
+        self.drained = true;
     }
 
     /// Read and drop the request body, enforcing client_max_body_size and
@@ -288,6 +314,7 @@ impl<S: Stream> Conn<S> {
     }
 
     async fn read_body_bytes(&mut self, core: &CoreConf) -> Result<(), BodyError> {
+        self.drained = false;
         self.buf.reserve(16 * 1024);
         loop {
             match self.s.try_read_buf(&mut self.buf) {
@@ -299,7 +326,7 @@ impl<S: Stream> Conn<S> {
                         Ok(Err(_)) => return Err(BodyError::Io),
                         Err(_) => {
                             if core.reset_timedout_connection {
-                                self.s.set_reset_on_close();
+                                self.reset_on_close();
                             }
                             return Err(BodyError::Io);
                         }
@@ -363,6 +390,11 @@ impl<S: Stream> Conn<S> {
                     self.out.clear();
                 }
             }
+            if !self.out.is_empty() {
+                // An empty range: the head is still waiting to go out.
+                write_all(&self.s, &self.out, t).await?;
+                self.out.clear();
+            }
             return Ok(());
         }
         let cork = core.tcp_nopush;
@@ -379,6 +411,12 @@ impl<S: Stream> Conn<S> {
             self.s.set_cork(false);
         }
         r
+    }
+
+    /// Close with a reset (SO_LINGER 0) once the connection is dropped.
+    fn reset_on_close(&mut self) {
+        self.s.set_reset_on_close();
+        self.reset = true;
     }
 
     /// Answer a request we could not parse, then close.
@@ -398,6 +436,10 @@ impl<S: Stream> Conn<S> {
     /// Close after the response: with lingering close, read and drop what the
     /// client still sends for a while so it receives our response, not a reset.
     async fn close(&mut self, core: &CoreConf, unread: bool) {
+        if self.reset {
+            // No shutdown: the client must see the RST, not a clean FIN first.
+            return;
+        }
         let linger = match core.lingering_close {
             Lingering::Off => false,
             Lingering::On => unread || !self.buf.is_empty(),

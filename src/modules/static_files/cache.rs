@@ -127,10 +127,10 @@ pub fn open(path: &[u8], conf: &StaticConf) -> io::Result<Rc<FileInfo>> {
         }
         let uses = c.map.get(path).map_or(1, |e| e.uses);
         let result = open_path(p);
+        let keep = uses >= conf.open_file_cache_min_uses;
         let info = match result {
             Ok((f, m)) => {
-                let keep = uses >= conf.open_file_cache_min_uses;
-                let mut info = FileInfo::new(f.filter(|_| keep), &m);
+                let mut info = FileInfo::new(f, &m);
                 if keep && info.is_file && info.size <= SMALL_BODY {
                     info.body = read_body(&info);
                 }
@@ -139,7 +139,15 @@ pub fn open(path: &[u8], conf: &StaticConf) -> io::Result<Rc<FileInfo>> {
             Err(e) => Err(e),
         };
         let cached = match &info {
-            Ok(i) => Ok(i.clone()),
+            Ok(i) if keep => Ok(i.clone()),
+            // Below min_uses: remember the uses, not the descriptor.
+            Ok(i) => Ok(Rc::new(FileInfo {
+                file: None,
+                body: None,
+                etag: i.etag.clone(),
+                last_modified: i.last_modified.clone(),
+                ..**i
+            })),
             Err(e) if conf.open_file_cache_errors => Err(e.raw_os_error().unwrap_or(libc::EIO)),
             Err(_) => {
                 c.map.remove(path);
@@ -252,7 +260,9 @@ mod tests {
         let key = f.as_os_str().as_bytes();
         let c = conf(2, false);
         let first = open(key, &c).unwrap();
-        assert!(first.file.is_none(), "not kept before min_uses");
+        assert!(first.file.is_some(), "the first use is served from an open file");
+        assert!(CACHE.with(|c| c.borrow().map[key].info.as_ref().unwrap().file.is_none()),
+            "but the descriptor is not kept before min_uses");
         let second = open(key, &c).unwrap();
         assert_eq!(second.body.as_deref(), Some(&b"hello"[..]));
         let third = open(key, &c).unwrap();
