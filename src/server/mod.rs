@@ -1,9 +1,11 @@
 //! Server: listening sockets, worker threads, signals, process lifetime.
 
+pub mod idle;
 pub mod socket;
 pub mod worker;
 
 use crate::conf::load::Config;
+use crate::core::errlog::errno_text;
 use crate::error_log;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
@@ -37,27 +39,35 @@ impl Shared {
 
 /// Bind the listeners, start the workers, and serve until a stop signal.
 pub fn run(config: Config) -> std::io::Result<()> {
+    // Take over the stop signals before any socket listens: a signal sent as soon
+    // as the port answers must stop the server cleanly, not kill it by default action.
+    let signals = Signals::install()?;
     if let Some(n) = config.rlimit_nofile
         && let Err(e) = crate::sys::raise_nofile(n)
     {
-        error_log!(Warn, "setrlimit(RLIMIT_NOFILE, {n}) failed ({e}), not permitted here");
+        error_log!(
+            Warn,
+            "setrlimit(RLIMIT_NOFILE, {n}) failed ({})",
+            errno_text(&e)
+        );
     }
+    let overlap = overlapping(&config.listeners);
     // Shared (non-reuseport) sockets are bound once here; each worker gets a clone.
     let mut shared_sockets = Vec::new();
-    for l in &config.listeners {
+    for (l, &o) in config.listeners.iter().zip(&overlap) {
         shared_sockets.push(if l.reuseport {
             None
         } else {
-            Some(bind_logged(l)?)
+            Some(bind_logged(l, o)?)
         });
     }
     let mut per_worker = Vec::new();
     for _ in 0..config.workers {
         let mut mine = Vec::new();
-        for (l, s) in config.listeners.iter().zip(&shared_sockets) {
+        for ((l, s), &o) in config.listeners.iter().zip(&shared_sockets).zip(&overlap) {
             mine.push(match s {
                 Some(s) => s.try_clone()?,
-                None => bind_logged(l)?,
+                None => bind_logged(l, o)?,
             });
         }
         per_worker.push(mine);
@@ -66,9 +76,20 @@ pub fn run(config: Config) -> std::io::Result<()> {
     let pid_file = config.pid.clone();
     if let Some(p) = &pid_file {
         std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("open() \"{}\" failed ({e})", p.display()))
+            std::io::Error::new(
+                e.kind(),
+                format!("open() \"{}\" failed ({})", p.display(), errno_text(&e)),
+            )
         })?;
     }
+    let unix_sockets: Vec<std::path::PathBuf> = config
+        .listeners
+        .iter()
+        .filter_map(|l| match &l.addr {
+            crate::conf::model::ListenAddr::Unix(p) => Some(p.clone()),
+            crate::conf::model::ListenAddr::Tcp(_) => None,
+        })
+        .collect();
     for l in &config.listeners {
         error_log!(Notice, "listening on {}", l.addr);
     }
@@ -86,9 +107,13 @@ pub fn run(config: Config) -> std::io::Result<()> {
                 .spawn(move || worker::run(id, listeners, shared))?,
         );
     }
-    wait_for_signal(&shared)?;
+    signals.wait(&shared);
     for t in threads {
         let _ = t.join();
+    }
+    // As nginx: unix socket files and the pid file go away with the server.
+    for p in &unix_sockets {
+        let _ = std::fs::remove_file(p);
     }
     if let Some(p) = &pid_file {
         let _ = std::fs::remove_file(p);
@@ -97,32 +122,104 @@ pub fn run(config: Config) -> std::io::Result<()> {
     Ok(())
 }
 
-fn bind_logged(l: &crate::conf::load::Listener) -> std::io::Result<socket::Bound> {
+/// For each listener: does it share its port with a wildcard listener of the same
+/// family (`listen 80;` beside `listen 127.0.0.1:80;`)? nginx serves both; on Linux
+/// the two sockets can only be bound together with SO_REUSEPORT on both, and the
+/// kernel then hands a connection to the most specific one, which is exactly the
+/// nginx rule. (Side effect, for these sockets only: a second process of the same
+/// user could bind the same addresses too.)
+fn overlapping(listeners: &[crate::conf::load::Listener]) -> Vec<bool> {
+    use crate::conf::model::ListenAddr;
+    let tcp = |l: &crate::conf::load::Listener| match l.addr {
+        ListenAddr::Tcp(a) => Some(a),
+        ListenAddr::Unix(_) => None,
+    };
+    listeners
+        .iter()
+        .map(|l| {
+            let Some(a) = tcp(l) else { return false };
+            listeners.iter().filter_map(tcp).any(|b| {
+                b != a
+                    && b.port() == a.port()
+                    && b.is_ipv4() == a.is_ipv4()
+                    && (a.ip().is_unspecified() || b.ip().is_unspecified())
+            })
+        })
+        .collect()
+}
+
+/// Bind one socket for `l`; `overlap`: see [`overlapping`].
+fn bind_logged(l: &crate::conf::load::Listener, overlap: bool) -> std::io::Result<socket::Bound> {
+    let with_reuseport;
+    let l = if overlap && !l.reuseport {
+        with_reuseport = crate::conf::load::Listener {
+            addr: l.addr.clone(),
+            reuseport: true,
+            backlog: l.backlog,
+            vhosts: l.vhosts.clone(),
+        };
+        &with_reuseport
+    } else {
+        l
+    };
     socket::bind(l).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("bind() to {} failed ({e})", l.addr))
+        std::io::Error::new(
+            e.kind(),
+            format!("bind() to {} failed ({})", l.addr, errno_text(&e)),
+        )
     })
 }
 
-/// Block until SIGTERM/SIGINT (fast) or SIGQUIT (graceful), then tell the workers.
-fn wait_for_signal(shared: &Shared) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut quit = signal(SignalKind::quit())?;
-        let state = tokio::select! {
-            _ = term.recv() => State::Fast,
-            _ = int.recv() => State::Fast,
-            _ = quit.recv() => State::Graceful,
-        };
-        error_log!(Notice, "signal received, {}", match state {
-            State::Graceful => "gracefully shutting down",
-            _ => "exiting now",
+/// The stop signals, taken over from their default actions.
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _guard = rt.enter();
+        let term = signal(SignalKind::terminate())?;
+        let int = signal(SignalKind::interrupt())?;
+        let quit = signal(SignalKind::quit())?;
+        drop(_guard);
+        Ok(Signals {
+            rt,
+            term,
+            int,
+            quit,
+        })
+    }
+
+    /// Block until SIGTERM/SIGINT (fast) or SIGQUIT (graceful), then tell the workers.
+    fn wait(self, shared: &Shared) {
+        let Signals {
+            rt,
+            mut term,
+            mut int,
+            mut quit,
+        } = self;
+        rt.block_on(async {
+            let state = tokio::select! {
+                _ = term.recv() => State::Fast,
+                _ = int.recv() => State::Fast,
+                _ = quit.recv() => State::Graceful,
+            };
+            error_log!(
+                Notice,
+                "signal received, {}",
+                match state {
+                    State::Graceful => "gracefully shutting down",
+                    _ => "exiting now",
+                }
+            );
+            shared.state.send_replace(state);
         });
-        shared.state.send_replace(state);
-        Ok(())
-    })
+    }
 }

@@ -62,6 +62,8 @@ pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
     fn readable(&self) -> impl Future<Output = io::Result<()>>;
     fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
     fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize>;
+    /// Register for read readiness without a future object (idle waits).
+    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>>;
     fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>;
     /// TCP options; no-ops on unix sockets.
     fn set_cork(&self, on: bool);
@@ -83,6 +85,12 @@ macro_rules! stream_impl {
             }
             fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
                 <$t>::try_read_buf(self, buf)
+            }
+            fn poll_read_ready(
+                &self,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<io::Result<()>> {
+                <$t>::poll_read_ready(self, cx)
             }
             fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
                 <$t>::try_write_vectored(self, bufs)

@@ -46,7 +46,10 @@ impl Slots {
 /// Run worker `id` until shutdown; `listeners[i]` serves `config.listeners[i]`.
 pub fn run(id: usize, listeners: Vec<Bound>, shared: Arc<Shared>) {
     errlog::set_worker_id(id);
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             error_log!(Emerg, "worker {id}: cannot start its event loop: {e}");
@@ -72,6 +75,7 @@ pub fn run(id: usize, listeners: Vec<Bound>, shared: Arc<Shared>) {
                     });
                 }
                 tokio::task::spawn_local(crate::modules::timers());
+                tokio::task::spawn_local(super::idle::ticker());
                 let mut rx = shared.state.subscribe();
                 let state = loop {
                     let s = *rx.borrow_and_update();
@@ -82,6 +86,7 @@ pub fn run(id: usize, listeners: Vec<Bound>, shared: Arc<Shared>) {
                         break State::Fast;
                     }
                 };
+                super::idle::stop_all();
                 if state == State::Graceful {
                     // Listeners stop by themselves; wait for connections to finish.
                     while slots.active.get() > 0 {
@@ -117,11 +122,29 @@ async fn accept_loop(
                     _ = stopping(&mut rx) => return Ok(()),
                 };
                 let local = s.local_addr().ok();
-                start(s, Peer::Tcp { remote: peer, local }, idx, &shared, &slots);
+                start(
+                    s,
+                    Peer::Tcp {
+                        remote: peer,
+                        local,
+                    },
+                    idx,
+                    &shared,
+                    &slots,
+                );
                 if shared.config.load().multi_accept {
                     while let Ok((s, peer)) = poll_accept(&l) {
                         let local = s.local_addr().ok();
-                        start(s, Peer::Tcp { remote: peer, local }, idx, &shared, &slots);
+                        start(
+                            s,
+                            Peer::Tcp {
+                                remote: peer,
+                                local,
+                            },
+                            idx,
+                            &shared,
+                            &slots,
+                        );
                     }
                 }
             }
@@ -183,8 +206,5 @@ fn start<S: Stream>(s: S, peer: Peer, idx: usize, shared: &Arc<Shared>, slots: &
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    tokio::task::spawn_local(async move {
-        conn::serve(s, peer, idx, id, shared).await;
-        drop(slot);
-    });
+    tokio::task::spawn_local(conn::serve(s, peer, idx, id, shared, slot));
 }

@@ -6,7 +6,7 @@
 //! would block, so the hot path sets no timers.
 
 use super::chunked::{Chunk, ChunkedDecoder};
-use super::parse::{self, BodyFraming, Limits, Method, ParseError, RequestHead, Version};
+use super::parse::{self, BodyFraming, Limits, Method, ParseError, RequestHead};
 use crate::conf::load::Config;
 use crate::conf::model::{CoreConf, Lingering};
 use crate::core::clock;
@@ -15,26 +15,30 @@ use crate::core::request::Request;
 use crate::http::response::{Body, Response, write_head};
 use crate::modules::static_files::uri;
 use crate::server::socket::Stream;
-use crate::server::{Shared, State, worker::stopping};
+use crate::server::Shared;
+use crate::server::worker::Slot;
+use crate::server::idle::{self, Expired, IdleTimer};
 use bytes::BytesMut;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, Interest};
-use tokio::sync::watch;
 
 /// Chunk size when a file body is read and written (sendfile off).
 const READ_CHUNK: usize = 64 * 1024;
 
 struct Conn<S> {
+    _slot: Slot,
     s: S,
     peer: Peer,
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
-    state: watch::Receiver<State>,
     buf: BytesMut,
     out: Vec<u8>,
     requests: u64,
@@ -53,57 +57,115 @@ enum Next {
     Close(bool),
 }
 
-pub async fn serve<S: Stream>(s: S, peer: Peer, listener: usize, id: u64, shared: Arc<Shared>) {
-    let state = shared.state.subscribe();
+/// Serve one accepted connection; `slot` is its place in worker_connections.
+/// A plain function returning the task, so the task holds `Conn` once rather
+/// than beside the arguments it was built from.
+pub fn serve<S: Stream>(
+    s: S,
+    peer: Peer,
+    listener: usize,
+    id: u64,
+    shared: Arc<Shared>,
+    slot: Slot,
+) -> impl Future<Output = ()> {
+    if shared.config.load().listeners[listener]
+        .vhosts
+        .default
+        .conf
+        .core
+        .tcp_nodelay
+    {
+        s.set_nodelay();
+    }
     let mut c = Conn {
+        _slot: slot,
         s,
         peer,
         listener,
         id,
         shared,
-        state,
         buf: BytesMut::new(),
         out: Vec::new(),
         requests: 0,
         reset: false,
         drained: false,
     };
-    let cfg = c.shared.config.load_full();
-    let core = &cfg.listeners[c.listener].vhosts.default.conf.core;
-    if core.tcp_nodelay {
-        c.s.set_nodelay();
-    }
-    drop(cfg);
-    c.run().await;
+    async move { c.run().await }
 }
 
 impl<S: Stream> Conn<S> {
     async fn run(&mut self) {
         loop {
-            let cfg = self.shared.config.load_full();
+            if self.buf.is_empty() && self.drained && !self.wait_idle().await {
+                return;
+            }
+            // Boxed: request-time state lives on the heap only while a request is
+            // read and served, so an idle connection's task stays small.
+            if !Box::pin(self.step()).await {
+                return;
+            }
+        }
+    }
+
+    /// Wait, holding no buffers and no tokio timer, until the client sends the
+    /// next request. False when the connection is to close (timeout, shutdown).
+    async fn wait_idle(&mut self) -> bool {
+        self.buf = BytesMut::new();
+        self.out = Vec::new();
+        let (wait, reset) = {
+            let cfg = self.shared.config.load();
             let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
-            let head = match self.read_head(core).await {
-                Ok(Some(h)) => h,
-                Ok(None) => return,
-                Err(ReadError::Parse(e)) => {
-                    self.refuse(e, core).await;
-                    return;
-                }
-                Err(ReadError::TimedOut) => {
-                    if core.reset_timedout_connection {
+            if self.requests > 0 {
+                (core.keepalive_timeout, false)
+            } else {
+                (core.client_header_timeout, core.reset_timedout_connection)
+            }
+        };
+        let mut timer = IdleTimer::new(Instant::now() + wait);
+        // A hand-written poll keeps this wait to a few bytes of task state.
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = self.s.poll_read_ready(cx) {
+                self.drained = false;
+                return Poll::Ready(r.is_ok());
+            }
+            match Pin::new(&mut timer).poll(cx) {
+                Poll::Ready(why) => {
+                    if why == Expired::TimedOut && reset {
                         self.reset_on_close();
                     }
-                    return;
+                    Poll::Ready(false)
                 }
-            };
-            self.requests += 1;
-            match self.serve_one(&cfg, &head).await {
-                Next::KeepAlive => {}
-                Next::Close(linger) => {
-                    let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
-                    self.close(core, linger).await;
-                    return;
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Read one request head and serve it. False when the connection is done.
+    async fn step(&mut self) -> bool {
+        let cfg = self.shared.config.load_full();
+        let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
+        let head = match self.read_head(core).await {
+            Ok(Read::Head(h)) => h,
+            Ok(Read::Idle) => return true,
+            Ok(Read::Closed) => return false,
+            Err(ReadError::Parse(e)) => {
+                self.refuse(e, core).await;
+                return false;
+            }
+            Err(ReadError::TimedOut) => {
+                if core.reset_timedout_connection {
+                    self.reset_on_close();
                 }
+                return false;
+            }
+        };
+        self.requests += 1;
+        match self.serve_one(&cfg, &head).await {
+            Next::KeepAlive => true,
+            Next::Close(linger) => {
+                self.close(core, linger).await;
+                false
             }
         }
     }
@@ -163,15 +225,9 @@ impl<S: Stream> Conn<S> {
             && head.keep_alive
             && self.requests < core.keepalive_requests
             && !core.keepalive_timeout.is_zero()
-            && *self.state.borrow() == State::Running;
+            && !idle::stopping();
         self.out.clear();
-        write_head(
-            &mut self.out,
-            &resp,
-            head.version == Version::Http10,
-            keep_alive,
-            core.server_tokens,
-        );
+        write_head(&mut self.out, &resp, keep_alive, core.server_tokens);
         let head_only = head.method == Method::Head;
         let sendfile = req.conf.static_files.sendfile;
         let head_len = self.out.len() as u64;
@@ -190,8 +246,9 @@ impl<S: Stream> Conn<S> {
         }
     }
 
-    /// Wait for and parse the next request head.
-    async fn read_head(&mut self, core: &CoreConf) -> Result<Option<RequestHead>, ReadError> {
+    /// Parse the next request head from what is buffered and what the socket has.
+    /// `Idle` when nothing of a request is there yet and the socket is drained.
+    async fn read_head(&mut self, core: &CoreConf) -> Result<Read, ReadError> {
         let limits = Limits {
             header_buffer: core.client_header_buffer_size,
             large_buffers: core.large_client_header_buffers.0,
@@ -202,7 +259,7 @@ impl<S: Stream> Conn<S> {
             if !self.buf.is_empty()
                 && let Some(h) = parse::parse(&mut self.buf, &limits).map_err(ReadError::Parse)?
             {
-                return Ok(Some(h));
+                return Ok(Read::Head(h));
             }
             if !self.drained {
                 if self.buf.capacity() - self.buf.len() < 256 {
@@ -210,48 +267,27 @@ impl<S: Stream> Conn<S> {
                 }
                 let spare = self.buf.capacity() - self.buf.len();
                 match self.s.try_read_buf(&mut self.buf) {
-                    Ok(0) => return Ok(None),
+                    Ok(0) => return Ok(Read::Closed),
                     Ok(n) => {
                         if n < spare {
                             self.mark_drained();
                         }
                         continue;
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(_) => return Ok(None),
+                    // tokio cleared the read readiness with this EAGAIN.
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.drained = true,
+                    Err(_) => return Ok(Read::Closed),
                 }
             }
-            self.drained = false;
-            let idle = self.buf.is_empty();
-            if idle {
-                // Nothing of the next request yet: hold no buffers while waiting.
-                self.buf = BytesMut::new();
-                if self.out.capacity() > 4096 {
-                    self.out = Vec::new();
-                }
+            if self.buf.is_empty() {
+                return Ok(Read::Idle);
             }
-            let wait = if idle && self.requests > 0 {
-                core.keepalive_timeout
-            } else {
-                core.client_header_timeout
-            };
-            let dl = *deadline.get_or_insert_with(|| Instant::now() + wait);
-            let readable = tokio::time::timeout_at(dl.into(), self.s.readable());
-            if idle {
-                tokio::select! {
-                    r = readable => match r {
-                        Ok(Ok(())) => deadline = None,
-                        Ok(Err(_)) => return Ok(None),
-                        Err(_) => return if self.requests > 0 { Ok(None) } else { Err(ReadError::TimedOut) },
-                    },
-                    _ = stopping(&mut self.state) => return Ok(None),
-                }
-            } else {
-                match readable.await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return Ok(None),
-                    Err(_) => return Err(ReadError::TimedOut),
-                }
+            // Part of a head is here: the rest must come within client_header_timeout.
+            let dl = *deadline.get_or_insert_with(|| Instant::now() + core.client_header_timeout);
+            match tokio::time::timeout_at(dl.into(), self.s.readable()).await {
+                Ok(Ok(())) => self.drained = false,
+                Ok(Err(_)) => return Ok(Read::Closed),
+                Err(_) => return Err(ReadError::TimedOut),
             }
         }
     }
@@ -423,7 +459,7 @@ impl<S: Stream> Conn<S> {
     async fn refuse(&mut self, e: ParseError, core: &CoreConf) {
         let r = Response::error(e.status, core.server_tokens);
         self.out.clear();
-        write_head(&mut self.out, &r, false, false, core.server_tokens);
+        write_head(&mut self.out, &r, false, core.server_tokens);
         if write_vectored_all(&self.s, &self.out, &body_bytes(&r), core.send_timeout)
             .await
             .is_ok()
@@ -467,6 +503,12 @@ impl<S: Stream> Conn<S> {
             }
         }
     }
+}
+
+enum Read {
+    Head(RequestHead),
+    Idle,
+    Closed,
 }
 
 enum ReadError {

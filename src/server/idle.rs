@@ -1,0 +1,175 @@
+//! Per-worker coarse timers for idle connections (keep-alive waits, connections
+//! that have not sent a request yet). Instead of a tokio timer per connection, an
+//! idle connection registers a deadline in a thread-local slab that the worker
+//! sweeps every `TICK`; the same slab delivers graceful shutdown. This keeps an
+//! idle connection's task small (see the memory figures in docs/benchmarks.md).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// How often expired registrations are woken: timeouts fire up to this late.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// Why an idle wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expired {
+    TimedOut,
+    Stopping,
+}
+
+struct Slot {
+    deadline: Instant,
+    waker: Option<Waker>,
+    fired: Option<Expired>,
+}
+
+#[derive(Default)]
+struct Registry {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    stopping: bool,
+}
+
+thread_local! {
+    static REGISTRY: RefCell<Registry> = RefCell::default();
+}
+
+/// A deadline registration; a future that resolves when it expires or the worker
+/// stops. Deregistered on drop.
+pub struct IdleTimer {
+    key: usize,
+}
+
+impl IdleTimer {
+    pub fn new(deadline: Instant) -> IdleTimer {
+        REGISTRY.with(|r| {
+            let mut r = r.borrow_mut();
+            let fired = r.stopping.then_some(Expired::Stopping);
+            let slot = Some(Slot {
+                deadline,
+                waker: None,
+                fired,
+            });
+            let key = match r.free.pop() {
+                Some(k) => {
+                    r.slots[k] = slot;
+                    k
+                }
+                None => {
+                    r.slots.push(slot);
+                    r.slots.len() - 1
+                }
+            };
+            IdleTimer { key }
+        })
+    }
+}
+
+impl Future for IdleTimer {
+    type Output = Expired;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Expired> {
+        REGISTRY.with(|r| {
+            let mut r = r.borrow_mut();
+            let Some(slot) = r.slots.get_mut(self.key).and_then(Option::as_mut) else {
+                return Poll::Ready(Expired::Stopping);
+            };
+            if let Some(why) = slot.fired {
+                return Poll::Ready(why);
+            }
+            match &slot.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => slot.waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+    }
+}
+
+impl Drop for IdleTimer {
+    fn drop(&mut self) {
+        // try_with: the registry may already be gone while a thread exits.
+        let _ = REGISTRY.try_with(|r| {
+            let mut r = r.borrow_mut();
+            r.slots[self.key] = None;
+            r.free.push(self.key);
+        });
+    }
+}
+
+fn fire(r: &mut Registry, why: Expired, now: Option<Instant>) {
+    for slot in r.slots.iter_mut().flatten() {
+        if slot.fired.is_none() && now.is_none_or(|n| slot.deadline <= n) {
+            slot.fired = Some(why);
+            if let Some(w) = slot.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// Wake registrations whose deadline has passed (the worker calls this every `TICK`).
+pub fn tick() {
+    REGISTRY.with(|r| fire(&mut r.borrow_mut(), Expired::TimedOut, Some(Instant::now())));
+}
+
+/// The worker is stopping: wake every idle connection, and make new waits end at once.
+pub fn stop_all() {
+    REGISTRY.with(|r| {
+        let mut r = r.borrow_mut();
+        r.stopping = true;
+        fire(&mut r, Expired::Stopping, None);
+    });
+}
+
+/// Has this worker begun to stop?
+pub fn stopping() -> bool {
+    REGISTRY.with(|r| r.borrow().stopping)
+}
+
+/// Run `tick` forever (spawned once per worker).
+pub async fn ticker() {
+    let mut t = tokio::time::interval(TICK);
+    loop {
+        t.tick().await;
+        tick();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expires_and_stops() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let past = IdleTimer::new(Instant::now());
+            let future = IdleTimer::new(Instant::now() + Duration::from_secs(3600));
+            tick();
+            assert_eq!(past.await, Expired::TimedOut);
+            stop_all();
+            assert_eq!(future.await, Expired::Stopping);
+            assert_eq!(
+                IdleTimer::new(Instant::now() + TICK).await,
+                Expired::Stopping
+            );
+            assert!(stopping());
+        });
+    }
+
+    #[test]
+    fn slots_are_reused() {
+        let a = IdleTimer::new(Instant::now());
+        let k = a.key;
+        drop(a);
+        let b = IdleTimer::new(Instant::now());
+        assert_eq!(b.key, k);
+    }
+}
