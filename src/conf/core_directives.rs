@@ -51,22 +51,38 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "error_log",
-        ctx: Ctx::MAIN,
+        ctx: Ctx::MAIN.or(Ctx::HSL),
         arity: Arity::args(1, 2),
         set: |s, d, e| {
             let level = match d.args.get(1) {
                 Some(a) => Level::parse(&a.value).ok_or_else(|| bad_arg(d, &a.value))?,
                 None => Level::Error,
             };
+            if let Some(kind) = ["syslog:", "memory:"]
+                .iter()
+                .find(|k| d.arg(0).starts_with(**k))
+            {
+                return Err(ConfError::new(
+                    format!("error_log to \"{kind}\" is not supported: use a file or stderr"),
+                    &d.span,
+                ));
+            }
+            let Scope::Main(m) = s else {
+                e.ignore(
+                    d,
+                    "vireo keeps one error log per process, set at the main level",
+                );
+                return Ok(());
+            };
             let target = match d.arg(0) {
                 "stderr" => "stderr".into(),
                 p => e.path(p),
             };
-            set_once(&mut s.main().error_log, (target, level), d)
+            set_once(&mut m.error_log, (target, level), d)
         },
         syntax: "error_log file | stderr [debug | info | notice | warn | error | crit | alert | emerg];",
         default: "stderr error",
-        doc: "Where error and notice messages go, and the least severe level written.",
+        doc: "Where error and notice messages go, and the least severe level written. Accepted in http, server and location for nginx compatibility, with a notice: only the main-level one is used.",
     },
     Def {
         name: "daemon",
@@ -169,7 +185,9 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::SERVER,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
-            let Scope::Server(srv) = s else { unreachable!() };
+            let Scope::Server(srv) = s else {
+                unreachable!()
+            };
             let spec = listen(d)?;
             srv.listens.push(spec);
             Ok(())
@@ -183,14 +201,35 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::SERVER,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
-            let Scope::Server(srv) = s else { unreachable!() };
+            let Scope::Server(srv) = s else {
+                unreachable!()
+            };
             for a in &d.args {
-                if let Some(re) = a.value.strip_prefix('~') {
-                    regex::Regex::new(re).map_err(|err| {
-                        ConfError::new(format!("invalid server name regex \"{re}\": {err}"), &d.span)
-                    })?;
+                let name = a.value.as_str();
+                if let Some(re) = name.strip_prefix('~') {
+                    if re.is_empty() {
+                        return Err(ConfError::new(
+                            format!("empty regex in server name \"{name}\""),
+                            &d.span,
+                        ));
+                    }
+                    regex::Regex::new(re).map_err(|err| regex_error(re, &err, d))?;
+                    // The regex keeps its case (`\D` is not `\d`); it matches caselessly.
+                    srv.names.push(name.to_string());
+                    continue;
                 }
-                srv.names.push(a.value.to_ascii_lowercase());
+                let stars = name.matches('*').count();
+                let wildcard_ok = stars == 0
+                    || (stars == 1
+                        && ((name.starts_with("*.") && name.len() > 2)
+                            || (name.ends_with(".*") && name.len() > 2)));
+                if !wildcard_ok {
+                    return Err(ConfError::new(
+                        format!("invalid server name or wildcard \"{name}\""),
+                        &d.span,
+                    ));
+                }
+                srv.names.push(name.to_ascii_lowercase());
             }
             Ok(())
         },
@@ -319,7 +358,11 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
-            set_once(&mut s.loc().core.client_header_buffer_size, size(d, 0)? as usize, d)
+            set_once(
+                &mut s.loc().core.client_header_buffer_size,
+                size(d, 0)? as usize,
+                d,
+            )
         },
         syntax: "client_header_buffer_size size;",
         default: "1k",
@@ -391,7 +434,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().core.tcp_nopush, flag(d, 0)?, d),
         syntax: "tcp_nopush on | off;",
         default: "off",
-        doc: "With sendfile: cork the socket (TCP_CORK) so the response head and the start of the file leave in full packets.",
+        doc: "With sendfile: the response head is sent with MSG_MORE so it leaves in the same packets as the start of the file (the effect of TCP_CORK around head + sendfile, without two setsockopt calls per response).",
     },
     Def {
         name: "server_tokens",
@@ -406,42 +449,240 @@ pub static DIRECTIVES: &[Def] = &[
 
 /// Directives that mean nothing to vireo: accepted, with a notice in the error log.
 pub static IGNORED: &[Def] = &[
-    ignored("use", Ctx::EVENTS, ONE, "use method;", "vireo picks epoll itself"),
-    ignored("accept_mutex", Ctx::EVENTS, ONE, "accept_mutex on | off;", "each worker accepts on its own"),
-    ignored("accept_mutex_delay", Ctx::EVENTS, ONE, "accept_mutex_delay time;", "each worker accepts on its own"),
-    ignored("master_process", Ctx::MAIN, ONE, "master_process on | off;", "vireo runs workers as threads of one process"),
-    ignored("worker_cpu_affinity", Ctx::MAIN, Arity::args(1, MANY), "worker_cpu_affinity mask …;", "not applied: pin the process with taskset"),
-    ignored("worker_priority", Ctx::MAIN, ONE, "worker_priority number;", "not applied: use nice"),
-    ignored("timer_resolution", Ctx::MAIN, ONE, "timer_resolution interval;", "vireo caches time per second itself"),
-    ignored("pcre_jit", Ctx::MAIN, ONE, "pcre_jit on | off;", "vireo's regex engine needs no JIT"),
-    ignored("lock_file", Ctx::MAIN, ONE, "lock_file file;", "vireo takes no lock file"),
-    ignored("client_body_temp_path", Ctx::HSL, Arity::args(1, 4), "client_body_temp_path path [level …];", "vireo writes no temp files"),
-    ignored("proxy_temp_path", Ctx::HSL, Arity::args(1, 4), "proxy_temp_path path [level …];", "vireo writes no temp files"),
-    ignored("fastcgi_temp_path", Ctx::HSL, Arity::args(1, 4), "fastcgi_temp_path path [level …];", "vireo writes no temp files"),
-    ignored("uwsgi_temp_path", Ctx::HSL, Arity::args(1, 4), "uwsgi_temp_path path [level …];", "vireo writes no temp files"),
-    ignored("scgi_temp_path", Ctx::HSL, Arity::args(1, 4), "scgi_temp_path path [level …];", "vireo writes no temp files"),
-    ignored("server_names_hash_bucket_size", Ctx::HTTP, ONE, "server_names_hash_bucket_size size;", "vireo sizes its tables itself"),
-    ignored("server_names_hash_max_size", Ctx::HTTP, ONE, "server_names_hash_max_size size;", "vireo sizes its tables itself"),
-    ignored("types_hash_max_size", Ctx::HSL, ONE, "types_hash_max_size size;", "vireo sizes its tables itself"),
-    ignored("types_hash_bucket_size", Ctx::HSL, ONE, "types_hash_bucket_size size;", "vireo sizes its tables itself"),
-    ignored("variables_hash_max_size", Ctx::HTTP, ONE, "variables_hash_max_size size;", "vireo sizes its tables itself"),
-    ignored("variables_hash_bucket_size", Ctx::HTTP, ONE, "variables_hash_bucket_size size;", "vireo sizes its tables itself"),
-    ignored("output_buffers", Ctx::HSL, Arity::args(2, 2), "output_buffers number size;", "vireo sizes its buffers itself"),
-    ignored("postpone_output", Ctx::HSL, ONE, "postpone_output size;", "vireo sizes its buffers itself"),
-    ignored("gzip", Ctx::HSL, ONE, "gzip on | off;", "is not implemented yet: responses are sent uncompressed"),
-    ignored("gzip_types", Ctx::HSL, Arity::args(1, MANY), "gzip_types mime-type …;", "is not implemented yet"),
-    ignored("gzip_min_length", Ctx::HSL, ONE, "gzip_min_length length;", "is not implemented yet"),
-    ignored("gzip_comp_level", Ctx::HSL, ONE, "gzip_comp_level level;", "is not implemented yet"),
-    ignored("gzip_buffers", Ctx::HSL, Arity::args(2, 2), "gzip_buffers number size;", "is not implemented yet"),
-    ignored("gzip_http_version", Ctx::HSL, ONE, "gzip_http_version 1.0 | 1.1;", "is not implemented yet"),
-    ignored("gzip_proxied", Ctx::HSL, Arity::args(1, MANY), "gzip_proxied off | expired | no-cache | no-store | private | no_last_modified | no_etag | auth | any …;", "is not implemented yet"),
-    ignored("gzip_disable", Ctx::HSL, Arity::args(1, MANY), "gzip_disable regex …;", "is not implemented yet"),
-    ignored("gzip_vary", Ctx::HSL, ONE, "gzip_vary on | off;", "is not implemented yet"),
-    ignored("gzip_static", Ctx::HSL, ONE, "gzip_static on | off | always;", "is not implemented yet"),
+    ignored(
+        "use",
+        Ctx::EVENTS,
+        ONE,
+        "use method;",
+        "vireo picks epoll itself",
+    ),
+    ignored(
+        "accept_mutex",
+        Ctx::EVENTS,
+        ONE,
+        "accept_mutex on | off;",
+        "each worker accepts on its own",
+    ),
+    ignored(
+        "accept_mutex_delay",
+        Ctx::EVENTS,
+        ONE,
+        "accept_mutex_delay time;",
+        "each worker accepts on its own",
+    ),
+    ignored(
+        "master_process",
+        Ctx::MAIN,
+        ONE,
+        "master_process on | off;",
+        "vireo runs workers as threads of one process",
+    ),
+    ignored(
+        "worker_cpu_affinity",
+        Ctx::MAIN,
+        Arity::args(1, MANY),
+        "worker_cpu_affinity mask …;",
+        "not applied: pin the process with taskset",
+    ),
+    ignored(
+        "worker_priority",
+        Ctx::MAIN,
+        ONE,
+        "worker_priority number;",
+        "not applied: use nice",
+    ),
+    ignored(
+        "timer_resolution",
+        Ctx::MAIN,
+        ONE,
+        "timer_resolution interval;",
+        "vireo caches time per second itself",
+    ),
+    ignored(
+        "pcre_jit",
+        Ctx::MAIN,
+        ONE,
+        "pcre_jit on | off;",
+        "vireo's regex engine needs no JIT",
+    ),
+    ignored(
+        "lock_file",
+        Ctx::MAIN,
+        ONE,
+        "lock_file file;",
+        "vireo takes no lock file",
+    ),
+    ignored(
+        "client_body_temp_path",
+        Ctx::HSL,
+        Arity::args(1, 4),
+        "client_body_temp_path path [level …];",
+        "vireo writes no temp files",
+    ),
+    ignored(
+        "proxy_temp_path",
+        Ctx::HSL,
+        Arity::args(1, 4),
+        "proxy_temp_path path [level …];",
+        "vireo writes no temp files",
+    ),
+    ignored(
+        "fastcgi_temp_path",
+        Ctx::HSL,
+        Arity::args(1, 4),
+        "fastcgi_temp_path path [level …];",
+        "vireo writes no temp files",
+    ),
+    ignored(
+        "uwsgi_temp_path",
+        Ctx::HSL,
+        Arity::args(1, 4),
+        "uwsgi_temp_path path [level …];",
+        "vireo writes no temp files",
+    ),
+    ignored(
+        "scgi_temp_path",
+        Ctx::HSL,
+        Arity::args(1, 4),
+        "scgi_temp_path path [level …];",
+        "vireo writes no temp files",
+    ),
+    ignored(
+        "server_names_hash_bucket_size",
+        Ctx::HTTP,
+        ONE,
+        "server_names_hash_bucket_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "server_names_hash_max_size",
+        Ctx::HTTP,
+        ONE,
+        "server_names_hash_max_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "types_hash_max_size",
+        Ctx::HSL,
+        ONE,
+        "types_hash_max_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "types_hash_bucket_size",
+        Ctx::HSL,
+        ONE,
+        "types_hash_bucket_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "variables_hash_max_size",
+        Ctx::HTTP,
+        ONE,
+        "variables_hash_max_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "variables_hash_bucket_size",
+        Ctx::HTTP,
+        ONE,
+        "variables_hash_bucket_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "output_buffers",
+        Ctx::HSL,
+        Arity::args(2, 2),
+        "output_buffers number size;",
+        "vireo sizes its buffers itself",
+    ),
+    ignored(
+        "postpone_output",
+        Ctx::HSL,
+        ONE,
+        "postpone_output size;",
+        "vireo sizes its buffers itself",
+    ),
+    ignored(
+        "gzip",
+        Ctx::HSL,
+        ONE,
+        "gzip on | off;",
+        "not implemented yet: responses are sent uncompressed",
+    ),
+    ignored(
+        "gzip_types",
+        Ctx::HSL,
+        Arity::args(1, MANY),
+        "gzip_types mime-type …;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_min_length",
+        Ctx::HSL,
+        ONE,
+        "gzip_min_length length;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_comp_level",
+        Ctx::HSL,
+        ONE,
+        "gzip_comp_level level;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_buffers",
+        Ctx::HSL,
+        Arity::args(2, 2),
+        "gzip_buffers number size;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_http_version",
+        Ctx::HSL,
+        ONE,
+        "gzip_http_version 1.0 | 1.1;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_proxied",
+        Ctx::HSL,
+        Arity::args(1, MANY),
+        "gzip_proxied off | expired | no-cache | no-store | private | no_last_modified | no_etag | auth | any …;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_disable",
+        Ctx::HSL,
+        Arity::args(1, MANY),
+        "gzip_disable regex …;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_vary",
+        Ctx::HSL,
+        ONE,
+        "gzip_vary on | off;",
+        "not implemented yet",
+    ),
+    ignored(
+        "gzip_static",
+        Ctx::HSL,
+        ONE,
+        "gzip_static on | off | always;",
+        "not implemented yet",
+    ),
 ];
 
 /// An accepted-and-ignored directive entry.
-const fn ignored(name: &'static str, ctx: Ctx, arity: Arity, syntax: &'static str, why: &'static str) -> Def {
+const fn ignored(
+    name: &'static str,
+    ctx: Ctx,
+    arity: Arity,
+    syntax: &'static str,
+    why: &'static str,
+) -> Def {
     Def {
         name,
         ctx,
@@ -462,7 +703,7 @@ fn lookup_why(name: &str) -> &'static str {
     IGNORED
         .iter()
         .find(|d| d.name == name)
-        .map_or("is ignored", |d| d.doc)
+        .map_or("no effect in vireo", |d| d.doc)
 }
 
 fn block(d: &Directive) -> &[Directive] {
@@ -472,10 +713,19 @@ fn block(d: &Directive) -> &[Directive] {
 fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     let a = d.arg(0);
     let addr = if let Some(path) = a.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(ConfError::new(
+                format!("no path in the unix domain socket in \"{a}\" of the \"listen\" directive"),
+                &d.span,
+            ));
+        }
         ListenAddr::Unix(path.into())
     } else {
-        ListenAddr::Tcp(parse_listen_addr(a).ok_or_else(|| {
-            ConfError::new(format!("invalid address \"{a}\" in \"listen\" directive"), &d.span)
+        ListenAddr::Tcp(parse_listen_addr(a).map_err(|why| {
+            ConfError::new(
+                format!("{why} in \"{a}\" of the \"listen\" directive"),
+                &d.span,
+            )
         })?)
     };
     let mut spec = ListenSpec {
@@ -505,24 +755,64 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
 }
 
 /// `8080`, `*:8080`, `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080`, `127.0.0.1` (port 80).
-pub fn parse_listen_addr(a: &str) -> Option<SocketAddr> {
-    if let Ok(port) = a.parse::<u16>() {
-        return Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+/// The error is nginx's reason: "invalid port", "host not found", "invalid address".
+pub fn parse_listen_addr(a: &str) -> Result<SocketAddr, &'static str> {
+    const BAD_PORT: &str = "invalid port";
+    let port_of = |p: &str| -> Result<u16, &'static str> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(BAD_PORT);
+        }
+        p.parse::<u16>().ok().filter(|n| *n != 0).ok_or(BAD_PORT)
+    };
+    // A bare number is always a port (never an IPv4 address written as an integer).
+    if !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            port_of(a)?,
+        ));
     }
-    if let Ok(sa) = a.parse::<SocketAddr>() {
-        return Some(sa);
-    }
-    if let Ok(ip) = a.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
-        return Some(SocketAddr::new(ip, 80));
+    if let Some(rest) = a.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']').ok_or("invalid address")?;
+        let ip: std::net::Ipv6Addr = ip.parse().map_err(|_| "invalid IPv6 address")?;
+        let port = match after {
+            "" => 80,
+            p => port_of(p.strip_prefix(':').ok_or("invalid address")?)?,
+        };
+        return Ok(SocketAddr::new(IpAddr::V6(ip), port));
     }
     let (host, port) = match a.rsplit_once(':') {
-        Some((h, p)) => (h, p.parse::<u16>().ok()?),
+        Some((h, p)) => (h, port_of(p)?),
         None => (a, 80),
     };
     if host == "*" {
-        return Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
     }
-    (host, port).to_socket_addrs().ok()?.find(SocketAddr::is_ipv4)
+    if host.is_empty() || host.contains(':') {
+        return Err("invalid address");
+    }
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(SocketAddr::new(IpAddr::V4(ip), port));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.find(SocketAddr::is_ipv4))
+        .ok_or("host not found")
+}
+
+/// `regex "(" compile failed: unclosed group`, on one line (the regex crate's
+/// own message spans several lines with a caret diagram).
+pub fn regex_error(pattern: &str, err: &regex::Error, d: &Directive) -> ConfError {
+    let full = err.to_string();
+    let why = full
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .unwrap_or_else(|| full.lines().next().unwrap_or("invalid regex"));
+    ConfError::new(
+        format!("regex \"{pattern}\" compile failed: {why}"),
+        &d.span,
+    )
 }
 
 fn location(d: &Directive) -> Result<LocationConf, ConfError> {
@@ -558,9 +848,7 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
             regex::RegexBuilder::new(pattern)
                 .case_insensitive(caseless)
                 .build()
-                .map_err(|err| {
-                    ConfError::new(format!("regex \"{pattern}\" compile failed: {err}"), &d.span)
-                })?,
+                .map_err(|err| regex_error(pattern, &err, d))?,
         ),
         _ => None,
     };
@@ -579,17 +867,33 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
 fn nested_ok(parent: &LocationConf, child: &LocationConf, d: &Directive) -> Result<(), ConfError> {
     let err = |m: String| Err(ConfError::new(m, &d.span));
     match parent.kind {
-        LocKind::Exact => return err(format!("location \"{}\" cannot be inside the exact location \"{}\"", child.pattern, parent.pattern)),
-        LocKind::Named => return err(format!("location \"{}\" cannot be inside the named location \"{}\"", child.pattern, parent.pattern)),
+        LocKind::Exact => {
+            return err(format!(
+                "location \"{}\" cannot be inside the exact location \"{}\"",
+                child.pattern, parent.pattern
+            ));
+        }
+        LocKind::Named => {
+            return err(format!(
+                "location \"{}\" cannot be inside the named location \"{}\"",
+                child.pattern, parent.pattern
+            ));
+        }
         _ => {}
     }
     match child.kind {
-        LocKind::Named => err(format!("named location \"{}\" can be on the server level only", child.pattern)),
+        LocKind::Named => err(format!(
+            "named location \"{}\" can be on the server level only",
+            child.pattern
+        )),
         LocKind::Prefix | LocKind::PrefixNoRegex | LocKind::Exact
             if matches!(parent.kind, LocKind::Prefix | LocKind::PrefixNoRegex)
                 && !child.pattern.starts_with(&parent.pattern) =>
         {
-            err(format!("location \"{}\" is outside location \"{}\"", child.pattern, parent.pattern))
+            err(format!(
+                "location \"{}\" is outside location \"{}\"",
+                child.pattern, parent.pattern
+            ))
         }
         _ => Ok(()),
     }
@@ -601,12 +905,32 @@ mod tests {
 
     #[test]
     fn listen_addresses() {
-        assert_eq!(parse_listen_addr("8080"), Some("0.0.0.0:8080".parse().unwrap()));
-        assert_eq!(parse_listen_addr("*:81"), Some("0.0.0.0:81".parse().unwrap()));
-        assert_eq!(parse_listen_addr("127.0.0.1:82"), Some("127.0.0.1:82".parse().unwrap()));
-        assert_eq!(parse_listen_addr("[::1]:83"), Some("[::1]:83".parse().unwrap()));
-        assert_eq!(parse_listen_addr("127.0.0.1"), Some("127.0.0.1:80".parse().unwrap()));
-        assert_eq!(parse_listen_addr("localhost:84"), Some("127.0.0.1:84".parse().unwrap()));
-        assert_eq!(parse_listen_addr("1.2.3.4:99999"), None);
+        let ok = |a: &str| parse_listen_addr(a).unwrap().to_string();
+        assert_eq!(ok("8080"), "0.0.0.0:8080");
+        assert_eq!(ok("*:81"), "0.0.0.0:81");
+        assert_eq!(ok("127.0.0.1:82"), "127.0.0.1:82");
+        assert_eq!(ok("[::1]:83"), "[::1]:83");
+        assert_eq!(ok("[::]"), "[::]:80");
+        assert_eq!(ok("127.0.0.1"), "127.0.0.1:80");
+        assert_eq!(ok("localhost:84"), "127.0.0.1:84");
+        for bad in [
+            "1.2.3.4:99999",
+            "99999",
+            "0",
+            "1.2.3.4:0",
+            "1.2.3.4:",
+            "1.2.3.4:x",
+            "[::1]:0",
+            "*:-1",
+        ] {
+            assert_eq!(parse_listen_addr(bad), Err("invalid port"), "{bad}");
+        }
+        assert_eq!(parse_listen_addr("[::1"), Err("invalid address"));
+        assert_eq!(parse_listen_addr("[zz]:80"), Err("invalid IPv6 address"));
+        assert_eq!(parse_listen_addr("::1"), Err("invalid address"));
+        assert_eq!(
+            parse_listen_addr("no-such-host.invalid:80"),
+            Err("host not found")
+        );
     }
 }

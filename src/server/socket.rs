@@ -66,7 +66,6 @@ pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
     fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>>;
     fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>;
     /// TCP options; no-ops on unix sockets.
-    fn set_cork(&self, on: bool);
     fn set_nodelay(&self);
     fn set_reset_on_close(&self);
 }
@@ -94,11 +93,6 @@ macro_rules! stream_impl {
             }
             fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
                 <$t>::try_write_vectored(self, bufs)
-            }
-            fn set_cork(&self, on: bool) {
-                if $tcp {
-                    let _ = SockRef::from(self).set_tcp_cork(on);
-                }
             }
             fn set_nodelay(&self) {
                 if $tcp {

@@ -433,20 +433,16 @@ impl<S: Stream> Conn<S> {
             }
             return Ok(());
         }
-        let cork = core.tcp_nopush;
-        if cork {
-            self.s.set_cork(true);
-        }
-        let r = async {
+        // tcp_nopush: the head is sent with MSG_MORE, so the kernel holds it back
+        // and it leaves together with the start of the file, as TCP_CORK around
+        // head + sendfile would, without the two setsockopt calls per response.
+        if core.tcp_nopush {
+            send_more(&self.s, &self.out, t).await?;
+        } else {
             write_all(&self.s, &self.out, t).await?;
-            self.out.clear();
-            sendfile_all(&self.s, file, range, t).await
         }
-        .await;
-        if cork {
-            self.s.set_cork(false);
-        }
-        r
+        self.out.clear();
+        sendfile_all(&self.s, file, range, t).await
     }
 
     /// Close with a reset (SO_LINGER 0) once the connection is dropped.
@@ -565,6 +561,19 @@ async fn wait_writable<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
 pub async fn write_all<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result<()> {
     while !data.is_empty() {
         match s.try_write_vectored(&[IoSlice::new(data)]) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Write all of `data` with MSG_MORE: more of the response follows at once.
+async fn send_more<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result<()> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    while !data.is_empty() {
+        match s.try_io(Interest::WRITABLE, || crate::sys::send(fd, data, true)) {
             Ok(n) => data = &data[n..],
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),
