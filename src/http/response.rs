@@ -31,9 +31,15 @@ pub enum Body {
     Empty,
     Bytes(Bytes),
     /// A byte range of an open file.
-    File { file: Rc<File>, range: Range<u64> },
+    File {
+        file: Rc<File>,
+        range: Range<u64>,
+    },
     /// multipart/byteranges of an open file.
-    Multipart { file: Rc<File>, parts: Box<Multipart> },
+    Multipart {
+        file: Rc<File>,
+        parts: Box<Multipart>,
+    },
 }
 
 impl Body {
@@ -63,7 +69,8 @@ impl Response {
         Response {
             status,
             content_type: None,
-            headers: Vec::new(),
+            // Room for the usual static headers without regrowing.
+            headers: Vec::with_capacity(4),
             body: Body::Empty,
         }
     }
@@ -132,8 +139,11 @@ pub fn reason(status: u16) -> &'static str {
 }
 
 /// Write the status line and headers of `r` into `out`.
-pub fn write_head(out: &mut Vec<u8>, r: &Response, http10: bool, keep_alive: bool, tokens: bool) {
-    out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+///
+/// The status line says HTTP/1.1 whatever the request's version, as nginx does:
+/// a server answers with the highest version it conforms to (RFC 9110 §6.2).
+pub fn write_head(out: &mut Vec<u8>, r: &Response, keep_alive: bool, tokens: bool) {
+    out.extend_from_slice(b"HTTP/1.1 ");
     let mut n = itoa::Buffer::new();
     out.extend_from_slice(n.format(r.status).as_bytes());
     out.push(b' ');
@@ -169,21 +179,26 @@ mod tests {
 
     #[test]
     fn head_layout() {
-        let r = Response::new(200)
-            .header("ETag", Value::Static("\"1-2\""));
+        let r = Response::new(200).header("ETag", Value::Static("\"1-2\""));
         let mut out = Vec::new();
-        write_head(&mut out, &r, false, true, false);
+        write_head(&mut out, &r, true, false);
         let s = String::from_utf8(out).unwrap();
-        assert!(s.starts_with("HTTP/1.1 200 OK\r\nServer: vireo\r\nDate: "), "{s}");
-        assert!(s.ends_with("\r\nContent-Length: 0\r\nETag: \"1-2\"\r\nConnection: keep-alive\r\n\r\n"), "{s}");
+        assert!(
+            s.starts_with("HTTP/1.1 200 OK\r\nServer: vireo\r\nDate: "),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("\r\nContent-Length: 0\r\nETag: \"1-2\"\r\nConnection: keep-alive\r\n\r\n"),
+            "{s}"
+        );
     }
 
     #[test]
     fn not_modified_has_no_length() {
         let mut out = Vec::new();
-        write_head(&mut out, &Response::new(304), true, false, true);
+        write_head(&mut out, &Response::new(304), false, true);
         let s = String::from_utf8(out).unwrap();
-        assert!(s.starts_with("HTTP/1.0 304 Not Modified\r\nServer: vireo/"));
+        assert!(s.starts_with("HTTP/1.1 304 Not Modified\r\nServer: vireo/"));
         assert!(!s.contains("Content-Length"));
     }
 

@@ -19,6 +19,7 @@ use crate::server::Shared;
 use crate::server::worker::Slot;
 use crate::server::idle::{self, Expired, IdleTimer};
 use bytes::BytesMut;
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
 use std::os::unix::fs::FileExt;
@@ -187,7 +188,10 @@ impl<S: Stream> Conn<S> {
             uri: Vec::with_capacity(head.path().len()),
             location: None,
             conf: &server.conf,
-            filename: Vec::new(),
+            // Root, URI and an index name fit without regrowing.
+            filename: Vec::with_capacity(
+                server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
+            ),
         };
         let bad_uri = uri::normalize(head.path(), &mut req.uri).is_err();
         let mut close = false;
@@ -227,6 +231,7 @@ impl<S: Stream> Conn<S> {
             && !core.keepalive_timeout.is_zero()
             && !idle::stopping();
         self.out.clear();
+        self.out.reserve(512);
         write_head(&mut self.out, &resp, keep_alive, core.server_tokens);
         let head_only = head.method == Method::Head;
         let sendfile = req.conf.static_files.sendfile;
@@ -535,9 +540,9 @@ fn body_bytes(r: &Response) -> bytes::Bytes {
 }
 
 /// The Host to choose a server by: lowercase, without port or trailing dot.
-fn host_of(head: &RequestHead) -> String {
+fn host_of(head: &RequestHead) -> Cow<'_, str> {
     let Some(h) = head.host() else {
-        return String::new();
+        return Cow::Borrowed("");
     };
     let h = if h.starts_with(b"[") {
         // IPv6 literal: keep through the closing bracket.
@@ -546,7 +551,11 @@ fn host_of(head: &RequestHead) -> String {
         h.iter().position(|&b| b == b':').map_or(h, |i| &h[..i])
     };
     let h = h.strip_suffix(b".").unwrap_or(h);
-    String::from_utf8_lossy(h).to_ascii_lowercase()
+    match std::str::from_utf8(h) {
+        // The usual case borrows: no copy per request.
+        Ok(s) if !s.bytes().any(|b| b.is_ascii_uppercase()) => Cow::Borrowed(s),
+        _ => Cow::Owned(String::from_utf8_lossy(h).to_ascii_lowercase()),
+    }
 }
 
 fn timed_out() -> io::Error {

@@ -5,7 +5,7 @@
 use super::conf::StaticConf;
 use bytes::Bytes;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io;
@@ -66,7 +66,7 @@ struct Entry {
 
 #[derive(Default)]
 struct Cache {
-    map: HashMap<Box<[u8]>, Entry>,
+    map: FxHashMap<Box<[u8]>, Entry>,
     body_bytes: usize,
 }
 

@@ -31,7 +31,9 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
     if !matches!(req.method(), Method::Get | Method::Head) {
         return Outcome::Respond(req.error(405));
     }
-    map_to_file(req);
+    if !map_to_file(req) {
+        return Outcome::Respond(req.error(404));
+    }
     if req.uri.ends_with(b"/") {
         return index(req);
     }
@@ -50,14 +52,25 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
 }
 
 /// `$request_filename`: root + URI, or the alias in place of the location's prefix.
-fn map_to_file(req: &mut Request<'_>) {
+///
+/// False when an alias would let the URI climb out of it: with `location /a`
+/// and `alias /srv/x/;` the URI `/a../secret` maps to `/srv/x/../secret`
+/// (nginx serves that; we refuse it).
+fn map_to_file(req: &mut Request<'_>) -> bool {
     req.filename.clear();
     match req.location.and_then(|l| l.alias.as_ref().map(|a| (l, a))) {
         Some((l, alias)) => {
             req.filename.extend_from_slice(alias.as_bytes());
-            if matches!(l.kind, LocKind::Prefix | LocKind::PrefixNoRegex | LocKind::Exact) {
+            if matches!(
+                l.kind,
+                LocKind::Prefix | LocKind::PrefixNoRegex | LocKind::Exact
+            ) {
                 let rest = req.uri.get(l.pattern.len()..).unwrap_or_default();
                 req.filename.extend_from_slice(rest);
+                let f = &req.filename;
+                if f.ends_with(b"/..") || memchr::memmem::find(f, b"/../").is_some() {
+                    return false;
+                }
             }
         }
         None => {
@@ -67,6 +80,7 @@ fn map_to_file(req: &mut Request<'_>) {
             req.filename.extend_from_slice(&req.uri);
         }
     }
+    true
 }
 
 fn index(req: &mut Request<'_>) -> Outcome {
@@ -154,7 +168,11 @@ fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     ) {
         return req.error(412);
     }
-    let inm = if sf.etag { head.header("if-none-match") } else { None };
+    let inm = if sf.etag {
+        head.header("if-none-match")
+    } else {
+        None
+    };
     if conditional::not_modified(
         inm,
         head.header("if-modified-since"),
@@ -164,12 +182,14 @@ fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     ) {
         return with_validators(Response::new(304));
     }
-    let ct = req
-        .conf
-        .core
-        .types
-        .lookup(&req.uri)
-        .map_or_else(|| Value::Shared(req.conf.core.default_type.clone()), |t| Value::Owned(t.to_string()));
+    let ct = Value::Shared(
+        req.conf
+            .core
+            .types
+            .lookup_shared(&req.uri)
+            .unwrap_or(&req.conf.core.default_type)
+            .clone(),
+    );
     let file = info.file.clone().expect("regular files are opened");
     let spec = match head.header("range") {
         Some(r)
@@ -214,7 +234,12 @@ fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
             r
         }
         range::RangeSpec::Partial(ranges) => {
-            let parts = range::Multipart::new(&ranges, info.size, ct.as_str(), info.mtime as u64 ^ info.size);
+            let parts = range::Multipart::new(
+                &ranges,
+                info.size,
+                ct.as_str(),
+                info.mtime as u64 ^ info.size,
+            );
             let mut r = Response::new(206);
             r.content_type = Some(Value::Owned(parts.content_type()));
             r.body = Body::Multipart {

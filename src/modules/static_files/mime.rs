@@ -7,7 +7,8 @@ use std::cmp::Ordering;
 #[derive(Clone, Debug, Default)]
 pub struct MimeTypes {
     /// Sorted by extension bytes (extensions are stored ASCII-lowercased).
-    entries: Vec<(Box<str>, Box<str>)>,
+    /// Types are shared (`Arc`) so a response can carry one without copying it.
+    entries: Vec<(Box<str>, std::sync::Arc<str>)>,
 }
 
 impl MimeTypes {
@@ -77,6 +78,11 @@ impl MimeTypes {
     /// segment, compared case-insensitively. A leading dot (`/.profile`) does
     /// not start an extension. Does not allocate.
     pub fn lookup(&self, path: &[u8]) -> Option<&str> {
+        self.lookup_shared(path).map(|t| &**t)
+    }
+
+    /// As `lookup`, giving the shared string (no copy per response).
+    pub fn lookup_shared(&self, path: &[u8]) -> Option<&std::sync::Arc<str>> {
         let name = match memchr::memrchr(b'/', path) {
             Some(slash) => &path[slash + 1..],
             None => path,
@@ -92,7 +98,7 @@ impl MimeTypes {
         self.entries
             .binary_search_by(|(k, _)| cmp_lowercased(k.as_bytes(), ext))
             .ok()
-            .map(|i| &*self.entries[i].1)
+            .map(|i| &self.entries[i].1)
     }
 
     /// Number of extensions in the table.
