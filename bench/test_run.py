@@ -123,7 +123,8 @@ class Summary(unittest.TestCase):
         v, n = rows
         self.assertEqual((v["rps"], v["cpu_us"], v["cpu_min"], v["cpu_max"], v["errors"]),
                          (110, 5.0, 4.0, 6.0, 1))
-        self.assertAlmostEqual(n["cpu_ratio"], 2.0)
+        self.assertAlmostEqual(v["cpu_ratio"], 0.5)
+        self.assertAlmostEqual(n["cpu_ratio"], 1.0)
         table = vb.markdown(rows, ["vireo", "nginx"])
         self.assertIn("| 2b.txt | vireo | 110 | 5.00 (4.00–6.00) |", table)
 

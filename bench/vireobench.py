@@ -166,7 +166,7 @@ class Server:
         text = (BENCH / "conf" / spec["conf"]).read_text()
         for key, val in (("@DIR@", self.dir), ("@ROOT@", Path(root).resolve()), ("@PORT@", port)):
             text = text.replace(key, str(val))
-        self.conf = self.dir / spec["conf"]
+        self.conf = self.dir / Path(spec["conf"]).name
         self.conf.write_text(text)
         self.cmd = ["taskset", "-c", "0"] + spec["cmd"](self.dir, self.conf)
         self.log = self.dir / "stdout-stderr.log"
@@ -285,35 +285,39 @@ def fmt(x, spec=".1f"):
     return "–" if x is None else format(x, spec)
 
 
+def baseline(servers):
+    """The server the CPU ratio column is relative to: nginx if measured."""
+    return "nginx" if "nginx" in servers else servers[0]
+
+
 def summarize(results, servers):
     """One row per (file, server): medians over runs, CPU min–max, summed errors."""
     rows = []
     for path in dict.fromkeys(r["path"] for r in results):
-        base = None
+        group = []
         for s in servers:
             rs = [r for r in results if r["server"] == s and r["path"] == path]
-            if not rs:
-                continue
             cpu = [r["cpu_us_per_req"] for r in rs if r["cpu_us_per_req"] is not None]
-            row = {
-                "file": path, "server": s, "runs": len(rs),
-                "rps": statistics.median(r["rps"] for r in rs),
-                "cpu_us": statistics.median(cpu) if cpu else None,
-                "cpu_min": min(cpu, default=None), "cpu_max": max(cpu, default=None),
-                "p99_ms": statistics.median(r["p99_ms"] or 0 for r in rs),
-                "rss_mb": statistics.median(r["rss_mb"] for r in rs),
-                "errors": sum(r["errors"] for r in rs),
-            }
-            base = base or row["cpu_us"]
+            if rs:
+                group.append({
+                    "file": path, "server": s, "runs": len(rs),
+                    "rps": statistics.median(r["rps"] for r in rs),
+                    "cpu_us": statistics.median(cpu) if cpu else None,
+                    "cpu_min": min(cpu, default=None), "cpu_max": max(cpu, default=None),
+                    "p99_ms": statistics.median(r["p99_ms"] or 0 for r in rs),
+                    "rss_mb": statistics.median(r["rss_mb"] for r in rs),
+                    "errors": sum(r["errors"] for r in rs),
+                })
+        base = next((r["cpu_us"] for r in group if r["server"] == baseline(servers)), None)
+        for row in group:
             row["cpu_ratio"] = row["cpu_us"] / base if row["cpu_us"] and base else None
-            rows.append(row)
+        rows += group
     return rows
 
 
 def markdown(rows, servers):
-    first = servers[0]
     head = ["file", "server", "rps (median)", "CPU µs/req (median, min–max)", "p99 ms",
-            "RSS MB", "errors", f"CPU vs {first}"]
+            "RSS MB", "errors", f"CPU vs {baseline(servers)}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["file"], r["server"], fmt(r["rps"], ",.0f"),
@@ -361,8 +365,78 @@ def exp_quick(args, scratch):
     return results
 
 
+def open_idle(port, n, path):
+    """Open n keep-alive connections that each get one response, and keep them open."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, n + 100), hard), hard))
+    socks, req = [], f"GET /{path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+    try:
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(req)
+            socks.append(s)
+            if len(socks) % 500 == 0 or i == n - 1:
+                for t in socks[-(len(socks) % 500 or 500):]:
+                    if not t.recv(65536).startswith(b"HTTP/1.1 200"):
+                        raise RuntimeError(f"connection {i}: no 200 response")
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+def exp_idle(args, scratch):
+    """Memory per 10,000 idle keep-alive connections that each served one request."""
+    root = make_docroot(scratch)
+    plan = [(k, s) for k in range(1, args.runs + 1) for s in args.servers]
+    progress, results = Progress(len(plan)), []
+    for k, s in plan:
+        progress.step(f"{s:6} {args.idle_conns} idle connections, run {k}/{args.runs}")
+        port = args.port_base + args.servers.index(s)
+        with Server(s, scratch, root, port) as srv:
+            check_get(f"http://127.0.0.1:{port}/2b.txt", (root / "2b.txt").read_bytes())
+            before = rss_mb(srv.pids())
+            socks = open_idle(port, args.idle_conns, "2b.txt")
+            time.sleep(1)
+            after = rss_mb(srv.pids())
+            for c in socks:
+                c.close()
+        growth = after - before
+        results.append({"server": s, "run": k, "connections": args.idle_conns,
+                        "rss_before_mb": before, "rss_after_mb": after,
+                        "mb_per_10k": growth * 10000 / args.idle_conns})
+    progress.close()
+    return results
+
+
+def summarize_idle(results, servers):
+    rows = []
+    for s in servers:
+        rs = [r for r in results if r["server"] == s]
+        if rs:
+            per = [r["mb_per_10k"] for r in rs]
+            rows.append({"server": s, "runs": len(rs), "connections": rs[0]["connections"],
+                         "rss_before_mb": statistics.median(r["rss_before_mb"] for r in rs),
+                         "mb_per_10k": statistics.median(per),
+                         "min": min(per), "max": max(per)})
+    return rows
+
+
+def markdown_idle(rows, servers):
+    lines = ["| server | idle connections | RSS before MB | RSS growth per 10k MB (median, min–max) |",
+             "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['server']} | {r['connections']:,} | {fmt(r['rss_before_mb'])} | "
+                     f"{fmt(r['mb_per_10k'])} ({fmt(r['min'])}–{fmt(r['max'])}) |")
+    return "\n".join(lines) + "\n"
+
+
+# name: (run, summarize, markdown)
 EXPERIMENTS = {
-    "quick": exp_quick,
+    "quick": (exp_quick, summarize, markdown),
+    "idle": (exp_idle, summarize_idle, markdown_idle),
 }
 
 
@@ -370,16 +444,18 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="bench/run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__,
-        epilog="experiments:\n" + "\n".join(f"  {n:8} {f.__doc__.strip()}"
-                                            for n, f in EXPERIMENTS.items()))
+        epilog="experiments:\n" + "\n".join(f"  {n:8} {e[0].__doc__.strip()}"
+                                            for n, e in EXPERIMENTS.items()))
     ap.add_argument("experiment", choices=EXPERIMENTS)
     ap.add_argument("--duration", type=int, default=5, help="seconds per wrk run (5)")
     ap.add_argument("--connections", type=int, default=50, help="wrk -c (50)")
     ap.add_argument("--runs", type=int, default=3, help="repetitions per server and file (3)")
     ap.add_argument("--servers", default="vireo,nginx",
                     help="comma-separated, interleaved in this order (vireo,nginx)")
-    ap.add_argument("--port-base", type=int, default=18080,
-                    help="first port; server i listens on port-base+i (18080)")
+    ap.add_argument("--port-base", type=int, default=28080,
+                    help="first port; server i listens on port-base+i (28080)")
+    ap.add_argument("--idle-conns", type=int, default=10000,
+                    help="idle: keep-alive connections to open (10000)")
     ap.add_argument("--markdown-out", type=Path, help="also write the Markdown table here")
     args = ap.parse_args(argv)
     args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
@@ -406,9 +482,10 @@ def run(argv):
     scratch = RESULTS / "tmp" / f"{args.experiment}-{stamp:%Y%m%d-%H%M%S}"
     scratch.mkdir(parents=True)
     machine = machine_info(args.servers)
-    results = EXPERIMENTS[args.experiment](args, scratch)
-    rows = summarize(results, args.servers)
-    table = markdown(rows, args.servers)
+    experiment, summarize_fn, markdown_fn = EXPERIMENTS[args.experiment]
+    results = experiment(args, scratch)
+    rows = summarize_fn(results, args.servers)
+    table = markdown_fn(rows, args.servers)
     out = RESULTS / f"{stamp:%Y-%m-%d}-{args.experiment}.json"
     out.write_text(json.dumps({
         "experiment": args.experiment, "date": stamp.isoformat(timespec="seconds"),

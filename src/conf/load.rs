@@ -18,7 +18,9 @@ use std::sync::Arc;
 pub enum Source {
     File(PathBuf),
     /// The embedded default configuration, serving the embedded site from `root`.
-    Embedded { root: PathBuf },
+    Embedded {
+        root: PathBuf,
+    },
 }
 
 /// The embedded default configuration; `@ROOT@` is the folder of the default site.
@@ -77,6 +79,9 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
     };
     let mut main = MainConf::default();
     env.walk(&directives, &mut Scope::Main(&mut main))?;
+    if !main.events_seen {
+        return Err(ConfError::bare("no \"events\" section in configuration"));
+    }
 
     let listeners = match main.http.take() {
         Some(http) => build_http(http, &mut env)?,
@@ -161,7 +166,10 @@ fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfEr
         .collect())
 }
 
-fn build_server(srv: ServerConf, http: &LocConf) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
+fn build_server(
+    srv: ServerConf,
+    http: &LocConf,
+) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
     let conf = srv.conf.resolve(http);
     let mut listens = srv.listens;
     if listens.is_empty() {
@@ -188,9 +196,13 @@ fn build_server(srv: ServerConf, http: &LocConf) -> Result<(Arc<Server>, Vec<Lis
         let span = l.span.clone();
         let built = build_location(l, &conf);
         if built.kind == LocKind::Named {
-            if named.insert(built.pattern.clone(), built).is_some() {
-                return Err(ConfError::new("duplicate location", &span));
+            if named.contains_key(&built.pattern) {
+                return Err(ConfError::new(
+                    format!("duplicate location \"{}\"", built.pattern),
+                    &span,
+                ));
             }
+            named.insert(built.pattern.clone(), built);
         } else {
             if locs
                 .iter()

@@ -60,15 +60,7 @@ pub fn parse_str(text: &str, name: &str, conf_dir: &Path) -> Result<Parsed, Conf
 
 /// "2: No such file or directory", as nginx prints an errno.
 fn os_error_text(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => {
-            let text = e.to_string();
-            let suffix = format!(" (os error {code})");
-            let text = text.strip_suffix(&suffix).unwrap_or(&text);
-            format!("{code}: {text}")
-        }
-        None => e.to_string(),
-    }
+    crate::core::errlog::errno_text(e)
 }
 
 fn located(msg: String, at: Option<&Span>) -> ConfError {

@@ -141,8 +141,9 @@ impl Env {
     /// Apply each directive of `dirs` to `scope` through the table.
     pub fn walk(&mut self, dirs: &[Directive], scope: &mut Scope<'_>) -> Result<(), ConfError> {
         for d in dirs {
-            let def = lookup(&d.name)
-                .ok_or_else(|| ConfError::new(format!("unknown directive \"{}\"", d.name), &d.span))?;
+            let def = lookup(&d.name).ok_or_else(|| {
+                ConfError::new(format!("unknown directive \"{}\"", d.name), &d.span)
+            })?;
             check(def, d, scope.ctx())?;
             (def.set)(scope, d, self)?;
         }
@@ -156,8 +157,10 @@ impl Env {
 
     /// Note that a directive was accepted but has no effect in vireo.
     pub fn ignore(&mut self, d: &Directive, why: &str) {
-        self.notices
-            .push(format!("\"{}\" directive {why} in {}", d.name, d.span));
+        self.notices.push(format!(
+            "\"{}\" directive is ignored: {why} in {}",
+            d.name, d.span
+        ));
     }
 }
 
@@ -237,7 +240,11 @@ mod tests {
         let mut seen = HashSet::new();
         for d in all() {
             assert!(seen.insert(d.name), "duplicate table entry {}", d.name);
-            assert!(!d.doc.is_empty() && !d.syntax.is_empty(), "{} lacks docs", d.name);
+            assert!(
+                !d.doc.is_empty() && !d.syntax.is_empty(),
+                "{} lacks docs",
+                d.name
+            );
             assert!(d.syntax.starts_with(d.name), "{} syntax line", d.name);
             assert!(d.arity.min <= d.arity.max, "{} arity", d.name);
         }

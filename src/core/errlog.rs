@@ -150,6 +150,20 @@ pub(crate) fn open_append(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// An I/O error as nginx prints an errno: "2: No such file or directory"
+/// (without Rust's " (os error 2)" suffix).
+pub fn errno_text(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => {
+            let text = e.to_string();
+            let suffix = format!(" (os error {code})");
+            let text = text.strip_suffix(&suffix).unwrap_or(&text);
+            format!("{code}: {text}")
+        }
+        None => e.to_string(),
+    }
+}
+
 /// Minimum level of the current log, for the lock-free [`enabled`] check.
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 /// The current log; `None` means the default, stderr.
@@ -290,6 +304,14 @@ mod tests {
         let rest = &s[19..];
         let expect = format!(" [error] {}#7: open() \"/x\" failed\n", std::process::id());
         assert_eq!(rest, expect);
+    }
+
+    #[test]
+    fn errno_text_as_nginx() {
+        let e = io::Error::from_raw_os_error(2);
+        assert_eq!(errno_text(&e), "2: No such file or directory");
+        let e = io::Error::other("plain");
+        assert_eq!(errno_text(&e), "plain");
     }
 
     #[test]

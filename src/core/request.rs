@@ -3,8 +3,8 @@
 
 use crate::conf::model::LocConf;
 use crate::core::clock;
-use crate::core::vars::{Var, VarSource, find_arg, find_cookie, push_u64};
 use crate::core::route::{Location, Server};
+use crate::core::vars::{Var, VarSource, find_arg, find_cookie, push_u64};
 use crate::http::h1::parse::{Method, RequestHead};
 use crate::http::response::Response;
 use crate::modules::static_files;
@@ -79,17 +79,23 @@ impl<'a> Request<'a> {
         Response::error(status, self.conf.core.server_tokens)
     }
 
-    /// Scheme, host and port for an absolute redirect, as nginx builds them.
+    /// Scheme, host and port for an absolute redirect, as nginx builds them
+    /// (`server_name_in_redirect off`): the request's host, or when it sent
+    /// none, the address the connection came in on; the port unless it is 80.
     pub fn origin(&self) -> String {
-        let host = if self.host.is_empty() {
-            self.server.name()
-        } else {
-            self.host
+        let local = match self.peer {
+            Peer::Tcp { local, .. } => *local,
+            Peer::Unix => None,
         };
-        match self.peer {
-            Peer::Tcp {
-                local: Some(l), ..
-            } if l.port() != 80 => format!("http://{host}:{}", l.port()),
+        let host = match (self.host, local) {
+            (h, _) if !h.is_empty() => h.to_string(),
+            (_, Some(SocketAddr::V4(l))) => l.ip().to_string(),
+            (_, Some(SocketAddr::V6(l))) => format!("[{}]", l.ip()),
+            (_, None) if !self.server.name().is_empty() => self.server.name().to_string(),
+            (_, None) => "localhost".to_string(),
+        };
+        match local {
+            Some(l) if l.port() != 80 => format!("http://{host}:{}", l.port()),
             _ => format!("http://{host}"),
         }
     }
@@ -167,7 +173,9 @@ impl VarSource for Finished<'_> {
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
             Var::Scheme => out.extend_from_slice(b"http"),
             Var::Pid => push_u64(out, std::process::id().into()),
-            Var::ContentType => out.extend_from_slice(head.header("content-type").unwrap_or_default()),
+            Var::ContentType => {
+                out.extend_from_slice(head.header("content-type").unwrap_or_default())
+            }
             Var::ContentLength => {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }

@@ -51,28 +51,8 @@ pub fn run(config: Config) -> std::io::Result<()> {
             errno_text(&e)
         );
     }
-    let overlap = overlapping(&config.listeners);
-    // Shared (non-reuseport) sockets are bound once here; each worker gets a clone.
-    let mut shared_sockets = Vec::new();
-    for (l, &o) in config.listeners.iter().zip(&overlap) {
-        shared_sockets.push(if l.reuseport {
-            None
-        } else {
-            Some(bind_logged(l, o)?)
-        });
-    }
-    let mut per_worker = Vec::new();
-    for _ in 0..config.workers {
-        let mut mine = Vec::new();
-        for ((l, s), &o) in config.listeners.iter().zip(&shared_sockets).zip(&overlap) {
-            mine.push(match s {
-                Some(s) => s.try_clone()?,
-                None => bind_logged(l, o)?,
-            });
-        }
-        per_worker.push(mine);
-    }
-    drop(shared_sockets);
+    // The pid file is written before any port answers, so a client that sees the
+    // port open finds the pid file too; it is removed again if binding fails.
     let pid_file = config.pid.clone();
     if let Some(p) = &pid_file {
         std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| {
@@ -82,6 +62,15 @@ pub fn run(config: Config) -> std::io::Result<()> {
             )
         })?;
     }
+    let per_worker = match bind_all(&config) {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some(p) = &pid_file {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
     let unix_sockets: Vec<std::path::PathBuf> = config
         .listeners
         .iter()
@@ -120,6 +109,32 @@ pub fn run(config: Config) -> std::io::Result<()> {
     }
     error_log!(Notice, "exiting");
     Ok(())
+}
+
+/// Bind every listener: `result[w][i]` is worker `w`'s socket for `config.listeners[i]`.
+fn bind_all(config: &Config) -> std::io::Result<Vec<Vec<socket::Bound>>> {
+    let overlap = overlapping(&config.listeners);
+    // Shared (non-reuseport) sockets are bound once here; each worker gets a clone.
+    let mut shared_sockets = Vec::new();
+    for (l, &o) in config.listeners.iter().zip(&overlap) {
+        shared_sockets.push(if l.reuseport {
+            None
+        } else {
+            Some(bind_logged(l, o)?)
+        });
+    }
+    let mut per_worker = Vec::new();
+    for _ in 0..config.workers {
+        let mut mine = Vec::new();
+        for ((l, s), &o) in config.listeners.iter().zip(&shared_sockets).zip(&overlap) {
+            mine.push(match s {
+                Some(s) => s.try_clone()?,
+                None => bind_logged(l, o)?,
+            });
+        }
+        per_worker.push(mine);
+    }
+    Ok(per_worker)
 }
 
 /// For each listener: does it share its port with a wildcard listener of the same

@@ -470,12 +470,15 @@ fn map_httparse_error(e: httparse::Error, data: &[u8], line_end: Option<usize>) 
     match e {
         httparse::Error::TooManyHeaders => ParseError::HEADERS_TOO_LARGE,
         httparse::Error::Version => {
-            // A well-formed but unsupported version (e.g. HTTP/2.0) gets 505.
+            // A well-formed but unsupported version (e.g. HTTP/2.0) gets 505;
+            // a line that is not "method SP target SP version" (a space in the
+            // target, say) is a bad request whatever its last word.
             let line = &data[..line_end.unwrap_or(data.len())];
             let token = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
+            let three_parts = memchr::memchr_iter(b' ', line).count() == 2;
             match token {
                 [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
-                    if major.is_ascii_digit() && minor.is_ascii_digit() =>
+                    if three_parts && major.is_ascii_digit() && minor.is_ascii_digit() =>
                 {
                     ParseError::VERSION_NOT_SUPPORTED
                 }
@@ -516,7 +519,7 @@ fn classify_target(t: &[u8], method: Method) -> Result<TargetForm, ParseError> {
     let rest = &t[scheme_len..];
     let auth_len = rest
         .iter()
-        .position(|&b| b == b'/' || b == b'?')
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
         .unwrap_or(rest.len());
     let auth = &rest[..auth_len];
     if auth.is_empty() || auth.contains(&b'@') || !valid_host(auth) {
@@ -527,8 +530,11 @@ fn classify_target(t: &[u8], method: Method) -> Result<TargetForm, ParseError> {
     })
 }
 
-/// Splits `s` (located at `base` in the head) at the first '?'.
+/// Splits `s` (located at `base` in the head) at the first '?'. A fragment
+/// (from '#' on), which clients should not send, is dropped from both parts
+/// (RFC 3986 §3.5), as nginx does.
 fn split_query(s: &[u8], base: usize) -> (Range<usize>, Option<Range<usize>>) {
+    let s = &s[..memchr::memchr(b'#', s).unwrap_or(s.len())];
     match memchr::memchr(b'?', s) {
         Some(q) => (base..base + q, Some(base + q + 1..base + s.len())),
         None => (base..base + s.len(), None),
@@ -780,6 +786,20 @@ mod tests {
     }
 
     #[test]
+    fn fragment_is_dropped() {
+        let h = ok(b"GET /a.txt#frag HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(h.path(), b"/a.txt");
+        assert_eq!(h.query(), None);
+        assert_eq!(h.target(), b"/a.txt#frag");
+        let h = ok(b"GET /a?x=1#f?g HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(h.path(), b"/a");
+        assert_eq!(h.query(), Some(&b"x=1"[..]));
+        let h = ok(b"GET /#?x HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(h.path(), b"/");
+        assert_eq!(h.query(), None);
+    }
+
+    #[test]
     fn versions() {
         assert_eq!(ok(b"GET / HTTP/1.0\r\n\r\n").version, Version::Http10);
         assert_eq!(
@@ -795,6 +815,9 @@ mod tests {
         assert_eq!(status(b"GET / http/1.1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET / FOO\r\nHost: h\r\n\r\n"), 400);
+        // A space in the target: not a version problem.
+        assert_eq!(status(b"GET /a b HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET /a b HTTP/2.0\r\nHost: h\r\n\r\n"), 400);
         // Partial version that may still become valid.
         incomplete(b"GET / HTTP/1.");
         incomplete(b"GET / HTTP/2");
@@ -1068,6 +1091,9 @@ mod tests {
         assert_eq!(h.target(), b"http://example.com/p?q=1");
         assert_eq!(h.header("host"), Some(&b"other"[..]));
 
+        let h = ok(b"GET http://example.com#f HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(h.host(), Some(&b"example.com"[..]));
+        assert_eq!(h.path(), b"/");
         let h = ok(b"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n");
         assert_eq!(h.path(), b"/");
         assert_eq!(h.query(), None);

@@ -63,8 +63,9 @@ pub fn default_logs(env: &mut Env) -> Result<AccessLogs, ConfError> {
     let path = env.path("logs/access.log");
     let file = env.log.open(path.clone()).map_err(|e| {
         ConfError::bare(format!(
-            "open() \"{}\" failed ({e}) for the default access log; set \"access_log\" in the http block",
-            path.display()
+            "open() \"{}\" failed ({}) for the default access log; set \"access_log\" in the http block",
+            path.display(),
+            crate::core::errlog::errno_text(&e)
         ))
     })?;
     let format = env.log.format("combined").expect("combined is built in");
@@ -82,6 +83,12 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
             return Err(bad_arg(d, d.arg(1)));
         }
         return Ok(Some(Arc::from(Vec::new())));
+    }
+    if d.arg(0).starts_with("syslog:") {
+        return Err(ConfError::new(
+            "logging to syslog is not supported: log to a file or /dev/stdout",
+            &d.span,
+        ));
     }
     let fmt_name = d.args.get(1).map_or("combined", |a| a.value.as_str());
     let format = env
@@ -111,7 +118,11 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
     };
     let file = env.log.open(path.clone()).map_err(|e| {
         ConfError::new(
-            format!("open() \"{}\" failed ({e})", path.display()),
+            format!(
+                "open() \"{}\" failed ({})",
+                path.display(),
+                crate::core::errlog::errno_text(&e)
+            ),
             &d.span,
         )
     })?;
@@ -138,9 +149,15 @@ pub static DIRECTIVES: &[Def] = &[
                 None => (Escape::Default, 1),
             };
             let parts: Vec<&str> = d.arg_strs().skip(skip).collect();
-            if parts.is_empty() || e.log.formats.contains_key(name) || name == "combined" {
+            if parts.is_empty() {
                 return Err(ConfError::new(
-                    format!("duplicate log_format name \"{name}\" or no format string"),
+                    "invalid number of arguments in \"log_format\" directive",
+                    &d.span,
+                ));
+            }
+            if e.log.formats.contains_key(name) || name == "combined" {
+                return Err(ConfError::new(
+                    format!("duplicate \"log_format\" name \"{name}\""),
                     &d.span,
                 ));
             }

@@ -1,0 +1,641 @@
+//! Workers and the process: worker threads, worker_connections, multi_accept,
+//! worker_rlimit_nofile, pid file, error_log levels, stop signals, listen variants.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Names of the process's threads (from /proc/PID/task/*/comm).
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The worker threads, by number, once `n` of them have started (bounded wait:
+/// the port answers as soon as it is bound, a moment before the threads start).
+fn workers(pid: u32, n: usize) -> Vec<String> {
+    let list = || {
+        let mut w: Vec<String> = thread_names(pid)
+            .into_iter()
+            .filter(|n| n.starts_with("vireo-worker-"))
+            .collect();
+        w.sort_by_key(|n| {
+            n.trim_start_matches("vireo-worker-")
+                .parse::<usize>()
+                .unwrap_or(usize::MAX)
+        });
+        w
+    };
+    eventually(5, || list().len() >= n);
+    // A moment more: no extra worker may show up.
+    std::thread::sleep(Duration::from_millis(50));
+    list()
+}
+
+/// One request on an open keep-alive connection; the response.
+fn keepalive_get(s: &mut TcpStream, path: &str) -> Resp {
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((r, n)) = Resp::parse_one(&buf)
+            && n <= buf.len()
+            && r.header("content-length")
+                .and_then(|l| l.parse::<usize>().ok())
+                == Some(r.body.len())
+        {
+            return r;
+        }
+        let n = s.read(&mut chunk).expect("read a response");
+        assert!(
+            n > 0,
+            "closed before a full response: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Wait (bounded) until `f` holds.
+fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+fn basic(extra_main: &str, events: &str) -> String {
+    format!(
+        "{extra_main}\nevents {{ {events} }}\nhttp {{\n    access_log off;\n    server {{\n        listen 127.0.0.1:{{port}};\n        root {{dir}}/html;\n    }}\n}}\n"
+    )
+}
+
+#[test]
+fn two_worker_threads() {
+    let v = Vireo::start(&basic("worker_processes 2;", ""));
+    assert_eq!(workers(v.pid(), 2), ["vireo-worker-0", "vireo-worker-1"]);
+    assert_eq!(v.get("/nope").status, 404);
+}
+
+#[test]
+fn one_worker_by_default_and_auto_is_one_per_core() {
+    let v = Vireo::start(&basic("", ""));
+    assert_eq!(workers(v.pid(), 1), ["vireo-worker-0"]);
+    let v = Vireo::start(&basic("worker_processes auto;", ""));
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let want: Vec<String> = (0..cores).map(|i| format!("vireo-worker-{i}")).collect();
+    assert_eq!(workers(v.pid(), cores), want);
+}
+
+#[test]
+fn worker_connections_enforced() {
+    let dir = TempDir::new("wc");
+    dir.write("html/x", "x");
+    let conf = basic("error_log logs/error.log notice;", "worker_connections 3;");
+    let v = Vireo::start_in(dir, &conf);
+    // The harness's readiness probe used a slot; wait until it is given back.
+    let mut held: Vec<TcpStream> = Vec::new();
+    for _ in 0..3 {
+        let mut s = v.connect();
+        // Retry while the probe's slot is still taken.
+        let mut ok = false;
+        for _ in 0..50 {
+            s.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut b = [0u8; 512];
+            match s.read(&mut b) {
+                Ok(n) if n > 0 => {
+                    assert!(b.starts_with(b"HTTP/1.1 200"));
+                    ok = true;
+                    break;
+                }
+                _ => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    s = v.connect();
+                }
+            }
+        }
+        assert!(ok, "connection {} not served", held.len() + 1);
+        held.push(s);
+    }
+    // The fourth concurrent connection is closed without an answer.
+    let mut s = v.connect();
+    let _ = s.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    let got = read_to_close(&mut s);
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    assert!(
+        eventually(5, || v.dir.read("logs/error.log").contains("[alert]")
+            && v.dir
+                .read("logs/error.log")
+                .contains("3 worker_connections are not enough")),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
+    // The held ones still work.
+    for s in &mut held {
+        assert_eq!(keepalive_get(s, "/x").status, 200);
+    }
+    // Free one slot: a new connection is served again.
+    drop(held.pop());
+    assert!(eventually(5, || {
+        let mut s = v.connect();
+        let _ = s.write_all(b"GET /x HTTP/1.0\r\n\r\n");
+        Resp::parse(&read_to_close(&mut s)).is_some_and(|r| r.status == 200)
+    }));
+}
+
+#[test]
+fn multi_accept_serves_a_burst() {
+    let dir = TempDir::new("ma");
+    dir.write("html/x", "burst");
+    let v = Vireo::start_in(dir, &basic("", "multi_accept on; worker_connections 200;"));
+    // Open many connections before sending anything, then ask on each.
+    let mut conns: Vec<TcpStream> = (0..60).map(|_| v.connect()).collect();
+    for s in &mut conns {
+        s.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
+    }
+    for s in &mut conns {
+        let r = Resp::parse(&read_to_close(s)).expect("response");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), "burst");
+    }
+}
+
+/// The soft and hard "Max open files" of a process.
+fn nofile(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    (f[3].to_string(), f[4].to_string())
+}
+
+/// Start vireo with its soft open-files limit lowered to `soft` first.
+fn start_with_soft_nofile(dir: &TempDir, conf: &str, soft: u64) -> (std::process::Child, u16) {
+    use std::os::unix::process::CommandExt;
+    let port = free_port();
+    let conf = fill(conf, dir.path(), port, free_port());
+    let path = dir.write("vireo.conf", conf);
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("-p").arg(dir.path()).arg("-c").arg(path);
+    cmd.stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap());
+    // SAFETY: only async-signal-safe calls (getrlimit/setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            lim.rlim_cur = soft.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    assert!(
+        eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()),
+        "{}",
+        dir.read("stderr.log")
+    );
+    (child, port)
+}
+
+#[test]
+fn worker_rlimit_nofile_raises_the_limit() {
+    let dir = TempDir::new("rl");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let conf = basic("worker_rlimit_nofile 900;", "");
+    let (mut child, _) = start_with_soft_nofile(&dir, &conf, 512);
+    let (soft, _) = nofile(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(soft, "900");
+}
+
+#[test]
+fn worker_rlimit_nofile_beyond_what_is_allowed_warns() {
+    let dir = TempDir::new("rl");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    // More than any kernel allows (fs.nr_open), even for root.
+    let conf = basic(
+        "worker_rlimit_nofile 4294967295;\nerror_log logs/error.log warn;",
+        "",
+    );
+    let (mut child, port) = start_with_soft_nofile(&dir, &conf, 512);
+    let (soft, hard) = nofile(child.id());
+    // Still serving.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.status, 404);
+    let log = dir.read("logs/error.log");
+    assert!(
+        log.contains("[warn]") && log.contains("setrlimit(RLIMIT_NOFILE, 4294967295) failed"),
+        "{log}"
+    );
+    // It still raised the soft limit as far as the hard limit allows.
+    assert_eq!(soft, hard);
+}
+
+#[test]
+fn pid_file_written_and_removed_on_exit() {
+    for sig in [libc::SIGTERM, libc::SIGQUIT, libc::SIGINT] {
+        let mut v = Vireo::start(&basic("pid logs/vireo.pid;", ""));
+        let pid_file = v.dir.path().join("logs/vireo.pid");
+        assert_eq!(v.dir.read("logs/vireo.pid"), format!("{}\n", v.pid()));
+        v.signal(sig);
+        let st = v.wait_exit(5).expect("exits");
+        assert_eq!(st.code(), Some(0), "signal {sig}: {}", v.stderr());
+        assert!(!pid_file.exists(), "signal {sig}");
+    }
+}
+
+#[test]
+fn unwritable_pid_file_is_fatal() {
+    let dir = TempDir::new("pid");
+    let port = free_port();
+    let conf = dir.write(
+        "v.conf",
+        format!("pid /nonexistent-vireo/v.pid;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; }} }}\n"),
+    );
+    let out = std::process::Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[emerg]")
+            && err.contains(
+                "open() \"/nonexistent-vireo/v.pid\" failed (2: No such file or directory)"
+            ),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_log_file_and_level() {
+    // notice: start-up notices are written, in nginx's line format.
+    let v = Vireo::start(&basic("error_log logs/error.log notice;", "use epoll;"));
+    let log = v.dir.read("logs/error.log");
+    let line = log
+        .lines()
+        .find(|l| l.contains("listening on 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("{log}"));
+    let b = line.as_bytes();
+    assert!(
+        b[..19].iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'/',
+            10 => *c == b' ',
+            13 | 16 => *c == b':',
+            _ => c.is_ascii_digit(),
+        }),
+        "{line}"
+    );
+    assert!(
+        line[19..].starts_with(&format!(" [notice] {}#", v.pid())),
+        "{line}"
+    );
+    assert!(
+        log.contains("[notice]") && log.contains("\"use\" directive is ignored"),
+        "{log}"
+    );
+    // Nothing went to stderr.
+    assert!(!v.stderr().contains("listening on"), "{}", v.stderr());
+
+    // warn: notices are filtered out, warnings and worse are kept.
+    let mut v = Vireo::start(&basic(
+        "error_log logs/error.log warn;",
+        "use epoll; worker_connections 1;",
+    ));
+    // The readiness probe holds the only slot for a moment; extra connections are refused.
+    let mut conns: Vec<TcpStream> = (0..3).map(|_| v.connect()).collect();
+    for s in &mut conns {
+        let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+    }
+    assert!(eventually(5, || v
+        .dir
+        .read("logs/error.log")
+        .contains("worker_connections are not enough")));
+    v.signal(libc::SIGTERM);
+    assert!(v.wait_exit(5).is_some());
+    let log = v.dir.read("logs/error.log");
+    assert!(!log.contains("[notice]"), "{log}");
+    assert!(
+        !log.contains("listening on") && !log.contains("exiting"),
+        "{log}"
+    );
+    assert!(log.contains("[alert]"), "{log}");
+
+    // The default is stderr, level error: no notices there either.
+    let mut v = Vireo::start(&basic("", ""));
+    v.signal(libc::SIGTERM);
+    assert!(v.wait_exit(5).is_some());
+    assert!(!v.stderr().contains("[notice]"), "{}", v.stderr());
+}
+
+#[test]
+fn sigterm_stops_at_once() {
+    let dir = TempDir::new("term");
+    dir.write("html/big", vec![b'b'; 8 << 20]);
+    let mut v = Vireo::start_in(
+        dir,
+        &basic("pid logs/v.pid;\nerror_log logs/error.log notice;", ""),
+    );
+    // One idle keep-alive connection and one stalled download.
+    let mut idle = v.connect();
+    assert_eq!(keepalive_get(&mut idle, "/nope").status, 404);
+    let mut slow = v.connect();
+    slow.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 1024];
+    assert!(slow.read(&mut first).unwrap() > 0);
+    let t = Instant::now();
+    v.signal(libc::SIGTERM);
+    let st = v.wait_exit(5).expect("exits");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(st.code(), Some(0));
+    assert!(!v.dir.path().join("logs/v.pid").exists());
+    let log = v.dir.read("logs/error.log");
+    assert!(
+        log.contains("signal received, exiting now") && log.contains("exiting"),
+        "{log}"
+    );
+    // The stalled download was cut short.
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let rest = read_to_close(&mut slow);
+    assert!(rest.len() < 8 << 20);
+}
+
+/// A client socket with a small receive buffer, so a big response stays in flight.
+fn slow_client(port: u16) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    s.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())
+        .unwrap();
+    let s: TcpStream = s.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+#[test]
+fn sigquit_finishes_in_flight_requests() {
+    const SIZE: usize = 16 << 20;
+    let dir = TempDir::new("quit");
+    let body: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    dir.write("html/big", &body);
+    let conf = "pid logs/v.pid;\nerror_log logs/error.log notice;\nevents {}\nhttp {\n    access_log logs/access.log;\n    \
+                sendfile on;\n    server {\n        listen 127.0.0.1:{port};\n        root {dir}/html;\n    }\n}\n";
+    let mut v = Vireo::start_in(dir, conf);
+    let port = v.port;
+    // An idle keep-alive connection…
+    let mut idle = v.connect();
+    assert_eq!(keepalive_get(&mut idle, "/nope").status, 404);
+    // …and a download read slowly.
+    let mut slow = slow_client(port);
+    slow.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = vec![0u8; 64 * 1024];
+    slow.read_exact(&mut got).unwrap();
+
+    v.signal(libc::SIGQUIT);
+    // The idle connection is closed by the server.
+    let t = Instant::now();
+    assert!(read_to_close(&mut idle).is_empty());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "idle connection kept {:?}",
+        t.elapsed()
+    );
+    // New connections are refused once the listeners are closed.
+    assert!(eventually(3, || TcpStream::connect(("127.0.0.1", port)).is_err()));
+    // The download is still going, and the process waits for it.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        v.child.try_wait().unwrap().is_none(),
+        "exited with a request in flight"
+    );
+    got.extend(read_to_close(&mut slow));
+    let resp = Resp::parse(&got).expect("response");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body.len(), SIZE);
+    assert!(resp.body == body, "body differs");
+    let st = v.wait_exit(5).expect("exits after the download");
+    assert_eq!(st.code(), Some(0));
+    assert!(!v.dir.path().join("logs/v.pid").exists());
+    let log = v.dir.read("logs/error.log");
+    assert!(
+        log.contains("signal received, gracefully shutting down"),
+        "{log}"
+    );
+    assert!(
+        v.dir
+            .read("logs/access.log")
+            .contains(&format!("\"GET /big HTTP/1.1\" 200 {SIZE} "))
+    );
+}
+
+fn get_over(s: &mut impl ReadWrite, host: &str) -> Resp {
+    s.write_all(
+        format!("GET /who HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    Resp::parse(&out).expect("response")
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+fn ipv6_available() -> bool {
+    std::net::TcpListener::bind("[::1]:0").is_ok()
+}
+
+#[test]
+fn listen_variants() {
+    let dir = TempDir::new("lv");
+    dir.write("html/who", "any");
+    let sock = dir.path().join("v.sock");
+    let (p_any, p_lo, p_v6) = (free_port(), free_port(), free_port());
+    let v6 = ipv6_available();
+    let v6_listen = if v6 {
+        format!("listen [::1]:{p_v6};")
+    } else {
+        String::new()
+    };
+    let conf = format!(
+        "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen {{port}};\n  listen {p_any};\n  \
+         listen 127.0.0.1:{p_lo} backlog=16;\n  {v6_listen}\n  listen unix:{};\n  root {{dir}}/html;\n }}\n}}\n",
+        sock.display()
+    );
+    let v = Vireo::start_in(dir, &conf);
+    // `listen PORT` is every IPv4 address.
+    let mut s = TcpStream::connect(("127.0.0.1", p_any)).unwrap();
+    assert_eq!(get_over(&mut s, "x").text(), "any");
+    assert_eq!(v.get("/who").text(), "any");
+    let mut s = TcpStream::connect(("127.0.0.1", p_lo)).unwrap();
+    assert_eq!(get_over(&mut s, "x").text(), "any");
+    if v6 {
+        let mut s = TcpStream::connect(("::1", p_v6)).unwrap();
+        assert_eq!(get_over(&mut s, "x").text(), "any");
+    } else {
+        eprintln!("no IPv6 loopback: [::1] not checked");
+    }
+    let mut u = connect_unix(&sock);
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let r = get_over(&mut u, "x");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "any");
+}
+
+/// Listening sockets on `port` (IPv4), from /proc/net/tcp.
+fn listen_sockets(port: u16) -> usize {
+    let want = format!(":{port:04X} ");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && format!("{} ", f[1]).ends_with(&want) && f[3] == "0A"
+        })
+        .count()
+}
+
+#[test]
+fn reuseport_gives_each_worker_a_socket() {
+    let dir = TempDir::new("rp");
+    dir.write("html/who", "rp");
+    let p2 = free_port();
+    let conf = format!(
+        "worker_processes 2;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}} reuseport backlog=64;\n  \
+         listen 127.0.0.1:{p2};\n  root {{dir}}/html;\n }}\n}}\n"
+    );
+    let v = Vireo::start_in(dir, &conf);
+    assert_eq!(
+        listen_sockets(v.port),
+        2,
+        "one socket per worker with reuseport"
+    );
+    assert_eq!(listen_sockets(p2), 1, "one shared socket without");
+    for _ in 0..20 {
+        assert_eq!(v.get("/who").text(), "rp");
+    }
+    // The backlog reaches listen(2) (ss shows it as Send-Q of a listening socket).
+    if let Ok(o) = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{}", v.port)])
+        .output()
+        && o.status.success()
+    {
+        let out = String::from_utf8_lossy(&o.stdout);
+        let sendq: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .collect();
+        assert_eq!(sendq, ["64", "64"], "{out}");
+    }
+}
+
+#[test]
+fn bind_failure_is_reported() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = TempDir::new("bind");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let conf = dir.write(
+        "v.conf",
+        format!("pid logs/v.pid;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; }} }}\n"),
+    );
+    let out = std::process::Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[emerg]")
+            && err.contains(&format!(
+                "bind() to 127.0.0.1:{port} failed (98: Address already in use)"
+            )),
+        "{err}"
+    );
+    assert!(!dir.path().join("logs/v.pid").exists());
+}
+
+#[test]
+fn wildcard_and_specific_address_share_a_port() {
+    // nginx: `listen 80;` in one server and `listen 127.0.0.1:80;` in another both
+    // work; a connection to 127.0.0.1 goes to the more specific one.
+    let dir = TempDir::new("ws");
+    dir.write("any/who", "any");
+    dir.write("lo/who", "lo");
+    let v = Vireo::start_in(
+        dir,
+        "worker_processes 2;\nevents {}\nhttp {\n access_log off;\n server {\n  listen {port};\n  root {dir}/any;\n }\n \
+         server {\n  listen 127.0.0.1:{port};\n  root {dir}/lo;\n }\n}\n",
+    );
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(("127.0.0.1", v.port)).unwrap();
+        assert_eq!(get_over(&mut s, "x").text(), "lo");
+        // Another loopback address reaches the wildcard socket.
+        let mut s = TcpStream::connect(("127.0.0.2", v.port)).unwrap();
+        assert_eq!(get_over(&mut s, "x").text(), "any");
+    }
+}
+
+#[test]
+fn unix_socket_file_replaced_at_start_and_removed_at_exit() {
+    let dir = TempDir::new("us");
+    dir.write("html/who", "unix");
+    let sock = dir.path().join("s.sock");
+    // A stale socket file from an earlier run does not stop the start.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    let conf = format!(
+        "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}};\n  listen unix:{};\n  root {{dir}}/html;\n }}\n}}\n",
+        sock.display()
+    );
+    let mut v = Vireo::start_in(dir, &conf);
+    let mut u = connect_unix(&sock);
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(get_over(&mut u, "x").text(), "unix");
+    v.signal(libc::SIGTERM);
+    assert_eq!(v.wait_exit(5).and_then(|s| s.code()), Some(0));
+    assert!(!sock.exists(), "socket file left behind");
+}
+
+/// Connect to a unix socket; the TCP port the harness waits for may answer a
+/// moment before the unix socket of the same server is bound.
+fn connect_unix(path: &std::path::Path) -> std::os::unix::net::UnixStream {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(u) => return u,
+            Err(e) if Instant::now() >= end => panic!("connect {}: {e}", path.display()),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
