@@ -826,9 +826,15 @@ fn server_name_selection() {
     }
     let v = Vireo::start_in(dir, VHOSTS);
     let who = |host: &str| {
-        let r = v.request(&format!(
-            "GET /who HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-        ));
+        let req = format!("GET /who HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let raw = v.raw(req.as_bytes());
+        let r = Resp::parse(&raw).unwrap_or_else(|| {
+            panic!(
+                "no response for Host {host}: {:?}\n{}",
+                String::from_utf8_lossy(&raw),
+                v.stderr()
+            )
+        });
         assert_eq!(r.status, 200, "{host}");
         r.text()
     };

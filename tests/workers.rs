@@ -639,3 +639,59 @@ fn connect_unix(path: &std::path::Path) -> std::os::unix::net::UnixStream {
         }
     }
 }
+
+#[test]
+fn sigusr1_reopens_log_files() {
+    let dir = TempDir::new("usr1");
+    dir.write("html/x", "x");
+    let conf = "error_log logs/error.log notice;\nevents {}\nhttp {\n log_format u '$uri';\n access_log logs/access.log u;\n \
+                server {\n  listen 127.0.0.1:{port};\n  root {dir}/html;\n }\n}\n";
+    let v = Vireo::start_in(dir, conf);
+    let logs = v.dir.path().join("logs");
+    assert_eq!(v.get("/x?before").status, 200);
+    assert!(eventually(5, || v.dir.read("logs/access.log") == "/x\n"));
+    // Rotate as logrotate does: rename, then ask for a reopen.
+    std::fs::rename(logs.join("access.log"), logs.join("access.log.1")).unwrap();
+    std::fs::rename(logs.join("error.log"), logs.join("error.log.1")).unwrap();
+    v.signal(libc::SIGUSR1);
+    assert!(eventually(5, || logs.join("access.log").exists()
+        && logs.join("error.log").exists()));
+    assert_eq!(v.get("/x").status, 200);
+    assert!(eventually(5, || v.dir.read("logs/access.log") == "/x\n"));
+    assert_eq!(v.dir.read("logs/access.log.1"), "/x\n");
+    assert!(
+        v.dir.read("logs/error.log.1").contains("[notice]"),
+        "{}",
+        v.dir.read("logs/error.log.1")
+    );
+    // Later messages go to the new error log.
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || v
+        .dir
+        .read("logs/error.log")
+        .contains("SIGHUP received")));
+}
+
+#[test]
+fn sighup_does_not_kill_the_server() {
+    let dir = TempDir::new("hup");
+    dir.write("html/x", "still here");
+    let mut v = Vireo::start_in(
+        dir,
+        &basic("pid logs/v.pid;\nerror_log logs/error.log warn;", ""),
+    );
+    v.signal(libc::SIGHUP);
+    assert!(
+        eventually(5, || v.dir.read("logs/error.log").contains("[warn]")
+            && v.dir.read("logs/error.log").contains(
+                "SIGHUP received: configuration reload is not implemented yet, ignored"
+            )),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
+    assert!(v.child.try_wait().unwrap().is_none());
+    assert_eq!(v.get("/x").text(), "still here");
+    v.signal(libc::SIGTERM);
+    assert_eq!(v.wait_exit(5).and_then(|s| s.code()), Some(0));
+    assert!(!v.dir.path().join("logs/v.pid").exists());
+}

@@ -608,7 +608,7 @@ pub static IGNORED: &[Def] = &[
         Ctx::HSL,
         ONE,
         "gzip on | off;",
-        "not implemented yet: responses are sent uncompressed",
+        "not implemented yet, responses are sent uncompressed",
     ),
     ignored(
         "gzip_types",

@@ -52,6 +52,8 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// Accepted-but-ignored directives, to log once the error log is open.
     pub notices: Vec<String>,
+    /// Every access log file, for reopening after rotation (SIGUSR1).
+    pub log_files: Vec<Arc<crate::modules::log::LogFile>>,
 }
 
 /// Load and validate a configuration. `extra` holds `-g` directives.
@@ -106,6 +108,7 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
         error_log,
         listeners,
         files,
+        log_files: env.log.files(),
         notices: env.notices,
     })
 }

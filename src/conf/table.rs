@@ -218,13 +218,24 @@ pub fn reference_markdown() -> String {
          a test keeps this file in step with the code.\n\n",
     );
     for d in defs {
+        let ignored = super::core_directives::IGNORED
+            .iter()
+            .any(|i| i.name == d.name);
+        let doc = if ignored {
+            format!(
+                "Accepted for nginx compatibility and ignored, with a notice in the error log: {}.",
+                d.doc
+            )
+        } else {
+            d.doc.to_string()
+        };
         out.push_str(&format!(
             "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}\n\n",
             d.name,
             d.syntax,
             d.default,
             d.ctx.names().join(", "),
-            d.doc
+            doc
         ));
     }
     out

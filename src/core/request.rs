@@ -11,12 +11,9 @@ use crate::modules::static_files;
 use std::net::SocketAddr;
 
 /// The client side of a connection.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Peer {
-    Tcp {
-        remote: SocketAddr,
-        local: Option<SocketAddr>,
-    },
+    Tcp(SocketAddr),
     Unix,
 }
 
@@ -33,6 +30,10 @@ pub enum Outcome {
 pub struct Request<'a> {
     pub head: &'a RequestHead,
     pub peer: &'a Peer,
+    /// The client socket, for the local address when something asks for it.
+    pub fd: std::os::fd::RawFd,
+    /// The local address, looked up once on first use (`$server_addr`, redirects).
+    pub local: std::cell::OnceCell<Option<SocketAddr>>,
     pub connection: u64,
     pub connection_requests: u64,
     /// Milliseconds since the epoch when the request head was complete.
@@ -79,14 +80,19 @@ impl<'a> Request<'a> {
         Response::error(status, self.conf.core.server_tokens)
     }
 
+    /// The address the connection came in on (one getsockname, then cached).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        *self.local.get_or_init(|| match self.peer {
+            Peer::Tcp(_) => crate::sys::local_addr(self.fd),
+            Peer::Unix => None,
+        })
+    }
+
     /// Scheme, host and port for an absolute redirect, as nginx builds them
     /// (`server_name_in_redirect off`): the request's host, or when it sent
     /// none, the address the connection came in on; the port unless it is 80.
     pub fn origin(&self) -> String {
-        let local = match self.peer {
-            Peer::Tcp { local, .. } => *local,
-            Peer::Unix => None,
-        };
+        let local = self.local_addr();
         let host = match (self.host, local) {
             (h, _) if !h.is_empty() => h.to_string(),
             (_, Some(SocketAddr::V4(l))) => l.ip().to_string(),
@@ -114,17 +120,13 @@ impl VarSource for Finished<'_> {
     fn var(&self, var: &Var, out: &mut Vec<u8>) {
         let req = self.req;
         let head = req.head;
-        let local = match req.peer {
-            Peer::Tcp { local, .. } => *local,
-            Peer::Unix => None,
-        };
         match var {
             Var::RemoteAddr => match req.peer {
-                Peer::Tcp { remote, .. } => write_display(out, &remote.ip()),
+                Peer::Tcp(remote) => write_display(out, &remote.ip()),
                 Peer::Unix => out.extend_from_slice(b"unix:"),
             },
             Var::RemotePort => {
-                if let Peer::Tcp { remote, .. } = req.peer {
+                if let Peer::Tcp(remote) = req.peer {
                     push_u64(out, remote.port().into());
                 }
             }
@@ -161,12 +163,12 @@ impl VarSource for Finished<'_> {
             Var::Hostname => out.extend_from_slice(hostname().as_bytes()),
             Var::ServerName => out.extend_from_slice(req.server.name().as_bytes()),
             Var::ServerPort => {
-                if let Some(l) = local {
+                if let Some(l) = req.local_addr() {
                     push_u64(out, l.port().into());
                 }
             }
             Var::ServerAddr => {
-                if let Some(l) = local {
+                if let Some(l) = req.local_addr() {
                     write_display(out, &l.ip());
                 }
             }

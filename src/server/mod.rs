@@ -185,12 +185,16 @@ fn bind_logged(l: &crate::conf::load::Listener, overlap: bool) -> std::io::Resul
     })
 }
 
-/// The stop signals, taken over from their default actions.
+/// The signals vireo answers, taken over from their default actions: TERM/INT
+/// (fast stop), QUIT (graceful stop), USR1 (reopen log files), HUP (reload: not
+/// there yet, so it is logged and ignored rather than killing the server).
 struct Signals {
     rt: tokio::runtime::Runtime,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     quit: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -199,32 +203,46 @@ impl Signals {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let _guard = rt.enter();
+        let guard = rt.enter();
         let term = signal(SignalKind::terminate())?;
         let int = signal(SignalKind::interrupt())?;
         let quit = signal(SignalKind::quit())?;
-        drop(_guard);
+        let usr1 = signal(SignalKind::user_defined1())?;
+        let hup = signal(SignalKind::hangup())?;
+        drop(guard);
         Ok(Signals {
             rt,
             term,
             int,
             quit,
+            usr1,
+            hup,
         })
     }
 
-    /// Block until SIGTERM/SIGINT (fast) or SIGQUIT (graceful), then tell the workers.
+    /// Serve USR1 and HUP until SIGTERM/SIGINT (fast) or SIGQUIT (graceful), then
+    /// tell the workers.
     fn wait(self, shared: &Shared) {
         let Signals {
             rt,
             mut term,
             mut int,
             mut quit,
+            mut usr1,
+            mut hup,
         } = self;
         rt.block_on(async {
-            let state = tokio::select! {
-                _ = term.recv() => State::Fast,
-                _ = int.recv() => State::Fast,
-                _ = quit.recv() => State::Graceful,
+            let state = loop {
+                tokio::select! {
+                    _ = term.recv() => break State::Fast,
+                    _ = int.recv() => break State::Fast,
+                    _ = quit.recv() => break State::Graceful,
+                    _ = usr1.recv() => reopen_logs(shared),
+                    _ = hup.recv() => error_log!(
+                        Warn,
+                        "SIGHUP received: configuration reload is not implemented yet, ignored; restart vireo to apply changes"
+                    ),
+                }
             };
             error_log!(
                 Notice,
@@ -236,5 +254,23 @@ impl Signals {
             );
             shared.state.send_replace(state);
         });
+    }
+}
+
+/// SIGUSR1: open the error log and every access log again (after rotation).
+fn reopen_logs(shared: &Shared) {
+    error_log!(Notice, "reopening logs");
+    if let Err(e) = crate::core::errlog::reopen() {
+        error_log!(Alert, "reopening the error log failed ({})", errno_text(&e));
+    }
+    for f in &shared.config.load().log_files {
+        if let Err(e) = f.reopen() {
+            error_log!(
+                Alert,
+                "reopen() \"{}\" failed ({})",
+                f.path().display(),
+                errno_text(&e)
+            );
+        }
     }
 }

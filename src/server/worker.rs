@@ -121,30 +121,10 @@ async fn accept_loop(
                     },
                     _ = stopping(&mut rx) => return Ok(()),
                 };
-                let local = s.local_addr().ok();
-                start(
-                    s,
-                    Peer::Tcp {
-                        remote: peer,
-                        local,
-                    },
-                    idx,
-                    &shared,
-                    &slots,
-                );
+                start(s, Peer::Tcp(peer), idx, &shared, &slots);
                 if shared.config.load().multi_accept {
                     while let Ok((s, peer)) = poll_accept(&l) {
-                        let local = s.local_addr().ok();
-                        start(
-                            s,
-                            Peer::Tcp {
-                                remote: peer,
-                                local,
-                            },
-                            idx,
-                            &shared,
-                            &slots,
-                        );
+                        start(s, Peer::Tcp(peer), idx, &shared, &slots);
                     }
                 }
             }

@@ -60,3 +60,11 @@ pub fn raise_nofile(want: u64) -> io::Result<u64> {
     }
     Ok(want)
 }
+
+/// The local address of a connected socket (getsockname).
+pub fn local_addr(fd: RawFd) -> Option<std::net::SocketAddr> {
+    // SAFETY: the caller's socket is open for the duration of this call; the
+    // borrowed descriptor does not outlive it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    socket2::SockRef::from(&fd).local_addr().ok()?.as_socket()
+}

@@ -40,8 +40,9 @@ struct Conn<S> {
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
-    buf: BytesMut,
-    out: Vec<u8>,
+    /// Buffers, only while a request is read and served or pipelined bytes wait:
+    /// an idle keep-alive connection holds none.
+    io: Option<Box<Io>>,
     requests: u64,
     /// A timeout asked for a reset (reset_timedout_connection): close without FIN.
     reset: bool,
@@ -49,6 +50,14 @@ struct Conn<S> {
     /// its read readiness was cleared, so the next read waits for epoll instead of
     /// costing a syscall that would only say EAGAIN (nginx's `rev->ready = 0`).
     drained: bool,
+}
+
+/// A connection's buffers: bytes read and not yet parsed, and the response head
+/// (and small bodies) on their way out.
+#[derive(Default)]
+struct Io {
+    buf: BytesMut,
+    out: Vec<u8>,
 }
 
 /// How a served request left the connection.
@@ -68,7 +77,7 @@ pub fn serve<S: Stream>(
     id: u64,
     shared: Arc<Shared>,
     slot: Slot,
-) -> impl Future<Output = ()> {
+) -> impl Future<Output = ()> + use<S> {
     if shared.config.load().listeners[listener]
         .vhosts
         .default
@@ -78,42 +87,92 @@ pub fn serve<S: Stream>(
     {
         s.set_nodelay();
     }
-    let mut c = Conn {
+    let c = Conn {
         _slot: slot,
         s,
         peer,
         listener,
         id,
         shared,
-        buf: BytesMut::new(),
-        out: Vec::new(),
+        io: None,
         requests: 0,
         reset: false,
         drained: false,
     };
-    async move { c.run().await }
+    ConnTask(Task::Active(Box::pin(c.step_owned())))
 }
 
-impl<S: Stream> Conn<S> {
-    async fn run(&mut self) {
+/// A connection's task, written by hand so an idle connection costs only its
+/// `Conn` and a timer key: either it waits for the next request (no buffers, no
+/// tokio timer), or a boxed step owns the `Conn` while it reads and serves one
+/// request, and hands it back.
+struct ConnTask<S>(Task<S>);
+
+type Step<S> = Pin<Box<dyn Future<Output = Option<Conn<S>>>>>;
+
+enum Task<S> {
+    Idle {
+        c: Conn<S>,
+        timer: IdleTimer,
+        reset_on_timeout: bool,
+    },
+    Active(Step<S>),
+    Done,
+}
+
+impl<S: Stream> Future for ConnTask<S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let task = &mut self.get_mut().0;
         loop {
-            if self.buf.is_empty() && self.drained && !self.wait_idle().await {
-                return;
-            }
-            // Boxed: request-time state lives on the heap only while a request is
-            // read and served, so an idle connection's task stays small.
-            if !Box::pin(self.step()).await {
-                return;
+            match task {
+                Task::Active(step) => match step.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(None) => *task = Task::Done,
+                    Poll::Ready(Some(c)) => *task = c.next(),
+                },
+                Task::Idle {
+                    c,
+                    timer,
+                    reset_on_timeout,
+                } => {
+                    if let Poll::Ready(r) = c.s.poll_read_ready(cx) {
+                        let Task::Idle { mut c, .. } = std::mem::replace(task, Task::Done) else {
+                            unreachable!()
+                        };
+                        if r.is_ok() {
+                            c.drained = false;
+                            *task = Task::Active(Box::pin(c.step_owned()));
+                        }
+                        continue;
+                    }
+                    match Pin::new(timer).poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(why) => {
+                            if why == Expired::TimedOut && *reset_on_timeout {
+                                c.reset_on_close();
+                            }
+                            *task = Task::Done;
+                        }
+                    }
+                }
+                Task::Done => return Poll::Ready(()),
             }
         }
     }
+}
 
-    /// Wait, holding no buffers and no tokio timer, until the client sends the
-    /// next request. False when the connection is to close (timeout, shutdown).
-    async fn wait_idle(&mut self) -> bool {
-        self.buf = BytesMut::new();
-        self.out = Vec::new();
-        let (wait, reset) = {
+impl<S: Stream> Conn<S> {
+    /// After a request: serve pipelined bytes at once, else wait idle, holding no
+    /// buffers, for keepalive_timeout (client_header_timeout before the first request).
+    fn next(mut self) -> Task<S> {
+        let pending = self.io.as_ref().is_some_and(|io| !io.buf.is_empty());
+        if pending || !self.drained {
+            return Task::Active(Box::pin(self.step_owned()));
+        }
+        self.io = None;
+        let (wait, reset_on_timeout) = {
             let cfg = self.shared.config.load();
             let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
             if self.requests > 0 {
@@ -122,36 +181,31 @@ impl<S: Stream> Conn<S> {
                 (core.client_header_timeout, core.reset_timedout_connection)
             }
         };
-        let mut timer = IdleTimer::new(Instant::now() + wait);
-        // A hand-written poll keeps this wait to a few bytes of task state.
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(r) = self.s.poll_read_ready(cx) {
-                self.drained = false;
-                return Poll::Ready(r.is_ok());
-            }
-            match Pin::new(&mut timer).poll(cx) {
-                Poll::Ready(why) => {
-                    if why == Expired::TimedOut && reset {
-                        self.reset_on_close();
-                    }
-                    Poll::Ready(false)
-                }
-                Poll::Pending => Poll::Pending,
-            }
-        })
-        .await
+        Task::Idle {
+            c: self,
+            timer: IdleTimer::new(Instant::now() + wait),
+            reset_on_timeout,
+        }
+    }
+
+    /// One step with the connection moved into it; gives it back unless it closed.
+    async fn step_owned(mut self) -> Option<Self> {
+        let mut io = self.io.take().unwrap_or_default();
+        let go = self.step(&mut io).await;
+        self.io = Some(io);
+        go.then_some(self)
     }
 
     /// Read one request head and serve it. False when the connection is done.
-    async fn step(&mut self) -> bool {
+    async fn step(&mut self, io: &mut Io) -> bool {
         let cfg = self.shared.config.load_full();
         let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
-        let head = match self.read_head(core).await {
+        let head = match self.read_head(io, core).await {
             Ok(Read::Head(h)) => h,
             Ok(Read::Idle) => return true,
             Ok(Read::Closed) => return false,
             Err(ReadError::Parse(e)) => {
-                self.refuse(e, core).await;
+                self.refuse(io, e, core).await;
                 return false;
             }
             Err(ReadError::TimedOut) => {
@@ -162,24 +216,26 @@ impl<S: Stream> Conn<S> {
             }
         };
         self.requests += 1;
-        match self.serve_one(&cfg, &head).await {
+        match self.serve_one(io, &cfg, &head).await {
             Next::KeepAlive => true,
             Next::Close(linger) => {
-                self.close(core, linger).await;
+                self.close(io, core, linger).await;
                 false
             }
         }
     }
 
-    async fn serve_one(&mut self, cfg: &Config, head: &RequestHead) -> Next {
+    async fn serve_one(&mut self, io: &mut Io, cfg: &Config, head: &RequestHead) -> Next {
         let start_ms = clock::unix_millis();
         let vhosts = &cfg.listeners[self.listener].vhosts;
         let host = host_of(head);
-        let peer = self.peer.clone();
+        let peer = self.peer;
         let server = vhosts.select(&host);
         let mut req = Request {
             head,
             peer: &peer,
+            fd: std::os::fd::AsRawFd::as_raw_fd(&self.s),
+            local: std::cell::OnceCell::new(),
             connection: self.id,
             connection_requests: self.requests,
             start_ms,
@@ -212,7 +268,7 @@ impl<S: Stream> Conn<S> {
         };
         let core = &req.conf.core;
         if !close {
-            match self.discard_body(head, core).await {
+            match self.discard_body(io, head, core).await {
                 Ok(()) => {}
                 Err(BodyError::TooLarge) => {
                     resp = body_too_large(&req, core.client_max_body_size);
@@ -230,13 +286,13 @@ impl<S: Stream> Conn<S> {
             && self.requests < core.keepalive_requests
             && !core.keepalive_timeout.is_zero()
             && !idle::stopping();
-        self.out.clear();
-        self.out.reserve(512);
-        write_head(&mut self.out, &resp, keep_alive, core.server_tokens);
+        io.out.clear();
+        io.out.reserve(512);
+        write_head(&mut io.out, &resp, keep_alive, core.server_tokens);
         let head_only = head.method == Method::Head;
         let sendfile = req.conf.static_files.sendfile;
-        let head_len = self.out.len() as u64;
-        let sent = self.send(&resp.body, head_only, core, sendfile).await;
+        let head_len = io.out.len() as u64;
+        let sent = self.send(io, &resp.body, head_only, core, sendfile).await;
         let body_sent = *sent.as_ref().unwrap_or(&0);
         crate::modules::log::log_request(&req, &resp, head_len, body_sent);
         match sent {
@@ -253,7 +309,7 @@ impl<S: Stream> Conn<S> {
 
     /// Parse the next request head from what is buffered and what the socket has.
     /// `Idle` when nothing of a request is there yet and the socket is drained.
-    async fn read_head(&mut self, core: &CoreConf) -> Result<Read, ReadError> {
+    async fn read_head(&mut self, io: &mut Io, core: &CoreConf) -> Result<Read, ReadError> {
         let limits = Limits {
             header_buffer: core.client_header_buffer_size,
             large_buffers: core.large_client_header_buffers.0,
@@ -261,17 +317,17 @@ impl<S: Stream> Conn<S> {
         };
         let mut deadline: Option<Instant> = None;
         loop {
-            if !self.buf.is_empty()
-                && let Some(h) = parse::parse(&mut self.buf, &limits).map_err(ReadError::Parse)?
+            if !io.buf.is_empty()
+                && let Some(h) = parse::parse(&mut io.buf, &limits).map_err(ReadError::Parse)?
             {
                 return Ok(Read::Head(h));
             }
             if !self.drained {
-                if self.buf.capacity() - self.buf.len() < 256 {
-                    self.buf.reserve(limits.header_buffer.max(512));
+                if io.buf.capacity() - io.buf.len() < 256 {
+                    io.buf.reserve(limits.header_buffer.max(512));
                 }
-                let spare = self.buf.capacity() - self.buf.len();
-                match self.s.try_read_buf(&mut self.buf) {
+                let spare = io.buf.capacity() - io.buf.len();
+                match self.s.try_read_buf(&mut io.buf) {
                     Ok(0) => return Ok(Read::Closed),
                     Ok(n) => {
                         if n < spare {
@@ -284,7 +340,7 @@ impl<S: Stream> Conn<S> {
                     Err(_) => return Ok(Read::Closed),
                 }
             }
-            if self.buf.is_empty() {
+            if io.buf.is_empty() {
                 return Ok(Read::Idle);
             }
             // Part of a head is here: the rest must come within client_header_timeout.
@@ -308,29 +364,29 @@ impl<S: Stream> Conn<S> {
 
     /// Read and drop the request body, enforcing client_max_body_size and
     /// client_body_timeout; answers `Expect: 100-continue` first.
-    async fn discard_body(&mut self, head: &RequestHead, core: &CoreConf) -> Result<(), BodyError> {
+    async fn discard_body(&mut self, io: &mut Io, head: &RequestHead, core: &CoreConf) -> Result<(), BodyError> {
         let max = core.client_max_body_size;
         match head.framing {
             BodyFraming::None | BodyFraming::Length(0) => Ok(()),
             BodyFraming::Length(mut left) => {
-                self.continue_if_expected(head, core).await?;
+                self.continue_if_expected(io, head, core).await?;
                 loop {
-                    let take = (self.buf.len() as u64).min(left) as usize;
-                    let _ = self.buf.split_to(take);
+                    let take = (io.buf.len() as u64).min(left) as usize;
+                    let _ = io.buf.split_to(take);
                     left -= take as u64;
                     if left == 0 {
                         return Ok(());
                     }
-                    self.buf.clear();
-                    self.read_body_bytes(core).await?;
+                    io.buf.clear();
+                    self.read_body_bytes(io, core).await?;
                 }
             }
             BodyFraming::Chunked => {
-                self.continue_if_expected(head, core).await?;
+                self.continue_if_expected(io, head, core).await?;
                 let mut dec = ChunkedDecoder::new();
                 let mut total = 0u64;
                 loop {
-                    match dec.decode(&mut self.buf).map_err(BodyError::Bad)? {
+                    match dec.decode(&mut io.buf).map_err(BodyError::Bad)? {
                         Chunk::Data(d) => {
                             total += d.len() as u64;
                             if max != 0 && total > max {
@@ -338,15 +394,15 @@ impl<S: Stream> Conn<S> {
                             }
                         }
                         Chunk::Done => return Ok(()),
-                        Chunk::NeedMore => self.read_body_bytes(core).await?,
+                        Chunk::NeedMore => self.read_body_bytes(io, core).await?,
                     }
                 }
             }
         }
     }
 
-    async fn continue_if_expected(&mut self, head: &RequestHead, core: &CoreConf) -> Result<(), BodyError> {
-        if head.expect_continue && self.buf.is_empty() {
+    async fn continue_if_expected(&self, io: &Io, head: &RequestHead, core: &CoreConf) -> Result<(), BodyError> {
+        if head.expect_continue && io.buf.is_empty() {
             write_all(&self.s, b"HTTP/1.1 100 Continue\r\n\r\n", core.send_timeout)
                 .await
                 .map_err(|_| BodyError::Io)?;
@@ -354,11 +410,11 @@ impl<S: Stream> Conn<S> {
         Ok(())
     }
 
-    async fn read_body_bytes(&mut self, core: &CoreConf) -> Result<(), BodyError> {
+    async fn read_body_bytes(&mut self, io: &mut Io, core: &CoreConf) -> Result<(), BodyError> {
         self.drained = false;
-        self.buf.reserve(16 * 1024);
+        io.buf.reserve(16 * 1024);
         loop {
-            match self.s.try_read_buf(&mut self.buf) {
+            match self.s.try_read_buf(&mut io.buf) {
                 Ok(0) => return Err(BodyError::Io),
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -378,63 +434,63 @@ impl<S: Stream> Conn<S> {
         }
     }
 
-    /// Write the head in `self.out` and the body; returns body bytes sent.
-    async fn send(&mut self, body: &Body, head_only: bool, core: &CoreConf, sendfile: bool) -> io::Result<u64> {
+    /// Write the head in `io.out` and the body; returns body bytes sent.
+    async fn send(&self, io: &mut Io, body: &Body, head_only: bool, core: &CoreConf, sendfile: bool) -> io::Result<u64> {
         let t = core.send_timeout;
         if head_only {
-            write_all(&self.s, &self.out, t).await?;
+            write_all(&self.s, &io.out, t).await?;
             return Ok(0);
         }
         match body {
-            Body::Empty => write_all(&self.s, &self.out, t).await.map(|_| 0),
+            Body::Empty => write_all(&self.s, &io.out, t).await.map(|_| 0),
             Body::Bytes(b) => {
-                write_vectored_all(&self.s, &self.out, b, t).await?;
+                write_vectored_all(&self.s, &io.out, b, t).await?;
                 Ok(b.len() as u64)
             }
             Body::File { file, range } => {
                 let n = range.end - range.start;
-                self.send_file(file, range.clone(), core, sendfile).await?;
+                self.send_file(io, file, range.clone(), core, sendfile).await?;
                 Ok(n)
             }
             Body::Multipart { file, parts } => {
                 for (part_head, range) in &parts.parts {
-                    self.out.extend_from_slice(part_head);
-                    self.send_file(file, range.clone(), core, sendfile).await?;
-                    self.out.clear();
+                    io.out.extend_from_slice(part_head);
+                    self.send_file(io, file, range.clone(), core, sendfile).await?;
+                    io.out.clear();
                 }
-                self.out.extend_from_slice(&parts.trailer);
-                write_all(&self.s, &self.out, t).await?;
+                io.out.extend_from_slice(&parts.trailer);
+                write_all(&self.s, &io.out, t).await?;
                 Ok(parts.content_length())
             }
         }
     }
 
-    /// Send what is pending in `self.out`, then `range` of `file`. Small pieces are
+    /// Send what is pending in `io.out`, then `range` of `file`. Small pieces are
     /// read into the buffer and leave with the head in one write.
-    async fn send_file(&mut self, file: &File, range: std::ops::Range<u64>, core: &CoreConf, sendfile: bool) -> io::Result<()> {
+    async fn send_file(&self, io: &mut Io, file: &File, range: std::ops::Range<u64>, core: &CoreConf, sendfile: bool) -> io::Result<()> {
         let t = core.send_timeout;
         let len = range.end - range.start;
         if !sendfile || len <= crate::modules::static_files::cache::SMALL_BODY {
             let mut off = range.start;
             while off < range.end {
                 let want = ((range.end - off) as usize).min(READ_CHUNK);
-                let at = self.out.len();
-                self.out.resize(at + want, 0);
-                let n = file.read_at(&mut self.out[at..], off)?;
-                self.out.truncate(at + n);
+                let at = io.out.len();
+                io.out.resize(at + want, 0);
+                let n = file.read_at(&mut io.out[at..], off)?;
+                io.out.truncate(at + n);
                 if n == 0 {
                     return Err(io::Error::new(ErrorKind::UnexpectedEof, "file shrank while sending"));
                 }
                 off += n as u64;
-                if self.out.len() >= READ_CHUNK || off == range.end {
-                    write_all(&self.s, &self.out, t).await?;
-                    self.out.clear();
+                if io.out.len() >= READ_CHUNK || off == range.end {
+                    write_all(&self.s, &io.out, t).await?;
+                    io.out.clear();
                 }
             }
-            if !self.out.is_empty() {
+            if !io.out.is_empty() {
                 // An empty range: the head is still waiting to go out.
-                write_all(&self.s, &self.out, t).await?;
-                self.out.clear();
+                write_all(&self.s, &io.out, t).await?;
+                io.out.clear();
             }
             return Ok(());
         }
@@ -442,11 +498,11 @@ impl<S: Stream> Conn<S> {
         // and it leaves together with the start of the file, as TCP_CORK around
         // head + sendfile would, without the two setsockopt calls per response.
         if core.tcp_nopush {
-            send_more(&self.s, &self.out, t).await?;
+            send_more(&self.s, &io.out, t).await?;
         } else {
-            write_all(&self.s, &self.out, t).await?;
+            write_all(&self.s, &io.out, t).await?;
         }
-        self.out.clear();
+        io.out.clear();
         sendfile_all(&self.s, file, range, t).await
     }
 
@@ -457,29 +513,29 @@ impl<S: Stream> Conn<S> {
     }
 
     /// Answer a request we could not parse, then close.
-    async fn refuse(&mut self, e: ParseError, core: &CoreConf) {
+    async fn refuse(&mut self, io: &mut Io, e: ParseError, core: &CoreConf) {
         let r = Response::error(e.status, core.server_tokens);
-        self.out.clear();
-        write_head(&mut self.out, &r, false, core.server_tokens);
-        if write_vectored_all(&self.s, &self.out, &body_bytes(&r), core.send_timeout)
+        io.out.clear();
+        write_head(&mut io.out, &r, false, core.server_tokens);
+        if write_vectored_all(&self.s, &io.out, &body_bytes(&r), core.send_timeout)
             .await
             .is_ok()
         {
             crate::error_log!(Info, "client sent invalid request: {} ({})", e.reason, e.status);
-            self.close(core, true).await;
+            self.close(io, core, true).await;
         }
     }
 
     /// Close after the response: with lingering close, read and drop what the
     /// client still sends for a while so it receives our response, not a reset.
-    async fn close(&mut self, core: &CoreConf, unread: bool) {
+    async fn close(&mut self, io: &Io, core: &CoreConf, unread: bool) {
         if self.reset {
             // No shutdown: the client must see the RST, not a clean FIN first.
             return;
         }
         let linger = match core.lingering_close {
             Lingering::Off => false,
-            Lingering::On => unread || !self.buf.is_empty(),
+            Lingering::On => unread || !io.buf.is_empty(),
             Lingering::Always => true,
         };
         let _ = self.s.shutdown().await;

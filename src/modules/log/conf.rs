@@ -48,6 +48,11 @@ impl LogEnv {
         self.formats.get(name).cloned()
     }
 
+    /// Every access log file opened, for reopening after rotation (SIGUSR1).
+    pub fn files(&self) -> Vec<Arc<LogFile>> {
+        self.files.values().cloned().collect()
+    }
+
     pub fn open(&mut self, path: PathBuf) -> std::io::Result<Arc<LogFile>> {
         if let Some(f) = self.files.get(&path) {
             return Ok(f.clone());
