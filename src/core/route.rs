@@ -214,14 +214,24 @@ mod tests {
             loc(LocKind::Prefix, "/", vec![]),
             loc(LocKind::Prefix, "/documents/", vec![]),
             loc(LocKind::PrefixNoRegex, "/images/", vec![]),
-            loc(LocKind::Regex { caseless: true }, r"\.(gif|jpg|jpeg)$", vec![]),
+            loc(
+                LocKind::Regex { caseless: true },
+                r"\.(gif|jpg|jpeg)$",
+                vec![],
+            ),
         ]);
         assert_eq!(which(&ls, "/").as_deref(), Some("/"));
         assert_eq!(ls.find(b"/").unwrap().kind, LocKind::Exact);
         assert_eq!(ls.find(b"/index.html").unwrap().kind, LocKind::Prefix);
-        assert_eq!(which(&ls, "/documents/document.html").as_deref(), Some("/documents/"));
+        assert_eq!(
+            which(&ls, "/documents/document.html").as_deref(),
+            Some("/documents/")
+        );
         assert_eq!(which(&ls, "/images/1.gif").as_deref(), Some("/images/"));
-        assert_eq!(which(&ls, "/documents/1.JPG").as_deref(), Some(r"\.(gif|jpg|jpeg)$"));
+        assert_eq!(
+            which(&ls, "/documents/1.JPG").as_deref(),
+            Some(r"\.(gif|jpg|jpeg)$")
+        );
     }
 
     #[test]

@@ -4,7 +4,12 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 /// `sendfile(2)` from `file` at `*offset` to `sock`, at most `count` bytes; advances `offset`.
-pub fn sendfile(sock: RawFd, file: &impl AsRawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+pub fn sendfile(
+    sock: RawFd,
+    file: &impl AsRawFd,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
     let mut off = *offset as libc::off_t;
     // SAFETY: both descriptors are open for the duration of the call and `off` is a valid
     // pointer to a local; the kernel writes only to `off`.

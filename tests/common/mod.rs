@@ -45,7 +45,11 @@ impl Drop for TempDir {
 
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A running vireo. Killed on drop.
@@ -124,7 +128,9 @@ impl Vireo {
 
     /// One GET with `Connection: close`; parsed.
     pub fn get(&self, path: &str) -> Resp {
-        self.request(&format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+        self.request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        ))
     }
 
     /// A raw request text; the one response, parsed.
@@ -209,7 +215,15 @@ impl Resp {
             _ => raw.len(),
         };
         let body = raw[end..body_end].to_vec();
-        Some((Resp { status, head, headers, body }, body_end))
+        Some((
+            Resp {
+                status,
+                head,
+                headers,
+                body,
+            },
+            body_end,
+        ))
     }
 
     /// Parse every response in a byte stream (pipelining); HEAD bodies must not be counted.
@@ -224,7 +238,10 @@ impl Resp {
 
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn text(&self) -> String {

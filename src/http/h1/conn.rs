@@ -14,18 +14,18 @@ pub use crate::core::request::Peer;
 use crate::core::request::Request;
 use crate::http::response::{Body, Response, write_head};
 use crate::modules::static_files::uri;
-use crate::server::socket::Stream;
 use crate::server::Shared;
-use crate::server::worker::Slot;
 use crate::server::idle::{self, Expired, IdleTimer};
+use crate::server::socket::Stream;
+use crate::server::worker::Slot;
 use bytes::BytesMut;
 use std::borrow::Cow;
 use std::fs::File;
+use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
-use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, Interest};
@@ -364,7 +364,12 @@ impl<S: Stream> Conn<S> {
 
     /// Read and drop the request body, enforcing client_max_body_size and
     /// client_body_timeout; answers `Expect: 100-continue` first.
-    async fn discard_body(&mut self, io: &mut Io, head: &RequestHead, core: &CoreConf) -> Result<(), BodyError> {
+    async fn discard_body(
+        &mut self,
+        io: &mut Io,
+        head: &RequestHead,
+        core: &CoreConf,
+    ) -> Result<(), BodyError> {
         let max = core.client_max_body_size;
         match head.framing {
             BodyFraming::None | BodyFraming::Length(0) => Ok(()),
@@ -401,7 +406,12 @@ impl<S: Stream> Conn<S> {
         }
     }
 
-    async fn continue_if_expected(&self, io: &Io, head: &RequestHead, core: &CoreConf) -> Result<(), BodyError> {
+    async fn continue_if_expected(
+        &self,
+        io: &Io,
+        head: &RequestHead,
+        core: &CoreConf,
+    ) -> Result<(), BodyError> {
         if head.expect_continue && io.buf.is_empty() {
             write_all(&self.s, b"HTTP/1.1 100 Continue\r\n\r\n", core.send_timeout)
                 .await
@@ -435,7 +445,14 @@ impl<S: Stream> Conn<S> {
     }
 
     /// Write the head in `io.out` and the body; returns body bytes sent.
-    async fn send(&self, io: &mut Io, body: &Body, head_only: bool, core: &CoreConf, sendfile: bool) -> io::Result<u64> {
+    async fn send(
+        &self,
+        io: &mut Io,
+        body: &Body,
+        head_only: bool,
+        core: &CoreConf,
+        sendfile: bool,
+    ) -> io::Result<u64> {
         let t = core.send_timeout;
         if head_only {
             write_all(&self.s, &io.out, t).await?;
@@ -449,13 +466,15 @@ impl<S: Stream> Conn<S> {
             }
             Body::File { file, range } => {
                 let n = range.end - range.start;
-                self.send_file(io, file, range.clone(), core, sendfile).await?;
+                self.send_file(io, file, range.clone(), core, sendfile)
+                    .await?;
                 Ok(n)
             }
             Body::Multipart { file, parts } => {
                 for (part_head, range) in &parts.parts {
                     io.out.extend_from_slice(part_head);
-                    self.send_file(io, file, range.clone(), core, sendfile).await?;
+                    self.send_file(io, file, range.clone(), core, sendfile)
+                        .await?;
                     io.out.clear();
                 }
                 io.out.extend_from_slice(&parts.trailer);
@@ -467,7 +486,14 @@ impl<S: Stream> Conn<S> {
 
     /// Send what is pending in `io.out`, then `range` of `file`. Small pieces are
     /// read into the buffer and leave with the head in one write.
-    async fn send_file(&self, io: &mut Io, file: &File, range: std::ops::Range<u64>, core: &CoreConf, sendfile: bool) -> io::Result<()> {
+    async fn send_file(
+        &self,
+        io: &mut Io,
+        file: &File,
+        range: std::ops::Range<u64>,
+        core: &CoreConf,
+        sendfile: bool,
+    ) -> io::Result<()> {
         let t = core.send_timeout;
         let len = range.end - range.start;
         if !sendfile || len <= crate::modules::static_files::cache::SMALL_BODY {
@@ -479,7 +505,10 @@ impl<S: Stream> Conn<S> {
                 let n = file.read_at(&mut io.out[at..], off)?;
                 io.out.truncate(at + n);
                 if n == 0 {
-                    return Err(io::Error::new(ErrorKind::UnexpectedEof, "file shrank while sending"));
+                    return Err(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "file shrank while sending",
+                    ));
                 }
                 off += n as u64;
                 if io.out.len() >= READ_CHUNK || off == range.end {
@@ -521,7 +550,12 @@ impl<S: Stream> Conn<S> {
             .await
             .is_ok()
         {
-            crate::error_log!(Info, "client sent invalid request: {} ({})", e.reason, e.status);
+            crate::error_log!(
+                Info,
+                "client sent invalid request: {} ({})",
+                e.reason,
+                e.status
+            );
             self.close(io, core, true).await;
         }
     }
@@ -619,7 +653,9 @@ fn timed_out() -> io::Error {
 }
 
 async fn wait_writable<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
-    tokio::time::timeout(t, s.writable()).await.map_err(|_| timed_out())?
+    tokio::time::timeout(t, s.writable())
+        .await
+        .map_err(|_| timed_out())?
 }
 
 /// Write all of `data`; `t` bounds each wait for the socket.
@@ -648,7 +684,12 @@ async fn send_more<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result
 }
 
 /// Write `a` then `b` with writev, as one piece when the socket takes it.
-async fn write_vectored_all<S: Stream>(s: &S, mut a: &[u8], mut b: &[u8], t: Duration) -> io::Result<()> {
+async fn write_vectored_all<S: Stream>(
+    s: &S,
+    mut a: &[u8],
+    mut b: &[u8],
+    t: Duration,
+) -> io::Result<()> {
     while !a.is_empty() || !b.is_empty() {
         match s.try_write_vectored(&[IoSlice::new(a), IoSlice::new(b)]) {
             Ok(mut n) => {
@@ -664,13 +705,25 @@ async fn write_vectored_all<S: Stream>(s: &S, mut a: &[u8], mut b: &[u8], t: Dur
     Ok(())
 }
 
-async fn sendfile_all<S: Stream>(s: &S, file: &File, range: std::ops::Range<u64>, t: Duration) -> io::Result<()> {
+async fn sendfile_all<S: Stream>(
+    s: &S,
+    file: &File,
+    range: std::ops::Range<u64>,
+    t: Duration,
+) -> io::Result<()> {
     let fd = std::os::fd::AsRawFd::as_raw_fd(s);
     let mut off = range.start;
     while off < range.end {
         let count = ((range.end - off) as usize).min(1 << 30);
-        match s.try_io(Interest::WRITABLE, || crate::sys::sendfile(fd, file, &mut off, count)) {
-            Ok(0) => return Err(io::Error::new(ErrorKind::UnexpectedEof, "file shrank while sending")),
+        match s.try_io(Interest::WRITABLE, || {
+            crate::sys::sendfile(fd, file, &mut off, count)
+        }) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "file shrank while sending",
+                ));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),
@@ -683,8 +736,11 @@ async fn sendfile_all<S: Stream>(s: &S, file: &File, range: std::ops::Range<u64>
 mod tests {
     #[test]
     fn host_normalisation() {
-        let mut b = bytes::BytesMut::from(&b"GET / HTTP/1.1\r\nHost: WWW.Example.COM.:8080\r\n\r\n"[..]);
-        let h = super::parse::parse(&mut b, &Default::default()).unwrap().unwrap();
+        let mut b =
+            bytes::BytesMut::from(&b"GET / HTTP/1.1\r\nHost: WWW.Example.COM.:8080\r\n\r\n"[..]);
+        let h = super::parse::parse(&mut b, &Default::default())
+            .unwrap()
+            .unwrap();
         assert_eq!(super::host_of(&h), "www.example.com");
     }
 }

@@ -4,8 +4,8 @@
 
 use super::conf::StaticConf;
 use bytes::Bytes;
-use std::cell::RefCell;
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io;
@@ -157,7 +157,11 @@ pub fn open(path: &[u8], conf: &StaticConf) -> io::Result<Rc<FileInfo>> {
         if !c.map.contains_key(path) && c.map.len() >= spec.max {
             c.evict(now, spec.max);
         }
-        let body = cached.as_ref().ok().and_then(|i| i.body.as_ref()).map_or(0, Bytes::len);
+        let body = cached
+            .as_ref()
+            .ok()
+            .and_then(|i| i.body.as_ref())
+            .map_or(0, Bytes::len);
         if c.body_bytes + body > BODY_BUDGET {
             // Over budget: serve it, but keep it uncached rather than grow.
             return info;
@@ -260,9 +264,14 @@ mod tests {
         let key = f.as_os_str().as_bytes();
         let c = conf(2, false);
         let first = open(key, &c).unwrap();
-        assert!(first.file.is_some(), "the first use is served from an open file");
-        assert!(CACHE.with(|c| c.borrow().map[key].info.as_ref().unwrap().file.is_none()),
-            "but the descriptor is not kept before min_uses");
+        assert!(
+            first.file.is_some(),
+            "the first use is served from an open file"
+        );
+        assert!(
+            CACHE.with(|c| c.borrow().map[key].info.as_ref().unwrap().file.is_none()),
+            "but the descriptor is not kept before min_uses"
+        );
         let second = open(key, &c).unwrap();
         assert_eq!(second.body.as_deref(), Some(&b"hello"[..]));
         let third = open(key, &c).unwrap();

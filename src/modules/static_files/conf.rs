@@ -70,7 +70,9 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             no_variables(d)?;
-            let Scope::Location(l) = s else { unreachable!() };
+            let Scope::Location(l) = s else {
+                unreachable!()
+            };
             if l.conf.static_files.root.is_some() {
                 return Err(ConfError::new(
                     "\"alias\" directive is duplicate, \"root\" directive was specified earlier",
@@ -113,18 +115,29 @@ pub static DIRECTIVES: &[Def] = &[
             let v = if d.arg(0) == "off" && d.args.len() == 1 {
                 None
             } else {
-                let mut spec = OpenFileCacheSpec { max: 0, inactive: Duration::from_secs(60) };
+                let mut spec = OpenFileCacheSpec {
+                    max: 0,
+                    inactive: Duration::from_secs(60),
+                };
                 for a in d.arg_strs() {
                     if let Some(v) = option(a, "max") {
-                        spec.max = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| bad_arg(d, a))?;
+                        spec.max = v
+                            .parse()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| bad_arg(d, a))?;
                     } else if let Some(v) = option(a, "inactive") {
-                        spec.inactive = crate::conf::values::parse_time(v).ok_or_else(|| bad_arg(d, a))?;
+                        spec.inactive =
+                            crate::conf::values::parse_time(v).ok_or_else(|| bad_arg(d, a))?;
                     } else {
                         return Err(bad_arg(d, a));
                     }
                 }
                 if spec.max == 0 {
-                    return Err(ConfError::new("\"open_file_cache\" must have the \"max\" parameter", &d.span));
+                    return Err(ConfError::new(
+                        "\"open_file_cache\" must have the \"max\" parameter",
+                        &d.span,
+                    ));
                 }
                 Some(spec)
             };
@@ -138,7 +151,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "open_file_cache_valid",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().static_files.open_file_cache_valid, time(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().static_files.open_file_cache_valid,
+                time(d, 0)?,
+                d,
+            )
+        },
         syntax: "open_file_cache_valid time;",
         default: "60s",
         doc: "How long a cached entry is trusted before it is checked against the file system again.",
@@ -159,7 +178,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "open_file_cache_errors",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().static_files.open_file_cache_errors, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().static_files.open_file_cache_errors,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "open_file_cache_errors on | off;",
         default: "off",
         doc: "Also cache lookup errors (not found, forbidden).",
@@ -194,7 +219,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "max_ranges",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().static_files.max_ranges, Some(number(d, 0)? as usize), d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().static_files.max_ranges,
+                Some(number(d, 0)? as usize),
+                d,
+            )
+        },
         syntax: "max_ranges number;",
         default: "— (unlimited)",
         doc: "Most ranges honoured in one Range request; more get the whole file. 0 disables ranges.",
