@@ -374,10 +374,6 @@ fn client_errors_are_logged() {
 }
 
 #[test]
-#[ignore = "bug (src/http/h1/conn.rs Conn::refuse): a request whose head cannot be parsed \
-            (bad request line, 414 URI too long, 431/400 header errors) is answered but never \
-            access-logged; nginx logs it with the default server's access_log, e.g. \
-            `\"GARBAGE\" 400`"]
 fn unparsable_requests_are_logged() {
     let dir = TempDir::new("al");
     let v = Vireo::start_in(
@@ -501,9 +497,6 @@ fn unix_socket_client_address() {
 }
 
 #[test]
-#[ignore = "bug (src/core/request.rs Finished::var + src/http/h1/conn.rs): $request_length counts \
-            only the request head; nginx counts the request line, headers and the body bytes \
-            read (also when the body is discarded), so a POST with a 5-byte body logs 5 bytes too few"]
 fn request_length_includes_the_body() {
     let dir = TempDir::new("al");
     dir.write("html/x", "x");
@@ -523,9 +516,6 @@ fn request_length_includes_the_body() {
 }
 
 #[test]
-#[ignore = "bug (src/http/h1/conn.rs serve_one/send): when the client goes away mid-body, \
-            $body_bytes_sent is logged as 0 and $bytes_sent as the head only, although most of \
-            the body went out; nginx logs the bytes actually sent"]
 fn bytes_sent_counts_partial_responses() {
     let dir = TempDir::new("al");
     dir.write("html/big", vec![b'z'; 8 << 20]);

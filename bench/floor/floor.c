@@ -77,15 +77,12 @@ int main(int argc, char **argv) {
                 if (st == 4) { reqs++; st = 0; }
             }
             tail[fd] = (unsigned char)st;
-            size_t len = 0;
-            while (reqs > 0) {                  /* one write for all pipelined requests */
+            while (reqs > 0) {                  /* one write per 64 pipelined requests */
                 unsigned k = reqs < 64 ? reqs : 64;
+                size_t len = 0;
                 for (unsigned j = 0; j < k; j++, len += resp_len) memcpy(out + len, resp, resp_len);
                 reqs -= k;
-                if (reqs == 0 || len + 64 * resp_len > sizeof out) {
-                    if (write(fd, out, len) != (ssize_t)len) { close(fd); reqs = 0; } /* no buffering: a short write drops the connection */
-                    len = 0;
-                }
+                if (write(fd, out, len) != (ssize_t)len) { close(fd); break; } /* no buffering: a short write drops the connection */
             }
         }
     }

@@ -47,6 +47,8 @@ pub struct Request<'a> {
     pub conf: &'a LocConf,
     /// File the content phase looked at (`$request_filename`).
     pub filename: Vec<u8>,
+    /// Request body bytes read (with chunked framing), for `$request_length`.
+    pub body_read: u64,
 }
 
 impl<'a> Request<'a> {
@@ -147,7 +149,7 @@ impl VarSource for Finished<'_> {
             Var::Status => push_u64(out, self.resp.status.into()),
             Var::BodyBytesSent => push_u64(out, self.body_bytes),
             Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
-            Var::RequestLength => push_u64(out, head.raw().len() as u64),
+            Var::RequestLength => push_u64(out, head.raw().len() as u64 + req.body_read),
             Var::RequestTime => {
                 clock::push_millis_as_secs(out, clock::unix_millis().saturating_sub(req.start_ms))
             }

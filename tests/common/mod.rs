@@ -74,39 +74,62 @@ impl Vireo {
         Self::start_in(TempDir::new("srv"), template)
     }
 
-    /// As `start`, in a prepared folder.
+    /// As `start`, in a prepared folder. A free port can be taken by someone else
+    /// between probing and binding: then the start is retried on another port.
     pub fn start_in(dir: TempDir, template: &str) -> Vireo {
         std::fs::create_dir_all(dir.path().join("html")).unwrap();
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-        let port = free_port();
-        let conf = fill(template, dir.path(), port, free_port());
-        let conf_path = dir.write("vireo.conf", conf);
-        let child = Command::new(BIN)
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&conf_path)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut v = Vireo { child, port, dir };
-        v.wait_ready();
-        v
+        let mut dir = Some(dir);
+        for attempt in 1.. {
+            let d = dir.take().unwrap();
+            let port = free_port();
+            let conf = fill(template, d.path(), port, free_port());
+            let conf_path = d.write("vireo.conf", conf);
+            let child = Command::new(BIN)
+                .arg("-p")
+                .arg(d.path())
+                .arg("-c")
+                .arg(&conf_path)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(d.path().join("stderr.log")).unwrap())
+                .spawn()
+                .unwrap();
+            let mut v = Vireo {
+                child,
+                port,
+                dir: d,
+            };
+            match v.wait_ready() {
+                Ok(()) => return v,
+                Err(e) if attempt < 3 && e.contains("Address already in use") => {
+                    let _ = v.child.kill();
+                    let _ = v.child.wait();
+                    dir = Some(std::mem::replace(&mut v.dir, TempDir(PathBuf::new())));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!()
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
+                return Ok(());
             }
             if let Ok(Some(st)) = self.child.try_wait() {
-                panic!("vireo exited ({st}): {}", self.dir.read("stderr.log"));
+                return Err(format!(
+                    "vireo exited ({st}): {}",
+                    self.dir.read("stderr.log")
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("vireo did not listen: {}", self.dir.read("stderr.log"));
+        Err(format!(
+            "vireo did not listen: {}",
+            self.dir.read("stderr.log")
+        ))
     }
 
     pub fn pid(&self) -> u32 {

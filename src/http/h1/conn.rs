@@ -12,6 +12,7 @@ use crate::conf::model::{CoreConf, Lingering};
 use crate::core::clock;
 pub use crate::core::request::Peer;
 use crate::core::request::Request;
+use crate::core::route::VirtualHosts;
 use crate::http::response::{Body, Response, write_head};
 use crate::modules::static_files::uri;
 use crate::server::Shared;
@@ -205,7 +206,7 @@ impl<S: Stream> Conn<S> {
             Ok(Read::Idle) => return true,
             Ok(Read::Closed) => return false,
             Err(ReadError::Parse(e)) => {
-                self.refuse(io, e, core).await;
+                self.refuse(io, e, &cfg).await;
                 return false;
             }
             Err(ReadError::TimedOut) => {
@@ -226,37 +227,18 @@ impl<S: Stream> Conn<S> {
     }
 
     async fn serve_one(&mut self, io: &mut Io, cfg: &Config, head: &RequestHead) -> Next {
-        let start_ms = clock::unix_millis();
         let vhosts = &cfg.listeners[self.listener].vhosts;
         let host = host_of(head);
         let peer = self.peer;
-        let server = vhosts.select(&host);
-        let mut req = Request {
-            head,
-            peer: &peer,
-            fd: std::os::fd::AsRawFd::as_raw_fd(&self.s),
-            local: std::cell::OnceCell::new(),
-            connection: self.id,
-            connection_requests: self.requests,
-            start_ms,
-            host: &host,
-            server,
-            uri: Vec::with_capacity(head.path().len()),
-            location: None,
-            conf: &server.conf,
-            // Root, URI and an index name fit without regrowing.
-            filename: Vec::with_capacity(
-                server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
-            ),
-        };
+        let mut req = self.request(vhosts, head, &host, &peer);
         let bad_uri = uri::normalize(head.path(), &mut req.uri).is_err();
         let mut close = false;
         let mut resp = if bad_uri {
             close = true;
             req.error(400)
         } else {
-            req.location = server.location(&req.uri);
-            req.conf = req.location.map_or(&*server.conf, |l| &*l.conf);
+            req.location = req.server.location(&req.uri);
+            req.conf = req.location.map_or(&*req.server.conf, |l| &*l.conf);
             let max = req.conf.core.client_max_body_size;
             match head.framing {
                 BodyFraming::Length(n) if max != 0 && n > max => {
@@ -268,7 +250,7 @@ impl<S: Stream> Conn<S> {
         };
         let core = &req.conf.core;
         if !close {
-            match self.discard_body(io, head, core).await {
+            match self.discard_body(io, head, core, &mut req.body_read).await {
                 Ok(()) => {}
                 Err(BodyError::TooLarge) => {
                     resp = body_too_large(&req, core.client_max_body_size);
@@ -286,18 +268,9 @@ impl<S: Stream> Conn<S> {
             && self.requests < core.keepalive_requests
             && !core.keepalive_timeout.is_zero()
             && !idle::stopping();
-        io.out.clear();
-        io.out.reserve(512);
-        write_head(&mut io.out, &resp, keep_alive, core.server_tokens);
-        let head_only = head.method == Method::Head;
-        let sendfile = req.conf.static_files.sendfile;
-        let head_len = io.out.len() as u64;
-        let sent = self.send(io, &resp.body, head_only, core, sendfile).await;
-        let body_sent = *sent.as_ref().unwrap_or(&0);
-        crate::modules::log::log_request(&req, &resp, head_len, body_sent);
-        match sent {
-            Ok(_) if keep_alive => Next::KeepAlive,
-            Ok(_) => Next::Close(close),
+        match self.respond(io, &req, &resp, keep_alive).await {
+            Ok(()) if keep_alive => Next::KeepAlive,
+            Ok(()) => Next::Close(close),
             Err(e) => {
                 if e.kind() == ErrorKind::TimedOut && core.reset_timedout_connection {
                     self.reset_on_close();
@@ -305,6 +278,60 @@ impl<S: Stream> Conn<S> {
                 Next::Close(false)
             }
         }
+    }
+
+    /// The request context for `head` on this connection, at the server level.
+    fn request<'a>(
+        &self,
+        vhosts: &'a VirtualHosts,
+        head: &'a RequestHead,
+        host: &'a str,
+        peer: &'a Peer,
+    ) -> Request<'a> {
+        let server = vhosts.select(host);
+        Request {
+            head,
+            peer,
+            fd: std::os::fd::AsRawFd::as_raw_fd(&self.s),
+            local: std::cell::OnceCell::new(),
+            connection: self.id,
+            connection_requests: self.requests,
+            start_ms: clock::unix_millis(),
+            host,
+            server,
+            uri: Vec::with_capacity(head.path().len()),
+            location: None,
+            conf: &server.conf,
+            // Root, URI and an index name fit without regrowing.
+            filename: Vec::with_capacity(
+                server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
+            ),
+            body_read: 0,
+        }
+    }
+
+    /// Write the response and log the request. The body bytes that actually
+    /// went out are logged, also when the client leaves part way.
+    async fn respond(
+        &self,
+        io: &mut Io,
+        req: &Request<'_>,
+        resp: &Response,
+        keep_alive: bool,
+    ) -> io::Result<()> {
+        let core = &req.conf.core;
+        io.out.clear();
+        io.out.reserve(512);
+        write_head(&mut io.out, resp, keep_alive, core.server_tokens);
+        let head_len = io.out.len() as u64;
+        let head_only = req.head.method == Method::Head;
+        let sendfile = req.conf.static_files.sendfile;
+        let mut body_sent = 0;
+        let r = self
+            .send(io, &resp.body, head_only, core, sendfile, &mut body_sent)
+            .await;
+        crate::modules::log::log_request(req, resp, head_len, body_sent);
+        r
     }
 
     /// Parse the next request head from what is buffered and what the socket has.
@@ -363,12 +390,14 @@ impl<S: Stream> Conn<S> {
     }
 
     /// Read and drop the request body, enforcing client_max_body_size and
-    /// client_body_timeout; answers `Expect: 100-continue` first.
+    /// client_body_timeout; answers `Expect: 100-continue` first. `read` counts
+    /// the body bytes taken from the connection.
     async fn discard_body(
         &mut self,
         io: &mut Io,
         head: &RequestHead,
         core: &CoreConf,
+        read: &mut u64,
     ) -> Result<(), BodyError> {
         let max = core.client_max_body_size;
         match head.framing {
@@ -379,6 +408,7 @@ impl<S: Stream> Conn<S> {
                     let take = (io.buf.len() as u64).min(left) as usize;
                     let _ = io.buf.split_to(take);
                     left -= take as u64;
+                    *read += take as u64;
                     if left == 0 {
                         return Ok(());
                     }
@@ -391,7 +421,10 @@ impl<S: Stream> Conn<S> {
                 let mut dec = ChunkedDecoder::new();
                 let mut total = 0u64;
                 loop {
-                    match dec.decode(&mut io.buf).map_err(BodyError::Bad)? {
+                    let before = io.buf.len();
+                    let chunk = dec.decode(&mut io.buf).map_err(BodyError::Bad)?;
+                    *read += (before - io.buf.len()) as u64;
+                    match chunk {
                         Chunk::Data(d) => {
                             total += d.len() as u64;
                             if max != 0 && total > max {
@@ -444,7 +477,8 @@ impl<S: Stream> Conn<S> {
         }
     }
 
-    /// Write the head in `io.out` and the body; returns body bytes sent.
+    /// Write the head in `io.out` and the body; `sent` counts the body bytes
+    /// that went out, also when an error stops it part way.
     async fn send(
         &self,
         io: &mut Io,
@@ -452,40 +486,37 @@ impl<S: Stream> Conn<S> {
         head_only: bool,
         core: &CoreConf,
         sendfile: bool,
-    ) -> io::Result<u64> {
+        sent: &mut u64,
+    ) -> io::Result<()> {
         let t = core.send_timeout;
         if head_only {
-            write_all(&self.s, &io.out, t).await?;
-            return Ok(0);
+            return write_all(&self.s, &io.out, t).await;
         }
         match body {
-            Body::Empty => write_all(&self.s, &io.out, t).await.map(|_| 0),
-            Body::Bytes(b) => {
-                write_vectored_all(&self.s, &io.out, b, t).await?;
-                Ok(b.len() as u64)
-            }
+            Body::Empty => write_all(&self.s, &io.out, t).await,
+            Body::Bytes(b) => write_vectored_all(&self.s, &io.out, b, t, sent).await,
             Body::File { file, range } => {
-                let n = range.end - range.start;
-                self.send_file(io, file, range.clone(), core, sendfile)
-                    .await?;
-                Ok(n)
+                self.send_file(io, file, range.clone(), core, sendfile, sent)
+                    .await
             }
             Body::Multipart { file, parts } => {
                 for (part_head, range) in &parts.parts {
                     io.out.extend_from_slice(part_head);
-                    self.send_file(io, file, range.clone(), core, sendfile)
+                    self.send_file(io, file, range.clone(), core, sendfile, sent)
                         .await?;
-                    io.out.clear();
+                    *sent += part_head.len() as u64;
                 }
                 io.out.extend_from_slice(&parts.trailer);
                 write_all(&self.s, &io.out, t).await?;
-                Ok(parts.content_length())
+                *sent += parts.trailer.len() as u64;
+                Ok(())
             }
         }
     }
 
-    /// Send what is pending in `io.out`, then `range` of `file`. Small pieces are
-    /// read into the buffer and leave with the head in one write.
+    /// Send what is pending in `io.out`, then `range` of `file`; `sent` counts
+    /// the file bytes written. Small pieces are read into the buffer and leave
+    /// with the head in one write.
     async fn send_file(
         &self,
         io: &mut Io,
@@ -493,10 +524,13 @@ impl<S: Stream> Conn<S> {
         range: std::ops::Range<u64>,
         core: &CoreConf,
         sendfile: bool,
+        sent: &mut u64,
     ) -> io::Result<()> {
         let t = core.send_timeout;
         let len = range.end - range.start;
         if !sendfile || len <= crate::modules::static_files::cache::SMALL_BODY {
+            // Bytes at the front of `out` that are not file data (the head).
+            let mut not_file = io.out.len();
             let mut off = range.start;
             while off < range.end {
                 let want = ((range.end - off) as usize).min(READ_CHUNK);
@@ -513,6 +547,8 @@ impl<S: Stream> Conn<S> {
                 off += n as u64;
                 if io.out.len() >= READ_CHUNK || off == range.end {
                     write_all(&self.s, &io.out, t).await?;
+                    *sent += (io.out.len() - not_file) as u64;
+                    not_file = 0;
                     io.out.clear();
                 }
             }
@@ -532,7 +568,7 @@ impl<S: Stream> Conn<S> {
             write_all(&self.s, &io.out, t).await?;
         }
         io.out.clear();
-        sendfile_all(&self.s, file, range, t).await
+        sendfile_all(&self.s, file, range, t, sent).await
     }
 
     /// Close with a reset (SO_LINGER 0) once the connection is dropped.
@@ -542,21 +578,20 @@ impl<S: Stream> Conn<S> {
     }
 
     /// Answer a request we could not parse, then close.
-    async fn refuse(&mut self, io: &mut Io, e: ParseError, core: &CoreConf) {
-        let r = Response::error(e.status, core.server_tokens);
-        io.out.clear();
-        write_head(&mut io.out, &r, false, core.server_tokens);
-        if write_vectored_all(&self.s, &io.out, &body_bytes(&r), core.send_timeout)
-            .await
-            .is_ok()
-        {
-            crate::error_log!(
-                Info,
-                "client sent invalid request: {} ({})",
-                e.reason,
-                e.status
-            );
-            self.close(io, core, true).await;
+    async fn refuse(&mut self, io: &mut Io, e: ParseError, cfg: &Config) {
+        crate::error_log!(
+            Info,
+            "client sent invalid request: {} ({})",
+            e.reason,
+            e.status
+        );
+        let vhosts = &cfg.listeners[self.listener].vhosts;
+        let head = RequestHead::unparsed(&io.buf);
+        let peer = self.peer;
+        let req = self.request(vhosts, &head, "", &peer);
+        let resp = req.error(e.status);
+        if self.respond(io, &req, &resp, false).await.is_ok() {
+            self.close(io, &vhosts.default.conf.core, true).await;
         }
     }
 
@@ -622,13 +657,6 @@ fn body_too_large(req: &Request<'_>, n: u64) -> Response {
     req.error(413)
 }
 
-fn body_bytes(r: &Response) -> bytes::Bytes {
-    match &r.body {
-        Body::Bytes(b) => b.clone(),
-        _ => bytes::Bytes::new(),
-    }
-}
-
 /// The Host to choose a server by: lowercase, without port or trailing dot.
 fn host_of(head: &RequestHead) -> Cow<'_, str> {
     let Some(h) = head.host() else {
@@ -683,12 +711,14 @@ async fn send_more<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result
     Ok(())
 }
 
-/// Write `a` then `b` with writev, as one piece when the socket takes it.
+/// Write `a` then `b` with writev, as one piece when the socket takes it;
+/// `sent_b` counts the bytes of `b` written.
 async fn write_vectored_all<S: Stream>(
     s: &S,
     mut a: &[u8],
     mut b: &[u8],
     t: Duration,
+    sent_b: &mut u64,
 ) -> io::Result<()> {
     while !a.is_empty() || !b.is_empty() {
         match s.try_write_vectored(&[IoSlice::new(a), IoSlice::new(b)]) {
@@ -697,6 +727,7 @@ async fn write_vectored_all<S: Stream>(
                 a = &a[from_a..];
                 n -= from_a;
                 b = &b[n..];
+                *sent_b += n as u64;
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),
@@ -705,11 +736,13 @@ async fn write_vectored_all<S: Stream>(
     Ok(())
 }
 
+/// sendfile(2) `range` of `file`; `sent` counts the bytes that went out.
 async fn sendfile_all<S: Stream>(
     s: &S,
     file: &File,
     range: std::ops::Range<u64>,
     t: Duration,
+    sent: &mut u64,
 ) -> io::Result<()> {
     let fd = std::os::fd::AsRawFd::as_raw_fd(s);
     let mut off = range.start;
@@ -724,7 +757,7 @@ async fn sendfile_all<S: Stream>(
                     "file shrank while sending",
                 ));
             }
-            Ok(_) => {}
+            Ok(n) => *sent += n as u64,
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),
         }

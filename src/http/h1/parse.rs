@@ -216,6 +216,28 @@ impl RequestHead {
     pub fn line(&self) -> &[u8] {
         &self.raw[..self.line_end]
     }
+
+    /// Stand-in for a request that could not be parsed, so it can still be
+    /// logged: its request line is the first line of what arrived (at most 2 KiB).
+    pub fn unparsed(buffered: &[u8]) -> RequestHead {
+        let line = &buffered[..buffered.len().min(2048)];
+        let line_end = memchr::memchr2(b'\r', b'\n', line).unwrap_or(line.len());
+        RequestHead {
+            raw: Bytes::copy_from_slice(&line[..line_end]),
+            method: Method::Other,
+            version: Version::Http11,
+            target: 0..0,
+            headers: Vec::new(),
+            framing: BodyFraming::None,
+            keep_alive: false,
+            expect_continue: false,
+            method_end: 0,
+            line_end,
+            path: 0..0,
+            query: None,
+            host: None,
+        }
+    }
 }
 
 /// Try to parse one request head from the front of `buf`.
@@ -596,6 +618,20 @@ fn check_transfer_encoding(te: &[u8]) -> Result<(), ParseError> {
         }
     }
     Err(ParseError::NOT_IMPLEMENTED)
+}
+
+#[cfg(test)]
+mod unparsed_tests {
+    use super::*;
+
+    #[test]
+    fn unparsed_keeps_the_first_line() {
+        let h = RequestHead::unparsed(b"GARBAGE LINE\r\nHost: x\r\n");
+        assert_eq!(h.line(), b"GARBAGE LINE");
+        assert_eq!(h.method_str(), "");
+        assert!(h.header("host").is_none());
+        assert_eq!(RequestHead::unparsed(&[b'a'; 5000]).line().len(), 2048);
+    }
 }
 
 #[cfg(test)]
