@@ -1,14 +1,18 @@
 """vireo benchmarks: the method of DESIGN.md section 3, as code.
 
-Each server runs pinned to CPU 0 with one worker; wrk runs pinned to CPU 1.
-The server's CPU (utime+stime of all its processes, from /proc) is read before
-and after each wrk run; CPU us per request = delta / requests.  Servers are
-interleaved and every measurement repeated, because the machine is shared.
+Every server (and its PHP or proxy backend) runs pinned to CPU 0 with one
+worker; the load generator (wrk, ab, oha) runs pinned to CPU 1.  The server's
+CPU (utime+stime of all its processes, plus children they reaped, from /proc)
+is read before and after each load run; CPU us per request = delta / requests.
+Servers are interleaved and every measurement repeated, because the machine is
+shared: CPU us per request is the robust figure, rps and p99 are noisy.
 
-Experiments are functions in EXPERIMENTS; `bench/run NAME` runs one.
+Experiments are in experiments.py (EXPERIMENTS); `bench/run NAME` runs one,
+`bench/run all` runs them all and writes the report and docs/benchmarks.md.
 """
 import argparse
 import datetime
+import glob
 import http.client
 import json
 import os
@@ -17,6 +21,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -28,36 +33,101 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 VIREO = REPO / "target" / "release" / "vireo"
 RESULTS = BENCH / "results"
+CONF = BENCH / "conf"
+FLOOR_SRC = BENCH / "floor" / "floor.c"
+FLOOR = BENCH / "floor" / "floor"
+SHARED_PEERS = REPO.parent / "shared" / "peers"
+
+SERVER_CPU, LOAD_CPU = "0", "1"
 
 # name in the URL, size in bytes
 FILES = [("2b.txt", 2), ("21k.txt", 21504), ("92k.txt", 94208)]
+PHPINFO = "info.php"
+SLEEP = "sleep.php"
 
-# How to start each server: config template in bench/conf/, command line, version command.
+
+def php_fpm_binary():
+    found = sorted(glob.glob("/usr/sbin/php-fpm*"))
+    return found[-1] if found else "php-fpm8.2"
+
+
+# How to start each server: config template in bench/conf/, command line (given the
+# Server), version command, stop signal.  "php": the template that serves PHP through
+# php-fpm, or why the server has none; "proxy": the same for the reverse proxy.
 SERVERS = {
     "vireo": {
-        "conf": "vireo.conf",
-        "cmd": lambda d, conf: [str(VIREO), "-c", str(conf)],
-        "version": [str(VIREO), "-V"],
+        "conf": "vireo.conf", "php": "vireo-php.conf", "proxy": "vireo-proxy.conf",
+        "tuned": "tuned.conf",
+        "cmd": lambda s: [str(VIREO), "-c", str(s.conf)],
+        "test": lambda conf: [str(VIREO), "-t", "-c", str(conf)],
+        "version": [str(VIREO), "-V"], "stop": signal.SIGQUIT,
     },
     "nginx": {
-        "conf": "nginx.conf",
-        "cmd": lambda d, conf: ["nginx", "-p", f"{d}/", "-e", str(d / "nginx-error.log"),
-                                "-c", str(conf)],
-        "version": ["nginx", "-v"],
+        "conf": "nginx.conf", "php": "nginx.conf", "proxy": "nginx.conf", "tuned": "tuned.conf",
+        "cmd": lambda s: ["nginx", "-p", f"{s.dir}/", "-e", str(s.dir / "nginx-error.log"),
+                          "-c", str(s.conf)],
+        "version": ["nginx", "-v"], "stop": signal.SIGQUIT,
+    },
+    "lighttpd": {
+        "conf": "lighttpd.conf", "php": "lighttpd.conf",
+        "cmd": lambda s: ["lighttpd", "-D", "-f", str(s.conf)],
+        "version": ["lighttpd", "-v"], "stop": signal.SIGTERM,
+    },
+    "h2o": {
+        "conf": "h2o.conf", "php": "no PHP config for h2o in peers/ (static only)",
+        "cmd": lambda s: ["h2o", "-c", str(s.conf)],
+        "version": ["h2o", "-v"], "stop": signal.SIGTERM,
+        "ignore": ("perl",),  # h2o's backtrace helper: not part of serving
+    },
+    "apache": {  # Apache 2.4, event MPM, PHP through proxy_fcgi
+        "conf": "apache-event.conf", "php": "apache-event.conf",
+        "cmd": lambda s: ["apache2", "-f", str(s.conf), "-DFOREGROUND"],
+        "version": ["apache2", "-v"], "stop": signal.SIGTERM,
+    },
+    "apache-prefork": {  # Apache 2.4, prefork MPM + mod_php (E2)
+        "conf": "apache-prefork.conf", "php": "apache-prefork.conf",
+        "cmd": lambda s: ["apache2", "-f", str(s.conf), "-DFOREGROUND"],
+        "version": ["apache2", "-v"], "stop": signal.SIGTERM, "start_timeout": 60,
+    },
+    "php-fpm": {  # the FastCGI backend, not a web server
+        "conf": "php-fpm.conf",
+        "cmd": lambda s: [php_fpm_binary(), "-F", "-y", str(s.conf)],
+        "version": [php_fpm_binary(), "-v"], "stop": signal.SIGTERM, "start_timeout": 60,
+    },
+    "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
+        "conf": None,
+        "cmd": lambda s: [str(FLOOR), str(s.port), (s.root / "2b.txt").read_text()],
+        "version": ["cc", "--version"], "stop": signal.SIGTERM,
     },
 }
+
+LABELS = {"apache": "Apache event", "apache-prefork": "Apache prefork + mod_php",
+          "floor": "C epoll floor", "php-fpm": "php-fpm"}
+# Web servers compared in E1, E3, E4 and M (`--servers` overrides).
+PEERS = ["vireo", "nginx", "lighttpd", "h2o", "apache"]
+NOT_YET = {"php": "not yet: needs FastCGI (issue 5)", "proxy": "not yet: needs proxy (issue 6)"}
+
+
+def label(name):
+    return LABELS.get(name, name)
 
 
 # ---------------------------------------------------------------- /proc accounting
 
 def parse_stat(text):
-    """(ppid, utime+stime in ticks) from the text of /proc/PID/stat.
+    """(ppid, utime+stime, cutime+cstime) in ticks from the text of /proc/PID/stat.
 
     comm (field 2) may hold spaces and parentheses, so split after the last ')';
-    the next token is field 3, hence ppid is [1], utime (14) [11], stime (15) [12].
+    the next token is field 3, hence ppid is [1], utime (14) [11], stime (15) [12],
+    cutime (16) [13], cstime (17) [14].  cutime+cstime is the CPU of children the
+    process has reaped: Apache's children that exit during a run count that way.
     """
     rest = text[text.rindex(")") + 2:].split()
-    return int(rest[1]), int(rest[11]) + int(rest[12])
+    return int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14])
+
+
+def comm_of(text):
+    return text[text.index("(") + 1:text.rindex(")")]
 
 
 def _read(path):
@@ -67,13 +137,14 @@ def _read(path):
         return None
 
 
-def process_tree(pid, proc="/proc"):
-    """pid and all its descendants (e.g. nginx master + worker)."""
+def process_tree(pid, proc="/proc", ignore=()):
+    """pid and all its descendants (e.g. nginx master + worker), without those whose
+    command name is in ignore (and their descendants)."""
     children = {}
     for entry in os.listdir(proc):
         if entry.isdigit():
             text = _read(f"{proc}/{entry}/stat")
-            if text:
+            if text and comm_of(text) not in ignore:
                 children.setdefault(parse_stat(text)[0], []).append(int(entry))
     tree, todo = [], [pid]
     while todo:
@@ -84,13 +155,17 @@ def process_tree(pid, proc="/proc"):
 
 
 def cpu_seconds(pids, proc="/proc", hz=None):
-    """Sum of utime+stime over pids, in seconds (a process's stat covers all its threads)."""
+    """CPU seconds of pids: utime+stime (a process's stat covers all its threads)
+    plus cutime+cstime (children it has reaped, so a worker that exits mid-run is
+    not lost; a delta over a run stays exact because the dead child's own time was
+    in the 'before' reading)."""
     hz = hz or os.sysconf("SC_CLK_TCK")
     ticks = 0
     for p in pids:
         text = _read(f"{proc}/{p}/stat")
         if text:
-            ticks += parse_stat(text)[1]
+            _, own, reaped = parse_stat(text)
+            ticks += own + reaped
     return ticks / hz
 
 
@@ -106,7 +181,7 @@ def cpu_us_per_req(cpu_before, cpu_after, requests):
     return (cpu_after - cpu_before) * 1e6 / requests if requests else None
 
 
-# ---------------------------------------------------------------- wrk
+# ---------------------------------------------------------------- load generators
 
 _TIME_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
 
@@ -126,25 +201,124 @@ def parse_wrk(out):
     socket_errors = dict(zip(("connect", "read", "write", "timeout"),
                              map(int, sock.groups()))) if sock else {}
     non2xx = num(r"Non-2xx or 3xx responses: (\d+)")
+    requests = int(m.group(1))
+    duration = float(m.group(2)) * _TIME_MS[m.group(3)] / 1e3
     return {
-        "requests": int(m.group(1)),
-        "duration_s": float(m.group(2)) * _TIME_MS[m.group(3)] / 1e3,
+        "requests": requests,
+        "duration_s": duration,
         "rps": num(r"^Requests/sec:\s+([\d.]+)", float, 0.0),
         "latency_ms": pct,
         "p99_ms": pct.get("99"),
         "socket_errors": socket_errors,
         "non2xx": non2xx,
         "errors": sum(socket_errors.values()) + non2xx,
+        "succeeded": requests - non2xx,
+        "ok_rps": (requests - non2xx) / duration if duration else 0.0,
     }
 
 
 def run_wrk(url, duration, connections, threads=1):
-    cmd = ["taskset", "-c", "1", "wrk", f"-t{threads}", f"-c{connections}",
+    cmd = ["taskset", "-c", LOAD_CPU, "wrk", f"-t{threads}", f"-c{connections}",
            f"-d{duration}s", "--latency", url]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr}")
     return parse_wrk(r.stdout)
+
+
+def parse_ab(out):
+    """Parse ApacheBench output: counts, rps, times in ms, the percentile table.
+
+    ab counts a response whose length differs from the first one as a "Length"
+    failure; phpinfo() pages differ in length from request to request, so
+    failed_real leaves those out."""
+    def num(pattern, conv=int, default=None):
+        m = re.search(pattern, out, re.M)
+        return conv(m.group(1)) if m else default
+
+    complete = num(r"^Complete requests:\s+(\d+)")
+    if complete is None:
+        raise ValueError("ab output has no 'Complete requests' line:\n" + out[-2000:])
+    kinds = re.search(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", out)
+    failed_kinds = dict(zip(("connect", "receive", "length", "exceptions"),
+                            map(int, kinds.groups()))) if kinds else {}
+    failed = num(r"^Failed requests:\s+(\d+)", default=0)
+    non2xx = num(r"^Non-2xx responses:\s+(\d+)", default=0)
+    conn_times = {}
+    for row in ("Connect", "Processing", "Waiting", "Total"):
+        m = re.search(rf"^{row}:\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", out, re.M)
+        if m:
+            conn_times[row.lower()] = dict(zip(("min", "mean", "sd", "median", "max"),
+                                               map(float, m.groups())))
+    pct = {p: float(v) for p, v in re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.M)}
+    return {
+        "complete": complete,
+        "failed": failed,
+        "failed_kinds": failed_kinds,
+        "failed_real": failed - failed_kinds.get("length", 0),
+        "non2xx": non2xx,
+        "doc_length": num(r"^Document Length:\s+(\d+)"),
+        "time_taken_s": num(r"^Time taken for tests:\s+([\d.]+)", float),
+        "rps": num(r"^Requests per second:\s+([\d.]+)", float, 0.0),
+        "time_per_req_ms": num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$", float),
+        "time_per_req_all_ms": num(r"^Time per request:\s+([\d.]+) \[ms\] \(mean, across", float),
+        "conn_times_ms": conn_times,
+        "percentiles_ms": pct,
+        "p50_ms": pct.get("50"),
+        "p99_ms": pct.get("99"),
+        "errors": failed - failed_kinds.get("length", 0) + non2xx,
+    }
+
+
+def run_ab(url, requests, concurrency, timeout_s):
+    """ab -n N -c C, no keep-alive (as in seed document 004); -r: go on after socket errors."""
+    cmd = ["taskset", "-c", LOAD_CPU, "ab", "-r", "-s", "30", "-n", str(requests),
+           "-c", str(concurrency), url]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if r.returncode != 0 and "Complete requests" not in r.stdout:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-500:]}")
+    return parse_ab(r.stdout)
+
+
+def parse_oha_json(text):
+    """Totals from `oha --output-format json`: responses per status, errors per kind.
+    Requests cut off by the end of the run are counted apart ("aborted due to
+    deadline": still in flight, not failed)."""
+    j = json.loads(text)
+    status = {int(k): v for k, v in (j.get("statusCodeDistribution") or {}).items()}
+    errors = dict(j.get("errorDistribution") or {})
+    aborted = sum(v for k, v in errors.items() if "deadline" in k)
+    failed = sum(v for k, v in errors.items() if "deadline" not in k)
+    responses = sum(status.values())
+    ok = sum(v for k, v in status.items() if 200 <= k < 300)
+    lat = j.get("latencyPercentiles") or {}
+    return {
+        "responses": responses, "ok": ok, "non2xx": responses - ok, "status": status,
+        "errors": errors, "failed": failed, "aborted": aborted,
+        "sent": responses + failed + aborted,
+        "p50_ms": lat["p50"] * 1e3 if lat.get("p50") is not None else None,
+        "p99_ms": lat["p99"] * 1e3 if lat.get("p99") is not None else None,
+    }
+
+
+def oha_records(db):
+    """(start, end, status) per response from an `oha --db-url` database; times in
+    seconds from that oha's start."""
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT start, end, status FROM oha").fetchall()
+    finally:
+        con.close()
+
+
+def per_second(events, seconds):
+    """Count (time, ok) events into 1 s bins [0, seconds): (ok per s, not ok per s)."""
+    ok, bad = [0] * seconds, [0] * seconds
+    for t, good in events:
+        i = int(t)
+        if 0 <= i < seconds:
+            (ok if good else bad)[i] += 1
+    return ok, bad
 
 
 # ---------------------------------------------------------------- servers
@@ -155,21 +329,42 @@ def port_open(port, host="127.0.0.1"):
         return s.connect_ex((host, port)) == 0
 
 
-class Server:
-    """One server process started from a bench/conf template, as a context manager."""
+def fill(text, values):
+    for key, val in values.items():
+        text = text.replace(key, str(val))
+    left = re.findall(r"@[A-Z_]+@", text)
+    if left:
+        raise RuntimeError(f"template placeholders not filled: {sorted(set(left))}")
+    return text
 
-    def __init__(self, name, scratch, root, port):
-        self.name, self.port = name, port
-        spec = SERVERS[name]
-        self.dir = Path(scratch).resolve() / name
+
+class Server:
+    """One server process started from a bench/conf template, as a context manager.
+
+    conf: template name (default: the server's "conf"); subst: extra @KEY@ values
+    (@FPM@, @UPSTREAM@, ...); edits: (old, new) replacements applied to the
+    template, each of which must match; tag: name of its scratch folder."""
+
+    def __init__(self, name, scratch, root, port, conf=None, subst=None, edits=(), tag=None):
+        self.name, self.port, self.root = name, port, Path(root).resolve()
+        self.spec = spec = SERVERS[name]
+        self.dir = Path(scratch).resolve() / (tag or name)
         self.dir.mkdir(parents=True, exist_ok=True)
-        text = (BENCH / "conf" / spec["conf"]).read_text()
-        for key, val in (("@DIR@", self.dir), ("@ROOT@", Path(root).resolve()), ("@PORT@", port)):
-            text = text.replace(key, str(val))
-        self.conf = self.dir / Path(spec["conf"]).name
-        self.conf.write_text(text)
-        self.cmd = ["taskset", "-c", "0"] + spec["cmd"](self.dir, self.conf)
+        conf = conf or spec["conf"]
+        self.conf = None
+        if conf:
+            text = (CONF / conf).read_text()
+            for old, new in edits:
+                if old not in text:
+                    raise RuntimeError(f"{conf}: '{old}' not found to replace")
+                text = text.replace(old, new)
+            values = {"@DIR@": self.dir, "@ROOT@": self.root, "@PORT@": port}
+            values.update(subst or {})
+            self.conf = self.dir / Path(conf).name
+            self.conf.write_text(fill(text, values))
+        self.cmd = ["taskset", "-c", SERVER_CPU] + spec["cmd"](self)
         self.log = self.dir / "stdout-stderr.log"
+        self.proc = None
 
     def __enter__(self):
         if port_open(self.port):
@@ -177,8 +372,8 @@ class Server:
         with open(self.log, "wb") as log:
             # taskset execs the server, so proc.pid is the server (nginx: the master)
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
+                                         stdin=subprocess.DEVNULL, cwd=self.dir)
+        deadline = time.monotonic() + self.spec.get("start_timeout", 15)
         while not port_open(self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.__exit__()
@@ -188,34 +383,86 @@ class Server:
         return self
 
     def pids(self):
-        return process_tree(self.proc.pid)
+        return process_tree(self.proc.pid, ignore=self.spec.get("ignore", ()))
 
     def __exit__(self, *exc):
-        pids = self.pids() if self.proc.poll() is None else []
+        if self.proc is None:
+            return
+        pids = process_tree(self.proc.pid) if self.proc.poll() is None else []
         if pids:
-            self.proc.send_signal(signal.SIGQUIT)
+            self.proc.send_signal(self.spec.get("stop", signal.SIGTERM))
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-        for p in pids:  # SIGKILL whatever is left, master and workers
+        for p in pids:  # SIGKILL whatever is left of the tree we started, by pid
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self.proc.wait()
+        # a port still held (e.g. by an orphaned worker) would fail the next start
+        deadline = time.monotonic() + 5
+        while port_open(self.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
-def check_get(url, expect):
+class Meter:
+    """CPU and RSS of a front server and its backends over one load run."""
+
+    def __init__(self, front, backends=()):
+        self.front, self.backends = front, list(backends)
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        self.before = cpu_seconds(self.front.pids())
+        self.before_b = cpu_seconds([p for b in self.backends for p in b.pids()])
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.monotonic() - self.t0
+        pids = self.front.pids()
+        self.after, self.rss, self.processes = cpu_seconds(pids), rss_mb(pids), len(pids)
+        bpids = [p for b in self.backends for p in b.pids()]
+        self.after_b, self.rss_b = cpu_seconds(bpids), rss_mb(bpids)
+
+    def result(self, requests):
+        out = {"cpu_s": self.after - self.before,
+               "cpu_us_per_req": cpu_us_per_req(self.before, self.after, requests),
+               "cpu_util": (self.after - self.before) / self.wall if self.wall else None,
+               "rss_mb": self.rss, "processes": self.processes}
+        if self.backends:
+            out.update(backend_cpu_us_per_req=cpu_us_per_req(self.before_b, self.after_b, requests),
+                       backend_rss_mb=self.rss_b)
+        return out
+
+
+def settle(server, limit=5.0, idle=0.05):
+    """Wait (at most limit s) until the server uses under `idle` of a core, so that
+    one point's leftovers (closing connections, queued PHP work) do not land in
+    the next one."""
+    deadline = time.monotonic() + limit
+    last = cpu_seconds(server.pids())
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = cpu_seconds(server.pids())
+        if now - last < idle * 0.25:
+            return
+        last = now
+
+
+def check_get(url, expect=None, contains=None):
     """One GET before measuring: a server that answers wrongly is not benchmarked."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=10) as r:
             status, body = r.status, r.read()
     except (OSError, http.client.HTTPException) as e:
         raise RuntimeError(f"GET {url}: {e}") from e
-    if status != 200 or body != expect:
-        raise RuntimeError(f"GET {url}: status {status}, {len(body)} bytes "
-                           f"(expected 200 and the file's {len(expect)} bytes)")
+    if status != 200 or (expect is not None and body != expect) or \
+            (contains is not None and contains not in body):
+        want = f"the file's {len(expect)} bytes" if expect is not None else repr(contains)
+        raise RuntimeError(f"GET {url}: status {status}, {len(body)} bytes (expected 200 and "
+                           f"{want}): {body[:200]!r}")
 
 
 def measure(name, scratch, root, port, path, duration, connections):
@@ -224,22 +471,38 @@ def measure(name, scratch, root, port, path, duration, connections):
     with Server(name, scratch, root, port) as srv:
         check_get(url, (Path(root) / path).read_bytes())
         run_wrk(url, 1, connections)
-        pids = srv.pids()
-        before = cpu_seconds(pids)
-        w = run_wrk(url, duration, connections)
-        pids = srv.pids()
-        after, rss = cpu_seconds(pids), rss_mb(pids)
-    return dict(w, server=name, path=path, processes=len(pids), cpu_s=after - before,
-                cpu_us_per_req=cpu_us_per_req(before, after, w["requests"]), rss_mb=rss)
+        with Meter(srv) as m:
+            w = run_wrk(url, duration, connections)
+    return dict(w, server=name, path=path, **m.result(w["requests"]))
 
 
 # ---------------------------------------------------------------- setup
 
-def ensure_tools():
-    if not (shutil.which("wrk") and shutil.which("nginx")):
-        print("installing wrk and nginx-light ...", file=sys.stderr)
-        subprocess.run("apt-get update && apt-get install -y wrk nginx-light",
-                       shell=True, check=True)
+# command -> Debian package providing it
+PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
+            "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm", "cc": "gcc",
+            "mod_php": "libapache2-mod-php"}
+
+
+def have(tool):
+    if tool == "php-fpm":
+        return bool(glob.glob("/usr/sbin/php-fpm*"))
+    if tool == "mod_php":
+        return bool(glob.glob("/usr/lib/apache2/modules/libphp*.so"))
+    return shutil.which(tool) is not None
+
+
+def ensure_tools(tools):
+    """Install what is missing: Debian packages with apt-get, oha with cargo."""
+    missing = sorted({PACKAGES[t] for t in tools if t in PACKAGES and not have(t)})
+    if missing:
+        print(f"installing {' '.join(missing)} ...", file=sys.stderr)
+        # the packages' own services are not started by us; policy-rc.d may stop them too
+        subprocess.run("apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                       + " ".join(missing), shell=True, check=True)
+    if "oha" in tools and not shutil.which("oha"):
+        print("installing oha (cargo install --locked oha) ...", file=sys.stderr)
+        subprocess.run(["cargo", "install", "--locked", "oha"], check=True)
 
 
 def ensure_vireo():
@@ -251,12 +514,30 @@ def ensure_vireo():
         subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True)
 
 
+def ensure_floor():
+    """cc -O2 bench/floor/floor.c when the binary is missing or older than the source."""
+    if not FLOOR.exists() or FLOOR.stat().st_mtime < FLOOR_SRC.stat().st_mtime:
+        subprocess.run(["cc", "-O2", "-Wall", "-o", str(FLOOR), str(FLOOR_SRC)], check=True)
+
+
+def ensure_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("installing matplotlib (pip) ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+
+
 def make_docroot(scratch):
-    root = scratch / "www"
+    root = Path(scratch) / "www"
     root.mkdir(parents=True, exist_ok=True)
     pattern = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\n"
     for name, size in FILES:
         (root / name).write_bytes((pattern * (size // len(pattern) + 1))[:size])
+    for php in (CONF / "www").glob("*.php"):
+        shutil.copy(php, root / php.name)
+    (root / "sleep").mkdir(exist_ok=True)  # /sleep/ -> sleep/index.php, for proxies (E2)
+    shutil.copy(CONF / "www" / SLEEP, root / "sleep" / "index.php")
     return root
 
 
@@ -268,18 +549,40 @@ def command_output(cmd):
         return f"unavailable: {e}"
 
 
-def machine_info(servers):
+def first_line(text):
+    return text.splitlines()[0] if text else text
+
+
+def machine_info(servers, tools=()):
     cpu = re.search(r"^model name\s*:\s*(.*)$", _read("/proc/cpuinfo") or "", re.M)
+    mem = re.search(r"^MemTotal:\s+(\d+) kB", _read("/proc/meminfo") or "", re.M)
+    import resource
+    versions = {s: first_line(command_output(SERVERS[s]["version"])) for s in servers}
+    tool_versions = {"wrk": ["wrk", "-v"], "ab": ["ab", "-V"], "oha": ["oha", "--version"],
+                     "php-fpm": [php_fpm_binary(), "-v"], "cc": ["cc", "--version"]}
+    for t in tools:
+        if t in tool_versions:
+            versions[t] = first_line(command_output(tool_versions[t]))
+    if "vireo" in servers:
+        commit = command_output(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+        built = datetime.datetime.fromtimestamp(VIREO.stat().st_mtime) if VIREO.exists() else None
+        versions["vireo"] += f" (commit {commit}, binary built {built:%Y-%m-%d %H:%M})" \
+            if built else ""
     return {
         "nproc": os.cpu_count(),
         "cpu": cpu.group(1) if cpu else platform.processor(),
+        "mem_gib": round(int(mem.group(1)) / 2**20, 1) if mem else None,
         "kernel": platform.release(),
+        "os": (re.search(r'^PRETTY_NAME="(.*)"', _read("/etc/os-release") or "", re.M)
+               or re.match("(.*)", platform.platform())).group(1),
         "loadavg": os.getloadavg(),
-        "versions": {s: command_output(SERVERS[s]["version"]) for s in servers},
+        "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+        "somaxconn": (_read("/proc/sys/net/core/somaxconn") or "").strip(),
+        "versions": versions,
     }
 
 
-# ---------------------------------------------------------------- reporting
+# ---------------------------------------------------------------- reporting helpers
 
 def fmt(x, spec=".1f"):
     return "–" if x is None else format(x, spec)
@@ -290,27 +593,47 @@ def baseline(servers):
     return "nginx" if "nginx" in servers else servers[0]
 
 
+def median_spread(values):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None, None, None
+    return statistics.median(vals), min(vals), max(vals)
+
+
 def summarize(results, servers):
-    """One row per (file, server): medians over runs, CPU min–max, summed errors."""
+    """One row per (file, server): medians over runs, CPU min–max, summed errors.
+    Results marked "unsupported" (or that failed) give a row with that text only."""
     rows = []
     for path in dict.fromkeys(r["path"] for r in results):
         group = []
         for s in servers:
             rs = [r for r in results if r["server"] == s and r["path"] == path]
-            cpu = [r["cpu_us_per_req"] for r in rs if r["cpu_us_per_req"] is not None]
-            if rs:
-                group.append({
-                    "file": path, "server": s, "runs": len(rs),
-                    "rps": statistics.median(r["rps"] for r in rs),
-                    "cpu_us": statistics.median(cpu) if cpu else None,
-                    "cpu_min": min(cpu, default=None), "cpu_max": max(cpu, default=None),
-                    "p99_ms": statistics.median(r["p99_ms"] or 0 for r in rs),
-                    "rss_mb": statistics.median(r["rss_mb"] for r in rs),
-                    "errors": sum(r["errors"] for r in rs),
-                })
-        base = next((r["cpu_us"] for r in group if r["server"] == baseline(servers)), None)
+            ok = [r for r in rs if not r.get("unsupported") and not r.get("error")]
+            if rs and not ok:
+                note = rs[0].get("unsupported") or "failed: " + rs[0]["error"]
+                group.append({"file": path, "server": s, "runs": 0, "note": note})
+                continue
+            if not ok:
+                continue
+            cpu = [r["cpu_us_per_req"] for r in ok if r["cpu_us_per_req"] is not None]
+            backend = [r.get("backend_cpu_us_per_req") for r in ok]
+            group.append({
+                "file": path, "server": s, "runs": len(ok),
+                "rps": statistics.median(r["rps"] for r in ok),
+                "rps_min": min(r["rps"] for r in ok), "rps_max": max(r["rps"] for r in ok),
+                "cpu_us": statistics.median(cpu) if cpu else None,
+                "cpu_min": min(cpu, default=None), "cpu_max": max(cpu, default=None),
+                "backend_cpu_us": median_spread(backend)[0],
+                "p99_ms": statistics.median(r["p99_ms"] or 0 for r in ok),
+                "p99_min": min(r["p99_ms"] or 0 for r in ok),
+                "p99_max": max(r["p99_ms"] or 0 for r in ok),
+                "rss_mb": statistics.median(r["rss_mb"] for r in ok),
+                "rss_min": min(r["rss_mb"] for r in ok), "rss_max": max(r["rss_mb"] for r in ok),
+                "errors": sum(r["errors"] for r in ok),
+            })
+        base = next((r.get("cpu_us") for r in group if r["server"] == baseline(servers)), None)
         for row in group:
-            row["cpu_ratio"] = row["cpu_us"] / base if row["cpu_us"] and base else None
+            row["cpu_ratio"] = row["cpu_us"] / base if row.get("cpu_us") and base else None
         rows += group
     return rows
 
@@ -318,19 +641,27 @@ def summarize(results, servers):
 def markdown(rows, servers):
     head = ["file", "server", "rps (median)", "CPU µs/req (median, min–max)", "p99 ms",
             "RSS MB", "errors", f"CPU vs {baseline(servers)}"]
+    if any(r.get("backend_cpu_us") for r in rows):
+        head.insert(4, "php-fpm CPU µs/req")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["file"], r["server"], fmt(r["rps"], ",.0f"),
-                 f"{fmt(r['cpu_us'], '.2f')} ({fmt(r['cpu_min'], '.2f')}–{fmt(r['cpu_max'], '.2f')})",
-                 fmt(r["p99_ms"], ".2f"), fmt(r["rss_mb"]), str(r["errors"]),
-                 fmt(r["cpu_ratio"], ".2f") + "×"]
+        if r.get("note"):
+            cells = [r["file"], label(r["server"]), r["note"]] + [""] * (len(head) - 3)
+        else:
+            cells = [r["file"], label(r["server"]), fmt(r["rps"], ",.0f"),
+                     f"{fmt(r['cpu_us'], '.2f')} ({fmt(r['cpu_min'], '.2f')}–{fmt(r['cpu_max'], '.2f')})",
+                     fmt(r["p99_ms"], ".2f"), fmt(r["rss_mb"]), str(r["errors"]),
+                     fmt(r["cpu_ratio"], ".2f") + "×"]
+            if len(head) == 9:
+                cells.insert(4, fmt(r.get("backend_cpu_us"), ".0f"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 class Progress:
-    def __init__(self, total):
+    def __init__(self, total, label=""):
         self.total, self.done, self.start = total, 0, time.monotonic()
+        self.label = f"{label} " if label else ""
         self.end = "\r" if sys.stderr.isatty() else "\n"
 
     def step(self, text):
@@ -339,7 +670,7 @@ class Progress:
             secs = (time.monotonic() - self.start) / self.done * (self.total - self.done)
             left = f"  ~{int(secs) // 60}m{int(secs) % 60:02d}s left"
         clear = "\033[K" if self.end == "\r" else ""
-        print(f"[{self.done + 1}/{self.total}] {text}{left}{clear}", end=self.end,
+        print(f"[{self.label}{self.done + 1}/{self.total}] {text}{left}{clear}", end=self.end,
               file=sys.stderr, flush=True)
         self.done += 1
 
@@ -348,120 +679,62 @@ class Progress:
             print(file=sys.stderr)
 
 
-# ---------------------------------------------------------------- experiments
+# ---------------------------------------------------------------- command line
 
-def exp_quick(args, scratch):
-    """Static files 2 B / 21 KB / 92 KB, keep-alive, wrk -t1 -cC, servers interleaved."""
-    root = make_docroot(scratch)
-    plan = [(k, s, path) for k in range(1, args.runs + 1)
-            for path, _ in FILES for s in args.servers]
-    progress, results = Progress(len(plan)), []
-    for k, s, path in plan:
-        progress.step(f"{s:6} {path:8} run {k}/{args.runs}")
-        port = args.port_base + args.servers.index(s)
-        results.append(dict(measure(s, scratch, root, port, path, args.duration,
-                                    args.connections), run=k))
-    progress.close()
-    return results
+ALL_ORDER = ["E3", "E5", "M", "E4", "E1", "E2"]
 
 
-def open_idle(port, n, path):
-    """Open n keep-alive connections that each get one response, and keep them open."""
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, n + 100), hard), hard))
-    socks, req = [], f"GET /{path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
-    try:
-        for i in range(n):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            s.sendall(req)
-            socks.append(s)
-            if len(socks) % 500 == 0 or i == n - 1:
-                for t in socks[-(len(socks) % 500 or 500):]:
-                    if not t.recv(65536).startswith(b"HTTP/1.1 200"):
-                        raise RuntimeError(f"connection {i}: no 200 response")
-    except BaseException:
-        for s in socks:
-            s.close()
-        raise
-    return socks
-
-
-def exp_idle(args, scratch):
-    """Memory per 10,000 idle keep-alive connections that each served one request."""
-    root = make_docroot(scratch)
-    plan = [(k, s) for k in range(1, args.runs + 1) for s in args.servers]
-    progress, results = Progress(len(plan)), []
-    for k, s in plan:
-        progress.step(f"{s:6} {args.idle_conns} idle connections, run {k}/{args.runs}")
-        port = args.port_base + args.servers.index(s)
-        with Server(s, scratch, root, port) as srv:
-            check_get(f"http://127.0.0.1:{port}/2b.txt", (root / "2b.txt").read_bytes())
-            before = rss_mb(srv.pids())
-            socks = open_idle(port, args.idle_conns, "2b.txt")
-            time.sleep(1)
-            after = rss_mb(srv.pids())
-            for c in socks:
-                c.close()
-        growth = after - before
-        results.append({"server": s, "run": k, "connections": args.idle_conns,
-                        "rss_before_mb": before, "rss_after_mb": after,
-                        "mb_per_10k": growth * 10000 / args.idle_conns})
-    progress.close()
-    return results
-
-
-def summarize_idle(results, servers):
-    rows = []
-    for s in servers:
-        rs = [r for r in results if r["server"] == s]
-        if rs:
-            per = [r["mb_per_10k"] for r in rs]
-            rows.append({"server": s, "runs": len(rs), "connections": rs[0]["connections"],
-                         "rss_before_mb": statistics.median(r["rss_before_mb"] for r in rs),
-                         "mb_per_10k": statistics.median(per),
-                         "min": min(per), "max": max(per)})
-    return rows
-
-
-def markdown_idle(rows, servers):
-    lines = ["| server | idle connections | RSS before MB | RSS growth per 10k MB (median, min–max) |",
-             "|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['server']} | {r['connections']:,} | {fmt(r['rss_before_mb'])} | "
-                     f"{fmt(r['mb_per_10k'])} ({fmt(r['min'])}–{fmt(r['max'])}) |")
-    return "\n".join(lines) + "\n"
-
-
-# name: (run, summarize, markdown)
-EXPERIMENTS = {
-    "quick": (exp_quick, summarize, markdown),
-    "idle": (exp_idle, summarize_idle, markdown_idle),
-}
+def experiments():
+    import experiments as ex  # experiments.py imports this module
+    return ex.EXPERIMENTS
 
 
 def parse_args(argv):
+    exps = experiments()
     ap = argparse.ArgumentParser(
         prog="bench/run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__,
-        epilog="experiments:\n" + "\n".join(f"  {n:8} {e[0].__doc__.strip()}"
-                                            for n, e in EXPERIMENTS.items()))
-    ap.add_argument("experiment", choices=EXPERIMENTS)
-    ap.add_argument("--duration", type=int, default=5, help="seconds per wrk run (5)")
-    ap.add_argument("--connections", type=int, default=50, help="wrk -c (50)")
-    ap.add_argument("--runs", type=int, default=3, help="repetitions per server and file (3)")
-    ap.add_argument("--servers", default="vireo,nginx",
-                    help="comma-separated, interleaved in this order (vireo,nginx)")
+        epilog="experiments:\n" + "\n".join(f"  {n:6} {e.run.__doc__.strip().splitlines()[0]}"
+                                            for n, e in exps.items())
+        + f"\n  all    {', '.join(ALL_ORDER)} in turn, then the report and docs/benchmarks.md"
+        + "\n  report the report and docs/benchmarks.md from the latest results/*.json")
+    ap.add_argument("experiment", choices=list(exps) + ["all", "report"])
+    ap.add_argument("--duration", type=int, help="seconds per measured load run "
+                    "(E1: 3, E3/E5/quick: 5)")
+    ap.add_argument("--runs", type=int, help="repetitions of every point (3; E2: 1)")
+    ap.add_argument("--points", help="E1 client counts, comma-separated "
+                    "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
+    ap.add_argument("--connections", type=int, default=50, help="wrk -c for E3/E5/quick (50)")
+    ap.add_argument("--servers", help="comma-separated, interleaved in this order "
+                    "(quick: vireo,nginx; E5: vireo,nginx,floor; others: "
+                    + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,
-                    help="first port; server i listens on port-base+i (28080)")
+                    help="first port; server i listens on port-base+i, php-fpm on +50, "
+                         "a proxied backend on +51 (28080)")
     ap.add_argument("--idle-conns", type=int, default=10000,
-                    help="idle: keep-alive connections to open (10000)")
+                    help="M: keep-alive connections to open (10000)")
+    ap.add_argument("--ab-n", type=int, default=100000, help="E4: ab -n for the static page (100000)")
+    ap.add_argument("--ab-n-php", type=int, default=30000,
+                    help="E4: ab -n for phpinfo() (30000; the paper's 100000 adds ~10 min)")
+    ap.add_argument("--ab-c", type=int, default=1000, help="E4: ab -c (1000)")
+    ap.add_argument("--e2-duration", type=int, default=100, help="E2: seconds of load (100)")
+    ap.add_argument("--e2-ramp", type=int, default=50, help="E2: seconds to ramp up (50)")
+    ap.add_argument("--e2-conns", type=int, default=5000, help="E2: connections (5000)")
+    ap.add_argument("--e2-interval", type=float, default=5.0,
+                    help="E2: seconds between two requests of one connection (5)")
+    ap.add_argument("--e2-steps", type=int, default=10, help="E2: ramp steps, one oha each (10)")
+    ap.add_argument("--e2-timeout", type=int, default=10, help="E2: oha -t, seconds (10)")
     ap.add_argument("--markdown-out", type=Path, help="also write the Markdown table here")
+    ap.add_argument("--no-docs", action="store_true",
+                    help="all/report: do not rewrite docs/benchmarks.md")
     args = ap.parse_args(argv)
-    args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    unknown = set(args.servers) - set(SERVERS)
-    if unknown or not args.servers:
-        ap.error(f"unknown servers {sorted(unknown)}; known: {', '.join(SERVERS)}")
+    if args.servers:
+        args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+        unknown = set(args.servers) - set(SERVERS)
+        if unknown or not args.servers:
+            ap.error(f"unknown servers {sorted(unknown)}; known: {', '.join(SERVERS)}")
+    if args.points:
+        args.points = [int(p) for p in args.points.split(",") if p.strip()]
     return args
 
 
@@ -473,29 +746,61 @@ def main(argv=None):
         return 1
 
 
-def run(argv):
-    args = parse_args(argv)
-    ensure_tools()
-    if "vireo" in args.servers:
+def run_one(name, args, argv, stamp):
+    """Run one experiment; write results/<date>-<name>.json (and its plot); return the data."""
+    exp = experiments()[name]
+    opts = exp.defaults(args)
+    servers = opts.servers
+    ensure_tools(exp.tools(opts))
+    if "vireo" in servers:
         ensure_vireo()
-    stamp = datetime.datetime.now()
-    scratch = RESULTS / "tmp" / f"{args.experiment}-{stamp:%Y%m%d-%H%M%S}"
-    scratch.mkdir(parents=True)
-    machine = machine_info(args.servers)
-    experiment, summarize_fn, markdown_fn = EXPERIMENTS[args.experiment]
-    results = experiment(args, scratch)
-    rows = summarize_fn(results, args.servers)
-    table = markdown_fn(rows, args.servers)
-    out = RESULTS / f"{stamp:%Y-%m-%d}-{args.experiment}.json"
-    out.write_text(json.dumps({
-        "experiment": args.experiment, "date": stamp.isoformat(timespec="seconds"),
+    if "floor" in servers:
+        ensure_floor()
+    scratch = RESULTS / "tmp" / f"{name}-{stamp:%Y%m%d-%H%M%S}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    machine = machine_info([s for s in servers if s in SERVERS], exp.tools(opts))
+    t0 = time.monotonic()
+    results = exp.run(opts, scratch)
+    elapsed = time.monotonic() - t0
+    summary = exp.summarize(results, servers)
+    table = exp.markdown(summary, servers)
+    data = {
+        "experiment": name, "date": stamp.isoformat(timespec="seconds"),
         "command": "bench/run " + " ".join(argv),
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "machine": machine, "summary": rows, "runs": results,
-    }, indent=1) + "\n")
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(opts).items()},
+        "machine": machine, "elapsed_s": round(elapsed, 1),
+        "loadavg_end": os.getloadavg(), "summary": summary, "runs": results,
+    }
+    out = RESULTS / f"{stamp:%Y-%m-%d}-{name}.json"
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(table, end="")
+    print(f"raw results: {out.relative_to(REPO)} ({elapsed / 60:.1f} min)", file=sys.stderr)
     if args.markdown_out:
         args.markdown_out.write_text(table)
-    print(table, end="")
-    print(f"raw results: {out.relative_to(REPO)}", file=sys.stderr)
     shutil.rmtree(scratch, ignore_errors=True)
+    return data
+
+
+def run(argv):
+    args = parse_args(argv)
+    stamp = datetime.datetime.now()
+    import report
+    if args.experiment == "report":
+        report.write_all(report.latest_results(), write_docs=not args.no_docs)
+        return 0
+    if args.experiment == "all":
+        t0 = time.monotonic()
+        for name in ALL_ORDER:
+            print(f"== {name}", file=sys.stderr)
+            try:
+                run_one(name, args, argv, stamp)
+            except (RuntimeError, subprocess.CalledProcessError) as e:
+                print(f"bench/run: {name} failed: {e}", file=sys.stderr)
+        total = time.monotonic() - t0
+        print(f"bench/run all: {total / 60:.1f} min", file=sys.stderr)
+        report.write_all(report.latest_results(), write_docs=not args.no_docs,
+                         all_command="bench/run " + " ".join(argv), all_minutes=total / 60)
+        return 0
+    data = run_one(args.experiment, args, argv, stamp)
+    report.write_all({args.experiment: data}, write_docs=False)
     return 0

@@ -858,6 +858,7 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
         regex,
         conf: Default::default(),
         alias: None,
+        content: None,
         locations: Vec::new(),
         span: d.span.clone(),
     })

@@ -241,6 +241,7 @@ fn build_location(l: LocationConf, parent: &LocConf) -> Location {
         regex: l.regex,
         conf: Arc::new(conf),
         alias: l.alias,
+        content: l.content,
         nested: Locations::new(nested),
     }
 }

@@ -168,6 +168,8 @@ pub struct LocationConf {
     pub conf: LocConfSet,
     /// `alias` is not inherited: it belongs to the location that sets it.
     pub alias: Option<String>,
+    /// Content handler (`fastcgi_pass`, `return`, …): not inherited.
+    pub content: Option<Arc<dyn crate::core::request::Content>>,
     pub locations: Vec<LocationConf>,
     pub span: Span,
 }

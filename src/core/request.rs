@@ -1,14 +1,55 @@
 //! The request context every phase and module works on, and the fixed phase
-//! pipeline: server selection → location → content (with internal redirects).
+//! pipeline: server selection → location → content (with internal redirects) →
+//! response filters. Content handlers plug in through the [`Content`] trait and
+//! read the request body through [`RequestBody`].
 
 use crate::conf::model::LocConf;
 use crate::core::clock;
 use crate::core::route::{Location, Server};
 use crate::core::vars::{Var, VarSource, find_arg, find_cookie, push_u64};
-use crate::http::h1::parse::{Method, RequestHead};
+use crate::http::h1::parse::{Method, ParseError, RequestHead};
 use crate::http::response::Response;
 use crate::modules::static_files;
+use bytes::Bytes;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+
+/// A boxed future borrowing from the request (content handlers, body reads).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Why reading a request body stopped short.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Over client_max_body_size: answer 413.
+    TooLarge,
+    /// Bad chunked framing: answer with its status, close.
+    Bad(ParseError),
+    /// client_body_timeout passed.
+    TimedOut,
+    /// The client went away or the socket failed.
+    Closed,
+}
+
+/// The request body as a content handler reads it: decoded (no chunked
+/// framing), bounded by client_max_body_size; `Expect: 100-continue` is
+/// answered on the first read. Whatever a handler leaves unread is discarded.
+pub trait RequestBody {
+    /// The next piece of the body; `None` at its end.
+    fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>>;
+    /// The length the client declared (Content-Length); `None` for chunked.
+    fn declared_len(&self) -> Option<u64>;
+}
+
+/// A location's content handler (`fastcgi_pass`, `proxy_pass`, `return`, …).
+/// Locations without one serve static files.
+pub trait Content: Send + Sync + std::fmt::Debug {
+    fn content<'a>(
+        &'a self,
+        req: &'a mut Request<'_>,
+        body: &'a mut dyn RequestBody,
+    ) -> BoxFuture<'a, Outcome>;
+}
 
 /// The client side of a connection.
 #[derive(Clone, Copy, Debug)]
@@ -60,12 +101,20 @@ impl<'a> Request<'a> {
     }
 
     /// Run the phases and produce the response.
-    pub fn run(&mut self) -> Response {
+    pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
         for _ in 0..=MAX_REDIRECTS {
             self.location = self.server.location(&self.uri);
             self.conf = self.location.map_or(&*self.server.conf, |l| &*l.conf);
-            match static_files::handler::content(self) {
-                Outcome::Respond(r) => return r,
+            let handler = self.location.and_then(|l| l.content.as_deref());
+            let outcome = match handler {
+                Some(h) => h.content(self, body).await,
+                None => static_files::handler::content(self),
+            };
+            match outcome {
+                Outcome::Respond(mut r) => {
+                    crate::modules::filter_response(self, &mut r);
+                    return r;
+                }
                 Outcome::Redirect(uri) => self.uri = uri,
             }
         }
@@ -216,8 +265,10 @@ impl VarSource for Finished<'_> {
                 };
                 if let Some(v) = v {
                     out.extend_from_slice(v.as_bytes());
-                } else if name.as_ref() == "content-length" {
-                    push_u64(out, r.body.len());
+                } else if name.as_ref() == "content-length"
+                    && let Some(n) = r.body.size()
+                {
+                    push_u64(out, n);
                 }
             }
         }

@@ -14,6 +14,8 @@ pub struct Location {
     pub regex: Option<regex::Regex>,
     pub conf: Arc<LocConf>,
     pub alias: Option<String>,
+    /// Content handler set in this location (not inherited); static files when none.
+    pub content: Option<Arc<dyn crate::core::request::Content>>,
     pub nested: Locations,
 }
 
@@ -199,6 +201,7 @@ mod tests {
             regex,
             conf: Arc::default(),
             alias: None,
+            content: None,
             nested: Locations::new(nested),
         }
     }

@@ -40,19 +40,30 @@ pub enum Body {
         file: Rc<File>,
         parts: Box<Multipart>,
     },
+    /// Produced while it is sent (FastCGI, proxy, compression); `len` when known.
+    Stream {
+        stream: Box<dyn BodyStream>,
+        len: Option<u64>,
+    },
+}
+
+/// A response body produced piece by piece; the connection pulls the next piece
+/// only when the previous one has been written (backpressure).
+pub trait BodyStream: std::fmt::Debug {
+    /// The next piece; `None` at the end. An error ends the response early.
+    fn next(&mut self) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<Bytes>>>;
 }
 
 impl Body {
-    pub fn len(&self) -> u64 {
-        match self {
+    /// Length in bytes; `None` for a stream of unknown length.
+    pub fn size(&self) -> Option<u64> {
+        Some(match self {
             Body::Empty => 0,
             Body::Bytes(b) => b.len() as u64,
             Body::File { range, .. } => range.end - range.start,
             Body::Multipart { parts, .. } => parts.content_length(),
-        }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+            Body::Stream { len, .. } => return *len,
+        })
     }
 }
 
@@ -87,6 +98,12 @@ impl Response {
             r.content_type = Some(Value::Static("text/html"));
         }
         r
+    }
+
+    /// Does the body go out with chunked framing? When its length is unknown and
+    /// the connection stays open (the caller closes HTTP/1.0 connections then).
+    pub fn chunked(&self, keep_alive: bool) -> bool {
+        keep_alive && self.body.size().is_none()
     }
 
     pub fn header(mut self, name: &'static str, v: Value) -> Self {
@@ -157,8 +174,17 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, keep_alive: bool, tokens: boo
         out.extend_from_slice(ct.as_str().as_bytes());
     }
     if r.status != 304 && !(100..200).contains(&r.status) && r.status != 204 {
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        out.extend_from_slice(n.format(r.body.len()).as_bytes());
+        match r.body.size() {
+            Some(len) => {
+                out.extend_from_slice(b"\r\nContent-Length: ");
+                out.extend_from_slice(n.format(len).as_bytes());
+            }
+            None if r.chunked(keep_alive) => {
+                out.extend_from_slice(b"\r\nTransfer-Encoding: chunked");
+            }
+            // Unknown length on a closing connection: the close ends the body.
+            None => {}
+        }
     }
     for (name, v) in &r.headers {
         out.extend_from_slice(b"\r\n");

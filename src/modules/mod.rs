@@ -3,6 +3,14 @@
 pub mod log;
 pub mod static_files;
 
+/// Response filters, in order, run on every response a request produces
+/// (header changes, body transformations). Each feature adds its own here.
+pub fn filter_response(
+    _req: &crate::core::request::Request<'_>,
+    _resp: &mut crate::http::response::Response,
+) {
+}
+
 /// Per-worker housekeeping, once a second: flush access-log buffers, drop
 /// inactive open-file cache entries.
 pub async fn timers() {

@@ -6,12 +6,12 @@
 //! would block, so the hot path sets no timers.
 
 use super::chunked::{Chunk, ChunkedDecoder};
-use super::parse::{self, BodyFraming, Limits, Method, ParseError, RequestHead};
+use super::parse::{self, BodyFraming, Limits, Method, ParseError, RequestHead, Version};
 use crate::conf::load::Config;
 use crate::conf::model::{CoreConf, Lingering};
 use crate::core::clock;
 pub use crate::core::request::Peer;
-use crate::core::request::Request;
+use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::core::route::VirtualHosts;
 use crate::http::response::{Body, Response, write_head};
 use crate::modules::static_files::uri;
@@ -237,38 +237,56 @@ impl<S: Stream> Conn<S> {
             close = true;
             req.error(400)
         } else {
-            req.location = req.server.location(&req.uri);
-            req.conf = req.location.map_or(&*req.server.conf, |l| &*l.conf);
-            let max = req.conf.core.client_max_body_size;
+            // The body's limits are those of the location the URI first maps to.
+            let first = req.server.location(&req.uri);
+            let core = &first.map_or(&*req.server.conf, |l| &*l.conf).core;
             match head.framing {
-                BodyFraming::Length(n) if max != 0 && n > max => {
+                BodyFraming::Length(n)
+                    if core.client_max_body_size != 0 && n > core.client_max_body_size =>
+                {
                     close = true;
-                    body_too_large(&req, n)
+                    body_too_large(&req, n, core.client_max_body_size)
                 }
-                _ => req.run(),
+                _ => {
+                    let mut body = ConnBody::new(&self.s, io, head, core);
+                    let mut resp = req.run(&mut body).await;
+                    // What the handler left unread is read and dropped.
+                    let rest = body.discard().await;
+                    req.body_read = body.read;
+                    if body.used_socket {
+                        self.drained = false;
+                    }
+                    match rest {
+                        Ok(()) => {}
+                        Err(BodyError::TooLarge) => {
+                            resp = body_too_large(&req, body.decoded, core.client_max_body_size);
+                            close = true;
+                        }
+                        Err(BodyError::Bad(e)) => {
+                            resp = req.error(e.status);
+                            close = true;
+                        }
+                        Err(BodyError::TimedOut) => {
+                            if core.reset_timedout_connection {
+                                self.reset_on_close();
+                            }
+                            return Next::Close(false);
+                        }
+                        Err(BodyError::Closed) => return Next::Close(false),
+                    }
+                    resp
+                }
             }
         };
         let core = &req.conf.core;
-        if !close {
-            match self.discard_body(io, head, core, &mut req.body_read).await {
-                Ok(()) => {}
-                Err(BodyError::TooLarge) => {
-                    resp = body_too_large(&req, core.client_max_body_size);
-                    close = true;
-                }
-                Err(BodyError::Bad(e)) => {
-                    resp = req.error(e.status);
-                    close = true;
-                }
-                Err(BodyError::Io) => return Next::Close(false),
-            }
-        }
+        // A body of unknown length ends with the connection on HTTP/1.0.
         let keep_alive = !close
             && head.keep_alive
+            && (resp.body.size().is_some() || head.version == Version::Http11)
             && self.requests < core.keepalive_requests
             && !core.keepalive_timeout.is_zero()
             && !idle::stopping();
-        match self.respond(io, &req, &resp, keep_alive).await {
+        match self.respond(io, &req, &mut resp, keep_alive).await {
             Ok(()) if keep_alive => Next::KeepAlive,
             Ok(()) => Next::Close(close),
             Err(e) => {
@@ -316,7 +334,7 @@ impl<S: Stream> Conn<S> {
         &self,
         io: &mut Io,
         req: &Request<'_>,
-        resp: &Response,
+        resp: &mut Response,
         keep_alive: bool,
     ) -> io::Result<()> {
         let core = &req.conf.core;
@@ -326,9 +344,14 @@ impl<S: Stream> Conn<S> {
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
         let sendfile = req.conf.static_files.sendfile;
+        let how = How {
+            head_only,
+            chunked: resp.chunked(keep_alive),
+            sendfile,
+        };
         let mut body_sent = 0;
         let r = self
-            .send(io, &resp.body, head_only, core, sendfile, &mut body_sent)
+            .send(io, &mut resp.body, how, core, &mut body_sent)
             .await;
         crate::modules::log::log_request(req, resp, head_len, body_sent);
         r
@@ -389,106 +412,22 @@ impl<S: Stream> Conn<S> {
         self.drained = true;
     }
 
-    /// Read and drop the request body, enforcing client_max_body_size and
-    /// client_body_timeout; answers `Expect: 100-continue` first. `read` counts
-    /// the body bytes taken from the connection.
-    async fn discard_body(
-        &mut self,
-        io: &mut Io,
-        head: &RequestHead,
-        core: &CoreConf,
-        read: &mut u64,
-    ) -> Result<(), BodyError> {
-        let max = core.client_max_body_size;
-        match head.framing {
-            BodyFraming::None | BodyFraming::Length(0) => Ok(()),
-            BodyFraming::Length(mut left) => {
-                self.continue_if_expected(io, head, core).await?;
-                loop {
-                    let take = (io.buf.len() as u64).min(left) as usize;
-                    let _ = io.buf.split_to(take);
-                    left -= take as u64;
-                    *read += take as u64;
-                    if left == 0 {
-                        return Ok(());
-                    }
-                    io.buf.clear();
-                    self.read_body_bytes(io, core).await?;
-                }
-            }
-            BodyFraming::Chunked => {
-                self.continue_if_expected(io, head, core).await?;
-                let mut dec = ChunkedDecoder::new();
-                let mut total = 0u64;
-                loop {
-                    let before = io.buf.len();
-                    let chunk = dec.decode(&mut io.buf).map_err(BodyError::Bad)?;
-                    *read += (before - io.buf.len()) as u64;
-                    match chunk {
-                        Chunk::Data(d) => {
-                            total += d.len() as u64;
-                            if max != 0 && total > max {
-                                return Err(BodyError::TooLarge);
-                            }
-                        }
-                        Chunk::Done => return Ok(()),
-                        Chunk::NeedMore => self.read_body_bytes(io, core).await?,
-                    }
-                }
-            }
-        }
-    }
-
-    async fn continue_if_expected(
-        &self,
-        io: &Io,
-        head: &RequestHead,
-        core: &CoreConf,
-    ) -> Result<(), BodyError> {
-        if head.expect_continue && io.buf.is_empty() {
-            write_all(&self.s, b"HTTP/1.1 100 Continue\r\n\r\n", core.send_timeout)
-                .await
-                .map_err(|_| BodyError::Io)?;
-        }
-        Ok(())
-    }
-
-    async fn read_body_bytes(&mut self, io: &mut Io, core: &CoreConf) -> Result<(), BodyError> {
-        self.drained = false;
-        io.buf.reserve(16 * 1024);
-        loop {
-            match self.s.try_read_buf(&mut io.buf) {
-                Ok(0) => return Err(BodyError::Io),
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    match tokio::time::timeout(core.client_body_timeout, self.s.readable()).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => return Err(BodyError::Io),
-                        Err(_) => {
-                            if core.reset_timedout_connection {
-                                self.reset_on_close();
-                            }
-                            return Err(BodyError::Io);
-                        }
-                    }
-                }
-                Err(_) => return Err(BodyError::Io),
-            }
-        }
-    }
-
     /// Write the head in `io.out` and the body; `sent` counts the body bytes
     /// that went out, also when an error stops it part way.
     async fn send(
         &self,
         io: &mut Io,
-        body: &Body,
-        head_only: bool,
+        body: &mut Body,
+        how: How,
         core: &CoreConf,
-        sendfile: bool,
         sent: &mut u64,
     ) -> io::Result<()> {
         let t = core.send_timeout;
+        let How {
+            head_only,
+            chunked,
+            sendfile,
+        } = how;
         if head_only {
             return write_all(&self.s, &io.out, t).await;
         }
@@ -510,6 +449,34 @@ impl<S: Stream> Conn<S> {
                 write_all(&self.s, &io.out, t).await?;
                 *sent += parts.trailer.len() as u64;
                 Ok(())
+            }
+            Body::Stream { stream, .. } => {
+                // The head leaves with the first piece; each piece is written
+                // before the next is asked for.
+                let mut first = true;
+                while let Some(piece) = stream.next().await? {
+                    if piece.is_empty() {
+                        continue;
+                    }
+                    if chunked {
+                        if !first {
+                            io.out.extend_from_slice(b"\r\n");
+                        }
+                        io.out
+                            .extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                    }
+                    write_vectored_all(&self.s, &io.out, &piece, t, sent).await?;
+                    io.out.clear();
+                    first = false;
+                }
+                if chunked {
+                    io.out.extend_from_slice(if first {
+                        b"0\r\n\r\n".as_slice()
+                    } else {
+                        b"\r\n0\r\n\r\n"
+                    });
+                }
+                write_all(&self.s, &io.out, t).await
             }
         }
     }
@@ -589,8 +556,8 @@ impl<S: Stream> Conn<S> {
         let head = RequestHead::unparsed(&io.buf);
         let peer = self.peer;
         let req = self.request(vhosts, &head, "", &peer);
-        let resp = req.error(e.status);
-        if self.respond(io, &req, &resp, false).await.is_ok() {
+        let mut resp = req.error(e.status);
+        if self.respond(io, &req, &mut resp, false).await.is_ok() {
             self.close(io, &vhosts.default.conf.core, true).await;
         }
     }
@@ -631,6 +598,145 @@ impl<S: Stream> Conn<S> {
     }
 }
 
+/// How a response body goes out.
+#[derive(Clone, Copy)]
+struct How {
+    /// HEAD: the head only.
+    head_only: bool,
+    /// Chunked framing (unknown length, connection kept).
+    chunked: bool,
+    /// `sendfile on` for file bodies.
+    sendfile: bool,
+}
+
+/// The request body as read from this connection: handlers pull it through
+/// `RequestBody`; what they leave is discarded afterwards.
+struct ConnBody<'c, S> {
+    s: &'c S,
+    io: &'c mut Io,
+    framing: BodyFraming,
+    /// Content-Length framing: bytes still to come.
+    left: u64,
+    dec: ChunkedDecoder,
+    max: u64,
+    timeout: Duration,
+    send_timeout: Duration,
+    /// `Expect: 100-continue` not answered yet.
+    expect_continue: bool,
+    done: bool,
+    /// Body bytes taken from the connection, framing included.
+    read: u64,
+    /// Body bytes after decoding.
+    decoded: u64,
+    used_socket: bool,
+}
+
+impl<'c, S: Stream> ConnBody<'c, S> {
+    fn new(s: &'c S, io: &'c mut Io, head: &RequestHead, core: &CoreConf) -> Self {
+        let (left, done) = match head.framing {
+            BodyFraming::None | BodyFraming::Length(0) => (0, true),
+            BodyFraming::Length(n) => (n, false),
+            BodyFraming::Chunked => (0, false),
+        };
+        ConnBody {
+            s,
+            io,
+            framing: head.framing,
+            left,
+            dec: ChunkedDecoder::new(),
+            max: core.client_max_body_size,
+            timeout: core.client_body_timeout,
+            send_timeout: core.send_timeout,
+            expect_continue: head.expect_continue && !done,
+            done,
+            read: 0,
+            decoded: 0,
+            used_socket: false,
+        }
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, BodyError> {
+        if self.done {
+            return Ok(None);
+        }
+        if std::mem::take(&mut self.expect_continue) && self.io.buf.is_empty() {
+            write_all(self.s, b"HTTP/1.1 100 Continue\r\n\r\n", self.send_timeout)
+                .await
+                .map_err(|_| BodyError::Closed)?;
+        }
+        loop {
+            if let BodyFraming::Chunked = self.framing {
+                let before = self.io.buf.len();
+                let piece = self.dec.decode(&mut self.io.buf).map_err(BodyError::Bad)?;
+                self.read += (before - self.io.buf.len()) as u64;
+                match piece {
+                    Chunk::Data(d) => {
+                        self.decoded += d.len() as u64;
+                        if self.max != 0 && self.decoded > self.max {
+                            return Err(BodyError::TooLarge);
+                        }
+                        return Ok(Some(d));
+                    }
+                    Chunk::Done => {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                    Chunk::NeedMore => {}
+                }
+            } else if self.left == 0 {
+                self.done = true;
+                return Ok(None);
+            } else if !self.io.buf.is_empty() {
+                let take = (self.io.buf.len() as u64).min(self.left) as usize;
+                self.left -= take as u64;
+                self.read += take as u64;
+                self.decoded += take as u64;
+                return Ok(Some(self.io.buf.split_to(take).freeze()));
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Read more from the socket, waiting at most client_body_timeout.
+    async fn fill(&mut self) -> Result<(), BodyError> {
+        self.used_socket = true;
+        self.io.buf.reserve(16 * 1024);
+        loop {
+            match self.s.try_read_buf(&mut self.io.buf) {
+                Ok(0) => return Err(BodyError::Closed),
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    match tokio::time::timeout(self.timeout, self.s.readable()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return Err(BodyError::Closed),
+                        Err(_) => return Err(BodyError::TimedOut),
+                    }
+                }
+                Err(_) => return Err(BodyError::Closed),
+            }
+        }
+    }
+
+    /// Read and drop the rest of the body.
+    async fn discard(&mut self) -> Result<(), BodyError> {
+        while self.next_chunk().await?.is_some() {}
+        Ok(())
+    }
+}
+
+impl<S: Stream> RequestBody for ConnBody<'_, S> {
+    fn chunk(&mut self) -> BoxFuture<'_, Result<Option<bytes::Bytes>, BodyError>> {
+        Box::pin(self.next_chunk())
+    }
+
+    fn declared_len(&self) -> Option<u64> {
+        match self.framing {
+            BodyFraming::Length(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
 enum Read {
     Head(RequestHead),
     Idle,
@@ -642,17 +748,10 @@ enum ReadError {
     TimedOut,
 }
 
-enum BodyError {
-    TooLarge,
-    Bad(ParseError),
-    Io,
-}
-
-fn body_too_large(req: &Request<'_>, n: u64) -> Response {
+fn body_too_large(req: &Request<'_>, n: u64, max: u64) -> Response {
     crate::error_log!(
         Error,
-        "client intended to send too large body: {n} bytes, limit {}",
-        req.conf.core.client_max_body_size
+        "client intended to send too large body: {n} bytes, limit {max}"
     );
     req.error(413)
 }
