@@ -6,18 +6,6 @@ use common::*;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Wait (bounded) until `f` holds.
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
-}
-
 /// Wait until the log file has at least `n` lines; return them.
 #[track_caller]
 fn lines(v: &Vireo, file: &str, n: usize) -> Vec<String> {
@@ -543,15 +531,3 @@ fn bytes_sent_counts_partial_responses() {
     assert!(sent >= (1 << 20) - 512, "{}", l[0]);
 }
 
-/// Connect to a unix socket; the TCP port the harness waits for may answer a
-/// moment before the unix socket of the same server is bound.
-fn connect_unix(path: &std::path::Path) -> std::os::unix::net::UnixStream {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(u) => return u,
-            Err(e) if Instant::now() >= end => panic!("connect {}: {e}", path.display()),
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}

@@ -9,15 +9,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-const CONF: &str = "
-events {}
-http {
-    access_log off;
-    server {
-        listen 127.0.0.1:{port};
-        root {dir}/html;
-    }
-}";
+const CONF: &str = STATIC_CONF;
 
 /// A server from `CONF` (plus `extra` at http level) with a few files in html/.
 fn server(extra: &str) -> Vireo {

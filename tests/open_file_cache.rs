@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 fn conf(cache: &str) -> String {
     format!(
@@ -25,12 +25,6 @@ http {{
 }
 
 const VALID_1S: &str = "open_file_cache max=10 inactive=20s; open_file_cache_valid 1s;";
-
-fn set_mtime(path: &std::path::Path, secs: u64) {
-    let f = std::fs::File::options().write(true).open(path).unwrap();
-    f.set_modified(UNIX_EPOCH + Duration::from_secs(secs))
-        .unwrap();
-}
 
 fn big(n: usize, salt: u8) -> Vec<u8> {
     (0..n).map(|i| (i % 253) as u8 ^ salt).collect()

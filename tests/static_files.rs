@@ -6,15 +6,7 @@ use common::*;
 use std::io::{Read, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const CONF: &str = "
-events {}
-http {
-    access_log off;
-    server {
-        listen 127.0.0.1:{port};
-        root {dir}/html;
-    }
-}";
+const CONF: &str = STATIC_CONF;
 
 /// `CONF` with `extra` added at server level.
 fn conf(extra: &str) -> String {
@@ -37,13 +29,6 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
 
 fn req(path: &str, headers: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n")
-}
-
-/// Set a file's modification time (seconds since the epoch).
-fn set_mtime(path: &std::path::Path, secs: u64) {
-    let f = std::fs::File::options().write(true).open(path).unwrap();
-    f.set_modified(UNIX_EPOCH + Duration::from_secs(secs))
-        .unwrap();
 }
 
 #[test]

@@ -64,18 +64,6 @@ fn keepalive_get(s: &mut TcpStream, path: &str) -> Resp {
     }
 }
 
-/// Wait (bounded) until `f` holds.
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
-}
-
 fn basic(extra_main: &str, events: &str) -> String {
     format!(
         "{extra_main}\nevents {{ {events} }}\nhttp {{\n    access_log off;\n    server {{\n        listen 127.0.0.1:{{port}};\n        root {{dir}}/html;\n    }}\n}}\n"
@@ -274,13 +262,7 @@ fn unwritable_pid_file_is_fatal() {
         "v.conf",
         format!("pid /nonexistent-vireo/v.pid;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; }} }}\n"),
     );
-    let out = std::process::Command::new(BIN)
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(conf)
-        .output()
-        .unwrap();
+    let out = run_conf(&dir, &conf);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -566,13 +548,7 @@ fn bind_failure_is_reported() {
         "v.conf",
         format!("pid logs/v.pid;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; }} }}\n"),
     );
-    let out = std::process::Command::new(BIN)
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(conf)
-        .output()
-        .unwrap();
+    let out = run_conf(&dir, &conf);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -625,19 +601,6 @@ fn unix_socket_file_replaced_at_start_and_removed_at_exit() {
     v.signal(libc::SIGTERM);
     assert_eq!(v.wait_exit(5).and_then(|s| s.code()), Some(0));
     assert!(!sock.exists(), "socket file left behind");
-}
-
-/// Connect to a unix socket; the TCP port the harness waits for may answer a
-/// moment before the unix socket of the same server is bound.
-fn connect_unix(path: &std::path::Path) -> std::os::unix::net::UnixStream {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(u) => return u,
-            Err(e) if Instant::now() >= end => panic!("connect {}: {e}", path.display()),
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
 }
 
 #[test]

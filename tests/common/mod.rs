@@ -289,3 +289,57 @@ pub fn test_conf(dir: &TempDir, conf: &str) -> Output {
         .output()
         .unwrap()
 }
+
+/// The usual one-server static configuration: `{port}`, root `{dir}/html`, no access log.
+pub const STATIC_CONF: &str = "
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+    }
+}";
+
+/// Wait (bounded) until `f` holds; its last answer.
+pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// Set a file's mtime to `secs` after the epoch.
+pub fn set_mtime(path: &Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// Connect to a unix socket; the TCP port the harness waits for may answer a
+/// moment before the unix socket of the same server is bound.
+pub fn connect_unix(path: &Path) -> std::os::unix::net::UnixStream {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(u) => return u,
+            Err(e) if Instant::now() >= end => panic!("connect {}: {e}", path.display()),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// Run `vireo -p DIR -c CONF` to completion (for configurations that must fail).
+pub fn run_conf(dir: &TempDir, conf: &Path) -> Output {
+    Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(conf)
+        .output()
+        .unwrap()
+}
