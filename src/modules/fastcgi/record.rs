@@ -1,0 +1,314 @@
+//! FastCGI records (FastCGI 1.0 specification): encoding what we send to the
+//! application (BEGIN_REQUEST, PARAMS, STDIN, ABORT_REQUEST) and decoding what
+//! it answers (STDOUT, STDERR, END_REQUEST). Sans-IO: bytes in, records out.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 8;
+/// Largest content one record carries.
+pub const MAX_CONTENT: usize = 0xffff;
+
+/// Record types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Type {
+    BeginRequest = 1,
+    AbortRequest = 2,
+    EndRequest = 3,
+    Params = 4,
+    Stdin = 5,
+    Stdout = 6,
+    Stderr = 7,
+    Data = 8,
+    GetValues = 9,
+    GetValuesResult = 10,
+    UnknownType = 11,
+}
+
+impl Type {
+    fn from_u8(b: u8) -> Option<Type> {
+        Some(match b {
+            1 => Type::BeginRequest,
+            2 => Type::AbortRequest,
+            3 => Type::EndRequest,
+            4 => Type::Params,
+            5 => Type::Stdin,
+            6 => Type::Stdout,
+            7 => Type::Stderr,
+            8 => Type::Data,
+            9 => Type::GetValues,
+            10 => Type::GetValuesResult,
+            11 => Type::UnknownType,
+            _ => return None,
+        })
+    }
+}
+
+/// The responder role (the only one a web server uses).
+const ROLE_RESPONDER: u16 = 1;
+/// BEGIN_REQUEST flag: keep the connection open after the request.
+const FLAG_KEEP_CONN: u8 = 1;
+
+fn header(out: &mut BytesMut, t: Type, id: u16, len: usize) {
+    debug_assert!(len <= MAX_CONTENT);
+    // Pad the content to a multiple of 8, as the specification recommends.
+    let pad = (8 - len % 8) % 8;
+    out.put_u8(VERSION);
+    out.put_u8(t as u8);
+    out.put_u16(id);
+    out.put_u16(len as u16);
+    out.put_u8(pad as u8);
+    out.put_u8(0);
+}
+
+fn padding(out: &mut BytesMut, len: usize) {
+    out.put_bytes(0, (8 - len % 8) % 8);
+}
+
+/// BEGIN_REQUEST for the responder role.
+pub fn begin_request(out: &mut BytesMut, id: u16, keep_conn: bool) {
+    header(out, Type::BeginRequest, id, 8);
+    out.put_u16(ROLE_RESPONDER);
+    out.put_u8(if keep_conn { FLAG_KEEP_CONN } else { 0 });
+    out.put_bytes(0, 5);
+}
+
+/// ABORT_REQUEST: the client went away.
+pub fn abort_request(out: &mut BytesMut, id: u16) {
+    header(out, Type::AbortRequest, id, 0);
+}
+
+/// One stream's content (PARAMS or STDIN), split into records of at most
+/// `MAX_CONTENT` bytes. An empty `data` writes the stream's end record.
+pub fn stream(out: &mut BytesMut, t: Type, id: u16, mut data: &[u8]) {
+    if data.is_empty() {
+        header(out, t, id, 0);
+        return;
+    }
+    while !data.is_empty() {
+        let n = data.len().min(MAX_CONTENT);
+        header(out, t, id, n);
+        out.put_slice(&data[..n]);
+        padding(out, n);
+        data = &data[n..];
+    }
+}
+
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    if n < 128 {
+        out.push(n as u8);
+    } else {
+        out.extend_from_slice(&((n as u32) | 0x8000_0000).to_be_bytes());
+    }
+}
+
+/// Encodes name-value pairs for the PARAMS stream.
+#[derive(Default, Debug)]
+pub struct Params {
+    buf: Vec<u8>,
+}
+
+impl Params {
+    pub fn add(&mut self, name: &[u8], value: &[u8]) {
+        put_len(&mut self.buf, name.len());
+        put_len(&mut self.buf, value.len());
+        self.buf.extend_from_slice(name);
+        self.buf.extend_from_slice(value);
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// Decode name-value pairs (for tests and GET_VALUES_RESULT).
+pub fn decode_params(mut b: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn len(b: &mut &[u8]) -> Option<usize> {
+        let first = *b.first()?;
+        if first < 128 {
+            *b = &b[1..];
+            Some(first as usize)
+        } else {
+            let v = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) & 0x7fff_ffff;
+            *b = &b[4..];
+            Some(v as usize)
+        }
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let (n, v) = (len(&mut b)?, len(&mut b)?);
+        let name = b.get(..n)?.to_vec();
+        let value = b.get(n..n + v)?.to_vec();
+        b = &b[n + v..];
+        out.push((name, value));
+    }
+    Some(out)
+}
+
+/// A record received from the application.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Record {
+    Stdout(Bytes),
+    Stderr(Bytes),
+    /// END_REQUEST: application status and protocol status (0 = complete).
+    End {
+        app_status: u32,
+        protocol_status: u8,
+    },
+    /// Any other type (management records): ignored by the caller.
+    Other(Type),
+}
+
+/// Why a reply could not be decoded: the upstream is answered with 502.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Malformed(pub &'static str);
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Take one record for request `id` off the front of `buf`; `Ok(None)` when
+/// more bytes are needed.
+pub fn decode(buf: &mut BytesMut, id: u16) -> Result<Option<Record>, Malformed> {
+    if buf.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    if buf[0] != VERSION {
+        return Err(Malformed(
+            "upstream sent unsupported FastCGI protocol version",
+        ));
+    }
+    let t = Type::from_u8(buf[1]).ok_or(Malformed("upstream sent invalid FastCGI record type"))?;
+    let rid = u16::from_be_bytes([buf[2], buf[3]]);
+    let len = u16::from_be_bytes([buf[4], buf[5]]) as usize;
+    let pad = buf[6] as usize;
+    if buf.len() < HEADER_LEN + len + pad {
+        return Ok(None);
+    }
+    // Management records carry request id 0; anything else must be ours.
+    if rid != id && rid != 0 {
+        return Err(Malformed("upstream sent unexpected FastCGI request id"));
+    }
+    buf.advance(HEADER_LEN);
+    let content = buf.split_to(len).freeze();
+    buf.advance(pad);
+    Ok(Some(match t {
+        Type::Stdout => Record::Stdout(content),
+        Type::Stderr => Record::Stderr(content),
+        Type::EndRequest => {
+            if content.len() < 8 {
+                return Err(Malformed("upstream sent short FastCGI END_REQUEST"));
+            }
+            Record::End {
+                app_status: u32::from_be_bytes([content[0], content[1], content[2], content[3]]),
+                protocol_status: content[4],
+            }
+        }
+        other => Record::Other(other),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Build a record as an application would.
+    fn app_record(t: Type, id: u16, content: &[u8], pad: u8) -> Vec<u8> {
+        let mut v = vec![1, t as u8];
+        v.extend_from_slice(&id.to_be_bytes());
+        v.extend_from_slice(&(content.len() as u16).to_be_bytes());
+        v.extend_from_slice(&[pad, 0]);
+        v.extend_from_slice(content);
+        v.extend(std::iter::repeat_n(0, pad as usize));
+        v
+    }
+
+    #[test]
+    fn begin_request_layout() {
+        let mut b = BytesMut::new();
+        begin_request(&mut b, 1, true);
+        assert_eq!(&b[..], &[1, 1, 0, 1, 0, 8, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn params_round_trip_with_long_values() {
+        let mut p = Params::default();
+        p.add(b"SCRIPT_FILENAME", b"/srv/index.php");
+        let long = vec![b'x'; 300];
+        p.add(b"HTTP_COOKIE", &long);
+        let back = decode_params(p.as_bytes()).unwrap();
+        assert_eq!(
+            back[0],
+            (b"SCRIPT_FILENAME".to_vec(), b"/srv/index.php".to_vec())
+        );
+        assert_eq!(back[1].1.len(), 300);
+        // 300 needs the 4-byte length form.
+        assert_eq!(&p.as_bytes()[17 + 14..17 + 14 + 5], &[11, 0x80, 0, 1, 44]);
+    }
+
+    #[test]
+    fn streams_split_pad_and_end() {
+        let mut b = BytesMut::new();
+        let data = vec![7u8; MAX_CONTENT + 10];
+        stream(&mut b, Type::Stdin, 3, &data);
+        stream(&mut b, Type::Stdin, 3, b"");
+        // First record: full size, padding 1 to reach a multiple of 8.
+        assert_eq!(&b[..8], &[1, 5, 0, 3, 0xff, 0xff, 1, 0]);
+        let second = HEADER_LEN + MAX_CONTENT + 1;
+        assert_eq!(&b[second..second + 8], &[1, 5, 0, 3, 0, 10, 6, 0]);
+        let end = second + HEADER_LEN + 10 + 6;
+        assert_eq!(&b[end..], &[1, 5, 0, 3, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn decodes_records_split_anywhere() {
+        let mut wire = app_record(Type::Stdout, 1, b"Status: 200\r\n\r\nhi", 6);
+        wire.extend(app_record(Type::Stderr, 1, b"warning", 1));
+        wire.extend(app_record(
+            Type::EndRequest,
+            1,
+            &[0, 0, 0, 5, 0, 0, 0, 0],
+            0,
+        ));
+        for cut in 0..wire.len() {
+            let mut buf = BytesMut::from(&wire[..cut]);
+            let mut got = Vec::new();
+            while let Some(r) = decode(&mut buf, 1).unwrap() {
+                got.push(r);
+            }
+            buf.extend_from_slice(&wire[cut..]);
+            while let Some(r) = decode(&mut buf, 1).unwrap() {
+                got.push(r);
+            }
+            assert_eq!(got.len(), 3, "cut at {cut}");
+            assert_eq!(
+                got[0],
+                Record::Stdout(Bytes::from_static(b"Status: 200\r\n\r\nhi"))
+            );
+            assert_eq!(got[1], Record::Stderr(Bytes::from_static(b"warning")));
+            assert_eq!(
+                got[2],
+                Record::End {
+                    app_status: 5,
+                    protocol_status: 0
+                }
+            );
+            assert!(buf.is_empty());
+        }
+    }
+
+    #[test]
+    fn refuses_garbage() {
+        let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\n\r\n"[..]);
+        assert!(decode(&mut b, 1).is_err());
+        let mut b = BytesMut::from(&app_record(Type::Stdout, 9, b"x", 7)[..]);
+        assert!(decode(&mut b, 1).is_err(), "another request's record");
+        let mut b = BytesMut::from(&[1u8, 42, 0, 1, 0, 0, 0, 0][..]);
+        assert!(decode(&mut b, 1).is_err(), "unknown type");
+        let mut b = BytesMut::from(&app_record(Type::EndRequest, 1, &[0, 0], 6)[..]);
+        assert!(decode(&mut b, 1).is_err(), "short END_REQUEST");
+    }
+}
