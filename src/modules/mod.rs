@@ -1,5 +1,6 @@
 //! Feature modules: each one holds its runtime and its directives.
 
+pub mod fastcgi;
 pub mod log;
 pub mod static_files;
 
