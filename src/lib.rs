@@ -8,3 +8,4 @@ pub mod http;
 pub mod modules;
 pub mod server;
 pub mod sys;
+pub mod upstream;
