@@ -2,3 +2,4 @@
 //! connection pools and health.
 
 pub mod balance;
+pub mod response;

@@ -1,0 +1,321 @@
+//! Parsing an upstream's HTTP/1.x response head, as strictly as client
+//! requests: the status, the headers to pass on (hop-by-hop ones and those the
+//! Connection header names removed, RFC 9110 §7.6.1), how the body is framed,
+//! and whether the upstream connection can be reused.
+
+use bytes::{Buf, BytesMut};
+
+/// How the upstream delimits the body that follows the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (HEAD, 1xx, 204, 304).
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the upstream closes the connection.
+    Close,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct UpstreamHead {
+    pub status: u16,
+    pub reason: String,
+    /// HTTP/1.1 (true) or HTTP/1.0.
+    pub http11: bool,
+    /// End-to-end headers in order, duplicates kept.
+    pub headers: Vec<(String, String)>,
+    pub framing: Framing,
+    /// The connection may carry another request after this body.
+    pub reusable: bool,
+    /// 101 Switching Protocols: the connection becomes a tunnel.
+    pub upgrade: bool,
+}
+
+impl UpstreamHead {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An invalid upstream reply (answered with 502, and `invalid_header` for
+/// proxy_next_upstream).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Invalid(pub &'static str);
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Take a response head off the front of `buf`; `Ok(None)` when more bytes are
+/// needed (an error once `buf` holds `max` bytes). `head_request`: the request
+/// was HEAD, so no body follows whatever the headers say.
+pub fn parse(
+    buf: &mut BytesMut,
+    max: usize,
+    head_request: bool,
+) -> Result<Option<UpstreamHead>, Invalid> {
+    // Interim 1xx responses other than 101 are skipped (RFC 9110 §15.2).
+    loop {
+        let Some(h) = parse_one(buf, max, head_request)? else {
+            return Ok(None);
+        };
+        if (100..200).contains(&h.status) && h.status != 101 {
+            continue;
+        }
+        return Ok(Some(h));
+    }
+}
+
+fn parse_one(
+    buf: &mut BytesMut,
+    max: usize,
+    head_request: bool,
+) -> Result<Option<UpstreamHead>, Invalid> {
+    // Bare LF line endings and NUL are refused, as in requests.
+    let end = match memchr::memmem::find(buf, b"\r\n\r\n") {
+        Some(i) => i + 4,
+        None if buf.len() >= max => return Err(Invalid("upstream sent too big header")),
+        None => return Ok(None),
+    };
+    if end > max {
+        return Err(Invalid("upstream sent too big header"));
+    }
+    let raw = &buf[..end];
+    if raw.contains(&0)
+        || raw.windows(2).enumerate().any(|(i, w)| {
+            (w[1] == b'\n' && w[0] != b'\r')
+                || (w[0] == b'\r' && w[1] != b'\n')
+                || (i == 0 && w[0] == b'\n')
+        })
+    {
+        return Err(Invalid("upstream sent invalid header"));
+    }
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut resp = httparse::Response::new(&mut fields);
+    match resp.parse(raw) {
+        Ok(httparse::Status::Complete(n)) if n == end => {}
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(Invalid("upstream sent too many headers"));
+        }
+        _ => return Err(Invalid("upstream sent invalid header")),
+    }
+    let status = resp
+        .code
+        .ok_or(Invalid("upstream sent no valid HTTP/1.0 header"))?;
+    if !(100..=599).contains(&status) {
+        return Err(Invalid("upstream sent invalid status"));
+    }
+    let http11 = resp.version == Some(1);
+    let reason = resp.reason.unwrap_or("").to_string();
+
+    let mut connection_tokens: Vec<String> = Vec::new();
+    let mut close = !http11;
+    let mut chunked = false;
+    let mut te_seen = false;
+    let mut length: Option<u64> = None;
+    for f in resp.headers.iter() {
+        let v =
+            std::str::from_utf8(f.value).map_err(|_| Invalid("upstream sent invalid header"))?;
+        if f.name.eq_ignore_ascii_case("connection") {
+            for t in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                if t.eq_ignore_ascii_case("close") {
+                    close = true;
+                } else if t.eq_ignore_ascii_case("keep-alive") && !http11 {
+                    close = false;
+                }
+                connection_tokens.push(t.to_ascii_lowercase());
+            }
+        } else if f.name.eq_ignore_ascii_case("transfer-encoding") {
+            if te_seen || !http11 {
+                return Err(Invalid("upstream sent invalid Transfer-Encoding"));
+            }
+            te_seen = true;
+            let last = v.rsplit(',').next().unwrap_or("").trim();
+            if !last.eq_ignore_ascii_case("chunked") || v.split(',').count() > 1 {
+                return Err(Invalid("upstream sent unsupported Transfer-Encoding"));
+            }
+            chunked = true;
+        } else if f.name.eq_ignore_ascii_case("content-length") {
+            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Invalid("upstream sent invalid Content-Length"));
+            }
+            let n: u64 = v
+                .parse()
+                .map_err(|_| Invalid("upstream sent invalid Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Invalid("upstream sent duplicate Content-Length"));
+            }
+            length = Some(n);
+        }
+    }
+    if chunked && length.is_some() {
+        return Err(Invalid(
+            "upstream sent both Content-Length and Transfer-Encoding",
+        ));
+    }
+    let headers = resp
+        .headers
+        .iter()
+        .filter(|f| {
+            let n = f.name.to_ascii_lowercase();
+            n != "content-length"
+                && !HOP_BY_HOP.contains(&n.as_str())
+                && !connection_tokens.contains(&n)
+        })
+        .map(|f| {
+            (
+                f.name.to_string(),
+                String::from_utf8_lossy(f.value).into_owned(),
+            )
+        })
+        .collect();
+    let upgrade = status == 101;
+    let framing = if head_request
+        || upgrade
+        || (100..200).contains(&status)
+        || status == 204
+        || status == 304
+    {
+        Framing::None
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else {
+        Framing::Close
+    };
+    buf.advance(end);
+    Ok(Some(UpstreamHead {
+        status,
+        reason,
+        http11,
+        headers,
+        reusable: !close && framing != Framing::Close && !upgrade,
+        framing,
+        upgrade,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(raw: &str) -> Result<Option<UpstreamHead>, Invalid> {
+        parse(&mut BytesMut::from(raw.as_bytes()), 8192, false)
+    }
+
+    #[test]
+    fn keep_alive_with_length() {
+        let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\nSet-Cookie: a\r\nSet-Cookie: b\r\n\r\nhello"[..]);
+        let h = parse(&mut b, 8192, false).unwrap().unwrap();
+        assert_eq!(
+            (h.status, h.framing, h.reusable),
+            (200, Framing::Length(5), true)
+        );
+        assert_eq!(&b[..], b"hello");
+        assert_eq!(
+            h.headers.iter().filter(|(n, _)| n == "Set-Cookie").count(),
+            2
+        );
+        assert!(
+            h.header("content-length").is_none(),
+            "the server frames the body itself"
+        );
+    }
+
+    #[test]
+    fn framing_rules() {
+        assert_eq!(
+            p("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .unwrap()
+                .unwrap()
+                .framing,
+            Framing::Chunked
+        );
+        let h = p("HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
+        assert_eq!((h.framing, h.reusable), (Framing::Close, false));
+        let h = p("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.reusable);
+        assert_eq!(
+            p("HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n")
+                .unwrap()
+                .unwrap()
+                .framing,
+            Framing::None
+        );
+        let head = parse(
+            &mut BytesMut::from(&b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"[..]),
+            8192,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(head.framing, Framing::None);
+        assert!(
+            !p("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n")
+                .unwrap()
+                .unwrap()
+                .reusable
+        );
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_removed() {
+        let h = p("HTTP/1.1 200 OK\r\nConnection: X-Secret, keep-alive\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nUpgrade: h2c\r\nX-Kept: 2\r\nContent-Length: 0\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.headers, vec![("X-Kept".to_string(), "2".to_string())]);
+    }
+
+    #[test]
+    fn interim_responses_skipped_and_upgrade_kept() {
+        let h = p("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.status, 200);
+        let h = p(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(h.upgrade && !h.reusable && h.framing == Framing::None);
+    }
+
+    #[test]
+    fn refuses_what_a_request_would_be_refused_for() {
+        for bad in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\nContent-Length: 0\n\n\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nX: \0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
+            "HTTP/1.1 99 Odd\r\n\r\n",
+            "garbage\r\n\r\n",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse(&mut BytesMut::from(&[b'a'; 9000][..]), 8192, false).is_err());
+        assert_eq!(p("HTTP/1.1 200 OK\r\nX-A: 1\r\n"), Ok(None));
+    }
+}
