@@ -1,4 +1,5 @@
-"""Tests of the wrk parser and /proc CPU accounting: python3 -m unittest discover -s bench"""
+"""Tests of the load-generator parsers, /proc CPU accounting, summaries, report rendering
+and templates: python3 -m unittest discover -s bench -p 'test_*.py'"""
 import os
 import sys
 import tempfile
@@ -92,16 +93,34 @@ class CpuAccounting(unittest.TestCase):
         self.tmp.cleanup()
 
     def test_parse_stat(self):
-        self.assertEqual(vb.parse_stat(stat_line(5, "a) (b", 4, 10, 20)), (4, 30))
+        # cutime+cstime (999 each in stat_line) are the children the process reaped
+        self.assertEqual(vb.parse_stat(stat_line(5, "a) (b", 4, 10, 20)), (4, 30, 1998))
 
     def test_tree_and_cpu(self):
         pids = vb.process_tree(100, proc=self.proc)
         self.assertEqual(sorted(pids), [100, 101, 102])
-        self.assertAlmostEqual(vb.cpu_seconds(pids, proc=self.proc, hz=100), 7.15)
+        # own 5 + 700 + 10 ticks, reaped 3 x 1998 ticks, at 100 Hz
+        self.assertAlmostEqual(vb.cpu_seconds(pids, proc=self.proc, hz=100), 7.15 + 59.94)
         self.assertAlmostEqual(vb.rss_mb(pids, proc=self.proc), 7.0)
 
+    def test_tree_ignores_helpers(self):
+        self.assertEqual(sorted(vb.process_tree(100, proc=self.proc, ignore=("helper",))),
+                         [100, 101])
+
     def test_vanished_process(self):
-        self.assertAlmostEqual(vb.cpu_seconds([100, 4242], proc=self.proc, hz=100), 0.05)
+        self.assertAlmostEqual(vb.cpu_seconds([100, 4242], proc=self.proc, hz=100), 0.05 + 19.98)
+
+    def test_exact_runtime_beats_ticks(self):
+        # 0.6 ms of CPU reads 0 ticks in stat; the threads' sched files have it exactly
+        d = Path(self.proc, "300")
+        d.mkdir()
+        (d / "stat").write_text(stat_line(300, "php-fpm", 1, 0, 0).replace(" 999 999 ", " 0 0 "))
+        for tid, ms in ((300, 0.4), (301, 0.2)):
+            t = d / "task" / str(tid)
+            t.mkdir(parents=True)
+            (t / "sched").write_text(f"php-fpm ({tid}, #threads: 2)\n---\n"
+                                     f"se.exec_start : 1.0\nse.sum_exec_runtime : {ms:.6f}\n")
+        self.assertAlmostEqual(vb.cpu_seconds([300], proc=self.proc, hz=100), 0.0006)
 
     def test_us_per_request(self):
         self.assertAlmostEqual(vb.cpu_us_per_req(10.0, 15.0, 500000), 10.0)

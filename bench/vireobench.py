@@ -154,19 +154,38 @@ def process_tree(pid, proc="/proc", ignore=()):
     return tree
 
 
+def sched_runtime(pid, proc="/proc"):
+    """CPU seconds of pid's live threads from se.sum_exec_runtime (ms, exact) in
+    /proc/PID/task/TID/sched; None where the kernel has no such file."""
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return None
+    total, seen = 0.0, False
+    for tid in tids:
+        m = re.search(r"^se\.sum_exec_runtime\s*:\s*([\d.]+)",
+                      _read(f"{proc}/{pid}/task/{tid}/sched") or "", re.M)
+        if m:
+            total, seen = total + float(m.group(1)) / 1e3, True
+    return total if seen else None
+
+
 def cpu_seconds(pids, proc="/proc", hz=None):
-    """CPU seconds of pids: utime+stime (a process's stat covers all its threads)
-    plus cutime+cstime (children it has reaped, so a worker that exits mid-run is
-    not lost; a delta over a run stays exact because the dead child's own time was
-    in the 'before' reading)."""
+    """CPU seconds of pids: per process utime+stime (its stat covers all its threads,
+    dead ones too, but in whole clock ticks) or, when larger, the exact runtime of its
+    live threads -- 500 php-fpm children that use 0.6 ms each would read 0 ticks each;
+    plus cutime+cstime (children it has reaped, so a worker that exits mid-run is not
+    lost; a delta over a run stays exact because the dead child's own time was in the
+    'before' reading)."""
     hz = hz or os.sysconf("SC_CLK_TCK")
-    ticks = 0
+    total = 0.0
     for p in pids:
         text = _read(f"{proc}/{p}/stat")
         if text:
             _, own, reaped = parse_stat(text)
-            ticks += own + reaped
-    return ticks / hz
+            exact = sched_runtime(p, proc)
+            total += max(own / hz, exact or 0.0) + reaped / hz
+    return total
 
 
 def rss_mb(pids, proc="/proc"):
@@ -270,14 +289,122 @@ def parse_ab(out):
     }
 
 
-def run_ab(url, requests, concurrency, timeout_s):
-    """ab -n N -c C, no keep-alive (as in seed document 004); -r: go on after socket errors."""
-    cmd = ["taskset", "-c", LOAD_CPU, "ab", "-r", "-s", "30", "-n", str(requests),
-           "-c", str(concurrency), url]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+def run_ab(url, requests, concurrency, time_limit):
+    """ab -n N -c C, no keep-alive (as in seed document 004), stopped after time_limit s
+    (-t before -n: ab then honours both); -r: go on after socket errors."""
+    cmd = ["taskset", "-c", LOAD_CPU, "ab", "-r", "-s", "30", "-t", str(time_limit),
+           "-n", str(requests), "-c", str(concurrency), url]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit + 90)
     if r.returncode != 0 and "Complete requests" not in r.stdout:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-500:]}")
     return parse_ab(r.stdout)
+
+
+def parse_h2load(out):
+    """Counts from h2load's summary: requests, succeeded (2xx/3xx), failed (any
+    failure, HTTP status >= 400 included), errored, timeout, status classes."""
+    m = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", out, re.M)
+    if not m:
+        raise ValueError("h2load output has no 'requests:' line:\n" + out[-2000:])
+    total, started, done, ok, failed, errored, timeout = map(int, m.groups())
+    st = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out, re.M)
+    status = dict(zip(("2xx", "3xx", "4xx", "5xx"), map(int, st.groups()))) if st else {}
+    return {"requests": done, "started": started, "succeeded": ok, "failed": failed,
+            "errored": errored, "timeout": timeout, "status": status,
+            "in_flight": started - done, "errors": failed}
+
+
+def percentile(values, q):
+    """q-th percentile (0-100) of values by the nearest-rank method."""
+    if not values:
+        return None
+    import math
+    vals = sorted(values)
+    k = max(0, min(len(vals) - 1, math.ceil(q / 100 * len(vals)) - 1))
+    return vals[k]
+
+
+H2LOAD_IDLE = 10   # h2load -N: a connection silent this long (s) fails its request
+H2LOAD_GRACE = 5   # s after h2load's main phase before bench/run stops it
+
+
+def open_client_sockets(port):
+    """Client-side TCP sockets to 127.0.0.1:port that are not closed (ss)."""
+    r = subprocess.run(["ss", "-Htn", "exclude", "time-wait", f"dport = :{port}"],
+                       capture_output=True, text=True, timeout=10)
+    return len([l for l in r.stdout.splitlines() if l.strip()])
+
+
+def h2load_log(log):
+    """(status, duration ms) per request from an h2load --log-file
+    (start µs, status, duration µs per line)."""
+    out = []
+    for line in Path(log).read_text().splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[1].lstrip("-").isdigit() and parts[2].isdigit():
+            out.append((int(parts[1]), int(parts[2]) / 1e3))
+    return out
+
+
+def run_h2load(url, clients, duration, warmup, log, on_main=None):
+    """h2load --h1 -t1 -cC: connections are opened during `warmup` s, then requests are
+    counted for `duration` s.  on_main("start"/"stop") is called as h2load enters and
+    leaves its main phase, so CPU is read around exactly the counted requests.
+
+    Against a server that stops accepting, h2load waits minutes for connects after its
+    main phase; then it is stopped H2LOAD_GRACE s after it, the figures come from its
+    per-request log, and the clients still not served count as failed."""
+    import threading
+    from urllib.parse import urlparse
+    Path(log).unlink(missing_ok=True)
+    cmd = ["taskset", "-c", LOAD_CPU, "h2load", "--h1", "-t1", f"-c{clients}",
+           f"-D{duration}", f"--warm-up-time={int(warmup * 1000)}ms",
+           f"-N{H2LOAD_IDLE}s", f"--log-file={log}", url]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    limit = warmup + duration + H2LOAD_IDLE + 30
+    stalled = []
+
+    def stop_now():
+        if p.poll() is None:
+            stalled.append(open_client_sockets(urlparse(url).port))
+            p.kill()
+    timers = [threading.Timer(limit, p.kill)]
+    timers[0].start()
+    lines = []
+    try:
+        for line in p.stdout:
+            lines.append(line)
+            if on_main and "Main benchmark duration is started" in line:
+                on_main("start")
+            elif "Main benchmark duration is over" in line:
+                if on_main:
+                    on_main("stop")
+                timers.append(threading.Timer(H2LOAD_GRACE, stop_now))
+                timers[-1].start()
+        p.wait()
+    finally:
+        for t in timers:
+            t.cancel()
+    out = "".join(lines)
+    entries = h2load_log(log) if Path(log).exists() else []
+    lat = [ms for _, ms in entries]
+    if stalled:
+        ok = sum(1 for st, _ in entries if 200 <= st < 400)
+        r = {"requests": len(entries), "started": None, "succeeded": ok,
+             "failed": len(entries) - ok + stalled[0], "errored": None, "timeout": None,
+             "status": {}, "in_flight": None, "errors": len(entries) - ok + stalled[0],
+             "unserved_connections": stalled[0],
+             "note": f"h2load stopped {H2LOAD_GRACE} s after its main phase; "
+                     f"{stalled[0]} connections never served count as failed"}
+    elif p.returncode != 0:
+        raise RuntimeError(f"h2load did not finish within {limit:g} s (killed)" if p.returncode == -9
+                           else f"h2load failed ({p.returncode}): {out[-300:]}")
+    else:
+        r = parse_h2load(out)
+    r.update(ok_rps=r["succeeded"] / duration, duration_s=duration, clients=clients,
+             p50_ms=percentile(lat, 50), p99_ms=percentile(lat, 99))
+    return r
 
 
 def parse_oha_json(text):
@@ -370,9 +497,11 @@ class Server:
         if port_open(self.port):
             raise RuntimeError(f"port {self.port} already in use (try --port-base)")
         with open(self.log, "wb") as log:
-            # taskset execs the server, so proc.pid is the server (nginx: the master)
+            # taskset execs the server, so proc.pid is the server (nginx: the master).
+            # Own session: Apache prefork signals its whole process group when it stops.
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir)
+                                         stdin=subprocess.DEVNULL, cwd=self.dir,
+                                         start_new_session=True)
         deadline = time.monotonic() + self.spec.get("start_timeout", 15)
         while not port_open(self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -408,25 +537,40 @@ class Server:
 
 
 class Meter:
-    """CPU and RSS of a front server and its backends over one load run."""
+    """CPU and RSS of a front server and its backends over one load run: a context
+    manager, or start() and stop() called by hand (e.g. at h2load's main phase)."""
 
     def __init__(self, front, backends=()):
         self.front, self.backends = front, list(backends)
+        self.t0 = self.wall = None
 
-    def __enter__(self):
+    def start(self):
         self.t0 = time.monotonic()
         self.before = cpu_seconds(self.front.pids())
         self.before_b = cpu_seconds([p for b in self.backends for p in b.pids()])
-        return self
 
-    def __exit__(self, *exc):
+    def stop(self):
+        if self.t0 is None or self.wall is not None:
+            return
         self.wall = time.monotonic() - self.t0
         pids = self.front.pids()
         self.after, self.rss, self.processes = cpu_seconds(pids), rss_mb(pids), len(pids)
         bpids = [p for b in self.backends for p in b.pids()]
         self.after_b, self.rss_b = cpu_seconds(bpids), rss_mb(bpids)
 
+    def mark(self, what):
+        self.start() if what == "start" else self.stop()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
     def result(self, requests):
+        if self.t0 is None or self.wall is None:
+            raise RuntimeError("CPU was not read around the run (no main phase?)")
         out = {"cpu_s": self.after - self.before,
                "cpu_us_per_req": cpu_us_per_req(self.before, self.after, requests),
                "cpu_util": (self.after - self.before) / self.wall if self.wall else None,
@@ -479,7 +623,7 @@ def measure(name, scratch, root, port, path, duration, connections):
 # ---------------------------------------------------------------- setup
 
 # command -> Debian package providing it
-PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
+PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "h2load": "nghttp2-client", "nginx": "nginx", "apache2": "apache2",
             "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm", "cc": "gcc",
             "mod_php": "libapache2-mod-php"}
 
@@ -505,13 +649,24 @@ def ensure_tools(tools):
         subprocess.run(["cargo", "install", "--locked", "oha"], check=True)
 
 
+VIREO_NOTE = []
+
+
 def ensure_vireo():
-    """cargo build --release if the binary is missing or older than any source file."""
+    """cargo build --release if the binary is missing or older than any source file.
+    The tree is shared with other engineers: if the build fails and a binary exists,
+    that binary is measured and the report says so."""
     sources = [p for p in (REPO / "src").rglob("*") if p.is_file()] + [REPO / "Cargo.toml"]
     newest = max(p.stat().st_mtime for p in sources)
     if not VIREO.exists() or VIREO.stat().st_mtime < newest:
         print("building vireo (cargo build --release) ...", file=sys.stderr)
-        subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True)
+        r = subprocess.run(["cargo", "build", "--release"], cwd=REPO)
+        if r.returncode != 0:
+            if not VIREO.exists():
+                raise RuntimeError("cargo build --release failed and there is no vireo binary")
+            VIREO_NOTE.append("sources newer than the binary, cargo build failed: "
+                              "measured the existing binary")
+            print(f"bench/run: {VIREO_NOTE[-1]}", file=sys.stderr)
 
 
 def ensure_floor():
@@ -559,6 +714,7 @@ def machine_info(servers, tools=()):
     import resource
     versions = {s: first_line(command_output(SERVERS[s]["version"])) for s in servers}
     tool_versions = {"wrk": ["wrk", "-v"], "ab": ["ab", "-V"], "oha": ["oha", "--version"],
+                     "h2load": ["h2load", "--version"],
                      "php-fpm": [php_fpm_binary(), "-v"], "cc": ["cc", "--version"]}
     for t in tools:
         if t in tool_versions:
@@ -568,6 +724,7 @@ def machine_info(servers, tools=()):
         built = datetime.datetime.fromtimestamp(VIREO.stat().st_mtime) if VIREO.exists() else None
         versions["vireo"] += f" (commit {commit}, binary built {built:%Y-%m-%d %H:%M})" \
             if built else ""
+        versions["vireo"] += "".join(f"; {n}" for n in VIREO_NOTE)
     return {
         "nproc": os.cpu_count(),
         "cpu": cpu.group(1) if cpu else platform.processor(),
@@ -646,7 +803,7 @@ def markdown(rows, servers):
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r.get("note"):
-            cells = [r["file"], label(r["server"]), r["note"]] + [""] * (len(head) - 3)
+            cells = [r["file"], label(r["server"]), r["note"].split(" — ")[0]] + [""] * (len(head) - 3)
         else:
             cells = [r["file"], label(r["server"]), fmt(r["rps"], ",.0f"),
                      f"{fmt(r['cpu_us'], '.2f')} ({fmt(r['cpu_min'], '.2f')}–{fmt(r['cpu_max'], '.2f')})",
@@ -700,7 +857,7 @@ def parse_args(argv):
         + "\n  report the report and docs/benchmarks.md from the latest results/*.json")
     ap.add_argument("experiment", choices=list(exps) + ["all", "report"])
     ap.add_argument("--duration", type=int, help="seconds per measured load run "
-                    "(E1: 3, E3/E5/quick: 5)")
+                    "(E1: 2 after a warm-up of 1 s + 1 s per 5,000 clients; E3/E5/quick: 5)")
     ap.add_argument("--runs", type=int, help="repetitions of every point (3; E2: 1)")
     ap.add_argument("--points", help="E1 client counts, comma-separated "
                     "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
@@ -714,8 +871,9 @@ def parse_args(argv):
     ap.add_argument("--idle-conns", type=int, default=10000,
                     help="M: keep-alive connections to open (10000)")
     ap.add_argument("--ab-n", type=int, default=100000, help="E4: ab -n for the static page (100000)")
-    ap.add_argument("--ab-n-php", type=int, default=30000,
-                    help="E4: ab -n for phpinfo() (30000; the paper's 100000 adds ~10 min)")
+    ap.add_argument("--ab-n-php", type=int, default=100000, help="E4: ab -n for phpinfo() (100000)")
+    ap.add_argument("--ab-time", type=int, default=20,
+                    help="E4: ab -t, the cap in seconds on one ab run (20)")
     ap.add_argument("--ab-c", type=int, default=1000, help="E4: ab -c (1000)")
     ap.add_argument("--e2-duration", type=int, default=100, help="E2: seconds of load (100)")
     ap.add_argument("--e2-ramp", type=int, default=50, help="E2: seconds to ramp up (50)")
@@ -724,6 +882,8 @@ def parse_args(argv):
                     help="E2: seconds between two requests of one connection (5)")
     ap.add_argument("--e2-steps", type=int, default=10, help="E2: ramp steps, one oha each (10)")
     ap.add_argument("--e2-timeout", type=int, default=10, help="E2: oha -t, seconds (10)")
+    ap.add_argument("--results-dir", type=Path,
+                    help="where JSON, plots and reports go (bench/results)")
     ap.add_argument("--markdown-out", type=Path, help="also write the Markdown table here")
     ap.add_argument("--no-docs", action="store_true",
                     help="all/report: do not rewrite docs/benchmarks.md")
@@ -752,7 +912,7 @@ def run_one(name, args, argv, stamp):
     opts = exp.defaults(args)
     servers = opts.servers
     ensure_tools(exp.tools(opts))
-    if "vireo" in servers:
+    if "vireo" in servers and not getattr(args, "vireo_built", False):
         ensure_vireo()
     if "floor" in servers:
         ensure_floor()
@@ -774,7 +934,7 @@ def run_one(name, args, argv, stamp):
     out = RESULTS / f"{stamp:%Y-%m-%d}-{name}.json"
     out.write_text(json.dumps(data, indent=1) + "\n")
     print(table, end="")
-    print(f"raw results: {out.relative_to(REPO)} ({elapsed / 60:.1f} min)", file=sys.stderr)
+    print(f"raw results: {out} ({elapsed / 60:.1f} min)", file=sys.stderr)
     if args.markdown_out:
         args.markdown_out.write_text(table)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -782,7 +942,11 @@ def run_one(name, args, argv, stamp):
 
 
 def run(argv):
+    global RESULTS
     args = parse_args(argv)
+    if args.results_dir:
+        RESULTS = args.results_dir.resolve()
+        RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now()
     import report
     if args.experiment == "report":
@@ -790,6 +954,8 @@ def run(argv):
         return 0
     if args.experiment == "all":
         t0 = time.monotonic()
+        ensure_vireo()  # once: the whole run measures one binary
+        args.vireo_built = True
         for name in ALL_ORDER:
             print(f"== {name}", file=sys.stderr)
             try:

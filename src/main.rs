@@ -13,7 +13,7 @@ use vireo::error_log;
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const USAGE: &str = "\
-Usage: vireo [-h] [-v] [-V] [-t] [-T] [-p prefix] [-c file] [-g directives]
+Usage: vireo [-h] [-v] [-V] [-t] [-T] [-s signal] [-p prefix] [-c file] [-g directives]
 
 With no -c, vireo serves its embedded default site on 127.0.0.1:8080.
 
@@ -23,6 +23,9 @@ Options:
   -V            show version and built-in modules, and exit
   -t            test the configuration and exit (0 ok, 1 error)
   -T            test the configuration, print it, and exit
+  -s signal     send a signal to the running server (its pid file, from the
+                configuration): stop, quit, reopen, reload; reload first tests
+                the configuration and fails, sending nothing, if it is bad
   -p prefix     prefix for relative paths (default: the current folder)
   -c file       configuration file (default: the embedded configuration)
   -g directives global directives added to the configuration
@@ -35,6 +38,7 @@ struct Cli {
     global: Option<String>,
     test: bool,
     dump: bool,
+    signal: Option<(String, i32)>,
 }
 
 enum Action {
@@ -49,6 +53,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
         global: None,
         test: false,
         dump: false,
+        signal: None,
     };
     let mut args = args.peekable();
     while let Some(a) = args.next() {
@@ -67,7 +72,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
             }
             "-V" => {
                 eprintln!("vireo version: vireo/{}", env!("CARGO_PKG_VERSION"));
-                eprintln!("built-in modules: core, static_files, log");
+                eprintln!("built-in modules: core, static_files, log, status");
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "--directives-md" => {
@@ -83,10 +88,15 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
             "-p" => cli.prefix = Some(value("-p")?.into()),
             "-g" => cli.global = Some(value("-g")?),
             "-s" => {
-                return Err(
-                    "option \"-s\" (signals to a running server) is not implemented yet; send the signal with kill"
-                        .into(),
-                );
+                let name = value("-s")?;
+                let sig = match name.as_str() {
+                    "stop" => libc::SIGTERM,
+                    "quit" => libc::SIGQUIT,
+                    "reopen" => libc::SIGUSR1,
+                    "reload" => libc::SIGHUP,
+                    _ => return Err(format!("invalid option: \"-s {name}\"")),
+                };
+                cli.signal = Some((name, sig));
             }
             other => return Err(format!("invalid option: \"{other}\"")),
         }
@@ -114,6 +124,13 @@ fn main() -> ExitCode {
             eprintln!("vireo: {msg}\n\n{USAGE}");
             return ExitCode::FAILURE;
         }
+    };
+    // Sockets handed over by an old binary or systemd are adopted before this
+    // process opens anything, so their descriptor numbers are still theirs.
+    let inherited = if cli.test || cli.signal.is_some() {
+        vireo::server::inherit::Inherited::default()
+    } else {
+        vireo::server::inherit::collect()
     };
     // An absolute prefix, so that every path in messages and in `-T` is absolute.
     let prefix = match cli
@@ -147,9 +164,28 @@ fn main() -> ExitCode {
             if cli.test {
                 eprintln!("vireo: configuration file {name} test failed");
             }
+            if let Some((s, _)) = &cli.signal {
+                eprintln!("vireo: configuration file {name} is bad, signal \"{s}\" not sent");
+            }
             return ExitCode::FAILURE;
         }
     };
+    if let Some((signal, sig)) = &cli.signal {
+        // reload: the whole test, as -t, before anything is sent.
+        if *sig == libc::SIGHUP
+            && let (Some(path), level) = &config.error_log
+            && let Err(e) = ErrorLog::file(path, *level)
+        {
+            eprintln!(
+                "vireo: [emerg] open() \"{}\" failed ({})",
+                path.display(),
+                errlog::errno_text(&e)
+            );
+            eprintln!("vireo: configuration file {name} is bad, signal \"{signal}\" not sent");
+            return ExitCode::FAILURE;
+        }
+        return send_signal(&config, signal, *sig);
+    }
     if cli.test {
         // nginx opens the error log while testing: an unwritable path fails the test.
         if let (Some(path), level) = &config.error_log
@@ -193,13 +229,61 @@ fn main() -> ExitCode {
     for n in &config.notices {
         errlog::log(Level::Notice, format_args!("{n}"));
     }
-    match vireo::server::run(config) {
+    let opts = vireo::server::Options {
+        source,
+        prefix,
+        global: cli.global,
+        inherited,
+    };
+    match vireo::server::run(config, opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error_log!(Emerg, "{e}");
             if log_to_file {
                 eprintln!("vireo: [emerg] {e}");
             }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `-s NAME`: signal the server whose pid is in the configuration's pid file.
+fn send_signal(config: &load::Config, name: &str, sig: i32) -> ExitCode {
+    let Some(path) = &config.pid else {
+        eprintln!(
+            "vireo: [error] option \"-s\" finds the server by its pid file, and the configuration has no \"pid\" directive (signal \"{name}\" not sent)"
+        );
+        return ExitCode::FAILURE;
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "vireo: [error] open() \"{}\" failed ({})",
+                path.display(),
+                errlog::errno_text(&e)
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let pid = match text.trim().parse::<i32>() {
+        Ok(p) if p > 0 => p,
+        _ => {
+            eprintln!(
+                "vireo: [error] invalid PID number \"{}\" in \"{}\"",
+                text.trim(),
+                path.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    match vireo::sys::kill(pid, sig) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "vireo: [error] kill({pid}, {sig}) failed ({})",
+                errlog::errno_text(&e)
+            );
             ExitCode::FAILURE
         }
     }

@@ -530,4 +530,3 @@ fn bytes_sent_counts_partial_responses() {
     // At least what this client read, minus the head.
     assert!(sent >= (1 << 20) - 512, "{}", l[0]);
 }
-

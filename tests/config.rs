@@ -400,14 +400,16 @@ fn duplicate_named_location() {
 }
 
 #[test]
-fn daemon_on_is_refused_clearly() {
-    fails_at(
-        "daemon on;\nevents {}\n",
-        "\"daemon on\" is not supported: vireo stays in the foreground; run it under a service manager",
-        1,
-    );
+fn daemon_is_a_flag() {
+    // `daemon on` itself is tested in tests/workers.rs.
     let dir = TempDir::new("cf");
     passes(&dir, "daemon off;\nevents {}\n");
+    passes(&dir, "daemon on;\nevents {}\n");
+    fails_at(
+        "daemon maybe;\nevents {}\n",
+        "invalid value \"maybe\" in \"daemon\" directive, it must be \"on\" or \"off\"",
+        1,
+    );
 }
 
 #[test]
@@ -533,8 +535,8 @@ fn ignored_nginx_directives_give_notices() {
     let err = passes(
         &dir,
         "master_process on;\nevents {\n use epoll;\n accept_mutex off;\n}\nhttp {\n \
-         client_body_temp_path /tmp/b 1 2;\n proxy_temp_path /tmp/p;\n gzip on;\n gzip_types text/css application/json;\n \
-         gzip_comp_level 5;\n server_names_hash_bucket_size 64;\n}\n",
+         client_body_temp_path /tmp/b 1 2;\n proxy_temp_path /tmp/p;\n types_hash_max_size 2048;\n output_buffers 2 32k;\n \
+         postpone_output 1460;\n server_names_hash_bucket_size 64;\n}\n",
     );
     let conf = dir.path().join("t.conf");
     for (name, line) in [
@@ -543,9 +545,9 @@ fn ignored_nginx_directives_give_notices() {
         ("accept_mutex", 4),
         ("client_body_temp_path", 7),
         ("proxy_temp_path", 8),
-        ("gzip", 9),
-        ("gzip_types", 10),
-        ("gzip_comp_level", 11),
+        ("types_hash_max_size", 9),
+        ("output_buffers", 10),
+        ("postpone_output", 11),
         ("server_names_hash_bucket_size", 12),
     ] {
         let want = format!("vireo: [notice] \"{name}\" directive is ignored");
@@ -558,13 +560,13 @@ fn ignored_nginx_directives_give_notices() {
     }
     // They still check their context and arity.
     fails_at(
-        "events { gzip on; }\n",
-        "\"gzip\" directive is not allowed here",
+        "events { postpone_output 0; }\n",
+        "\"postpone_output\" directive is not allowed here",
         1,
     );
     fails_at(
-        "events {}\nhttp { gzip; }\n",
-        "invalid number of arguments in \"gzip\" directive",
+        "events {}\nhttp { postpone_output; }\n",
+        "invalid number of arguments in \"postpone_output\" directive",
         2,
     );
 }

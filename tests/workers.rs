@@ -632,23 +632,23 @@ fn sigusr1_reopens_log_files() {
     assert!(eventually(5, || v
         .dir
         .read("logs/error.log")
-        .contains("SIGHUP received")));
+        .contains("configuration reloaded")));
 }
 
 #[test]
-fn sighup_does_not_kill_the_server() {
+fn sighup_reloads_and_keeps_serving() {
     let dir = TempDir::new("hup");
     dir.write("html/x", "still here");
     let mut v = Vireo::start_in(
         dir,
-        &basic("pid logs/v.pid;\nerror_log logs/error.log warn;", ""),
+        &basic("pid logs/v.pid;\nerror_log logs/error.log notice;", ""),
     );
     v.signal(libc::SIGHUP);
     assert!(
-        eventually(5, || v.dir.read("logs/error.log").contains("[warn]")
-            && v.dir.read("logs/error.log").contains(
-                "SIGHUP received: configuration reload is not implemented yet, ignored"
-            )),
+        eventually(5, || {
+            let log = v.dir.read("logs/error.log");
+            log.contains("signal received, reconfiguring") && log.contains("configuration reloaded")
+        }),
         "{}",
         v.dir.read("logs/error.log")
     );
@@ -657,4 +657,280 @@ fn sighup_does_not_kill_the_server() {
     v.signal(libc::SIGTERM);
     assert_eq!(v.wait_exit(5).and_then(|s| s.code()), Some(0));
     assert!(!v.dir.path().join("logs/v.pid").exists());
+}
+
+/// CPU seconds (user + system) a process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+#[test]
+fn out_of_descriptors_pauses_accepting() {
+    let dir = TempDir::new("emfile");
+    dir.write("html/x", "x");
+    // Few descriptors: the connections below exhaust them.
+    let v = Vireo::start_in(
+        dir,
+        &basic(
+            "worker_rlimit_nofile 48;\nerror_log logs/error.log notice;",
+            "",
+        ),
+    );
+    let mut held = Vec::new();
+    for _ in 0..80 {
+        // The kernel completes the handshakes (backlog) even when vireo cannot accept.
+        held.push(v.connect());
+    }
+    assert!(
+        eventually(5, || v.dir.read("logs/error.log").contains(
+            "accept() failed (24: Too many open files), accepting paused for 100 ms"
+        )),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
+    // Paused, not spinning: little CPU while the descriptors stay exhausted.
+    let before = cpu_seconds(v.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_seconds(v.pid()) - before;
+    assert!(
+        used < 0.3,
+        "{used} s of CPU in 1 s while out of descriptors"
+    );
+    // Descriptors come back: the server goes on, queued connections included.
+    let mut queued = held.pop().unwrap();
+    drop(held);
+    queued.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
+    let r = Resp::parse(&read_to_close(&mut queued)).expect("a queued connection is served");
+    assert_eq!(r.status, 200);
+    assert!(eventually(5, || v.get("/x").status == 200));
+}
+
+#[test]
+fn user_directive_drops_privileges_after_binding_a_low_port() {
+    if !vireo::sys::is_root() {
+        eprintln!("not root: privilege drop not tested");
+        return;
+    }
+    let Some((uid, gid)) = vireo::sys::lookup_user("nobody").unwrap() else {
+        eprintln!("no user nobody: privilege drop not tested");
+        return;
+    };
+    // A free port below 1024, which only root may bind.
+    let Some(low) = (600..1000).find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+    else {
+        eprintln!("no free low port: privilege drop not tested");
+        return;
+    };
+    let dir = TempDir::new("user");
+    dir.write("html/x", "as nobody");
+    // The pid file's folder belongs to the user, so it can remove the file at exit.
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::os::unix::fs::chown(&run, Some(uid), Some(gid)).unwrap();
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let conf = dir.write(
+        "v.conf",
+        format!(
+            "user nobody;\npid run/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  \
+             listen 127.0.0.1:{low};\n  root {}/html;\n }}\n}}\n",
+            dir.path().display()
+        ),
+    );
+    let mut child = std::process::Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(&conf)
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(10, || TcpStream::connect(("127.0.0.1", low)).is_ok()),
+        "{}",
+        dir.read("stderr.log")
+    );
+    assert!(eventually(5, || dir
+        .read("logs/error.log")
+        .contains("running as user \"nobody\"")));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let ids = |key: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    // Real, effective, saved and filesystem ids: all the user's, no way back.
+    assert_eq!(ids("Uid:"), [uid; 4], "{status}");
+    assert_eq!(ids("Gid:"), [gid; 4], "{status}");
+    let mut s = TcpStream::connect(("127.0.0.1", low)).unwrap();
+    s.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(
+        Resp::parse(&read_to_close(&mut s)).unwrap().text(),
+        "as nobody"
+    );
+    assert_eq!(dir.read("run/v.pid"), format!("{}\n", child.id()));
+    // SAFETY: our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(!run.join("v.pid").exists());
+}
+
+#[test]
+fn user_directive_is_checked() {
+    let dir = TempDir::new("userc");
+    let o = test_conf(&dir, "user no-such-user-here;\nevents {}\n");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("getpwnam(\"no-such-user-here\") failed") && err.contains("t.conf:1"),
+        "{err}"
+    );
+    let o = test_conf(&dir, "user nobody no-such-group-here;\nevents {}\n");
+    assert_eq!(o.status.code(), Some(1));
+}
+
+/// `vireo -p DIR -c CONF -s SIGNAL`.
+fn send(dir: &TempDir, conf: &std::path::Path, sig: &str) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(conf)
+        .args(["-s", sig])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn daemon_detaches_and_s_stop_ends_it() {
+    let dir = TempDir::new("daemon");
+    dir.write("html/x", "detached");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let port = free_port();
+    let conf = dir.write(
+        "v.conf",
+        format!(
+            "daemon on;\npid logs/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{ access_log off; server {{ listen 127.0.0.1:{port}; root {}/html; }} }}\n",
+            dir.path().display()
+        ),
+    );
+    // The command returns once detached; the server runs on with another pid.
+    let mut child = std::process::Command::new(BIN)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(&conf)
+        .spawn()
+        .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0));
+    assert!(eventually(5, || dir
+        .read("logs/v.pid")
+        .trim()
+        .parse::<u32>()
+        .is_ok()));
+    let pid: u32 = dir.read("logs/v.pid").trim().parse().unwrap();
+    assert_ne!(pid, child.id());
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(
+        Resp::parse(&read_to_close(&mut s)).unwrap().text(),
+        "detached"
+    );
+    // Its own session, no terminal.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(f[3], pid.to_string(), "session id: {stat}");
+    let o = send(&dir, &conf, "stop");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(eventually(5, || !std::path::Path::new(&format!(
+        "/proc/{pid}"
+    ))
+    .exists()
+        || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.contains(") Z"))));
+    assert!(eventually(5, || !dir.path().join("logs/v.pid").exists()));
+    assert!(
+        dir.read("logs/error.log")
+            .contains("signal received, exiting now")
+    );
+}
+
+#[test]
+fn s_signals_reach_the_server_of_the_pid_file() {
+    let dir = TempDir::new("sig");
+    dir.write("html/x", "x");
+    let conf = "pid logs/v.pid;\nerror_log logs/error.log notice;\nevents {}\nhttp {\n log_format u '$uri';\n access_log logs/access.log u;\n \
+                server {\n  listen 127.0.0.1:{port};\n  root {dir}/html;\n }\n}\n";
+    let mut v = Vireo::start_in(dir, conf);
+    let path = v.dir.path().join("vireo.conf");
+    let logs = v.dir.path().join("logs");
+    assert_eq!(v.get("/x").status, 200);
+    assert!(eventually(5, || v.dir.read("logs/access.log") == "/x\n"));
+    // reopen, after a logrotate-style rename.
+    std::fs::rename(logs.join("access.log"), logs.join("access.log.1")).unwrap();
+    let o = send(&v.dir, &path, "reopen");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(eventually(5, || logs.join("access.log").exists()));
+    assert_eq!(v.get("/x").status, 200);
+    assert!(eventually(5, || v.dir.read("logs/access.log") == "/x\n"));
+    // reload.
+    let o = send(&v.dir, &path, "reload");
+    assert_eq!(o.status.code(), Some(0));
+    assert!(eventually(5, || v
+        .dir
+        .read("logs/error.log")
+        .contains("configuration reloaded")));
+    // quit: graceful stop.
+    let o = send(&v.dir, &path, "quit");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(v.wait_exit(5).and_then(|s| s.code()), Some(0));
+    assert!(
+        v.dir
+            .read("logs/error.log")
+            .contains("gracefully shutting down")
+    );
+    // Nobody there any more: the pid file is gone.
+    let o = send(&v.dir, &path, "stop");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("open() \"") && err.contains("v.pid\" failed (2: No such file or directory)"),
+        "{err}"
+    );
+    // A stale pid file.
+    v.dir.write("logs/v.pid", "999999999\n");
+    let o = send(&v.dir, &path, "stop");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("(3: No such process)"));
+    let o = run(&["-s", "restart"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid option: \"-s restart\""));
 }

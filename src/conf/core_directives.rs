@@ -88,18 +88,10 @@ pub static DIRECTIVES: &[Def] = &[
         name: "daemon",
         ctx: Ctx::MAIN,
         arity: ONE,
-        set: |s, d, _| {
-            if flag(d, 0)? {
-                return Err(ConfError::new(
-                    "\"daemon on\" is not supported: vireo stays in the foreground; run it under a service manager",
-                    &d.span,
-                ));
-            }
-            set_once(&mut s.main().daemon, false, d)
-        },
+        set: |s, d, _| set_once(&mut s.main().daemon, flag(d, 0)?, d),
         syntax: "daemon on | off;",
         default: "off",
-        doc: "vireo always runs in the foreground (`daemon off`, the only accepted value).",
+        doc: "`on`: detach from the terminal after binding (fork, new session, standard streams to /dev/null); the pid file then holds the detached process. Skipped when started by a binary upgrade. Under a service manager, leave it off.",
     },
     Def {
         name: "include",
@@ -213,8 +205,11 @@ pub static DIRECTIVES: &[Def] = &[
                             &d.span,
                         ));
                     }
-                    regex::Regex::new(re).map_err(|err| regex_error(re, &err, d))?;
                     // The regex keeps its case (`\D` is not `\d`); it matches caselessly.
+                    // Its captures (numbered and named) are variables of the request.
+                    let compiled = crate::core::vars::Re::new(re, true)
+                        .map_err(|e| ConfError::new(e, &d.span))?;
+                    srv.phases.name_regex.push(compiled);
                     srv.names.push(name.to_string());
                     continue;
                 }
@@ -229,13 +224,18 @@ pub static DIRECTIVES: &[Def] = &[
                         &d.span,
                     ));
                 }
+                if name == "$hostname" {
+                    srv.names
+                        .push(crate::core::request::hostname().to_ascii_lowercase());
+                    continue;
+                }
                 srv.names.push(name.to_ascii_lowercase());
             }
             Ok(())
         },
         syntax: "server_name name …;",
         default: "\"\"",
-        doc: "Names of the virtual server: exact names, `*.example.com`, `www.example.*`, `~regex`; chosen by the Host header, as nginx does.",
+        doc: "Names of the virtual server, chosen by the Host header (or the host of an absolute request URI) as nginx does: an exact name first, then the longest leading wildcard (`*.example.com`; `.example.com` is both `example.com` and `*.example.com`), then the longest trailing wildcard (`www.example.*`), then `~regex` names in order (caseless; their captures, numbered and named, are variables of the request), else the `default_server` of the address (or its first server). `\"\"` matches requests without Host; `$hostname` is the machine's name. The first name is `$server_name`.\n\n```nginx\nserver_name example.com www.example.com;\nserver_name *.example.org;\nserver_name ~^(?<user>[a-z]+)\\.example\\.net$;\n```",
     },
     Def {
         name: "location",
@@ -244,6 +244,8 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, e| {
             let mut loc = location(d)?;
             e.walk(block(d), &mut Scope::Location(&mut loc))?;
+            crate::core::vars::registry::at(&d.span);
+            alias_vars(&mut loc, d)?;
             match s {
                 Scope::Server(srv) => srv.locations.push(loc),
                 Scope::Location(parent) => {
@@ -256,7 +258,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "location [ = | ~ | ~* | ^~ ] uri { … } | location @name { … }",
         default: "—",
-        doc: "Settings by request URI: `=` exact, `^~` prefix that stops regex search, plain prefix (longest wins), `~`/`~*` regex in order of appearance.",
+        doc: "Settings by request URI, chosen as nginx does: an `=` location equal to the URI; else the longest matching prefix, and unless it is a `^~` one, the first `~` (case-sensitive) or `~*` (caseless) regex location that matches, in the order written (a regex location's captures are variables of the request); else that longest prefix. Locations nest (the search continues inside the chosen prefix location). `@name` locations are reached only by try_files and error_page. A prefix location ending in `/` whose handler is proxy-like (`fastcgi_pass`, `proxy_pass`) answers its name without the slash with a 301 to it.\n\n```nginx\nlocation = / { }\nlocation / { }\nlocation ^~ /static/ { }\nlocation ~* \\.(png|jpg)$ { }\nlocation @fallback { }\n```",
     },
     Def {
         name: "types",
@@ -445,10 +447,39 @@ pub static DIRECTIVES: &[Def] = &[
         default: "on",
         doc: "Show vireo's version in the Server header and error pages.",
     },
+    Def {
+        name: "internal",
+        ctx: Ctx::LOCATION,
+        arity: Arity::args(0, 0),
+        set: |s, _, _| {
+            let Scope::Location(l) = s else {
+                unreachable!()
+            };
+            l.phases.internal = true;
+            Ok(())
+        },
+        syntax: "internal;",
+        default: "—",
+        doc: "The location serves only internal redirects (error_page, try_files, index, rewrite); a request from a client that lands on it gets 404.\n\n```nginx\nlocation /errors/ { internal; }\n```",
+    },
 ];
 
 /// Directives that mean nothing to vireo: accepted, with a notice in the error log.
 pub static IGNORED: &[Def] = &[
+    ignored(
+        "map_hash_max_size",
+        Ctx::HTTP,
+        ONE,
+        "map_hash_max_size size;",
+        "vireo sizes its tables itself",
+    ),
+    ignored(
+        "map_hash_bucket_size",
+        Ctx::HTTP,
+        ONE,
+        "map_hash_bucket_size size;",
+        "vireo sizes its tables itself",
+    ),
     ignored(
         "use",
         Ctx::EVENTS,
@@ -603,76 +634,6 @@ pub static IGNORED: &[Def] = &[
         "postpone_output size;",
         "vireo sizes its buffers itself",
     ),
-    ignored(
-        "gzip",
-        Ctx::HSL,
-        ONE,
-        "gzip on | off;",
-        "not implemented yet, responses are sent uncompressed",
-    ),
-    ignored(
-        "gzip_types",
-        Ctx::HSL,
-        Arity::args(1, MANY),
-        "gzip_types mime-type …;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_min_length",
-        Ctx::HSL,
-        ONE,
-        "gzip_min_length length;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_comp_level",
-        Ctx::HSL,
-        ONE,
-        "gzip_comp_level level;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_buffers",
-        Ctx::HSL,
-        Arity::args(2, 2),
-        "gzip_buffers number size;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_http_version",
-        Ctx::HSL,
-        ONE,
-        "gzip_http_version 1.0 | 1.1;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_proxied",
-        Ctx::HSL,
-        Arity::args(1, MANY),
-        "gzip_proxied off | expired | no-cache | no-store | private | no_last_modified | no_etag | auth | any …;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_disable",
-        Ctx::HSL,
-        Arity::args(1, MANY),
-        "gzip_disable regex …;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_vary",
-        Ctx::HSL,
-        ONE,
-        "gzip_vary on | off;",
-        "not implemented yet",
-    ),
-    ignored(
-        "gzip_static",
-        Ctx::HSL,
-        ONE,
-        "gzip_static on | off | always;",
-        "not implemented yet",
-    ),
 ];
 
 /// An accepted-and-ignored directive entry.
@@ -800,19 +761,9 @@ pub fn parse_listen_addr(a: &str) -> Result<SocketAddr, &'static str> {
         .ok_or("host not found")
 }
 
-/// `regex "(" compile failed: unclosed group`, on one line (the regex crate's
-/// own message spans several lines with a caret diagram).
+/// `regex "(" compile failed: unclosed group`, on one line.
 pub fn regex_error(pattern: &str, err: &regex::Error, d: &Directive) -> ConfError {
-    let full = err.to_string();
-    let why = full
-        .lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix("error: "))
-        .unwrap_or_else(|| full.lines().next().unwrap_or("invalid regex"));
-    ConfError::new(
-        format!("regex \"{pattern}\" compile failed: {why}"),
-        &d.span,
-    )
+    ConfError::new(crate::core::vars::regex_message(pattern, err), &d.span)
 }
 
 fn location(d: &Directive) -> Result<LocationConf, ConfError> {
@@ -845,10 +796,8 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
     };
     let regex = match kind {
         LocKind::Regex { caseless } => Some(
-            regex::RegexBuilder::new(pattern)
-                .case_insensitive(caseless)
-                .build()
-                .map_err(|err| regex_error(pattern, &err, d))?,
+            crate::core::vars::Re::new(pattern, caseless)
+                .map_err(|e| ConfError::new(e, &d.span))?,
         ),
         _ => None,
     };
@@ -859,9 +808,33 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
         conf: Default::default(),
         alias: None,
         content: None,
+        phases: Default::default(),
         locations: Vec::new(),
         span: d.span.clone(),
     })
+}
+
+/// An `alias` with variables, or in a regex location (where the alias is
+/// the whole file name), is rendered per request.
+fn alias_vars(loc: &mut LocationConf, d: &Directive) -> Result<(), ConfError> {
+    let Some(alias) = &loc.alias else {
+        return Ok(());
+    };
+    if loc.kind == LocKind::Named {
+        return Err(ConfError::new(
+            format!(
+                "\"alias\" directive is not allowed inside the named location \"{}\"",
+                loc.pattern
+            ),
+            &d.span,
+        ));
+    }
+    if alias.contains('$') {
+        let t =
+            crate::core::vars::Template::compile(alias).map_err(|e| ConfError::new(e, &d.span))?;
+        loc.phases.alias_vars = Some(t);
+    }
+    Ok(())
 }
 
 /// nginx's rules for a location inside a location.

@@ -9,12 +9,14 @@ use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
 use crate::core::errlog::Level;
 use crate::core::route::{Location, Locations, Server, VirtualHosts};
+use crate::core::vars::VarTable;
 use crate::modules::log::conf::{LogEnv, default_logs};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Where the configuration comes from.
+#[derive(Clone, Debug)]
 pub enum Source {
     File(PathBuf),
     /// The embedded default configuration, serving the embedded site from `root`.
@@ -29,12 +31,32 @@ pub const DEFAULT_CONF: &str = include_str!("default.conf");
 pub const DEFAULT_INDEX: &str = include_str!("default_site/index.html");
 
 /// One listening address and the servers behind it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Listener {
     pub addr: ListenAddr,
     pub reuseport: bool,
     pub backlog: i32,
     pub vhosts: Arc<VirtualHosts>,
+    /// Stable identity of the address for the life of the process: the same
+    /// address has the same key in every configuration loaded (reloads), so a
+    /// connection finds its listener in whichever snapshot is live.
+    pub key: usize,
+    /// No longer in the configuration (removed by a reload): kept for the
+    /// connections still open on it, which close after their next response.
+    pub retired: bool,
+}
+
+/// The key of a listening address (see [`Listener::key`]).
+pub fn listener_key(addr: &ListenAddr) -> usize {
+    static KEYS: std::sync::Mutex<Vec<ListenAddr>> = std::sync::Mutex::new(Vec::new());
+    let mut keys = KEYS.lock().unwrap_or_else(|e| e.into_inner());
+    match keys.iter().position(|a| a == addr) {
+        Some(k) => k,
+        None => {
+            keys.push(addr.clone());
+            keys.len() - 1
+        }
+    }
 }
 
 /// A loaded, validated configuration: what the workers serve from.
@@ -54,6 +76,27 @@ pub struct Config {
     pub notices: Vec<String>,
     /// Every access log file, for reopening after rotation (SIGUSR1).
     pub log_files: Vec<Arc<crate::modules::log::LogFile>>,
+    /// `user`: name, uid, gid to switch to after binding when started as root.
+    pub user: Option<(String, u32, u32)>,
+    pub daemon: bool,
+    /// `worker_shutdown_timeout`: how long a draining worker waits for its connections.
+    pub shutdown_timeout: Option<std::time::Duration>,
+    /// Listeners removed by reloads, for connections still open on them.
+    pub retired: Vec<Listener>,
+}
+
+impl Config {
+    /// The listener with this key: live, or retired while connections remain on it.
+    pub fn listener(&self, key: usize) -> &Listener {
+        match self.listeners.iter().find(|l| l.key == key) {
+            Some(l) => l,
+            None => self
+                .retired
+                .iter()
+                .find(|l| l.key == key)
+                .expect("a connection's listener is live or retired"),
+        }
+    }
 }
 
 /// Load and validate a configuration. `extra` holds `-g` directives.
@@ -80,13 +123,15 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
         log: LogEnv::default(),
     };
     let mut main = MainConf::default();
+    let vars = crate::core::vars::registry::begin();
     env.walk(&directives, &mut Scope::Main(&mut main))?;
+    let vars = Arc::new(crate::core::vars::registry::finish(vars)?);
     if !main.events_seen {
         return Err(ConfError::bare("no \"events\" section in configuration"));
     }
 
     let listeners = match main.http.take() {
-        Some(http) => build_http(http, &mut env)?,
+        Some(http) => build_http(http, &mut env, &vars)?,
         None => Vec::new(),
     };
     let workers = match main.worker_processes {
@@ -110,13 +155,21 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
         files,
         log_files: env.log.files(),
         notices: env.notices,
+        user: main.user,
+        daemon: main.daemon.unwrap_or(false),
+        shutdown_timeout: main.worker_shutdown_timeout,
+        retired: Vec::new(),
     })
 }
 
 /// A listening address, its servers in order, and its `default_server`.
 type AddrServers = (ListenSpec, Vec<Arc<Server>>, Option<Arc<Server>>);
 
-fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfError> {
+fn build_http(
+    mut http: HttpConf,
+    env: &mut Env,
+    vars: &Arc<VarTable>,
+) -> Result<Vec<Listener>, ConfError> {
     let mut base = LocConf::default();
     base.static_files.root = Arc::new(env.path("html"));
     if http.conf.log.access_log.is_none() {
@@ -127,7 +180,7 @@ fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfEr
     // Servers in order, and for each address the servers listening on it.
     let mut by_addr: Vec<AddrServers> = Vec::new();
     for srv in http.servers {
-        let (server, listens) = build_server(srv, &http_conf)?;
+        let (server, listens) = build_server(srv, &http_conf, vars)?;
         for l in listens {
             match by_addr.iter_mut().find(|(s, ..)| s.addr == l.addr) {
                 Some((spec, servers, default)) => {
@@ -160,10 +213,12 @@ fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfEr
         .map(|(spec, servers, default)| {
             let default = default.unwrap_or_else(|| servers[0].clone());
             Listener {
+                key: listener_key(&spec.addr),
                 addr: spec.addr,
                 reuseport: spec.reuseport,
                 backlog: spec.backlog,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
+                retired: false,
             }
         })
         .collect())
@@ -172,6 +227,7 @@ fn build_http(mut http: HttpConf, env: &mut Env) -> Result<Vec<Listener>, ConfEr
 fn build_server(
     srv: ServerConf,
     http: &LocConf,
+    vars: &Arc<VarTable>,
 ) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
     let conf = srv.conf.resolve(http);
     let mut listens = srv.listens;
@@ -224,6 +280,8 @@ fn build_server(
         conf: Arc::new(conf),
         locations: Locations::new(locs),
         named,
+        phases: srv.phases,
+        vars: vars.clone(),
     };
     Ok((Arc::new(server), listens))
 }
@@ -241,7 +299,9 @@ fn build_location(l: LocationConf, parent: &LocConf) -> Location {
         regex: l.regex,
         conf: Arc::new(conf),
         alias: l.alias,
+        auto_redirect: l.content.as_ref().is_some_and(|c| c.auto_redirect()),
         content: l.content,
+        phases: l.phases,
         nested: Locations::new(nested),
     }
 }

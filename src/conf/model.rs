@@ -2,7 +2,7 @@
 //! and the `settings!` macro that gives each module its inheritable settings.
 
 use super::ast::Span;
-use crate::modules::{log, static_files};
+use crate::modules::{autoindex, compress, error_page, headers, log, rewrite, static_files};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -73,6 +73,11 @@ pub struct LocConfSet {
     pub core: CoreConfSet,
     pub static_files: static_files::conf::StaticConfSet,
     pub log: log::conf::LogConfSet,
+    pub rewrite: rewrite::conf::RewriteConfSet,
+    pub error_page: error_page::conf::ErrorPageConfSet,
+    pub headers: headers::conf::HeadersConfSet,
+    pub autoindex: autoindex::conf::AutoindexConfSet,
+    pub compress: compress::conf::CompressConfSet,
 }
 
 /// Resolved settings of one level.
@@ -81,6 +86,11 @@ pub struct LocConf {
     pub core: CoreConf,
     pub static_files: static_files::conf::StaticConf,
     pub log: log::conf::LogConf,
+    pub rewrite: rewrite::conf::RewriteConf,
+    pub error_page: error_page::conf::ErrorPageConf,
+    pub headers: headers::conf::HeadersConf,
+    pub autoindex: autoindex::conf::AutoindexConf,
+    pub compress: compress::conf::CompressConf,
 }
 
 impl LocConfSet {
@@ -89,6 +99,11 @@ impl LocConfSet {
             core: self.core.resolve(&parent.core),
             static_files: self.static_files.resolve(&parent.static_files),
             log: self.log.resolve(&parent.log),
+            rewrite: self.rewrite.resolve(&parent.rewrite),
+            error_page: self.error_page.resolve(&parent.error_page),
+            headers: self.headers.resolve(&parent.headers),
+            autoindex: self.autoindex.resolve(&parent.autoindex),
+            compress: self.compress.resolve(&parent.compress),
         }
     }
 }
@@ -104,6 +119,9 @@ pub struct MainConf {
     pub pid: Option<PathBuf>,
     pub error_log: Option<(PathBuf, crate::core::errlog::Level)>,
     pub daemon: Option<bool>,
+    /// `user`: name, uid, gid (looked up when the directive is read).
+    pub user: Option<(String, u32, u32)>,
+    pub worker_shutdown_timeout: Option<std::time::Duration>,
     pub events_seen: bool,
     pub http: Option<HttpConf>,
 }
@@ -148,6 +166,8 @@ pub struct ServerConf {
     pub names: Vec<String>,
     pub locations: Vec<LocationConf>,
     pub span: Option<Span>,
+    /// Rewrite script, try_files, regex names: not inherited.
+    pub phases: crate::core::route::Phases,
 }
 
 /// How a location matches: `=`, `^~`, plain prefix, `~`, `~*`, or `@name`.
@@ -164,12 +184,14 @@ pub enum LocKind {
 pub struct LocationConf {
     pub kind: LocKind,
     pub pattern: String,
-    pub regex: Option<regex::Regex>,
+    pub regex: Option<crate::core::vars::Re>,
     pub conf: LocConfSet,
     /// `alias` is not inherited: it belongs to the location that sets it.
     pub alias: Option<String>,
     /// Content handler (`fastcgi_pass`, `return`, …): not inherited.
     pub content: Option<Arc<dyn crate::core::request::Content>>,
+    /// Rewrite script, try_files, internal, variable alias: not inherited.
+    pub phases: crate::core::route::Phases,
     pub locations: Vec<LocationConf>,
     pub span: Span,
 }

@@ -145,6 +145,7 @@ impl Env {
                 ConfError::new(format!("unknown directive \"{}\"", d.name), &d.span)
             })?;
             check(def, d, scope.ctx())?;
+            crate::core::vars::registry::at(&d.span);
             (def.set)(scope, d, self)?;
         }
         Ok(())
@@ -192,12 +193,21 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 4] {
+pub fn tables() -> [&'static [Def]; 13] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
         crate::modules::static_files::conf::DIRECTIVES,
         crate::modules::log::conf::DIRECTIVES,
+        crate::server::conf::DIRECTIVES,
+        crate::modules::status::conf::DIRECTIVES,
+        crate::modules::rewrite::conf::DIRECTIVES,
+        crate::modules::map::conf::DIRECTIVES,
+        crate::modules::try_files::conf::DIRECTIVES,
+        crate::modules::error_page::conf::DIRECTIVES,
+        crate::modules::headers::conf::DIRECTIVES,
+        crate::modules::autoindex::conf::DIRECTIVES,
+        crate::modules::compress::conf::DIRECTIVES,
     ]
 }
 

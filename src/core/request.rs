@@ -1,16 +1,33 @@
 //! The request context every phase and module works on, and the fixed phase
-//! pipeline: server selection → location → content (with internal redirects) →
-//! response filters. Content handlers plug in through the [`Content`] trait and
-//! read the request body through [`RequestBody`].
+//! pipeline, in nginx's order:
+//!
+//! 1. server rewrite: the server level's `rewrite`/`return`/`set`/`if`
+//!    script (again after each internal redirect, as in nginx);
+//! 2. find location (`=`, longest prefix, `^~`, regex in order, nested),
+//!    refusing `internal` locations to external requests;
+//! 3. location rewrite: the location's script; a changed URI (`last`, or a
+//!    rewrite without flag) goes back to 2;
+//! 4. pre-content: `try_files`;
+//! 5. content: the location's handler ([`Content`]), static files when none;
+//! 6. error pages: a response vireo generated (through [`Request::error`])
+//!    whose status has an `error_page` is replaced by an internal redirect;
+//! 7. response filters.
+//!
+//! Internal redirects (rewrite, try_files, index, error_page, named
+//! locations) are limited to [`MAX_REDIRECTS`] per request, as nginx's
+//! cycle check; one more is a 500.
 
 use crate::conf::model::LocConf;
 use crate::core::clock;
-use crate::core::route::{Location, Server};
-use crate::core::vars::{Var, VarSource, find_arg, find_cookie, push_u64};
+use crate::core::route::{Found, Location, Server};
+use crate::core::vars::{Captures, Re, UserKind, Var, VarSource, find_arg, find_cookie, push_u64};
 use crate::http::h1::parse::{Method, ParseError, RequestHead};
-use crate::http::response::Response;
-use crate::modules::static_files;
+use crate::http::response::{Response, Value};
+use crate::modules::error_page::conf::Overwrite;
+use crate::modules::rewrite::script::{self, Flow};
+use crate::modules::{static_files, try_files};
 use bytes::Bytes;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -41,14 +58,26 @@ pub trait RequestBody {
     fn declared_len(&self) -> Option<u64>;
 }
 
-/// A location's content handler (`fastcgi_pass`, `proxy_pass`, `return`, …).
+/// A location's content handler (`fastcgi_pass`, `proxy_pass`, …).
 /// Locations without one serve static files.
+///
+/// A handler answers errors with [`Request::error`] so that `error_page`
+/// applies to them, as nginx does for the statuses its handlers return; a
+/// response it builds itself (an upstream's 404 page) is sent as it is.
 pub trait Content: Send + Sync + std::fmt::Debug {
     fn content<'a>(
         &'a self,
         req: &'a mut Request<'_>,
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome>;
+
+    /// Proxy-like handlers answer true: a request for a prefix location's
+    /// name without its trailing slash (`/app` for `location /app/`) then
+    /// gets a 301 to the slashed URI, as nginx does for proxy_pass,
+    /// fastcgi_pass and their kin.
+    fn auto_redirect(&self) -> bool {
+        false
+    }
 }
 
 /// The client side of a connection.
@@ -58,14 +87,55 @@ pub enum Peer {
     Unix,
 }
 
-/// Internal redirects (index, later rewrite/error_page) allowed per request, as nginx.
+/// URI changes (rewrites that search locations again, internal redirects by
+/// try_files, index, error_page, named locations) allowed per request, as
+/// nginx; the next one is a 500.
 pub const MAX_REDIRECTS: usize = 10;
 
 /// What a content handler decided.
 pub enum Outcome {
     Respond(Response),
-    /// Restart location matching with this URI (internal redirect).
+    /// Restart location matching with this URI (internal redirect; the
+    /// arguments stay).
     Redirect(Vec<u8>),
+}
+
+/// Routing state of one request: what rewrites, `set`, regex captures and
+/// internal redirects changed. Empty (no allocation) until something uses it.
+#[derive(Debug, Default)]
+pub struct State {
+    /// `$args` after a rewrite, `set $args`, try_files or error_page changed
+    /// them (`None`: the request's own).
+    pub args: Option<Vec<u8>>,
+    /// The method handlers see after error_page turned the request into a GET.
+    pub method: Option<Method>,
+    /// Reached by an internal redirect: `internal` locations accept it.
+    pub internal: bool,
+    /// URI changes so far (see [`MAX_REDIRECTS`]).
+    pub redirects: usize,
+    /// A rewrite without `break` changed the URI in this rewrite phase.
+    pub uri_changed: bool,
+    /// An error page was already chosen (and recursive_error_pages is off).
+    pub in_error_page: bool,
+    /// Status the response goes out with after an error page: the original
+    /// error, or the `=code` of error_page; 0 for `=` (the page's own).
+    pub err_status: Option<u16>,
+    /// An `if` matched in the location's rewrite phase: as in nginx, the
+    /// request then runs in the `if` block's configuration, which has no
+    /// `try_files`.
+    pub in_if: bool,
+    /// try_files found a file in a regex location with `alias`: the file
+    /// name is alias + URI from now on (nginx's `add_uri_to_alias`).
+    pub add_uri_to_alias: bool,
+    /// Status of the last response made by [`Request::error`] in this pass.
+    generated: Cell<u16>,
+    /// The status a response being built has (`$status` before it is sent).
+    pub status: Cell<u16>,
+    /// Values of the configuration's variables (`set`, computed `map`s).
+    vals: RefCell<Vec<Option<Vec<u8>>>>,
+    caps: RefCell<Captures>,
+    /// Nesting of computed variables, to stop cycles.
+    depth: Cell<u8>,
 }
 
 pub struct Request<'a> {
@@ -86,49 +156,282 @@ pub struct Request<'a> {
     pub uri: Vec<u8>,
     pub location: Option<&'a Location>,
     pub conf: &'a LocConf,
-    /// File the content phase looked at (`$request_filename`).
+    /// Scratch path of the static handler (the file it looked at).
     pub filename: Vec<u8>,
     /// Request body bytes read (with chunked framing), for `$request_length`.
     pub body_read: u64,
+    /// Routing state (rewrites, variables, captures, redirects).
+    pub state: State,
+}
+
+/// Where processing goes on after a URI change.
+#[derive(Clone, Copy)]
+enum Jump<'a> {
+    /// Server rewrite phase, then location search (first pass, internal redirects).
+    Server,
+    /// Location search with the current URI (after a location rewrite).
+    Find,
+    /// A named location: its rewrite phase, no search.
+    Named(&'a Location),
+}
+
+/// What an error page asks for.
+enum ErrorJump<'a> {
+    To(Jump<'a>),
+    Respond(Response),
 }
 
 impl<'a> Request<'a> {
+    /// The method, as handlers see it (GET after an error_page redirect).
     pub fn method(&self) -> Method {
-        self.head.method
+        self.state.method.unwrap_or(self.head.method)
     }
+
+    /// The arguments (`$args`), `None` when empty.
     pub fn args(&self) -> Option<&[u8]> {
-        self.head.query()
+        let a = match &self.state.args {
+            Some(a) => a.as_slice(),
+            None => self.head.query()?,
+        };
+        (!a.is_empty()).then_some(a)
     }
 
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
-        for _ in 0..=MAX_REDIRECTS {
-            self.location = self.server.location(&self.uri);
-            self.conf = self.location.map_or(&*self.server.conf, |l| &*l.conf);
-            let handler = self.location.and_then(|l| l.content.as_deref());
+        self.server_name_captures();
+        let mut resp = self.process(body, Jump::Server).await;
+        loop {
+            match self.error_page(&resp) {
+                None => break,
+                Some(ErrorJump::Respond(r)) => {
+                    resp = r;
+                    break;
+                }
+                Some(ErrorJump::To(jump)) => resp = self.process(body, jump).await,
+            }
+        }
+        if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
+            resp.status = s;
+        }
+        crate::modules::filter_response(self, &mut resp);
+        resp
+    }
+
+    /// Phases from `jump` to a response.
+    async fn process(&mut self, body: &mut dyn RequestBody, mut jump: Jump<'a>) -> Response {
+        self.state.generated.set(0);
+        loop {
+            let server: &'a Server = self.server;
+            let found = match jump {
+                Jump::Server => {
+                    self.location = None;
+                    self.conf = &server.conf;
+                    if !server.phases.rewrite.is_empty() {
+                        self.state.uri_changed = false;
+                        if let Flow::Respond(r) = script::run(self, &server.phases.rewrite, false) {
+                            return r;
+                        }
+                        self.state.uri_changed = false;
+                    }
+                    self.find()
+                }
+                Jump::Find => self.find(),
+                Jump::Named(l) => Found::Loc(l),
+            };
+            let loc = match found {
+                Found::Loc(l) => Some(l),
+                Found::None => None,
+                Found::AddSlash(l) => return self.add_slash(l),
+            };
+            self.location = loc;
+            self.conf = loc.map_or(&*server.conf, |l| &*l.conf);
+            self.state.in_if = false;
+            if let Some(l) = loc {
+                if l.phases.internal && !self.state.internal {
+                    return self.error(404);
+                }
+                if !l.phases.rewrite.is_empty() {
+                    self.state.uri_changed = false;
+                    match script::run(self, &l.phases.rewrite, true) {
+                        Flow::Respond(r) => return r,
+                        Flow::Break => self.state.uri_changed = false,
+                        Flow::Last | Flow::Next => {}
+                    }
+                    if std::mem::take(&mut self.state.uri_changed) {
+                        if let Some(r) = self.count_change() {
+                            return r;
+                        }
+                        jump = Jump::Find;
+                        continue;
+                    }
+                }
+            }
+            let tf = match loc {
+                Some(l) => l.phases.try_files.as_ref(),
+                None => server.phases.try_files.as_ref(),
+            };
+            if let Some(tf) = tf
+                && !self.state.in_if
+            {
+                match try_files::run(self, tf) {
+                    try_files::Next::Found => {}
+                    try_files::Next::Redirect(uri, args) => {
+                        if let Some(r) = self.count_change() {
+                            return r;
+                        }
+                        self.uri = uri;
+                        self.state.args = Some(args);
+                        self.state.internal = true;
+                        jump = Jump::Server;
+                        continue;
+                    }
+                    try_files::Next::Named(name) => match self.named(&name) {
+                        Ok(l) => {
+                            jump = Jump::Named(l);
+                            continue;
+                        }
+                        Err(r) => return r,
+                    },
+                    try_files::Next::Status(code) => return self.error(code),
+                }
+            }
+            let handler = loc.and_then(|l| l.content.as_deref());
             let outcome = match handler {
                 Some(h) => h.content(self, body).await,
                 None => static_files::handler::content(self),
             };
             match outcome {
-                Outcome::Respond(mut r) => {
-                    crate::modules::filter_response(self, &mut r);
-                    return r;
+                Outcome::Respond(r) => return r,
+                Outcome::Redirect(uri) => {
+                    if let Some(r) = self.count_change() {
+                        return r;
+                    }
+                    self.uri = uri;
+                    self.state.internal = true;
+                    jump = Jump::Server;
                 }
-                Outcome::Redirect(uri) => self.uri = uri,
             }
+        }
+    }
+
+    /// The location for the current URI; regex locations record their captures.
+    fn find(&self) -> Found<'a> {
+        let server: &'a Server = self.server;
+        let uri = &self.uri;
+        server
+            .locations
+            .search(uri, &mut |re: &Re| self.regex_exec(re, uri))
+    }
+
+    /// Jump to a named location (counted as a URI change).
+    fn named(&mut self, name: &[u8]) -> Result<&'a Location, Response> {
+        if let Some(r) = self.count_change() {
+            return Err(r);
+        }
+        let server: &'a Server = self.server;
+        let found = std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| server.named.get(n));
+        found.ok_or_else(|| {
+            crate::error_log!(
+                Error,
+                "could not find named location \"{}\"",
+                String::from_utf8_lossy(name)
+            );
+            Response::error(500, self.conf.core.server_tokens)
+        })
+    }
+
+    /// Count a URI change; the response when there were too many.
+    fn count_change(&mut self) -> Option<Response> {
+        self.state.redirects += 1;
+        if self.state.redirects <= MAX_REDIRECTS {
+            return None;
         }
         crate::error_log!(
             Error,
             "rewrite or internal redirection cycle while processing \"{}\"",
             String::from_utf8_lossy(&self.uri)
         );
-        self.error(500)
+        Some(self.error(500))
     }
 
-    /// An error page honouring this location's settings.
+    /// `location /x/` with a proxy-like handler, asked for `/x`: 301 to `/x/`.
+    fn add_slash(&self, l: &Location) -> Response {
+        let mut to = self.origin();
+        to.push_str(&l.pattern);
+        if let Some(a) = self.args() {
+            to.push('?');
+            to.push_str(&String::from_utf8_lossy(a));
+        }
+        self.error(301).header("Location", Value::Owned(to))
+    }
+
+    /// The error page for a response this request generated, if one applies.
+    fn error_page(&mut self, resp: &Response) -> Option<ErrorJump<'a>> {
+        if self.state.generated.get() != resp.status
+            || self.state.in_error_page
+            || self.state.redirects > MAX_REDIRECTS
+        {
+            return None;
+        }
+        let conf: &'a LocConf = self.conf;
+        let ep = &conf.error_page;
+        let page = ep.pages.as_deref()?.find(resp.status)?;
+        if !ep.recursive {
+            self.state.in_error_page = true;
+        }
+        let mut target = Vec::new();
+        page.uri.render(self, &mut target);
+        self.state.err_status = Some(match page.overwrite {
+            Overwrite::Keep => resp.status,
+            Overwrite::FromPage => 0,
+            Overwrite::Code(c) => c,
+        });
+        if target.first() == Some(&b'/') {
+            if let Some(r) = self.count_change() {
+                return Some(ErrorJump::Respond(r));
+            }
+            if self.head.method != Method::Head {
+                self.state.method = Some(Method::Get);
+            }
+            let (uri, args) = split_args(&target);
+            self.uri = uri.to_vec();
+            self.state.args = Some(args.to_vec());
+            self.state.internal = true;
+            return Some(ErrorJump::To(Jump::Server));
+        }
+        if target.first() == Some(&b'@') {
+            return Some(match self.named(&target) {
+                Ok(l) => ErrorJump::To(Jump::Named(l)),
+                Err(r) => ErrorJump::Respond(r),
+            });
+        }
+        // Anything else is sent as a redirect.
+        self.state.err_status = None;
+        let to = String::from_utf8_lossy(&target).into_owned();
+        let code = match page.overwrite {
+            Overwrite::Code(c @ (301 | 302 | 303 | 307 | 308)) => c,
+            _ => 302,
+        };
+        Some(ErrorJump::Respond(
+            Response::error(code, self.conf.core.server_tokens)
+                .header("Location", Value::Owned(to)),
+        ))
+    }
+
+    /// An error page honouring this location's settings. `error_page` applies
+    /// to the statuses answered this way.
     pub fn error(&self, status: u16) -> Response {
+        self.state.generated.set(status);
         Response::error(status, self.conf.core.server_tokens)
+    }
+
+    /// False when an error page runs with a status of its own: conditional
+    /// and range headers are then ignored, as nginx's filters skip
+    /// responses that are not 200.
+    pub fn conditionals_apply(&self) -> bool {
+        self.state.err_status.is_none_or(|s| s == 0 || s == 200)
     }
 
     /// The address the connection came in on (one getsockname, then cached).
@@ -156,70 +459,199 @@ impl<'a> Request<'a> {
             _ => format!("http://{host}"),
         }
     }
-}
 
-/// A request whose response has gone out: what logs and variables read.
-pub struct Finished<'a> {
-    pub req: &'a Request<'a>,
-    pub resp: &'a Response,
-    pub head_bytes: u64,
-    /// Body bytes written (`$body_bytes_sent`).
-    pub body_bytes: u64,
-}
+    /// The URI the request line asked for: the request target, without the
+    /// scheme and authority of an absolute-form target (`$request_uri`).
+    pub fn request_uri(&self) -> &[u8] {
+        let t = self.head.target();
+        if t.first().is_none_or(|&b| b == b'/' || b == b'*') {
+            return t;
+        }
+        // absolute-form: from the path on.
+        let after_scheme = memchr::memmem::find(t, b"://").map_or(0, |i| i + 3);
+        match t[after_scheme..]
+            .iter()
+            .position(|&b| b == b'/' || b == b'?')
+        {
+            Some(i) => &t[after_scheme + i..],
+            None => b"/",
+        }
+    }
 
-impl VarSource for Finished<'_> {
-    fn var(&self, var: &Var, out: &mut Vec<u8>) {
-        let req = self.req;
-        let head = req.head;
+    /// Run a configuration regex on `subject`; on a match, record its
+    /// numbered captures (when some template reads them) and assign its
+    /// named captures.
+    pub fn regex_exec(&self, re: &Re, subject: &[u8]) -> bool {
+        if !re.may_match(subject) {
+            return false;
+        }
+        let named = re.named();
+        let numbered = re.groups() > 0 && self.server.vars.captures;
+        if named.is_empty() && !numbered {
+            return re.is_match(subject);
+        }
+        let rx = re.regex();
+        let mut locs = rx.capture_locations();
+        if rx.captures_read(&mut locs, subject).is_none() {
+            return false;
+        }
+        if numbered {
+            self.state.caps.borrow_mut().set(subject, &locs);
+        }
+        for &(group, var) in named {
+            let v = locs
+                .get(group)
+                .map_or(Vec::new(), |(a, b)| subject[a..b].to_vec());
+            self.set_var(var, v);
+        }
+        true
+    }
+
+    /// Numbered capture `n` of the last regex match with groups.
+    pub fn capture(&self, n: usize, out: &mut Vec<u8>) {
+        if let Some(c) = self.state.caps.borrow().get(n) {
+            out.extend_from_slice(c);
+        }
+    }
+
+    /// Assign a configuration variable (`set`, named captures, `map` cache).
+    pub fn set_var(&self, index: u32, value: Vec<u8>) {
+        let i = index as usize;
+        let mut vals = self.state.vals.borrow_mut();
+        if vals.len() <= i {
+            vals.resize(self.server.vars.kinds.len().max(i + 1), None);
+        }
+        vals[i] = Some(value);
+    }
+
+    /// The captures of the server's regex name that chose this server.
+    fn server_name_captures(&self) {
+        let s = self.server;
+        if s.phases.name_regex.is_empty() || self.host.is_empty() {
+            return;
+        }
+        if s.names.iter().any(|n| n == self.host) {
+            return;
+        }
+        for re in &s.phases.name_regex {
+            if self.regex_exec(re, self.host.as_bytes()) {
+                return;
+            }
+        }
+    }
+
+    fn user_var(&self, index: u32, out: &mut Vec<u8>, outer: &dyn VarSource) {
+        let i = index as usize;
+        if let Some(Some(v)) = self.state.vals.borrow().get(i) {
+            out.extend_from_slice(v);
+            return;
+        }
+        match self.server.vars.kinds.get(i) {
+            Some(UserKind::Computed(c)) => {
+                let depth = self.state.depth.get();
+                if depth >= 100 {
+                    crate::error_log!(
+                        Error,
+                        "cycle while evaluating variable \"{}\"",
+                        self.server.vars.names[i]
+                    );
+                    return;
+                }
+                self.state.depth.set(depth + 1);
+                let start = out.len();
+                c.compute(self, outer, out);
+                self.state.depth.set(depth);
+                if !c.volatile() {
+                    self.set_var(index, out[start..].to_vec());
+                }
+            }
+            Some(UserKind::Set) if self.conf.rewrite.uninitialized_variable_warning => {
+                crate::error_log!(
+                    Warn,
+                    "using uninitialized \"{}\" variable",
+                    self.server.vars.names[i]
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// `$document_root`: the root, or the location's alias (rendered).
+    pub fn document_root(&self, out: &mut Vec<u8>) {
+        use std::os::unix::ffi::OsStrExt;
+        match self.location.and_then(|l| l.alias.as_ref().map(|a| (l, a))) {
+            Some((l, alias)) => match &l.phases.alias_vars {
+                Some(t) => t.render(self, out),
+                None => out.extend_from_slice(alias.as_bytes()),
+            },
+            None => out.extend_from_slice(self.conf.static_files.root.as_os_str().as_bytes()),
+        }
+    }
+
+    /// A variable's value; `outer` answers the variables that computed
+    /// variables read (`Finished` passes itself so that `$status` is known).
+    pub fn var_into(&self, var: &Var, out: &mut Vec<u8>, outer: &dyn VarSource) {
+        let head = self.head;
         match var {
-            Var::RemoteAddr => match req.peer {
+            Var::RemoteAddr => match self.peer {
                 Peer::Tcp(remote) => write_display(out, &remote.ip()),
                 Peer::Unix => out.extend_from_slice(b"unix:"),
             },
             Var::RemotePort => {
-                if let Peer::Tcp(remote) = req.peer {
+                if let Peer::Tcp(remote) = self.peer {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RemoteUser | Var::Capture(_) => {}
+            Var::RemoteUser | Var::RequestBody | Var::Https => {}
+            Var::Capture(n) => self.capture(*n as usize, out),
+            Var::User(u) => self.user_var(u.index, out, outer),
             Var::TimeLocal => clock::with_time_local(|t| out.extend_from_slice(t.as_bytes())),
             Var::TimeIso8601 => clock::with_time_iso8601(|t| out.extend_from_slice(t.as_bytes())),
             Var::Msec => clock::push_millis_as_secs(out, clock::unix_millis()),
             Var::Request => out.extend_from_slice(head.line()),
-            Var::RequestMethod => out.extend_from_slice(head.method_str().as_bytes()),
-            Var::RequestUri => out.extend_from_slice(head.target()),
-            Var::Uri => out.extend_from_slice(&req.uri),
-            Var::Args => out.extend_from_slice(req.args().unwrap_or_default()),
+            Var::RequestMethod => match self.state.method {
+                Some(Method::Get) => out.extend_from_slice(b"GET"),
+                _ => out.extend_from_slice(head.method_str().as_bytes()),
+            },
+            Var::RequestUri => out.extend_from_slice(self.request_uri()),
+            Var::Uri => out.extend_from_slice(&self.uri),
+            Var::Args => out.extend_from_slice(self.args().unwrap_or_default()),
             Var::IsArgs => {
-                if req.args().is_some() {
+                if self.args().is_some() {
                     out.push(b'?');
                 }
             }
-            Var::Status => push_u64(out, self.resp.status.into()),
-            Var::BodyBytesSent => push_u64(out, self.body_bytes),
-            Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
-            Var::RequestLength => push_u64(out, head.raw().len() as u64 + req.body_read),
-            Var::RequestTime => {
-                clock::push_millis_as_secs(out, clock::unix_millis().saturating_sub(req.start_ms))
+            Var::Status => {
+                let s = match self.state.err_status {
+                    Some(s) if s != 0 => s,
+                    _ => self.state.status.get(),
+                };
+                out.extend_from_slice(format!("{s:03}").as_bytes());
             }
-            Var::Connection => push_u64(out, req.connection),
-            Var::ConnectionRequests => push_u64(out, req.connection_requests),
+            Var::BodyBytesSent | Var::BytesSent => out.push(b'0'),
+            Var::SentHttp(_) => {}
+            Var::RequestLength => push_u64(out, head.raw().len() as u64 + self.body_read),
+            Var::RequestTime => {
+                clock::push_millis_as_secs(out, clock::unix_millis().saturating_sub(self.start_ms))
+            }
+            Var::Connection => push_u64(out, self.connection),
+            Var::ConnectionRequests => push_u64(out, self.connection_requests),
             Var::Host => {
-                if req.host.is_empty() {
-                    out.extend_from_slice(req.server.name().as_bytes());
+                if self.host.is_empty() {
+                    out.extend_from_slice(self.server.name().as_bytes());
                 } else {
-                    out.extend_from_slice(req.host.as_bytes());
+                    out.extend_from_slice(self.host.as_bytes());
                 }
             }
             Var::Hostname => out.extend_from_slice(hostname().as_bytes()),
-            Var::ServerName => out.extend_from_slice(req.server.name().as_bytes()),
+            Var::ServerName => out.extend_from_slice(self.server.name().as_bytes()),
             Var::ServerPort => {
-                if let Some(l) = req.local_addr() {
+                if let Some(l) = self.local_addr() {
                     push_u64(out, l.port().into());
                 }
             }
             Var::ServerAddr => {
-                if let Some(l) = req.local_addr() {
+                if let Some(l) = self.local_addr() {
                     write_display(out, &l.ip());
                 }
             }
@@ -232,14 +664,31 @@ impl VarSource for Finished<'_> {
             Var::ContentLength => {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
-            Var::DocumentRoot => {
-                use std::os::unix::ffi::OsStrExt;
-                out.extend_from_slice(req.conf.static_files.root.as_os_str().as_bytes())
+            Var::DocumentRoot => self.document_root(out),
+            Var::RealpathRoot => {
+                use std::os::unix::ffi::{OsStrExt, OsStringExt};
+                let mut root = Vec::new();
+                self.document_root(&mut root);
+                let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(root));
+                match std::fs::canonicalize(&path) {
+                    Ok(p) => out.extend_from_slice(p.as_os_str().as_bytes()),
+                    Err(e) => crate::error_log!(
+                        Crit,
+                        "realpath() \"{}\" failed ({})",
+                        path.display(),
+                        crate::core::errlog::errno_text(&e)
+                    ),
+                }
             }
-            Var::RequestFilename => out.extend_from_slice(&req.filename),
+            Var::RequestFilename => {
+                let mut f = Vec::new();
+                if static_files::handler::map_uri(self, &self.uri, &mut f).is_ok() {
+                    out.extend_from_slice(&f);
+                }
+            }
             Var::NginxVersion => out.extend_from_slice(crate::core::vars::VERSION.as_bytes()),
             Var::Arg(name) => {
-                if let Some(v) = req.args().and_then(|q| find_arg(q, name)) {
+                if let Some(v) = self.args().and_then(|q| find_arg(q, name)) {
                     out.extend_from_slice(v);
                 }
             }
@@ -253,6 +702,41 @@ impl VarSource for Finished<'_> {
                     out.extend_from_slice(v);
                 }
             }
+        }
+    }
+}
+
+/// A request's variables while it is processed (rewrite, `if`, `return`,
+/// `try_files`, handlers): the response variables are not known yet.
+impl VarSource for Request<'_> {
+    fn var(&self, var: &Var, out: &mut Vec<u8>) {
+        self.var_into(var, out, self);
+    }
+}
+
+/// `uri?args` → (uri, args); args empty when there is no `?`.
+pub fn split_args(s: &[u8]) -> (&[u8], &[u8]) {
+    match memchr::memchr(b'?', s) {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, b""),
+    }
+}
+
+/// A request whose response has gone out: what logs and variables read.
+pub struct Finished<'a> {
+    pub req: &'a Request<'a>,
+    pub resp: &'a Response,
+    pub head_bytes: u64,
+    /// Body bytes written (`$body_bytes_sent`).
+    pub body_bytes: u64,
+}
+
+impl VarSource for Finished<'_> {
+    fn var(&self, var: &Var, out: &mut Vec<u8>) {
+        match var {
+            Var::Status => push_u64(out, self.resp.status.into()),
+            Var::BodyBytesSent => push_u64(out, self.body_bytes),
+            Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
             Var::SentHttp(name) => {
                 let r = self.resp;
                 let v = match name.as_ref() {
@@ -271,6 +755,7 @@ impl VarSource for Finished<'_> {
                     push_u64(out, n);
                 }
             }
+            _ => self.req.var_into(var, out, self),
         }
     }
 }
@@ -281,7 +766,7 @@ fn write_display(out: &mut Vec<u8>, v: &dyn std::fmt::Display) {
 }
 
 /// The machine's host name (`$hostname`), read once.
-fn hostname() -> &'static str {
+pub fn hostname() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     NAME.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")

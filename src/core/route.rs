@@ -3,20 +3,52 @@
 //! `=` then longest prefix, `^~`, then regex in order, nested locations).
 
 use crate::conf::model::{LocConf, LocKind};
+use crate::core::vars::{Quick, Re, Template, VarTable};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Routing data of one level (server or location) that is not inherited, as
+/// in nginx: the rewrite-phase script, `try_files`, `internal`, a variable
+/// alias, and a server's regex names.
+#[derive(Debug, Default)]
+pub struct Phases {
+    /// `rewrite`, `return`, `set`, `if`, `break` in the order written.
+    pub rewrite: Vec<crate::modules::rewrite::script::Op>,
+    pub try_files: Option<crate::modules::try_files::TryFiles>,
+    /// `internal`: only internal redirects reach the location.
+    pub internal: bool,
+    /// `alias` with variables or in a regex location: rendered per request.
+    pub alias_vars: Option<Template>,
+    /// A server's `~regex` names, in order, for their captures.
+    pub name_regex: Vec<Re>,
+}
 
 /// A resolved location.
 #[derive(Debug)]
 pub struct Location {
     pub kind: LocKind,
     pub pattern: String,
-    pub regex: Option<regex::Regex>,
+    pub regex: Option<Re>,
     pub conf: Arc<LocConf>,
     pub alias: Option<String>,
     /// Content handler set in this location (not inherited); static files when none.
     pub content: Option<Arc<dyn crate::core::request::Content>>,
+    /// The content handler wants `/x` answered with a redirect to this
+    /// location's `/x/` (proxy-like handlers, as nginx's `auto_redirect`).
+    pub auto_redirect: bool,
+    pub phases: Phases,
     pub nested: Locations,
+}
+
+/// The result of a location search.
+#[derive(Debug)]
+pub enum Found<'l> {
+    Loc(&'l Location),
+    /// No location matches: the server level serves.
+    None,
+    /// The URI is a location's name without its trailing slash, and that
+    /// location's handler asks for a 301 to the slashed URI.
+    AddSlash(&'l Location),
 }
 
 /// The locations of one level, indexed for lookup.
@@ -26,6 +58,65 @@ pub struct Locations {
     prefix: Vec<Location>,
     /// `~`/`~*` locations in order of appearance.
     regex: Vec<Location>,
+    /// Which regex locations can match a URI, by its bytes (up to 64).
+    index: Option<Box<RegexIndex>>,
+}
+
+/// The regex locations of a level indexed by the bytes their literals
+/// require (`\.php$` needs a last byte `p` or `P`, `^/api/` a second byte
+/// `a` or `A`): a URI is tried only against the regexes its bytes allow,
+/// in order, so a request that passes a dozen regex locations costs a few
+/// table lookups instead of a dozen regex searches. Bit `i` is
+/// `regex[i]`.
+#[derive(Debug)]
+struct RegexIndex {
+    /// Regexes with no required byte: always tried.
+    always: u64,
+    first: [u64; 256],
+    second: [u64; 256],
+    last: [u64; 256],
+}
+
+impl RegexIndex {
+    fn new(regex: &[Location]) -> Option<Box<RegexIndex>> {
+        if regex.len() > 64 {
+            return None;
+        }
+        let mut ix = Box::new(RegexIndex {
+            always: 0,
+            first: [0; 256],
+            second: [0; 256],
+            last: [0; 256],
+        });
+        for (i, l) in regex.iter().enumerate() {
+            let bit = 1u64 << i;
+            let (table, set) = match l.regex.as_ref().map(Re::quick) {
+                Some(Quick::At(0, set)) => (&mut ix.first, set),
+                Some(Quick::At(1, set)) => (&mut ix.second, set),
+                Some(Quick::Last(set)) => (&mut ix.last, set),
+                _ => {
+                    ix.always |= bit;
+                    continue;
+                }
+            };
+            for b in 0..256usize {
+                if set[b >> 6] & (1 << (b & 63)) != 0 {
+                    table[b] |= bit;
+                }
+            }
+        }
+        Some(ix)
+    }
+
+    /// The regexes that may match `uri`.
+    #[inline]
+    fn candidates(&self, uri: &[u8]) -> u64 {
+        let at = |t: &[u64; 256], b: Option<&u8>| b.map_or(0, |&b| t[usize::from(b)]);
+        self.always
+            | at(&self.first, uri.first())
+            | at(&self.second, uri.get(1))
+            | at(&self.last, uri.last())
+    }
 }
 
 impl Locations {
@@ -40,50 +131,103 @@ impl Locations {
                 .cmp(&a.pattern.len())
                 .then((a.kind != LocKind::Exact).cmp(&(b.kind != LocKind::Exact)))
         });
-        Locations { prefix, regex }
+        let index = RegexIndex::new(&regex);
+        Locations {
+            prefix,
+            regex,
+            index,
+        }
     }
 
-    /// Find the location for `uri` (already normalised).
+    /// Find the location for `uri` (regex locations tested with plain matching).
     pub fn find(&self, uri: &[u8]) -> Option<&Location> {
-        self.find_inner(uri).0
+        match self.search(uri, &mut |re: &Re| re.is_match(uri)) {
+            Found::Loc(l) => Some(l),
+            _ => None,
+        }
     }
 
-    /// Returns the match and whether the search is final (exact or `^~`).
-    fn find_inner(&self, uri: &[u8]) -> (Option<&Location>, bool) {
+    /// Find the location for `uri`; `exec` runs a location's regex (and
+    /// records its captures).
+    pub fn search<F: FnMut(&Re) -> bool>(&self, uri: &[u8], exec: &mut F) -> Found<'_> {
+        self.find_inner(uri, exec).0
+    }
+
+    /// Returns the match and whether the search is final (exact, `^~`,
+    /// regex, or an auto-redirect).
+    fn find_inner<F: FnMut(&Re) -> bool>(&self, uri: &[u8], exec: &mut F) -> (Found<'_>, bool) {
         let mut best = None;
         let mut stop_regex = false;
+        let mut add_slash = None;
         for l in &self.prefix {
             let p = l.pattern.as_bytes();
+            if p.len() > uri.len() {
+                if l.auto_redirect
+                    && p.len() == uri.len() + 1
+                    && p.ends_with(b"/")
+                    && p.starts_with(uri)
+                {
+                    add_slash = Some(l);
+                }
+                continue;
+            }
             match l.kind {
-                LocKind::Exact if uri == p => return (Some(l), true),
+                LocKind::Exact if uri == p => return (Found::Loc(l), true),
                 LocKind::Prefix | LocKind::PrefixNoRegex if uri.starts_with(p) => {
-                    let (nested, done) = l.nested.find_inner(uri);
+                    // A location named exactly the URI beats the slashed one.
+                    if let Some(a) = add_slash
+                        && p.len() < uri.len()
+                    {
+                        return (Found::AddSlash(a), true);
+                    }
+                    let (nested, done) = l.nested.find_inner(uri, exec);
                     if done {
                         return (nested, true);
                     }
                     stop_regex = l.kind == LocKind::PrefixNoRegex;
-                    best = Some(nested.unwrap_or(l));
+                    best = Some(match nested {
+                        Found::Loc(n) => n,
+                        _ => l,
+                    });
                     break;
                 }
                 _ => {}
             }
         }
-        if !stop_regex {
-            for l in &self.regex {
-                if l.regex.as_ref().is_some_and(|re| matches_bytes(re, uri)) {
-                    let (nested, _) = l.nested.find_inner(uri);
-                    return (Some(nested.unwrap_or(l)), true);
+        if let Some(a) = add_slash
+            && best.is_none()
+        {
+            return (Found::AddSlash(a), true);
+        }
+        if !stop_regex && !self.regex.is_empty() {
+            let hit = match &self.index {
+                Some(ix) => {
+                    let mut mask = ix.candidates(uri);
+                    let mut hit = None;
+                    while mask != 0 {
+                        let l = &self.regex[mask.trailing_zeros() as usize];
+                        mask &= mask - 1;
+                        if l.regex.as_ref().is_some_and(&mut *exec) {
+                            hit = Some(l);
+                            break;
+                        }
+                    }
+                    hit
                 }
+                None => self
+                    .regex
+                    .iter()
+                    .find(|l| l.regex.as_ref().is_some_and(&mut *exec)),
+            };
+            if let Some(l) = hit {
+                let found = match l.nested.find_inner(uri, exec).0 {
+                    Found::None => Found::Loc(l),
+                    f => f,
+                };
+                return (found, true);
             }
         }
-        (best, stop_regex)
-    }
-}
-
-fn matches_bytes(re: &regex::Regex, uri: &[u8]) -> bool {
-    match std::str::from_utf8(uri) {
-        Ok(s) => re.is_match(s),
-        Err(_) => re.is_match(&String::from_utf8_lossy(uri)),
+        (best.map_or(Found::None, Found::Loc), stop_regex)
     }
 }
 
@@ -95,6 +239,10 @@ pub struct Server {
     pub conf: Arc<LocConf>,
     pub locations: Locations,
     pub named: HashMap<String, Location>,
+    /// Server-level rewrite script, `try_files` and regex names.
+    pub phases: Phases,
+    /// The variables the configuration declares (`set`, `map`, captures).
+    pub vars: Arc<VarTable>,
 }
 
 impl Server {
@@ -187,12 +335,7 @@ mod tests {
 
     fn loc(kind: LocKind, pattern: &str, nested: Vec<Location>) -> Location {
         let regex = match kind {
-            LocKind::Regex { caseless } => Some(
-                regex::RegexBuilder::new(pattern)
-                    .case_insensitive(caseless)
-                    .build()
-                    .unwrap(),
-            ),
+            LocKind::Regex { caseless } => Some(Re::new(pattern, caseless).unwrap()),
             _ => None,
         };
         Location {
@@ -202,7 +345,16 @@ mod tests {
             conf: Arc::default(),
             alias: None,
             content: None,
+            auto_redirect: false,
+            phases: Phases::default(),
             nested: Locations::new(nested),
+        }
+    }
+
+    fn auto(pattern: &str) -> Location {
+        Location {
+            auto_redirect: true,
+            ..loc(LocKind::Prefix, pattern, vec![])
         }
     }
 
@@ -258,6 +410,34 @@ mod tests {
     }
 
     #[test]
+    fn auto_redirect() {
+        let ls = Locations::new(vec![
+            loc(LocKind::Prefix, "/", vec![]),
+            auto("/api/"),
+            auto("/app/"),
+            loc(LocKind::Prefix, "/app", vec![]),
+            loc(LocKind::Regex { caseless: false }, "^/api$", vec![]),
+        ]);
+        assert!(matches!(
+            ls.search(b"/api", &mut |r: &Re| r.is_match(b"/api")),
+            Found::AddSlash(_)
+        ));
+        assert_eq!(which(&ls, "/api/x").as_deref(), Some("/api/"));
+        // A location named exactly the URI wins.
+        assert_eq!(which(&ls, "/app").as_deref(), Some("/app"));
+        assert_eq!(which(&ls, "/ap").as_deref(), Some("/"));
+        let only = Locations::new(vec![auto("/x/")]);
+        assert!(matches!(
+            only.search(b"/x", &mut |_: &Re| false),
+            Found::AddSlash(_)
+        ));
+        assert!(matches!(
+            only.search(b"/y", &mut |_: &Re| false),
+            Found::None
+        ));
+    }
+
+    #[test]
     fn server_names() {
         let mk = |names: &[&str]| {
             Arc::new(Server {
@@ -265,6 +445,8 @@ mod tests {
                 conf: Arc::default(),
                 locations: Locations::default(),
                 named: HashMap::new(),
+                phases: Phases::default(),
+                vars: Arc::default(),
             })
         };
         let a = mk(&["example.com", "www.example.com"]);

@@ -79,8 +79,18 @@ pub enum Var {
     RequestFilename,
     /// `$nginx_version` (answered with vireo's version)
     NginxVersion,
-    /// `$1` .. `$9`: a regex capture of the last matching location/rewrite.
+    /// `$realpath_root`: `$document_root` with symbolic links resolved
+    RealpathRoot,
+    /// `$request_body`: empty unless a handler buffered the body
+    RequestBody,
+    /// `$https`: "on" on TLS connections, empty otherwise (always empty: no TLS yet)
+    Https,
+    /// `$1` .. `$9`: a regex capture of the last successful regex match
+    /// with groups (location, rewrite, `if`, `map`, server name).
     Capture(u8),
+    /// A variable the configuration declares: `set`, `map`, or a named
+    /// regex capture (`(?<name>…)`).
+    User(UserVar),
     /// `$arg_NAME`; NAME as written, lowercased (matching is case-insensitive).
     Arg(Box<str>),
     /// `$http_NAME`: request header; lowercase, `_` turned to `-`
@@ -130,6 +140,9 @@ impl Var {
             "document_root" => Var::DocumentRoot,
             "request_filename" => Var::RequestFilename,
             "nginx_version" => Var::NginxVersion,
+            "realpath_root" => Var::RealpathRoot,
+            "request_body" => Var::RequestBody,
+            "https" => Var::Https,
             _ => {
                 if let Some(h) = n.strip_prefix("http_") {
                     Var::Http(header_name(h))
@@ -183,7 +196,15 @@ impl Var {
             Var::DocumentRoot => "document_root",
             Var::RequestFilename => "request_filename",
             Var::NginxVersion => "nginx_version",
-            Var::Capture(_) | Var::Arg(_) | Var::Http(_) | Var::Cookie(_) | Var::SentHttp(_) => {
+            Var::RealpathRoot => "realpath_root",
+            Var::RequestBody => "request_body",
+            Var::Https => "https",
+            Var::Capture(_)
+            | Var::User(_)
+            | Var::Arg(_)
+            | Var::Http(_)
+            | Var::Cookie(_)
+            | Var::SentHttp(_) => {
                 return None;
             }
         })
@@ -198,6 +219,7 @@ impl fmt::Display for Var {
         }
         match self {
             Var::Capture(n) => write!(f, "${n}"),
+            Var::User(u) => write!(f, "${}", u.name),
             Var::Arg(a) => write!(f, "$arg_{a}"),
             Var::Cookie(c) => write!(f, "$cookie_{c}"),
             Var::Http(h) => write!(f, "$http_{}", h.replace('-', "_")),
@@ -233,7 +255,7 @@ pub enum Segment {
 }
 
 /// A compiled string with variables.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Template {
     source: Box<str>,
     segments: Box<[Segment]>,
@@ -255,7 +277,10 @@ impl Template {
     ///
     /// Errors: `$` not followed by a name (or `${}`) → `invalid variable
     /// name`; `${name` without `}` → `the closing bracket in "name" variable
-    /// is missing`; an unknown name → `unknown "name" variable`.
+    /// is missing`; an unknown name → `unknown "name" variable`. While a
+    /// configuration loads, a name that is not built in is taken as a
+    /// variable the configuration declares (`set`, `map`, named capture),
+    /// checked once the whole configuration is read (see [`registry`]).
     pub fn compile(s: &str) -> Result<Template, String> {
         let b = s.as_bytes();
         let mut segments = Vec::new();
@@ -287,6 +312,7 @@ impl Template {
             };
 
             if (b'1'..=b'9').contains(&next) {
+                registry::note_captures();
                 flush(&mut lit, &mut segments);
                 segments.push(Segment::Var(Var::Capture(next - b'0')));
                 i += 1;
@@ -317,7 +343,9 @@ impl Template {
             if name.is_empty() {
                 return Err(INVALID_NAME.to_string());
             }
-            let var = Var::lookup(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?;
+            let var = Var::lookup(name)
+                .or_else(|| registry::reference(name))
+                .ok_or_else(|| format!("unknown \"{name}\" variable"))?;
             flush(&mut lit, &mut segments);
             segments.push(Segment::Var(var));
         }
@@ -463,6 +491,491 @@ pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
         }
     }
     out.extend_from_slice(&buf[i..]);
+}
+
+/// A variable declared by the configuration (`set`, `map`, a named regex
+/// capture): its index in the configuration's [`VarTable`] and its name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserVar {
+    pub index: u32,
+    pub name: Box<str>,
+}
+
+/// A variable whose value is computed when a request first reads it (`map`).
+pub trait Computed: Send + Sync + fmt::Debug {
+    /// Append the value for `req`; `outer` answers the variables the
+    /// computation reads (the request itself, or a finished request when a
+    /// log line or a response header asks).
+    fn compute(
+        &self,
+        req: &crate::core::request::Request<'_>,
+        outer: &dyn VarSource,
+        out: &mut Vec<u8>,
+    );
+    /// Computed again on every read instead of once per request.
+    fn volatile(&self) -> bool {
+        false
+    }
+}
+
+/// How a declared variable gets its value.
+#[derive(Clone, Debug)]
+pub enum UserKind {
+    /// Assigned by `set` or a named capture; empty until then.
+    Set,
+    /// Computed on first read (and reassignable by `set`).
+    Computed(std::sync::Arc<dyn Computed>),
+}
+
+/// Every variable one configuration declares, indexed by [`UserVar::index`].
+#[derive(Debug, Default)]
+pub struct VarTable {
+    pub names: Vec<Box<str>>,
+    pub kinds: Vec<UserKind>,
+    /// Some template reads `$1`..`$9`: numbered captures are kept.
+    pub captures: bool,
+}
+
+/// Variables declared while one configuration loads. Directives declare
+/// (`set`, `map`, named captures) and reference (any template) variables in
+/// any order, as in nginx; a name referenced but never declared is an error
+/// at the end of the load, reported at the directive that first used it.
+///
+/// The registry lives in a thread-local installed by [`registry::begin`] for
+/// the duration of one load, so `Template::compile` keeps its simple
+/// signature for every module; outside a load only built-in names compile.
+pub mod registry {
+    use super::{UserKind, UserVar, Var, VarTable};
+    use crate::conf::ast::{ConfError, Span};
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    struct Entry {
+        name: Box<str>,
+        kind: Option<UserKind>,
+        first_use: Option<Span>,
+    }
+
+    #[derive(Default)]
+    struct Registry {
+        entries: Vec<Entry>,
+        by_name: HashMap<Box<str>, u32>,
+        span: Option<Span>,
+        captures: bool,
+    }
+
+    thread_local! {
+        static REG: RefCell<Option<Registry>> = const { RefCell::new(None) };
+    }
+
+    /// Removes the registry when dropped (also when a load fails part way).
+    pub struct Guard(());
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            REG.with(|r| r.borrow_mut().take());
+        }
+    }
+
+    /// Start collecting the variables of one configuration load.
+    pub fn begin() -> Guard {
+        REG.with(|r| *r.borrow_mut() = Some(Registry::default()));
+        Guard(())
+    }
+
+    /// The directive being applied: where a first use is reported.
+    pub fn at(span: &Span) {
+        REG.with(|r| {
+            if let Some(reg) = r.borrow_mut().as_mut() {
+                reg.span = Some(span.clone());
+            }
+        });
+    }
+
+    /// A template reads a numbered capture.
+    pub fn note_captures() {
+        REG.with(|r| {
+            if let Some(reg) = r.borrow_mut().as_mut() {
+                reg.captures = true;
+            }
+        });
+    }
+
+    fn slot(reg: &mut Registry, name: &str) -> u32 {
+        let lower = name.to_ascii_lowercase();
+        if let Some(&i) = reg.by_name.get(lower.as_str()) {
+            return i;
+        }
+        let i = reg.entries.len() as u32;
+        reg.entries.push(Entry {
+            name: lower.clone().into(),
+            kind: None,
+            first_use: None,
+        });
+        reg.by_name.insert(lower.into(), i);
+        i
+    }
+
+    /// A template names a variable that is not built in: during a load it
+    /// becomes a declared variable (checked at the end); `None` otherwise.
+    pub fn reference(name: &str) -> Option<Var> {
+        REG.with(|r| {
+            let mut r = r.borrow_mut();
+            let reg = r.as_mut()?;
+            let i = slot(reg, name);
+            let span = reg.span.clone();
+            let e = &mut reg.entries[i as usize];
+            if e.first_use.is_none() {
+                e.first_use = span;
+            }
+            Some(Var::User(UserVar {
+                index: i,
+                name: e.name.clone(),
+            }))
+        })
+    }
+
+    /// Declare a variable. A built-in name is refused as nginx does ("the
+    /// duplicate ... variable"); a computed declaration replaces a plain
+    /// one, and two computed ones for one name are refused. `None` outside
+    /// a load.
+    pub fn declare(name: &str, kind: UserKind) -> Result<Option<UserVar>, String> {
+        if Var::lookup(name).is_some() {
+            return Err(format!("the duplicate \"{name}\" variable"));
+        }
+        REG.with(|r| {
+            let mut r = r.borrow_mut();
+            let Some(reg) = r.as_mut() else {
+                return Ok(None);
+            };
+            let i = slot(reg, name);
+            let e = &mut reg.entries[i as usize];
+            match (&e.kind, kind) {
+                (Some(UserKind::Computed(_)), UserKind::Computed(_)) => {
+                    return Err(format!("the duplicate \"{name}\" variable"));
+                }
+                (Some(UserKind::Computed(_)), UserKind::Set) => {}
+                (_, k) => e.kind = Some(k),
+            }
+            Ok(Some(UserVar {
+                index: i,
+                name: e.name.clone(),
+            }))
+        })
+    }
+
+    /// End the load: every referenced variable must have been declared.
+    pub fn finish(guard: Guard) -> Result<VarTable, ConfError> {
+        let reg = REG.with(|r| r.borrow_mut().take()).unwrap_or_default();
+        drop(guard);
+        let mut t = VarTable {
+            captures: reg.captures,
+            ..Default::default()
+        };
+        for e in reg.entries {
+            let Some(kind) = e.kind else {
+                let msg = format!("unknown \"{}\" variable", e.name);
+                return Err(match &e.first_use {
+                    Some(span) => ConfError::new(msg, span),
+                    None => ConfError::bare(msg),
+                });
+            };
+            t.names.push(e.name);
+            t.kinds.push(kind);
+        }
+        Ok(t)
+    }
+}
+
+/// A regular expression of the configuration (location, rewrite, `if`,
+/// `map`, server name), matched on bytes as PCRE does without UTF-8 mode:
+/// `.` is any byte, `\w`/`\d`/`\s` and case folding are ASCII. A pattern
+/// that needs Unicode (a non-ASCII character in a class) is compiled with
+/// Unicode semantics instead. Named groups declare variables.
+#[derive(Clone, Debug)]
+pub struct Re {
+    re: regex::bytes::Regex,
+    /// (group index, variable index) of each named group.
+    named: Box<[(usize, u32)]>,
+    pre: Prefilter,
+}
+
+/// A necessary condition checked before the regex runs: most location
+/// regexes are anchored (`\.php$`, `^/api/`) or need a literal (`/\.ht`),
+/// and looking at a byte or two costs far less than entering the regex
+/// engine, which matters when a request walks past a dozen regex locations
+/// that do not match. Literals are lowercase and compared ASCII-caselessly,
+/// which also covers `~*`.
+#[derive(Clone, Debug)]
+struct Prefilter {
+    kind: PreKind,
+    lits: Box<[Box<[u8]>]>,
+    /// For `Starts`/`Ends`: the bytes (both cases) the subject may have at
+    /// `at` from its start (`Starts`) or end (`Ends`), checked first.
+    bytes: [u64; 4],
+    at: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PreKind {
+    None,
+    /// Anchored at the start: every match starts with one of the literals.
+    Starts,
+    /// Anchored at the end: every match ends with one of them.
+    Ends,
+    /// Every match contains one of them.
+    Contains,
+}
+
+/// A byte a subject must have for a regex to match it: a bit set of the
+/// 256 byte values.
+#[derive(Clone, Copy, Debug)]
+pub enum Quick {
+    /// No such byte known.
+    Any,
+    /// The byte at this index from the start is in the set.
+    At(usize, [u64; 4]),
+    /// The last byte is in the set.
+    Last([u64; 4]),
+}
+
+/// More literals than this are not worth checking one by one.
+const PREFILTER_MAX_LITERALS: usize = 8;
+
+impl Prefilter {
+    const NONE: fn() -> Prefilter = || Prefilter {
+        kind: PreKind::None,
+        lits: Box::default(),
+        bytes: [0; 4],
+        at: 0,
+    };
+
+    fn of(pattern: &str) -> Prefilter {
+        use regex_syntax::hir::Look;
+        use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
+        // Case-sensitive on purpose: the literals of the case-sensitive
+        // pattern, compared caselessly, are necessary for both forms.
+        let Ok(hir) = regex_syntax::ParserBuilder::new()
+            .unicode(false)
+            .utf8(false)
+            .build()
+            .parse(pattern)
+        else {
+            return (Prefilter::NONE)();
+        };
+        let props = hir.properties();
+        let lits = |kind: ExtractKind| -> Option<Vec<Box<[u8]>>> {
+            let prefix = kind.is_prefix();
+            let seq: Seq = Extractor::new().kind(kind).extract(&hir);
+            let lits = seq.literals()?;
+            if lits.is_empty() || lits.iter().any(|l| l.is_empty()) {
+                return None;
+            }
+            let mut out: Vec<Box<[u8]>> = Vec::new();
+            // Many literals sharing a start (`/api/v[0-9]`) become that start.
+            let common = if prefix {
+                seq.longest_common_prefix()
+            } else {
+                seq.longest_common_suffix()
+            };
+            match common {
+                Some(c) if !c.is_empty() && lits.len() > 2 => {
+                    out.push(c.to_ascii_lowercase().into())
+                }
+                _ => {
+                    for l in lits {
+                        let low: Box<[u8]> = l.as_bytes().to_ascii_lowercase().into();
+                        if !out.contains(&low) {
+                            out.push(low);
+                        }
+                    }
+                }
+            }
+            (out.len() <= PREFILTER_MAX_LITERALS).then_some(out)
+        };
+        let (kind, lits) = if props.look_set_prefix().contains(Look::Start) {
+            match lits(ExtractKind::Prefix) {
+                Some(l) => (PreKind::Starts, l),
+                None => return (Prefilter::NONE)(),
+            }
+        } else if let Some(l) = props
+            .look_set_suffix()
+            .contains(Look::End)
+            .then(|| lits(ExtractKind::Suffix))
+            .flatten()
+        {
+            (PreKind::Ends, l)
+        } else {
+            match lits(ExtractKind::Prefix) {
+                Some(l) => (PreKind::Contains, l),
+                None => return (Prefilter::NONE)(),
+            }
+        };
+        // The quick byte: the second one for starts (the first is usually
+        // '/'), the last one for ends.
+        let shortest = lits.iter().map(|l| l.len()).min().unwrap_or(0);
+        let at = usize::from(kind == PreKind::Starts && shortest > 1);
+        let mut bytes = [0u64; 4];
+        for l in &lits {
+            let b = if kind == PreKind::Ends {
+                l[l.len() - 1]
+            } else {
+                l[at]
+            };
+            for c in [b, b.to_ascii_uppercase()] {
+                bytes[usize::from(c >> 6)] |= 1 << (c & 63);
+            }
+        }
+        Prefilter {
+            kind,
+            lits: lits.into(),
+            bytes,
+            at,
+        }
+    }
+
+    #[inline]
+    fn allows(&self, s: &[u8]) -> bool {
+        let quick = |b: u8| self.bytes[usize::from(b >> 6)] & (1 << (b & 63)) != 0;
+        match self.kind {
+            PreKind::None => true,
+            PreKind::Starts => s.get(self.at).is_some_and(|&b| quick(b)) && self.starts(s),
+            PreKind::Ends => s.last().is_some_and(|&b| quick(b)) && self.ends(s),
+            PreKind::Contains => self.lits.iter().any(|l| contains_lower(s, l)),
+        }
+    }
+
+    fn starts(&self, s: &[u8]) -> bool {
+        self.lits
+            .iter()
+            .any(|l| s.len() >= l.len() && eq_lower(&s[..l.len()], l))
+    }
+
+    fn ends(&self, s: &[u8]) -> bool {
+        self.lits
+            .iter()
+            .any(|l| s.len() >= l.len() && eq_lower(&s[s.len() - l.len()..], l))
+    }
+}
+
+/// `a` equals the lowercase `l`, ASCII-caselessly.
+#[inline]
+fn eq_lower(a: &[u8], l: &[u8]) -> bool {
+    a.iter().zip(l).all(|(x, y)| x.to_ascii_lowercase() == *y)
+}
+
+/// `s` contains the lowercase `l`, ASCII-caselessly.
+fn contains_lower(s: &[u8], l: &[u8]) -> bool {
+    if s.len() < l.len() {
+        return false;
+    }
+    let (first, rest) = (l[0], &l[1..]);
+    (0..=s.len() - l.len())
+        .any(|i| s[i].to_ascii_lowercase() == first && eq_lower(&s[i + 1..i + l.len()], rest))
+}
+
+impl Re {
+    /// Compile; the error reads as nginx's (`regex "…" compile failed: …`).
+    pub fn new(pattern: &str, caseless: bool) -> Result<Re, String> {
+        let build = |unicode: bool| {
+            regex::bytes::RegexBuilder::new(pattern)
+                .case_insensitive(caseless)
+                .unicode(unicode)
+                .build()
+        };
+        let re = build(false)
+            .or_else(|_| build(true))
+            .map_err(|e| regex_message(pattern, &e))?;
+        let mut named = Vec::new();
+        for (i, name) in re.capture_names().enumerate() {
+            if let Some(n) = name
+                && let Some(v) = registry::declare(n, UserKind::Set)?
+            {
+                named.push((i, v.index));
+            }
+        }
+        Ok(Re {
+            re,
+            named: named.into(),
+            pre: Prefilter::of(pattern),
+        })
+    }
+
+    pub fn regex(&self) -> &regex::bytes::Regex {
+        &self.re
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.re.as_str()
+    }
+
+    #[inline]
+    pub fn is_match(&self, s: &[u8]) -> bool {
+        self.pre.allows(s) && self.re.is_match(s)
+    }
+
+    /// What a subject's first, second or last byte must be for a match,
+    /// for indexing many regexes by byte (see `core::route`).
+    pub fn quick(&self) -> Quick {
+        match self.pre.kind {
+            PreKind::Starts => Quick::At(self.pre.at, self.pre.bytes),
+            PreKind::Ends => Quick::Last(self.pre.bytes),
+            PreKind::None | PreKind::Contains => Quick::Any,
+        }
+    }
+
+    /// False when `s` cannot match (a cheap check on anchored literals);
+    /// true says nothing.
+    #[inline]
+    pub fn may_match(&self, s: &[u8]) -> bool {
+        self.pre.allows(s)
+    }
+
+    /// Number of capture groups (without the whole match).
+    pub fn groups(&self) -> usize {
+        self.re.captures_len() - 1
+    }
+
+    /// (group index, variable index) of the named groups.
+    pub fn named(&self) -> &[(usize, u32)] {
+        &self.named
+    }
+}
+
+/// `regex "(" compile failed: unclosed group`, on one line (the regex crate's
+/// own message spans several lines with a caret diagram).
+pub fn regex_message(pattern: &str, err: &regex::Error) -> String {
+    let full = err.to_string();
+    let why = full
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .unwrap_or_else(|| full.lines().next().unwrap_or("invalid regex"));
+    format!("regex \"{pattern}\" compile failed: {why}")
+}
+
+/// The numbered captures of the last regex match with groups: `$1`..`$9`
+/// read them. The subject is copied, so the captures outlive a rewrite of
+/// the URI they came from (as in nginx).
+#[derive(Debug, Default)]
+pub struct Captures {
+    subject: Vec<u8>,
+    spans: Vec<Option<(usize, usize)>>,
+}
+
+impl Captures {
+    pub fn set(&mut self, subject: &[u8], locs: &regex::bytes::CaptureLocations) {
+        self.subject.clear();
+        self.subject.extend_from_slice(subject);
+        self.spans.clear();
+        self.spans.extend((0..locs.len()).map(|i| locs.get(i)));
+    }
+
+    /// Capture `n` (0 is the whole match); `None` when it did not take part.
+    pub fn get(&self, n: usize) -> Option<&[u8]> {
+        let (a, b) = (*self.spans.get(n)?)?;
+        Some(&self.subject[a..b])
+    }
 }
 
 #[cfg(test)]

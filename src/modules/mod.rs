@@ -1,15 +1,25 @@
 //! Feature modules: each one holds its runtime and its directives.
 
+pub mod autoindex;
+pub mod compress;
+pub mod error_page;
 pub mod fastcgi;
+pub mod headers;
 pub mod log;
+pub mod map;
+pub mod rewrite;
 pub mod static_files;
+pub mod status;
+pub mod try_files;
 
 /// Response filters, in order, run on every response a request produces
 /// (header changes, body transformations). Each feature adds its own here.
 pub fn filter_response(
-    _req: &crate::core::request::Request<'_>,
-    _resp: &mut crate::http::response::Response,
+    req: &crate::core::request::Request<'_>,
+    resp: &mut crate::http::response::Response,
 ) {
+    headers::filter(req, resp);
+    compress::filter(req, resp);
 }
 
 /// Per-worker housekeeping, once a second: flush access-log buffers, drop

@@ -30,7 +30,11 @@ struct Slot {
 struct Registry {
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
+    /// Stopping: idle connections are closed, and new waits end at once.
     stopping: bool,
+    /// Draining (a handover): idle connections stay until their next request,
+    /// answered with `Connection: close`, or their own timeout.
+    draining: bool,
 }
 
 thread_local! {
@@ -125,9 +129,19 @@ pub fn stop_all() {
     });
 }
 
-/// Has this worker begun to stop?
+/// The worker drains without cutting idle connections (binary upgrade, retired
+/// worker): each connection ends after its next response instead, so no request
+/// a client sends on a kept-alive connection meets a close.
+pub fn drain() {
+    REGISTRY.with(|r| r.borrow_mut().draining = true);
+}
+
+/// Has this worker begun to stop or drain? Responses then close their connection.
 pub fn stopping() -> bool {
-    REGISTRY.with(|r| r.borrow().stopping)
+    REGISTRY.with(|r| {
+        let r = r.borrow();
+        r.stopping || r.draining
+    })
 }
 
 /// Run `tick` forever (spawned once per worker).
@@ -162,6 +176,29 @@ mod tests {
             );
             assert!(stopping());
         });
+    }
+
+    #[test]
+    fn drain_keeps_idle_waits() {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                assert!(!stopping());
+                let mut t = IdleTimer::new(Instant::now() + Duration::from_secs(3600));
+                drain();
+                assert!(stopping());
+                let waker = Waker::noop();
+                let mut cx = Context::from_waker(waker);
+                assert!(Pin::new(&mut t).poll(&mut cx).is_pending());
+                let mut n = IdleTimer::new(Instant::now() + Duration::from_secs(3600));
+                assert!(Pin::new(&mut n).poll(&mut cx).is_pending());
+            });
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

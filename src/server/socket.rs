@@ -1,6 +1,5 @@
 //! Listening sockets and the stream abstraction over TCP and unix sockets.
 
-use crate::conf::load::Listener;
 use crate::conf::model::ListenAddr;
 use socket2::{Domain, SockRef, Socket, Type};
 use std::future::Future;
@@ -9,6 +8,7 @@ use std::os::fd::AsRawFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
 /// A bound, listening socket not yet registered with a worker's event loop.
+#[derive(Debug)]
 pub enum Bound {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener),
@@ -21,15 +21,68 @@ impl Bound {
             Bound::Unix(l) => Bound::Unix(l.try_clone()?),
         })
     }
+
+    pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Bound::Tcp(l) => l.as_raw_fd(),
+            Bound::Unix(l) => l.as_raw_fd(),
+        }
+    }
+
+    /// listen(2) again: changes the accept-queue length of a listening socket
+    /// without disturbing the connections already queued.
+    pub fn relisten(&self, backlog: i32) -> io::Result<()> {
+        match self {
+            Bound::Tcp(l) => SockRef::from(l).listen(backlog),
+            Bound::Unix(l) => SockRef::from(l).listen(backlog),
+        }
+    }
+
+    /// Is SO_REUSEPORT set (more sockets may bind the same address)?
+    pub fn reuse_port(&self) -> bool {
+        match self {
+            Bound::Tcp(l) => SockRef::from(l).reuse_port().unwrap_or(false),
+            Bound::Unix(_) => false,
+        }
+    }
+
+    /// A socket handed over by another process (upgrade, systemd): a listening
+    /// stream socket, and the address it is bound to.
+    pub fn adopt(fd: std::os::fd::OwnedFd) -> io::Result<(ListenAddr, Bound)> {
+        let s = Socket::from(fd);
+        if s.r#type()? != Type::STREAM || !s.is_listener()? {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a listening stream socket",
+            ));
+        }
+        s.set_cloexec(true)?;
+        s.set_nonblocking(true)?;
+        let local = s.local_addr()?;
+        if let Some(a) = local.as_socket() {
+            return Ok((ListenAddr::Tcp(a), Bound::Tcp(s.into())));
+        }
+        match local.as_pathname() {
+            Some(p) => Ok((
+                ListenAddr::Unix(p.to_path_buf()),
+                Bound::Unix(std::os::fd::OwnedFd::from(s).into()),
+            )),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "neither a TCP nor a named unix socket",
+            )),
+        }
+    }
 }
 
-/// Bind one socket for `l`; with `reuseport` every worker calls this for its own socket.
-pub fn bind(l: &Listener) -> io::Result<Bound> {
-    match &l.addr {
+/// Bind one listening socket; with `reuseport` more sockets may bind the same
+/// address (one per worker, or a wildcard beside a specific address).
+pub fn bind(addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Bound> {
+    match addr {
         ListenAddr::Tcp(addr) => {
             let s = Socket::new(Domain::for_address(*addr), Type::STREAM, None)?;
             s.set_reuse_address(true)?;
-            if l.reuseport {
+            if reuseport {
                 s.set_reuse_port(true)?;
             }
             if addr.is_ipv6() {
@@ -37,7 +90,7 @@ pub fn bind(l: &Listener) -> io::Result<Bound> {
             }
             s.set_nonblocking(true)?;
             s.bind(&(*addr).into())?;
-            s.listen(l.backlog)?;
+            s.listen(backlog)?;
             Ok(Bound::Tcp(s.into()))
         }
         ListenAddr::Unix(path) => {
@@ -50,7 +103,7 @@ pub fn bind(l: &Listener) -> io::Result<Bound> {
             let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
             s.set_nonblocking(true)?;
             s.bind(&socket2::SockAddr::unix(path)?)?;
-            s.listen(l.backlog)?;
+            s.listen(backlog)?;
             Ok(Bound::Unix(s.into()))
         }
     }

@@ -1,21 +1,103 @@
-//! A worker: one thread, one current-thread tokio runtime, its own view of the
-//! listening sockets, and the connections it accepted. Share-nothing: the only
-//! shared state is the configuration snapshot and the shutdown signal.
+//! A worker: one thread, one current-thread tokio runtime, the listening sockets
+//! the main thread assigned to it (its own descriptors for them), and the
+//! connections it accepted. Share-nothing: the only shared state is the
+//! configuration snapshot; the main thread steers a worker with [`Ctl`] messages.
 
+use super::Shared;
 use super::socket::{Bound, Stream};
-use super::{Shared, State};
-use crate::core::errlog;
+use super::stats;
+use crate::core::errlog::{self, errno_text};
 use crate::error_log;
 use crate::http::h1::conn::{self, Peer};
 use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
-use tokio::sync::{Notify, watch};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, mpsc};
+
+/// What the main thread tells a worker.
+#[derive(Debug)]
+pub enum Ctl {
+    /// Accept on this socket (the worker's own descriptor) for listener `key`;
+    /// `id` names the socket in the main thread's pool.
+    Add { key: usize, id: u64, sock: Bound },
+    /// Stop accepting on socket `id`; queued connections stay for the others.
+    Remove(u64),
+    /// A new configuration is live: pick up per-worker settings.
+    Reloaded,
+    /// Stop accepting and finish. `close_idle`: close idle connections now (a
+    /// stop); else they stay until their next request, which is answered with
+    /// `Connection: close`, or their timeout (a handover). At `deadline` the
+    /// connections left are closed.
+    Drain {
+        close_idle: bool,
+        deadline: Option<Instant>,
+    },
+    /// Close everything now.
+    Stop,
+}
+
+/// The main thread's end of a worker.
+pub struct Handle {
+    /// Number of the worker (thread name `vireo-worker-N`).
+    pub id: usize,
+    /// Unique over the process's life, reported on `done` when the thread ends.
+    pub serial: u64,
+    tx: mpsc::UnboundedSender<Ctl>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Pool socket ids this worker accepts on.
+    pub sockets: HashSet<u64>,
+}
+
+impl Handle {
+    pub fn send(&self, c: Ctl) {
+        // A worker that has already exited needs nothing any more.
+        let _ = self.tx.send(c);
+    }
+
+    /// Wait for the thread to end (after it reported on `done`).
+    pub fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start worker `id`; its serial is sent on `done` when its thread ends.
+pub fn spawn(
+    id: usize,
+    serial: u64,
+    shared: Arc<Shared>,
+    done: mpsc::UnboundedSender<u64>,
+) -> std::io::Result<Handle> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let thread = std::thread::Builder::new()
+        .name(format!("vireo-worker-{id}"))
+        .spawn(move || {
+            // Reported however the thread ends, a panic included.
+            struct Done(mpsc::UnboundedSender<u64>, u64);
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    let _ = self.0.send(self.1);
+                }
+            }
+            let _done = Done(done, serial);
+            run(id, rx, shared);
+        })?;
+    Ok(Handle {
+        id,
+        serial,
+        tx,
+        thread: Some(thread),
+        sockets: HashSet::new(),
+    })
+}
 
 /// Per-worker connection accounting.
 pub struct Slots {
     active: Cell<usize>,
-    max: usize,
+    max: Cell<usize>,
     drained: Notify,
 }
 
@@ -26,6 +108,7 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let n = self.0.active.get() - 1;
         self.0.active.set(n);
+        stats::closed();
         if n == 0 {
             self.0.drained.notify_waiters();
         }
@@ -35,17 +118,30 @@ impl Drop for Slot {
 impl Slots {
     fn take(self: &Rc<Self>) -> Option<Slot> {
         let n = self.active.get();
-        if n >= self.max {
+        if n >= self.max.get() {
             return None;
         }
         self.active.set(n + 1);
+        stats::opened();
         Some(Slot(self.clone()))
+    }
+
+    /// Resolves once no connection is left.
+    async fn drained(&self) {
+        loop {
+            let drained = self.drained.notified();
+            if self.active.get() == 0 {
+                return;
+            }
+            drained.await;
+        }
     }
 }
 
-/// Run worker `id` until shutdown; `listeners[i]` serves `config.listeners[i]`.
-pub fn run(id: usize, listeners: Vec<Bound>, shared: Arc<Shared>) {
+/// Run worker `id` until told to stop, or its drain ends.
+fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
     errlog::set_worker_id(id);
+    stats::attach(id);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -60,71 +156,130 @@ pub fn run(id: usize, listeners: Vec<Bound>, shared: Arc<Shared>) {
     rt.block_on(async move {
         let slots = Rc::new(Slots {
             active: Cell::new(0),
-            max,
+            max: Cell::new(max),
             drained: Notify::new(),
         });
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
-                for (idx, bound) in listeners.into_iter().enumerate() {
-                    let (shared, slots) = (shared.clone(), slots.clone());
-                    tokio::task::spawn_local(async move {
-                        if let Err(e) = accept_loop(idx, bound, shared, slots).await {
-                            error_log!(Alert, "accept on listener {idx} failed: {e}");
-                        }
-                    });
-                }
                 tokio::task::spawn_local(crate::modules::timers());
                 tokio::task::spawn_local(super::idle::ticker());
-                let mut rx = shared.state.subscribe();
-                let state = loop {
-                    let s = *rx.borrow_and_update();
-                    if s != State::Running {
-                        break s;
-                    }
-                    if rx.changed().await.is_err() {
-                        break State::Fast;
+                tokio::task::spawn_local(figures());
+                let mut accepting: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
+                let drain = loop {
+                    match rx.recv().await {
+                        Some(Ctl::Add { key, id, sock }) => {
+                            let (shared, slots) = (shared.clone(), slots.clone());
+                            let task = tokio::task::spawn_local(async move {
+                                if let Err(e) = accept_loop(key, sock, shared, slots).await {
+                                    error_log!(
+                                        Alert,
+                                        "accepting on a listening socket failed: {e}"
+                                    );
+                                }
+                            });
+                            if let Some(old) = accepting.insert(id, task.abort_handle()) {
+                                old.abort();
+                            }
+                        }
+                        Some(Ctl::Remove(id)) => {
+                            if let Some(h) = accepting.remove(&id) {
+                                h.abort();
+                            }
+                        }
+                        Some(Ctl::Reloaded) => {
+                            slots.max.set(shared.config.load().worker_connections);
+                        }
+                        Some(Ctl::Drain {
+                            close_idle,
+                            deadline,
+                        }) => break Some((close_idle, deadline)),
+                        Some(Ctl::Stop) | None => break None,
                     }
                 };
-                super::idle::stop_all();
-                if state == State::Graceful {
-                    // Listeners stop by themselves; wait for connections to finish.
-                    while slots.active.get() > 0 {
-                        let drained = slots.drained.notified();
-                        if slots.active.get() == 0 {
+                // Stop accepting: the sockets (and what is queued on them) stay
+                // open in the main thread and in the other workers.
+                for h in accepting.values() {
+                    h.abort();
+                }
+                let Some((close_idle, mut deadline)) = drain else {
+                    return;
+                };
+                if close_idle {
+                    super::idle::stop_all();
+                } else {
+                    super::idle::drain();
+                }
+                loop {
+                    let timeout = async {
+                        match deadline {
+                            Some(d) => tokio::time::sleep_until(d.into()).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = slots.drained() => break,
+                        _ = timeout => {
+                            error_log!(
+                                Notice,
+                                "worker_shutdown_timeout: closing {} connection(s) still open",
+                                slots.active.get()
+                            );
                             break;
                         }
-                        drained.await;
+                        m = rx.recv() => match m {
+                            Some(Ctl::Stop) | None => break,
+                            Some(Ctl::Drain { close_idle, deadline: d }) => {
+                                if close_idle {
+                                    super::idle::stop_all();
+                                }
+                                if let Some(d) = d
+                                    && deadline.is_none_or(|old| d < old)
+                                {
+                                    deadline = Some(d);
+                                }
+                            }
+                            Some(_) => {}
+                        },
                     }
                 }
             })
             .await;
+        // Connections left are closed as the task set drops here.
     });
     crate::modules::worker_exit();
 }
 
+/// Per-worker figures that are sampled rather than counted.
+async fn figures() {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        stats::set_file_cache_entries(crate::modules::static_files::cache::len());
+    }
+}
+
 async fn accept_loop(
-    idx: usize,
+    key: usize,
     bound: Bound,
     shared: Arc<Shared>,
     slots: Rc<Slots>,
 ) -> std::io::Result<()> {
-    let mut rx = shared.state.subscribe();
     match bound {
         Bound::Tcp(l) => {
             let l = tokio::net::TcpListener::from_std(l)?;
             loop {
-                let (s, peer) = tokio::select! {
-                    r = l.accept() => match r {
-                        Ok(v) => v,
-                        Err(e) => { accept_error(e).await; continue; }
-                    },
-                    _ = stopping(&mut rx) => return Ok(()),
+                let (s, peer) = match l.accept().await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        accept_error(e).await;
+                        continue;
+                    }
                 };
-                start(s, Peer::Tcp(peer), idx, &shared, &slots);
+                start(s, Peer::Tcp(peer), key, &shared, &slots);
                 if shared.config.load().multi_accept {
                     while let Ok((s, peer)) = poll_accept(&l) {
-                        start(s, Peer::Tcp(peer), idx, &shared, &slots);
+                        start(s, Peer::Tcp(peer), key, &shared, &slots);
                     }
                 }
             }
@@ -132,14 +287,14 @@ async fn accept_loop(
         Bound::Unix(l) => {
             let l = tokio::net::UnixListener::from_std(l)?;
             loop {
-                let s = tokio::select! {
-                    r = l.accept() => match r {
-                        Ok((s, _)) => s,
-                        Err(e) => { accept_error(e).await; continue; }
-                    },
-                    _ = stopping(&mut rx) => return Ok(()),
+                let s = match l.accept().await {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        accept_error(e).await;
+                        continue;
+                    }
                 };
-                start(s, Peer::Unix, idx, &shared, &slots);
+                start(s, Peer::Unix, key, &shared, &slots);
             }
         }
     }
@@ -157,34 +312,43 @@ fn poll_accept(
     }
 }
 
-/// Out of descriptors or similar: log, pause briefly instead of spinning.
-async fn accept_error(e: std::io::Error) {
-    error_log!(Crit, "accept() failed: {e}");
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-}
+/// How long accepting pauses after running out of descriptors or memory: the
+/// connections wait in the kernel's queue meanwhile, instead of the worker
+/// spinning on an accept that fails at once.
+pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
-/// Resolves once the server leaves the running state.
-pub async fn stopping(rx: &mut watch::Receiver<State>) {
-    loop {
-        if *rx.borrow_and_update() != State::Running {
-            return;
+/// A failed accept: a connection gone before it was taken costs nothing; running
+/// out of descriptors (EMFILE, ENFILE) or memory pauses accepting on this socket.
+async fn accept_error(e: std::io::Error) {
+    match e.raw_os_error() {
+        Some(libc::ECONNABORTED | libc::EINTR | libc::EAGAIN | libc::EPROTO) => {}
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+            error_log!(
+                Crit,
+                "accept() failed ({}), accepting paused for {} ms",
+                errno_text(&e),
+                ACCEPT_PAUSE.as_millis()
+            );
+            tokio::time::sleep(ACCEPT_PAUSE).await;
         }
-        if rx.changed().await.is_err() {
-            return;
+        _ => {
+            error_log!(Alert, "accept() failed ({})", errno_text(&e));
+            tokio::time::sleep(ACCEPT_PAUSE).await;
         }
     }
 }
 
-fn start<S: Stream>(s: S, peer: Peer, idx: usize, shared: &Arc<Shared>, slots: &Rc<Slots>) {
+fn start<S: Stream>(s: S, peer: Peer, key: usize, shared: &Arc<Shared>, slots: &Rc<Slots>) {
+    stats::accepted();
     let Some(slot) = slots.take() else {
         error_log!(
             Alert,
             "{} worker_connections are not enough, closing a new connection",
-            slots.max
+            slots.max.get()
         );
         return;
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    tokio::task::spawn_local(conn::serve(s, peer, idx, id, shared, slot));
+    tokio::task::spawn_local(conn::serve(s, peer, key, id, shared, slot));
 }

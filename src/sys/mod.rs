@@ -73,3 +73,185 @@ pub fn local_addr(fd: RawFd) -> Option<std::net::SocketAddr> {
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     socket2::SockRef::from(&fd).local_addr().ok()?.as_socket()
 }
+
+/// Spawn `cmd` with the descriptors `keep` left open across its exec: their
+/// FD_CLOEXEC flag is cleared in the child only, between fork and exec, so no
+/// other program this process might start inherits them (binary upgrade).
+pub fn spawn_keeping_fds(
+    cmd: &mut std::process::Command,
+    keep: Vec<RawFd>,
+) -> io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // fcntl, which is async-signal-safe; it does not allocate (`keep` was
+    // allocated before the fork and is only read).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &keep {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Take ownership of a descriptor inherited from the parent process (binary
+/// upgrade, systemd socket activation). The caller passes each number once.
+pub fn adopt_fd(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    if fd <= 2 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} is a standard stream"),
+        ));
+    }
+    // SAFETY: F_GETFD only inspects the descriptor table.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above), was inherited across exec,
+    // and nothing else in this process owns it: the caller adopts each number
+    // once, before any other descriptor of this process could take that number.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Send `sig` to process `pid` (`sig` 0: does it exist?).
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid PID number \"{pid}\""),
+        ));
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A user account: its uid and primary gid (getpwnam).
+pub fn lookup_user(name: &str) -> io::Result<Option<(u32, u32)>> {
+    let cname = std::ffi::CString::new(name)?;
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: an all-zero passwd is a valid value for getpwnam_r to fill.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf` outlives the use of `pw`'s
+    // string fields (none are read).
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok((!out.is_null()).then_some((pw.pw_uid, pw.pw_gid)))
+}
+
+/// A group's gid (getgrnam).
+pub fn lookup_group(name: &str) -> io::Result<Option<u32>> {
+    let cname = std::ffi::CString::new(name)?;
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: an all-zero group is a valid value for getgrnam_r to fill.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: as in `lookup_user`.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            cname.as_ptr(),
+            &mut gr,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok((!out.is_null()).then_some(gr.gr_gid))
+}
+
+/// Become `user` (uid, gid; supplementary groups from the group database):
+/// initgroups, setgid, setuid, in that order. glibc applies each to every thread.
+pub fn drop_privileges(user: &str, uid: u32, gid: u32) -> io::Result<()> {
+    let cname = std::ffi::CString::new(user)?;
+    // SAFETY: `cname` is a valid C string; the calls have no other preconditions.
+    unsafe {
+        if libc::initgroups(cname.as_ptr(), gid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::setgid(gid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::setuid(uid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Root must not be regainable.
+        if uid != 0 && libc::setuid(0) == 0 {
+            return Err(io::Error::other(
+                "privileges could be regained after setuid",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Detach from the terminal: fork (the parent exits at once with status 0),
+/// start a new session, and point stdin and stdout (and stderr unless
+/// `keep_stderr`) at /dev/null. Call only while the process has one thread.
+pub fn daemonize(keep_stderr: bool) -> io::Result<()> {
+    // SAFETY: the process is single-threaded here (documented precondition), so
+    // the child may go on running arbitrary code. The parent leaves with _exit,
+    // running no destructor that could touch descriptors shared with the child.
+    unsafe {
+        match libc::fork() {
+            -1 => return Err(io::Error::last_os_error()),
+            0 => {}
+            _ => libc::_exit(0),
+        }
+        if libc::setsid() < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    let targets: &[RawFd] = if keep_stderr { &[0, 1] } else { &[0, 1, 2] };
+    for &t in targets {
+        // SAFETY: dup2 onto a standard stream number; both descriptors are open.
+        if unsafe { libc::dup2(null.as_raw_fd(), t) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Number of threads of this process (from /proc), to check `daemonize`'s precondition.
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count())
+}
+
+/// Milliseconds since the Unix epoch from the coarse real-time clock (a few ms
+/// of resolution, cheaper than the precise clock: request-duration histograms).
+pub fn coarse_unix_millis() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}

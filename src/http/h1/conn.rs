@@ -79,7 +79,10 @@ pub fn serve<S: Stream>(
     shared: Arc<Shared>,
     slot: Slot,
 ) -> impl Future<Output = ()> + use<S> {
-    if shared.config.load().listeners[listener]
+    if shared
+        .config
+        .load()
+        .listener(listener)
         .vhosts
         .default
         .conf
@@ -175,7 +178,7 @@ impl<S: Stream> Conn<S> {
         self.io = None;
         let (wait, reset_on_timeout) = {
             let cfg = self.shared.config.load();
-            let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
+            let core = &cfg.listener(self.listener).vhosts.default.conf.core;
             if self.requests > 0 {
                 (core.keepalive_timeout, false)
             } else {
@@ -200,12 +203,14 @@ impl<S: Stream> Conn<S> {
     /// Read one request head and serve it. False when the connection is done.
     async fn step(&mut self, io: &mut Io) -> bool {
         let cfg = self.shared.config.load_full();
-        let core = &cfg.listeners[self.listener].vhosts.default.conf.core;
+        let core = &cfg.listener(self.listener).vhosts.default.conf.core;
+        let mut busy = crate::server::stats::Busy::reading();
         let head = match self.read_head(io, core).await {
             Ok(Read::Head(h)) => h,
             Ok(Read::Idle) => return true,
             Ok(Read::Closed) => return false,
             Err(ReadError::Parse(e)) => {
+                busy.writing();
                 self.refuse(io, e, &cfg).await;
                 return false;
             }
@@ -217,6 +222,7 @@ impl<S: Stream> Conn<S> {
             }
         };
         self.requests += 1;
+        busy.writing();
         match self.serve_one(io, &cfg, &head).await {
             Next::KeepAlive => true,
             Next::Close(linger) => {
@@ -227,7 +233,8 @@ impl<S: Stream> Conn<S> {
     }
 
     async fn serve_one(&mut self, io: &mut Io, cfg: &Config, head: &RequestHead) -> Next {
-        let vhosts = &cfg.listeners[self.listener].vhosts;
+        let listener = cfg.listener(self.listener);
+        let vhosts = &listener.vhosts;
         let host = host_of(head);
         let peer = self.peer;
         let mut req = self.request(vhosts, head, &host, &peer);
@@ -249,7 +256,13 @@ impl<S: Stream> Conn<S> {
                 }
                 _ => {
                     let mut body = ConnBody::new(&self.s, io, head, core);
-                    let mut resp = req.run(&mut body).await;
+                    let mut resp = match crate::server::guard::run(&mut req, &mut body).await {
+                        Some(r) => r,
+                        None => {
+                            close = true;
+                            req.error(500)
+                        }
+                    };
                     // What the handler left unread is read and dropped.
                     let rest = body.discard().await;
                     req.body_read = body.read;
@@ -285,6 +298,7 @@ impl<S: Stream> Conn<S> {
             && (resp.body.size().is_some() || head.version == Version::Http11)
             && self.requests < core.keepalive_requests
             && !core.keepalive_timeout.is_zero()
+            && !listener.retired
             && !idle::stopping();
         match self.respond(io, &req, &mut resp, keep_alive).await {
             Ok(()) if keep_alive => Next::KeepAlive,
@@ -325,6 +339,7 @@ impl<S: Stream> Conn<S> {
                 server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
             ),
             body_read: 0,
+            state: Default::default(),
         }
     }
 
@@ -338,6 +353,11 @@ impl<S: Stream> Conn<S> {
         keep_alive: bool,
     ) -> io::Result<()> {
         let core = &req.conf.core;
+        if resp.status == 444 {
+            // `return 444`: close without answering (logged as 444).
+            crate::modules::log::log_request(req, resp, 0, 0);
+            return Err(io::Error::other("return 444"));
+        }
         io.out.clear();
         io.out.reserve(512);
         write_head(&mut io.out, resp, keep_alive, core.server_tokens);
@@ -354,6 +374,7 @@ impl<S: Stream> Conn<S> {
             .send(io, &mut resp.body, how, core, &mut body_sent)
             .await;
         crate::modules::log::log_request(req, resp, head_len, body_sent);
+        crate::server::stats::response(resp.status, head_len + body_sent, req.start_ms);
         r
     }
 
@@ -552,7 +573,7 @@ impl<S: Stream> Conn<S> {
             e.reason,
             e.status
         );
-        let vhosts = &cfg.listeners[self.listener].vhosts;
+        let vhosts = &cfg.listener(self.listener).vhosts;
         let head = RequestHead::unparsed(&io.buf);
         let peer = self.peer;
         let req = self.request(vhosts, &head, "", &peer);

@@ -7,11 +7,12 @@ use crate::core::request::{Finished, Request};
 use crate::http::response::Response;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 thread_local! {
-    /// Keyed by the target's address; the Arc kept beside it pins that address.
-    static WRITERS: RefCell<HashMap<usize, (Arc<AccessLogTarget>, AccessLog)>> = RefCell::default();
+    /// Keyed by the target's address; the Weak kept beside it pins that address
+    /// (not the target: a reload that drops it lets `flush_due` drop the writer).
+    static WRITERS: RefCell<HashMap<usize, (Weak<AccessLogTarget>, AccessLog)>> = RefCell::default();
 }
 
 /// Write the access log lines for a finished request.
@@ -34,19 +35,23 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
             let key = Arc::as_ptr(t) as usize;
             let (_, writer) = w.entry(key).or_insert_with(|| {
                 let writer = AccessLog::new(t.file.clone(), t.format.clone(), t.buffer, t.flush);
-                (t.clone(), writer)
+                (Arc::downgrade(t), writer)
             });
             writer.log(&done);
         }
     });
 }
 
-/// Flush buffers whose `flush=` time has come (once a second).
+/// Flush buffers whose `flush=` time has come (once a second). Writers of
+/// targets no configuration uses any more (replaced by a reload) are flushed and
+/// dropped, closing their files.
 pub fn flush_due() {
     WRITERS.with(|w| {
-        for (_, writer) in w.borrow_mut().values_mut() {
+        let mut w = w.borrow_mut();
+        for (_, writer) in w.values_mut() {
             writer.flush_due();
         }
+        w.retain(|_, (target, _)| target.strong_count() > 0);
     });
 }
 

@@ -108,9 +108,13 @@ pub fn open(path: &[u8], conf: &StaticConf) -> io::Result<Rc<FileInfo>> {
                 let kept = e.uses >= conf.open_file_cache_min_uses;
                 match &e.info {
                     Ok(info) if kept && (info.file.is_some() || !info.is_file) => {
+                        crate::server::stats::file_cache(true);
                         return Ok(info.clone());
                     }
-                    Err(errno) => return Err(io::Error::from_raw_os_error(*errno)),
+                    Err(errno) => {
+                        crate::server::stats::file_cache(true);
+                        return Err(io::Error::from_raw_os_error(*errno));
+                    }
                     Ok(_) => {}
                 }
             } else if let Ok(info) = &e.info
@@ -121,11 +125,13 @@ pub fn open(path: &[u8], conf: &StaticConf) -> io::Result<Rc<FileInfo>> {
                 // Unchanged on disk: trust it for another period.
                 e.validated = now;
                 if info.file.is_some() || !info.is_file {
+                    crate::server::stats::file_cache(true);
                     return Ok(info.clone());
                 }
             }
         }
         let uses = c.map.get(path).map_or(1, |e| e.uses);
+        crate::server::stats::file_cache(false);
         let result = open_path(p);
         let keep = uses >= conf.open_file_cache_min_uses;
         let info = match result {

@@ -69,7 +69,9 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::LOCATION,
         arity: ONE,
         set: |s, d, e| {
-            no_variables(d)?;
+            // Variables are checked here, where an error names this line.
+            crate::core::vars::Template::compile(d.arg(0))
+                .map_err(|err| ConfError::new(err, &d.span))?;
             let Scope::Location(l) = s else {
                 unreachable!()
             };
@@ -84,7 +86,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "alias path;",
         default: "—",
-        doc: "Replaces the location's matched prefix with this path when building the file name.",
+        doc: "Replaces the location's matched prefix with this path when building the file name. In a regex location the alias is the whole file name, usually built from the location's captures. Variables are allowed; a URI that would climb out of the alias (`..`) gets 404.\n\n```nginx\nlocation /i/ { alias /data/w3/images/; }\nlocation ~ ^/users/(.+\\.(?:gif|jpe?g|png))$ { alias /data/w3/images/$1; }\n```",
     },
     Def {
         name: "index",

@@ -28,11 +28,16 @@ const URI_ESCAPE: &AsciiSet = &CONTROLS
     .add(b'}');
 
 pub fn content(req: &mut Request<'_>) -> Outcome {
-    if !matches!(req.method(), Method::Get | Method::Head) {
+    // POST reaches the file look-up: a missing file is still a 404, as nginx.
+    let method = req.method();
+    if !matches!(method, Method::Get | Method::Head | Method::Post) {
         return Outcome::Respond(req.error(405));
     }
-    if !map_to_file(req) {
-        return Outcome::Respond(req.error(404));
+    let mut file = std::mem::take(&mut req.filename);
+    let mapped = map_uri(req, &req.uri, &mut file);
+    req.filename = file;
+    if let Err(status) = mapped {
+        return Outcome::Respond(req.error(status));
     }
     if req.uri.ends_with(b"/") {
         return index(req);
@@ -48,37 +53,103 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
     if !info.is_file {
         return Outcome::Respond(req.error(404));
     }
+    if method == Method::Post {
+        return Outcome::Respond(req.error(405));
+    }
     Outcome::Respond(respond_file(req, &info))
 }
 
-/// `$request_filename`: root + URI, or the alias in place of the location's prefix.
+/// The file `uri` maps to (`$request_filename`), as nginx builds it: root +
+/// URI; in a prefix location with `alias`, the alias in place of the
+/// location's prefix; in a regex location with `alias`, the alias rendered
+/// with the captures, alone (or + URI after try_files matched there).
 ///
-/// False when an alias would let the URI climb out of it: with `location /a`
-/// and `alias /srv/x/;` the URI `/a../secret` maps to `/srv/x/../secret`
-/// (nginx serves that; we refuse it).
-fn map_to_file(req: &mut Request<'_>) -> bool {
-    req.filename.clear();
-    match req.location.and_then(|l| l.alias.as_ref().map(|a| (l, a))) {
-        Some((l, alias)) => {
-            req.filename.extend_from_slice(alias.as_bytes());
-            if matches!(
-                l.kind,
-                LocKind::Prefix | LocKind::PrefixNoRegex | LocKind::Exact
-            ) {
-                let rest = req.uri.get(l.pattern.len()..).unwrap_or_default();
-                req.filename.extend_from_slice(rest);
-                let f = &req.filename;
-                if f.ends_with(b"/..") || memchr::memmem::find(f, b"/../").is_some() {
+/// `Err(404)` when the URI would climb out of the root or alias: with
+/// `location /a` and `alias /srv/x/;` the URI `/a../secret` would map to
+/// `/srv/x/../secret` (nginx serves that; we refuse it), and a rewritten
+/// URI's `.`/`..` segments are resolved without leaving the root.
+/// `Err(500)` when a rewrite took the URI out of an alias location's
+/// prefix, as nginx.
+pub fn map_uri(req: &Request<'_>, uri: &[u8], out: &mut Vec<u8>) -> Result<(), u16> {
+    out.clear();
+    let Some(l) = req.location.filter(|l| l.alias.is_some()) else {
+        use std::os::unix::ffi::OsStrExt;
+        out.extend_from_slice(req.conf.static_files.root.as_os_str().as_bytes());
+        return if uri.first() == Some(&b'/') && push_clean(out, uri) {
+            Ok(())
+        } else {
+            Err(404)
+        };
+    };
+    req.document_root(out);
+    if matches!(l.kind, LocKind::Regex { .. }) {
+        if l.phases.alias_vars.is_some() && has_dot_segment(out) {
+            return Err(404);
+        }
+        if req.state.add_uri_to_alias && !push_clean(out, uri) {
+            return Err(404);
+        }
+        return Ok(());
+    }
+    let Some(rest) = uri.strip_prefix(l.pattern.as_bytes()) else {
+        crate::error_log!(
+            Error,
+            "\"alias\" cannot be used in location \"{}\" where URI was rewritten",
+            l.pattern
+        );
+        return Err(500);
+    };
+    if push_clean(out, rest) {
+        Ok(())
+    } else {
+        Err(404)
+    }
+}
+
+/// Does `p` have a `.` or `..` segment?
+fn has_dot_segment(p: &[u8]) -> bool {
+    if p.first() != Some(&b'.') && memchr::memmem::find(p, b"/.").is_none() {
+        return false;
+    }
+    p.split(|&b| b == b'/').any(|s| s == b"." || s == b"..")
+}
+
+/// Append `part` to `path`, resolving its `.` and `..` segments; false when
+/// `..` would climb above the start of `part`.
+pub fn push_clean(path: &mut Vec<u8>, part: &[u8]) -> bool {
+    if !has_dot_segment(part) {
+        path.extend_from_slice(part);
+        return true;
+    }
+    let mut segs = part.split(|&b| b == b'/');
+    let lead = segs.next().unwrap_or_default();
+    if lead == b"." || lead == b".." {
+        return false;
+    }
+    let mut stack: Vec<&[u8]> = Vec::new();
+    let mut segs = segs.peekable();
+    while let Some(s) = segs.next() {
+        let last = segs.peek().is_none();
+        match s {
+            b"." => {}
+            b".." => {
+                if stack.pop().is_none() {
                     return false;
                 }
             }
+            s => {
+                stack.push(s);
+                continue;
+            }
         }
-        None => {
-            use std::os::unix::ffi::OsStrExt;
-            req.filename
-                .extend_from_slice(req.conf.static_files.root.as_os_str().as_bytes());
-            req.filename.extend_from_slice(&req.uri);
+        if last {
+            stack.push(b"");
         }
+    }
+    path.extend_from_slice(lead);
+    for s in stack {
+        path.push(b'/');
+        path.extend_from_slice(s);
     }
     true
 }
@@ -101,7 +172,9 @@ fn index(req: &mut Request<'_>) -> Outcome {
     }
     req.filename.truncate(dir_len);
     let dir_exists = cache::open(&req.filename, &req.conf.static_files).is_ok_and(|i| i.is_dir);
-    if dir_exists {
+    if dir_exists && req.conf.autoindex.autoindex {
+        Outcome::Respond(crate::modules::autoindex::respond(req))
+    } else if dir_exists {
         crate::error_log!(
             Error,
             "directory index of \"{}\" is forbidden",
@@ -160,6 +233,14 @@ fn redirect_to_dir(req: &Request<'_>) -> Response {
 }
 
 fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
+    // gzip_static & co.: a precompressed variant is served in place of the file.
+    let variant = crate::modules::compress::precompressed(req, info);
+    let mut r = respond_with(req, variant.info.as_ref().unwrap_or(info));
+    variant.apply(&mut r);
+    r
+}
+
+fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     let sf = &req.conf.static_files;
     let head = req.head;
     let etag = if sf.etag { info.etag.as_ref() } else { "" };
@@ -171,12 +252,16 @@ fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
         }
         r
     };
-    if conditional::precondition_failed(
-        head.header("if-match"),
-        head.header("if-unmodified-since"),
-        etag,
-        info.mtime,
-    ) {
+    // An error page with a status of its own ignores conditionals and ranges.
+    let conditionals = req.conditionals_apply();
+    if conditionals
+        && conditional::precondition_failed(
+            head.header("if-match"),
+            head.header("if-unmodified-since"),
+            etag,
+            info.mtime,
+        )
+    {
         return req.error(412);
     }
     let inm = if sf.etag {
@@ -184,13 +269,15 @@ fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     } else {
         None
     };
-    if conditional::not_modified(
-        inm,
-        head.header("if-modified-since"),
-        etag,
-        info.mtime,
-        sf.if_modified_since,
-    ) {
+    if conditionals
+        && conditional::not_modified(
+            inm,
+            head.header("if-modified-since"),
+            etag,
+            info.mtime,
+            sf.if_modified_since,
+        )
+    {
         return with_validators(Response::new(304));
     }
     let ct = Value::Shared(
@@ -204,9 +291,10 @@ fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     let file = info.file.clone().expect("regular files are opened");
     let spec = match head.header("range") {
         Some(r)
-            if head
-                .header("if-range")
-                .is_none_or(|ir| conditional::if_range_matches(ir, etag, info.mtime)) =>
+            if conditionals
+                && head
+                    .header("if-range")
+                    .is_none_or(|ir| conditional::if_range_matches(ir, etag, info.mtime)) =>
         {
             range::parse(r, info.size, sf.max_ranges)
         }

@@ -1,0 +1,905 @@
+"""The experiments of bench/run: what each one runs, summarizes and prints.
+
+Each entry of EXPERIMENTS is an Experiment: run(opts, scratch) -> list of result
+dicts, summarize(results, servers) -> summary rows, markdown(summary, servers) ->
+the tables (the paper's table with a vireo column beside the peers, and the
+paper's own figures).  Results that cannot be measured carry "unsupported" (why)
+instead of figures, and failed measurements carry "error": nothing is made up.
+"""
+import contextlib
+import copy
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import vireobench as vb
+from vireobench import (FILES, PHPINFO, SERVERS, Meter, Progress, Server, check_get, fmt,
+                        label, median_spread, run_ab, run_h2load, run_wrk, settle)
+
+E1_POINTS = [50, 100, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 10000, 15000]
+STATIC_PAGE = "21k.txt"  # E1 and E4's static page
+SIZES = {"2b.txt": "2 B", "21k.txt": "21 KB", "92k.txt": "92 KB", PHPINFO: "phpinfo()"}
+PHP_MARK = b"PHP Version"
+# server name -> command it needs (vb.PACKAGES installs it)
+SERVER_TOOLS = {"nginx": ["nginx"], "lighttpd": ["lighttpd"], "h2o": ["h2o"],
+                "apache": ["apache2"], "apache-prefork": ["apache2", "mod_php"], "floor": ["cc"]}
+
+
+class Gap(NamedTuple):
+    """A metric compared between vireo and the peers: field, label, higher is better,
+    fields holding its min and max over runs."""
+    metric: str
+    name: str
+    higher_better: bool
+    lo: str = None
+    hi: str = None
+    spec: str = ".1f"
+
+
+class Experiment(NamedTuple):
+    run: Callable
+    summarize: Callable
+    markdown: Callable
+    servers: tuple          # default --servers
+    load: tuple             # load generators it needs
+    duration: int = 5       # default --duration
+    runs: int = 3           # default --runs
+    php: bool = False       # needs php-fpm
+    keys: tuple = ()        # what identifies a row besides the server (for open gaps)
+    gaps: tuple = ()        # Gap(...) compared between vireo and the peers
+    title: str = ""
+
+    def defaults(self, args):
+        opts = copy.copy(args)
+        opts.servers = list(args.servers or self.servers)
+        opts.duration = args.duration or self.duration
+        opts.runs = args.runs or self.runs
+        opts.points = args.points or E1_POINTS
+        return opts
+
+    def tools(self, opts):
+        tools = list(self.load)
+        for s in opts.servers:
+            tools += SERVER_TOOLS.get(s, [])
+        if self.php:
+            tools.append("php-fpm")
+        return list(dict.fromkeys(tools))
+
+
+# ---------------------------------------------------------------- context
+
+class Ctx:
+    """Ports, docroot and the capability checks shared by an experiment's runs."""
+
+    def __init__(self, opts, scratch):
+        self.opts, self.scratch = opts, Path(scratch)
+        self.root = vb.make_docroot(scratch)
+        self.fpm_port = opts.port_base + 50
+        self.upstream_port = opts.port_base + 51
+        self._why = {}
+
+    def port(self, name):
+        return self.opts.port_base + list(SERVERS).index(name)
+
+    def url(self, name, path):
+        return f"http://127.0.0.1:{self.port(name)}/{path.lstrip('/')}"
+
+    def subst(self):
+        return {"@FPM@": f"127.0.0.1:{self.fpm_port}", "@FPM_HOST@": "127.0.0.1",
+                "@FPM_PORT@": self.fpm_port, "@UPSTREAM@": f"127.0.0.1:{self.upstream_port}"}
+
+    def conf(self, name, kind):
+        return SERVERS[name]["conf"] if kind == "static" else SERVERS[name].get(kind)
+
+    def unsupported(self, name, kind):
+        """None if `name` can serve this kind of workload ("static", "php", "proxy"),
+        else why not.  vireo's templates are checked with `vireo -t`, so a vireo that
+        gains FastCGI or a proxy is measured without touching the suite."""
+        if kind == "static":
+            return None
+        if (name, kind) not in self._why:
+            conf = self.conf(name, kind)
+            why = None
+            if not conf or not conf.endswith(".conf"):
+                why = conf or f"no {kind} configuration"
+            elif "test" in SERVERS[name]:
+                d = self.scratch / f"{name}-{kind}-test"
+                d.mkdir(exist_ok=True)
+                text = vb.fill((vb.CONF / conf).read_text(), dict(
+                    self.subst(), **{"@DIR@": d, "@ROOT@": self.root, "@PORT@": self.port(name)}))
+                (d / conf).write_text(text)
+                r = subprocess.run(SERVERS[name]["test"](d / conf), capture_output=True,
+                                   text=True, timeout=30)
+                if r.returncode != 0:
+                    err = next((l for l in r.stderr.splitlines() if "emerg" in l),
+                               r.stderr.strip()[:200])
+                    why = f"{vb.NOT_YET.get(kind, 'not supported')} — {name} -t: " \
+                          f"{err.split('] ', 1)[-1].split(' in /')[0]}"
+            self._why[name, kind] = why
+        return self._why[name, kind]
+
+    @contextlib.contextmanager
+    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None):
+        """Start what a workload needs: php-fpm for "php" (the server's php template),
+        the backend server for "proxy"; yields (front Server, [backend Servers])."""
+        with contextlib.ExitStack() as stack:
+            backends = []
+            if kind == "php" and name != "apache-prefork":
+                backends.append(stack.enter_context(Server(
+                    "php-fpm", self.scratch, self.root, self.fpm_port, subst=self.subst(),
+                    edits=fpm_edits)))
+            if kind == "proxy":
+                backends.append(stack.enter_context(Server(
+                    backend, self.scratch, self.root, self.upstream_port, subst=self.subst(),
+                    tag=f"{backend}-backend")))
+            front = stack.enter_context(Server(
+                name, self.scratch, self.root, self.port(name),
+                conf=conf or self.conf(name, kind), subst=self.subst()))
+            yield front, backends
+
+    def check(self, name, path):
+        url = self.url(name, path)
+        if path.endswith(".php"):
+            check_get(url, contains=PHP_MARK)
+        else:
+            check_get(url, (self.root / path).read_bytes())
+        return url
+
+
+def kind_of(path):
+    return "php" if path.endswith(".php") else "static"
+
+
+def failure(e):
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}" if str(e).strip() \
+        else type(e).__name__
+
+
+ERRORS = (RuntimeError, ValueError, OSError, subprocess.SubprocessError)
+
+
+def summarize_points(results, servers, keys, metrics):
+    """One row per (keys..., server): median, min and max over runs of each metric.
+    Rows of a server that could not be measured carry "note" instead."""
+    rows = []
+    for g in dict.fromkeys(tuple(r.get(k) for k in keys) for r in results):
+        for s in servers:
+            rs = [r for r in results if r["server"] == s and tuple(r.get(k) for k in keys) == g]
+            if not rs:
+                continue
+            row = dict(zip(keys, g), server=s)
+            ok = [r for r in rs if not r.get("unsupported") and not r.get("error")]
+            row["runs"] = len(ok)
+            if not ok:
+                row["note"] = rs[0].get("unsupported") or f"failed: {rs[0]['error']}"
+            else:
+                if len(ok) < len(rs):
+                    row["failed_runs"] = len(rs) - len(ok)
+                    row["failure"] = next(r["error"] for r in rs if r.get("error"))
+                for m in metrics:
+                    row[m], row[m + "_min"], row[m + "_max"] = median_spread(r.get(m) for r in ok)
+            rows.append(row)
+    return rows
+
+
+def table(head, body):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+def spread(row, m, spec):
+    if row.get(m) is None:
+        return "–"
+    lo, hi = row.get(m + "_min"), row.get(m + "_max")
+    if lo is None or row.get("runs", 1) < 2 or lo == hi:
+        return fmt(row[m], spec)
+    return f"{fmt(row[m], spec)} ({fmt(lo, spec)}–{fmt(hi, spec)})"
+
+
+def find(rows, server, **keys):
+    return next((r for r in rows if r["server"] == server
+                 and all(r.get(k) == v for k, v in keys.items())), None)
+
+
+def short(note):
+    note = note.split(" — ")[0]
+    return note if len(note) <= 90 else note[:87] + "…"
+
+
+def cell(row, render):
+    if row is None:
+        return "–"
+    if row.get("note"):
+        return short(row["note"])
+    return render(row)
+
+
+def warm_up(url):
+    run_wrk(url, 1, 50)
+
+
+# ---------------------------------------------------------------- E3 and quick
+
+def e3_plan(opts, ctx, with_php):
+    static = [f for f, _ in FILES]
+    kinds = [("static", static)] + ([("php", [PHPINFO])] if with_php else [])
+    return [(k, s, kind, paths) for k in range(1, opts.runs + 1)
+            for s in opts.servers for kind, paths in kinds]
+
+
+def exp_e3(opts, scratch, quick=False):
+    """E3 (doc 003): static 2 B / 21 KB / 92 KB and phpinfo(); rps, CPU µs/req, RSS."""
+    ctx = Ctx(opts, scratch)
+    # quick measures phpinfo() only once vireo can (the peers' figure alone says nothing)
+    with_php = not quick or ctx.unsupported("vireo", "php") is None
+    plan = e3_plan(opts, ctx, with_php)
+    steps = sum(len(paths) for k, s, kind, paths in plan if not ctx.unsupported(s, kind))
+    progress, results = Progress(steps, "quick" if quick else "E3"), []
+    for k, s, kind, paths in plan:
+        why = ctx.unsupported(s, kind)
+        if why:
+            if k == 1:
+                results += [{"server": s, "path": p, "run": k, "unsupported": why} for p in paths]
+            continue
+        done = 0
+        try:
+            with ctx.serving(s, kind) as (front, backends):
+                for path in paths:
+                    progress.step(f"{s:8} {path:8} run {k}/{opts.runs}")
+                    done += 1
+                    url = ctx.check(s, path)
+                    warm_up(url)
+                    with Meter(front, backends) as m:
+                        w = run_wrk(url, opts.duration, opts.connections)
+                    results.append(dict(w, server=s, path=path, run=k, **m.result(w["requests"])))
+        except ERRORS as e:
+            for path in paths[max(done - 1, 0):]:
+                results.append({"server": s, "path": path, "run": k, "error": failure(e)})
+            for _ in paths[done:]:
+                progress.step(f"{s:8} skipped after an error")
+    progress.close()
+    return results
+
+
+def exp_quick(opts, scratch):
+    """vireo vs nginx on E3's static files (and phpinfo() once vireo has FastCGI), ~2.5 min."""
+    return exp_e3(opts, scratch, quick=True)
+
+
+PAPER_003 = {  # seed document 003: req/s (and memory) per server; 1 vCPU VM, JMeter over 1 Gb/s
+    "2b.txt": {"Apache 2.4 event": 4810, "nginx": 6650},
+    "21k.txt": {"Apache 2.4 event": 2300, "nginx": 2600},
+    "92k.txt": {"Apache 2.4 event": 820, "nginx": 1000},
+    PHPINFO: {"Apache 2.4 prefork (mod_php)": 575, "nginx FastCGI": 450},
+}
+
+
+def markdown_e3(rows, servers):
+    files = list(dict.fromkeys(r["file"] for r in rows))
+    head = ["workload"] + [label(s) for s in servers]
+
+    def pivot(render):
+        return [[SIZES.get(f, f)] + [cell(find(rows, s, file=f), render) for s in servers]
+                for f in files]
+
+    out = ["Requests/s (median of runs, wrk -c50, keep-alive):\n\n",
+           table(head + ["paper 003 (req/s)"],
+                 [r + ["; ".join(f"{k} {v:,}" for k, v in PAPER_003.get(f, {}).items())]
+                  for r, f in zip(pivot(lambda r: fmt(r["rps"], ",.0f")), files)]),
+           "\nServer CPU µs per request (median, min–max; phpinfo(): the web server only, "
+           "php-fpm's own CPU is in the detail table):\n\n",
+           table(head, pivot(lambda r: spread(dict(r, cpu_us_min=r["cpu_min"],
+                                                   cpu_us_max=r["cpu_max"]), "cpu_us", ".2f"))),
+           "\nRSS of the server's processes at the end of the run, MB (paper 003, 92 KB file: "
+           "nginx 2 MB, Apache 2.4 event 20 MB):\n\n",
+           table(head, pivot(lambda r: fmt(r["rss_mb"]))),
+           "\nDetail:\n\n", vb.markdown(rows, servers)]
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- E1
+
+def e1_warmup(clients):
+    """Seconds h2load opens connections before counting (0.5 s + 1 s per 4,000 clients):
+    at 15,000 clients the listen queue (somaxconn 4,096) overflows and handshakes wait
+    for SYN retransmits."""
+    return round(0.5 + clients / 4000, 1)
+
+
+def exp_e1(opts, scratch):
+    """E1 (doc 000): clients 50 → 15,000 on a 21 KB file and phpinfo(), fixed time each."""
+    ctx = Ctx(opts, scratch)
+    workloads = [(STATIC_PAGE, "static"), (PHPINFO, "php")]
+    plan = [(k, path, kind, s) for k in range(1, opts.runs + 1) for path, kind in workloads
+            for s in opts.servers]
+    steps = sum(len(opts.points) for k, path, kind, s in plan if not ctx.unsupported(s, kind))
+    progress, results = Progress(steps, "E1"), []
+    for k, path, kind, s in plan:
+        why = ctx.unsupported(s, kind)
+        if why:
+            if k == 1:
+                results += [{"server": s, "path": path, "clients": c, "run": k,
+                             "unsupported": why} for c in opts.points]
+            continue
+        done = 0
+        try:
+            with ctx.serving(s, kind) as (front, backends):
+                url = ctx.check(s, path)
+                warm_up(url)
+                for c in opts.points:
+                    progress.step(f"{s:8} {path:8} c={c:<5} run {k}/{opts.runs}")
+                    done += 1
+                    settle(front)
+                    m = Meter(front, backends)
+                    h = run_h2load(url, c, opts.duration, e1_warmup(c),
+                                   ctx.scratch / "h2load.log", on_main=m.mark)
+                    results.append(dict(h, server=s, path=path, clients=c, run=k,
+                                        warmup_s=e1_warmup(c), **m.result(h["requests"])))
+        except ERRORS as e:
+            for c in opts.points[max(done - 1, 0):]:
+                results.append({"server": s, "path": path, "clients": c, "run": k,
+                                "error": failure(e)})
+            for _ in opts.points[done:]:
+                progress.step(f"{s:8} skipped after an error")
+    progress.close()
+    return results
+
+
+E1_METRICS = ["succeeded", "errors", "ok_rps", "p50_ms", "p99_ms", "cpu_us_per_req",
+              "backend_cpu_us_per_req", "in_flight"]
+
+
+def summarize_e1(results, servers):
+    return summarize_points(results, servers, ["path", "clients"], E1_METRICS)
+
+
+PAPER_000 = {  # seed document 000, table 1: webbench 30 s on phpinfo(); succeeded, failed
+    50: ((40073, 0), (23243, 0)), 100: ((39452, 0), (22002, 0)), 250: ((39992, 0), (20648, 0)),
+    500: ((41719, 0), (19639, 5)), 1000: ((42088, 0), (20733, 54)),
+    1500: ((39577, 0), (18823, 179)), 2000: ((40756, 0), (21526, 142)),
+    3000: ((43104, 0), (17902, 437)), 4000: ((41714, 0), (13591, 483)),
+    6000: ((41386, 2), None), 8000: ((44553, 37), None), 10000: ((41689, 357), None),
+    15000: ((40439, 234), None)}
+
+
+def markdown_e1(rows, servers):
+    out = []
+    for path in dict.fromkeys(r["path"] for r in rows):
+        pts = list(dict.fromkeys(r["clients"] for r in rows if r["path"] == path))
+        head = ["clients"] + [label(s) for s in servers]
+
+        def body(render):
+            return [[f"{c:,}"] + [cell(find(rows, s, path=path, clients=c), render)
+                                  for s in servers] for c in pts]
+        name = SIZES.get(path, path)
+        out += [f"**{name}** — succeeded / failed requests per run (median):\n\n",
+                table(head, body(lambda r: f"{fmt(r['succeeded'], ',.0f')} / "
+                                           f"{fmt(r['errors'], ',.0f')}")),
+                f"\n**{name}** — successful requests/s (median, min–max) · p99 ms:\n\n",
+                table(head, body(lambda r: f"{spread(r, 'ok_rps', ',.0f')} · "
+                                           f"{fmt(r['p99_ms'], ',.1f')}")),
+                f"\n**{name}** — server CPU µs per request (median):\n\n",
+                table(head, body(lambda r: fmt(r["cpu_us_per_req"], ".1f"))), "\n"]
+    out += ["Paper 000, table 1 (webbench, 30 s per point, phpinfo(), Core i5, Ubuntu 11.04): "
+            "succeeded / failed; Apache has no figures from 6,000 clients on (the machine ran out of "
+            "memory and froze):\n\n",
+            table(["clients", "nginx", "Apache"],
+                  [[f"{c:,}", f"{n[0]:,} / {n[1]}", f"{a[0]:,} / {a[1]}" if a else "–"]
+                   for c, (n, a) in PAPER_000.items()])]
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- E4
+
+PCTS = ["50", "66", "75", "80", "90", "95", "98", "99", "100"]
+
+
+def exp_e4(opts, scratch):
+    """E4 (doc 004): ab -n N -c 1000 (no keep-alive) on phpinfo() and a 21 KB page."""
+    ctx = Ctx(opts, scratch)
+    workloads = [(PHPINFO, "php", opts.ab_n_php), (STATIC_PAGE, "static", opts.ab_n)]
+    plan = [(k, path, kind, n, s) for k in range(1, opts.runs + 1)
+            for path, kind, n in workloads for s in opts.servers]
+    steps = sum(1 for k, path, kind, n, s in plan if not ctx.unsupported(s, kind))
+    progress, results = Progress(steps, "E4"), []
+    for k, path, kind, n, s in plan:
+        why = ctx.unsupported(s, kind)
+        if why:
+            if k == 1:
+                results.append({"server": s, "path": path, "run": k, "unsupported": why})
+            continue
+        progress.step(f"{s:8} ab -n {n} -c {opts.ab_c} {path} run {k}/{opts.runs}")
+        try:
+            with ctx.serving(s, kind) as (front, backends):
+                url = ctx.check(s, path)
+                warm_up(url)
+                settle(front)
+                with Meter(front, backends) as m:
+                    a = run_ab(url, n, opts.ab_c, opts.ab_time)
+                row = dict(a, server=s, path=path, run=k, requests=n, **m.result(a["complete"]))
+                row.update({f"pct_{p}": a["percentiles_ms"].get(p) for p in PCTS})
+                results.append(row)
+        except (*ERRORS, subprocess.TimeoutExpired) as e:
+            results.append({"server": s, "path": path, "run": k, "error": failure(e)})
+    progress.close()
+    return results
+
+
+E4_METRICS = ["rps", "complete", "failed_real", "failed", "non2xx", "time_per_req_ms",
+              "cpu_us_per_req", "backend_cpu_us_per_req", "p50_ms", "p99_ms", "requests"] + \
+    [f"pct_{p}" for p in PCTS]
+
+
+def summarize_e4(results, servers):
+    return summarize_points(results, servers, ["path"], E4_METRICS)
+
+
+PAPER_004 = {  # seed document 004: ab -n 100000 -c 1000, phpinfo() via FastCGI, FreeBSD 8.2
+    "nginx 1.0.0": {"rps": 1155.03, "failed": 0, "time_per_req_ms": 865.78,
+                    "pct": [473, 584, 699, 776, 3308, 3473, 3688, 3817, 10222]},
+    "lighttpd 1.4.28": {"rps": 1203.27, "failed": 0, "time_per_req_ms": 831.07,
+                        "pct": [826, 843, 854, 862, 894, 939, 1006, 1094, 4248]},
+}
+PAPER_004_STATIC = {"nginx 1.0.0": 11622.50, "lighttpd 1.4.28": 9045.68}
+
+
+def markdown_e4(rows, servers):
+    out = []
+    for path in dict.fromkeys(r["path"] for r in rows):
+        php = path == PHPINFO
+        papers = list(PAPER_004) if php else list(PAPER_004_STATIC)
+        head = [""] + [label(s) for s in servers] + [f"paper 004: {p}" for p in papers]
+
+        def line(name, render, paper=lambda p: ""):
+            first = not body
+            return [name] + [cell(find(rows, s, path=path), render)
+                             if first or not (find(rows, s, path=path) or {}).get("note") else "–"
+                             for s in servers] + [paper(p) for p in papers]
+        body = []
+        n = next((r.get("requests") for r in rows if r["path"] == path and r.get("requests")), None)
+        body.append(line("Requests per second", lambda r: spread(r, "rps", ",.0f"),
+                     (lambda p: f"{PAPER_004[p]['rps']:,.0f}") if php
+                     else (lambda p: f"{PAPER_004_STATIC[p]:,.0f}")))
+        body += [line("Complete requests", lambda r: fmt(r["complete"], ",.0f"),
+                     (lambda p: "100,000") if php else (lambda p: "")),
+                line("Failed (connect, receive, exceptions)", lambda r: fmt(r["failed_real"], ",.0f"),
+                     (lambda p: "0") if php else (lambda p: "")),
+                line("“Length” failures (page size varied)", lambda r: fmt(r["failed"] - r["failed_real"], ",.0f")),
+                line("Non-2xx responses", lambda r: fmt(r["non2xx"], ",.0f")),
+                line("Time per request, ms (mean)", lambda r: fmt(r["time_per_req_ms"], ",.1f"),
+                     (lambda p: f"{PAPER_004[p]['time_per_req_ms']:,.1f}") if php else (lambda p: "")),
+                line("Server CPU µs/request", lambda r: spread(r, "cpu_us_per_req", ".1f"))]
+        if php:
+            body.append(line("php-fpm CPU µs/request", lambda r: fmt(r.get("backend_cpu_us_per_req"), ".0f")))
+        for i, p in enumerate(PCTS):
+            body.append(line(f"{p}% served within (ms)" if p != "100" else "100% (longest request)",
+                             lambda r, p=p: fmt(r.get(f"pct_{p}"), ",.0f"),
+                             (lambda q, i=i: f"{PAPER_004[q]['pct'][i]:,}") if php else (lambda q: "")))
+        out += [f"**{SIZES.get(path, path)}** — `ab -n {int(n) if n else '?'} -c 1000`, each run stopped after "
+                f"the time cap (medians of runs; spread in brackets):\n\n", table(head, body), "\n"]
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- E5
+
+def exp_e5(opts, scratch):
+    """E5 (doc 002): 2 B file, the tuned directives, one pinned worker; vs a C epoll floor."""
+    ctx = Ctx(opts, scratch)
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in opts.servers]
+    progress, results = Progress(len(plan), "E5"), []
+    for k, s in plan:
+        progress.step(f"{s:8} 2b.txt tuned run {k}/{opts.runs}")
+        try:
+            conf = SERVERS[s].get("tuned") if s != "floor" else None
+            with ctx.serving(s, "static", conf=conf) as (front, _):
+                url = ctx.check(s, "2b.txt")
+                warm_up(url)
+                with Meter(front) as m:
+                    w = run_wrk(url, opts.duration, opts.connections)
+                r = dict(w, server=s, path="2b.txt", run=k, conf=conf, **m.result(w["requests"]))
+                r["ceiling_rps"] = 1e6 / r["cpu_us_per_req"] if r["cpu_us_per_req"] else None
+                results.append(r)
+        except ERRORS as e:
+            results.append({"server": s, "path": "2b.txt", "run": k, "error": failure(e)})
+    progress.close()
+    return results
+
+
+def summarize_e5(results, servers):
+    rows = summarize_points(results, servers, [],
+                            ["rps", "cpu_us_per_req", "cpu_util", "ceiling_rps", "p99_ms", "rss_mb"])
+    floor = find(rows, "floor")
+    nginx = find(rows, "nginx")
+    for r in rows:
+        for name, base in (("vs_floor", floor), ("vs_nginx", nginx)):
+            ok = base and base.get("cpu_us_per_req") and r.get("cpu_us_per_req")
+            r[name] = r["cpu_us_per_req"] / base["cpu_us_per_req"] if ok else None
+    return rows
+
+
+def markdown_e5(rows, servers):
+    body = [[label(r["server"])] + ([short(r["note"])] + [""] * 6 if r.get("note") else
+            [spread(r, "rps", ",.0f"), spread(r, "cpu_us_per_req", ".2f"),
+             fmt(100 * r["cpu_util"], ".0f") + " %" if r.get("cpu_util") is not None else "–",
+             fmt(r["ceiling_rps"], ",.0f"), fmt(r["vs_floor"], ".2f") + "×",
+             fmt(r["vs_nginx"], ".2f") + "×"]) for r in rows]
+    return (table(["server", "rps (wrk -c50, median)", "CPU µs/req (median, min–max)",
+                   "CPU 0 busy", "ceiling per core, req/s (10⁶ ÷ µs)", "CPU vs floor",
+                   "CPU vs nginx"], body)
+            + "\nPaper 002: 904,000 req/s from 24 nginx workers after tuning (560,000 before the "
+              "open-file cache), i.e. about 37,700 req/s per worker, over the network on a "
+              "24-core machine.\n")
+
+
+# ---------------------------------------------------------------- M (idle)
+
+def open_idle(port, n, path, batch=500, timeout=5.0):
+    """Open up to n keep-alive connections that each get one response and stay open.
+    Stops early (server at its limit) when a batch is not fully served in time.
+    Returns (sockets, number served)."""
+    import resource
+    import socket
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, n + 100), hard), hard))
+    socks, served, req = [], 0, f"GET /{path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+    try:
+        while len(socks) < n:
+            want, new = min(batch, n - len(socks)), []
+            for _ in range(want):
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+                    new.append(s)
+                    s.sendall(req)
+                except OSError:
+                    break
+            ok, deadline = 0, time.monotonic() + 2 * timeout  # Apache spawns children meanwhile
+            for s in new:
+                try:
+                    s.settimeout(max(0.1, deadline - time.monotonic()))
+                    if not s.recv(65536).startswith(b"HTTP/1.1 200"):
+                        break
+                except OSError:
+                    break
+                ok += 1
+            socks += new
+            served += ok
+            if ok < want:
+                break
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks, served
+
+
+def exp_idle(opts, scratch):
+    """M: RSS growth per 10,000 idle keep-alive connections that each served one request."""
+    ctx = Ctx(opts, scratch)
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in opts.servers]
+    progress, results = Progress(len(plan), "M"), []
+    for k, s in plan:
+        progress.step(f"{s:8} {opts.idle_conns} idle connections, run {k}/{opts.runs}")
+        try:
+            with ctx.serving(s) as (srv, _):
+                ctx.check(s, "2b.txt")
+                time.sleep(0.2)
+                before = vb.rss_mb(srv.pids())
+                socks, served = open_idle(ctx.port(s), opts.idle_conns, "2b.txt")
+                try:
+                    time.sleep(1)
+                    after = vb.rss_mb(srv.pids())
+                finally:
+                    for c in socks:
+                        c.close()
+        except ERRORS as e:
+            results.append({"server": s, "run": k, "error": failure(e)})
+            continue
+        growth = after - before
+        results.append({"server": s, "run": k, "connections": opts.idle_conns, "served": served,
+                        "rss_before_mb": before, "rss_after_mb": after,
+                        "mb_per_10k": growth * 10000 / served if served else None})
+    progress.close()
+    return results
+
+
+def summarize_idle(results, servers):
+    return summarize_points(results, servers, [],
+                            ["mb_per_10k", "served", "rss_before_mb", "rss_after_mb", "connections"])
+
+
+DESIGN_IDLE = {"nginx": 5.7, "h2o": 10.3, "lighttpd": 39, "apache": 110}
+
+
+def markdown_idle(rows, servers):
+    body = [[label(r["server"])] + ([short(r["note"]), "", "", ""] if r.get("note") else [
+        f"{fmt(r['served'], ',.0f')} of {fmt(r['connections'], ',.0f')}",
+        fmt(r["rss_before_mb"]), spread(r, "mb_per_10k", ".1f"),
+        fmt(DESIGN_IDLE.get(r["server"]), "g")]) for r in rows]
+    return table(["server", "connections served and held", "RSS before MB",
+                  "RSS growth per 10k MB (median, min–max)", "DESIGN.md §3 (earlier run)"], body)
+
+
+# ---------------------------------------------------------------- E2
+
+# key, label, front server, kind, backend, path, what to compare it with
+E2_SETUPS = [
+    ("prefork", "Apache prefork + mod_php", "apache-prefork", "modphp", None, "/sleep.php"),
+    ("nginx-fpm", "nginx + php-fpm", "nginx", "php", None, "/sleep.php"),
+    ("vireo-fpm", "vireo + php-fpm", "vireo", "php", None, "/sleep.php"),
+    ("nginx-apache", "nginx → Apache prefork + mod_php", "nginx", "proxy", "apache-prefork",
+     "/proxy/sleep/"),
+    ("vireo-apache", "vireo → Apache prefork + mod_php", "vireo", "proxy", "apache-prefork",
+     "/proxy/sleep/"),
+]
+E2_FPM = [("pm.max_children = 20", "pm.max_children = 500")]  # doc 001's php-fpm
+
+
+def oha_ramp(url, opts, workdir):
+    """opts.e2_conns connections ramped up over opts.e2_ramp s, each sending a request
+    every opts.e2_interval s, for opts.e2_duration s in all.  oha cannot ramp, so this
+    starts opts.e2_steps oha processes at even intervals, each with conns/steps
+    connections and a rate of conns/steps/interval requests/s, all ending together."""
+    steps = opts.e2_steps
+    conns = opts.e2_conns // steps
+    qps = conns / opts.e2_interval
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time() + 0.2
+    procs = []
+    try:
+        for i in range(steps):
+            at = i * opts.e2_ramp / steps
+            time.sleep(max(0.0, t0 + at - time.time()))
+            out, db = workdir / f"oha-{i}.json", workdir / f"oha-{i}.db"
+            cmd = ["taskset", "-c", vb.LOAD_CPU, "oha", "--no-tui", "-c", str(conns),
+                   "-q", f"{qps:g}", "-z", f"{opts.e2_duration - at:g}s",
+                   "-t", f"{opts.e2_timeout}s", "--db-url", str(db),
+                   "--output-format", "json", "-o", str(out), url]
+            procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE, text=True),
+                          time.time() - t0, out, db))
+        deadline = t0 + opts.e2_duration + opts.e2_timeout + 60
+        for p, *_ in procs:
+            p.wait(timeout=max(1.0, deadline - time.time()))
+    finally:
+        for p, *_ in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    seconds = int(opts.e2_duration + opts.e2_timeout) + 1
+    totals, events = {}, []
+    for p, started, out, db in procs:
+        if p.returncode != 0 or not out.exists():
+            raise RuntimeError(f"oha exited with {p.returncode}: {p.stderr.read()[-500:]}")
+        t = vb.parse_oha_json(out.read_text())
+        for key in ("sent", "responses", "ok", "non2xx", "failed", "aborted"):
+            totals[key] = totals.get(key, 0) + t[key]
+        for kind, v in t["errors"].items():
+            totals.setdefault("errors", {})
+            totals["errors"][kind] = totals["errors"].get(kind, 0) + v
+        totals.setdefault("p50s", []).append(t["p50_ms"])
+        totals.setdefault("p99s", []).append(t["p99_ms"])
+        if db.exists():
+            events += [(started + end, 200 <= status < 300)
+                       for _, end, status in vb.oha_records(db)]
+    ok, bad = vb.per_second(events, seconds)
+    offered = [min(steps, int(t // (opts.e2_ramp / steps)) + 1) * qps
+               if t < opts.e2_duration else 0 for t in range(seconds)]
+    return totals, {"ok_per_s": ok, "non2xx_per_s": bad, "offered_per_s": offered}
+
+
+def e2_stats(totals, series, opts):
+    done = totals["sent"] - totals["aborted"]
+    steady = series["ok_per_s"][int(opts.e2_ramp) + 1:int(opts.e2_duration)]
+    return {
+        "sent": totals["sent"], "succeeded": totals["ok"], "non2xx": totals["non2xx"],
+        "failed": totals["failed"], "aborted": totals["aborted"],
+        "error_rate": (totals["failed"] + totals["non2xx"]) / done if done else None,
+        "qps_steady_median": statistics.median(steady) if steady else None,
+        "qps_steady_min": min(steady, default=None), "qps_max": max(series["ok_per_s"], default=0),
+        "p50_ms": statistics.median([p for p in totals["p50s"] if p is not None] or [0]),
+        "p99_ms": max([p for p in totals["p99s"] if p is not None] or [0]),
+    }
+
+
+def exp_e2(opts, scratch):
+    """E2 (doc 001): 5,000 connections, 1 request / 5 s each (≈1,000 QPS), 500 ms PHP route."""
+    ctx = Ctx(opts, scratch)
+    setups = [s for s in E2_SETUPS if s[2] in opts.servers]
+    why = {s[0]: (ctx.unsupported(s[2], s[3]) if s[3] in ("php", "proxy") else None)
+           for s in setups}
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in setups]
+    progress, results = Progress(sum(1 for k, s in plan if not why[s[0]]), "E2"), []
+    for k, (key, name, front_name, kind, backend, path) in plan:
+        base = {"server": front_name, "setup": key, "label": name, "kind": kind, "run": k}
+        if why[key]:
+            if k == 1:
+                results.append(dict(base, unsupported=why[key]))
+            continue
+        progress.step(f"{name}: {opts.e2_conns} connections, {opts.e2_duration} s, "
+                      f"run {k}/{opts.runs}")
+        try:
+            serve_kind = "php" if kind == "modphp" else kind
+            edits = E2_FPM if kind == "php" else ()
+            with ctx.serving(front_name, serve_kind, fpm_edits=edits, backend=backend) \
+                    as (front, backends):
+                url = ctx.url(front_name, path)
+                check_get(url, contains=b"slept 500 ms")
+                settle(front)
+                with Meter(front, backends) as m:
+                    totals, series = oha_ramp(url, opts, ctx.scratch / f"oha-{key}-{k}")
+                stats = e2_stats(totals, series, opts)
+                row = dict(base, **stats, **m.result(totals["responses"]), errors=totals.get("errors", {}),
+                           series=series)
+                results.append(row)
+        except (*ERRORS, subprocess.TimeoutExpired) as e:
+            results.append(dict(base, error=failure(e)))
+        time.sleep(3)  # let the closed connections clear before the next set-up
+    progress.close()
+    return results
+
+
+E2_METRICS = ["sent", "succeeded", "failed", "non2xx", "aborted", "error_rate",
+              "qps_steady_median", "qps_steady_min", "qps_max", "p50_ms", "p99_ms",
+              "cpu_us_per_req", "backend_cpu_us_per_req"]
+
+
+def summarize_e2(results, servers):
+    rows = summarize_points(results, servers, ["setup", "label", "kind"], E2_METRICS)
+    for r in rows:  # the first run's time series, for the plot
+        first = next((x for x in results if x.get("setup") == r["setup"] and x.get("series")), None)
+        if first:
+            r["series"] = first["series"]
+    return rows
+
+
+PAPER_001 = {  # seed document 001: JMeter, 5,000 threads in 50 s, 100 s, 64-vCPU VM
+    "prefork": "error rate 43 %; QPS low and unstable",
+    "nginx-fpm": "59,146 sent, about 50,000 succeeded; QPS up to 800, stable",
+    "nginx-apache": "56,464 sent, about 52,000 succeeded; QPS up to 1,000, unstable",
+}
+
+
+def markdown_e2(rows, servers):
+    body = []
+    for r in rows:
+        if r.get("note"):
+            body.append([r["label"], short(r["note"])] + [""] * 7 + [PAPER_001.get(r["setup"], "")])
+            continue
+        body.append([r["label"], fmt(r["sent"], ",.0f"), fmt(r["succeeded"], ",.0f"),
+                     fmt(r["failed"] + r["non2xx"], ",.0f"),
+                     fmt(100 * r["error_rate"], ".1f") + " %" if r["error_rate"] is not None else "–",
+                     f"{fmt(r['qps_steady_median'], ',.0f')} ({fmt(r['qps_steady_min'], ',.0f')})",
+                     fmt(r["qps_max"], ",.0f"), f"{fmt(r['p50_ms'], ',.0f')} / {fmt(r['p99_ms'], ',.0f')}",
+                     f"{fmt(r['cpu_us_per_req'], '.0f')} / {fmt(r.get('backend_cpu_us_per_req'), '.0f')}",
+                     PAPER_001.get(r["setup"], "")])
+    return table(["set-up", "requests sent", "succeeded (2xx)", "failed", "error rate",
+                  "2xx/s after the ramp: median (min)", "2xx/s max", "latency p50 / p99 ms",
+                  "CPU µs/req front / backend", "paper 001"], body)
+
+
+# ---------------------------------------------------------------- the table
+
+E3_GAPS = (Gap("cpu_us", "CPU µs/req", False, "cpu_min", "cpu_max", ".2f"),
+           Gap("rps", "req/s", True, "rps_min", "rps_max", ",.0f"),
+           Gap("p99_ms", "p99 ms", False, "p99_min", "p99_max", ".2f"),
+           Gap("rss_mb", "RSS MB", False, "rss_min", "rss_max", ".1f"),
+           Gap("errors", "errors", False, spec=",.0f"))
+M_GAPS = (Gap("mb_per_10k", "RSS MB per 10k idle connections", False,
+              "mb_per_10k_min", "mb_per_10k_max", ".1f"),
+          Gap("served", "idle connections held", True, spec=",.0f"))
+
+# ---------------------------------------------------------------- gzip
+
+def exp_gzip(opts, scratch):
+    """gzip level 5 of a 92 KB JS file at c=50: vireo (without, with its variant cache) vs nginx."""
+    import gzip
+    import random
+    import urllib.request
+    ctx = Ctx(opts, scratch)
+    # A real minified script where the toolchain ships one (rustdoc's), else JS-like text.
+    size, data = 94208, b""
+    sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True,
+                             text=True).stdout.strip()
+    if sysroot:
+        found = sorted(Path(sysroot, "share/doc/rust/html/static.files").glob("*.js"),
+                       key=lambda p: (-p.stat().st_size, p.name))
+        data = b"".join(p.read_bytes() for p in found)
+    source = "rustdoc's static.files/*.js"
+    if len(data) < size:
+        rnd, source = random.Random(5), "generated JS-like text"
+        words = ["function", "return", "var", "this", "length", "null", "if", "else", "for",
+                 "prototype", "document", "value", "=", "(", ")", "{", "}", ";", ".", ",", "+"]
+        data = " ".join(rnd.choice(words) + (str(rnd.randrange(999)) if rnd.random() < .2
+                                             else "") for _ in range(size // 3)).encode()
+    plain = data[:size]
+    (ctx.root / "app.js").write_bytes(plain)
+    variants = [("vireo", "vireo-gzip.conf", (), "vireo"),
+                ("vireo", "vireo-gzip.conf", (("compress_cache off;", "compress_cache 16m;"),),
+                 "vireo-cache"),
+                ("nginx", "nginx-gzip.conf", (), "nginx")]
+    plan = [(k, v) for k in range(1, opts.runs + 1) for v in variants if v[0] in opts.servers]
+    progress, results, sizes = Progress(len(plan), "gzip"), [], {}
+    for k, (name, conf, edits, tag) in plan:
+        progress.step(f"{tag:11} app.js gzip 5 run {k}/{opts.runs}")
+        try:
+            with Server(name, ctx.scratch, ctx.root, ctx.port(name), conf=conf, edits=edits,
+                        subst=ctx.subst(), tag=tag) as srv:
+                url = ctx.url(name, "app.js")
+                get = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+                with urllib.request.urlopen(get, timeout=10) as r:
+                    body, coding = r.read(), r.headers.get("Content-Encoding")
+                if coding != "gzip" or gzip.decompress(body) != plain:
+                    raise RuntimeError(f"GET {url}: not the file gzipped ({coding}, {len(body)} B)")
+                sizes[tag] = len(body)
+
+                def wrk(secs):
+                    cmd = ["taskset", "-c", vb.LOAD_CPU, "wrk", "-t1", f"-c{opts.connections}",
+                           f"-d{secs}s", "--latency", "-H", "Accept-Encoding: gzip", url]
+                    return subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 60,
+                                          check=True).stdout
+                wrk(1)
+                with Meter(srv) as m:
+                    w = vb.parse_wrk(wrk(opts.duration))
+                results.append(dict(w, server=name, tag=tag, run=k, **m.result(w["requests"])))
+        except ERRORS as e:
+            results.append({"server": name, "tag": tag, "run": k, "error": failure(e)})
+    progress.close()
+
+    def ratio(tag):
+        return f"{size / sizes[tag]:.2f}:1" if tag in sizes else "–"
+    # Rows for vb.summarize: one "file" group per vireo variant, nginx's runs in each.
+    groups = {"vireo": f"92 KB JS ({source}), gzip 5; compression ratio vireo "
+                       f"{ratio('vireo')}, nginx {ratio('nginx')}",
+              "vireo-cache": f"the same, vireo with compress_cache 16m (ratio "
+                             f"{ratio('vireo-cache')})"}
+    return [dict(r, path=path, compressed_bytes=sizes.get(r["tag"]))
+            for tag, path in groups.items() for r in results if r["tag"] in (tag, "nginx")]
+
+
+EXPERIMENTS = {
+    "E1": Experiment(exp_e1, summarize_e1, markdown_e1, tuple(vb.PEERS), ("wrk", "h2load"), duration=2,
+                     php=True, keys=("path", "clients"),
+                     gaps=(Gap("ok_rps", "successful req/s", True, "ok_rps_min", "ok_rps_max", ",.0f"),
+                           Gap("errors", "failed requests", False, "errors_min", "errors_max", ",.0f"),
+                           Gap("p99_ms", "p99 ms", False, "p99_ms_min", "p99_ms_max", ",.1f")),
+                     title="E1 — concurrency sweep (paper 000, table 1)"),
+    "E2": Experiment(exp_e2, summarize_e2, markdown_e2,
+                     ("apache-prefork", "nginx", "vireo"), ("oha",), runs=1, php=True,
+                     keys=("kind",),
+                     gaps=(Gap("succeeded", "succeeded requests", True, spec=",.0f"),
+                           Gap("error_rate", "error rate", False, spec=".3f")),
+                     title="E2 — slow backend, 5,000 connections at ≈1,000 QPS (paper 001)"),
+    "E3": Experiment(exp_e3, vb.summarize, markdown_e3, tuple(vb.PEERS), ("wrk",), php=True,
+                     keys=("file",),
+                     gaps=E3_GAPS,
+                     title="E3 — static sizes, phpinfo() and memory (paper 003)"),
+    "E4": Experiment(exp_e4, summarize_e4, markdown_e4, tuple(vb.PEERS), ("wrk", "ab"), runs=3,
+                     php=True, keys=("path",),
+                     gaps=(Gap("rps", "req/s", True, "rps_min", "rps_max", ",.0f"),
+                           Gap("failed_real", "failed requests", False, "failed_real_min",
+                               "failed_real_max", ",.0f"),
+                           Gap("p50_ms", "p50 ms", False, "p50_ms_min", "p50_ms_max", ",.0f"),
+                           Gap("p99_ms", "p99 ms", False, "p99_ms_min", "p99_ms_max", ",.0f"),
+                           Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                               "cpu_us_per_req_max", ".1f")),
+                     title="E4 — ab -c 1000 (paper 004)"),
+    "E5": Experiment(exp_e5, summarize_e5, markdown_e5, ("vireo", "nginx", "floor"), ("wrk",),
+                     gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                               "cpu_us_per_req_max", ".2f"),
+                           Gap("rps", "req/s", True, "rps_min", "rps_max", ",.0f")),
+                     title="E5 — per-core ceiling with the tuned directives (paper 002)"),
+    "M": Experiment(exp_idle, summarize_idle, markdown_idle, tuple(vb.PEERS), (),
+                    gaps=M_GAPS,
+                    title="M — memory per 10,000 idle keep-alive connections"),
+    "quick": Experiment(exp_quick, vb.summarize, markdown_e3, ("vireo", "nginx"), ("wrk",),
+                        php=True, keys=("file",), gaps=E3_GAPS, title="quick — E3, vireo vs nginx"),
+    "idle": Experiment(exp_idle, summarize_idle, markdown_idle, ("vireo", "nginx"), (),
+                       gaps=M_GAPS, title="idle — M, vireo vs nginx"),
+    "gzip": Experiment(exp_gzip, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
+                       keys=("file",), gaps=E3_GAPS[:1],
+                       title="gzip — on-the-fly gzip 5 of a 92 KB JS file (issue 7)"),
+}

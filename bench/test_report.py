@@ -1,0 +1,386 @@
+"""Tests of the parsers of ab, h2load and oha, the experiment summaries, the Markdown
+report (tables, open gaps), the plots and the configuration templates."""
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import experiments as ex  # noqa: E402
+import report  # noqa: E402
+import vireobench as vb  # noqa: E402
+
+AB = """This is ApacheBench, Version 2.3 <$Revision: 1913912 $>
+Benchmarking 127.0.0.1 (be patient)
+Finished 300 requests
+
+
+Server Software:        nginx/1.22.1
+Server Hostname:        127.0.0.1
+Server Port:            29004
+
+Document Path:          /info.php
+Document Length:        68980 bytes
+
+Concurrency Level:      20
+Time taken for tests:   1.972 seconds
+Complete requests:      300
+Failed requests:        280
+   (Connect: 0, Receive: 0, Length: 280, Exceptions: 0)
+Total transferred:      20735561 bytes
+HTML transferred:       20694461 bytes
+Requests per second:    152.12 [#/sec] (mean)
+Time per request:       131.475 [ms] (mean)
+Time per request:       6.574 [ms] (mean, across all concurrent requests)
+Transfer rate:          10267.92 [Kbytes/sec] received
+
+Connection Times (ms)
+              min  mean[+/-sd] median   max
+Connect:        0    0   0.1      0       1
+Processing:     1  131 282.1     21    1152
+Waiting:        1  122 269.8     20    1151
+Total:          1  131 282.2     21    1152
+
+Percentage of the requests served within a certain time (ms)
+  50%     21
+  66%     31
+  75%     44
+  80%    264
+  90%    316
+  95%   1120
+  98%   1152
+  99%   1152
+ 100%   1152 (longest request)
+"""
+
+AB_ERRORS = """Document Length:        21504 bytes
+Complete requests:      1000
+Failed requests:        7
+   (Connect: 0, Receive: 3, Length: 0, Exceptions: 4)
+Non-2xx responses:      5
+Requests per second:    99.50 [#/sec] (mean)
+"""
+
+H2LOAD = """starting benchmark...
+spawning thread #0: 100 total client(s). Timing-based test with 1.5s of warm-up time and 2s of main duration for measurements.
+Warm-up started for thread #0.
+Main benchmark duration is started for thread #0.
+Main benchmark duration is over for thread #0. Stopping all clients.
+Stopped all clients for thread #0
+
+finished in 3.56s, 28265.00 req/s, 8.30MB/s
+requests: 56530 total, 56540 started, 56530 done, 56000 succeeded, 530 failed, 30 errored, 2 timeout
+status codes: 56000 2xx, 0 3xx, 500 4xx, 0 5xx
+traffic: 16.60MB (17411240) total, 10.22MB (10717207) headers (space savings 0.00%), 14.35MB (15043419) data
+"""
+
+OHA = {"summary": {"successRate": 0.9}, "latencyPercentiles": {"p50": 0.5013, "p99": 1.2},
+       "statusCodeDistribution": {"200": 900, "502": 10},
+       "errorDistribution": {"aborted due to deadline": 40, "Timeout": 50}}
+
+
+class AbParser(unittest.TestCase):
+    def test_php_run(self):
+        a = vb.parse_ab(AB)
+        self.assertEqual(a["complete"], 300)
+        self.assertEqual(a["failed"], 280)
+        self.assertEqual(a["failed_kinds"]["length"], 280)
+        self.assertEqual(a["failed_real"], 0)   # phpinfo() pages differ in length: not failures
+        self.assertEqual(a["errors"], 0)
+        self.assertAlmostEqual(a["rps"], 152.12)
+        self.assertAlmostEqual(a["time_per_req_ms"], 131.475)
+        self.assertAlmostEqual(a["time_per_req_all_ms"], 6.574)
+        self.assertEqual(a["doc_length"], 68980)
+        self.assertEqual(a["percentiles_ms"]["50"], 21)
+        self.assertEqual(a["percentiles_ms"]["100"], 1152)
+        self.assertEqual(a["p99_ms"], 1152)
+        self.assertEqual(a["conn_times_ms"]["total"]["median"], 21)
+
+    def test_errors(self):
+        a = vb.parse_ab(AB_ERRORS)
+        self.assertEqual((a["failed_real"], a["non2xx"], a["errors"]), (7, 5, 12))
+        self.assertIsNone(a["p99_ms"])
+
+    def test_garbage(self):
+        with self.assertRaises(ValueError):
+            vb.parse_ab("apr_socket_connect(): Connection refused (111)\n")
+
+
+class H2loadParser(unittest.TestCase):
+    def test_summary(self):
+        h = vb.parse_h2load(H2LOAD)
+        self.assertEqual((h["requests"], h["succeeded"], h["failed"], h["errored"], h["timeout"]),
+                         (56530, 56000, 530, 30, 2))
+        self.assertEqual(h["in_flight"], 10)
+        self.assertEqual(h["status"]["4xx"], 500)
+
+    def test_log_and_percentiles(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d, "h.log")
+            log.write_text("".join(f"1795303953653265\t{200 if i % 10 else 503}\t{i * 1000}\n"
+                                   for i in range(1, 101)) + "garbage\n")
+            entries = vb.h2load_log(log)
+        self.assertEqual(len(entries), 100)
+        self.assertEqual(sum(1 for st, _ in entries if st == 503), 10)
+        ms = [m for _, m in entries]
+        self.assertEqual(vb.percentile(ms, 50), 50.0)
+        self.assertEqual(vb.percentile(ms, 99), 99.0)
+        self.assertEqual(vb.percentile(ms, 100), 100.0)
+        self.assertIsNone(vb.percentile([], 99))
+
+    def test_garbage(self):
+        with self.assertRaises(ValueError):
+            vb.parse_h2load("connect: Connection refused\n")
+
+
+class OhaParser(unittest.TestCase):
+    def test_totals(self):
+        t = vb.parse_oha_json(json.dumps(OHA))
+        self.assertEqual((t["responses"], t["ok"], t["non2xx"]), (910, 900, 10))
+        self.assertEqual((t["failed"], t["aborted"], t["sent"]), (50, 40, 1000))
+        self.assertAlmostEqual(t["p50_ms"], 501.3)
+
+    def test_records_and_seconds(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = Path(d, "o.db")
+            con = sqlite3.connect(db)
+            con.execute("CREATE TABLE oha (url TEXT, start REAL, start_latency_correction REAL, "
+                        "end REAL, duration REAL, status INTEGER, len_bytes INTEGER, run INTEGER)")
+            con.executemany("INSERT INTO oha VALUES ('/', ?, NULL, ?, 0.5, ?, 10, 1)",
+                            [(0.1, 0.6, 200), (0.9, 1.4, 200), (1.2, 1.7, 502), (2.5, 3.0, 200)])
+            con.commit()
+            con.close()
+            recs = vb.oha_records(db)
+        self.assertEqual(len(recs), 4)
+        ok, bad = vb.per_second([(10 + end, 200 <= st < 300) for _, end, st in recs], 14)
+        self.assertEqual(ok[10:14], [1, 1, 0, 1])
+        self.assertEqual(bad[11], 1)
+        self.assertEqual(sum(ok), 3)
+
+
+def e3_rows():
+    runs = []
+    for k, (v, n, l) in enumerate([(5.0, 10.0, 6.0), (6.0, 11.0, 6.5), (5.5, 12.0, 7.0)], 1):
+        for server, cpu, rps in (("vireo", v, 100), ("nginx", n, 90), ("lighttpd", l, 120)):
+            runs.append(dict(server=server, path="2b.txt", run=k, rps=rps + k, cpu_us_per_req=cpu,
+                             p99_ms=1.0, rss_mb=3.0, errors=0))
+    runs += [dict(server="vireo", path="info.php", run=1,
+                  unsupported="not yet: needs FastCGI (issue 5) — vireo -t: unknown directive"),
+             dict(server="nginx", path="info.php", run=1, rps=1000, cpu_us_per_req=150,
+                  backend_cpu_us_per_req=400, p99_ms=50, rss_mb=19, errors=0),
+             dict(server="h2o", path="info.php", run=1, unsupported="no PHP config for h2o")]
+    return runs
+
+
+class Summaries(unittest.TestCase):
+    def test_points(self):
+        results = [{"server": "nginx", "clients": 50, "ok_rps": v, "errors": 0} for v in (3, 1, 2)]
+        results += [{"server": "vireo", "clients": 50, "unsupported": "not yet"},
+                    {"server": "h2o", "clients": 50, "error": "boom"},
+                    {"server": "lighttpd", "clients": 50, "ok_rps": 5, "errors": 1},
+                    {"server": "lighttpd", "clients": 50, "error": "crashed"}]
+        rows = ex.summarize_points(results, ["vireo", "nginx", "lighttpd", "h2o"], ["clients"],
+                                   ["ok_rps", "errors"])
+        v, n, l, h = rows
+        self.assertEqual(v["note"], "not yet")
+        self.assertEqual((n["ok_rps"], n["ok_rps_min"], n["ok_rps_max"], n["runs"]), (2, 1, 3, 3))
+        self.assertEqual((l["runs"], l["failed_runs"], l["failure"]), (1, 1, "crashed"))
+        self.assertEqual(h["note"], "failed: boom")
+
+    def test_e3_table_has_vireo_column_and_notes(self):
+        rows = vb.summarize(e3_rows(), ["vireo", "nginx", "lighttpd", "h2o"])
+        md = ex.markdown_e3(rows, ["vireo", "nginx", "lighttpd", "h2o"])
+        self.assertIn("| workload | vireo | nginx | lighttpd | h2o |", md)
+        self.assertIn("| 2 B | 102 | 92 | 122 | – | Apache 2.4 event 4,810; nginx 6,650 |", md)
+        self.assertIn("| phpinfo() | not yet: needs FastCGI (issue 5) | 1,000 |", md)
+        self.assertIn("5.50 (5.00–6.00)", md)
+        self.assertNotIn("unknown directive", md.split("Detail")[0])
+
+    def test_e5_ratios(self):
+        results = [dict(server=s, rps=r, cpu_us_per_req=c, cpu_util=0.9, ceiling_rps=1e6 / c,
+                        p99_ms=1, rss_mb=3) for s, r, c in
+                   (("vireo", 100, 5.0), ("nginx", 90, 10.0), ("floor", 120, 4.0))]
+        rows = ex.summarize_e5(results, ["vireo", "nginx", "floor"])
+        self.assertAlmostEqual(rows[0]["vs_nginx"], 0.5)
+        self.assertAlmostEqual(rows[0]["vs_floor"], 1.25)
+        md = ex.markdown_e5(rows, ["vireo", "nginx", "floor"])
+        self.assertIn("| vireo | 100 | 5.00 | 90 % | 200,000 | 1.25× | 0.50× |", md)
+        self.assertIn("C epoll floor", md)
+
+    def test_e1_and_paper_table(self):
+        results = [dict(server=s, path="info.php", clients=c, run=1, succeeded=100, errors=e,
+                        ok_rps=50.0, p50_ms=1, p99_ms=2.5, cpu_us_per_req=3.0, in_flight=0)
+                   for s, e in (("nginx", 0), ("apache", 7)) for c in (50, 15000)]
+        results += [dict(server="vireo", path="info.php", clients=c, run=1,
+                         unsupported="not yet: needs FastCGI (issue 5)") for c in (50, 15000)]
+        rows = ex.summarize_e1(results, ["vireo", "nginx", "apache"])
+        md = ex.markdown_e1(rows, ["vireo", "nginx", "apache"])
+        self.assertIn("| 15,000 | not yet: needs FastCGI (issue 5) | 100 / 0 | 100 / 7 |", md)
+        self.assertIn("| 50 | 40,073 / 0 | 23,243 / 0 |", md)   # paper 000, table 1
+        self.assertIn("| 15,000 | 40,439 / 234 | – |", md)
+
+    def test_e4_percentile_table(self):
+        row = dict(server="nginx", path="info.php", run=1, rps=1000.0, complete=100000,
+                   failed_real=0, failed=5, non2xx=0, time_per_req_ms=900.0, cpu_us_per_req=150.0,
+                   backend_cpu_us_per_req=400.0, p50_ms=470, p99_ms=3800, requests=100000,
+                   **{f"pct_{p}": 400 + int(p) for p in ex.PCTS})
+        rows = ex.summarize_e4([row, dict(server="vireo", path="info.php", run=1,
+                                          unsupported="not yet: needs FastCGI (issue 5)")],
+                               ["vireo", "nginx"])
+        md = ex.markdown_e4(rows, ["vireo", "nginx"])
+        self.assertIn("| Requests per second | not yet: needs FastCGI (issue 5) | 1,000 | 1,155 | 1,203 |", md)
+        self.assertIn("| 99% served within (ms) | – | 499 | 3,817 | 1,094 |", md)
+        self.assertIn("| “Length” failures (page size varied) | – | 5 |", md)
+
+    def test_e2_and_idle(self):
+        e2 = [dict(server="nginx", setup="nginx-fpm", label="nginx + php-fpm", kind="php", run=1,
+                   sent=1000, succeeded=990, failed=5, non2xx=5, aborted=0, error_rate=0.01,
+                   qps_steady_median=200, qps_steady_min=150, qps_max=210, p50_ms=501, p99_ms=900,
+                   cpu_us_per_req=250, backend_cpu_us_per_req=300,
+                   series={"ok_per_s": [1, 2], "non2xx_per_s": [0, 0], "offered_per_s": [2, 2]}),
+              dict(server="vireo", setup="vireo-fpm", label="vireo + php-fpm", kind="php", run=1,
+                   unsupported="not yet: needs FastCGI (issue 5)")]
+        rows = ex.summarize_e2(e2, ["nginx", "vireo"])
+        self.assertEqual(rows[0]["series"]["ok_per_s"], [1, 2])
+        md = ex.markdown_e2(rows, ["nginx", "vireo"])
+        self.assertIn("| nginx + php-fpm | 1,000 | 990 | 10 | 1.0 % | 200 (150) | 210 | 501 / 900 |", md)
+        self.assertIn("| vireo + php-fpm | not yet: needs FastCGI (issue 5) |", md)
+        idle = [dict(server="apache", run=1, connections=10000, served=5000, rss_before_mb=15,
+                     rss_after_mb=65, mb_per_10k=100.0)]
+        md = ex.markdown_idle(ex.summarize_idle(idle, ["apache"]), ["apache"])
+        self.assertIn("| Apache event | 5,000 of 10,000 | 15.0 | 100.0 | 110 |", md)
+
+    def test_e2_stats(self):
+        opts = SimpleNamespace(e2_ramp=2, e2_duration=6)
+        totals = {"sent": 100, "aborted": 10, "ok": 80, "failed": 6, "non2xx": 4,
+                  "p50s": [500, 510], "p99s": [900, 1500]}
+        series = {"ok_per_s": [1, 5, 10, 20, 30, 40, 0]}
+        st = ex.e2_stats(totals, series, opts)
+        self.assertAlmostEqual(st["error_rate"], 10 / 90)
+        self.assertEqual((st["qps_steady_median"], st["qps_steady_min"], st["qps_max"]), (30, 20, 40))
+        self.assertEqual((st["p50_ms"], st["p99_ms"]), (505, 1500))
+
+
+def dataset(name, rows, servers, **options):
+    opts = dict(servers=servers, duration=5, runs=3, connections=50, points=[50], ab_n=100000,
+                ab_n_php=100000, ab_c=1000, ab_time=20, idle_conns=10000, e2_conns=5000,
+                e2_ramp=50, e2_duration=100, e2_interval=5.0, e2_steps=10, e2_timeout=10)
+    opts.update(options)
+    return {"experiment": name, "date": "2026-11-21T23:00:00", "command": f"bench/run {name}",
+            "options": opts, "elapsed_s": 60, "summary": rows,
+            "machine": {"nproc": 2, "cpu": "test", "kernel": "6", "loadavg": [1, 1, 1],
+                        "versions": {"nginx": "nginx/1.22.1"}}}
+
+
+class Report(unittest.TestCase):
+    def data(self):
+        servers = ["vireo", "nginx", "lighttpd", "h2o"]
+        e3 = dataset("E3", vb.summarize(e3_rows(), servers), servers)
+        idle = [dict(server=s, run=k, connections=10000, served=10000, rss_before_mb=4,
+                     rss_after_mb=4 + mb, mb_per_10k=mb)
+                for k, (v, n) in enumerate([(5.5, 5.0), (5.6, 5.1), (5.7, 5.2)], 1)
+                for s, mb in (("vireo", v), ("nginx", n))]
+        m = dataset("M", ex.summarize_idle(idle, ["vireo", "nginx"]), ["vireo", "nginx"])
+        return {"E3": e3, "M": m}
+
+    def test_gaps(self):
+        gaps, missing = report.open_gaps(self.data())
+        got = {(g["experiment"], g["where"], g["metric"], g["peer"]) for g in gaps}
+        # vireo 5.5 µs vs lighttpd 6.5: no gap; rps 102 vs lighttpd 122: gap, ranges apart
+        self.assertIn(("E3", "2 B", "req/s", "lighttpd"), got)
+        self.assertNotIn(("E3", "2 B", "CPU µs/req", "lighttpd"), got)
+        self.assertIn(("M", "–", "RSS MB per 10k idle connections", "nginx"), got)
+        mem = next(g for g in gaps if g["experiment"] == "M")
+        self.assertTrue(mem["clear"])          # 5.5–5.7 vs 5.0–5.2: apart
+        self.assertAlmostEqual(mem["ratio"], 5.6 / 5.1)
+        self.assertEqual(missing, [{"experiment": "E3", "where": "phpinfo()",
+                                    "why": "not yet: needs FastCGI (issue 5) — vireo -t: unknown directive"}])
+
+    def test_no_gap_when_vireo_best(self):
+        rows = [dict(server="vireo", mb_per_10k=4.0, runs=3), dict(server="nginx", mb_per_10k=5.0, runs=3),
+                dict(server="floor", mb_per_10k=1.0, runs=3)]  # the floor is not a peer
+        gaps, _ = report.open_gaps({"M": dataset("M", rows, ["vireo", "nginx", "floor"])})
+        self.assertEqual(gaps, [])
+
+    def test_render(self):
+        md = report.render_report(self.data(), {"E3": "x-E3.svg"})
+        gaps_at = md.index("## Open gaps")
+        self.assertLess(gaps_at, md.index("## E3"))
+        self.assertLess(md.index("## E3"), md.index("## M"))
+        self.assertIn("| E3 | 2 B | req/s | 102 | lighttpd 122 | 0.84 | yes |", md)
+        self.assertIn("- E3 (phpinfo()): not yet: needs FastCGI (issue 5)", md)
+        self.assertIn("![E3](x-E3.svg)", md)
+        self.assertIn("requests/s and p99 are noisy", md)
+        self.assertIn("Open files: 20,000", md)
+        self.assertIn("Command: `bench/run E3`", md)
+
+    def test_targets(self):
+        md = report.targets_markdown(self.data())
+        # 2 B: vireo 5.5 µs vs nginx 11.0 = 0.50x, target 4.2/6.2 = 0.68x
+        self.assertIn("| 2 B: CPU µs/req ≤ 4.2 (≈0.68× nginx) | 5.50 µs = 0.50× nginx (11.00) | met |", md)
+        self.assertIn("| idle memory ≤ 5 MB per 10k connections | 5.6 MB | not met |", md)
+        self.assertIn("not yet: needs FastCGI (issue 5)", md)
+
+    def test_docs_header(self):
+        h = report.docs_header(self.data(), "bench/run all", 41.5)
+        self.assertIn("`bench/run all` (42 min)", h)
+        self.assertIn("2026-11-21 23:00", h)
+
+    def test_plots(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("matplotlib not installed")
+        with tempfile.TemporaryDirectory() as d:
+            data = self.data()
+            for name in ("E3", "M"):
+                path = Path(d, f"{name}.svg")
+                report.PLOTS[name](data[name], path)
+                self.assertTrue(path.read_text().lstrip().startswith("<?xml"))
+
+
+class Templates(unittest.TestCase):
+    KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
+            "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3"}
+
+    def test_every_template_fills(self):
+        for spec in vb.SERVERS.values():
+            for key in ("conf", "php", "proxy", "tuned"):
+                name = spec.get(key)
+                if name and name.endswith(".conf"):
+                    text = vb.fill((vb.CONF / name).read_text(), self.KEYS)
+                    self.assertNotIn("@", text.replace("@ROOT", ""), name)
+
+    def test_fill_refuses_leftovers(self):
+        with self.assertRaises(RuntimeError):
+            vb.fill("listen @PORT@; root @NOPE@;", {"@PORT@": 1})
+
+    @unittest.skipUnless(vb.SHARED_PEERS.is_dir(), "no ../shared/peers")
+    def test_peer_templates_are_copies(self):
+        for f in sorted(vb.SHARED_PEERS.glob("*.conf")):
+            self.assertEqual((vb.CONF / f.name).read_text(), f.read_text(),
+                             f"bench/conf/{f.name} differs from {f}")
+
+    def test_experiment_defaults(self):
+        args = SimpleNamespace(servers=None, duration=None, runs=None, points=None)
+        o = ex.EXPERIMENTS["E5"].defaults(args)
+        self.assertEqual((o.servers, o.duration, o.runs), (["vireo", "nginx", "floor"], 5, 3))
+        self.assertEqual(ex.EXPERIMENTS["E2"].defaults(args).runs, 1)
+        self.assertEqual(ex.EXPERIMENTS["E1"].defaults(args).points, ex.E1_POINTS)
+        args = SimpleNamespace(servers=["nginx"], duration=9, runs=5, points=[7])
+        o = ex.EXPERIMENTS["E1"].defaults(args)
+        self.assertEqual((o.servers, o.duration, o.runs, o.points), (["nginx"], 9, 5, [7]))
+        self.assertIn("h2load", ex.EXPERIMENTS["E1"].tools(o))
+        self.assertIn("php-fpm", ex.EXPERIMENTS["E1"].tools(o))
+
+    def test_e1_warmup(self):
+        self.assertEqual(ex.e1_warmup(50), 0.5)
+        self.assertEqual(ex.e1_warmup(15000), 4.2)
+
+
+if __name__ == "__main__":
+    unittest.main()

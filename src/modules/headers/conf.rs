@@ -1,0 +1,293 @@
+//! Directives of the headers filter: `add_header` and `expires`.
+
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def};
+use crate::conf::values::{parse_time, set_once};
+use crate::core::vars::Template;
+use crate::settings;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// How an `add_header` field lands in the response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Appended (an empty value adds nothing).
+    Append,
+    /// Replaces the field the response already has (`Last-Modified`, `ETag`);
+    /// an empty value removes it.
+    Replace,
+}
+
+/// One `add_header name value [always]`.
+#[derive(Clone, Debug)]
+pub struct AddHeader {
+    /// The name as written in the configuration.
+    pub name: &'static str,
+    pub value: Template,
+    /// The value when it has no variables: shared, never rendered per request.
+    pub literal: Option<Arc<str>>,
+    /// Added whatever the status; otherwise only on 2xx/3xx statuses listed in
+    /// [`super::applies`].
+    pub always: bool,
+    pub placement: Placement,
+}
+
+/// `expires`: what Expires and Cache-Control say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expires {
+    Off,
+    /// Expires in 1970, Cache-Control: no-cache.
+    Epoch,
+    /// Expires at the end of 2037, Cache-Control: ten years.
+    Max,
+    /// Seconds after the response is made (may be negative).
+    Access(i64),
+    /// Seconds after the Last-Modified time (the response's own when it has one).
+    Modified(i64),
+    /// Seconds after local midnight: the next such moment.
+    Daily(u32),
+}
+
+settings! {
+    /// Header settings of one level. `add_header` is one list set as a whole: a
+    /// level with any `add_header` drops the inherited ones.
+    pub struct HeadersConf / HeadersConfSet {
+        pub add_header: Arc<[AddHeader]> = Arc::from(Vec::new()),
+        pub expires: Expires = Expires::Off,
+    }
+}
+
+/// Header names live as long as the process (responses hold `&'static str`
+/// names); each distinct name is stored once, so reloads do not grow memory.
+fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut set = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let set = set.get_or_insert_with(HashSet::new);
+    if let Some(n) = set.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    set.insert(n);
+    n
+}
+
+/// A header field name: an RFC 9110 token.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Fields the connection writes itself (framing, connection management):
+/// a second copy would make the message ambiguous.
+const FRAMING: &[&str] = &["content-length", "transfer-encoding", "connection"];
+
+pub fn parse_add_header(d: &Directive) -> Result<AddHeader, ConfError> {
+    let name = d.arg(0);
+    if !is_token(name) {
+        return Err(ConfError::new(
+            format!("invalid header name \"{name}\" in \"add_header\" directive"),
+            &d.span,
+        ));
+    }
+    if FRAMING.iter().any(|f| f.eq_ignore_ascii_case(name)) {
+        return Err(ConfError::new(
+            format!(
+                "\"{name}\" cannot be set by \"add_header\": the server writes it from the response framing"
+            ),
+            &d.span,
+        ));
+    }
+    let always = match d.args.get(2).map(|a| a.value.as_str()) {
+        None => false,
+        Some("always") => true,
+        Some(v) => {
+            return Err(ConfError::new(
+                format!("invalid parameter \"{v}\" in \"add_header\" directive"),
+                &d.span,
+            ));
+        }
+    };
+    let raw = d.arg(1);
+    let value = Template::compile(raw).map_err(|e| ConfError::new(e, &d.span))?;
+    let literal = match value.literal() {
+        Some(l) => {
+            if l.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+                return Err(ConfError::new(
+                    "header value in \"add_header\" directive contains a line break or NUL",
+                    &d.span,
+                ));
+            }
+            Some(Arc::from(String::from_utf8_lossy(l).as_ref()))
+        }
+        None => None,
+    };
+    let placement =
+        if name.eq_ignore_ascii_case("last-modified") || name.eq_ignore_ascii_case("etag") {
+            Placement::Replace
+        } else {
+            Placement::Append
+        };
+    Ok(AddHeader {
+        name: intern(name),
+        value,
+        literal,
+        always,
+        placement,
+    })
+}
+
+fn invalid_expires(d: &Directive, why: &str) -> ConfError {
+    ConfError::new(format!("\"expires\" directive {why}"), &d.span)
+}
+
+/// Seconds as nginx's `expires` takes them: `1h30m`, `-1`, `+10d` (no
+/// milliseconds).
+fn expires_secs(d: &Directive, v: &str) -> Result<i64, ConfError> {
+    let (neg, t) = match v.as_bytes().first() {
+        Some(b'-') => (true, &v[1..]),
+        Some(b'+') => (false, &v[1..]),
+        _ => (false, v),
+    };
+    let dur = if t.contains("ms") {
+        None
+    } else {
+        parse_time(t)
+    };
+    let secs = dur
+        .and_then(|d| i64::try_from(d.as_secs()).ok())
+        .ok_or_else(|| invalid_expires(d, "invalid value"))?;
+    Ok(if neg { -secs } else { secs })
+}
+
+pub fn parse_expires(d: &Directive) -> Result<Expires, ConfError> {
+    let (modified, v) = match d.args.len() {
+        1 => (false, d.arg(0)),
+        _ if d.arg(0) == "modified" => (true, d.arg(1)),
+        _ => return Err(invalid_expires(d, "invalid value")),
+    };
+    if !modified {
+        match v {
+            "off" => return Ok(Expires::Off),
+            "epoch" => return Ok(Expires::Epoch),
+            "max" => return Ok(Expires::Max),
+            _ => {}
+        }
+    }
+    if v.contains('$') {
+        return Err(ConfError::new(
+            "variables in \"expires\" are not supported",
+            &d.span,
+        ));
+    }
+    if let Some(t) = v.strip_prefix('@') {
+        if modified {
+            return Err(invalid_expires(
+                d,
+                "daily time cannot be used with \"modified\" parameter",
+            ));
+        }
+        let secs = expires_secs(d, t)?;
+        if !(0..24 * 3600).contains(&secs) || t.starts_with(['-', '+']) {
+            return Err(invalid_expires(
+                d,
+                "daily time value must be less than 24 hours",
+            ));
+        }
+        return Ok(Expires::Daily(secs as u32));
+    }
+    let secs = expires_secs(d, v)?;
+    Ok(if modified {
+        Expires::Modified(secs)
+    } else {
+        Expires::Access(secs)
+    })
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "add_header",
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 3),
+        set: |s, d, _| {
+            let h = parse_add_header(d)?;
+            let slot = &mut s.loc().headers.add_header;
+            let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
+            list.push(h);
+            *slot = Some(Arc::from(list));
+            Ok(())
+        },
+        syntax: "add_header name value [always];",
+        default: "—",
+        doc: "Adds a response header field when the status is 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308, or whatever the status with `always`. The value may hold variables; a value that comes out empty adds nothing. `Last-Modified` and `ETag` replace the response's own field (an empty value removes it); any other name is appended, so a second `Cache-Control` or `Content-Type` line can go out. Several may stand at one level; a level with none inherits all of its parent's, a level with any inherits none. `Content-Length`, `Transfer-Encoding` and `Connection` are refused. Example: `add_header X-Frame-Options DENY always;`.",
+    },
+    Def {
+        name: "expires",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let v = parse_expires(d)?;
+            set_once(&mut s.loc().headers.expires, v, d)
+        },
+        syntax: "expires [modified] time | @time-of-day | epoch | max | off;",
+        default: "off",
+        doc: "Sets `Expires` and `Cache-Control` (replacing any the response has) on responses with status 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308. `time` counts from now (`expires 1h;` gives `max-age=3600`); with `modified` it counts from the response's Last-Modified. A negative time, or an expiry already past, sends `Cache-Control: no-cache`; `0` sends `max-age=0`. `@15h30m` expires at the next 15:30 local time. `epoch` expires in 1970 with `no-cache`; `max` at the end of 2037 with a ten-year max-age. Example: `expires modified +24h;`.",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::ast::{Arg, Span};
+
+    fn dir(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args.iter().map(|a| Arg::plain(*a)).collect(),
+            span: Span::new("t.conf", 1),
+            block: None,
+        }
+    }
+
+    #[test]
+    fn expires_forms() {
+        let p = |a: &[&str]| parse_expires(&dir("expires", a));
+        assert_eq!(p(&["off"]).unwrap(), Expires::Off);
+        assert_eq!(p(&["epoch"]).unwrap(), Expires::Epoch);
+        assert_eq!(p(&["max"]).unwrap(), Expires::Max);
+        assert_eq!(p(&["1h"]).unwrap(), Expires::Access(3600));
+        assert_eq!(p(&["+1h30m"]).unwrap(), Expires::Access(5400));
+        assert_eq!(p(&["-1"]).unwrap(), Expires::Access(-1));
+        assert_eq!(p(&["0"]).unwrap(), Expires::Access(0));
+        assert_eq!(p(&["modified", "+24h"]).unwrap(), Expires::Modified(86400));
+        assert_eq!(p(&["@15h30m"]).unwrap(), Expires::Daily(55800));
+        assert!(p(&["@24h"]).is_err());
+        assert!(p(&["modified", "@1h"]).is_err());
+        assert!(p(&["modified", "max"]).is_err());
+        assert!(p(&["1h", "2h"]).is_err());
+        assert!(p(&["500ms"]).is_err());
+        assert!(p(&["soon"]).is_err());
+    }
+
+    #[test]
+    fn add_header_checks() {
+        let p = |a: &[&str]| parse_add_header(&dir("add_header", a));
+        let h = p(&["X-A", "b"]).unwrap();
+        assert_eq!(
+            (h.name, h.always, h.literal.as_deref()),
+            ("X-A", false, Some("b"))
+        );
+        assert!(p(&["X-A", "$uri", "always"]).unwrap().literal.is_none());
+        assert_eq!(p(&["etag", ""]).unwrap().placement, Placement::Replace);
+        assert!(p(&["X A", "b"]).is_err());
+        assert!(p(&["", "b"]).is_err());
+        assert!(p(&["Content-Length", "5"]).is_err());
+        assert!(p(&["X-A", "b", "never"]).is_err());
+        assert!(p(&["X-A", "a\r\nB: c"]).is_err());
+        assert!(p(&["X-A", "$nosuch"]).is_err());
+        assert!(std::ptr::eq(
+            p(&["X-Same", "1"]).unwrap().name,
+            p(&["X-Same", "2"]).unwrap().name
+        ));
+    }
+}

@@ -1,0 +1,324 @@
+//! Directives of the rewrite module, compiled into script instructions.
+
+use super::script::{Cond, FileTest, Flag, Op, Return, Rewrite, SetTarget};
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
+use crate::conf::values::{flag, set_once};
+use crate::core::vars::{Re, Template, UserKind, registry};
+use crate::settings;
+
+settings! {
+    pub struct RewriteConf / RewriteConfSet {
+        pub rewrite_log: bool = false,
+        pub uninitialized_variable_warning: bool = true,
+    }
+}
+
+/// The script of the level a directive stands in.
+fn ops<'s>(s: &'s mut Scope<'_>) -> &'s mut Vec<Op> {
+    match s {
+        Scope::Server(srv) => &mut srv.phases.rewrite,
+        Scope::Location(l) => &mut l.phases.rewrite,
+        _ => unreachable!("table declares rewrite directives for server/location only"),
+    }
+}
+
+fn err(msg: impl Into<String>, d: &Directive) -> ConfError {
+    ConfError::new(msg, &d.span)
+}
+
+fn template(s: &str, d: &Directive) -> Result<Template, ConfError> {
+    Template::compile(s).map_err(|e| err(e, d))
+}
+
+fn regex(pattern: &str, caseless: bool, d: &Directive) -> Result<Re, ConfError> {
+    Re::new(pattern, caseless).map_err(|e| err(e, d))
+}
+
+fn compile_rewrite(d: &Directive) -> Result<Op, ConfError> {
+    let re = regex(d.arg(0), false, d)?;
+    let mut repl = d.arg(1);
+    let mut flag = match d.args.get(2).map(|a| a.value.as_str()) {
+        None => Flag::None,
+        Some("last") => Flag::Last,
+        Some("break") => Flag::Break,
+        Some("redirect") => Flag::Redirect(302),
+        Some("permanent") => Flag::Redirect(301),
+        Some(v) => return Err(err(format!("invalid parameter \"{v}\""), d)),
+    };
+    if ["http://", "https://", "$scheme"]
+        .iter()
+        .any(|p| repl.starts_with(p))
+        && !matches!(flag, Flag::Redirect(_))
+    {
+        flag = Flag::Redirect(302);
+    }
+    let add_args = !repl.ends_with('?');
+    if !add_args {
+        repl = &repl[..repl.len() - 1];
+    }
+    let (uri, args) = match repl.split_once('?') {
+        Some((u, a)) => (u, Some(a)),
+        None => (repl, None),
+    };
+    Ok(Op::Rewrite(Box::new(Rewrite {
+        re,
+        uri: template(uri, d)?,
+        args: args.map(|a| template(a, d)).transpose()?,
+        add_args,
+        flag,
+    })))
+}
+
+fn compile_return(d: &Directive) -> Result<Op, ConfError> {
+    let code_of = |s: &str| -> Option<u16> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse::<u16>().ok().filter(|c| *c <= 999)
+    };
+    let (code, text) = match d.args.len() {
+        1 => match code_of(d.arg(0)) {
+            Some(c) => (c, None),
+            None => {
+                let url = d.arg(0);
+                if !["http://", "https://", "$scheme"]
+                    .iter()
+                    .any(|p| url.starts_with(p))
+                {
+                    return Err(err(format!("invalid return code \"{url}\""), d));
+                }
+                (302, Some(url))
+            }
+        },
+        _ => {
+            let c = code_of(d.arg(0))
+                .ok_or_else(|| err(format!("invalid return code \"{}\"", d.arg(0)), d))?;
+            (c, Some(d.arg(1)))
+        }
+    };
+    if code == 444 && text.is_some() {
+        return Err(err(
+            "\"return 444\" takes no text: it closes the connection",
+            d,
+        ));
+    }
+    Ok(Op::Return(Box::new(Return {
+        code,
+        text: text.map(|t| template(t, d)).transpose()?,
+    })))
+}
+
+fn compile_set(d: &Directive) -> Result<Op, ConfError> {
+    let name = d
+        .arg(0)
+        .strip_prefix('$')
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .ok_or_else(|| err(format!("invalid variable name \"{}\"", d.arg(0)), d))?;
+    let value = template(d.arg(1), d)?;
+    let target = match name.to_ascii_lowercase().as_str() {
+        "args" | "query_string" => SetTarget::Args,
+        _ => match registry::declare(name, UserKind::Set).map_err(|e| err(e, d))? {
+            Some(v) => SetTarget::Var(v.index),
+            None => return Err(err("\"set\" outside a configuration load", d)),
+        },
+    };
+    Ok(Op::Set(target, value))
+}
+
+/// Parse an `if` condition as nginx splits it: `(` opens the first word or
+/// is one, `)` closes the last word or is one.
+fn compile_cond(d: &Directive) -> Result<Cond, ConfError> {
+    let mut words: Vec<&str> = d.arg_strs().collect();
+    let invalid = |w: &str| err(format!("invalid condition \"{w}\""), d);
+    let first = words[0];
+    match first.strip_prefix('(') {
+        Some("") => {
+            words.remove(0);
+        }
+        Some(rest) => words[0] = rest,
+        None => return Err(invalid(first)),
+    }
+    let Some(last) = words.last().copied() else {
+        return Err(invalid(first));
+    };
+    match last.strip_suffix(')') {
+        Some("") => {
+            words.pop();
+        }
+        Some(rest) => *words.last_mut().expect("not empty") = rest,
+        None => return Err(invalid(last)),
+    }
+    match words.as_slice() {
+        [] => Err(invalid(first)),
+        [v] if v.starts_with('$') => Ok(Cond::Var(template(v, d)?)),
+        [v, op, rhs] if v.starts_with('$') => {
+            let left = template(v, d)?;
+            Ok(match *op {
+                "=" => Cond::Eq(left, template(rhs, d)?, false),
+                "!=" => Cond::Eq(left, template(rhs, d)?, true),
+                "~" => Cond::Regex(left, regex(rhs, false, d)?, false),
+                "~*" => Cond::Regex(left, regex(rhs, true, d)?, false),
+                "!~" => Cond::Regex(left, regex(rhs, false, d)?, true),
+                "!~*" => Cond::Regex(left, regex(rhs, true, d)?, true),
+                _ => return Err(err(format!("unexpected \"{op}\" in condition"), d)),
+            })
+        }
+        [v, ..] if v.starts_with('$') => Err(err(format!("invalid condition \"{v}\""), d)),
+        [test, path] => {
+            let (negate, t) = match test.strip_prefix('!') {
+                Some(t) => (true, t),
+                None => (false, *test),
+            };
+            let t = match t {
+                "-f" => FileTest::File,
+                "-d" => FileTest::Dir,
+                "-e" => FileTest::Exists,
+                "-x" => FileTest::Exec,
+                _ => return Err(err(format!("invalid condition \"{test}\""), d)),
+            };
+            Ok(Cond::File(template(path, d)?, t, negate))
+        }
+        [w, ..] => Err(err(format!("invalid condition \"{w}\""), d)),
+    }
+}
+
+/// The directives allowed inside `if`.
+const IN_IF: &[&str] = &["rewrite", "return", "set", "break"];
+
+/// Compile the directives inside an `if` block: only the script
+/// directives; anything else nginx would accept there is refused.
+fn compile_block(block: &[Directive]) -> Result<Vec<Op>, ConfError> {
+    let mut out = Vec::new();
+    for d in block {
+        registry::at(&d.span);
+        let def = DIRECTIVES.iter().find(|def| def.name == d.name);
+        let Some(def) = def.filter(|def| IN_IF.contains(&def.name)) else {
+            if d.name == "if" {
+                return Err(err("\"if\" directive is not allowed here", d));
+            }
+            if crate::conf::table::lookup(&d.name).is_some() {
+                return Err(err(
+                    format!(
+                        "\"{}\" inside \"if\" is not supported by vireo (only rewrite, return, set and break are)",
+                        d.name
+                    ),
+                    d,
+                ));
+            }
+            return Err(err(format!("unknown directive \"{}\"", d.name), d));
+        };
+        let n = d.args.len();
+        if n < def.arity.min as usize || n > def.arity.max as usize {
+            return Err(err(
+                format!("invalid number of arguments in \"{}\" directive", d.name),
+                d,
+            ));
+        }
+        if d.block.is_some() {
+            return Err(err(
+                format!("directive \"{}\" is not terminated by \";\"", d.name),
+                d,
+            ));
+        }
+        out.push(match d.name.as_str() {
+            "rewrite" => compile_rewrite(d)?,
+            "return" => compile_return(d)?,
+            "set" => compile_set(d)?,
+            _ => Op::Break,
+        });
+    }
+    Ok(out)
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "rewrite",
+        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        arity: Arity::args(2, 3),
+        set: |s, d, _| {
+            let op = compile_rewrite(d)?;
+            ops(s).push(op);
+            Ok(())
+        },
+        syntax: "rewrite regex replacement [last | break | redirect | permanent];",
+        default: "—",
+        doc: "Changes the URI when `regex` matches it (captures `$1`…`$9` and named ones go into `replacement`). A replacement starting with `http://`, `https://` or `$scheme` is a redirect. `last` stops the script and searches the location for the new URI; `break` stops it and stays; `redirect` (302) and `permanent` (301) answer with a redirect; without a flag the next directive runs and the location is searched after the phase. Request arguments are appended unless the replacement ends with `?`. Runs in order with `return`, `set`, `if` and `break`; not inherited by nested levels.\n\n```nginx\nrewrite ^/users/(\\d+)$ /profile.php?id=$1 last;\nrewrite ^/old/(.*)$ /new/$1 permanent;\n```",
+    },
+    Def {
+        name: "return",
+        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let op = compile_return(d)?;
+            ops(s).push(op);
+            Ok(())
+        },
+        syntax: "return code [text] | return code URL | return URL;",
+        default: "—",
+        doc: "Stops processing and answers: with `code` and `text` as the body, with a redirect for 301, 302, 303, 307 and 308 (the text is the Location), with vireo's page for a code of 400 or more without text (error_page applies), or with a 302 for a lone URL. `return 444` closes the connection without an answer. Text and URL may hold variables.\n\n```nginx\nreturn 301 https://$host$request_uri;\nreturn 200 \"ok\\n\";\n```",
+    },
+    Def {
+        name: "set",
+        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        arity: Arity::args(2, 2),
+        set: |s, d, _| {
+            let op = compile_set(d)?;
+            ops(s).push(op);
+            Ok(())
+        },
+        syntax: "set $variable value;",
+        default: "—",
+        doc: "Assigns a value (text and variables) to a variable of the request, when the script reaches it. `$args` can be set; other built-in variables cannot (`the duplicate \"uri\" variable`).\n\n```nginx\nset $maintenance 0;\nif (-f $document_root/maintenance.html) { set $maintenance 1; }\n```",
+    },
+    Def {
+        name: "if",
+        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        arity: Arity::block(1, MANY),
+        set: |s, d, _| {
+            let cond = compile_cond(d)?;
+            let body = compile_block(d.block.as_deref().unwrap_or(&[]))?;
+            ops(s).push(Op::If(Box::new(cond), body));
+            Ok(())
+        },
+        syntax: "if (condition) { … }",
+        default: "—",
+        doc: "Runs the `rewrite`, `return`, `set` and `break` inside when the condition holds: `($var)` (not empty and not \"0\"), `($var = text)`, `($var != text)`, `($var ~ regex)`, `~*` (caseless), `!~`, `!~*`, `(-f path)`, `-d`, `-e`, `-x` and their `!` forms. A regex sets captures. Other directives inside `if` are refused. As in nginx, a location whose `if` matched no longer uses its `try_files`.\n\n```nginx\nif ($request_method = POST) { return 405; }\nif ($http_user_agent ~* \"(bot|crawler)\") { set $is_bot 1; }\n```",
+    },
+    Def {
+        name: "break",
+        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        arity: Arity::args(0, 0),
+        set: |s, _, _| {
+            ops(s).push(Op::Break);
+            Ok(())
+        },
+        syntax: "break;",
+        default: "—",
+        doc: "Stops the rewrite script of the current level.\n\n```nginx\nif ($slow) { set $limit 1; break; }\n```",
+    },
+    Def {
+        name: "rewrite_log",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().rewrite.rewrite_log, flag(d, 0)?, d),
+        syntax: "rewrite_log on | off;",
+        default: "off",
+        doc: "Logs each `rewrite` regex test and its result to the error log at the `notice` level.\n\n```nginx\nerror_log logs/error.log notice;\nrewrite_log on;\n```",
+    },
+    Def {
+        name: "uninitialized_variable_warning",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().rewrite.uninitialized_variable_warning,
+                flag(d, 0)?,
+                d,
+            )
+        },
+        syntax: "uninitialized_variable_warning on | off;",
+        default: "on",
+        doc: "Logs a warning when a variable declared by `set` is read before any `set` gave it a value.\n\n```nginx\nuninitialized_variable_warning off;\n```",
+    },
+];

@@ -1,0 +1,54 @@
+//! Directives of the status module: `stub_status` and `metrics`, each the
+//! content handler of the location it stands in.
+
+use super::{Metrics, StubStatus};
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, Scope};
+use crate::core::request::Content;
+use std::sync::Arc;
+
+/// Make `handler` the location's content handler (not inherited by nested locations).
+fn set_content(
+    s: &mut Scope<'_>,
+    d: &Directive,
+    handler: Arc<dyn Content>,
+) -> Result<(), ConfError> {
+    let Scope::Location(l) = s else {
+        unreachable!("table declares this directive for location only")
+    };
+    if l.content.is_some() {
+        return Err(ConfError::new(
+            format!(
+                "\"{}\" directive is duplicate: the location already has a content handler",
+                d.name
+            ),
+            &d.span,
+        ));
+    }
+    l.content = Some(handler);
+    Ok(())
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "stub_status",
+        ctx: Ctx::LOCATION,
+        arity: Arity::args(0, 1),
+        set: |s, d, _| {
+            // `stub_status on;` is the old spelling; any argument is accepted, as nginx.
+            set_content(s, d, Arc::new(StubStatus))
+        },
+        syntax: "stub_status;",
+        default: "—",
+        doc: "Answers GET and HEAD in this location with the basic status page, in the format of nginx's stub_status (so its parsers and monitoring plug-ins read it): active connections; connections accepted and handled and requests since start; connections reading a request head, writing a response, and waiting idle. Figures cover all workers and survive reloads. See docs/operations.md.",
+    },
+    Def {
+        name: "metrics",
+        ctx: Ctx::LOCATION,
+        arity: Arity::args(0, 0),
+        set: |s, d, _| set_content(s, d, Arc::new(Metrics)),
+        syntax: "metrics;",
+        default: "—",
+        doc: "vireo's own: answers GET and HEAD in this location with the server's figures in the Prometheus text format (requests by status class, bytes sent, connections, request durations, per-worker figures, open-file cache, reloads and upgrades). The families are listed in docs/operations.md.",
+    },
+];
