@@ -43,13 +43,55 @@ impl Drop for TempDir {
     }
 }
 
-/// A free loopback port (bound then released).
+/// A free loopback port (bound then released), never the same twice in one
+/// test process: tests run in parallel threads and the kernel may hand a just
+/// released port to the next bind.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// Does process `pid` hold the socket listening on `port` (IPv4 or IPv6)?
+/// Guards against talking to another server that took the same port.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port)
+                && f.get(3) == Some(&"0A")
+                && let Some(inode) = f.get(9)
+            {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+    })
 }
 
 /// A running vireo. Killed on drop.
@@ -115,7 +157,9 @@ impl Vireo {
     fn wait_ready(&mut self) -> Result<(), String> {
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && listens_on(self.child.id(), self.port)
+            {
                 return Ok(());
             }
             if let Ok(Some(st)) = self.child.try_wait() {
