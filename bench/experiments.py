@@ -266,7 +266,7 @@ def exp_e3(opts, scratch, quick=False):
 
 
 def exp_quick(opts, scratch):
-    """vireo vs nginx on E3's static files (and phpinfo() once vireo has FastCGI), ~2.5 min."""
+    """vireo vs nginx on E3's files (phpinfo() too when vireo has FastCGI), under 3 min."""
     return exp_e3(opts, scratch, quick=True)
 
 
@@ -304,10 +304,10 @@ def markdown_e3(rows, servers):
 # ---------------------------------------------------------------- E1
 
 def e1_warmup(clients):
-    """Seconds h2load opens connections before counting (0.5 s + 1 s per 4,000 clients):
+    """Seconds h2load opens connections before counting (0.3 s + 1 s per 5,000 clients):
     at 15,000 clients the listen queue (somaxconn 4,096) overflows and handshakes wait
     for SYN retransmits."""
-    return round(0.5 + clients / 4000, 1)
+    return round(0.3 + clients / 5000, 1)
 
 
 def exp_e1(opts, scratch):
@@ -860,8 +860,41 @@ def exp_gzip(opts, scratch):
             for tag, path in groups.items() for r in results if r["tag"] in (tag, "nginx")]
 
 
+
+# ---------------------------------------------------------------- proxy (issue 6)
+
+def exp_proxy(opts, scratch):
+    """vireo and nginx as reverse proxies (upstream keepalive 64) in front of the same
+    h2o serving 2 B and 21 KB files; front server's CPU µs/req (target ≤ 0.7× nginx)."""
+    ctx = Ctx(opts, scratch)
+    files = ["2b.txt", "21k.txt"]
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in opts.servers]
+    progress, results = Progress(len(plan) * len(files), "proxy"), []
+    for k, s in plan:
+        why = ctx.unsupported(s, "proxy")
+        if why:
+            if k == 1:
+                results += [{"server": s, "path": f, "run": k, "unsupported": why} for f in files]
+            for _ in files:
+                progress.step(f"{s:8} unsupported")
+            continue
+        try:
+            with ctx.serving(s, "proxy", backend="h2o") as (front, backends):
+                for f in files:
+                    progress.step(f"{s:8} proxy {f:8} run {k}/{opts.runs}")
+                    url = ctx.url(s, "proxy/" + f)
+                    vb.check_get(url, (ctx.root / f).read_bytes())
+                    warm_up(url)
+                    with Meter(front, backends) as m:
+                        w = run_wrk(url, opts.duration, opts.connections)
+                    results.append(dict(w, server=s, path=f, run=k, **m.result(w["requests"])))
+        except ERRORS as e:
+            results.append({"server": s, "path": "2b.txt", "run": k, "error": failure(e)})
+    progress.close()
+    return results
+
 EXPERIMENTS = {
-    "E1": Experiment(exp_e1, summarize_e1, markdown_e1, tuple(vb.PEERS), ("wrk", "h2load"), duration=2,
+    "E1": Experiment(exp_e1, summarize_e1, markdown_e1, tuple(vb.PEERS), ("wrk", "h2load"), duration=1.5,
                      php=True, keys=("path", "clients"),
                      gaps=(Gap("ok_rps", "successful req/s", True, "ok_rps_min", "ok_rps_max", ",.0f"),
                            Gap("errors", "failed requests", False, "errors_min", "errors_max", ",.0f"),
@@ -873,7 +906,7 @@ EXPERIMENTS = {
                      gaps=(Gap("succeeded", "succeeded requests", True, spec=",.0f"),
                            Gap("error_rate", "error rate", False, spec=".3f")),
                      title="E2 — slow backend, 5,000 connections at ≈1,000 QPS (paper 001)"),
-    "E3": Experiment(exp_e3, vb.summarize, markdown_e3, tuple(vb.PEERS), ("wrk",), php=True,
+    "E3": Experiment(exp_e3, vb.summarize, markdown_e3, tuple(vb.PEERS), ("wrk",), php=True, duration=4,
                      keys=("file",),
                      gaps=E3_GAPS,
                      title="E3 — static sizes, phpinfo() and memory (paper 003)"),
@@ -896,9 +929,12 @@ EXPERIMENTS = {
                     gaps=M_GAPS,
                     title="M — memory per 10,000 idle keep-alive connections"),
     "quick": Experiment(exp_quick, vb.summarize, markdown_e3, ("vireo", "nginx"), ("wrk",),
-                        php=True, keys=("file",), gaps=E3_GAPS, title="quick — E3, vireo vs nginx"),
+                        php=True, duration=4, keys=("file",), gaps=E3_GAPS, title="quick — E3, vireo vs nginx"),
     "idle": Experiment(exp_idle, summarize_idle, markdown_idle, ("vireo", "nginx"), (),
                        gaps=M_GAPS, title="idle — M, vireo vs nginx"),
+    "proxy": Experiment(exp_proxy, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
+                        keys=("file",), gaps=E3_GAPS[:1],
+                        title="proxy — reverse proxy to h2o with upstream keepalive (issue 6)"),
     "gzip": Experiment(exp_gzip, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
                        keys=("file",), gaps=E3_GAPS[:1],
                        title="gzip — on-the-fly gzip 5 of a 92 KB JS file (issue 7)"),

@@ -28,8 +28,8 @@ PAPERS = {
 
 METHOD = {
     "E1": lambda o: (f"h2load --h1 -t1 -c<clients>, keep-alive: the clients connect during a "
-                     f"warm-up of 0.5 s + 1 s per 4,000 clients, then requests are counted for "
-                     f"{o['duration']} s (server CPU is read at h2load's own phase marks). One server "
+                     f"warm-up of 0.3 s + 1 s per 5,000 clients, then requests are counted for "
+                     f"{o['duration']:g} s (server CPU is read at h2load's own phase marks). One server "
                      f"start per (run, workload), the points in rising order, {o['runs']} runs, "
                      "servers interleaved. The paper ran webbench for 30 s per point, a new "
                      "connection per request. Clients: "
@@ -47,7 +47,7 @@ METHOD = {
                      f"{o['e2_timeout']} s. PHP route: usleep(500 ms). php-fpm pm.max_children 500 "
                      "and Apache prefork MaxRequestWorkers 500, as in the paper. "
                      f"{o['runs']} run(s): each is a {o['e2_duration']} s time series."),
-    "E3": lambda o: (f"wrk -t1 -c{o['connections']} -d{o['duration']}s --latency, keep-alive, "
+    "E3": lambda o: (f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s --latency, keep-alive, "
                      f"1 s warm-up, {o['runs']} runs, servers interleaved; phpinfo() through "
                      "php-fpm (pm static, 20 children, pinned to CPU 0 with the server)."),
     "E4": lambda o: (f"ab -r -t {o['ab_time']} -n <N> -c {o['ab_c']} without keep-alive (as in the "
@@ -55,7 +55,7 @@ METHOD = {
                      f"phpinfo(), each run stopped after {o['ab_time']} s (so a server slower than "
                      f"N ÷ {o['ab_time']} req/s completes fewer: see \"Complete requests\"); 1 s "
                      f"wrk warm-up; {o['runs']} runs."),
-    "E5": lambda o: (f"the 2 B file, wrk -t1 -c{o['connections']} -d{o['duration']}s, "
+    "E5": lambda o: (f"the 2 B file, wrk -t1 -c{o['connections']} -d{o['duration']:g}s, "
                      "bench/conf/tuned.conf (the paper's directives with one worker and "
                      "worker_rlimit_nofile 20000; no sysctl changes) for nginx and vireo; "
                      f"bench/floor/floor.c is a ~90-line C epoll loop with a fixed response; {o['runs']} runs."),
@@ -136,8 +136,8 @@ def gaps_markdown(gaps, missing):
     if missing:
         out.append("\nNot measured yet (vireo cannot serve these; the peers' figures are real):\n\n")
         seen = {}
-        for m in missing:
-            seen.setdefault((m["experiment"], m["why"]), []).append(m["where"])
+        for m in missing:  # one line per experiment and reason; E1's client counts folded
+            seen.setdefault((m["experiment"], m["why"]), []).append(m["where"].split(", c=")[0])
         for (exp, why), where in seen.items():
             out.append(f"- {exp} ({', '.join(dict.fromkeys(where))}): {why}\n")
     return "".join(out)
@@ -192,7 +192,7 @@ def plot_e1(data, path):
         ax.set_xscale("log")
         pts = sorted({r["clients"] for r in rows if r["path"] == p})
         ax.set_xticks(pts)
-        ax.set_xticklabels([f"{c // 1000}k" if c >= 1000 else str(c) for c in pts], fontsize=7)
+        ax.set_xticklabels([f"{c / 1000:g}k" if c >= 1000 else str(c) for c in pts], fontsize=7)
         ax.minorticks_off()
         ax.set_xlabel("concurrent clients")
         ax.set_ylabel("successful requests/s (median, min–max)")
@@ -445,8 +445,34 @@ def targets_markdown(datasets):
             lines.append(f"| 15,000 concurrent clients with zero failures (21 KB) | "
                          f"{v['errors']:,.0f} failed (median of runs) | "
                          f"{'met' if not v['errors'] else 'not met'} |")
-    lines.append("| FastCGI ≤ 0.5× nginx's CPU | – | not yet: needs FastCGI (issue 5) |")
-    lines.append("| proxy ≤ 0.7× nginx's CPU | – | not yet: needs proxy (issue 6) |")
+    fcgi = None
+    if e3:
+        v = next((r for r in e3["summary"] if r["file"] == "info.php" and r["server"] == "vireo"
+                  and r.get("cpu_us")), None)
+        n = next((r for r in e3["summary"] if r["file"] == "info.php" and r["server"] == "nginx"
+                  and r.get("cpu_us")), None)
+        if v and n:
+            fcgi = (f"E3 phpinfo(): {v['cpu_us']:.0f} µs = {v['cpu_us'] / n['cpu_us']:.2f}× nginx "
+                    f"({n['cpu_us']:.0f})", v["cpu_us"] / n["cpu_us"] <= 0.5)
+    lines.append(f"| FastCGI: front-server CPU ≤ 0.5× nginx's | {fcgi[0]} | "
+                 f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
+                 "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
+                 "(needs FastCGI, issue 5) |")
+    proxy = None
+    e2 = datasets.get("E2")
+    if e2:
+        v = next((r for r in e2["summary"] if r.get("setup") == "vireo-apache"
+                  and r.get("cpu_us_per_req")), None)
+        n = next((r for r in e2["summary"] if r.get("setup") == "nginx-apache"
+                  and r.get("cpu_us_per_req")), None)
+        if v and n:
+            ratio = v["cpu_us_per_req"] / n["cpu_us_per_req"]
+            proxy = (f"E2 → Apache: {v['cpu_us_per_req']:.0f} µs = {ratio:.2f}× nginx "
+                     f"({n['cpu_us_per_req']:.0f})", ratio <= 0.7)
+    lines.append(f"| proxy: front-server CPU ≤ 0.7× nginx's | {proxy[0]} | "
+                 f"{'met' if proxy[1] else 'not met'} |" if proxy else
+                 "| proxy: front-server CPU ≤ 0.7× nginx's | – | not measured "
+                 "(needs proxy, issue 6) |")
     return ("| target (DESIGN.md §3) | vireo in this run | |\n|---|---|---|\n"
             + "\n".join(lines) + "\n")
 
@@ -507,6 +533,11 @@ def write_all(datasets, write_docs=False, all_command=None, all_minutes=None):
 
 def docs_header(datasets, all_command=None, all_minutes=None):
     dates = sorted(d["date"][:16].replace("T", " ") for d in datasets.values())
+    last = max(datasets.values(), key=lambda d: d["date"])
+    import datetime as _dt
+    end = (_dt.datetime.fromisoformat(last["date"]) +
+           _dt.timedelta(seconds=sum(d.get("elapsed_s", 0) for d in datasets.values()
+                                     if d["date"] == last["date"]))).strftime("%Y-%m-%d %H:%M")
     cmds = list(dict.fromkeys(d["command"] for d in datasets.values()))
     total = sum(d.get("elapsed_s", 0) for d in datasets.values()) / 60
     made = (f"`{all_command}` ({all_minutes:.0f} min)" if all_command else
@@ -515,7 +546,7 @@ def docs_header(datasets, all_command=None, all_minutes=None):
             "How to run them and how they work: [`bench/README.md`](../bench/README.md). "
             "Method: DESIGN.md §3. The five experiments reproduce the seed documents "
             "(`/work/shared/seeds/`) with vireo beside nginx, lighttpd, h2o and Apache.\n\n"
-            f"Latest full run: {dates[0]} to {dates[-1]}, made by {made}; "
+            f"Latest full run: {dates[0]} to about {end}, made by {made}; "
             "this page is written by `bench/run all` (or `bench/run report` from the latest "
             "`bench/results/*.json`). For a quick check after a change: `bench/run quick` "
             "(vireo vs nginx on E3's static files, under 3 minutes).\n\n")

@@ -323,7 +323,7 @@ class Report(unittest.TestCase):
         # 2 B: vireo 5.5 µs vs nginx 11.0 = 0.50x, target 4.2/6.2 = 0.68x
         self.assertIn("| 2 B: CPU µs/req ≤ 4.2 (≈0.68× nginx) | 5.50 µs = 0.50× nginx (11.00) | met |", md)
         self.assertIn("| idle memory ≤ 5 MB per 10k connections | 5.6 MB | not met |", md)
-        self.assertIn("not yet: needs FastCGI (issue 5)", md)
+        self.assertIn("| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured (needs FastCGI, issue 5) |", md)
 
     def test_docs_header(self):
         h = report.docs_header(self.data(), "bench/run all", 41.5)
@@ -378,8 +378,8 @@ class Templates(unittest.TestCase):
         self.assertIn("php-fpm", ex.EXPERIMENTS["E1"].tools(o))
 
     def test_e1_warmup(self):
-        self.assertEqual(ex.e1_warmup(50), 0.5)
-        self.assertEqual(ex.e1_warmup(15000), 4.2)
+        self.assertEqual(ex.e1_warmup(50), 0.3)
+        self.assertEqual(ex.e1_warmup(15000), 3.3)
 
 
 if __name__ == "__main__":

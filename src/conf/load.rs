@@ -124,8 +124,10 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
     };
     let mut main = MainConf::default();
     let vars = crate::core::vars::registry::begin();
+    let upstreams = crate::upstream::conf::begin();
     env.walk(&directives, &mut Scope::Main(&mut main))?;
     let vars = Arc::new(crate::core::vars::registry::finish(vars)?);
+    crate::upstream::conf::finish(upstreams)?;
     if !main.events_seen {
         return Err(ConfError::bare("no \"events\" section in configuration"));
     }

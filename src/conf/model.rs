@@ -2,7 +2,9 @@
 //! and the `settings!` macro that gives each module its inheritable settings.
 
 use super::ast::Span;
-use crate::modules::{autoindex, compress, error_page, headers, log, rewrite, static_files};
+use crate::modules::{
+    autoindex, cgi, compress, error_page, fastcgi, headers, log, rewrite, static_files,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -78,6 +80,9 @@ pub struct LocConfSet {
     pub headers: headers::conf::HeadersConfSet,
     pub autoindex: autoindex::conf::AutoindexConfSet,
     pub compress: compress::conf::CompressConfSet,
+    pub fastcgi: fastcgi::conf::FastcgiConfSet,
+    pub cgi: cgi::conf::CgiConfSet,
+    pub proxy: crate::modules::proxy::conf::ProxyConfSet,
 }
 
 /// Resolved settings of one level.
@@ -91,6 +96,9 @@ pub struct LocConf {
     pub headers: headers::conf::HeadersConf,
     pub autoindex: autoindex::conf::AutoindexConf,
     pub compress: compress::conf::CompressConf,
+    pub fastcgi: fastcgi::conf::FastcgiConf,
+    pub cgi: cgi::conf::CgiConf,
+    pub proxy: crate::modules::proxy::conf::ProxyConf,
 }
 
 impl LocConfSet {
@@ -104,6 +112,9 @@ impl LocConfSet {
             headers: self.headers.resolve(&parent.headers),
             autoindex: self.autoindex.resolve(&parent.autoindex),
             compress: self.compress.resolve(&parent.compress),
+            fastcgi: self.fastcgi.resolve(&parent.fastcgi),
+            cgi: self.cgi.resolve(&parent.cgi),
+            proxy: self.proxy.resolve(&parent.proxy),
         }
     }
 }

@@ -70,6 +70,26 @@ fn located(msg: String, at: Option<&Span>) -> ConfError {
     }
 }
 
+/// Files nginx configurations include from nginx's own folder. When such a
+/// file is not there, vireo's embedded equivalent stands in, so
+/// `include fastcgi_params;` and `include mime.types;` work out of the box.
+fn embedded(path: &Path) -> Option<String> {
+    if path.exists() {
+        return None;
+    }
+    match path.file_name()?.to_str()? {
+        "fastcgi_params" => Some(FASTCGI_PARAMS.to_string()),
+        "mime.types" => Some(format!(
+            "types {{\n{}\n}}\n",
+            crate::modules::static_files::mime::EMBEDDED_MIME_TYPES
+        )),
+        _ => None,
+    }
+}
+
+/// vireo's fastcgi_params (conf/fastcgi_params).
+pub const FASTCGI_PARAMS: &str = include_str!("../../conf/fastcgi_params");
+
 /// A block being filled.
 struct Frame {
     name: String,
@@ -127,6 +147,10 @@ impl Ctx<'_> {
         }
         let full = self.conf_dir.join(arg);
         if !arg.contains(['*', '?', '[']) {
+            if let Some(text) = embedded(&full) {
+                let name = format!("<embedded {}>", full.display());
+                return self.parse_tokens(Lexer::new(&text, Arc::from(name.as_str())), depth + 1);
+            }
             return self.parse_path(&full, Some(span), depth + 1);
         }
 
@@ -527,6 +551,40 @@ mod tests {
         let p = parse_str("http { include mime.types; }", "<embedded>", t.path()).unwrap();
         assert_eq!(render(&p.directives), "http { types { text/html html; } }");
         assert_eq!(p.files, [t.path().join("mime.types")]);
+    }
+
+    #[test]
+    fn embedded_fastcgi_params_and_mime_types() {
+        let t = TempDir::new("embedded");
+        let p = t.write(
+            "main.conf",
+            "http { include mime.types; location ~ \\.php$ { include fastcgi_params; } }\n",
+        );
+        let parsed = parse_file(&p, &t.0).unwrap();
+        let http = parsed.directives[0].block.as_ref().unwrap();
+        assert_eq!(http[0].name, "types");
+        assert!(
+            http[0]
+                .block
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|d| d.name == "text/html")
+        );
+        let loc = http[1].block.as_ref().unwrap();
+        assert!(
+            loc.iter()
+                .any(|d| d.name == "fastcgi_param" && d.arg(0) == "QUERY_STRING")
+        );
+        // A file of the user's own wins.
+        t.write("fastcgi_params", "fastcgi_param ONLY_MINE 1;\n");
+        let parsed = parse_file(&p, &t.0).unwrap();
+        let loc = parsed.directives[0].block.as_ref().unwrap()[1]
+            .block
+            .as_ref()
+            .unwrap();
+        assert_eq!(loc.len(), 1);
+        assert_eq!(loc[0].arg(0), "ONLY_MINE");
     }
 
     #[test]

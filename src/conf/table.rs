@@ -193,7 +193,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 13] {
+pub fn tables() -> [&'static [Def]; 17] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -208,6 +208,10 @@ pub fn tables() -> [&'static [Def]; 13] {
         crate::modules::headers::conf::DIRECTIVES,
         crate::modules::autoindex::conf::DIRECTIVES,
         crate::modules::compress::conf::DIRECTIVES,
+        crate::upstream::conf::DIRECTIVES,
+        crate::modules::proxy::conf::DIRECTIVES,
+        crate::modules::fastcgi::conf::DIRECTIVES,
+        crate::modules::cgi::conf::DIRECTIVES,
     ]
 }
 

@@ -136,6 +136,9 @@ pub struct State {
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
+    /// `$upstream_*` and `$proxy_*` values, set by proxy-like handlers
+    /// (shared with the response body, which completes the timings).
+    pub upstream: Option<std::rc::Rc<RefCell<crate::upstream::UpstreamVars>>>,
 }
 
 pub struct Request<'a> {
@@ -487,10 +490,10 @@ impl<'a> Request<'a> {
         }
         let named = re.named();
         let numbered = re.groups() > 0 && self.server.vars.captures;
-        if named.is_empty() && !numbered {
-            return re.is_match(subject);
-        }
         let rx = re.regex();
+        if named.is_empty() && !numbered {
+            return rx.is_match(subject);
+        }
         let mut locs = rx.capture_locations();
         if rx.captures_read(&mut locs, subject).is_none() {
             return false;
@@ -603,6 +606,29 @@ impl<'a> Request<'a> {
                 }
             }
             Var::RemoteUser | Var::RequestBody | Var::Https => {}
+            Var::Upstream(f) => {
+                if let Some(u) = &self.state.upstream {
+                    u.borrow().render(*f, out);
+                }
+            }
+            Var::ProxyHost | Var::ProxyPort => {
+                if let Some(u) = &self.state.upstream {
+                    let u = u.borrow();
+                    let v = if *var == Var::ProxyHost {
+                        &u.proxy_host
+                    } else {
+                        &u.proxy_port
+                    };
+                    out.extend_from_slice(v.as_bytes());
+                }
+            }
+            Var::ProxyAddXForwardedFor => {
+                if let Some(x) = head.header("x-forwarded-for") {
+                    out.extend_from_slice(x);
+                    out.extend_from_slice(b", ");
+                }
+                self.var_into(&Var::RemoteAddr, out, outer);
+            }
             Var::Capture(n) => self.capture(*n as usize, out),
             Var::User(u) => self.user_var(u.index, out, outer),
             Var::TimeLocal => clock::with_time_local(|t| out.extend_from_slice(t.as_bytes())),
@@ -665,6 +691,8 @@ impl<'a> Request<'a> {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
             Var::DocumentRoot => self.document_root(out),
+            Var::FastcgiScriptName => crate::modules::fastcgi::script_name(self, false, out),
+            Var::FastcgiPathInfo => crate::modules::fastcgi::script_name(self, true, out),
             Var::RealpathRoot => {
                 use std::os::unix::ffi::{OsStrExt, OsStringExt};
                 let mut root = Vec::new();

@@ -159,7 +159,12 @@ impl Locations {
         let mut best = None;
         let mut stop_regex = false;
         let mut add_slash = None;
-        for l in &self.prefix {
+        // Longest first: start at the patterns that can match (or be the
+        // URI plus a slash).
+        let from = self
+            .prefix
+            .partition_point(|l| l.pattern.len() > uri.len() + 1);
+        for l in &self.prefix[from..] {
             let p = l.pattern.as_bytes();
             if p.len() > uri.len() {
                 if l.auto_redirect
@@ -169,6 +174,10 @@ impl Locations {
                 {
                     add_slash = Some(l);
                 }
+                continue;
+            }
+            // The last byte of the pattern tells most misses apart at once.
+            if p.last().is_some_and(|&b| uri[p.len() - 1] != b) {
                 continue;
             }
             match l.kind {

@@ -85,6 +85,22 @@ pub enum Var {
     RequestBody,
     /// `$https`: "on" on TLS connections, empty otherwise (always empty: no TLS yet)
     Https,
+    /// `$fastcgi_script_name`: the URI, or the first capture of
+    /// `fastcgi_split_path_info`, with `fastcgi_index` after a trailing slash
+    FastcgiScriptName,
+    /// `$fastcgi_path_info`: the second capture of `fastcgi_split_path_info`
+    FastcgiPathInfo,
+    /// `$upstream_addr`, `$upstream_status`, `$upstream_connect_time`,
+    /// `$upstream_header_time`, `$upstream_response_time`: one value per
+    /// upstream attempt, joined by ", ".
+    Upstream(crate::upstream::Field),
+    /// `$proxy_host`: the upstream name or host:port of `proxy_pass`
+    ProxyHost,
+    /// `$proxy_port`
+    ProxyPort,
+    /// `$proxy_add_x_forwarded_for`: the client's X-Forwarded-For with
+    /// `$remote_addr` appended
+    ProxyAddXForwardedFor,
     /// `$1` .. `$9`: a regex capture of the last successful regex match
     /// with groups (location, rewrite, `if`, `map`, server name).
     Capture(u8),
@@ -143,6 +159,16 @@ impl Var {
             "realpath_root" => Var::RealpathRoot,
             "request_body" => Var::RequestBody,
             "https" => Var::Https,
+            "fastcgi_script_name" => Var::FastcgiScriptName,
+            "fastcgi_path_info" => Var::FastcgiPathInfo,
+            "upstream_addr" => Var::Upstream(crate::upstream::Field::Addr),
+            "upstream_status" => Var::Upstream(crate::upstream::Field::Status),
+            "upstream_connect_time" => Var::Upstream(crate::upstream::Field::ConnectTime),
+            "upstream_header_time" => Var::Upstream(crate::upstream::Field::HeaderTime),
+            "upstream_response_time" => Var::Upstream(crate::upstream::Field::ResponseTime),
+            "proxy_host" => Var::ProxyHost,
+            "proxy_port" => Var::ProxyPort,
+            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             _ => {
                 if let Some(h) = n.strip_prefix("http_") {
                     Var::Http(header_name(h))
@@ -199,6 +225,12 @@ impl Var {
             Var::RealpathRoot => "realpath_root",
             Var::RequestBody => "request_body",
             Var::Https => "https",
+            Var::FastcgiScriptName => "fastcgi_script_name",
+            Var::FastcgiPathInfo => "fastcgi_path_info",
+            Var::Upstream(f) => f.var_name(),
+            Var::ProxyHost => "proxy_host",
+            Var::ProxyPort => "proxy_port",
+            Var::ProxyAddXForwardedFor => "proxy_add_x_forwarded_for",
             Var::Capture(_)
             | Var::User(_)
             | Var::Arg(_)
@@ -695,6 +727,8 @@ pub mod registry {
 #[derive(Clone, Debug)]
 pub struct Re {
     re: regex::bytes::Regex,
+    /// Capture groups, without the whole match.
+    groups: usize,
     /// (group index, variable index) of each named group.
     named: Box<[(usize, u32)]>,
     pre: Prefilter,
@@ -864,14 +898,15 @@ fn eq_lower(a: &[u8], l: &[u8]) -> bool {
     a.iter().zip(l).all(|(x, y)| x.to_ascii_lowercase() == *y)
 }
 
-/// `s` contains the lowercase `l`, ASCII-caselessly.
+/// `s` contains the lowercase `l`, ASCII-caselessly. Candidates are found
+/// by the literal's last byte (its first is often a common `/`).
 fn contains_lower(s: &[u8], l: &[u8]) -> bool {
     if s.len() < l.len() {
         return false;
     }
-    let (first, rest) = (l[0], &l[1..]);
-    (0..=s.len() - l.len())
-        .any(|i| s[i].to_ascii_lowercase() == first && eq_lower(&s[i + 1..i + l.len()], rest))
+    let n = l.len() - 1;
+    let (head, last) = (&l[..n], l[n]);
+    (n..s.len()).any(|i| s[i].to_ascii_lowercase() == last && eq_lower(&s[i - n..i], head))
 }
 
 impl Re {
@@ -883,9 +918,10 @@ impl Re {
                 .unicode(unicode)
                 .build()
         };
-        let re = build(false)
-            .or_else(|_| build(true))
-            .map_err(|e| regex_message(pattern, &e))?;
+        let (re, bytes_mode) = match build(false) {
+            Ok(re) => (re, true),
+            Err(_) => (build(true).map_err(|e| regex_message(pattern, &e))?, false),
+        };
         let mut named = Vec::new();
         for (i, name) in re.capture_names().enumerate() {
             if let Some(n) = name
@@ -895,9 +931,15 @@ impl Re {
             }
         }
         Ok(Re {
+            groups: re.captures_len() - 1,
             re,
             named: named.into(),
-            pre: Prefilter::of(pattern),
+            // Unicode case folding is beyond the prefilter's ASCII compare.
+            pre: if bytes_mode {
+                Prefilter::of(pattern)
+            } else {
+                (Prefilter::NONE)()
+            },
         })
     }
 
@@ -933,7 +975,7 @@ impl Re {
 
     /// Number of capture groups (without the whole match).
     pub fn groups(&self) -> usize {
-        self.re.captures_len() - 1
+        self.groups
     }
 
     /// (group index, variable index) of the named groups.
@@ -1176,6 +1218,99 @@ mod tests {
         assert_eq!(find_cookie(b"", "a"), None);
         assert_eq!(find_cookie(b"a", "a"), None);
         assert_eq!(find_cookie(b"ab=1; a=2", "a"), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn prefilters_never_change_the_answer() {
+        let pats = [
+            r"\.php$",
+            r"\.(jpg|jpeg|png|gif|ico)$",
+            r"^/api/v(\d+)/",
+            r"/\.ht",
+            r"^/user/(?<id>\d+)$",
+            r"\.(woff2?|ttf|eot)$",
+            r"^/(robots|humans)\.txt$",
+            r"/xmlrpc",
+            r"^/feed/?$",
+            r"^/sitemap.*\.xml$",
+            r"^/health$",
+            r"(?i)^/CaSe",
+            r"^/a|\.b$",
+            r"x*",
+            r"^",
+            r"$",
+            r"^/caf(é|x)",
+            r"[é]",
+            r"(?i)^/É",
+            r"^/(?-u:\xFF)",
+        ];
+        let subjects: [&[u8]; 17] = [
+            b"/2b.txt",
+            b"/x.PHP",
+            b"/a.php",
+            b"/api/v2/x",
+            b"/API/V2/",
+            b"/.htaccess",
+            b"/dir/.HT",
+            b"/user/42",
+            b"/f.WOFF2",
+            b"/robots.txt",
+            b"/feed/",
+            b"/sitemap-1.xml",
+            b"/health",
+            b"/case/x",
+            b"/caf\xc3\xa9",
+            b"/\xff",
+            b"/\xc3\xa9",
+        ];
+        for p in pats {
+            for caseless in [false, true] {
+                let re = Re::new(p, caseless).unwrap();
+                for s in subjects {
+                    assert_eq!(
+                        re.is_match(s),
+                        re.regex().is_match(s),
+                        "{p} caseless={caseless} on {:?}",
+                        String::from_utf8_lossy(s)
+                    );
+                }
+            }
+        }
+        assert!(matches!(
+            Re::new(r"\.php$", true).unwrap().quick(),
+            Quick::Last(_)
+        ));
+        assert!(matches!(
+            Re::new(r"^/api/", false).unwrap().quick(),
+            Quick::At(1, _)
+        ));
+        assert!(matches!(
+            Re::new(r"/\.ht", false).unwrap().quick(),
+            Quick::Any
+        ));
+    }
+
+    #[test]
+    fn registry_declares_and_checks() {
+        use crate::conf::ast::Span;
+        let g = registry::begin();
+        registry::at(&Span::new("t.conf", 3));
+        let t = Template::compile("$later-$1").unwrap();
+        assert!(matches!(&t.segments()[0], Segment::Var(Var::User(u)) if &*u.name == "later"));
+        assert!(registry::declare("uri", UserKind::Set).is_err());
+        let v = registry::declare("Later", UserKind::Set).unwrap().unwrap();
+        assert_eq!(&*v.name, "later");
+        let table = registry::finish(g).unwrap();
+        assert!(table.captures);
+        assert_eq!(table.names.len(), 1);
+        // Outside a load only built-in names compile.
+        assert!(Template::compile("$later").is_err());
+
+        let g = registry::begin();
+        registry::at(&Span::new("t.conf", 7));
+        Template::compile("$nope").unwrap();
+        let err = registry::finish(g).unwrap_err();
+        assert_eq!(err.to_string(), "unknown \"nope\" variable in t.conf:7");
     }
 
     #[test]

@@ -52,6 +52,31 @@ pub enum Body {
 pub trait BodyStream: std::fmt::Debug {
     /// The next piece; `None` at the end. An error ends the response early.
     fn next(&mut self) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<Bytes>>>;
+
+    /// The tunnel of a 101 (Switching Protocols) response: after writing the
+    /// head, the connection hands it the client socket instead of a body.
+    fn upgrade(&mut self) -> Option<Box<dyn Tunnel>> {
+        None
+    }
+}
+
+/// The client side of an upgraded connection, as a tunnel sees it.
+pub trait ClientIo {
+    fn try_read(&self, buf: &mut bytes::BytesMut) -> std::io::Result<usize>;
+    fn try_write(&self, data: &[u8]) -> std::io::Result<usize>;
+    fn readable(&self) -> crate::core::request::BoxFuture<'_, std::io::Result<()>>;
+    fn writable(&self) -> crate::core::request::BoxFuture<'_, std::io::Result<()>>;
+}
+
+/// Relays an upgraded connection (WebSocket and other `Upgrade`s).
+pub trait Tunnel {
+    /// Relay both ways until either side closes or the tunnel idles out;
+    /// `pending`: client bytes already read after the request head.
+    fn run<'a>(
+        self: Box<Self>,
+        client: &'a dyn ClientIo,
+        pending: bytes::BytesMut,
+    ) -> crate::core::request::BoxFuture<'a, ()>;
 }
 
 impl Body {
@@ -192,7 +217,9 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, keep_alive: bool, tokens: boo
         out.extend_from_slice(b": ");
         out.extend_from_slice(v.as_str().as_bytes());
     }
-    out.extend_from_slice(if keep_alive {
+    out.extend_from_slice(if r.status == 101 {
+        b"\r\nConnection: upgrade\r\n\r\n".as_slice()
+    } else if keep_alive {
         b"\r\nConnection: keep-alive\r\n\r\n".as_slice()
     } else {
         b"\r\nConnection: close\r\n\r\n".as_slice()

@@ -1,12 +1,14 @@
 //! Feature modules: each one holds its runtime and its directives.
 
 pub mod autoindex;
+pub mod cgi;
 pub mod compress;
 pub mod error_page;
 pub mod fastcgi;
 pub mod headers;
 pub mod log;
 pub mod map;
+pub mod proxy;
 pub mod rewrite;
 pub mod static_files;
 pub mod status;

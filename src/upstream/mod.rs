@@ -1,5 +1,274 @@
-//! Upstreams: peers, balancing and (with the proxy and FastCGI handlers)
-//! connection pools and health.
+//! Upstreams: peers, balancing, keep-alive pools and health, shared by the
+//! proxy handler (`proxy_pass`) and the FastCGI handler (`fastcgi_pass`).
+//!
+//! # API for handlers (stable)
+//!
+//! Configuration time, in a location directive's setter:
+//!
+//! ```ignore
+//! // "backend" (an `upstream backend { … }` block, defined before or after),
+//! // "127.0.0.1:9000", "localhost:8080", or "unix:/run/php.sock".
+//! let up: UpstreamRef = crate::upstream::conf::reference("backend", default_port, &d.span);
+//! ```
+//!
+//! The reference is resolved when the whole configuration has been read
+//! (`conf::finish`, called by `conf::load`): a named block, else an implicit
+//! one-address upstream (a host name resolves to all its addresses, as nginx).
+//! An unknown name that is not a resolvable host is a configuration error at
+//! the directive.
+//!
+//! Request time (one worker, no locks):
+//!
+//! ```ignore
+//! let up: &Upstream = up.get();
+//! let mut tried = Tried::default();
+//! let peer = up.pick(key, &mut tried)?;          // None: no live peer → 502
+//! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
+//! // … write the request, read the reply on `conn` (AsyncRead + AsyncWrite) …
+//! up.finished(peer, ok);                        // passive health (max_fails)
+//! up.release(peer, conn);                       // back to the keep-alive pool
+//! ```
+//!
+//! `release` keeps the connection only when the upstream has `keepalive N`
+//! (at most N idle per peer per worker), and drops it after
+//! keepalive_requests uses or keepalive_timeout idle. Dropping a connection
+//! instead of releasing it closes it. `conn.reused()` tells whether it came
+//! from the pool (a failure on a reused connection before any reply byte is
+//! worth one retry on a fresh one). `key` is the client address bytes for
+//! `ip_hash` ([`balance::ip_hash_key`]) or the rendered `hash` key
+//! ([`Upstream::hash_key`] rendered against the request); ignored otherwise.
+//!
+//! Pools and balancer state are per worker (thread-local), keyed by peer
+//! address and upstream id, so a reload keeps the idle connections.
+//! Active health checks (`health_check` in an upstream block) run in one
+//! thread per upstream shared by all workers; see [`health`].
 
 pub mod balance;
+pub mod conf;
+pub mod health;
+pub mod pool;
 pub mod response;
+
+use balance::{Balancer, Method, PeerSpec, Tried};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+pub use pool::UpConn;
+
+/// Where a peer listens.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PeerAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddr::Tcp(a) => write!(f, "{a}"),
+            PeerAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// An upstream block (or an implicit one for `proxy_pass http://host:port`).
+#[derive(Debug)]
+pub struct Upstream {
+    pub name: String,
+    /// Unique per loaded block: keys the per-worker balancer state.
+    pub id: u64,
+    pub peers: Vec<PeerSpec>,
+    pub addrs: Vec<PeerAddr>,
+    pub method: Method,
+    /// `hash KEY`: the key template.
+    pub hash_key: Option<crate::core::vars::Template>,
+    /// `keepalive N`: idle connections kept per peer per worker (0: none).
+    pub keepalive: usize,
+    pub keepalive_timeout: Duration,
+    pub keepalive_requests: u64,
+    pub health: Option<health::Check>,
+    /// Per peer: passing active health checks (all true without checks).
+    pub healthy: Box<[AtomicBool]>,
+    /// Made from a `proxy_pass` address, not an `upstream` block.
+    pub implicit: bool,
+}
+
+thread_local! {
+    static BALANCERS: RefCell<HashMap<u64, Balancer>> = RefCell::new(HashMap::new());
+}
+
+impl Upstream {
+    fn with_balancer<R>(&self, f: impl FnOnce(&mut Balancer) -> R) -> R {
+        BALANCERS.with(|b| {
+            let mut map = b.borrow_mut();
+            let bal = map
+                .entry(self.id)
+                .or_insert_with(|| Balancer::new(self.peers.clone(), self.method));
+            f(bal)
+        })
+    }
+
+    /// Choose a peer not tried yet for this request (marking it tried), or
+    /// `None` when none can serve. Counts a connection to it (see `finished`).
+    pub fn pick(&self, key: &[u8], tried: &mut Tried) -> Option<usize> {
+        let mut t = tried.clone();
+        for (i, h) in self.healthy.iter().enumerate() {
+            if !h.load(Ordering::Relaxed) {
+                t.mark(i);
+            }
+        }
+        let now = Instant::now();
+        let i = self.with_balancer(|b| {
+            let i = b.pick(key, &t, now)?;
+            b.connected(i);
+            Some(i)
+        })?;
+        tried.mark(i);
+        Some(i)
+    }
+
+    /// The attempt on `peer` is over: `ok` false counts a failure.
+    pub fn finished(&self, peer: usize, ok: bool) {
+        self.with_balancer(|b| b.finished(peer, ok, Instant::now()));
+    }
+
+    /// A connection to `peer`: an idle pooled one when there is one, else a
+    /// new one within `timeout`.
+    pub async fn connect(&self, peer: usize, timeout: Duration) -> std::io::Result<UpConn> {
+        let addr = &self.addrs[peer];
+        if self.keepalive > 0
+            && let Some(c) = pool::take(addr, self.keepalive_timeout)
+        {
+            return Ok(c);
+        }
+        pool::connect(addr, timeout).await
+    }
+
+    /// Give a connection whose exchange finished cleanly back to the pool.
+    pub fn release(&self, peer: usize, conn: UpConn) {
+        if self.keepalive == 0 || conn.uses() >= self.keepalive_requests {
+            return;
+        }
+        pool::put(&self.addrs[peer], conn, self.keepalive);
+    }
+
+    /// The peer's address as `$upstream_addr` shows it.
+    pub fn addr_name(&self, peer: usize) -> String {
+        self.addrs[peer].to_string()
+    }
+}
+
+/// A resolved `upstream` reference held by a handler.
+#[derive(Clone, Debug)]
+pub struct UpstreamRef(pub Arc<OnceLock<Arc<Upstream>>>);
+
+impl UpstreamRef {
+    /// The upstream (resolved when the configuration finished loading).
+    pub fn get(&self) -> &Upstream {
+        self.0
+            .get()
+            .expect("upstream references are resolved at load")
+    }
+}
+
+/// One attempt of a request on an upstream, for the `$upstream_*` variables.
+#[derive(Clone, Debug, Default)]
+pub struct Attempt {
+    pub addr: String,
+    /// 0 when no status was received (shown as 502/504 as nginx does: "-").
+    pub status: u16,
+    pub connect_ms: Option<u64>,
+    pub header_ms: Option<u64>,
+    pub response_ms: Option<u64>,
+}
+
+/// The `$upstream_*` values of a request: one entry per attempt.
+#[derive(Debug, Default)]
+pub struct UpstreamVars {
+    pub attempts: Vec<Attempt>,
+    /// `$proxy_host`, `$proxy_port`.
+    pub proxy_host: String,
+    pub proxy_port: String,
+}
+
+impl UpstreamVars {
+    /// Render one `$upstream_*` variable: attempts joined by ", ".
+    pub fn render(&self, what: Field, out: &mut Vec<u8>) {
+        for (n, a) in self.attempts.iter().enumerate() {
+            if n > 0 {
+                out.extend_from_slice(b", ");
+            }
+            let ms = |out: &mut Vec<u8>, v: Option<u64>| match v {
+                Some(ms) => crate::core::clock::push_millis_as_secs(out, ms),
+                None => out.push(b'-'),
+            };
+            match what {
+                Field::Addr => out.extend_from_slice(a.addr.as_bytes()),
+                Field::Status if a.status == 0 => out.push(b'-'),
+                Field::Status => crate::core::vars::push_u64(out, a.status.into()),
+                Field::ConnectTime => ms(out, a.connect_ms),
+                Field::HeaderTime => ms(out, a.header_ms),
+                Field::ResponseTime => ms(out, a.response_ms),
+            }
+        }
+    }
+}
+
+/// Which `$upstream_*` variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    Addr,
+    Status,
+    ConnectTime,
+    HeaderTime,
+    ResponseTime,
+}
+
+impl Field {
+    pub fn var_name(self) -> &'static str {
+        match self {
+            Field::Addr => "upstream_addr",
+            Field::Status => "upstream_status",
+            Field::ConnectTime => "upstream_connect_time",
+            Field::HeaderTime => "upstream_header_time",
+            Field::ResponseTime => "upstream_response_time",
+        }
+    }
+}
+
+/// Header names for responses (which hold `&'static str` names): each
+/// distinct name is stored once for the life of the process. An upstream
+/// could send endless new names, so past `MAX_NAMES` distinct names `None`
+/// is returned and the caller drops the header (logged).
+pub fn intern_header_name(name: &str) -> Option<&'static str> {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    const MAX_NAMES: usize = 4096;
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    thread_local! {
+        static LOCAL: RefCell<HashMap<Box<str>, &'static str>> = RefCell::new(HashMap::new());
+    }
+    if let Some(n) = LOCAL.with(|l| l.borrow().get(name).copied()) {
+        return Some(n);
+    }
+    let n = {
+        let mut set = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        let set = set.get_or_insert_with(HashSet::new);
+        match set.get(name) {
+            Some(n) => *n,
+            None if set.len() >= MAX_NAMES => return None,
+            None => {
+                let n: &'static str = Box::leak(name.to_owned().into_boxed_str());
+                set.insert(n);
+                n
+            }
+        }
+    };
+    LOCAL.with(|l| l.borrow_mut().insert(name.into(), n));
+    Some(n)
+}

@@ -244,8 +244,12 @@ impl<S: Stream> Conn<S> {
             close = true;
             req.error(400)
         } else {
-            // The body's limits are those of the location the URI first maps to.
-            let first = req.server.location(&req.uri);
+            // The body's limits are those of the location the URI first maps to
+            // (no body, no limits: the location search is left to the pipeline).
+            let first = match head.framing {
+                BodyFraming::None => None,
+                _ => req.server.location(&req.uri),
+            };
             let core = &first.map_or(&*req.server.conf, |l| &*l.conf).core;
             match head.framing {
                 BodyFraming::Length(n)
@@ -299,7 +303,9 @@ impl<S: Stream> Conn<S> {
             && self.requests < core.keepalive_requests
             && !core.keepalive_timeout.is_zero()
             && !listener.retired
-            && !idle::stopping();
+            && !idle::stopping()
+            // Bytes after a refused Upgrade must not be read as a request.
+            && (resp.status == 101 || head.header("upgrade").is_none());
         match self.respond(io, &req, &mut resp, keep_alive).await {
             Ok(()) if keep_alive => Next::KeepAlive,
             Ok(()) => Next::Close(close),
@@ -370,6 +376,21 @@ impl<S: Stream> Conn<S> {
             sendfile,
         };
         let mut body_sent = 0;
+        if resp.status == 101
+            && let Body::Stream { stream, .. } = &mut resp.body
+            && let Some(tunnel) = stream.upgrade()
+        {
+            // Upgrade: the head, then the tunnel owns the socket until it ends.
+            let r = write_all(&self.s, &io.out, core.send_timeout).await;
+            if r.is_ok() {
+                tunnel
+                    .run(&Client(&self.s), std::mem::take(&mut io.buf))
+                    .await;
+            }
+            crate::modules::log::log_request(req, resp, head_len, 0);
+            crate::server::stats::response(resp.status, head_len, req.start_ms);
+            return Err(io::Error::other("connection upgraded"));
+        }
         let r = self
             .send(io, &mut resp.body, how, core, &mut body_sent)
             .await;
@@ -616,6 +637,24 @@ impl<S: Stream> Conn<S> {
                 Err(_) => return,
             }
         }
+    }
+}
+
+/// The client socket handed to an upgrade tunnel.
+struct Client<'s, S>(&'s S);
+
+impl<S: Stream> crate::http::response::ClientIo for Client<'_, S> {
+    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.0.try_read_buf(buf)
+    }
+    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        self.0.try_write_vectored(&[IoSlice::new(data)])
+    }
+    fn readable(&self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.0.readable())
+    }
+    fn writable(&self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.0.writable())
     }
 }
 

@@ -1,0 +1,102 @@
+//! Directives of the CGI handler (vireo's own; nginx has no CGI).
+
+use super::Cgi;
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, Scope};
+use crate::conf::values::{bad_arg, number, size, time};
+use crate::core::vars::Template;
+use crate::modules::fastcgi::conf::Param;
+use crate::settings;
+use std::sync::Arc;
+use std::time::Duration;
+
+settings! {
+    /// CGI settings of one level; `cgi_param` is a list set as a whole.
+    pub struct CgiConf / CgiConfSet {
+        pub params: Arc<Vec<Param>> = Arc::new(Vec::new()),
+        pub read_timeout: Duration = Duration::from_secs(60),
+        pub max_processes: usize = 32,
+        pub buffer_size: usize = 8192,
+    }
+}
+
+fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+    let name = d.arg(0);
+    if name.is_empty() || name.bytes().any(|b| b.is_ascii_control() || b == b'=') {
+        return Err(bad_arg(d, name));
+    }
+    let value = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+    let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
+        None => false,
+        Some("if_not_empty") => true,
+        Some(v) => return Err(bad_arg(d, v)),
+    };
+    let list = s
+        .loc()
+        .cgi
+        .params
+        .get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(Param {
+        name: name.as_bytes().into(),
+        value,
+        if_not_empty,
+    });
+    Ok(())
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "cgi",
+        ctx: Ctx::LOCATION,
+        arity: Arity::args(0, 0),
+        set: |s, d, _| crate::modules::fastcgi::conf::set_content(s, d, Arc::new(Cgi)),
+        syntax: "cgi;",
+        default: "—",
+        doc: "vireo's own (nginx has no CGI): runs the file the URI maps to (root or alias + URI, which never leaves the root) as a CGI/1.1 program (RFC 3875) and answers with its output. A missing file is 404, one without execute permission 403. The environment is built from the request only (GATEWAY_INTERFACE, REQUEST_METHOD, QUERY_STRING, SCRIPT_NAME, SCRIPT_FILENAME, SERVER_*, REMOTE_ADDR, CONTENT_LENGTH, CONTENT_TYPE, HTTP_* headers, a fixed PATH) plus `cgi_param`. The body streams to the program's stdin while its stdout streams back with backpressure; its stderr goes to the error log; `Status:`, `Location:` (a local one is an internal redirect) and `X-Accel-Redirect` are honoured. A client that goes away gets the process killed.\n\n```nginx\nlocation /cgi-bin/ {\n    cgi;\n    cgi_read_timeout 30s;\n}\n```",
+    },
+    Def {
+        name: "cgi_param",
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 3),
+        set: |s, d, _| push_param(s, d),
+        syntax: "cgi_param name value [if_not_empty];",
+        default: "—",
+        doc: "An environment variable for CGI programs (replacing one of the same name); the value may hold variables.",
+    },
+    Def {
+        name: "cgi_read_timeout",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().cgi.read_timeout = Some(time(d, 0)?);
+            Ok(())
+        },
+        syntax: "cgi_read_timeout time;",
+        default: "60s",
+        doc: "How long a CGI program may stay silent: before its head this answers 504; later it ends the response and the process is killed.",
+    },
+    Def {
+        name: "cgi_max_processes",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().cgi.max_processes = Some(number(d, 0)?.max(1) as usize);
+            Ok(())
+        },
+        syntax: "cgi_max_processes number;",
+        default: "32",
+        doc: "CGI processes one worker runs at once; a request beyond is answered with 503.",
+    },
+    Def {
+        name: "cgi_buffer_size",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().cgi.buffer_size = Some(size(d, 0)?.max(512) as usize);
+            Ok(())
+        },
+        syntax: "cgi_buffer_size size;",
+        default: "8k",
+        doc: "The largest response head a CGI program may write; a bigger one is answered with 502.",
+    },
+];

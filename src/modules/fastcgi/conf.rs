@@ -1,0 +1,384 @@
+//! Directives of the FastCGI gateway: `fastcgi_pass` (the location's content
+//! handler) and the inheritable `fastcgi_*` settings.
+
+use super::handler::FastcgiPass;
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, Scope};
+use crate::conf::values::{bad_arg, flag, size, time};
+use crate::core::vars::{Re, Template};
+use crate::settings;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One `fastcgi_param NAME VALUE [if_not_empty]`.
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: Box<[u8]>,
+    pub value: Template,
+    pub if_not_empty: bool,
+}
+
+/// `fastcgi_next_upstream` conditions (a bit set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextUpstream(pub u16);
+
+impl NextUpstream {
+    pub const ERROR: u16 = 1;
+    pub const TIMEOUT: u16 = 2;
+    pub const INVALID_HEADER: u16 = 4;
+    pub const HTTP_500: u16 = 8;
+    pub const HTTP_503: u16 = 16;
+    pub const HTTP_403: u16 = 32;
+    pub const HTTP_404: u16 = 64;
+    pub const HTTP_429: u16 = 128;
+    pub const NON_IDEMPOTENT: u16 = 256;
+
+    pub fn has(self, bit: u16) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// The bit for a status the application answered with, if it is listed.
+    pub fn status_bit(status: u16) -> u16 {
+        match status {
+            500 => Self::HTTP_500,
+            503 => Self::HTTP_503,
+            403 => Self::HTTP_403,
+            404 => Self::HTTP_404,
+            429 => Self::HTTP_429,
+            _ => 0,
+        }
+    }
+}
+
+settings! {
+    /// FastCGI settings of one level. `fastcgi_param`, `fastcgi_hide_header`
+    /// and `fastcgi_pass_header` are lists set as a whole: a level with any of
+    /// them drops the inherited ones, as nginx.
+    pub struct FastcgiConf / FastcgiConfSet {
+        pub params: Arc<Vec<Param>> = Arc::new(Vec::new()),
+        pub index: Option<Arc<str>> = None,
+        pub split_path_info: Option<Arc<Re>> = None,
+        pub intercept_errors: bool = false,
+        pub connect_timeout: Duration = Duration::from_secs(60),
+        pub send_timeout: Duration = Duration::from_secs(60),
+        pub read_timeout: Duration = Duration::from_secs(60),
+        pub keep_conn: bool = false,
+        pub buffering: bool = true,
+        pub buffers: (usize, usize) = (8, 8192),
+        pub buffer_size: usize = 8192,
+        pub hide_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
+        pub pass_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
+        pub next_upstream: NextUpstream = NextUpstream(NextUpstream::ERROR | NextUpstream::TIMEOUT),
+        pub next_upstream_tries: u32 = 0,
+        pub pass_request_headers: bool = true,
+        pub pass_request_body: bool = true,
+    }
+}
+
+/// Make `handler` the location's content handler.
+pub fn set_content(
+    s: &mut Scope<'_>,
+    d: &Directive,
+    handler: Arc<dyn crate::core::request::Content>,
+) -> Result<(), ConfError> {
+    let Scope::Location(l) = s else {
+        unreachable!("table declares this directive for location only")
+    };
+    if l.content.is_some() {
+        return Err(ConfError::new(
+            format!(
+                "\"{}\" directive is duplicate: the location already has a content handler",
+                d.name
+            ),
+            &d.span,
+        ));
+    }
+    l.content = Some(handler);
+    Ok(())
+}
+
+fn set_pass(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+    let a = d.arg(0);
+    let a = a.strip_prefix("fastcgi://").unwrap_or(a);
+    // php-fpm's customary port when a host is written without one.
+    let up = crate::upstream::conf::reference(a, 9000, &d.span)?;
+    set_content(s, d, Arc::new(FastcgiPass { up }))
+}
+
+fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+    let name = d.arg(0);
+    if name.is_empty() || name.bytes().any(|b| b.is_ascii_control()) {
+        return Err(bad_arg(d, name));
+    }
+    let value = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+    let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
+        None => false,
+        Some("if_not_empty") => true,
+        Some(v) => return Err(bad_arg(d, v)),
+    };
+    let list = s
+        .loc()
+        .fastcgi
+        .params
+        .get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(Param {
+        name: name.as_bytes().into(),
+        value,
+        if_not_empty,
+    });
+    Ok(())
+}
+
+fn push_name(slot: &mut Option<Arc<Vec<Box<str>>>>, d: &Directive) {
+    let list = slot.get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(d.arg(0).to_ascii_lowercase().into());
+}
+
+fn next_upstream(d: &Directive) -> Result<NextUpstream, ConfError> {
+    let mut bits = 0;
+    for a in d.arg_strs() {
+        bits |= match a {
+            "off" if d.args.len() == 1 => 0,
+            "error" => NextUpstream::ERROR,
+            "timeout" => NextUpstream::TIMEOUT,
+            "invalid_header" => NextUpstream::INVALID_HEADER,
+            "http_500" => NextUpstream::HTTP_500,
+            "http_503" => NextUpstream::HTTP_503,
+            "http_403" => NextUpstream::HTTP_403,
+            "http_404" => NextUpstream::HTTP_404,
+            "http_429" => NextUpstream::HTTP_429,
+            "non_idempotent" => NextUpstream::NON_IDEMPOTENT,
+            v => return Err(bad_arg(d, v)),
+        };
+    }
+    Ok(NextUpstream(bits))
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "fastcgi_pass",
+        ctx: Ctx::LOCATION,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| set_pass(s, d),
+        syntax: "fastcgi_pass address;",
+        default: "—",
+        doc: "Makes a FastCGI application (php-fpm) the location's content handler. The address is `host:port`, `unix:/path/to/socket`, or the name of an `upstream` block. The request body streams to the application as it arrives (a chunked body is read first, bounded by client_max_body_size, so that CONTENT_LENGTH can be sent); the response streams back to the client with backpressure and never goes through temporary files. The application's `Status:` and `Location:` headers set the status; a local `Location: /path` without a status, or an `X-Accel-Redirect` header, is an internal redirect (to an `internal` location, say). STDERR records are written to the error log. A URI holding a CR or LF is refused with 400 (the CVE-2019-11043 pattern) and a SCRIPT_FILENAME with a `..` segment with 403. Failures: cannot connect → 502, timeouts → 504, a malformed reply → 502 (logged). See docs/fastcgi.md.\n\n```nginx\nlocation ~ \\.php$ {\n    try_files $uri =404;\n    include fastcgi_params;\n    fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;\n    fastcgi_pass 127.0.0.1:9000;\n}\n```",
+    },
+    Def {
+        name: "fastcgi_param",
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 3),
+        set: |s, d, _| push_param(s, d),
+        syntax: "fastcgi_param parameter value [if_not_empty];",
+        default: "—",
+        doc: "A parameter sent to the FastCGI application; the value may hold variables. With `if_not_empty` the parameter is left out when its value is empty. A level with any `fastcgi_param` drops the ones it would inherit. The request's headers are sent too, as `HTTP_*` parameters (not those a `fastcgi_param` already sets, not names with `_`, and never `Proxy`).",
+    },
+    Def {
+        name: "fastcgi_index",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.index = Some(Some(Arc::from(d.arg(0))));
+            Ok(())
+        },
+        syntax: "fastcgi_index name;",
+        default: "—",
+        doc: "File name appended to `$fastcgi_script_name` when the URI ends with a slash.",
+    },
+    Def {
+        name: "fastcgi_split_path_info",
+        ctx: Ctx::LOCATION,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            let re = Re::new(d.arg(0), false).map_err(|e| ConfError::new(e, &d.span))?;
+            if re.groups() != 2 {
+                return Err(ConfError::new(
+                    format!(
+                        "pattern \"{}\" must have 2 captures in \"fastcgi_split_path_info\" directive",
+                        d.arg(0)
+                    ),
+                    &d.span,
+                ));
+            }
+            s.loc().fastcgi.split_path_info = Some(Some(Arc::new(re)));
+            Ok(())
+        },
+        syntax: "fastcgi_split_path_info regex;",
+        default: "—",
+        doc: "A regex with two captures matched on the URI: the first becomes `$fastcgi_script_name`, the second `$fastcgi_path_info`. When it does not match, the script name is the whole URI and the path info empty.\n\n```nginx\nfastcgi_split_path_info ^(.+?\\.php)(/.*)$;\nfastcgi_param PATH_INFO $fastcgi_path_info;\n```",
+    },
+    Def {
+        name: "fastcgi_intercept_errors",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.intercept_errors = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_intercept_errors on | off;",
+        default: "off",
+        doc: "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.",
+    },
+    Def {
+        name: "fastcgi_connect_timeout",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.connect_timeout = Some(time(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_connect_timeout time;",
+        default: "60s",
+        doc: "How long connecting to the application may take; past it the request is answered with 504.",
+    },
+    Def {
+        name: "fastcgi_send_timeout",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.send_timeout = Some(time(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_send_timeout time;",
+        default: "60s",
+        doc: "How long one write to the application may wait (between two successful writes, not for the whole request); past it the request is answered with 504.",
+    },
+    Def {
+        name: "fastcgi_read_timeout",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.read_timeout = Some(time(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_read_timeout time;",
+        default: "60s",
+        doc: "How long the application may stay silent between two reads. Before the response head this answers 504; later it ends the response early.",
+    },
+    Def {
+        name: "fastcgi_keep_conn",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.keep_conn = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_keep_conn on | off;",
+        default: "off",
+        doc: "Asks the application to keep the connection open after a request (FCGI_KEEP_CONN), so that it can be reused from the worker's pool of the `upstream` block (`keepalive N`). Without an upstream keep-alive pool, connections are closed after each request.",
+    },
+    Def {
+        name: "fastcgi_buffering",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.buffering = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_buffering on | off;",
+        default: "on",
+        doc: "When on, up to the size of `fastcgi_buffers` of the response is read from the application before the response starts, so that a response that fits is sent with a Content-Length in one write and the application is freed at once; the rest of a larger response streams with backpressure (never into temporary files). When off, each piece goes to the client as it comes. The application can choose per response with `X-Accel-Buffering: yes | no`.",
+    },
+    Def {
+        name: "fastcgi_buffers",
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 2),
+        set: |s, d, _| {
+            let n = crate::conf::values::number(d, 0)?;
+            let sz = size(d, 1)?;
+            if n == 0 || sz == 0 {
+                return Err(bad_arg(d, d.arg(0)));
+            }
+            s.loc().fastcgi.buffers = Some((n as usize, sz as usize));
+            Ok(())
+        },
+        syntax: "fastcgi_buffers number size;",
+        default: "8 8k",
+        doc: "How much of a response is read ahead with `fastcgi_buffering on`: number × size bytes, held in memory.",
+    },
+    Def {
+        name: "fastcgi_buffer_size",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.buffer_size = Some(size(d, 0)?.max(512) as usize);
+            Ok(())
+        },
+        syntax: "fastcgi_buffer_size size;",
+        default: "8k",
+        doc: "The largest response head the application may send; a bigger one is answered with 502 (\"upstream sent too big header\").",
+    },
+    Def {
+        name: "fastcgi_hide_header",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            push_name(&mut s.loc().fastcgi.hide_header, d);
+            Ok(())
+        },
+        syntax: "fastcgi_hide_header field;",
+        default: "—",
+        doc: "A header of the application's response not passed to the client. `Status`, `X-Accel-Redirect`, `X-Accel-Buffering`, `X-Accel-Charset`, `X-Accel-Expires` and `X-Accel-Limit-Rate` are hidden already.",
+    },
+    Def {
+        name: "fastcgi_pass_header",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            push_name(&mut s.loc().fastcgi.pass_header, d);
+            Ok(())
+        },
+        syntax: "fastcgi_pass_header field;",
+        default: "—",
+        doc: "Passes a header that is hidden by default (one of the `X-Accel-*` ones) to the client.",
+    },
+    Def {
+        name: "fastcgi_next_upstream",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 9),
+        set: |s, d, _| {
+            s.loc().fastcgi.next_upstream = Some(next_upstream(d)?);
+            Ok(())
+        },
+        syntax: "fastcgi_next_upstream error | timeout | invalid_header | http_500 | http_503 | http_403 | http_404 | http_429 | non_idempotent | off ...;",
+        default: "error timeout",
+        doc: "When `fastcgi_pass` names an upstream with several servers: the failures after which the request is tried on the next server. A request is never retried once part of the response went to the client, nor (without `non_idempotent`) a POST, LOCK or PATCH once its body was sent.",
+    },
+    Def {
+        name: "fastcgi_next_upstream_tries",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.next_upstream_tries =
+                Some(crate::conf::values::number(d, 0)?.min(u32::MAX as u64) as u32);
+            Ok(())
+        },
+        syntax: "fastcgi_next_upstream_tries number;",
+        default: "0",
+        doc: "Limits the tries of `fastcgi_next_upstream` (0: as many as there are servers).",
+    },
+    Def {
+        name: "fastcgi_pass_request_headers",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.pass_request_headers = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_pass_request_headers on | off;",
+        default: "on",
+        doc: "Whether the request's headers are sent as `HTTP_*` parameters.",
+    },
+    Def {
+        name: "fastcgi_pass_request_body",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.pass_request_body = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_pass_request_body on | off;",
+        default: "on",
+        doc: "Whether the request body is sent to the application.",
+    },
+];

@@ -1,0 +1,695 @@
+//! The `fastcgi_pass` content handler: params from the configuration and the
+//! request, the request body streamed as STDIN records while the reply is
+//! read, the CGI head turned into a response, the body streamed to the client
+//! with backpressure (or, when it fits the buffers, read whole and sent with a
+//! Content-Length in one write).
+
+use super::conf::{FastcgiConf, NextUpstream};
+use super::record::{self, Params, Record, Type};
+use super::respond::{self, Head, Reply};
+use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
+use crate::http::h1::parse::Method;
+use crate::http::response::{Body, BodyStream};
+use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
+use crate::upstream::{UpConn, UpstreamRef};
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The request id used on every connection (one request at a time).
+const ID: u16 = 1;
+
+#[derive(Debug)]
+pub struct FastcgiPass {
+    pub up: UpstreamRef,
+}
+
+impl Content for FastcgiPass {
+    fn content<'a>(
+        &'a self,
+        req: &'a mut Request<'_>,
+        body: &'a mut dyn RequestBody,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(run(self, req, body))
+    }
+
+    fn auto_redirect(&self) -> bool {
+        true
+    }
+}
+
+/// Why talking to the application failed.
+#[derive(Debug)]
+pub enum Fail {
+    /// Could not connect (502).
+    Connect(io::Error),
+    /// A timeout; what was being done (504).
+    Timeout(&'static str),
+    /// The reply is not FastCGI / not a valid head (502).
+    Malformed(&'static str),
+    /// The application closed the connection early (502).
+    Closed(&'static str),
+    Io(io::Error),
+    /// The client's body could not be read.
+    Client(BodyError),
+    /// The application answered with a status `fastcgi_next_upstream` lists.
+    Status(u16),
+}
+
+impl Fail {
+    pub fn status(&self) -> u16 {
+        match self {
+            Fail::Timeout(_) => 504,
+            Fail::Client(BodyError::TooLarge) => 413,
+            Fail::Client(BodyError::Bad(e)) => e.status,
+            Fail::Client(BodyError::TimedOut) => 408,
+            Fail::Client(BodyError::Closed) => 400,
+            Fail::Status(s) => *s,
+            _ => 502,
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Fail::Connect(e) => format!(
+                "connect() failed ({}) while connecting to upstream",
+                crate::core::errlog::errno_text(e)
+            ),
+            Fail::Timeout(w) => format!("upstream timed out (110: Connection timed out) while {w}"),
+            Fail::Malformed(w) => format!("{w} while reading response header from upstream"),
+            Fail::Closed(w) => format!("upstream prematurely closed connection while {w}"),
+            Fail::Io(e) => format!(
+                "recv() failed ({}) while reading from upstream",
+                crate::core::errlog::errno_text(e)
+            ),
+            Fail::Client(_) => "client request body could not be read".into(),
+            Fail::Status(s) => format!("upstream answered {s}"),
+        }
+    }
+
+    /// Log (unless it is the client's fault) and answer.
+    pub fn respond(self, req: &Request<'_>, upstream: &str) -> Outcome {
+        self.log(req, upstream);
+        Outcome::Respond(req.error(self.status()))
+    }
+
+    pub fn log(&self, req: &Request<'_>, upstream: &str) {
+        if !matches!(self, Fail::Client(_) | Fail::Status(_)) {
+            crate::error_log!(
+                Error,
+                "{}, client: {}, request: \"{}\", upstream: \"{}\"",
+                self.text(),
+                client(req),
+                String::from_utf8_lossy(req.head.line()),
+                upstream
+            );
+        }
+    }
+}
+
+pub fn client(req: &Request<'_>) -> String {
+    match req.peer {
+        crate::core::request::Peer::Tcp(a) => a.ip().to_string(),
+        crate::core::request::Peer::Unix => "unix:".into(),
+    }
+}
+
+/// A connection with its read buffer, reading records of our request.
+#[derive(Debug)]
+pub struct Upstream {
+    pub sock: UpConn,
+    pub rbuf: BytesMut,
+    pub read_timeout: Duration,
+    pub ended: bool,
+    eof: bool,
+    /// For log lines.
+    pub name: String,
+}
+
+impl Upstream {
+    /// The next record; stderr records are logged and skipped.
+    async fn record(&mut self, phase: &'static str) -> Result<Record, Fail> {
+        loop {
+            match record::decode(&mut self.rbuf, ID) {
+                Err(m) => return Err(Fail::Malformed(m.0)),
+                Ok(Some(Record::Stderr(b))) => log_stderr(&b, &self.name),
+                Ok(Some(Record::Other(_))) => {}
+                Ok(Some(r)) => {
+                    if let Record::End { .. } = r {
+                        self.ended = true;
+                    }
+                    return Ok(r);
+                }
+                Ok(None) => {
+                    if self.eof {
+                        return Err(Fail::Closed(phase));
+                    }
+                    self.rbuf
+                        .reserve(record::HEADER_LEN + record::MAX_CONTENT + 256);
+                    match tokio::time::timeout(
+                        self.read_timeout,
+                        self.sock.read_buf(&mut self.rbuf),
+                    )
+                    .await
+                    {
+                        Err(_) => return Err(Fail::Timeout(phase)),
+                        Ok(Ok(0)) => self.eof = true,
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Err(Fail::Io(e)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next piece of STDOUT; `None` after END_REQUEST.
+    pub async fn stdout(&mut self, phase: &'static str) -> Result<Option<Bytes>, Fail> {
+        while !self.ended {
+            match self.record(phase).await? {
+                Record::Stdout(b) if !b.is_empty() => return Ok(Some(b)),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn log_stderr(b: &[u8], upstream: &str) {
+    let text = String::from_utf8_lossy(&b[..b.len().min(4096)]);
+    let text = text.trim_end();
+    if !text.is_empty() {
+        crate::error_log!(
+            Error,
+            "FastCGI sent in stderr: \"{}\", upstream: \"{}\"",
+            text,
+            upstream
+        );
+    }
+}
+
+/// `$fastcgi_script_name` (`path_info` false) or `$fastcgi_path_info` (true).
+pub fn script_name(req: &Request<'_>, path_info: bool, out: &mut Vec<u8>) {
+    let conf = &req.conf.fastcgi;
+    let uri = &req.uri;
+    let (script, info): (&[u8], &[u8]) = match &conf.split_path_info {
+        Some(re) => match re.regex().captures(uri) {
+            Some(c) => (
+                c.get(1).map_or(&[][..], |m| m.as_bytes()),
+                c.get(2).map_or(&[][..], |m| m.as_bytes()),
+            ),
+            None => (uri, b""),
+        },
+        None => (uri, b""),
+    };
+    if path_info {
+        out.extend_from_slice(info);
+        return;
+    }
+    out.extend_from_slice(script);
+    if script.ends_with(b"/")
+        && let Some(i) = &conf.index
+    {
+        out.extend_from_slice(i.as_bytes());
+    }
+}
+
+/// Does a path have a `..` segment (or a NUL)?
+pub fn escapes(p: &[u8]) -> bool {
+    p.contains(&0) || p.split(|&b| b == b'/').any(|seg| seg == b"..")
+}
+
+/// The PARAMS stream: the configured params, then the request's headers.
+/// `Err(status)` when the request must be refused.
+fn build_params(
+    req: &Request<'_>,
+    conf: &FastcgiConf,
+    body_len: Option<u64>,
+) -> Result<Params, u16> {
+    let mut p = Params::default();
+    let mut v = Vec::with_capacity(256);
+    let mut sent_len = false;
+    for param in conf.params.iter() {
+        v.clear();
+        if &*param.name == b"CONTENT_LENGTH"
+            && let Some(n) = body_len
+        {
+            v.extend_from_slice(n.to_string().as_bytes());
+            sent_len = true;
+        } else {
+            param.value.render(req, &mut v);
+        }
+        if param.if_not_empty && v.is_empty() {
+            continue;
+        }
+        if &*param.name == b"SCRIPT_FILENAME" && escapes(&v) {
+            crate::error_log!(
+                Error,
+                "SCRIPT_FILENAME \"{}\" has a \"..\" segment, refused",
+                String::from_utf8_lossy(&v)
+            );
+            return Err(403);
+        }
+        p.add(&param.name, &v);
+    }
+    if !sent_len && let Some(n) = body_len {
+        p.add(b"CONTENT_LENGTH", n.to_string().as_bytes());
+    }
+    if conf.pass_request_headers {
+        let mut name = Vec::with_capacity(64);
+        for (n, val) in req.head.headers() {
+            // Names with `_` would alias ones with `-`; Proxy is httpoxy.
+            if n.contains(&b'_') || n.eq_ignore_ascii_case(b"proxy") {
+                continue;
+            }
+            name.clear();
+            name.extend_from_slice(b"HTTP_");
+            name.extend(n.iter().map(|&b| {
+                if b == b'-' {
+                    b'_'
+                } else {
+                    b.to_ascii_uppercase()
+                }
+            }));
+            if conf.params.iter().any(|q| *q.name == *name) {
+                continue;
+            }
+            p.add(&name, val);
+        }
+    }
+    Ok(p)
+}
+
+async fn write_t<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8], t: Duration) -> Result<(), Fail> {
+    match tokio::time::timeout(t, w.write_all(data)).await {
+        Err(_) => Err(Fail::Timeout("sending request to upstream")),
+        Ok(Err(_)) => Err(Fail::Closed("sending request to upstream")),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+/// The body's source: read ahead (chunked requests) or from the connection.
+enum BodySrc<'b> {
+    Buffered(VecDeque<Bytes>),
+    Conn(&'b mut dyn RequestBody),
+}
+
+impl BodySrc<'_> {
+    async fn next(&mut self) -> Result<Option<Bytes>, BodyError> {
+        match self {
+            BodySrc::Buffered(q) => Ok(q.pop_front()),
+            BodySrc::Conn(b) => b.chunk().await,
+        }
+    }
+}
+
+/// Send `first` (begin and params) then the body as STDIN while reading the
+/// reply, so that an application answering before it read its input never
+/// deadlocks against us.
+async fn send_request(
+    up: &mut Upstream,
+    first: &Bytes,
+    mut src: Option<BodySrc<'_>>,
+    send_timeout: Duration,
+    read_cap: usize,
+) -> Result<(), Fail> {
+    let Some(src) = src.as_mut() else {
+        let mut all = BytesMut::with_capacity(first.len() + record::HEADER_LEN);
+        all.extend_from_slice(first);
+        record::stream(&mut all, Type::Stdin, ID, b"");
+        return write_t(&mut up.sock, &all, send_timeout).await;
+    };
+    let (mut rd, mut wr) = tokio::io::split(&mut up.sock);
+    let rbuf = &mut up.rbuf;
+    let writer = async {
+        write_t(&mut wr, first, send_timeout).await?;
+        let mut rec = BytesMut::with_capacity(record::MAX_CONTENT + 64);
+        loop {
+            let piece = src.next().await.map_err(Fail::Client)?;
+            rec.clear();
+            let Some(piece) = piece else {
+                record::stream(&mut rec, Type::Stdin, ID, b"");
+                return write_t(&mut wr, &rec, send_timeout).await;
+            };
+            if piece.is_empty() {
+                continue;
+            }
+            record::stream(&mut rec, Type::Stdin, ID, &piece);
+            write_t(&mut wr, &rec, send_timeout).await?;
+        }
+    };
+    tokio::pin!(writer);
+    let mut eof = false;
+    loop {
+        tokio::select! {
+            r = &mut writer => {
+                return match r {
+                    // The application answered and stopped reading: use its answer.
+                    Err(Fail::Closed(_) | Fail::Timeout(_)) if !rbuf.is_empty() => Ok(()),
+                    r => r,
+                };
+            }
+            n = rd.read_buf(rbuf), if !eof && rbuf.len() < read_cap => {
+                if !matches!(n, Ok(n) if n > 0) {
+                    eof = true;
+                }
+            }
+        }
+    }
+}
+
+/// Give up: the last failure's status (already logged), else 502.
+macro_rules! break_fail {
+    ($last:expr, $req:expr) => {
+        return Outcome::Respond($req.error($last.take().map_or(502, |f: Fail| f.status())))
+    };
+}
+
+/// Read STDOUT until the CGI head is complete: the head, the bytes it took,
+/// and the buffer (the body's first bytes follow the head in it).
+async fn read_head(
+    up: &mut Upstream,
+    max: usize,
+) -> Result<(super::cgi_head::CgiHead, usize, BytesMut), Fail> {
+    let mut head = BytesMut::new();
+    loop {
+        let Some(b) = up.stdout("reading response header from upstream").await? else {
+            return Err(Fail::Closed("reading response header from upstream"));
+        };
+        if head.is_empty() {
+            head = BytesMut::from(&b[..]);
+        } else {
+            head.extend_from_slice(&b);
+        }
+        match super::cgi_head::parse(&head, max) {
+            Err(e) => return Err(Fail::Malformed(e.0)),
+            Ok(None) => {}
+            Ok(Some((h, used))) => return Ok((h, used, head)),
+        }
+    }
+}
+
+async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
+    let conf: &FastcgiConf = &req.conf.fastcgi;
+    let upstream_name = format!("fastcgi://{}", pass.up.get().name);
+    if req.uri.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+        crate::error_log!(
+            Error,
+            "URI with a line break refused before FastCGI, client: {}",
+            client(req)
+        );
+        return Outcome::Respond(req.error(400));
+    }
+    // A chunked body is read first: the application needs CONTENT_LENGTH.
+    let chunked = body.declared_len().is_none() && req.head.header("transfer-encoding").is_some();
+    let mut buffered: Option<VecDeque<Bytes>> = None;
+    let mut stream_body = false;
+    let mut body_len = None;
+    if conf.pass_request_body {
+        if chunked {
+            let mut q = VecDeque::new();
+            let mut n = 0u64;
+            loop {
+                match body.chunk().await {
+                    Ok(Some(b)) => {
+                        n += b.len() as u64;
+                        q.push_back(b);
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Fail::Client(e).respond(req, &upstream_name),
+                }
+            }
+            body_len = Some(n);
+            buffered = Some(q);
+        } else if body.declared_len().is_some_and(|n| n > 0) {
+            stream_body = true;
+        }
+    }
+    let params = match build_params(req, conf, body_len) {
+        Ok(p) => p,
+        Err(status) => return Outcome::Respond(req.error(status)),
+    };
+    let mut first = BytesMut::with_capacity(params.as_bytes().len() + 64);
+    record::begin_request(&mut first, ID, conf.keep_conn);
+    record::stream(&mut first, Type::Params, ID, params.as_bytes());
+    record::stream(&mut first, Type::Params, ID, b"");
+    let first = first.freeze();
+    let upstream = pass.up.get();
+    let key = match upstream.method {
+        Balance::IpHash => match req.peer {
+            crate::core::request::Peer::Tcp(a) => ip_hash_key(a.ip()),
+            crate::core::request::Peer::Unix => Vec::new(),
+        },
+        Balance::Hash { .. } => {
+            let mut k = Vec::new();
+            if let Some(t) = &upstream.hash_key {
+                t.render(req, &mut k);
+            }
+            k
+        }
+        _ => Vec::new(),
+    };
+    let idempotent =
+        !matches!(req.method(), Method::Post) && !matches!(req.head.method_str(), "LOCK" | "PATCH");
+    let mut tried = Tried::default();
+    let mut tries = 0u32;
+    let mut fresh: Option<usize> = None;
+    let mut last: Option<Fail> = None;
+    let (up, cgi, used, mut head, peer) = loop {
+        let peer = match fresh {
+            Some(p) => p,
+            None => {
+                if conf.next_upstream_tries > 0 && tries >= conf.next_upstream_tries {
+                    break_fail!(last, req);
+                }
+                match upstream.pick(&key, &mut tried) {
+                    Some(p) => p,
+                    None => {
+                        if last.is_none() {
+                            crate::error_log!(
+                                Error,
+                                "no live upstreams while connecting to upstream \"{}\", client: {}",
+                                upstream.name,
+                                client(req)
+                            );
+                        }
+                        break_fail!(last, req);
+                    }
+                }
+            }
+        };
+        tries += 1;
+        let name = format!("fastcgi://{}", upstream.addr_name(peer));
+        let conn = match fresh.take() {
+            Some(_) => {
+                crate::upstream::pool::connect(&upstream.addrs[peer], conf.connect_timeout).await
+            }
+            None => upstream.connect(peer, conf.connect_timeout).await,
+        };
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                upstream.finished(peer, false);
+                let f = if e.kind() == io::ErrorKind::TimedOut {
+                    Fail::Timeout("connecting to upstream")
+                } else {
+                    Fail::Connect(e)
+                };
+                f.log(req, &name);
+                let bit = if matches!(f, Fail::Timeout(_)) {
+                    NextUpstream::TIMEOUT
+                } else {
+                    NextUpstream::ERROR
+                };
+                let retry = conf.next_upstream.has(bit);
+                last = Some(f);
+                if retry {
+                    continue;
+                }
+                break_fail!(last, req);
+            }
+        };
+        let reused = conn.reused();
+        let mut up = Upstream {
+            sock: conn,
+            rbuf: BytesMut::new(),
+            read_timeout: conf.read_timeout,
+            ended: false,
+            eof: false,
+            name,
+        };
+        let src = match &buffered {
+            Some(q) => Some(BodySrc::Buffered(q.clone())),
+            None if stream_body => Some(BodySrc::Conn(&mut *body)),
+            None => None,
+        };
+        let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
+        let res = match send_request(&mut up, &first, src, conf.send_timeout, read_cap).await {
+            Ok(()) => read_head(&mut up, conf.buffer_size).await,
+            Err(f) => Err(f),
+        };
+        // The client's body cannot be sent twice.
+        let replayable =
+            !stream_body && (idempotent || conf.next_upstream.has(NextUpstream::NON_IDEMPOTENT));
+        match res {
+            Ok((cgi, used, head)) => {
+                let bit = NextUpstream::status_bit(cgi.status);
+                if bit != 0 && conf.next_upstream.has(bit) && replayable {
+                    upstream.finished(peer, false);
+                    last = Some(Fail::Status(cgi.status));
+                    continue;
+                }
+                upstream.finished(peer, true);
+                break (up, cgi, used, head, peer);
+            }
+            Err(Fail::Client(e)) => {
+                upstream.finished(peer, true);
+                return Fail::Client(e).respond(req, &up.name);
+            }
+            Err(f) => {
+                // A pooled connection the application had closed: once more, fresh.
+                if reused
+                    && up.rbuf.is_empty()
+                    && !stream_body
+                    && matches!(f, Fail::Closed(_) | Fail::Io(_))
+                {
+                    fresh = Some(peer);
+                    continue;
+                }
+                upstream.finished(peer, false);
+                f.log(req, &up.name);
+                let bit = match f {
+                    Fail::Timeout(_) => NextUpstream::TIMEOUT,
+                    Fail::Malformed(_) => NextUpstream::INVALID_HEADER,
+                    _ => NextUpstream::ERROR,
+                };
+                let retry = conf.next_upstream.has(bit) && replayable;
+                last = Some(f);
+                if retry {
+                    continue;
+                }
+                break_fail!(last, req);
+            }
+        }
+    };
+    let rest = head.split_off(used).freeze();
+    let opts = respond::Opts {
+        hide: &conf.hide_header,
+        pass: &conf.pass_header,
+        intercept_errors: conf.intercept_errors,
+        buffering: conf.buffering,
+    };
+    let reply = match respond::head(req, cgi, &opts) {
+        Head::Done(o) => return o,
+        Head::Reply(r) => r,
+    };
+    let pool = conf.keep_conn.then(|| (pass.up.clone(), peer));
+    finish(req, reply, rest, up, pool, conf.buffers.0 * conf.buffers.1).await
+}
+
+/// Read ahead what fits the buffers (all of a small response), then answer.
+async fn finish(
+    req: &Request<'_>,
+    reply: Reply,
+    rest: Bytes,
+    mut up: Upstream,
+    pool: Option<(UpstreamRef, usize)>,
+    cap: usize,
+) -> Outcome {
+    let Reply {
+        mut resp,
+        buffering,
+        declared_len,
+    } = reply;
+    if matches!(resp.status, 204 | 304) || (100..200).contains(&resp.status) {
+        // The body is not wanted: the connection is closed, not pooled.
+        return Outcome::Respond(resp);
+    }
+    let mut pieces: VecDeque<Bytes> = VecDeque::new();
+    let mut total = rest.len();
+    if !rest.is_empty() {
+        pieces.push_back(rest);
+    }
+    if buffering {
+        while !up.ended && total < cap {
+            match up.stdout("reading upstream").await {
+                Ok(Some(b)) => {
+                    total += b.len();
+                    pieces.push_back(b);
+                }
+                Ok(None) => {}
+                Err(f) => return f.respond(req, &up.name),
+            }
+        }
+    }
+    if up.ended {
+        release(up, pool);
+        resp.body = respond::whole(pieces, declared_len);
+        return Outcome::Respond(resp);
+    }
+    resp.body = Body::Stream {
+        stream: Box::new(FcgiBody {
+            up: Some(up),
+            pool,
+            pending: pieces,
+            left: declared_len,
+        }),
+        len: declared_len,
+    };
+    Outcome::Respond(resp)
+}
+
+/// After END_REQUEST with nothing more buffered, a kept connection goes back
+/// to the upstream's pool; otherwise it is closed.
+fn release(up: Upstream, pool: Option<(UpstreamRef, usize)>) {
+    if let Some((r, peer)) = pool
+        && up.ended
+        && up.rbuf.is_empty()
+        && !up.eof
+    {
+        r.get().release(peer, up.sock);
+    }
+}
+
+/// The rest of a response body, pulled by the connection.
+#[derive(Debug)]
+struct FcgiBody {
+    /// `None` once the application ended the request.
+    up: Option<Upstream>,
+    /// Where the connection goes back after END_REQUEST (`fastcgi_keep_conn`).
+    pool: Option<(UpstreamRef, usize)>,
+    pending: VecDeque<Bytes>,
+    /// Bytes still due when the application declared a Content-Length.
+    left: Option<u64>,
+}
+
+impl FcgiBody {
+    async fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
+        let piece = match self.pending.pop_front() {
+            Some(p) => Some(p),
+            None => match self.up.as_mut() {
+                None => None,
+                Some(up) => match up.stdout("reading upstream").await {
+                    Ok(p) => p,
+                    Err(f) => {
+                        crate::error_log!(Error, "{}, upstream: \"{}\"", f.text(), up.name);
+                        return Err(io::Error::other("upstream failed"));
+                    }
+                },
+            },
+        };
+        if piece.is_none()
+            && let Some(up) = self.up.take()
+        {
+            release(up, self.pool.take());
+        }
+        respond::limit(&mut self.left, piece)
+    }
+}
+
+impl BodyStream for FcgiBody {
+    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+        Box::pin(self.next_piece())
+    }
+}

@@ -1,0 +1,546 @@
+//! Directives of the proxy module: `proxy_pass` (the location's content
+//! handler) and the inheritable `proxy_*` settings.
+
+use super::Proxy;
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::model::LocKind;
+use crate::conf::table::{Arity, Ctx, Def, ONE, Scope};
+use crate::conf::values;
+use crate::core::vars::Template;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `proxy_next_upstream` conditions (a bit set).
+pub mod next {
+    pub const ERROR: u16 = 1;
+    pub const TIMEOUT: u16 = 2;
+    pub const INVALID_HEADER: u16 = 4;
+    pub const HTTP_500: u16 = 8;
+    pub const HTTP_502: u16 = 16;
+    pub const HTTP_503: u16 = 32;
+    pub const HTTP_504: u16 = 64;
+    pub const HTTP_403: u16 = 128;
+    pub const HTTP_404: u16 = 256;
+    pub const HTTP_429: u16 = 512;
+    pub const NON_IDEMPOTENT: u16 = 1024;
+
+    /// The condition bit of an upstream status, if it has one.
+    pub fn of_status(s: u16) -> u16 {
+        match s {
+            500 => HTTP_500,
+            502 => HTTP_502,
+            503 => HTTP_503,
+            504 => HTTP_504,
+            403 => HTTP_403,
+            404 => HTTP_404,
+            429 => HTTP_429,
+            _ => 0,
+        }
+    }
+}
+
+/// `proxy_redirect`.
+#[derive(Clone, Debug)]
+pub enum Redirect {
+    /// Replace the proxy_pass URL with the location (nginx's default).
+    Default,
+    Off,
+    /// `from` → `to` pairs, in order (`default` stands for the pair above).
+    List(Arc<[(Option<String>, Template)]>),
+}
+
+crate::settings! {
+    /// Settings of the proxy module.
+    pub struct ProxyConf / ProxyConfSet {
+        /// HTTP/1.1 to the upstream (else 1.0).
+        pub http11: bool = false,
+        /// `proxy_set_header` pairs (besides the defaults Host and Connection).
+        pub set_headers: Arc<[(String, Template)]> = Arc::from(Vec::new()),
+        pub hide_headers: Arc<[String]> = Arc::from(Vec::new()),
+        pub pass_headers: Arc<[String]> = Arc::from(Vec::new()),
+        pub pass_request_headers: bool = true,
+        pub pass_request_body: bool = true,
+        pub redirect: Redirect = Redirect::Default,
+        pub cookie_domain: Arc<[(String, String)]> = Arc::from(Vec::new()),
+        pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
+        pub connect_timeout: Duration = Duration::from_secs(60),
+        pub send_timeout: Duration = Duration::from_secs(60),
+        pub read_timeout: Duration = Duration::from_secs(60),
+        pub buffering: bool = true,
+        pub buffer_size: usize = 8192,
+        pub buffers: (usize, usize) = (8, 8192),
+        pub request_buffering: bool = true,
+        pub next_upstream: u16 = next::ERROR | next::TIMEOUT,
+        pub next_upstream_tries: u32 = 0,
+        pub next_upstream_timeout: Duration = Duration::ZERO,
+        pub intercept_errors: bool = false,
+    }
+}
+
+fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxyConfSet {
+    &mut s.loc().proxy
+}
+
+fn time(d: &Directive) -> Result<Duration, ConfError> {
+    values::time(d, 0)
+}
+
+fn proxy_pass(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+    let Scope::Location(l) = s else {
+        unreachable!("table declares proxy_pass for location only")
+    };
+    if l.content.is_some() {
+        return Err(ConfError::new(
+            "\"proxy_pass\" directive is duplicate: the location already has a content handler",
+            &d.span,
+        ));
+    }
+    let url = d.arg(0);
+    if url.contains('$') {
+        return Err(ConfError::new(
+            "variables in \"proxy_pass\" are not supported yet",
+            &d.span,
+        ));
+    }
+    let rest = if let Some(r) = url.strip_prefix("http://") {
+        r
+    } else if url.len() > 8 && url[..8].eq_ignore_ascii_case("https://") {
+        return Err(ConfError::new(
+            "https upstreams are not supported yet in \"proxy_pass\"",
+            &d.span,
+        ));
+    } else {
+        return Err(ConfError::new(
+            format!("invalid URL prefix in \"{url}\""),
+            &d.span,
+        ));
+    };
+    // unix:/path[:/uri]
+    let (authority, uri) = if let Some(path) = rest.strip_prefix("unix:") {
+        match path.find(":/") {
+            Some(i) => (&rest[..5 + i], Some(&path[i + 1..])),
+            None => (rest, None),
+        }
+    } else {
+        match rest.find('/') {
+            Some(i) => (&rest[..i], Some(&rest[i..])),
+            None => (rest, None),
+        }
+    };
+    if authority.is_empty() || authority == "unix:" {
+        return Err(ConfError::new(
+            format!("no host in \"{url}\" of the \"proxy_pass\" directive"),
+            &d.span,
+        ));
+    }
+    if uri.is_some() && matches!(l.kind, LocKind::Regex { .. } | LocKind::Named) {
+        return Err(ConfError::new(
+            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location",
+            &d.span,
+        ));
+    }
+    let unix = authority.starts_with("unix:");
+    let (host, port) = if unix {
+        (authority.to_string(), String::new())
+    } else {
+        let (h, p) = crate::upstream::conf::split_host_port(authority, 80)
+            .map_err(|e| ConfError::new(format!("{e} in \"{url}\""), &d.span))?;
+        let host = if authority.contains(':') && !authority.ends_with(']') {
+            // $proxy_host keeps a port other than 80.
+            if p == 80 {
+                h.to_string()
+            } else {
+                authority.to_string()
+            }
+        } else {
+            h.to_string()
+        };
+        (host, p.to_string())
+    };
+    let up = crate::upstream::conf::reference(authority, 80, &d.span)?;
+    let uri = uri.map(|u| u.as_bytes().to_vec());
+    let default_redirect = match (&uri, l.kind) {
+        (_, LocKind::Regex { .. } | LocKind::Named) => None,
+        (Some(u), _) => Some((
+            format!("http://{host}{}", String::from_utf8_lossy(u)),
+            l.pattern.clone(),
+        )),
+        (None, _) => Some((format!("http://{host}{}", l.pattern), l.pattern.clone())),
+    };
+    l.content = Some(Arc::new(Proxy {
+        up,
+        host,
+        port,
+        uri,
+        default_redirect,
+    }));
+    Ok(())
+}
+
+fn next_upstream(d: &Directive) -> Result<u16, ConfError> {
+    let mut bits = 0;
+    for a in d.arg_strs() {
+        bits |= match a {
+            "off" if d.args.len() == 1 => return Ok(0),
+            "error" => next::ERROR,
+            "timeout" => next::TIMEOUT,
+            "invalid_header" => next::INVALID_HEADER,
+            "http_500" => next::HTTP_500,
+            "http_502" => next::HTTP_502,
+            "http_503" => next::HTTP_503,
+            "http_504" => next::HTTP_504,
+            "http_403" => next::HTTP_403,
+            "http_404" => next::HTTP_404,
+            "http_429" => next::HTTP_429,
+            "non_idempotent" => next::NON_IDEMPOTENT,
+            v => return Err(values::bad_arg(d, v)),
+        };
+    }
+    Ok(bits)
+}
+
+fn push<T: Clone>(slot: &mut Option<Arc<[T]>>, v: T) {
+    let mut list: Vec<T> = slot.as_deref().map(<[T]>::to_vec).unwrap_or_default();
+    list.push(v);
+    *slot = Some(Arc::from(list));
+}
+
+fn header_name(d: &Directive) -> Result<String, ConfError> {
+    let n = d.arg(0);
+    if n.is_empty()
+        || !n
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    {
+        return Err(values::bad_arg(d, n));
+    }
+    Ok(n.to_string())
+}
+
+fn pair_or_off(d: &Directive) -> Result<Option<(String, String)>, ConfError> {
+    match d.args.len() {
+        1 if d.arg(0) == "off" => Ok(None),
+        2 => Ok(Some((d.arg(0).to_string(), d.arg(1).to_string()))),
+        _ => Err(ConfError::new(
+            format!("invalid number of arguments in \"{}\" directive", d.name),
+            &d.span,
+        )),
+    }
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "proxy_pass",
+        ctx: Ctx::LOCATION,
+        arity: ONE,
+        set: |s, d, _| proxy_pass(s, d),
+        syntax: "proxy_pass URL;",
+        default: "—",
+        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). Request and response bodies stream both ways. See docs/proxy.md.",
+    },
+    Def {
+        name: "proxy_http_version",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).http11 = Some(match d.arg(0) {
+                "1.0" => false,
+                "1.1" => true,
+                v => return Err(values::bad_arg(d, v)),
+            });
+            Ok(())
+        },
+        syntax: "proxy_http_version 1.0 | 1.1;",
+        default: "1.0",
+        doc: "HTTP version of requests to the upstream. 1.1 is needed for keep-alive upstream connections (with `proxy_set_header Connection \"\"`), chunked request bodies and WebSocket.",
+    },
+    Def {
+        name: "proxy_set_header",
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 2),
+        set: |s, d, _| {
+            let name = header_name(d)?;
+            let t = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+            push(&mut loc(s).set_headers, (name, t));
+            Ok(())
+        },
+        syntax: "proxy_set_header field value;",
+        default: "Host $proxy_host; Connection close",
+        doc: "Sets (or, with an empty value, removes) a request header sent to the upstream; the value may hold variables. A level with any `proxy_set_header` does not inherit those of the levels above, as nginx.",
+    },
+    Def {
+        name: "proxy_hide_header",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = header_name(d)?;
+            let l = loc(s);
+            let mut all: Vec<String> = l
+                .hide_headers
+                .as_deref()
+                .map(<[String]>::to_vec)
+                .unwrap_or_default();
+            all.push(n);
+            l.hide_headers = Some(Arc::from(all));
+            Ok(())
+        },
+        syntax: "proxy_hide_header field;",
+        default: "—",
+        doc: "A response header of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.",
+    },
+    Def {
+        name: "proxy_pass_header",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = header_name(d)?;
+            let l = loc(s);
+            let mut all: Vec<String> = l
+                .pass_headers
+                .as_deref()
+                .map(<[String]>::to_vec)
+                .unwrap_or_default();
+            all.push(n);
+            l.pass_headers = Some(Arc::from(all));
+            Ok(())
+        },
+        syntax: "proxy_pass_header field;",
+        default: "—",
+        doc: "Passes a response header that is hidden by default (X-Accel-*, X-Pad; Date and Server are always vireo's own).",
+    },
+    Def {
+        name: "proxy_pass_request_headers",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).pass_request_headers = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_pass_request_headers on | off;",
+        default: "on",
+        doc: "Whether the client's request headers go to the upstream (proxy_set_header ones always do).",
+    },
+    Def {
+        name: "proxy_pass_request_body",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).pass_request_body = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_pass_request_body on | off;",
+        default: "on",
+        doc: "Whether the client's request body goes to the upstream.",
+    },
+    Def {
+        name: "proxy_redirect",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let l = loc(s);
+            match (d.args.len(), d.arg(0)) {
+                (1, "off") => l.redirect = Some(Redirect::Off),
+                (1, "default") => {
+                    let mut list = match &l.redirect {
+                        Some(Redirect::List(v)) => v.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    list.push((None, Template::default()));
+                    l.redirect = Some(Redirect::List(Arc::from(list)));
+                }
+                (2, from) => {
+                    let to = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+                    let mut list = match &l.redirect {
+                        Some(Redirect::List(v)) => v.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    list.push((Some(from.to_string()), to));
+                    l.redirect = Some(Redirect::List(Arc::from(list)));
+                }
+                (_, v) => return Err(values::bad_arg(d, v)),
+            }
+            Ok(())
+        },
+        syntax: "proxy_redirect default | off | redirect replacement;",
+        default: "default",
+        doc: "Rewrites the Location and Refresh headers of upstream responses: `default` replaces the proxy_pass URL with the location's prefix; `redirect replacement` replaces a leading `redirect` (the replacement may hold variables); `off` leaves them.",
+    },
+    Def {
+        name: "proxy_cookie_domain",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let l = loc(s);
+            let mut list: Vec<(String, String)> = l
+                .cookie_domain
+                .as_deref()
+                .map(<[_]>::to_vec)
+                .unwrap_or_default();
+            match pair_or_off(d)? {
+                None => list.clear(),
+                Some(p) => list.push(p),
+            }
+            l.cookie_domain = Some(Arc::from(list));
+            Ok(())
+        },
+        syntax: "proxy_cookie_domain off | domain replacement;",
+        default: "off",
+        doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).",
+    },
+    Def {
+        name: "proxy_cookie_path",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let l = loc(s);
+            let mut list: Vec<(String, String)> = l
+                .cookie_path
+                .as_deref()
+                .map(<[_]>::to_vec)
+                .unwrap_or_default();
+            match pair_or_off(d)? {
+                None => list.clear(),
+                Some(p) => list.push(p),
+            }
+            l.cookie_path = Some(Arc::from(list));
+            Ok(())
+        },
+        syntax: "proxy_cookie_path off | path replacement;",
+        default: "off",
+        doc: "Rewrites a leading `path` in the `path=` attribute of Set-Cookie headers from the upstream.",
+    },
+    Def {
+        name: "proxy_connect_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).connect_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "proxy_connect_timeout time;",
+        default: "60s",
+        doc: "How long connecting to a peer may take; then the next peer is tried (next_upstream timeout) or the client gets 504.",
+    },
+    Def {
+        name: "proxy_send_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).send_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "proxy_send_timeout time;",
+        default: "60s",
+        doc: "How long one write of the request to the upstream may wait.",
+    },
+    Def {
+        name: "proxy_read_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).read_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "proxy_read_timeout time;",
+        default: "60s",
+        doc: "How long one read from the upstream may wait (the response head: then 504; the body: the response is cut short). Also the idle timeout of WebSocket tunnels.",
+    },
+    Def {
+        name: "proxy_buffering",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).buffering = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_buffering on | off;",
+        default: "on",
+        doc: "Accepted; with either value the response streams to the client with bounded memory (one buffer per request) and backpressure on the upstream. See docs/proxy.md.",
+    },
+    Def {
+        name: "proxy_buffer_size",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).buffer_size = Some(values::size(d, 0)?.max(1024) as usize);
+            Ok(())
+        },
+        syntax: "proxy_buffer_size size;",
+        default: "8k",
+        doc: "Largest upstream response head; a bigger one is answered with 502 (\"upstream sent too big header\").",
+    },
+    Def {
+        name: "proxy_buffers",
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 2),
+        set: |s, d, _| {
+            let n = values::number(d, 0)? as usize;
+            let size = values::size(d, 1)? as usize;
+            loc(s).buffers = Some((n, size));
+            Ok(())
+        },
+        syntax: "proxy_buffers number size;",
+        default: "8 8k",
+        doc: "Accepted: number × size bounds the bytes read from the upstream ahead of the client (at most one piece of that size is held per request).",
+    },
+    Def {
+        name: "proxy_request_buffering",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).request_buffering = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_request_buffering on | off;",
+        default: "on",
+        doc: "Accepted; request bodies always stream to the upstream as they arrive (no temporary file). Bodies up to 64 KiB are held so that another peer can be tried.",
+    },
+    Def {
+        name: "proxy_next_upstream",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 12),
+        set: |s, d, _| {
+            loc(s).next_upstream = Some(next_upstream(d)?);
+            Ok(())
+        },
+        syntax: "proxy_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
+        default: "error timeout",
+        doc: "When to try the next peer: connection errors, timeouts, invalid reply heads, these statuses. POST, LOCK and PATCH requests are not retried once sent unless `non_idempotent` is given.",
+    },
+    Def {
+        name: "proxy_next_upstream_tries",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).next_upstream_tries = Some(values::number(d, 0)? as u32);
+            Ok(())
+        },
+        syntax: "proxy_next_upstream_tries number;",
+        default: "0",
+        doc: "Most attempts per request (0: no limit beyond the peers).",
+    },
+    Def {
+        name: "proxy_next_upstream_timeout",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).next_upstream_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "proxy_next_upstream_timeout time;",
+        default: "0",
+        doc: "No further attempt starts after this long (0: no limit).",
+    },
+    Def {
+        name: "proxy_intercept_errors",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).intercept_errors = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_intercept_errors on | off;",
+        default: "off",
+        doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.",
+    },
+];

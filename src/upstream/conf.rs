@@ -1,0 +1,385 @@
+//! The `upstream NAME { … }` block and the references handlers make to
+//! upstreams (`proxy_pass`, `fastcgi_pass`).
+//!
+//! Inside the block: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T]
+//! [backup] [down] [max_conns=N]`, `least_conn`, `ip_hash`, `hash KEY
+//! [consistent]`, `random [two]`, `keepalive N`, `keepalive_timeout T`,
+//! `keepalive_requests N`, and our `health_check [interval=T] [timeout=T]
+//! [path=URI] [status=CODE|LOW-HIGH] [rise=N] [fall=N]`. Those names clash
+//! with http-level directives (`server`, `keepalive_timeout`), so the block
+//! reads its own directives rather than going through the main table.
+//!
+//! Blocks and references are collected in a thread-local registry while one
+//! configuration loads ([`begin`] … [`finish`]); a reference may come before
+//! the block it names, as in nginx.
+
+use super::balance::{Method, PeerSpec};
+use super::health::Check;
+use super::{PeerAddr, Upstream, UpstreamRef};
+use crate::conf::ast::{ConfError, Directive, Span};
+use crate::conf::table::{Arity, Ctx, Def};
+use crate::conf::values::{self, option, parse_time};
+use std::cell::RefCell;
+use std::net::ToSocketAddrs;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+#[derive(Default)]
+struct Registry {
+    blocks: Vec<(Arc<Upstream>, Span)>,
+    refs: Vec<(String, u16, Span, UpstreamRef)>,
+}
+
+thread_local! {
+    static REG: RefCell<Option<Registry>> = const { RefCell::new(None) };
+}
+
+/// Removes the registry when dropped (also when a load fails part way).
+pub struct Guard(());
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        REG.with(|r| r.borrow_mut().take());
+    }
+}
+
+/// Start collecting the upstreams of one configuration load.
+pub fn begin() -> Guard {
+    REG.with(|r| *r.borrow_mut() = Some(Registry::default()));
+    Guard(())
+}
+
+fn next_id() -> u64 {
+    static ID: AtomicU64 = AtomicU64::new(1);
+    ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A handler names an upstream: a block name, `host[:port]`, `ip:port`, or
+/// `unix:/path`; `port` is the default port for an implicit upstream.
+/// Resolved by [`finish`]. Outside a load (unit tests) an address is
+/// resolved at once.
+pub fn reference(name: &str, port: u16, span: &Span) -> Result<UpstreamRef, ConfError> {
+    let r = UpstreamRef(Arc::new(OnceLock::new()));
+    let queued = REG.with(|reg| match reg.borrow_mut().as_mut() {
+        Some(reg) => {
+            reg.refs
+                .push((name.to_string(), port, span.clone(), r.clone()));
+            true
+        }
+        None => false,
+    });
+    if !queued {
+        let _ = r.0.set(implicit(name, port, span)?);
+    }
+    Ok(r)
+}
+
+/// End the load: resolve every reference. Starts active health checks of
+/// the upstreams in use.
+pub fn finish(guard: Guard) -> Result<(), ConfError> {
+    let reg = REG.with(|r| r.borrow_mut().take()).unwrap_or_default();
+    drop(guard);
+    for (i, (u, span)) in reg.blocks.iter().enumerate() {
+        if reg.blocks[..i].iter().any(|(o, _)| o.name == u.name) {
+            return Err(ConfError::new(
+                format!("duplicate upstream \"{}\"", u.name),
+                span,
+            ));
+        }
+    }
+    let mut implicit_cache: Vec<(String, u16, Arc<Upstream>)> = Vec::new();
+    for (name, port, span, r) in reg.refs {
+        let up = match reg.blocks.iter().find(|(u, _)| u.name == name) {
+            Some((u, _)) => u.clone(),
+            None => match implicit_cache
+                .iter()
+                .find(|(n, p, _)| *n == name && *p == port)
+            {
+                Some((_, _, u)) => u.clone(),
+                None => {
+                    let u = implicit(&name, port, &span)?;
+                    implicit_cache.push((name.clone(), port, u.clone()));
+                    u
+                }
+            },
+        };
+        let _ = r.0.set(up);
+    }
+    for (u, _) in &reg.blocks {
+        if u.health.is_some() && Arc::strong_count(u) > 1 {
+            super::health::start(u);
+        }
+    }
+    Ok(())
+}
+
+/// An implicit upstream of one address (all addresses of a host name).
+fn implicit(name: &str, port: u16, span: &Span) -> Result<Arc<Upstream>, ConfError> {
+    let addrs = resolve(name, port)
+        .map_err(|e| ConfError::new(format!("{e} in upstream \"{name}\""), span))?;
+    let peers = addrs
+        .iter()
+        .map(|a| PeerSpec::new(&a.to_string()))
+        .collect();
+    Ok(Arc::new(Upstream {
+        name: name.to_string(),
+        id: next_id(),
+        healthy: addrs.iter().map(|_| AtomicBool::new(true)).collect(),
+        peers,
+        addrs,
+        method: Method::RoundRobin,
+        hash_key: None,
+        keepalive: 0,
+        keepalive_timeout: Duration::from_secs(60),
+        keepalive_requests: 1000,
+        health: None,
+        implicit: true,
+    }))
+}
+
+/// Resolve `host[:port]`, `[v6]:port` or `unix:/path`.
+pub fn resolve(addr: &str, default_port: u16) -> Result<Vec<PeerAddr>, String> {
+    if let Some(path) = addr.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err("no path in unix socket address".into());
+        }
+        return Ok(vec![PeerAddr::Unix(path.into())]);
+    }
+    let (host, port) = split_host_port(addr, default_port)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    let mut out: Vec<PeerAddr> = Vec::new();
+    for a in (host, port)
+        .to_socket_addrs()
+        .map_err(|_| "host not found".to_string())?
+    {
+        let p = PeerAddr::Tcp(a);
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    if out.is_empty() {
+        return Err("host not found".into());
+    }
+    Ok(out)
+}
+
+/// `host:port` → (host, port); no port gives `default_port`.
+pub fn split_host_port(addr: &str, default_port: u16) -> Result<(&str, u16), String> {
+    let (host, port) = if addr.starts_with('[') {
+        match addr.find(']') {
+            Some(i) => match addr[i + 1..].strip_prefix(':') {
+                Some(p) => (&addr[..=i], Some(p)),
+                None if i + 1 == addr.len() => (addr, None),
+                None => return Err("invalid address".into()),
+            },
+            None => return Err("invalid IPv6 address".into()),
+        }
+    } else {
+        match addr.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (addr, None),
+        }
+    };
+    let port = match port {
+        None => default_port,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| "invalid port".to_string())?,
+    };
+    Ok((host, port))
+}
+
+fn err(d: &Directive, msg: impl Into<String>) -> ConfError {
+    ConfError::new(msg, &d.span)
+}
+
+fn arity(d: &Directive, min: usize, max: usize) -> Result<(), ConfError> {
+    if d.args.len() < min || d.args.len() > max || d.block.is_some() {
+        return Err(err(
+            d,
+            format!("invalid number of arguments in \"{}\" directive", d.name),
+        ));
+    }
+    Ok(())
+}
+
+fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
+    let name = d.arg(0).to_string();
+    let mut peers = Vec::new();
+    let mut addrs = Vec::new();
+    let mut method: Option<Method> = None;
+    let mut hash_key = None;
+    let mut keepalive = 0;
+    let mut keepalive_timeout = Duration::from_secs(60);
+    let mut keepalive_requests = 1000;
+    let mut health = None;
+    for c in d.block.as_deref().unwrap_or(&[]) {
+        crate::core::vars::registry::at(&c.span);
+        let set_method = |m: &mut Option<Method>, v: Method| {
+            if m.is_some() {
+                return Err(err(c, "load balancing method redefined"));
+            }
+            *m = Some(v);
+            Ok(())
+        };
+        match c.name.as_str() {
+            "server" => {
+                arity(c, 1, 8)?;
+                let list = resolve(c.arg(0), 80)
+                    .map_err(|e| err(c, format!("{e} in upstream \"{}\"", c.arg(0))))?;
+                for a in list {
+                    let mut p = PeerSpec::new(&a.to_string());
+                    for arg in c.arg_strs().skip(1) {
+                        let num = |v: &str| v.parse::<u32>().map_err(|_| values::bad_arg(c, arg));
+                        if let Some(v) = option(arg, "weight") {
+                            p.weight = num(v)?;
+                            if p.weight == 0 {
+                                return Err(values::bad_arg(c, arg));
+                            }
+                        } else if let Some(v) = option(arg, "max_fails") {
+                            p.max_fails = num(v)?;
+                        } else if let Some(v) = option(arg, "max_conns") {
+                            p.max_conns = num(v)?;
+                        } else if let Some(v) = option(arg, "fail_timeout") {
+                            p.fail_timeout =
+                                parse_time(v).ok_or_else(|| values::bad_arg(c, arg))?;
+                        } else if arg == "backup" {
+                            p.backup = true;
+                        } else if arg == "down" {
+                            p.down = true;
+                        } else {
+                            return Err(values::bad_arg(c, arg));
+                        }
+                    }
+                    peers.push(p);
+                    addrs.push(a);
+                }
+            }
+            "least_conn" => {
+                arity(c, 0, 0)?;
+                set_method(&mut method, Method::LeastConn)?;
+            }
+            "ip_hash" => {
+                arity(c, 0, 0)?;
+                set_method(&mut method, Method::IpHash)?;
+            }
+            "hash" => {
+                arity(c, 1, 2)?;
+                let consistent = match c.arg(1) {
+                    "" => false,
+                    "consistent" => true,
+                    v => return Err(values::bad_arg(c, v)),
+                };
+                set_method(&mut method, Method::Hash { consistent })?;
+                hash_key =
+                    Some(crate::core::vars::Template::compile(c.arg(0)).map_err(|e| err(c, e))?);
+            }
+            "random" => {
+                arity(c, 0, 1)?;
+                let two = match c.arg(0) {
+                    "" => false,
+                    "two" | "two least_conn" => true,
+                    v => return Err(values::bad_arg(c, v)),
+                };
+                set_method(&mut method, Method::Random { two })?;
+            }
+            "keepalive" => {
+                arity(c, 1, 1)?;
+                keepalive = values::number(c, 0)? as usize;
+                if keepalive == 0 {
+                    return Err(values::bad_arg(c, c.arg(0)));
+                }
+            }
+            "keepalive_timeout" => {
+                arity(c, 1, 1)?;
+                keepalive_timeout = values::time(c, 0)?;
+            }
+            "keepalive_requests" => {
+                arity(c, 1, 1)?;
+                keepalive_requests = values::number(c, 0)?;
+            }
+            "health_check" => {
+                arity(c, 0, 6)?;
+                health = Some(Check::parse(c)?);
+            }
+            other => {
+                return Err(err(
+                    c,
+                    format!("\"{other}\" directive is not allowed in an upstream block"),
+                ));
+            }
+        }
+    }
+    if peers.is_empty() {
+        return Err(err(d, format!("no servers are inside upstream \"{name}\"")));
+    }
+    if method.is_some_and(|m| !matches!(m, Method::RoundRobin | Method::LeastConn))
+        && peers.iter().any(|p| p.backup)
+    {
+        // nginx refuses backup with hashing methods.
+        return Err(err(
+            d,
+            "balancing method does not support the \"backup\" parameter",
+        ));
+    }
+    Ok(Upstream {
+        name,
+        id: next_id(),
+        healthy: peers.iter().map(|_| AtomicBool::new(true)).collect(),
+        peers,
+        addrs,
+        method: method.unwrap_or(Method::RoundRobin),
+        hash_key,
+        keepalive,
+        keepalive_timeout,
+        keepalive_requests,
+        health,
+        implicit: false,
+    })
+}
+
+pub static DIRECTIVES: &[Def] = &[Def {
+    name: "upstream",
+    ctx: Ctx::HTTP,
+    arity: Arity::block(1, 1),
+    set: |_, d, _| {
+        let u = upstream_block(d)?;
+        REG.with(|r| {
+            if let Some(reg) = r.borrow_mut().as_mut() {
+                reg.blocks.push((Arc::new(u), d.span.clone()));
+            }
+        });
+        Ok(())
+    },
+    syntax: "upstream name { … }",
+    default: "—",
+    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.",
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(split_host_port("a:81", 80).unwrap(), ("a", 81));
+        assert_eq!(split_host_port("a", 80).unwrap(), ("a", 80));
+        assert_eq!(split_host_port("[::1]:90", 80).unwrap(), ("[::1]", 90));
+        assert_eq!(split_host_port("[::1]", 80).unwrap(), ("[::1]", 80));
+        assert!(split_host_port("a:0", 80).is_err());
+        assert_eq!(
+            resolve("127.0.0.1:5", 80).unwrap(),
+            vec![PeerAddr::Tcp("127.0.0.1:5".parse().unwrap())]
+        );
+        assert_eq!(
+            resolve("unix:/x.sock", 80).unwrap(),
+            vec![PeerAddr::Unix("/x.sock".into())]
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! Connections to upstream peers: connecting (TCP or unix socket, within a
+//! connect timeout) and per-worker pools of idle keep-alive connections keyed
+//! by peer address.
+//!
+//! An idle connection is checked when it is taken: one that is readable (the
+//! peer closed it, or sent bytes out of turn) is dropped, as is one idle for
+//! longer than keepalive_timeout. Pools live in a thread-local of each
+//! worker: tokio registrations belong to one runtime, and handing sockets
+//! between workers would cost a lock and a re-registration per request.
+
+use super::PeerAddr;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+#[derive(Debug)]
+enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// A connection to an upstream peer.
+#[derive(Debug)]
+pub struct UpConn {
+    sock: Sock,
+    /// Requests sent on it so far (keepalive_requests).
+    uses: u64,
+    reused: bool,
+}
+
+impl UpConn {
+    /// Requests this connection has carried (counting the current one).
+    pub fn uses(&self) -> u64 {
+        self.uses
+    }
+    /// Taken from the keep-alive pool rather than newly connected.
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
+    /// Read what is there without waiting (`WouldBlock` when nothing is).
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.sock {
+            Sock::Tcp(s) => s.try_read(buf),
+            Sock::Unix(s) => s.try_read(buf),
+        }
+    }
+    /// Read into `buf`'s spare capacity without waiting.
+    pub fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+        match &self.sock {
+            Sock::Tcp(s) => s.try_read_buf(buf),
+            Sock::Unix(s) => s.try_read_buf(buf),
+        }
+    }
+    pub async fn readable(&self) -> io::Result<()> {
+        match &self.sock {
+            Sock::Tcp(s) => s.readable().await,
+            Sock::Unix(s) => s.readable().await,
+        }
+    }
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match &self.sock {
+            Sock::Tcp(s) => s.try_write(buf),
+            Sock::Unix(s) => s.try_write(buf),
+        }
+    }
+    pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match &self.sock {
+            Sock::Tcp(s) => s.try_write_vectored(bufs),
+            Sock::Unix(s) => s.try_write_vectored(bufs),
+        }
+    }
+    pub async fn writable(&self) -> io::Result<()> {
+        match &self.sock {
+            Sock::Tcp(s) => s.writable().await,
+            Sock::Unix(s) => s.writable().await,
+        }
+    }
+    /// Shut down the write side (a tunnel whose client stopped sending).
+    pub fn shutdown_write(&self) {
+        let r = match &self.sock {
+            Sock::Tcp(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+            Sock::Unix(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+        };
+        let _ = r;
+    }
+}
+
+impl AsyncRead for UpConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().sock {
+            Sock::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Sock::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for UpConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().sock {
+            Sock::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Sock::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().sock {
+            Sock::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Sock::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().sock {
+            Sock::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Sock::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Open a new connection within `timeout`.
+pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
+    let fut = async {
+        Ok::<_, io::Error>(match addr {
+            PeerAddr::Tcp(a) => {
+                let s = TcpStream::connect(a).await?;
+                s.set_nodelay(true)?;
+                Sock::Tcp(s)
+            }
+            PeerAddr::Unix(p) => Sock::Unix(UnixStream::connect(p).await?),
+        })
+    };
+    let sock = tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "upstream timed out"))??;
+    Ok(UpConn {
+        sock,
+        uses: 1,
+        reused: false,
+    })
+}
+
+struct Idle {
+    conn: UpConn,
+    since: Instant,
+}
+
+thread_local! {
+    static POOL: RefCell<HashMap<PeerAddr, VecDeque<Idle>>> = RefCell::new(HashMap::new());
+}
+
+/// An idle connection to `addr` that is still good, newest first.
+pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let q = p.get_mut(addr)?;
+        let now = Instant::now();
+        while let Some(mut idle) = q.pop_back() {
+            if now.duration_since(idle.since) >= timeout {
+                // Older ones (at the front) are older still.
+                q.clear();
+                return None;
+            }
+            let mut probe = [0u8; 1];
+            match idle.conn.try_read(&mut probe) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    idle.conn.uses += 1;
+                    idle.conn.reused = true;
+                    return Some(idle.conn);
+                }
+                // Closed, failed, or talking out of turn: drop it.
+                _ => continue,
+            }
+        }
+        None
+    })
+}
+
+/// Keep `conn` idle for `addr`, at most `max` per peer (the oldest goes).
+pub fn put(addr: &PeerAddr, conn: UpConn, max: usize) {
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let q = p.entry(addr.clone()).or_default();
+        while q.len() >= max {
+            q.pop_front();
+        }
+        q.push_back(Idle {
+            conn,
+            since: Instant::now(),
+        });
+    });
+}
+
+/// Idle connections this worker holds for `addr` (tests, status).
+pub fn idle_count(addr: &PeerAddr) -> usize {
+    POOL.with(|p| p.borrow().get(addr).map_or(0, VecDeque::len))
+}

@@ -1,0 +1,615 @@
+//! FastCGI gateway against a real php-fpm (Debian's php-fpm8.2), started by
+//! each test on a free port with its own pool. Skips (with a message) only
+//! when php-fpm is not installed.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A php-fpm master with a static pool, killed on drop.
+struct Fpm {
+    child: Child,
+    port: u16,
+    dir: TempDir,
+}
+
+fn fpm_binary() -> Option<&'static str> {
+    ["php-fpm8.2", "/usr/sbin/php-fpm8.2", "php-fpm"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("-v")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+impl Fpm {
+    fn start(children: u32) -> Option<Fpm> {
+        let Some(bin) = fpm_binary() else {
+            eprintln!("SKIP: php-fpm is not installed (apt-get install php-fpm)");
+            return None;
+        };
+        let mut dir = TempDir::new("fpm");
+        for _ in 0..3 {
+            let port = free_port();
+            let conf = format!(
+                "[global]\nerror_log = {d}/fpm.log\ndaemonize = no\npid = {d}/fpm.pid\n\
+                 [www]\nlisten = 127.0.0.1:{port}\npm = static\npm.max_children = {children}\n\
+                 catch_workers_output = yes\nphp_admin_value[post_max_size] = 64M\n\
+                 php_admin_value[upload_max_filesize] = 64M\nphp_admin_value[memory_limit] = 256M\n\
+                 php_admin_value[max_execution_time] = 30\n",
+                d = dir.path().display()
+            );
+            let path = dir.write("fpm.conf", conf);
+            let child = Command::new(bin)
+                .args(["-F", "-R", "-n", "-y"])
+                .arg(&path)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()?;
+            let mut f = Fpm { child, port, dir };
+            if eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()) {
+                return Some(f);
+            }
+            f.stop();
+            dir = std::mem::replace(&mut f.dir, TempDir(std::path::PathBuf::new()));
+        }
+        panic!("php-fpm did not start");
+    }
+}
+
+impl Fpm {
+    /// SIGTERM: the master ends its children (SIGKILL would orphan them).
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Fpm {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+const SCRIPTS: &[(&str, &str)] = &[
+    ("info.php", "<?php phpinfo();"),
+    (
+        "echo.php",
+        "<?php header('Content-Type: text/plain'); echo 'm=', $_SERVER['REQUEST_METHOD'], ' q=', $_SERVER['QUERY_STRING'], ' a=', $_GET['a'] ?? '', ' sn=', $_SERVER['SCRIPT_NAME'], ' pi=', $_SERVER['PATH_INFO'] ?? '', ' host=', $_SERVER['HTTP_HOST'] ?? '', ' post=', json_encode($_POST);",
+    ),
+    (
+        "input.php",
+        "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b), ' ', $_SERVER['CONTENT_LENGTH'] ?? '-';",
+    ),
+    (
+        "big.php",
+        "<?php header('Content-Type: application/octet-stream'); $s = str_repeat('x', 65536); $n = (int)($_GET['mb'] ?? 50) * 16; for ($i = 0; $i < $n; $i++) { echo $s; flush(); }",
+    ),
+    (
+        "cookies.php",
+        "<?php setcookie('a', '1'); setcookie('b', '2'); header('X-Thing: yes'); header('X-Secret: hidden'); header('X-Accel-Expires: 10'); error_log('note from php'); echo 'ok';",
+    ),
+    ("s404.php", "<?php http_response_code(404); echo 'php 404';"),
+    (
+        "teapot.php",
+        "<?php header('HTTP/1.1 418 I am a teapot'); echo 'tea';",
+    ),
+    (
+        "redir.php",
+        "<?php header('Location: http://example.com/x'); echo 'moved';",
+    ),
+    (
+        "local.php",
+        "<?php header('Location: /file.txt', true, 200);",
+    ),
+    (
+        "accel.php",
+        "<?php header('X-Accel-Redirect: /protected/secret.txt'); header('Content-Type: text/plain');",
+    ),
+    (
+        "sleep.php",
+        "<?php sleep((int)($_GET['s'] ?? 3)); echo 'late';",
+    ),
+    (
+        "forever.php",
+        "<?php $s = str_repeat('y', 65536); while (true) { echo $s; flush(); }",
+    ),
+];
+
+fn site() -> TempDir {
+    let dir = TempDir::new("fcgi");
+    for (name, text) in SCRIPTS {
+        dir.write(&format!("html/{name}"), text);
+    }
+    dir.write("html/file.txt", "plain file\n");
+    dir.write("html/uploads/a.jpg", "<?php echo 'PWNED';");
+    dir.write("secret/protected/secret.txt", "the secret\n");
+    dir
+}
+
+fn conf(fpm_port: u16, extra: &str) -> String {
+    format!(
+        r#"events {{}}
+http {{
+  client_max_body_size 64m;
+  server {{
+    listen 127.0.0.1:{{port}};
+    root {{dir}}/html;
+    error_page 404 /nf.html;
+    location = /nf.html {{ return 200 "custom not found\n"; }}
+    location /protected/ {{ internal; root {{dir}}/secret; }}
+    location ~ \.php$ {{
+      try_files $uri =404;
+      include fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+      fastcgi_pass 127.0.0.1:{fpm_port};
+      fastcgi_read_timeout 2s;
+      {extra}
+    }}
+    location ~ ^/pi/(.+\.php)(/.*)?$ {{
+      root {{dir}}/html;
+      fastcgi_split_path_info ^/pi(/.+?\.php)(/.*)$;
+      include fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+      fastcgi_param PATH_INFO $fastcgi_path_info;
+      fastcgi_pass 127.0.0.1:{fpm_port};
+    }}
+  }}
+}}
+"#
+    )
+}
+
+fn start(fpm: &Fpm, extra: &str) -> Vireo {
+    let dir = site();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
+        dir.path().join("fastcgi_params"),
+    )
+    .unwrap();
+    Vireo::start_in(dir, &conf(fpm.port, extra))
+}
+
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn phpinfo_query_and_post_form() {
+    let Some(fpm) = Fpm::start(3) else { return };
+    let v = start(&fpm, "");
+    let r = v.get("/info.php");
+    assert_eq!(r.status, 200, "{}", v.stderr());
+    assert!(r.text().contains("PHP Version"));
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    let r = v.get("/echo.php?a=hello&b=2");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text()
+            .contains("m=GET q=a=hello&b=2 a=hello sn=/echo.php"),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("host=localhost"), "{}", r.text());
+    let body = "x=1&name=vireo+server";
+    let r = v.request(&format!(
+        "POST /echo.php HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text().contains(r#"post={"x":"1","name":"vireo server"}"#),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn large_upload_and_chunked_body() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let v = start(&fpm, "");
+    let body: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let digest = md5_hex(&body);
+    let mut s = v.connect();
+    s.write_all(
+        format!(
+            "POST /input.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    s.write_all(&body).unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), format!("{} {digest} {}", body.len(), body.len()));
+
+    // Chunked: read first, sent with a CONTENT_LENGTH.
+    let mut s = v.connect();
+    s.write_all(b"POST /input.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), format!("11 {} 11", md5_hex(b"hello world")));
+}
+
+#[test]
+fn fifty_megabytes_stream_without_buffering_whole() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    for extra in ["fastcgi_buffering off;", ""] {
+        let v = start(&fpm, extra);
+        let _ = v.get("/file.txt");
+        let before = rss_kb(v.pid(), "VmRSS:");
+        let mut s = v.connect();
+        s.write_all(b"GET /big.php?mb=50 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        // Read slowly at first so that backpressure has to hold the upstream.
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0usize;
+        let mut head_end = None;
+        let mut acc = Vec::new();
+        let mut peak = 0;
+        let mut n_reads = 0;
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "early close after {total}");
+            n_reads += 1;
+            if n_reads < 20 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if n_reads % 50 == 0 {
+                peak = peak.max(rss_kb(v.pid(), "VmRSS:"));
+            }
+            total += n;
+            if head_end.is_none() {
+                acc.extend_from_slice(&buf[..n]);
+                if let Some(i) = acc.windows(4).position(|w| w == b"\r\n\r\n") {
+                    head_end = Some(i + 4);
+                    let head = String::from_utf8_lossy(&acc[..i]).to_lowercase();
+                    assert!(head.starts_with("http/1.1 200"), "{head}");
+                    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+                }
+            }
+            // The chunked body ends with 0\r\n\r\n.
+            if acc.len() < 8 {
+                continue;
+            }
+            if buf[..n].ends_with(b"\r\n0\r\n\r\n") {
+                break;
+            }
+        }
+        assert!(total > 50 * 1024 * 1024, "{total}");
+        let grew = peak.saturating_sub(before);
+        assert!(
+            grew < 20 * 1024,
+            "RSS grew by {grew} kB while streaming ({extra})"
+        );
+    }
+}
+
+#[test]
+fn headers_cookies_status_and_stderr() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let v = start(
+        &fpm,
+        "fastcgi_hide_header X-Secret; fastcgi_pass_header X-Accel-Expires;",
+    );
+    let raw = v.raw(b"GET /cookies.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("Set-Cookie: a=1"), "{text}");
+    assert!(text.contains("Set-Cookie: b=2"), "{text}");
+    assert!(text.contains("X-Thing: yes"), "{text}");
+    assert!(!text.contains("X-Secret"), "{text}");
+    assert!(text.contains("X-Accel-Expires: 10"), "{text}");
+    assert!(
+        eventually(5, || v.stderr().contains("FastCGI sent in stderr")
+            && v.stderr().contains("note from php")),
+        "stderr record not logged"
+    );
+    // Status codes from the script.
+    let r = v.get("/s404.php");
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        r.text(),
+        "php 404",
+        "the script's own page, not intercepted"
+    );
+    assert_eq!(v.get("/teapot.php").status, 418);
+    let r = v.get("/redir.php");
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("http://example.com/x"));
+    // A local Location is an internal redirect.
+    let r = v.get("/local.php");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "plain file\n");
+    // X-Accel-Redirect to an internal location.
+    let r = v.get("/accel.php");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "the secret\n");
+    assert_eq!(v.get("/protected/secret.txt").status, 404);
+}
+
+#[test]
+fn intercept_errors_uses_error_page() {
+    let Some(fpm) = Fpm::start(1) else { return };
+    let v = start(&fpm, "fastcgi_intercept_errors on;");
+    let r = v.get("/s404.php");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.text(), "custom not found\n");
+    // No error page for 418: passed as it is.
+    assert_eq!(v.get("/teapot.php").text(), "tea");
+}
+
+#[test]
+fn split_path_info() {
+    let Some(fpm) = Fpm::start(1) else { return };
+    let v = start(&fpm, "");
+    let r = v.get("/pi/echo.php/foo/bar?a=1");
+    assert_eq!(r.status, 200, "{}", v.stderr());
+    assert!(
+        r.text().contains("sn=/echo.php pi=/foo/bar"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn errors_502_504_and_fpm_down() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let v = start(&fpm, "");
+    let t = Instant::now();
+    let r = v.get("/sleep.php?s=4");
+    assert_eq!(r.status, 504);
+    assert!(t.elapsed() < Duration::from_secs(4));
+    assert!(eventually(2, || v.stderr().contains("upstream timed out")));
+    // Nothing listening: 502.
+    let down = free_port();
+    let dir = site();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
+        dir.path().join("fastcgi_params"),
+    )
+    .unwrap();
+    let v2 = Vireo::start_in(dir, &conf(down, ""));
+    assert_eq!(v2.get("/info.php").status, 502);
+    assert!(eventually(2, || v2.stderr().contains("connect() failed")));
+    // php-fpm stopped while vireo runs.
+    drop(fpm);
+    assert_eq!(v.get("/info.php").status, 502);
+}
+
+#[test]
+fn path_info_exploit_and_line_breaks() {
+    let Some(fpm) = Fpm::start(1) else { return };
+    let v = start(&fpm, "");
+    let r = v.get("/uploads/a.jpg/x.php");
+    assert_eq!(r.status, 404);
+    assert!(!r.text().contains("PWNED"));
+    let r = v.get("/uploads/a.jpg");
+    assert!(!r.text().contains("PWNED") || r.text().contains("<?php"));
+    // CVE-2019-11043: a %0a in the path never reaches php-fpm.
+    let r = v.get("/pi/echo.php/%0a.php");
+    assert_eq!(r.status, 400);
+    let r = v.get("/pi/echo.php%0a/x");
+    assert_eq!(r.status, 400);
+}
+
+#[test]
+fn client_abort_frees_php_workers_and_fds() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let v = start(&fpm, "fastcgi_buffering off;");
+    let _ = v.get("/file.txt");
+    let fd0 = fds(v.pid());
+    for _ in 0..6 {
+        let mut s = v.connect();
+        s.write_all(b"GET /forever.php HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = vec![0u8; 200_000];
+        let mut got = 0;
+        while got < 150_000 {
+            got += s.read(&mut buf).unwrap();
+        }
+        drop(s);
+    }
+    // With only two php children, these succeed only if the aborted ones ended.
+    for _ in 0..3 {
+        let r = v.get("/echo.php?a=1");
+        assert_eq!(r.status, 200);
+    }
+    assert!(
+        eventually(5, || fds(v.pid()) <= fd0 + 1),
+        "fds leaked: {} → {}",
+        fd0,
+        fds(v.pid())
+    );
+}
+
+#[test]
+fn two_hundred_concurrent_requests() {
+    let Some(fpm) = Fpm::start(8) else { return };
+    let v = start(&fpm, "");
+    let port = v.port;
+    let handles: Vec<_> = (0..200)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                // Two requests on one keep-alive connection.
+                s.write_all(
+                    format!(
+                        "GET /echo.php?a={i} HTTP/1.1\r\nHost: x\r\n\r\nGET /echo.php?a=z{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+                let all = Resp::parse_all(&read_to_close(&mut s));
+                assert_eq!(all.len(), 2);
+                assert!(all.iter().all(|r| r.status == 200));
+                assert!(all[0].text().contains(&format!("a={i} ")));
+                assert!(all[1].text().contains(&format!("a=z{i} ")));
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// MD5 (RFC 1321), enough to compare with PHP's md5().
+fn md5_hex(data: &[u8]) -> String {
+    const S: [u32; 64] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5,
+        9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10,
+        15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+    ];
+    let k: Vec<u32> = (0..64)
+        .map(|i| ((i as f64 + 1.0).sin().abs() * 4294967296.0) as u32)
+        .collect();
+    let (mut a0, mut b0, mut c0, mut d0) =
+        (0x67452301u32, 0xefcdab89u32, 0x98badcfeu32, 0x10325476u32);
+    let mut msg = data.to_vec();
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&((data.len() as u64).wrapping_mul(8)).to_le_bytes());
+    for chunk in msg.chunks(64) {
+        let m: Vec<u32> = chunk
+            .chunks(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        let (mut a, mut b, mut c, mut d) = (a0, b0, c0, d0);
+        for i in 0..64 {
+            let (f, g) = match i / 16 {
+                0 => ((b & c) | (!b & d), i),
+                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+                2 => (b ^ c ^ d, (3 * i + 5) % 16),
+                _ => (c ^ (b | !d), (7 * i) % 16),
+            };
+            let f2 = f.wrapping_add(a).wrapping_add(k[i]).wrapping_add(m[g]);
+            a = d;
+            d = c;
+            c = b;
+            b = b.wrapping_add(f2.rotate_left(S[i]));
+        }
+        a0 = a0.wrapping_add(a);
+        b0 = b0.wrapping_add(b);
+        c0 = c0.wrapping_add(c);
+        d0 = d0.wrapping_add(d);
+    }
+    [a0, b0, c0, d0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Established connections from vireo to `port` (idle pooled ones included).
+fn conns_to(port: u16) -> usize {
+    let hex = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2].ends_with(&hex) && f[3] == "01"
+        })
+        .count()
+}
+
+#[test]
+fn upstream_block_with_keepalive_pool() {
+    let Some(fpm) = Fpm::start(6) else { return };
+    let dir = site();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
+        dir.path().join("fastcgi_params"),
+    )
+    .unwrap();
+    let conf = conf(fpm.port, "")
+        .replace(
+            &format!(
+                "fastcgi_pass 127.0.0.1:{};\n      fastcgi_read_timeout 2s;",
+                fpm.port
+            ),
+            "fastcgi_pass php;\n      fastcgi_keep_conn on;",
+        )
+        .replace(
+            "http {\n",
+            &format!(
+                "http {{\n  upstream php {{ server 127.0.0.1:{}; keepalive 2; }}\n",
+                fpm.port
+            ),
+        );
+    assert!(conf.contains("fastcgi_pass php;"), "{conf}");
+    let v = Vireo::start_in(dir, &conf);
+    let r = v.get("/echo.php?a=first");
+    assert_eq!(r.status, 200, "{}", v.stderr());
+    let port = v.port;
+    let handles: Vec<_> = (0..50)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut req = String::new();
+                for j in 0..4 {
+                    req.push_str(&format!(
+                        "GET /echo.php?a={i}x{j} HTTP/1.1\r\nHost: x\r\n\r\n"
+                    ));
+                }
+                req.push_str("GET /info.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                s.write_all(req.as_bytes()).unwrap();
+                let raw = read_to_close(&mut s);
+                let all = Resp::parse_all(&raw);
+                assert_eq!(
+                    all.len(),
+                    5,
+                    "{}",
+                    String::from_utf8_lossy(&raw[..raw.len().min(300)])
+                );
+                for (j, r) in all.iter().take(4).enumerate() {
+                    assert_eq!(r.status, 200);
+                    assert!(r.text().contains(&format!("a={i}x{j} ")), "{}", r.text());
+                }
+                assert!(all[4].text().contains("PHP Version"));
+            })
+        })
+        .collect();
+    let failed = handles.into_iter().filter_map(|h| h.join().err()).count();
+    assert_eq!(failed, 0, "{}", v.stderr());
+    // Idle connections stay open in the pool (at most keepalive per worker).
+    // A php-fpm child serves one connection at a time: keepalive must stay
+    // below pm.max_children, or idle pooled connections hold every child.
+    let idle = conns_to(fpm.port);
+    assert!((1..=2).contains(&idle), "{idle} connections to php-fpm");
+    assert_eq!(v.get("/echo.php?a=again").status, 200);
+}

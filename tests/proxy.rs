@@ -1,0 +1,851 @@
+//! Reverse proxy: URI rules, headers, keep-alive pools, balancers, failover,
+//! errors (502/504), truncated bodies, streaming, WebSocket, health checks.
+//! The upstreams are small HTTP servers started by the tests.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+type Handler = Arc<dyn Fn(&str, &[u8], u16) -> Option<Vec<u8>> + Send + Sync>;
+
+/// A test upstream: counts connections and requests; `handler` gets the
+/// head (text) and body and returns the full response bytes (`None`: close
+/// without answering).
+struct Backend {
+    port: u16,
+    conns: Arc<AtomicUsize>,
+    reqs: Arc<AtomicUsize>,
+}
+
+fn backend(handler: Handler) -> Backend {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let reqs = Arc::new(AtomicUsize::new(0));
+    let (c2, r2) = (conns.clone(), reqs.clone());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            c2.fetch_add(1, Ordering::SeqCst);
+            let (h, r) = (handler.clone(), r2.clone());
+            std::thread::spawn(move || serve(s, h, r, port));
+        }
+    });
+    Backend { port, conns, reqs }
+}
+
+fn serve(s: TcpStream, h: Handler, reqs: Arc<AtomicUsize>, port: u16) {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    loop {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        reqs.fetch_add(1, Ordering::SeqCst);
+        let lower = head.to_ascii_lowercase();
+        let mut body = Vec::new();
+        if let Some(cl) = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+        {
+            let n: usize = cl.trim().parse().unwrap();
+            body.resize(n, 0);
+            r.read_exact(&mut body).unwrap();
+        } else if lower.contains("transfer-encoding: chunked") {
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                let n = usize::from_str_radix(line.trim(), 16).unwrap();
+                let mut chunk = vec![0; n + 2];
+                r.read_exact(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        }
+        match h(&head, &body, port) {
+            Some(resp) => {
+                if w.write_all(&resp).is_err() {
+                    return;
+                }
+            }
+            None => return,
+        }
+        if lower.contains("connection: close") || lower.starts_with("get /close") {
+            return;
+        }
+    }
+}
+
+fn ok(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nX-Backend: yes\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Echo: the request head as the body, plus the port.
+fn echo() -> Handler {
+    Arc::new(|head, body, port| {
+        Some(ok(&format!(
+            "port={port}\n{head}body={}",
+            String::from_utf8_lossy(body)
+        )))
+    })
+}
+
+fn first_line(r: &Resp) -> String {
+    r.text().lines().nth(1).unwrap_or("").to_string()
+}
+
+#[test]
+fn uri_rules_and_headers() {
+    let b = backend(echo());
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /plain/ {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /with/ {{ proxy_pass http://127.0.0.1:{p}/other/; }}
+        location /root/ {{ proxy_pass http://127.0.0.1:{p}/; }}
+        location ~ ^/re/(.*)$ {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /rw/ {{
+            rewrite ^/rw/(.*)$ /changed/$1 break;
+            proxy_pass http://127.0.0.1:{p}/ignored/;
+        }}
+        location /hdr/ {{
+            proxy_pass http://127.0.0.1:{p};
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header Host $host;
+            proxy_hide_header X-Backend;
+        }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.get("/plain/a%20b?x=1");
+    assert_eq!(r.status, 200, "{}", v.stderr());
+    assert_eq!(first_line(&r), "GET /plain/a%20b?x=1 HTTP/1.0");
+    assert!(r.text().contains(&format!("Host: 127.0.0.1:{}", b.port)));
+    assert!(r.text().contains("Connection: close"));
+    assert_eq!(r.header("x-backend"), Some("yes"));
+    assert_eq!(
+        first_line(&v.get("/with/x/y?q")),
+        "GET /other/x/y?q HTTP/1.0"
+    );
+    assert_eq!(first_line(&v.get("/root/z")), "GET /z HTTP/1.0");
+    assert_eq!(first_line(&v.get("/re/k?a=b")), "GET /re/k?a=b HTTP/1.0");
+    assert_eq!(first_line(&v.get("/rw/q")), "GET /changed/q HTTP/1.0");
+    // `location /with/` asked as `/with`: a redirect, as nginx.
+    assert_eq!(v.get("/with").status, 301);
+
+    let r = v.request(
+        "GET /hdr/ HTTP/1.1\r\nHost: example.org\r\nX-Forwarded-For: 10.0.0.1\r\nConnection: close, X-Drop\r\nX-Drop: 1\r\nKeep-Alive: 5\r\nX-Keep: 2\r\n\r\n",
+    );
+    let t = r.text();
+    assert!(t.contains("X-Real-IP: 127.0.0.1\r\n"), "{t}");
+    assert!(
+        t.contains("X-Forwarded-For: 10.0.0.1, 127.0.0.1\r\n"),
+        "{t}"
+    );
+    assert!(t.contains("X-Forwarded-Proto: http\r\n"), "{t}");
+    assert!(t.contains("Host: example.org\r\n"), "{t}");
+    assert!(t.contains("X-Keep: 2\r\n"), "{t}");
+    assert!(!t.contains("X-Drop") && !t.contains("Keep-Alive"), "{t}");
+    assert_eq!(r.header("x-backend"), None);
+}
+
+#[test]
+fn request_bodies_are_reframed() {
+    let b = backend(echo());
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{ proxy_pass http://127.0.0.1:{p}; proxy_http_version 1.1; }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.request(
+        "POST /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert!(r.text().contains("Content-Length: 5\r\n"), "{}", r.text());
+    assert!(r.text().ends_with("body=hello"));
+    // Chunked from the client: re-framed (small bodies are measured).
+    let r = v.request(
+        "POST /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+    );
+    assert!(r.text().ends_with("body=abcde"), "{}", r.text());
+    // HTTP/1.1 upstream: streamed as chunked.
+    assert!(
+        r.text().contains("Transfer-Encoding: chunked"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn keepalive_reuses_upstream_connections() {
+    let b = backend(echo());
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream app {{ server 127.0.0.1:{p}; keepalive 4; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+    }}
+}}",
+        p = b.port
+    ));
+    let mut s = v.connect();
+    for _ in 0..30 {
+        s.write_all(b"GET /k HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while Resp::parse_one(&got).is_none_or(|(r, _)| r.body.len() < 10) {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(Resp::parse(&got).unwrap().status, 200);
+    }
+    assert_eq!(b.reqs.load(Ordering::SeqCst), 30);
+    assert_eq!(
+        b.conns.load(Ordering::SeqCst),
+        1,
+        "one upstream connection reused"
+    );
+}
+
+fn ports_of(v: &Vireo, n: usize, path: &str) -> Vec<u16> {
+    (0..n)
+        .map(|_| {
+            let r = v.get(path);
+            assert_eq!(r.status, 200, "{}", v.stderr());
+            r.text()
+                .lines()
+                .next()
+                .unwrap()
+                .strip_prefix("port=")
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn balancers_spread_load() {
+    let bs: Vec<Backend> = (0..3).map(|_| backend(echo())).collect();
+    let p: Vec<u16> = bs.iter().map(|b| b.port).collect();
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream rr {{ server 127.0.0.1:{a} weight=3; server 127.0.0.1:{b} weight=2; server 127.0.0.1:{c}; }}
+    upstream lc {{ least_conn; server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
+    upstream ih {{ ip_hash; server 127.0.0.1:{a}; server 127.0.0.1:{b}; server 127.0.0.1:{c}; }}
+    upstream hs {{ hash $arg_k consistent; server 127.0.0.1:{a}; server 127.0.0.1:{b}; server 127.0.0.1:{c}; }}
+    upstream rd {{ random two; server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /rr {{ proxy_pass http://rr; }}
+        location /lc {{ proxy_pass http://lc; }}
+        location /ih {{ proxy_pass http://ih; }}
+        location /hs {{ proxy_pass http://hs; }}
+        location /rd {{ proxy_pass http://rd; }}
+    }}
+}}",
+        a = p[0],
+        b = p[1],
+        c = p[2]
+    ));
+    let count = |ports: &[u16], p: u16| ports.iter().filter(|&&x| x == p).count();
+    let rr = ports_of(&v, 60, "/rr");
+    assert_eq!(
+        [count(&rr, p[0]), count(&rr, p[1]), count(&rr, p[2])],
+        [30, 20, 10]
+    );
+    let lc = ports_of(&v, 20, "/lc");
+    assert_eq!(count(&lc, p[0]), 10, "sequential least_conn alternates");
+    let ih = ports_of(&v, 10, "/ih");
+    assert!(ih.iter().all(|&x| x == ih[0]), "ip_hash sticks");
+    let a = ports_of(&v, 5, "/hs?k=alpha");
+    assert!(a.iter().all(|&x| x == a[0]), "hash sticks per key");
+    let spread: std::collections::HashSet<u16> = (0..30)
+        .flat_map(|i| ports_of(&v, 1, &format!("/hs?k=key{i}")))
+        .collect();
+    assert!(spread.len() >= 2, "keys spread over peers");
+    let rd = ports_of(&v, 40, "/rd");
+    assert!(count(&rd, p[0]) > 5 && count(&rd, p[1]) > 5, "{rd:?}");
+}
+
+#[test]
+fn failover_next_upstream_and_recovery() {
+    let good = backend(echo());
+    let dead = free_port();
+    let flaky = backend(Arc::new(|_, _, _| {
+        Some(b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy".to_vec())
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream pool {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=1s; server 127.0.0.1:{g}; }}
+    upstream st {{ server 127.0.0.1:{f}; server 127.0.0.1:{g}; }}
+    upstream st1 {{ server 127.0.0.1:{f} max_fails=0; server 127.0.0.1:{g} max_fails=0; }}
+    upstream only_dead {{ server 127.0.0.1:{dead}; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /pool {{ proxy_pass http://pool; }}
+        location /st {{ proxy_pass http://st; proxy_next_upstream error timeout http_503; }}
+        location /st1 {{ proxy_pass http://st1; proxy_next_upstream error http_503; proxy_next_upstream_tries 1; }}
+        location /nost {{ proxy_pass http://st; }}
+        location /dead {{ proxy_pass http://only_dead; }}
+    }}
+}}",
+        g = good.port,
+        f = flaky.port
+    ));
+    // Every request succeeds: the dead peer fails over, then is skipped.
+    for _ in 0..6 {
+        assert_eq!(v.get("/pool").status, 200);
+    }
+    // A 503 from one peer is retried on the other.
+    for _ in 0..4 {
+        assert_eq!(v.get("/st").status, 200);
+    }
+    // With one try only, the 503 goes to the client as the upstream sent it.
+    let codes: Vec<u16> = (0..4).map(|_| v.get("/st1").status).collect();
+    assert!(codes.contains(&503), "{codes:?}");
+    // No live upstream: 502 with an error_log line naming the peer.
+    let r = v.get("/dead");
+    assert_eq!(r.status, 502);
+    assert!(
+        eventually(2, || v
+            .stderr()
+            .contains(&format!("upstream: \"http://127.0.0.1:{dead}/dead\""))),
+        "{}",
+        v.stderr()
+    );
+    // After fail_timeout the dead peer is tried again (and fails over again).
+    std::thread::sleep(Duration::from_millis(1100));
+    let before = v.stderr().matches("Connection refused").count();
+    for _ in 0..2 {
+        assert_eq!(v.get("/pool").status, 200);
+    }
+    assert!(v.stderr().matches("Connection refused").count() > before);
+}
+
+#[test]
+fn garbage_slow_and_truncated_upstreams() {
+    let garbage = backend(Arc::new(|_, _, _| {
+        Some(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec())
+    }));
+    let junk = backend(Arc::new(|_, _, _| {
+        Some(b"\x00\x01 not http at all\r\n\r\n".to_vec())
+    }));
+    let slow = backend(Arc::new(|_, _, _| {
+        std::thread::sleep(Duration::from_secs(3));
+        Some(ok("late"))
+    }));
+    let cut = backend(Arc::new(|_, _, _| {
+        let mut r = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n".to_vec();
+        r.extend(std::iter::repeat_n(b'x', 5000));
+        Some(r)
+    }));
+    let cut_chunked = backend(Arc::new(|_, _, _| {
+        Some(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n".to_vec())
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /garbage {{ proxy_pass http://127.0.0.1:{g}; }}
+        location /junk {{ proxy_pass http://127.0.0.1:{j}; }}
+        location /slow {{ proxy_pass http://127.0.0.1:{s}; proxy_read_timeout 500ms; }}
+        location /cut {{ proxy_pass http://127.0.0.1:{c}; }}
+        location /cutc {{ proxy_pass http://127.0.0.1:{cc}; proxy_http_version 1.1; }}
+    }}
+}}",
+        g = garbage.port,
+        j = junk.port,
+        s = slow.port,
+        c = cut.port,
+        cc = cut_chunked.port
+    ));
+    assert_eq!(v.get("/garbage").status, 502);
+    assert_eq!(v.get("/junk").status, 502);
+    let t = std::time::Instant::now();
+    assert_eq!(v.get("/slow").status, 504);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(v.stderr().contains("upstream timed out"), "{}", v.stderr());
+    // Closed mid-body: the client gets fewer bytes than announced, never others.
+    let raw = v.raw(b"GET /cut HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = Resp::parse(&raw).unwrap();
+    assert_eq!(r.header("content-length"), Some("100000"));
+    assert_eq!(r.body.len(), 5000);
+    assert!(r.body.iter().all(|&b| b == b'x'));
+    // Chunked to the client: no terminating chunk after a cut.
+    let raw = v.raw(b"GET /cutc HTTP/1.1\r\nHost: a\r\n\r\n");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("hello"), "{text}");
+    assert!(!text.ends_with("0\r\n\r\n"), "{text}");
+    assert!(v.stderr().contains("prematurely closed"), "{}", v.stderr());
+}
+
+#[test]
+fn redirect_and_cookie_rewriting() {
+    let b = backend(Arc::new(|head, _, port| {
+        let path = head.split(' ').nth(1).unwrap().to_string();
+        Some(
+            format!(
+                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{port}/app/next{path}\r\nSet-Cookie: s=1; Domain=.inner.test; Path=/app/x\r\nContent-Length: 0\r\n\r\n"
+            )
+            .into_bytes(),
+        )
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /one/ {{
+            proxy_pass http://127.0.0.1:{p}/app/;
+            proxy_cookie_domain inner.test outer.test;
+            proxy_cookie_path /app/ /one/;
+        }}
+        location /off/ {{ proxy_pass http://127.0.0.1:{p}/app/; proxy_redirect off; }}
+        location /exp/ {{ proxy_pass http://127.0.0.1:{p}/app/; proxy_redirect http://127.0.0.1:{p}/app/ http://front.test/x/; }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.get("/one/a");
+    assert_eq!(r.status, 302);
+    assert_eq!(
+        r.header("location").unwrap(),
+        format!("http://localhost:{}/one/next/app/a", v.port)
+    );
+    assert_eq!(
+        r.header("set-cookie"),
+        Some("s=1; Domain=outer.test; Path=/one/x")
+    );
+    let r = v.get("/off/a");
+    assert!(
+        r.header("location")
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+    let r = v.get("/exp/a");
+    assert_eq!(r.header("location"), Some("http://front.test/x/next/app/a"));
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn streams_100_mb_both_ways_with_small_memory() {
+    const SIZE: u64 = 100 << 20;
+    // Upstream: a download of SIZE bytes, or counts an upload.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let mut s = s.unwrap();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push_str(&line);
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                if head.starts_with("GET") {
+                    s.write_all(
+                        format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n").as_bytes(),
+                    )
+                    .unwrap();
+                    let chunk = vec![b'd'; 1 << 20];
+                    for _ in 0..100 {
+                        if s.write_all(&chunk).is_err() {
+                            return;
+                        }
+                    }
+                } else {
+                    let mut n = 0u64;
+                    let mut buf = vec![0u8; 1 << 16];
+                    while n < SIZE {
+                        let k = r.read(&mut buf).unwrap();
+                        if k == 0 {
+                            break;
+                        }
+                        n += k as u64;
+                    }
+                    let body = n.to_string();
+                    s.write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    client_max_body_size 0;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{ proxy_pass http://127.0.0.1:{port}; }}
+    }}
+}}"
+    ));
+    let base = rss_kb(v.pid());
+    // Download, read slowly at first so backpressure matters.
+    let mut s = v.connect();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mid = rss_kb(v.pid());
+    let mut total = 0u64;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    assert!(total > SIZE && total < SIZE + 1024, "{total}");
+    // Upload.
+    let mut s = v.connect();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(
+        format!(
+            "PUT /up HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: {SIZE}\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let chunk = vec![b'u'; 1 << 20];
+    for _ in 0..100 {
+        s.write_all(&chunk).unwrap();
+    }
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!(r.text(), SIZE.to_string());
+    let after = rss_kb(v.pid());
+    assert!(
+        mid < base + 16 * 1024 && after < base + 16 * 1024,
+        "RSS grew: {base} → {mid} → {after} kB"
+    );
+}
+
+#[test]
+fn websocket_tunnel() {
+    // Upstream: answers the upgrade with 101, then echoes bytes back upper-cased.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let early = Arc::new(AtomicUsize::new(0));
+    let early2 = early.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let mut s = s.unwrap();
+            let early = early2.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read(&mut b).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let h = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                // Bytes the client sent early must not be here before our 101.
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let mut probe = [0u8; 64];
+                if let Ok(n) = s.read(&mut probe)
+                    && n > 0
+                {
+                    early.fetch_add(1, Ordering::SeqCst);
+                }
+                if !h.contains("upgrade: websocket") || !h.contains("connection: upgrade") {
+                    s.write_all(b"HTTP/1.1 400 Bad\r\nContent-Length: 0\r\n\r\n")
+                        .unwrap();
+                    return;
+                }
+                s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                    .unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let up: Vec<u8> = buf[..n].to_ascii_uppercase();
+                    if s.write_all(&up).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /ws {{
+            proxy_pass http://127.0.0.1:{port};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection \"upgrade\";
+            proxy_read_timeout 2s;
+        }}
+    }}
+}}"
+    ));
+    let mut s = v.connect();
+    // The head and early bytes in one write: those bytes must wait for the 101.
+    s.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nearly",
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("EARLY") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_string();
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    assert!(text.contains("Upgrade: websocket"), "{text}");
+    assert!(text.contains("Connection: upgrade"), "{text}");
+    assert_eq!(early.load(Ordering::SeqCst), 0);
+    for msg in ["hello", "world"] {
+        s.write_all(msg.as_bytes()).unwrap();
+        let n = s.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], msg.to_ascii_uppercase().as_bytes());
+    }
+    // Idle timeout closes the tunnel.
+    let t = std::time::Instant::now();
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    assert!(t.elapsed() < Duration::from_secs(8));
+}
+
+#[test]
+fn active_health_checks_take_peers_out_and_back() {
+    let healthy = Arc::new(AtomicUsize::new(1));
+    let h2 = healthy.clone();
+    let sick = backend(Arc::new(move |head, _, port| {
+        if head.starts_with("GET /health") && h2.load(Ordering::SeqCst) == 0 {
+            return Some(b"HTTP/1.0 500 No\r\nContent-Length: 0\r\n\r\n".to_vec());
+        }
+        Some(ok(&format!("port={port}\n")))
+    }));
+    let other = backend(echo());
+    let v = Vireo::start(&format!(
+        "error_log stderr notice;
+events {{}}
+http {{
+    access_log off;
+    upstream app {{
+        server 127.0.0.1:{a};
+        server 127.0.0.1:{b};
+        health_check interval=100ms path=/health rise=2 fall=2 status=200;
+    }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{ proxy_pass http://app; }}
+    }}
+}}",
+        a = sick.port,
+        b = other.port
+    ));
+    let both = ports_of(&v, 4, "/");
+    assert!(both.contains(&sick.port) && both.contains(&other.port));
+    healthy.store(0, Ordering::SeqCst);
+    assert!(eventually(5, || v.stderr().contains("out of service")));
+    assert!(ports_of(&v, 6, "/").iter().all(|&p| p == other.port));
+    healthy.store(1, Ordering::SeqCst);
+    assert!(eventually(5, || v.stderr().contains("back in service")));
+    assert!(ports_of(&v, 6, "/").contains(&sick.port));
+}
+
+#[test]
+fn bad_configurations() {
+    let dir = TempDir::new("proxyconf");
+    let cases = [
+        (
+            "location ~ x { proxy_pass http://127.0.0.1:1/u; }",
+            "cannot have URI part",
+        ),
+        ("location / { proxy_pass ftp://x; }", "invalid URL prefix"),
+        (
+            "location / { proxy_pass http://nope.invalid; }",
+            "host not found",
+        ),
+    ];
+    for (loc, want) in cases {
+        let out = test_conf(
+            &dir,
+            &format!("events {{}} http {{ server {{ listen 127.0.0.1:1; {loc} }} }}"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{loc}: {err}");
+    }
+    let out = test_conf(
+        &dir,
+        "events {} http { upstream u { server 127.0.0.1:1 weight=x; } }",
+    );
+    assert!(!out.status.success());
+    let out = test_conf(
+        &dir,
+        "events {} http { upstream u { server 127.0.0.1:1; } upstream u { server 127.0.0.1:2; } server { listen 127.0.0.1:1; location / { proxy_pass http://u; } } }",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("duplicate upstream"));
+}
+
+/// vireo in front of Debian's Apache (skips with a message when Apache is missing).
+#[test]
+fn end_to_end_in_front_of_apache() {
+    let bin = ["/usr/sbin/apache2", "/usr/sbin/httpd"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(bin) = bin else {
+        eprintln!("skipped: apache2 is not installed (apt-get install apache2)");
+        return;
+    };
+    let dir = TempDir::new("apache");
+    let port = free_port();
+    let page: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+    dir.write("www/page.txt", &page);
+    let d = dir.path().display();
+    let conf = dir.write(
+        "httpd.conf",
+        format!(
+            "LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+Listen 127.0.0.1:{port}
+ServerName localhost
+PidFile {d}/apache.pid
+ErrorLog {d}/apache-error.log
+Mutex file:{d}
+DefaultRuntimeDir {d}
+DocumentRoot {d}/www
+User nobody
+Group nogroup
+<Directory {d}/www>
+  Require all granted
+</Directory>
+"
+        ),
+    );
+    let child = std::process::Command::new(bin)
+        .arg("-f")
+        .arg(&conf)
+        .arg("-DFOREGROUND")
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("skipped: apache2 could not be started");
+        return;
+    };
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            // SIGTERM: Apache's parent stops its children too (SIGKILL would orphan them).
+            // SAFETY: signalling a child process this test started.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            let _ = self.0.wait();
+        }
+    }
+    if !eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()) {
+        // SAFETY: signalling a child process this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let _ = child.wait();
+        eprintln!(
+            "skipped: apache2 did not start: {}",
+            dir.read("apache-error.log")
+        );
+        return;
+    }
+    let _apache = Kill(child);
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream apache {{ server 127.0.0.1:{port}; keepalive 8; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /a/ {{
+            proxy_pass http://apache/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+    }}
+}}"
+    ));
+    for _ in 0..20 {
+        let r = v.get("/a/page.txt");
+        assert_eq!(r.status, 200, "{}", v.stderr());
+        assert_eq!(r.text(), page);
+    }
+    assert_eq!(v.get("/a/missing").status, 404);
+}
