@@ -485,7 +485,7 @@ fn reloads_leak_no_descriptors_and_lose_no_log_line() {
     }
     // Writers of replaced configurations are flushed and closed within a second or two.
     assert!(
-        eventually(5, || open_fds(v.pid()) <= before + 2),
+        eventually(20, || open_fds(v.pid()) <= before + 2),
         "{} descriptors before 30 reloads, {} after",
         before,
         open_fds(v.pid())
