@@ -820,15 +820,6 @@ fn alias_vars(loc: &mut LocationConf, d: &Directive) -> Result<(), ConfError> {
     let Some(alias) = &loc.alias else {
         return Ok(());
     };
-    if loc.kind == LocKind::Named {
-        return Err(ConfError::new(
-            format!(
-                "\"alias\" directive is not allowed inside the named location \"{}\"",
-                loc.pattern
-            ),
-            &d.span,
-        ));
-    }
     if alias.contains('$') {
         let t =
             crate::core::vars::Template::compile(alias).map_err(|e| ConfError::new(e, &d.span))?;

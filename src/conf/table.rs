@@ -243,8 +243,12 @@ pub fn reference_markdown() -> String {
         } else {
             d.doc.to_string()
         };
+        let example = match super::examples::example(d.name) {
+            Some(e) if !d.doc.contains("```") => format!("\n\n```nginx\n{e}\n```"),
+            _ => String::new(),
+        };
         out.push_str(&format!(
-            "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}\n\n",
+            "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}{example}\n\n",
             d.name,
             d.syntax,
             d.default,
@@ -272,6 +276,23 @@ mod tests {
             );
             assert!(d.syntax.starts_with(d.name), "{} syntax line", d.name);
             assert!(d.arity.min <= d.arity.max, "{} arity", d.name);
+        }
+    }
+
+    #[test]
+    fn every_directive_has_an_example() {
+        for d in all() {
+            assert!(
+                d.doc.contains("```nginx") || super::super::examples::example(d.name).is_some(),
+                "{}: add an example (a ```nginx block in its doc, or a line in conf/examples.rs)",
+                d.name
+            );
+        }
+        for (name, _) in super::super::examples::EXAMPLES {
+            assert!(
+                lookup(name).is_some(),
+                "conf/examples.rs names no directive {name}"
+            );
         }
     }
 

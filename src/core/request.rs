@@ -203,6 +203,9 @@ impl<'a> Request<'a> {
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
         self.server_name_captures();
         let mut resp = self.process(body, Jump::Server).await;
+        // As in nginx, a Location set before an error page's internal
+        // redirect stays on the answer.
+        let mut location = None;
         loop {
             match self.error_page(&resp) {
                 None => break,
@@ -210,8 +213,18 @@ impl<'a> Request<'a> {
                     resp = r;
                     break;
                 }
-                Some(ErrorJump::To(jump)) => resp = self.process(body, jump).await,
+                Some(ErrorJump::To(jump)) => {
+                    if let Some(i) = resp.headers.iter().position(|(n, _)| *n == "Location") {
+                        location = Some(resp.headers.swap_remove(i).1);
+                    }
+                    resp = self.process(body, jump).await;
+                }
             }
+        }
+        if let Some(l) = location
+            && !resp.headers.iter().any(|(n, _)| *n == "Location")
+        {
+            resp.headers.push(("Location", l));
         }
         if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
             resp.status = s;
@@ -244,7 +257,11 @@ impl<'a> Request<'a> {
             let loc = match found {
                 Found::Loc(l) => Some(l),
                 Found::None => None,
-                Found::AddSlash(l) => return self.add_slash(l),
+                Found::AddSlash(l) => {
+                    self.location = Some(l);
+                    self.conf = &l.conf;
+                    return self.add_slash(l);
+                }
             };
             self.location = loc;
             self.conf = loc.map_or(&*server.conf, |l| &*l.conf);

@@ -243,7 +243,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "rewrite regex replacement [last | break | redirect | permanent];",
         default: "—",
-        doc: "Changes the URI when `regex` matches it (captures `$1`…`$9` and named ones go into `replacement`). A replacement starting with `http://`, `https://` or `$scheme` is a redirect. `last` stops the script and searches the location for the new URI; `break` stops it and stays; `redirect` (302) and `permanent` (301) answer with a redirect; without a flag the next directive runs and the location is searched after the phase. Request arguments are appended unless the replacement ends with `?`. Runs in order with `return`, `set`, `if` and `break`; not inherited by nested levels.\n\n```nginx\nrewrite ^/users/(\\d+)$ /profile.php?id=$1 last;\nrewrite ^/old/(.*)$ /new/$1 permanent;\n```",
+        doc: "Changes the URI when `regex` matches it (captures `$1`…`$9` and named ones go into `replacement`). A replacement starting with `http://`, `https://` or `$scheme` is a redirect. `last` stops the script and searches the location for the new URI; `break` stops it and stays; `redirect` (302) and `permanent` (301) answer with a redirect; without a flag the next directive runs and the location is searched after the phase. Request arguments are appended unless the replacement ends with `?`. Runs in order with `return`, `set`, `if` and `break` (server, location and inside `if`); not inherited by nested levels.\n\n```nginx\nrewrite ^/users/(\\d+)$ /profile.php?id=$1 last;\nrewrite ^/old/(.*)$ /new/$1 permanent;\n```",
     },
     Def {
         name: "return",
@@ -256,7 +256,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "return code [text] | return code URL | return URL;",
         default: "—",
-        doc: "Stops processing and answers: with `code` and `text` as the body, with a redirect for 301, 302, 303, 307 and 308 (the text is the Location), with vireo's page for a code of 400 or more without text (error_page applies), or with a 302 for a lone URL. `return 444` closes the connection without an answer. Text and URL may hold variables.\n\n```nginx\nreturn 301 https://$host$request_uri;\nreturn 200 \"ok\\n\";\n```",
+        doc: "Stops processing and answers: with `code` and `text` as the body, with a redirect for 301, 302, 303, 307 and 308 (the text is the Location), with vireo's page for a code of 400 or more without text (error_page applies), or with a 302 for a lone URL. `return 444` closes the connection without an answer. Text and URL may hold variables. Also allowed inside `if`.\n\n```nginx\nreturn 301 https://$host$request_uri;\nreturn 200 \"ok\\n\";\n```",
     },
     Def {
         name: "set",
@@ -269,7 +269,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "set $variable value;",
         default: "—",
-        doc: "Assigns a value (text and variables) to a variable of the request, when the script reaches it. `$args` can be set; other built-in variables cannot (`the duplicate \"uri\" variable`).\n\n```nginx\nset $maintenance 0;\nif (-f $document_root/maintenance.html) { set $maintenance 1; }\n```",
+        doc: "Assigns a value (text and variables) to a variable of the request, when the script reaches it. `$args` can be set; other built-in variables cannot (`the duplicate \"uri\" variable`). Also allowed inside `if`.\n\n```nginx\nset $maintenance 0;\nif (-f $document_root/maintenance.html) { set $maintenance 1; }\n```",
     },
     Def {
         name: "if",
@@ -295,7 +295,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "break;",
         default: "—",
-        doc: "Stops the rewrite script of the current level.\n\n```nginx\nif ($slow) { set $limit 1; break; }\n```",
+        doc: "Stops the rewrite script of the current level (also inside `if`).\n\n```nginx\nif ($slow) { set $limit 1; break; }\n```",
     },
     Def {
         name: "rewrite_log",

@@ -75,6 +75,12 @@ pub static DIRECTIVES: &[Def] = &[
             let Scope::Location(l) = s else {
                 unreachable!()
             };
+            if l.kind == crate::conf::model::LocKind::Named {
+                return Err(ConfError::new(
+                    "the \"alias\" directive cannot be used inside the named location",
+                    &d.span,
+                ));
+            }
             if l.conf.static_files.root.is_some() {
                 return Err(ConfError::new(
                     "\"alias\" directive is duplicate, \"root\" directive was specified earlier",
