@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const CONF: &str = "
@@ -45,28 +44,7 @@ fn set_mtime(path: &std::path::Path, secs: u64) {
 
 /// Start like `Vireo::start_in`, with TZ set for the server.
 fn start_tz(dir: TempDir, template: &str, tz: &str) -> Vireo {
-    std::fs::create_dir_all(dir.path().join("html")).unwrap();
-    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    let port = free_port();
-    let conf = dir.write("vireo.conf", fill(template, dir.path(), port, free_port()));
-    let child = Command::new(BIN)
-        .env("TZ", tz)
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let v = Vireo { child, port, dir };
-    for _ in 0..500 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("vireo did not listen: {}", v.stderr());
+    Vireo::start_in_env(dir, template, &[("TZ", tz)])
 }
 
 fn start() -> Vireo {

@@ -119,6 +119,11 @@ impl Vireo {
     /// As `start`, in a prepared folder. A free port can be taken by someone else
     /// between probing and binding: then the start is retried on another port.
     pub fn start_in(dir: TempDir, template: &str) -> Vireo {
+        Self::start_in_env(dir, template, &[])
+    }
+
+    /// As `start_in`, with environment variables set for the server (e.g. TZ).
+    pub fn start_in_env(dir: TempDir, template: &str, env: &[(&str, &str)]) -> Vireo {
         std::fs::create_dir_all(dir.path().join("html")).unwrap();
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
         let mut dir = Some(dir);
@@ -128,6 +133,7 @@ impl Vireo {
             let conf = fill(template, d.path(), port, free_port());
             let conf_path = d.write("vireo.conf", conf);
             let child = Command::new(BIN)
+                .envs(env.iter().copied())
                 .arg("-p")
                 .arg(d.path())
                 .arg("-c")
