@@ -300,6 +300,13 @@ class Report(unittest.TestCase):
         self.assertEqual(missing, [{"experiment": "E3", "where": "phpinfo()",
                                     "why": "not yet: needs FastCGI (issue 5) — vireo -t: unknown directive"}])
 
+    def test_noisy_gaps_fold(self):
+        gaps = [{"experiment": "E1", "where": f"21 KB, c={c}", "metric": "req/s", "vireo": 90,
+                 "peer": "nginx", "peer_value": 100, "ratio": 0.9, "spec": ",.0f", "clear": False}
+                for c in (50, 100)]
+        md = report.gaps_markdown(gaps, [])
+        self.assertIn("| E1 | 21 KB | req/s | c=50 90 vs nginx 100 (0.90×); c=100 90 vs nginx 100 (0.90×) |", md)
+
     def test_no_gap_when_vireo_best(self):
         rows = [dict(server="vireo", mb_per_10k=4.0, runs=3), dict(server="nginx", mb_per_10k=5.0, runs=3),
                 dict(server="floor", mb_per_10k=1.0, runs=3)]  # the floor is not a peer
@@ -311,7 +318,7 @@ class Report(unittest.TestCase):
         gaps_at = md.index("## Open gaps")
         self.assertLess(gaps_at, md.index("## E3"))
         self.assertLess(md.index("## E3"), md.index("## M"))
-        self.assertIn("| E3 | 2 B | req/s | 102 | lighttpd 122 | 0.84 | yes |", md)
+        self.assertIn("| E3 | 2 B | req/s | 102 | lighttpd 122 | 0.84× | apart |", md)
         self.assertIn("- E3 (phpinfo()): not yet: needs FastCGI (issue 5)", md)
         self.assertIn("![E3](x-E3.svg)", md)
         self.assertIn("requests/s and p99 are noisy", md)
@@ -376,6 +383,11 @@ class Templates(unittest.TestCase):
         self.assertEqual((o.servers, o.duration, o.runs, o.points), (["nginx"], 9, 5, [7]))
         self.assertIn("h2load", ex.EXPERIMENTS["E1"].tools(o))
         self.assertIn("php-fpm", ex.EXPERIMENTS["E1"].tools(o))
+
+    def test_order_rotates(self):
+        self.assertEqual(ex.order(["a", "b", "c"], 1), ["a", "b", "c"])
+        self.assertEqual(ex.order(["a", "b", "c"], 2), ["b", "c", "a"])
+        self.assertEqual(ex.order(["a", "b", "c"], 4), ["a", "b", "c"])
 
     def test_e1_warmup(self):
         self.assertEqual(ex.e1_warmup(50), 0.3)
