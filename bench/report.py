@@ -423,6 +423,9 @@ def section(name, data, link):
     out = [f"## {exp.title}\n\n",
            f"Paper: {PAPERS.get(name, '–')}. Command: `{data['command']}` on {data['date'][:16].replace('T', ' ')}"
            f" ({data.get('elapsed_s', 0) / 60:.1f} min). Raw: `bench/results/{data['date'][:10]}-{name}.json`.\n\n"]
+    vireo = data.get("machine", {}).get("versions", {}).get("vireo")
+    if vireo and "vireo" in o.get("servers", []):
+        out.append(f"vireo: {vireo.replace('vireo version: ', '')}. ")
     if name in METHOD:
         out.append("Method: " + METHOD[name](o) + "\n\n")
     out.append(exp.markdown(data["summary"], o["servers"]))

@@ -42,7 +42,8 @@ fn start() -> Vireo {
     script(
         &dir,
         "bad.sh",
-        "#!/bin/sh\necho 'not a header line'\necho oops >&2\n",
+        // stderr first: the malformed head gets the script killed at once.
+        "#!/bin/sh\necho oops >&2\necho 'not a header line'\n",
     );
     script(
         &dir,
