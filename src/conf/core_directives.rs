@@ -184,9 +184,9 @@ pub static DIRECTIVES: &[Def] = &[
             srv.listens.push(spec);
             Ok(())
         },
-        syntax: "listen address[:port] | port | unix:path [default_server] [reuseport] [backlog=number];",
+        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2] [reuseport] [backlog=number];",
         default: "*:80 (root) or *:8000",
-        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one.",
+        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without).",
     },
     Def {
         name: "server_name",
@@ -693,6 +693,8 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
         addr,
         default_server: false,
         reuseport: false,
+        ssl: false,
+        http2: false,
         backlog: 511,
         span: d.span.clone(),
     };
@@ -700,6 +702,8 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
         match opt {
             "default_server" | "default" => spec.default_server = true,
             "reuseport" => spec.reuseport = true,
+            "ssl" => spec.ssl = true,
+            "http2" => spec.http2 = true,
             _ => match option(opt, "backlog") {
                 Some(v) => {
                     spec.backlog = v

@@ -35,6 +35,10 @@ pub const DEFAULT_INDEX: &str = include_str!("default_site/index.html");
 pub struct Listener {
     pub addr: ListenAddr,
     pub reuseport: bool,
+    /// TLS on this address (`listen … ssl` in any of its servers).
+    pub ssl: bool,
+    /// HTTP/2 on this address (`listen … http2`, or `http2 on` in a server).
+    pub http2: bool,
     pub backlog: i32,
     pub vhosts: Arc<VirtualHosts>,
     /// Stable identity of the address for the life of the process: the same
@@ -196,6 +200,8 @@ fn build_http(
                         *default = Some(server.clone());
                     }
                     spec.reuseport |= l.reuseport;
+                    spec.ssl |= l.ssl;
+                    spec.http2 |= l.http2;
                     if l.backlog != 511 {
                         spec.backlog = l.backlog;
                     }
@@ -218,6 +224,8 @@ fn build_http(
                 key: listener_key(&spec.addr),
                 addr: spec.addr,
                 reuseport: spec.reuseport,
+                ssl: spec.ssl,
+                http2: spec.http2,
                 backlog: spec.backlog,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
                 retired: false,
@@ -240,6 +248,8 @@ fn build_server(
             addr: ListenAddr::Tcp(([0, 0, 0, 0], port).into()),
             default_server: false,
             reuseport: false,
+            ssl: false,
+            http2: false,
             backlog: 511,
             span: srv.span.clone().unwrap_or_else(|| Span {
                 file: Arc::from("<default>"),

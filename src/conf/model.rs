@@ -150,6 +150,10 @@ pub struct ListenSpec {
     pub addr: ListenAddr,
     pub default_server: bool,
     pub reuseport: bool,
+    /// `ssl`: TLS on this address.
+    pub ssl: bool,
+    /// `http2`: HTTP/2 on this address (ALPN h2 with ssl, prior knowledge without).
+    pub http2: bool,
     pub backlog: i32,
     pub span: Span,
 }

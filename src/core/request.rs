@@ -7,11 +7,12 @@
 //!    refusing `internal` locations to external requests;
 //! 3. location rewrite: the location's script; a changed URI (`last`, or a
 //!    rewrite without flag) goes back to 2;
-//! 4. pre-content: `try_files`;
-//! 5. content: the location's handler ([`Content`]), static files when none;
-//! 6. error pages: a response vireo generated (through [`Request::error`])
+//! 4. preaccess and access ([`crate::modules::access_phases`]);
+//! 5. pre-content: `try_files`;
+//! 6. content: the location's handler ([`Content`]), static files when none;
+//! 7. error pages: a response vireo generated (through [`Request::error`])
 //!    whose status has an `error_page` is replaced by an internal redirect;
-//! 7. response filters.
+//! 8. response filters.
 //!
 //! Internal redirects (rewrite, try_files, index, error_page, named
 //! locations) are limited to [`MAX_REDIRECTS`] per request, as nginx's
@@ -285,6 +286,9 @@ impl<'a> Request<'a> {
                         continue;
                     }
                 }
+            }
+            if let Some(r) = crate::modules::access_phases(self).await {
+                return r;
             }
             let tf = match loc {
                 Some(l) => l.phases.try_files.as_ref(),

@@ -24,6 +24,15 @@ pub fn filter_response(
     compress::filter(req, resp);
 }
 
+/// The preaccess and access phases (nginx's order: limits first, then
+/// allow/deny and authentication), run for the location a request ended up in,
+/// after its rewrite phase and before try_files. `Some` answers the request.
+pub async fn access_phases(
+    _req: &mut crate::core::request::Request<'_>,
+) -> Option<crate::http::response::Response> {
+    None
+}
+
 /// Per-worker housekeeping, once a second: flush access-log buffers, drop
 /// inactive open-file cache entries.
 pub async fn timers() {
