@@ -637,7 +637,7 @@ pub static IGNORED: &[Def] = &[
 ];
 
 /// An accepted-and-ignored directive entry.
-const fn ignored(
+pub const fn ignored(
     name: &'static str,
     ctx: Ctx,
     arity: Arity,
@@ -661,8 +661,7 @@ const fn ignored(
 
 /// The reason text recorded in the table entry (a `const fn` cannot capture it in the setter).
 fn lookup_why(name: &str) -> &'static str {
-    IGNORED
-        .iter()
+    super::table::all()
         .find(|d| d.name == name)
         .map_or("no effect in vireo", |d| d.doc)
 }

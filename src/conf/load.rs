@@ -185,8 +185,9 @@ fn build_http(
 
     // Servers in order, and for each address the servers listening on it.
     let mut by_addr: Vec<AddrServers> = Vec::new();
+    let mut key_files = crate::modules::ssl::config::KeyFiles::default();
     for srv in http.servers {
-        let (server, listens) = build_server(srv, &http_conf, vars)?;
+        let (server, listens) = build_server(srv, &http_conf, vars, &mut key_files)?;
         for l in listens {
             match by_addr.iter_mut().find(|(s, ..)| s.addr == l.addr) {
                 Some((spec, servers, default)) => {
@@ -216,6 +217,14 @@ fn build_http(
             }
         }
     }
+    for (spec, servers, _) in &by_addr {
+        if let Some(s) = servers.iter().find(|s| spec.ssl && s.tls.is_none()) {
+            return Err(crate::modules::ssl::config::no_certificate(
+                &spec.span,
+                s.name(),
+            ));
+        }
+    }
     Ok(by_addr
         .into_iter()
         .map(|(spec, servers, default)| {
@@ -238,8 +247,10 @@ fn build_server(
     srv: ServerConf,
     http: &LocConf,
     vars: &Arc<VarTable>,
+    key_files: &mut crate::modules::ssl::config::KeyFiles,
 ) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
     let conf = srv.conf.resolve(http);
+    let tls = crate::modules::ssl::config::build(&conf.ssl, key_files)?.map(Arc::new);
     let mut listens = srv.listens;
     if listens.is_empty() {
         // nginx listens on *:80 when run as root, *:8000 otherwise.
@@ -294,6 +305,7 @@ fn build_server(
         named,
         phases: srv.phases,
         vars: vars.clone(),
+        tls,
     };
     Ok((Arc::new(server), listens))
 }

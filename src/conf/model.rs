@@ -83,6 +83,7 @@ pub struct LocConfSet {
     pub fastcgi: fastcgi::conf::FastcgiConfSet,
     pub cgi: cgi::conf::CgiConfSet,
     pub proxy: crate::modules::proxy::conf::ProxyConfSet,
+    pub ssl: crate::modules::ssl::conf::SslConfSet,
 }
 
 /// Resolved settings of one level.
@@ -99,6 +100,7 @@ pub struct LocConf {
     pub fastcgi: fastcgi::conf::FastcgiConf,
     pub cgi: cgi::conf::CgiConf,
     pub proxy: crate::modules::proxy::conf::ProxyConf,
+    pub ssl: crate::modules::ssl::conf::SslConf,
 }
 
 impl LocConfSet {
@@ -115,6 +117,7 @@ impl LocConfSet {
             fastcgi: self.fastcgi.resolve(&parent.fastcgi),
             cgi: self.cgi.resolve(&parent.cgi),
             proxy: self.proxy.resolve(&parent.proxy),
+            ssl: self.ssl.resolve(&parent.ssl),
         }
     }
 }

@@ -156,6 +156,11 @@ impl Env {
         self.prefix.join(p)
     }
 
+    /// A notice for the error log (something accepted with a caveat).
+    pub fn notice(&mut self, msg: String) {
+        self.notices.push(msg);
+    }
+
     /// Note that a directive was accepted but has no effect in vireo.
     pub fn ignore(&mut self, d: &Directive, why: &str) {
         self.notices.push(format!(
@@ -193,7 +198,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 17] {
+pub fn tables() -> [&'static [Def]; 19] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -212,6 +217,8 @@ pub fn tables() -> [&'static [Def]; 17] {
         crate::modules::proxy::conf::DIRECTIVES,
         crate::modules::fastcgi::conf::DIRECTIVES,
         crate::modules::cgi::conf::DIRECTIVES,
+        crate::modules::ssl::conf::DIRECTIVES,
+        crate::modules::ssl::conf::IGNORED,
     ]
 }
 

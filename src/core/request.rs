@@ -21,7 +21,9 @@
 use crate::conf::model::LocConf;
 use crate::core::clock;
 use crate::core::route::{Found, Location, Server};
-use crate::core::vars::{Captures, Re, UserKind, Var, VarSource, find_arg, find_cookie, push_u64};
+use crate::core::vars::{
+    Captures, Re, SslField, UserKind, Var, VarSource, find_arg, find_cookie, push_u64,
+};
 use crate::http::h1::parse::{Method, ParseError, RequestHead};
 use crate::http::response::{Response, Value};
 use crate::modules::error_page::conf::Overwrite;
@@ -166,6 +168,8 @@ pub struct Request<'a> {
     pub body_read: u64,
     /// Routing state (rewrites, variables, captures, redirects).
     pub state: State,
+    /// The TLS connection's details, on one.
+    pub tls: Option<std::sync::Arc<crate::modules::ssl::stream::TlsInfo>>,
 }
 
 /// Where processing goes on after a URI change.
@@ -468,7 +472,8 @@ impl<'a> Request<'a> {
 
     /// Scheme, host and port for an absolute redirect, as nginx builds them
     /// (`server_name_in_redirect off`): the request's host, or when it sent
-    /// none, the address the connection came in on; the port unless it is 80.
+    /// none, the address the connection came in on; the port unless it is the
+    /// scheme's default (80, or 443 on TLS).
     pub fn origin(&self) -> String {
         let local = self.local_addr();
         let host = match (self.host, local) {
@@ -478,10 +483,19 @@ impl<'a> Request<'a> {
             (_, None) if !self.server.name().is_empty() => self.server.name().to_string(),
             (_, None) => "localhost".to_string(),
         };
+        let (scheme, default_port) = match self.tls {
+            Some(_) => ("https", 443),
+            None => ("http", 80),
+        };
         match local {
-            Some(l) if l.port() != 80 => format!("http://{host}:{}", l.port()),
-            _ => format!("http://{host}"),
+            Some(l) if l.port() != default_port => format!("{scheme}://{host}:{}", l.port()),
+            _ => format!("{scheme}://{host}"),
         }
+    }
+
+    /// `$scheme`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     /// The URI the request line asked for: the request target, without the
@@ -626,7 +640,24 @@ impl<'a> Request<'a> {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RemoteUser | Var::RequestBody | Var::Https => {}
+            Var::RemoteUser | Var::RequestBody => {}
+            Var::Https => {
+                if self.tls.is_some() {
+                    out.extend_from_slice(b"on");
+                }
+            }
+            Var::Ssl(f) => {
+                if let Some(t) = &self.tls {
+                    match f {
+                        SslField::Protocol => out.extend_from_slice(t.protocol.as_bytes()),
+                        SslField::Cipher => out.extend_from_slice(t.cipher.as_bytes()),
+                        SslField::ServerName => {
+                            out.extend_from_slice(t.server_name.as_deref().unwrap_or("").as_bytes())
+                        }
+                        SslField::SessionReused => out.push(if t.resumed { b'r' } else { b'.' }),
+                    }
+                }
+            }
             Var::Upstream(f) => {
                 if let Some(u) = &self.state.upstream {
                     u.borrow().render(*f, out);
@@ -703,7 +734,7 @@ impl<'a> Request<'a> {
                 }
             }
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
-            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Scheme => out.extend_from_slice(self.scheme().as_bytes()),
             Var::Pid => push_u64(out, std::process::id().into()),
             Var::ContentType => {
                 out.extend_from_slice(head.header("content-type").unwrap_or_default())

@@ -252,6 +252,8 @@ pub struct Server {
     pub phases: Phases,
     /// The variables the configuration declares (`set`, `map`, captures).
     pub vars: Arc<VarTable>,
+    /// TLS side, when the server has certificates (or rejects handshakes).
+    pub tls: Option<Arc<crate::modules::ssl::config::ServerTls>>,
 }
 
 impl Server {
@@ -456,6 +458,7 @@ mod tests {
                 named: HashMap::new(),
                 phases: Phases::default(),
                 vars: Arc::default(),
+                tls: None,
             })
         };
         let a = mk(&["example.com", "www.example.com"]);

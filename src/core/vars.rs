@@ -83,8 +83,11 @@ pub enum Var {
     RealpathRoot,
     /// `$request_body`: empty unless a handler buffered the body
     RequestBody,
-    /// `$https`: "on" on TLS connections, empty otherwise (always empty: no TLS yet)
+    /// `$https`: "on" on TLS connections, empty otherwise
     Https,
+    /// `$ssl_protocol`, `$ssl_cipher`, `$ssl_server_name`,
+    /// `$ssl_session_reused`: empty on plain connections
+    Ssl(SslField),
     /// `$fastcgi_script_name`: the URI, or the first capture of
     /// `fastcgi_split_path_info`, with `fastcgi_index` after a trailing slash
     FastcgiScriptName,
@@ -159,6 +162,10 @@ impl Var {
             "realpath_root" => Var::RealpathRoot,
             "request_body" => Var::RequestBody,
             "https" => Var::Https,
+            "ssl_protocol" => Var::Ssl(SslField::Protocol),
+            "ssl_cipher" => Var::Ssl(SslField::Cipher),
+            "ssl_server_name" => Var::Ssl(SslField::ServerName),
+            "ssl_session_reused" => Var::Ssl(SslField::SessionReused),
             "fastcgi_script_name" => Var::FastcgiScriptName,
             "fastcgi_path_info" => Var::FastcgiPathInfo,
             "upstream_addr" => Var::Upstream(crate::upstream::Field::Addr),
@@ -225,6 +232,10 @@ impl Var {
             Var::RealpathRoot => "realpath_root",
             Var::RequestBody => "request_body",
             Var::Https => "https",
+            Var::Ssl(SslField::Protocol) => "ssl_protocol",
+            Var::Ssl(SslField::Cipher) => "ssl_cipher",
+            Var::Ssl(SslField::ServerName) => "ssl_server_name",
+            Var::Ssl(SslField::SessionReused) => "ssl_session_reused",
             Var::FastcgiScriptName => "fastcgi_script_name",
             Var::FastcgiPathInfo => "fastcgi_path_info",
             Var::Upstream(f) => f.var_name(),
@@ -511,6 +522,15 @@ pub fn find_cookie<'a>(cookie_header: &'a [u8], name: &str) -> Option<&'a [u8]> 
 }
 
 /// Append `n` in decimal to `out` without allocating.
+/// What `$ssl_*` variables tell of a TLS connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SslField {
+    Protocol,
+    Cipher,
+    ServerName,
+    SessionReused,
+}
+
 pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();

@@ -66,6 +66,9 @@ pub trait ClientIo {
     fn try_write(&self, data: &[u8]) -> std::io::Result<usize>;
     fn readable(&self) -> crate::core::request::BoxFuture<'_, std::io::Result<()>>;
     fn writable(&self) -> crate::core::request::BoxFuture<'_, std::io::Result<()>>;
+    /// Send what writes left queued in the connection (TLS records);
+    /// `WouldBlock` while some remains.
+    fn try_flush(&self) -> std::io::Result<()>;
 }
 
 /// Relays an upgraded connection (WebSocket and other `Upgrade`s).

@@ -10,6 +10,7 @@ pub mod log;
 pub mod map;
 pub mod proxy;
 pub mod rewrite;
+pub mod ssl;
 pub mod static_files;
 pub mod status;
 pub mod try_files;

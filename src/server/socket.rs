@@ -111,6 +111,10 @@ pub fn bind(addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Boun
 
 /// What the HTTP code needs of a client stream.
 pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
+    /// Bytes written to the descriptor reach the peer as they are (no TLS):
+    /// sendfile and MSG_MORE may be used, and read readiness may be cleared
+    /// after a short read.
+    const PLAIN: bool = true;
     fn writable(&self) -> impl Future<Output = io::Result<()>>;
     fn readable(&self) -> impl Future<Output = io::Result<()>>;
     fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
@@ -118,6 +122,15 @@ pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
     /// Register for read readiness without a future object (idle waits).
     fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>>;
     fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>;
+    /// Send what earlier writes left queued in the stream (TLS records);
+    /// `WouldBlock` while some remains.
+    fn try_flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// The TLS connection's details, on a TLS stream.
+    fn tls(&self) -> Option<&std::sync::Arc<crate::modules::ssl::stream::TlsInfo>> {
+        None
+    }
     /// TCP options; no-ops on unix sockets.
     fn set_nodelay(&self);
     fn set_reset_on_close(&self);

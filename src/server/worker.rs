@@ -9,6 +9,7 @@ use super::stats;
 use crate::core::errlog::{self, errno_text};
 use crate::error_log;
 use crate::http::h1::conn::{self, Peer};
+use crate::modules::ssl;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -276,10 +277,10 @@ async fn accept_loop(
                         continue;
                     }
                 };
-                start(s, Peer::Tcp(peer), key, &shared, &slots);
+                start_tcp(s, peer, key, &shared, &slots);
                 if shared.config.load().multi_accept {
                     while let Ok((s, peer)) = poll_accept(&l) {
-                        start(s, Peer::Tcp(peer), key, &shared, &slots);
+                        start_tcp(s, peer, key, &shared, &slots);
                     }
                 }
             }
@@ -338,17 +339,66 @@ async fn accept_error(e: std::io::Error) {
     }
 }
 
-fn start<S: Stream>(s: S, peer: Peer, key: usize, shared: &Arc<Shared>, slots: &Rc<Slots>) {
+/// A connection's place in worker_connections, logged when there is none.
+fn take_slot(slots: &Rc<Slots>) -> Option<Slot> {
     stats::accepted();
-    let Some(slot) = slots.take() else {
+    let slot = slots.take();
+    if slot.is_none() {
         error_log!(
             Alert,
             "{} worker_connections are not enough, closing a new connection",
             slots.max.get()
         );
+    }
+    slot
+}
+
+fn start<S: Stream>(s: S, peer: Peer, key: usize, shared: &Arc<Shared>, slots: &Rc<Slots>) {
+    let Some(slot) = take_slot(slots) else {
         return;
     };
     let id = shared.next_connection();
     let shared = shared.clone();
     tokio::task::spawn_local(conn::serve(s, peer, key, id, shared, slot));
+}
+
+/// A TCP connection: served at once, or after a TLS handshake on `ssl`
+/// addresses (bounded by ssl_handshake_timeout, holding its connection slot).
+fn start_tcp(
+    s: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    key: usize,
+    shared: &Arc<Shared>,
+    slots: &Rc<Slots>,
+) {
+    let (vhosts, http2) = {
+        let cfg = shared.config.load();
+        let l = cfg.listener(key);
+        if !l.ssl {
+            drop(cfg);
+            return start(s, Peer::Tcp(peer), key, shared, slots);
+        }
+        (l.vhosts.clone(), l.http2)
+    };
+    let Some(slot) = take_slot(slots) else {
+        return;
+    };
+    let id = shared.next_connection();
+    let shared = shared.clone();
+    tokio::task::spawn_local(async move {
+        let t = ssl::stream::handshake_timeout(&vhosts);
+        let tls = match tokio::time::timeout(t, ssl::stream::accept(s, &vhosts, http2)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                error_log!(Info, "SSL handshake failed: {}, client: {peer}", e.0);
+                return;
+            }
+            Err(_) => {
+                error_log!(Info, "SSL handshake timed out, client: {peer}");
+                return;
+            }
+        };
+        drop(vhosts);
+        conn::serve(tls, Peer::Tcp(peer), key, id, shared, slot).await
+    });
 }

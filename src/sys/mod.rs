@@ -255,3 +255,40 @@ pub fn coarse_unix_millis() -> u64 {
     }
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
+
+/// A socket seen as blocking-style `Read`/`Write` for code that moves bytes
+/// itself (the TLS engine): every call is one non-blocking syscall, so
+/// `WouldBlock` comes back as an error for the caller's readiness handling.
+pub struct FdIo(pub RawFd);
+
+impl io::Read for FdIo {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of its length for the call's duration.
+        let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+impl io::Write for FdIo {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        send(self.0, buf, false)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let n_bufs = bufs.len().min(libc::UIO_MAXIOV as usize) as libc::c_int;
+        // SAFETY: IoSlice is ABI-compatible with iovec, and the slices are valid
+        // for reads for the call's duration. (SIGPIPE is ignored by the Rust runtime.)
+        let n = unsafe { libc::writev(self.0, bufs.as_ptr().cast(), n_bufs) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

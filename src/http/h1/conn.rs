@@ -346,6 +346,7 @@ impl<S: Stream> Conn<S> {
             ),
             body_read: 0,
             state: Default::default(),
+            tls: self.s.tls().cloned(),
         }
     }
 
@@ -369,7 +370,8 @@ impl<S: Stream> Conn<S> {
         write_head(&mut io.out, resp, keep_alive, core.server_tokens);
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
-        let sendfile = req.conf.static_files.sendfile;
+        // TLS encrypts in user space: file bodies are read, never sendfile'd.
+        let sendfile = req.conf.static_files.sendfile && S::PLAIN;
         let how = How {
             head_only,
             chunked: resp.chunked(keep_alive),
@@ -447,10 +449,14 @@ impl<S: Stream> Conn<S> {
 
     /// Forget read readiness without a syscall. Sound only right after a short
     /// read with no await in between: data arriving later raises a new epoll event.
+    /// (TLS: decrypted bytes may wait in the stream, so readiness is kept and
+    /// the next wait asks the stream.)
     fn mark_drained(&mut self) {
-        let _ = self.s.try_io(Interest::READABLE, || {
-            Err::<(), _>(io::Error::from(ErrorKind::WouldBlock))
-        });
+        if S::PLAIN {
+            let _ = self.s.try_io(Interest::READABLE, || {
+                Err::<(), _>(io::Error::from(ErrorKind::WouldBlock))
+            });
+        }
         self.drained = true;
     }
 
@@ -649,6 +655,9 @@ impl<S: Stream> crate::http::response::ClientIo for Client<'_, S> {
     }
     fn try_write(&self, data: &[u8]) -> io::Result<usize> {
         self.0.try_write_vectored(&[IoSlice::new(data)])
+    }
+    fn try_flush(&self) -> io::Result<()> {
+        self.0.try_flush()
     }
     fn readable(&self) -> BoxFuture<'_, io::Result<()>> {
         Box::pin(self.0.readable())
@@ -854,7 +863,20 @@ pub async fn write_all<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Re
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    flush(s, t).await
+}
+
+/// Wait until what the stream queued itself (TLS records) has left.
+async fn flush<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
+    if S::PLAIN {
+        return Ok(());
+    }
+    loop {
+        match s.try_flush() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            r => return r,
+        }
+    }
 }
 
 /// Write all of `data` with MSG_MORE: more of the response follows at once.
@@ -892,7 +914,7 @@ async fn write_vectored_all<S: Stream>(
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    flush(s, t).await
 }
 
 /// sendfile(2) `range` of `file`; `sent` counts the bytes that went out.

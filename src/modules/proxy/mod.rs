@@ -1138,6 +1138,12 @@ impl crate::http::response::Tunnel for Tunnel {
                         Err(_) => return,
                     }
                 }
+                // Bytes the client connection queued itself (TLS records).
+                let queued = match client.try_flush() {
+                    Ok(()) => false,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => true,
+                    Err(_) => return,
+                };
                 if to_up.is_empty() && !c_eof {
                     to_up.reserve(16 * 1024);
                     match client.try_read(&mut to_up) {
@@ -1159,7 +1165,7 @@ impl crate::http::response::Tunnel for Tunnel {
                         Err(_) => return,
                     }
                 }
-                if u_eof && to_client.is_empty() {
+                if u_eof && to_client.is_empty() && !queued {
                     // The upstream is done and everything it said was delivered.
                     return;
                 }
@@ -1174,7 +1180,7 @@ impl crate::http::response::Tunnel for Tunnel {
                         r = client.readable(), if to_up.is_empty() && !c_eof => r,
                         r = conn.readable(), if to_client.is_empty() && !u_eof => r,
                         r = conn.writable(), if !to_up.is_empty() => r,
-                        r = client.writable(), if !to_client.is_empty() => r,
+                        r = client.writable(), if !to_client.is_empty() || queued => r,
                     }
                 };
                 match tokio::time::timeout(idle, wait).await {

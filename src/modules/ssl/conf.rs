@@ -1,0 +1,439 @@
+//! Directives of TLS: certificates, protocols, ciphers, sessions.
+
+use crate::conf::ast::{ConfError, Directive, Span};
+use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
+use crate::conf::values::{bad_arg, flag, parse_size, set_once, size, time};
+use crate::settings;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A file named by `ssl_certificate` or `ssl_certificate_key`, with where.
+#[derive(Clone, Debug)]
+pub struct PemFile {
+    pub path: PathBuf,
+    pub span: Span,
+}
+
+/// `ssl_protocols`: the TLS versions rustls offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Protocols {
+    pub tls12: bool,
+    pub tls13: bool,
+}
+
+/// `ssl_session_cache`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionCache {
+    /// `off` / `none`: no server-side session store.
+    Off,
+    /// `builtin[:size]` or `shared:name:size`: a store shared by all workers
+    /// (one process), of this many sessions, kept across reloads by name.
+    Store { name: String, sessions: usize },
+}
+
+/// One token of `ssl_ciphers`, in the OpenSSL cipher-string language.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CipherRule {
+    /// Add the suites matching all these components (`ECDHE+AESGCM`, `HIGH`,
+    /// or a full OpenSSL suite name).
+    Add(Vec<String>),
+    /// `!x` / `-x`: remove the matching suites.
+    Remove(Vec<String>),
+}
+
+settings! {
+    /// TLS settings of an http or server level.
+    pub struct SslConf / SslConfSet {
+        /// `ssl_certificate` files, paired in order with `keys`; a level with
+        /// any inherits none (each list on its own, as nginx).
+        pub certificates: Arc<[PemFile]> = Arc::from(Vec::new()),
+        pub keys: Arc<[PemFile]> = Arc::from(Vec::new()),
+        pub protocols: Protocols = Protocols { tls12: true, tls13: true },
+        /// `ssl_ciphers` (TLS 1.2 suites) with its span for errors.
+        pub ciphers: Option<(Arc<[CipherRule]>, Span)> = None,
+        /// `ssl_ecdh_curve` as rustls key-exchange group names, in order.
+        pub ecdh_curve: Option<Arc<[&'static str]>> = None,
+        pub prefer_server_ciphers: bool = false,
+        pub session_cache: SessionCache = SessionCache::Off,
+        pub session_timeout: Duration = Duration::from_secs(300),
+        pub session_tickets: bool = true,
+        pub buffer_size: usize = 16 * 1024,
+        pub handshake_timeout: Duration = Duration::from_secs(60),
+        pub reject_handshake: bool = false,
+    }
+}
+
+fn push_file(
+    slot: &mut Option<Arc<[PemFile]>>,
+    d: &Directive,
+    e: &crate::conf::table::Env,
+) -> Result<(), ConfError> {
+    if d.arg(0).contains('$') {
+        return Err(ConfError::new(
+            format!(
+                "variables in \"{}\" are not supported: name the file",
+                d.name
+            ),
+            &d.span,
+        ));
+    }
+    let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
+    list.push(PemFile {
+        path: e.path(d.arg(0)),
+        span: d.span.clone(),
+    });
+    *slot = Some(Arc::from(list));
+    Ok(())
+}
+
+fn protocols(d: &Directive, e: &mut crate::conf::table::Env) -> Result<Protocols, ConfError> {
+    let mut p = Protocols {
+        tls12: false,
+        tls13: false,
+    };
+    let mut skipped = Vec::new();
+    for a in d.arg_strs() {
+        match a {
+            "TLSv1.2" => p.tls12 = true,
+            "TLSv1.3" => p.tls13 = true,
+            "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1" => skipped.push(a),
+            _ => return Err(bad_arg(d, a)),
+        }
+    }
+    if !(p.tls12 || p.tls13) {
+        return Err(ConfError::new(
+            "\"ssl_protocols\" names no protocol vireo supports: TLSv1.2 and TLSv1.3 are (rustls has no older ones)",
+            &d.span,
+        ));
+    }
+    if !skipped.is_empty() {
+        e.notice(format!(
+            "\"ssl_protocols\": {} not supported (rustls speaks TLSv1.2 and TLSv1.3), skipped in {}",
+            skipped.join(" "),
+            d.span
+        ));
+    }
+    Ok(p)
+}
+
+fn ciphers(d: &Directive) -> Result<Arc<[CipherRule]>, ConfError> {
+    // The selection is checked against what rustls has when the server's TLS
+    // settings are built (see `super::config`), where an empty result is an error.
+    Ok(Arc::from(cipher_rules(d.arg(0))))
+}
+
+/// The tokens of an OpenSSL cipher string.
+pub fn cipher_rules(s: &str) -> Vec<CipherRule> {
+    let mut rules = Vec::new();
+    for tok in s.split([':', ' ', ',']).filter(|t| !t.is_empty()) {
+        if tok.starts_with('@') {
+            continue; // @STRENGTH, @SECLEVEL=n: ordering and levels rustls fixes itself
+        }
+        let (remove, body) = match tok.as_bytes()[0] {
+            b'!' | b'-' => (true, &tok[1..]),
+            b'+' => continue, // "move to the end": order only
+            _ => (false, tok),
+        };
+        let parts: Vec<String> = body.split('+').map(str::to_owned).collect();
+        rules.push(if remove {
+            CipherRule::Remove(parts)
+        } else {
+            CipherRule::Add(parts)
+        });
+    }
+    rules
+}
+
+fn session_cache(d: &Directive) -> Result<SessionCache, ConfError> {
+    let mut cache = SessionCache::Off;
+    for a in d.arg_strs() {
+        cache = match a {
+            "off" | "none" => SessionCache::Off,
+            "builtin" => SessionCache::Store {
+                name: String::new(),
+                sessions: 20480,
+            },
+            _ => {
+                if let Some(n) = a.strip_prefix("builtin:") {
+                    let sessions = n
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| bad_arg(d, a))?;
+                    SessionCache::Store {
+                        name: String::new(),
+                        sessions,
+                    }
+                } else if let Some(rest) = a.strip_prefix("shared:") {
+                    let (name, sz) = rest.rsplit_once(':').ok_or_else(|| bad_arg(d, a))?;
+                    let bytes = parse_size(sz)
+                        .filter(|b| *b > 0)
+                        .ok_or_else(|| bad_arg(d, a))?;
+                    // nginx: one megabyte holds about 4000 sessions.
+                    SessionCache::Store {
+                        name: name.to_owned(),
+                        sessions: (bytes / 256).max(1) as usize,
+                    }
+                } else {
+                    return Err(bad_arg(d, a));
+                }
+            }
+        };
+    }
+    Ok(cache)
+}
+
+fn ecdh_curve(d: &Directive) -> Result<Option<Arc<[&'static str]>>, ConfError> {
+    if d.arg(0) == "auto" {
+        return Ok(None);
+    }
+    let mut groups = Vec::new();
+    for c in d.arg(0).split(':') {
+        groups.push(match c {
+            "X25519" | "x25519" => "X25519",
+            "prime256v1" | "secp256r1" | "P-256" => "secp256r1",
+            "secp384r1" | "P-384" => "secp384r1",
+            _ => {
+                return Err(ConfError::new(
+                    format!(
+                        "\"ssl_ecdh_curve\": curve \"{c}\" is not supported (X25519, prime256v1 and secp384r1 are)"
+                    ),
+                    &d.span,
+                ));
+            }
+        });
+    }
+    Ok(Some(Arc::from(groups)))
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "ssl_certificate",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| push_file(&mut s.loc().ssl.certificates, d, e),
+        syntax: "ssl_certificate file;",
+        default: "—",
+        doc: "A PEM file with the server's certificate followed by its chain (intermediates). May be given more than once (an RSA and an ECDSA certificate, say): each handshake gets the first whose key can sign with a scheme the client offers. Paired in order with `ssl_certificate_key`. Read when the configuration is loaded or reloaded, so a reload picks up renewed certificates; an unreadable file, one with no certificate, or a key that does not belong to the certificate is an error naming the directive's file:line. Every server on an address with `listen … ssl` needs one (or `ssl_reject_handshake on`).",
+    },
+    Def {
+        name: "ssl_certificate_key",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| push_file(&mut s.loc().ssl.keys, d, e),
+        syntax: "ssl_certificate_key file;",
+        default: "—",
+        doc: "A PEM file with the private key of the `ssl_certificate` in the same position: PKCS#8, PKCS#1 (RSA) or SEC1 (EC); it may be the certificate's own file. Encrypted keys are not supported.",
+    },
+    Def {
+        name: "ssl_protocols",
+        ctx: Ctx::HS,
+        arity: Arity::args(1, MANY),
+        set: |s, d, e| {
+            let p = protocols(d, e)?;
+            set_once(&mut s.loc().ssl.protocols, p, d)
+        },
+        syntax: "ssl_protocols [SSLv2] [SSLv3] [TLSv1] [TLSv1.1] [TLSv1.2] [TLSv1.3];",
+        default: "TLSv1.2 TLSv1.3",
+        doc: "TLS versions offered. rustls speaks TLSv1.2 and TLSv1.3 only: older names are skipped with a notice in the error log, and a list of nothing but older names is an error.",
+    },
+    Def {
+        name: "ssl_ciphers",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let c = ciphers(d)?;
+            set_once(&mut s.loc().ssl.ciphers, Some((c, d.span.clone())), d)
+        },
+        syntax: "ssl_ciphers ciphers;",
+        default: "HIGH:!aNULL:!MD5",
+        doc: "TLS 1.2 cipher suites, in OpenSSL's cipher-string language, mapped onto the suites rustls has (ECDHE with AES-GCM or ChaCha20-Poly1305, RSA or ECDSA certificates; every one of them forward-secret and AEAD). Full names (`ECDHE-RSA-AES128-GCM-SHA256`) and components joined by `+` (`ECDHE+AESGCM`, `aECDSA`, `AES256`, `CHACHA20`, `SHA384`, `HIGH`, `ALL`, `DEFAULT`) select; `!x` and `-x` remove; `@STRENGTH`/`@SECLEVEL` are accepted. Names of suites rustls lacks (CBC, RC4, 3DES, DHE, static RSA…) select nothing, as OpenSSL skips unknown ones; a string that leaves no suite is an error naming its file:line. As with OpenSSL, TLS 1.3 suites are not affected.",
+    },
+    Def {
+        name: "ssl_prefer_server_ciphers",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().ssl.prefer_server_ciphers, flag(d, 0)?, d),
+        syntax: "ssl_prefer_server_ciphers on | off;",
+        default: "off",
+        doc: "With `on` the server's order of cipher suites wins over the client's.",
+    },
+    Def {
+        name: "ssl_ecdh_curve",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let c = ecdh_curve(d)?;
+            set_once(&mut s.loc().ssl.ecdh_curve, c, d)
+        },
+        syntax: "ssl_ecdh_curve auto | curve[:curve…];",
+        default: "auto",
+        doc: "Key-exchange groups in order of preference: `X25519`, `prime256v1` (P-256), `secp384r1` (P-384); `auto` is rustls's order (X25519 first).",
+    },
+    Def {
+        name: "ssl_session_cache",
+        ctx: Ctx::HS,
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let c = session_cache(d)?;
+            set_once(&mut s.loc().ssl.session_cache, c, d)
+        },
+        syntax: "ssl_session_cache off | none | [builtin[:size]] [shared:name:size];",
+        default: "none",
+        doc: "A server-side store of TLS sessions for resumption without a full handshake (TLS 1.2 session ids, TLS 1.3 stateful tickets when tickets are off). vireo's workers are threads of one process, so every store is shared by all workers: `builtin:N` holds N sessions, `shared:NAME:SIZE` about 4000 sessions per megabyte (as nginx), and a store keeps its sessions across reloads while its name and size stay. `off` and `none` keep none (tickets still resume when `ssl_session_tickets` is on).\n\n```nginx\nssl_session_cache shared:SSL:10m;\nssl_session_timeout 1h;\n```",
+    },
+    Def {
+        name: "ssl_session_timeout",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().ssl.session_timeout, time(d, 0)?, d),
+        syntax: "ssl_session_timeout time;",
+        default: "5m",
+        doc: "How long a session, from the cache or a ticket, may be resumed.",
+    },
+    Def {
+        name: "ssl_session_tickets",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().ssl.session_tickets, flag(d, 0)?, d),
+        syntax: "ssl_session_tickets on | off;",
+        default: "on",
+        doc: "Resumption by session tickets (RFC 5077, TLS 1.3 tickets). The ticket keys are made at start-up, shared by all workers, kept across reloads and rotated by rustls; they are never written to disk.",
+    },
+    Def {
+        name: "ssl_buffer_size",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = size(d, 0)?;
+            if !(512..=16 * 1024).contains(&n) {
+                return Err(ConfError::new(
+                    format!(
+                        "\"ssl_buffer_size\" must be between 512 and 16k, not \"{}\"",
+                        d.arg(0)
+                    ),
+                    &d.span,
+                ));
+            }
+            set_once(&mut s.loc().ssl.buffer_size, n as usize, d)
+        },
+        syntax: "ssl_buffer_size size;",
+        default: "16k",
+        doc: "The largest TLS record sent. Smaller records let a browser start on the first bytes sooner (time to first byte) at some CPU cost.",
+    },
+    Def {
+        name: "ssl_handshake_timeout",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().ssl.handshake_timeout, time(d, 0)?, d),
+        syntax: "ssl_handshake_timeout time;",
+        default: "60s",
+        doc: "How long a TLS handshake may take. Handshakes in progress count against `worker_connections` like any connection, so a flood of slow handshakes is bounded by both.",
+    },
+    Def {
+        name: "ssl_reject_handshake",
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().ssl.reject_handshake, flag(d, 0)?, d),
+        syntax: "ssl_reject_handshake on | off;",
+        default: "off",
+        doc: "With `on`, a handshake whose server name selects this server is refused with an `unrecognized_name` alert; such a server needs no certificate. The usual use: a `default_server` that answers no unknown names.\n\n```nginx\nserver {\n    listen 443 ssl default_server;\n    ssl_reject_handshake on;\n}\n```",
+    },
+];
+
+/// Accepted for compatibility: they mean nothing with rustls.
+pub static IGNORED: &[Def] = &[
+    crate::conf::core_directives::ignored(
+        "ssl_dhparam",
+        Ctx::HS,
+        ONE,
+        "ssl_dhparam file;",
+        "rustls has no finite-field Diffie-Hellman suites",
+    ),
+    crate::conf::core_directives::ignored(
+        "ssl_stapling",
+        Ctx::HS,
+        ONE,
+        "ssl_stapling on | off;",
+        "vireo does not fetch OCSP responses",
+    ),
+    crate::conf::core_directives::ignored(
+        "ssl_stapling_verify",
+        Ctx::HS,
+        ONE,
+        "ssl_stapling_verify on | off;",
+        "vireo does not fetch OCSP responses",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::ast::Arg;
+
+    fn dir(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args
+                .iter()
+                .map(|a| Arg {
+                    value: (*a).into(),
+                    quoted: false,
+                })
+                .collect(),
+            block: None,
+            span: Span::new("t.conf", 3),
+        }
+    }
+
+    #[test]
+    fn session_cache_forms() {
+        let c = |a: &[&str]| session_cache(&dir("ssl_session_cache", a));
+        assert_eq!(c(&["none"]).unwrap(), SessionCache::Off);
+        assert_eq!(
+            c(&["shared:SSL:1m"]).unwrap(),
+            SessionCache::Store {
+                name: "SSL".into(),
+                sessions: 4096
+            }
+        );
+        assert_eq!(
+            c(&["builtin:100"]).unwrap(),
+            SessionCache::Store {
+                name: String::new(),
+                sessions: 100
+            }
+        );
+        assert!(c(&["shared:SSL"]).is_err());
+        assert!(c(&["builtin:x"]).is_err());
+        assert!(c(&["lots"]).is_err());
+    }
+
+    #[test]
+    fn cipher_strings_parse_into_rules() {
+        let r = ciphers(&dir(
+            "ssl_ciphers",
+            &["ECDHE+AESGCM:!aNULL:@STRENGTH:+AES256"],
+        ))
+        .unwrap();
+        assert_eq!(
+            &*r,
+            &[
+                CipherRule::Add(vec!["ECDHE".into(), "AESGCM".into()]),
+                CipherRule::Remove(vec!["aNULL".into()])
+            ]
+        );
+    }
+
+    #[test]
+    fn curves_map_to_groups() {
+        let c = |a: &str| ecdh_curve(&dir("ssl_ecdh_curve", &[a]));
+        assert_eq!(c("auto").unwrap(), None);
+        assert_eq!(
+            c("prime256v1:X25519").unwrap().as_deref(),
+            Some(&["secp256r1", "X25519"][..])
+        );
+        assert!(c("brainpoolP256r1").is_err());
+    }
+}

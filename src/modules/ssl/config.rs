@@ -1,0 +1,445 @@
+//! A server's TLS settings turned into rustls configurations: certificates
+//! loaded and checked, protocols and cipher suites mapped, the session store
+//! and ticket keys shared by all workers and kept across reloads.
+
+use super::conf::{CipherRule, PemFile, SessionCache, SslConf};
+use crate::conf::ast::{ConfError, Span};
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, StoresServerSessions};
+use rustls::sign::CertifiedKey;
+use rustls::{ServerConfig, SupportedCipherSuite};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A server's TLS side, one rustls configuration per ALPN offer.
+#[derive(Debug)]
+pub enum ServerTls {
+    /// Handshakes offering `http/1.1` only, and `h2` then `http/1.1`.
+    Accept {
+        h1: Arc<ServerConfig>,
+        h2: Arc<ServerConfig>,
+    },
+    /// `ssl_reject_handshake on`.
+    Reject,
+}
+
+/// Build a server's TLS side; `None` when it has no certificate (and does
+/// not reject handshakes). `files` caches the key pairs read in this load.
+pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, ConfError> {
+    if conf.reject_handshake {
+        return Ok(Some(ServerTls::Reject));
+    }
+    if conf.certificates.is_empty() {
+        return Ok(None);
+    }
+    if conf.keys.len() < conf.certificates.len() {
+        let c = &conf.certificates[conf.keys.len()];
+        return Err(ConfError::new(
+            format!(
+                "no \"ssl_certificate_key\" is defined for certificate \"{}\"",
+                c.path.display()
+            ),
+            &c.span,
+        ));
+    }
+    if let Some(k) = conf.keys.get(conf.certificates.len()) {
+        return Err(ConfError::new(
+            format!(
+                "no \"ssl_certificate\" to pair with the key \"{}\"",
+                k.path.display()
+            ),
+            &k.span,
+        ));
+    }
+    let provider = Arc::new(provider(conf)?);
+    let mut keys = Vec::new();
+    for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
+        keys.push(files.load(c, k, &provider)?);
+    }
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
+        (conf.protocols.tls13, &rustls::version::TLS13),
+        (conf.protocols.tls12, &rustls::version::TLS12),
+    ]
+    .into_iter()
+    .filter_map(|(on, v)| on.then_some(v))
+    .collect();
+    let span = &conf.certificates[0].span;
+    let mut c = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| ConfError::new(format!("TLS settings refused: {e}"), span))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(Certificates(keys)));
+    c.ignore_client_order = conf.prefer_server_ciphers;
+    c.max_fragment_size = Some(conf.buffer_size);
+    c.session_storage = match &conf.session_cache {
+        SessionCache::Off => Arc::new(rustls::server::NoServerSessionStorage {}),
+        SessionCache::Store { name, sessions } => Arc::new(Expiring {
+            inner: session_store(name, *sessions),
+            timeout: conf.session_timeout,
+        }),
+    };
+    if conf.session_tickets {
+        c.ticketer = Arc::new(Expiring {
+            inner: ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?,
+            timeout: conf.session_timeout,
+        });
+    } else {
+        c.send_tls13_tickets = 0;
+    }
+    let h1 = {
+        let mut c = c.clone();
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(c)
+    };
+    c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(ServerTls::Accept {
+        h1,
+        h2: Arc::new(c),
+    }))
+}
+
+/// The ring provider restricted to the configured cipher suites and groups.
+fn provider(conf: &SslConf) -> Result<CryptoProvider, ConfError> {
+    let mut p = rustls::crypto::ring::default_provider();
+    if let Some((rules, span)) = &conf.ciphers {
+        let tls13 = p
+            .cipher_suites
+            .iter()
+            .filter(|s| s.tls13().is_some())
+            .copied();
+        let tls12 = select_suites(rules, &p.cipher_suites);
+        if tls12.is_empty() && conf.protocols.tls12 {
+            return Err(ConfError::new(
+                "\"ssl_ciphers\" leaves no TLS 1.2 cipher suite vireo has (ECDHE with AES-GCM or CHACHA20-POLY1305)",
+                span,
+            ));
+        }
+        p.cipher_suites = tls13.chain(tls12).collect();
+    }
+    if let Some(groups) = &conf.ecdh_curve {
+        let all = p.kx_groups.clone();
+        p.kx_groups = groups
+            .iter()
+            .filter_map(|g| {
+                all.iter()
+                    .find(|k| format!("{:?}", k.name()) == *g)
+                    .copied()
+            })
+            .collect();
+    }
+    Ok(p)
+}
+
+/// The TLS 1.2 suites an OpenSSL cipher string selects, in its order.
+fn select_suites(rules: &[CipherRule], all: &[SupportedCipherSuite]) -> Vec<SupportedCipherSuite> {
+    let tls12: Vec<_> = all.iter().filter(|s| s.tls13().is_none()).collect();
+    let mut out: Vec<SupportedCipherSuite> = Vec::new();
+    let mut removed: Vec<SupportedCipherSuite> = Vec::new();
+    for rule in rules {
+        match rule {
+            CipherRule::Add(parts) => {
+                for s in &tls12 {
+                    if parts.iter().all(|p| matches(p, s))
+                        && !out.contains(s)
+                        && !removed.contains(s)
+                    {
+                        out.push(**s);
+                    }
+                }
+            }
+            CipherRule::Remove(parts) => {
+                for s in &tls12 {
+                    if parts.iter().all(|p| matches(p, s)) {
+                        out.retain(|o| o != *s);
+                        removed.push(**s);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A suite's name as OpenSSL (and so nginx's `$ssl_cipher`) writes it.
+pub fn openssl_name(s: &SupportedCipherSuite) -> String {
+    let name = format!("{:?}", s.suite()); // TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+    if s.tls13().is_some() {
+        // rustls says TLS13_AES_128_GCM_SHA256, OpenSSL TLS_AES_128_GCM_SHA256.
+        return name.replacen("TLS13_", "TLS_", 1);
+    }
+    let ecdsa = name.contains("_ECDSA_");
+    let aes128 = name.contains("AES_128");
+    let chacha = name.contains("CHACHA20");
+    format!(
+        "ECDHE-{}-{}",
+        if ecdsa { "ECDSA" } else { "RSA" },
+        if chacha {
+            "CHACHA20-POLY1305".to_string()
+        } else {
+            format!(
+                "AES{}-GCM-{}",
+                if aes128 { 128 } else { 256 },
+                if aes128 { "SHA256" } else { "SHA384" }
+            )
+        }
+    )
+}
+
+/// Does one component of an OpenSSL cipher string select this suite?
+/// rustls's TLS 1.2 suites are all ECDHE key exchange with AEAD ciphers.
+fn matches(part: &str, s: &SupportedCipherSuite) -> bool {
+    let name = format!("{:?}", s.suite());
+    let ecdsa = name.contains("_ECDSA_");
+    let aes128 = name.contains("AES_128");
+    let aes256 = name.contains("AES_256");
+    let chacha = name.contains("CHACHA20");
+    match part {
+        "ALL"
+        | "DEFAULT"
+        | "HIGH"
+        | "ECDHE"
+        | "EECDH"
+        | "kEECDH"
+        | "kECDHE"
+        | "AEAD"
+        | "TLSv1.2"
+        | "FIPS"
+        | "COMPLEMENTOFDEFAULT" => true,
+        "aRSA" => !ecdsa,
+        "aECDSA" | "ECDSA" => ecdsa,
+        "AESGCM" | "AES" => aes128 || aes256,
+        "AES128" => aes128,
+        "AES256" => aes256,
+        "CHACHA20" | "CHACHA20-POLY1305" => chacha,
+        "SHA256" => !aes256,
+        "SHA384" => aes256,
+        p => p == openssl_name(s),
+    }
+}
+
+/// The first certificate whose key can sign with a scheme the client offers.
+#[derive(Debug)]
+struct Certificates(Vec<Arc<CertifiedKey>>);
+
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let schemes = hello.signature_schemes();
+        self.0
+            .iter()
+            .find(|k| k.key.choose_scheme(schemes).is_some())
+            .or(self.0.first())
+            .cloned()
+    }
+}
+
+/// Key pairs read during one configuration load, by file names: servers
+/// sharing a certificate share one copy.
+#[derive(Default)]
+pub struct KeyFiles(HashMap<(std::path::PathBuf, std::path::PathBuf), Arc<CertifiedKey>>);
+
+impl KeyFiles {
+    fn load(
+        &mut self,
+        cert: &PemFile,
+        key: &PemFile,
+        provider: &CryptoProvider,
+    ) -> Result<Arc<CertifiedKey>, ConfError> {
+        let id = (cert.path.clone(), key.path.clone());
+        if let Some(k) = self.0.get(&id) {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(load_pair(cert, key, provider)?);
+        self.0.insert(id, k.clone());
+        Ok(k)
+    }
+}
+
+fn load_pair(
+    cert: &PemFile,
+    key: &PemFile,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, ConfError> {
+    let err = |f: &PemFile, why: String| {
+        ConfError::new(
+            format!("cannot load \"{}\": {why}", f.path.display()),
+            &f.span,
+        )
+    };
+    let chain = CertificateDer::pem_file_iter(&cert.path)
+        .map_err(|e| err(cert, pem_error(e)))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(cert, pem_error(e)))?;
+    if chain.is_empty() {
+        return Err(err(cert, "no certificate in it".into()));
+    }
+    let der = PrivateKeyDer::from_pem_file(&key.path).map_err(|e| err(key, pem_error(e)))?;
+    let signing = provider
+        .key_provider
+        .load_private_key(der)
+        .map_err(|e| err(key, format!("unusable private key ({e})")))?;
+    let pair = CertifiedKey::new(chain, signing);
+    pair.keys_match().map_err(|_| {
+        ConfError::new(
+            format!(
+                "the key \"{}\" does not belong to the certificate \"{}\"",
+                key.path.display(),
+                cert.path.display()
+            ),
+            &key.span,
+        )
+    })?;
+    Ok(pair)
+}
+
+fn pem_error(e: rustls_pki_types::pem::Error) -> String {
+    match e {
+        rustls_pki_types::pem::Error::Io(e) => crate::core::errlog::errno_text(&e),
+        rustls_pki_types::pem::Error::NoItemsFound => {
+            "no PEM section of the expected kind in it".into()
+        }
+        e => format!("not valid PEM ({e:?})"),
+    }
+}
+
+/// Session stores by name, for all workers and across reloads (`builtin`
+/// stores have the empty name).
+fn session_store(name: &str, sessions: usize) -> Arc<dyn StoresServerSessions> {
+    type Stores = HashMap<(String, usize), Arc<dyn StoresServerSessions>>;
+    static STORES: Mutex<Option<Stores>> = Mutex::new(None);
+    let mut s = STORES.lock().unwrap_or_else(|e| e.into_inner());
+    s.get_or_insert_with(HashMap::new)
+        .entry((name.to_owned(), sessions))
+        .or_insert_with(|| rustls::server::ServerSessionMemoryCache::new(sessions))
+        .clone()
+}
+
+/// One ticket-key rotator for the process: tickets issued before a reload
+/// still resume after it.
+fn ticketer() -> Result<Arc<dyn ProducesTickets>, rustls::Error> {
+    static TICKETER: Mutex<Option<Arc<dyn ProducesTickets>>> = Mutex::new(None);
+    let mut t = TICKETER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = &*t {
+        return Ok(t.clone());
+    }
+    let new = rustls::crypto::ring::Ticketer::new()?;
+    *t = Some(new.clone());
+    Ok(new)
+}
+
+/// `ssl_session_timeout` over a session store or a ticketer: what it keeps
+/// carries the time it was made, and is refused once older than the timeout.
+#[derive(Debug)]
+struct Expiring<T: ?Sized> {
+    inner: Arc<T>,
+    timeout: Duration,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn stamped(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + v.len());
+    out.extend_from_slice(&now_secs().to_be_bytes());
+    out.extend_from_slice(v);
+    out
+}
+
+/// The value under its stamp, if still fresh.
+fn fresh(v: Vec<u8>, timeout: Duration) -> Option<Vec<u8>> {
+    let made = u64::from_be_bytes(v.get(..8)?.try_into().ok()?);
+    (now_secs().saturating_sub(made) < timeout.as_secs().max(1)).then(|| v[8..].to_vec())
+}
+
+impl StoresServerSessions for Expiring<dyn StoresServerSessions> {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.inner.put(key, stamped(&value))
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        fresh(self.inner.get(key)?, self.timeout)
+    }
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        fresh(self.inner.take(key)?, self.timeout)
+    }
+    fn can_cache(&self) -> bool {
+        self.inner.can_cache()
+    }
+}
+
+impl ProducesTickets for Expiring<dyn ProducesTickets> {
+    fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+    fn lifetime(&self) -> u32 {
+        self.inner
+            .lifetime()
+            .min(self.timeout.as_secs().min(u32::MAX as u64) as u32)
+    }
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.inner.encrypt(&stamped(plain))
+    }
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        fresh(self.inner.decrypt(cipher)?, self.timeout)
+    }
+}
+
+/// A server on a TLS address without a certificate: nginx's message.
+pub fn no_certificate(listen: &Span, server: &str) -> ConfError {
+    ConfError::new(
+        format!(
+            "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive (server \"{server}\")"
+        ),
+        listen,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(rules: &str) -> Vec<String> {
+        let rules = super::super::conf::cipher_rules(rules);
+        select_suites(
+            &rules,
+            &rustls::crypto::ring::default_provider().cipher_suites,
+        )
+        .iter()
+        .map(|s| format!("{:?}", s.suite()))
+        .collect()
+    }
+
+    #[test]
+    fn openssl_cipher_strings_select_rustls_suites() {
+        assert_eq!(names("HIGH:!aNULL:!MD5").len(), 6);
+        assert_eq!(
+            names("ECDHE-RSA-AES128-GCM-SHA256:DES-CBC3-SHA"),
+            ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]
+        );
+        assert!(names("ECDHE+AESGCM").iter().all(|n| n.contains("GCM")));
+        assert_eq!(names("ECDHE+AESGCM").len(), 4);
+        assert!(
+            names("aECDSA+CHACHA20")
+                .iter()
+                .all(|n| n.contains("ECDSA") && n.contains("CHACHA"))
+        );
+        assert!(names("ALL:!ECDSA").iter().all(|n| !n.contains("ECDSA")));
+        assert!(names("RC4-SHA:DES-CBC3-SHA").is_empty());
+    }
+
+    #[test]
+    fn expired_values_are_refused() {
+        let v = stamped(b"abc");
+        assert_eq!(
+            fresh(v.clone(), Duration::from_secs(60)).as_deref(),
+            Some(&b"abc"[..])
+        );
+        let mut old = v;
+        old[..8].copy_from_slice(&(now_secs() - 120).to_be_bytes());
+        assert_eq!(fresh(old, Duration::from_secs(60)), None);
+    }
+}

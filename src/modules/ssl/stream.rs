@@ -1,0 +1,370 @@
+//! A TLS connection as a [`Stream`]: rustls over the worker's non-blocking
+//! socket, driven by the same readiness calls as a plain one, so the HTTP/1
+//! connection code (and HTTP/2, through `AsyncRead`/`AsyncWrite`) serves both.
+//!
+//! Writes hand plaintext to rustls only once every earlier record has left
+//! (`WouldBlock` otherwise), so no more than one write's records wait in
+//! memory, and [`Stream::try_flush`] pushes out the last ones. Plaintext that
+//! rustls has decrypted but nobody read yet counts as readable.
+
+use super::config::ServerTls;
+use crate::core::route::VirtualHosts;
+use crate::server::socket::Stream;
+use crate::sys::FdIo;
+use bytes::BytesMut;
+use rustls::ServerConnection;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io::{self, ErrorKind, IoSlice, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+
+/// What a request can learn of its TLS connection (`$ssl_*` variables).
+#[derive(Debug)]
+pub struct TlsInfo {
+    /// `TLSv1.2` or `TLSv1.3`.
+    pub protocol: &'static str,
+    /// The suite in OpenSSL's naming (as nginx's `$ssl_cipher`).
+    pub cipher: String,
+    /// The name the client asked for (SNI).
+    pub server_name: Option<Box<str>>,
+    /// ALPN chose `h2`.
+    pub h2: bool,
+    /// The handshake resumed a session (`$ssl_session_reused`).
+    pub resumed: bool,
+}
+
+pub struct TlsStream {
+    tcp: TcpStream,
+    tls: RefCell<ServerConnection>,
+    info: Arc<TlsInfo>,
+    /// close_notify queued (shutdown started).
+    closing: Cell<bool>,
+}
+
+fn tls_error(e: rustls::Error) -> io::Error {
+    io::Error::new(ErrorKind::InvalidData, e)
+}
+
+impl TlsStream {
+    pub fn info(&self) -> &Arc<TlsInfo> {
+        &self.info
+    }
+
+    /// Send what rustls has queued; `WouldBlock` when the socket is full.
+    fn flush_tls(&self, tls: &mut ServerConnection) -> io::Result<()> {
+        let fd = self.tcp.as_raw_fd();
+        while tls.wants_write() {
+            self.tcp
+                .try_io(Interest::WRITABLE, || tls.write_tls(&mut FdIo(fd)))?;
+        }
+        Ok(())
+    }
+
+    /// Decrypted bytes into `dst`: 0 at the end of the stream.
+    fn read_plain(&self, dst: &mut [u8]) -> io::Result<usize> {
+        let fd = self.tcp.as_raw_fd();
+        let mut tls = self.tls.borrow_mut();
+        loop {
+            let state = match tls.process_new_packets() {
+                Ok(s) => s,
+                Err(e) => {
+                    // The alert rustls queued goes out if the socket takes it.
+                    let _ = self.flush_tls(&mut tls);
+                    return Err(tls_error(e));
+                }
+            };
+            if state.plaintext_bytes_to_read() > 0 {
+                return tls.reader().read(dst);
+            }
+            if state.peer_has_closed() {
+                return Ok(0);
+            }
+            // Answers rustls owes the peer (tickets, key updates) go out now.
+            match self.flush_tls(&mut tls) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            let n = self
+                .tcp
+                .try_io(Interest::READABLE, || tls.read_tls(&mut FdIo(fd)))?;
+            if n == 0 {
+                // TCP end without close_notify: an end all the same.
+                return Ok(0);
+            }
+        }
+    }
+
+    /// Decrypted bytes wait inside rustls (or its end was received).
+    fn has_plaintext(&self) -> bool {
+        match self.tls.borrow_mut().process_new_packets() {
+            Ok(s) => s.plaintext_bytes_to_read() > 0 || s.peer_has_closed(),
+            Err(_) => true, // the next read reports the error
+        }
+    }
+
+    fn write_plain(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut tls = self.tls.borrow_mut();
+        self.flush_tls(&mut tls)?;
+        let n = tls.writer().write_vectored(bufs)?;
+        match self.flush_tls(&mut tls) {
+            Err(e) if e.kind() != ErrorKind::WouldBlock => Err(e),
+            _ => Ok(n),
+        }
+    }
+}
+
+impl AsRawFd for TlsStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.tcp.as_raw_fd()
+    }
+}
+
+impl Stream for TlsStream {
+    const PLAIN: bool = false;
+
+    fn writable(&self) -> impl Future<Output = io::Result<()>> {
+        self.tcp.writable()
+    }
+
+    fn readable(&self) -> impl Future<Output = io::Result<()>> {
+        let ready = self.has_plaintext();
+        async move {
+            if ready {
+                return Ok(());
+            }
+            self.tcp.readable().await
+        }
+    }
+
+    fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        self.tcp.try_io(interest, f)
+    }
+
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(16 * 1024);
+        }
+        let at = buf.len();
+        buf.resize(buf.capacity(), 0);
+        let r = self.read_plain(&mut buf[at..]);
+        buf.truncate(at + *r.as_ref().unwrap_or(&0));
+        r
+    }
+
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.has_plaintext() {
+            return Poll::Ready(Ok(()));
+        }
+        self.tcp.poll_read_ready(cx)
+    }
+
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_plain(bufs)
+    }
+
+    fn try_flush(&self) -> io::Result<()> {
+        self.flush_tls(&mut self.tls.borrow_mut())
+    }
+
+    fn set_nodelay(&self) {
+        Stream::set_nodelay(&self.tcp);
+    }
+
+    fn set_reset_on_close(&self) {
+        Stream::set_reset_on_close(&self.tcp);
+    }
+
+    fn tls(&self) -> Option<&Arc<TlsInfo>> {
+        Some(&self.info)
+    }
+}
+
+impl AsyncRead for TlsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            match self.read_plain(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    ready!(self.tcp.poll_read_ready(cx))?;
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TlsStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match self.write_plain(bufs) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    ready!(self.tcp.poll_write_ready(cx))?;
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            match self.try_flush() {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    ready!(self.tcp.poll_write_ready(cx))?;
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.closing.replace(true) {
+            self.tls.borrow_mut().send_close_notify();
+        }
+        ready!(self.as_mut().poll_flush(cx))?;
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// Why a handshake did not complete (logged at `info`, as nginx does).
+#[derive(Debug)]
+pub struct HandshakeError(pub String);
+
+/// The TLS handshake on an accepted connection: the server is chosen by the
+/// client's SNI name among `vhosts` (else the address's default), with ALPN
+/// `h2` offered when `http2`.
+pub async fn accept(
+    tcp: TcpStream,
+    vhosts: &VirtualHosts,
+    http2: bool,
+) -> Result<TlsStream, HandshakeError> {
+    let fd = tcp.as_raw_fd();
+    let fail = |why: String| HandshakeError(why);
+    let mut acceptor = rustls::server::Acceptor::default();
+    let accepted = loop {
+        match tcp.try_io(Interest::READABLE, || acceptor.read_tls(&mut FdIo(fd))) {
+            Ok(0) => return Err(fail("peer closed the connection in the handshake".into())),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                tcp.readable().await.map_err(|e| fail(e.to_string()))?;
+                continue;
+            }
+            Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
+        }
+        match acceptor.accept() {
+            Ok(None) => {}
+            Ok(Some(a)) => break a,
+            Err((e, mut alert)) => {
+                let _ = alert.write(&mut FdIo(fd));
+                return Err(fail(e.to_string()));
+            }
+        }
+    };
+    let server_name: Option<Box<str>> = accepted.client_hello().server_name().map(Into::into);
+    let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
+    let config = match server.tls.as_deref().or(vhosts.default.tls.as_deref()) {
+        Some(ServerTls::Accept { h1, h2, .. }) => {
+            if http2 {
+                h2.clone()
+            } else {
+                h1.clone()
+            }
+        }
+        Some(ServerTls::Reject) | None => {
+            // A fatal unrecognized_name alert (112), in the clear.
+            let _ = FdIo(fd).write(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 112]);
+            return Err(fail(format!(
+                "handshake rejected for server name \"{}\"",
+                server_name.as_deref().unwrap_or("")
+            )));
+        }
+    };
+    let mut conn = match accepted.into_connection(config) {
+        Ok(c) => c,
+        Err((e, mut alert)) => {
+            let _ = alert.write(&mut FdIo(fd));
+            return Err(fail(e.to_string()));
+        }
+    };
+    loop {
+        // Send what the handshake produced, waiting for room as needed.
+        while conn.wants_write() {
+            match tcp.try_io(Interest::WRITABLE, || conn.write_tls(&mut FdIo(fd))) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    tcp.writable().await.map_err(|e| fail(e.to_string()))?
+                }
+                Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
+            }
+        }
+        if !conn.is_handshaking() {
+            break;
+        }
+        match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
+            Ok(0) => return Err(fail("peer closed the connection in the handshake".into())),
+            Ok(_) => {
+                if let Err(e) = conn.process_new_packets() {
+                    while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
+                    return Err(fail(e.to_string()));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                tcp.readable().await.map_err(|e| fail(e.to_string()))?
+            }
+            Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
+        }
+    }
+    let info = TlsInfo {
+        protocol: match conn.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            _ => "TLSv1.2",
+        },
+        cipher: conn
+            .negotiated_cipher_suite()
+            .map(|s| super::config::openssl_name(&s))
+            .unwrap_or_default(),
+        server_name,
+        h2: conn.alpn_protocol() == Some(b"h2"),
+        resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+    };
+    Ok(TlsStream {
+        tcp,
+        tls: RefCell::new(conn),
+        info: Arc::new(info),
+        closing: Cell::new(false),
+    })
+}
+
+/// How long the handshake on `vhosts`'s address may take (its default
+/// server's `ssl_handshake_timeout`).
+pub fn handshake_timeout(vhosts: &VirtualHosts) -> std::time::Duration {
+    vhosts.default.conf.ssl.handshake_timeout
+}
