@@ -15,7 +15,7 @@ use bytes::BytesMut;
 use rustls::ServerConnection;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::io::{self, ErrorKind, IoSlice, Read, Write};
+use std::io::{self, BufRead, ErrorKind, IoSlice, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -65,8 +65,9 @@ impl TlsStream {
         Ok(())
     }
 
-    /// Decrypted bytes into `dst`: 0 at the end of the stream.
-    fn read_plain(&self, dst: &mut [u8]) -> io::Result<usize> {
+    /// Decrypted bytes handed to `sink`, which copies what it takes and says
+    /// how much: 0 at the end of the stream.
+    fn read_plain(&self, sink: &mut dyn FnMut(&[u8]) -> usize) -> io::Result<usize> {
         let fd = self.tcp.as_raw_fd();
         let mut tls = self.tls.borrow_mut();
         loop {
@@ -79,7 +80,10 @@ impl TlsStream {
                 }
             };
             if state.plaintext_bytes_to_read() > 0 {
-                return tls.reader().read(dst);
+                let mut r = tls.reader();
+                let n = sink(r.fill_buf()?);
+                r.consume(n);
+                return Ok(n);
             }
             if state.peer_has_closed() {
                 return Ok(0);
@@ -147,14 +151,15 @@ impl Stream for TlsStream {
     }
 
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        if buf.capacity() - buf.len() < 1024 {
+        if buf.capacity() == buf.len() {
             buf.reserve(16 * 1024);
         }
-        let at = buf.len();
-        buf.resize(buf.capacity(), 0);
-        let r = self.read_plain(&mut buf[at..]);
-        buf.truncate(at + *r.as_ref().unwrap_or(&0));
-        r
+        let spare = buf.capacity() - buf.len();
+        self.read_plain(&mut |c| {
+            let n = c.len().min(spare);
+            buf.extend_from_slice(&c[..n]);
+            n
+        })
     }
 
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -192,11 +197,13 @@ impl AsyncRead for TlsStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
-            match self.read_plain(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
+            let r = self.read_plain(&mut |c| {
+                let n = c.len().min(buf.remaining());
+                buf.put_slice(&c[..n]);
+                n
+            });
+            match r {
+                Ok(_) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     ready!(self.tcp.poll_read_ready(cx))?;
                 }
