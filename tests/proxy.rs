@@ -246,6 +246,34 @@ http {{
     );
 }
 
+/// As in nginx, worker_connections counts upstream connections too: with a
+/// single slot the client has it, and the proxied request gets a 502.
+#[test]
+fn upstream_connections_count_in_worker_connections() {
+    let b = backend(echo());
+    let conf = |n: u32| {
+        format!(
+            "events {{ worker_connections {n}; }}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{ proxy_pass http://127.0.0.1:{p}; }}
+    }}
+}}",
+            p = b.port
+        )
+    };
+    let v = Vireo::start(&conf(1));
+    assert_eq!(v.get("/a").status, 502);
+    assert!(eventually(10, || v.stderr().contains(
+        "1 worker_connections are not enough while connecting to upstream"
+    )));
+    assert_eq!(b.conns.load(Ordering::SeqCst), 0);
+    let v = Vireo::start(&conf(2));
+    assert_eq!(v.get("/a").status, 200);
+}
+
 fn ports_of(v: &Vireo, n: usize, path: &str) -> Vec<u16> {
     (0..n)
         .map(|_| {

@@ -95,43 +95,112 @@ pub fn spawn(
     })
 }
 
-/// Per-worker connection accounting.
+/// Per-worker connection accounting: as in nginx, worker_connections counts
+/// client connections and the worker's connections to upstream servers.
 pub struct Slots {
+    /// Client and upstream connections.
     active: Cell<usize>,
+    /// Client connections (a drain waits for these).
+    clients: Cell<usize>,
     max: Cell<usize>,
     drained: Notify,
 }
 
 /// Holds one connection slot; frees it when dropped.
-pub struct Slot(Rc<Slots>);
+pub struct Slot {
+    slots: Rc<Slots>,
+    client: bool,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.client {
+            "Slot(client)"
+        } else {
+            "Slot(upstream)"
+        })
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let n = self.0.active.get() - 1;
-        self.0.active.set(n);
-        stats::closed();
-        if n == 0 {
-            self.0.drained.notify_waiters();
+        let s = &self.slots;
+        s.active.set(s.active.get() - 1);
+        if self.client {
+            let n = s.clients.get() - 1;
+            s.clients.set(n);
+            stats::closed();
+            if n == 0 {
+                s.drained.notify_waiters();
+            }
         }
     }
 }
 
+thread_local! {
+    /// This worker's slots, for upstream connections.
+    static SLOTS: std::cell::RefCell<Option<Rc<Slots>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A slot for a connection to an upstream server, which holds it while it is
+/// open (pooled idle ones included). `Ok(None)` outside a worker thread (no
+/// accounting there); `Err` when worker_connections are all taken, which
+/// nginx reports the same way.
+pub fn upstream_slot() -> Result<Option<Slot>, std::io::Error> {
+    SLOTS.with(|s| {
+        let Some(slots) = s.borrow().clone() else {
+            return Ok(None);
+        };
+        match slots.take(false) {
+            Some(slot) => Ok(Some(slot)),
+            None => {
+                error_log!(
+                    Alert,
+                    "{} worker_connections are not enough while connecting to upstream",
+                    slots.max.get()
+                );
+                Err(std::io::Error::other("worker_connections are not enough"))
+            }
+        }
+    })
+}
+
+/// How long accepting waits before looking again at whether a slot reserve
+/// is back.
+const RESERVE_WAIT: Duration = Duration::from_millis(5);
+
 impl Slots {
-    fn take(self: &Rc<Self>) -> Option<Slot> {
+    fn take(self: &Rc<Self>, client: bool) -> Option<Slot> {
         let n = self.active.get();
         if n >= self.max.get() {
             return None;
         }
         self.active.set(n + 1);
-        stats::opened();
-        Some(Slot(self.clone()))
+        if client {
+            self.clients.set(self.clients.get() + 1);
+            stats::opened();
+        }
+        Some(Slot {
+            slots: self.clone(),
+            client,
+        })
     }
 
-    /// Resolves once no connection is left.
+    /// Accepting pauses while fewer than an eighth of the slots are free
+    /// (nginx's `accept_disabled`): the rest is kept for the upstream
+    /// connections the accepted clients' requests will need, and new clients
+    /// wait in the kernel's queue instead of getting 502s.
+    async fn reserve(&self) {
+        while self.max.get() - self.active.get().min(self.max.get()) < self.max.get() / 8 {
+            tokio::time::sleep(RESERVE_WAIT).await;
+        }
+    }
+
+    /// Resolves once no client connection is left.
     async fn drained(&self) {
         loop {
             let drained = self.drained.notified();
-            if self.active.get() == 0 {
+            if self.clients.get() == 0 {
                 return;
             }
             drained.await;
@@ -157,9 +226,11 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
     rt.block_on(async move {
         let slots = Rc::new(Slots {
             active: Cell::new(0),
+            clients: Cell::new(0),
             max: Cell::new(max),
             drained: Notify::new(),
         });
+        SLOTS.with(|s| *s.borrow_mut() = Some(slots.clone()));
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
@@ -270,6 +341,7 @@ async fn accept_loop(
         Bound::Tcp(l) => {
             let l = tokio::net::TcpListener::from_std(l)?;
             loop {
+                slots.reserve().await;
                 let (s, peer) = match l.accept().await {
                     Ok(v) => v,
                     Err(e) => {
@@ -279,7 +351,9 @@ async fn accept_loop(
                 };
                 start_tcp(s, peer, key, &shared, &slots);
                 if shared.config.load().multi_accept {
-                    while let Ok((s, peer)) = poll_accept(&l) {
+                    while slots.active.get() + slots.max.get() / 8 < slots.max.get()
+                        && let Ok((s, peer)) = poll_accept(&l)
+                    {
                         start_tcp(s, peer, key, &shared, &slots);
                     }
                 }
@@ -288,6 +362,7 @@ async fn accept_loop(
         Bound::Unix(l) => {
             let l = tokio::net::UnixListener::from_std(l)?;
             loop {
+                slots.reserve().await;
                 let s = match l.accept().await {
                     Ok((s, _)) => s,
                     Err(e) => {
@@ -342,7 +417,7 @@ async fn accept_error(e: std::io::Error) {
 /// A connection's place in worker_connections, logged when there is none.
 fn take_slot(slots: &Rc<Slots>) -> Option<Slot> {
     stats::accepted();
-    let slot = slots.take();
+    let slot = slots.take(true);
     if slot.is_none() {
         error_log!(
             Alert,

@@ -31,6 +31,8 @@ pub struct UpConn {
     /// Requests sent on it so far (keepalive_requests).
     uses: u64,
     reused: bool,
+    /// Its place in the worker's worker_connections.
+    _slot: Option<crate::server::worker::Slot>,
 }
 
 impl UpConn {
@@ -130,6 +132,7 @@ impl AsyncWrite for UpConn {
 
 /// Open a new connection within `timeout`.
 pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
+    let slot = crate::server::worker::upstream_slot()?;
     let fut = async {
         Ok::<_, io::Error>(match addr {
             PeerAddr::Tcp(a) => {
@@ -147,6 +150,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
         sock,
         uses: 1,
         reused: false,
+        _slot: slot,
     })
 }
 
