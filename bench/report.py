@@ -506,10 +506,11 @@ def targets_markdown(datasets):
         if v and n:
             fcgi = (f"E3 phpinfo(): {v['cpu_us']:.0f} µs = {v['cpu_us'] / n['cpu_us']:.2f}× nginx "
                     f"({n['cpu_us']:.0f})", v["cpu_us"] / n["cpu_us"] <= 0.5)
-    lines.append(f"| FastCGI: front-server CPU ≤ 0.5× nginx's | {fcgi[0]} | "
-                 f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
-                 "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
-                 "(needs FastCGI, issue 5) |")
+    if e3:
+        lines.append(f"| FastCGI: front-server CPU ≤ 0.5× nginx's | {fcgi[0]} | "
+                     f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
+                     "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
+                     "(needs FastCGI, issue 5) |")
     proxy = None
     e2 = datasets.get("E2")
     if e2:
@@ -521,10 +522,11 @@ def targets_markdown(datasets):
             ratio = v["cpu_us_per_req"] / n["cpu_us_per_req"]
             proxy = (f"E2 → Apache: {v['cpu_us_per_req']:.0f} µs = {ratio:.2f}× nginx "
                      f"({n['cpu_us_per_req']:.0f})", ratio <= 0.7)
-    lines.append(f"| proxy: front-server CPU ≤ 0.7× nginx's | {proxy[0]} | "
-                 f"{'met' if proxy[1] else 'not met'} |" if proxy else
-                 "| proxy: front-server CPU ≤ 0.7× nginx's | – | not measured "
-                 "(needs proxy, issue 6) |")
+    if e2:
+        lines.append(f"| proxy: front-server CPU ≤ 0.7× nginx's | {proxy[0]} | "
+                     f"{'met' if proxy[1] else 'not met'} |" if proxy else
+                     "| proxy: front-server CPU ≤ 0.7× nginx's | – | not measured "
+                     "(needs proxy, issue 6) |")
     lines += routes_target(datasets.get("routes")) + tls_targets(datasets.get("tls"))
     return ("| target (DESIGN.md §3, issues) | vireo in this run | |\n|---|---|---|\n"
             + "\n".join(lines) + "\n")

@@ -187,8 +187,8 @@ class H2loadParser(unittest.TestCase):
         h2 = vb.h2load_cmd("https://127.0.0.1:1/x", 50, 4, 1, "/l", streams=10)
         self.assertNotIn("--h1", h2)
         self.assertIn("-m10", h2)
-        self.assertEqual(h2[-6:], ["-t1", "-c50", "-D4000ms", "--warm-up-time=1000ms",
-                                   f"-N{vb.H2LOAD_IDLE}s", "--log-file=/l"][1:] + ["https://127.0.0.1:1/x"])
+        self.assertEqual(h2[-6:], ["-c50", "-D4000ms", "--warm-up-time=1000ms",
+                                   f"-N{vb.H2LOAD_IDLE}s", "--log-file=/l", "https://127.0.0.1:1/x"])
         self.assertEqual(h2[:3], ["taskset", "-c", vb.LOAD_CPU])
 
 
