@@ -930,7 +930,12 @@ def refused(name, e):
 
 
 def ratio_cell(row, key="ratio"):
-    return spread(row, key, ".3f") + "×" if row.get(key) is not None else "–"
+    """A ratio: median× (min–max) over runs."""
+    if row.get(key) is None:
+        return "–"
+    cell = f"{row[key]:.3f}×"
+    lo, hi = row.get(key + "_min"), row.get(key + "_max")
+    return cell + (f" ({lo:.3f}–{hi:.3f})" if row.get("runs", 1) > 1 and lo != hi else "")
 
 
 # ---------------------------------------------------------------- routes (issue 4)

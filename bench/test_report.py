@@ -396,7 +396,7 @@ class IssueExperiments(unittest.TestCase):
         self.assertAlmostEqual(v["ratio_max"], 1.08)
         self.assertIsNone(ex.find(rows, "vireo", path="21k.txt", config="single").get("ratio"))
         md = ex.markdown_routes(rows, ["vireo", "nginx"])
-        self.assertIn("| 21 KB | vireo | 5.00 | 5.20 (5.10–5.40) | 1.040 (1.020–1.080)× | "
+        self.assertIn("| 21 KB | vireo | 5.00 | 5.20 (5.10–5.40) | 1.040× (1.020–1.080) | "
                       "1,000 / 1,000 | 0 |", md)
         self.assertIn("| 2 B | nginx | 10.00 | 11.00 | 1.100× |", md)
 
@@ -433,7 +433,7 @@ class IssueExperiments(unittest.TestCase):
         self.assertEqual((v1["vs_nginx"], v1["vs_nginx_min"], v1["vs_nginx_max"]), (0.875, 0.85, 0.9))
         md = ex.markdown_tls(rows, ["vireo", "nginx"])
         self.assertIn("| TLS 1.3, HTTP/1.1 keep-alive | vireo | 17.50 (17.00–18.00) | "
-                      "0.875 (0.850–0.900)× | 9,000 | 2.00 / 9.00 | 0 | TLSv1.3 "
+                      "0.875× (0.850–0.900) | 9,000 | 2.00 / 9.00 | 0 | TLSv1.3 "
                       "TLS_AES_128_GCM_SHA256, X25519 253 bits, ALPN http/1.1 |", md)
         self.assertIn("ALPN h2 |", md)
         data = dataset("tls", rows, ["vireo", "nginx"])
