@@ -1072,6 +1072,22 @@ def make_cert(d):
     return cert, key
 
 
+def tls_point(opts, ctx, srv, proto, url, cert, expect):
+    """One measured h2load run over TLS against a started server: checked first with
+    curl, refused if h2load negotiated anything but TLS 1.3 and the expected ALPN."""
+    vb.check_tls(url, expect, cert, "2" if proto == "h2" else "1.1")
+    settle(srv)
+    m = Meter(srv)
+    streams = opts.h2_streams if proto == "h2" else None
+    h = run_h2load(url, opts.connections, opts.duration, TLS_WARMUP, ctx.scratch / "h2load.log",
+                   on_main=m.mark, streams=streams)
+    want = ("TLSv1.3", "h2" if proto == "h2" else "http/1.1")
+    if (h["tls_protocol"], h["alpn"]) != want:
+        raise RuntimeError(f"h2load negotiated {h['tls_protocol']} and ALPN {h['alpn']}, "
+                           f"not {want[0]} and {want[1]}")
+    return dict(h, streams=streams or 1, **m.result(h["requests"]))
+
+
 def exp_tls(opts, scratch):
     """TLS (issue 9): 21 KB over TLS 1.3 keep-alive (h2load --h1) and HTTP/2 (h2load -m)."""
     ctx = Ctx(opts, scratch)
@@ -1089,40 +1105,28 @@ def exp_tls(opts, scratch):
             for _ in TLS_PROTOS:
                 progress.step(f"{s:8} not measured")
             continue
-        done = 0
+        h2_port = ctx.port(s) + H2_PORT_OFFSET
+        subst = dict(ctx.subst(), **{"@CERT@": cert, "@KEY@": key, "@PORT_H2@": h2_port})
         try:
-            h2_port = ctx.port(s) + H2_PORT_OFFSET
-            subst = dict(ctx.subst(), **{"@CERT@": cert, "@KEY@": key, "@PORT_H2@": h2_port})
             with Server(s, ctx.scratch, ctx.root, ctx.port(s), conf=ctx.conf(s, "tls"),
                         subst=subst, tag=f"{s}-tls") as srv:
-                for proto in order(TLS_PROTOS, k):
+                for proto in order(TLS_PROTOS, k):  # one failing (no h2 yet) spares the other
                     progress.step(f"{s:8} {TLS_LABELS[proto]} run {k}/{opts.runs}")
-                    done += 1
-                    port = h2_port if proto == "h2" else ctx.port(s)
-                    url = f"https://127.0.0.1:{port}/{TLS_FILE}"
-                    vb.check_tls(url, expect, cert, "2" if proto == "h2" else "1.1")
-                    settle(srv)
-                    m = Meter(srv)
-                    h = run_h2load(url, opts.connections, opts.duration, TLS_WARMUP,
-                                   ctx.scratch / "h2load.log", on_main=m.mark,
-                                   streams=opts.h2_streams if proto == "h2" else None)
-                    want = ("TLSv1.3", "h2" if proto == "h2" else "http/1.1")
-                    if (h["tls_protocol"], h["alpn"]) != want:
-                        raise RuntimeError(f"h2load negotiated {h['tls_protocol']} and ALPN "
-                                           f"{h['alpn']}, not {want[0]} and {want[1]}")
-                    results.append(dict(h, **base, proto=proto, streams=opts.h2_streams
-                                        if proto == "h2" else 1, **m.result(h["requests"])))
+                    url = f"https://127.0.0.1:{h2_port if proto == 'h2' else ctx.port(s)}/{TLS_FILE}"
+                    try:
+                        results.append(dict(base, proto=proto, **tls_point(
+                            opts, ctx, srv, proto, url, cert, expect)))
+                    except ERRORS as e:
+                        results.append(dict(base, proto=proto, error=failure(e)))
         except vb.StartError as e:
             why[s] = refused(s, e)
             results += [dict(base, proto=p, unsupported=why[s]) for p in TLS_PROTOS]
             for _ in TLS_PROTOS:
                 progress.step(f"{s:8} does not start")
-        except ERRORS as e:
-            protos = order(TLS_PROTOS, k)
-            for proto in protos[max(done - 1, 0):]:
-                results.append(dict(base, proto=proto, error=failure(e)))
-            for _ in protos[done:]:
-                progress.step(f"{s:8} skipped after an error")
+        except ERRORS as e:  # not set up (port in use, template): no figure for what is left
+            results += [dict(base, proto=p, error=failure(e)) for p in TLS_PROTOS
+                        if not any(r["run"] == k and r["server"] == s and r["proto"] == p
+                                   for r in results)]
     progress.close()
     return results
 
