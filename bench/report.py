@@ -83,7 +83,9 @@ METHOD = {
                       "and `nginx-tls.conf`, the same directives: `listen … ssl` and `listen … ssl "
                       "http2` on a second port. A curl GET checks each address first (TLS 1.3, the "
                       "HTTP version by ALPN, the file's bytes), and a run whose h2load negotiated "
-                      f"anything else is an error. {o['runs']} runs, servers interleaved; "
+                      "anything else is an error. h2load offers TLS_AES_128_GCM_SHA256 first; what "
+                      "each server chose is in the \"negotiated\" column. "
+                      f"{o['runs']} runs, servers interleaved; "
                       "the ratio to nginx is taken within each run."),
 }
 
