@@ -51,6 +51,7 @@ class Experiment(NamedTuple):
     keys: tuple = ()        # what identifies a row besides the server (for open gaps)
     gaps: tuple = ()        # Gap(...) compared between vireo and the peers
     title: str = ""
+    needs: tuple = ()       # (server, command) pairs: what a server needs in this experiment
 
     def defaults(self, args):
         opts = copy.copy(args)
@@ -63,7 +64,7 @@ class Experiment(NamedTuple):
     def tools(self, opts):
         tools = list(self.load)
         for s in opts.servers:
-            tools += SERVER_TOOLS.get(s, [])
+            tools += SERVER_TOOLS.get(s, []) + [t for name, t in self.needs if name == s]
         if self.php:
             tools.append("php-fpm")
         return list(dict.fromkeys(tools))
@@ -902,6 +903,274 @@ def exp_proxy(opts, scratch):
     progress.close()
     return results
 
+# ---------------------------------------------------------------- paired ratios
+
+def paired(results, metric, num, den, same):
+    """Ratios metric(num) ÷ metric(den) between results of the same run that agree on
+    the keys `same`; num and den select the two sides ({key: value}).  In one run the
+    two were measured minutes apart on the same machine, so the ratio is steadier than
+    one of medians.  Returns (median, min, max) of the per-run ratios."""
+    ok = [r for r in results if r.get(metric) and not r.get("error") and not r.get("unsupported")]
+
+    def side(r, want):
+        return all(r.get(k) == v for k, v in want.items())
+    ratios = []
+    for a in ok:
+        if side(a, num):
+            b = next((b for b in ok if side(b, den) and
+                      all(b.get(k) == a.get(k) for k in (*same, "run"))), None)
+            if b:
+                ratios.append(a[metric] / b[metric])
+    return median_spread(ratios)
+
+
+def refused(name, e):
+    """The note for a server that did not start with an experiment's config."""
+    return f"{name}: does not start with this config: {e.reason}"
+
+
+def ratio_cell(row, key="ratio"):
+    """A ratio: median× (min–max) over runs."""
+    if row.get(key) is None:
+        return "–"
+    cell = f"{row[key]:.3f}×"
+    lo, hi = row.get(key + "_min"), row.get(key + "_max")
+    return cell + (f" ({lo:.3f}–{hi:.3f})" if row.get("runs", 1) > 1 and lo != hi else "")
+
+
+# ---------------------------------------------------------------- routes (issue 4)
+
+ROUTES_FILES = ["21k.txt", "2b.txt"]
+# "single": E3's config; "routes": the same with conf/routes.inc's 30 locations
+ROUTES_CONFIGS = ["single", "routes"]
+ROUTES_LABELS = {"single": "E3's config", "routes": "30 locations"}
+# nginx.conf's proxy and PHP locations are not part of static serving: without them its
+# pair of configs routes exactly as vireo's
+NGINX_STATIC = [
+    ('    location /proxy/ { proxy_pass http://be/; proxy_http_version 1.1; '
+     'proxy_set_header Connection ""; }\n', ""),
+    ("    location ~ \\.php$ {\n      fastcgi_pass @FPM@;\n      include /etc/nginx/fastcgi_params;\n"
+     "      fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;\n    }\n", ""),
+]
+# GETs that show the 30-location config routes as intended: try_files' named fallback,
+# regex captures (numbered and named)
+ROUTES_PROBES = [("nothing/here", b"app /nothing/here\n"), ("users/42", b"user 42\n"),
+                 ("api/v2/items/7", b"items 7\n"), ("healthz", b"ok\n")]
+ROUTES_SERVERS = ("vireo", "nginx")  # the servers with nginx's config grammar
+
+
+def routes_edits(name, config):
+    """Edits of the server's E3 template that make the `config` variant."""
+    edits = list(NGINX_STATIC) if name == "nginx" else []
+    if config == "routes":
+        edits.append(("    root @ROOT@;\n", (vb.CONF / "routes.inc").read_text()))
+    return edits
+
+
+def exp_routes(opts, scratch):
+    """routing (issue 4): 2 B and 21 KB with E3's config and with 30 locations; CPU µs/req."""
+    ctx = Ctx(opts, scratch)
+    plan = [(k, s, c) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)
+            for c in order(ROUTES_CONFIGS, k)]
+    progress, results, why = Progress(len(plan) * len(ROUTES_FILES), "routes"), [], {}
+    for k, s, config in plan:
+        base = {"server": s, "config": config, "run": k}
+        if s not in ROUTES_SERVERS:
+            why[s, config] = f"no nginx-syntax configuration for {s}"
+        if (s, config) in why:
+            if k == 1:
+                results += [dict(base, path=p, unsupported=why[s, config]) for p in ROUTES_FILES]
+            for _ in ROUTES_FILES:
+                progress.step(f"{s:8} {config:6} not measured")
+            continue
+        done = 0
+        try:
+            with Server(s, ctx.scratch, ctx.root, ctx.port(s), edits=routes_edits(s, config),
+                        subst=ctx.subst(), tag=f"{s}-{config}") as srv:
+                if config == "routes":
+                    for path, body in ROUTES_PROBES:
+                        check_get(ctx.url(s, path), body)
+                for path in ROUTES_FILES:
+                    progress.step(f"{s:8} {config:6} {path:8} run {k}/{opts.runs}")
+                    done += 1
+                    url = ctx.check(s, path)
+                    warm_up(url)
+                    with Meter(srv) as m:
+                        w = run_wrk(url, opts.duration, opts.connections)
+                    results.append(dict(w, **base, path=path, **m.result(w["requests"])))
+        except vb.StartError as e:
+            why[s, config] = refused(s, e)
+            results += [dict(base, path=p, unsupported=why[s, config]) for p in ROUTES_FILES]
+            for _ in ROUTES_FILES:
+                progress.step(f"{s:8} {config:6} does not start")
+        except ERRORS as e:
+            for path in ROUTES_FILES[max(done - 1, 0):]:
+                results.append(dict(base, path=path, error=failure(e)))
+            for _ in ROUTES_FILES[done:]:
+                progress.step(f"{s:8} skipped after an error")
+    progress.close()
+    return results
+
+
+ROUTES_METRICS = ["rps", "cpu_us_per_req", "p99_ms", "rss_mb", "errors"]
+
+
+def summarize_routes(results, servers):
+    """Rows per (file, config, server); the 30-location rows also carry "ratio": their
+    CPU µs/req ÷ that of E3's config, per run (median, min–max)."""
+    rows = summarize_points(results, servers, ["path", "config"], ROUTES_METRICS)
+    for r in rows:
+        if r["config"] == "routes" and not r.get("note"):
+            r["ratio"], r["ratio_min"], r["ratio_max"] = paired(
+                results, "cpu_us_per_req", {"server": r["server"], "path": r["path"],
+                                            "config": "routes"},
+                {"server": r["server"], "path": r["path"], "config": "single"}, ())
+    return rows
+
+
+def markdown_routes(rows, servers):
+    body = []
+    for path in dict.fromkeys(r["path"] for r in rows):
+        for s in servers:
+            one, many = find(rows, s, path=path, config="single"), \
+                find(rows, s, path=path, config="routes")
+            if one is None and many is None:
+                continue
+            note = next((r["note"] for r in (one, many) if r and r.get("note")), None)
+            if note:
+                body.append([SIZES.get(path, path), label(s), note, "", "", "", ""])
+                continue
+            body.append([SIZES.get(path, path), label(s), spread(one, "cpu_us_per_req", ".2f"),
+                         spread(many, "cpu_us_per_req", ".2f"), ratio_cell(many),
+                         f"{fmt(one['rps'], ',.0f')} / {fmt(many['rps'], ',.0f')}",
+                         fmt(one["errors"] + many["errors"], ",.0f")])
+    return ("Server CPU µs per request with E3's config and with the 30-location one "
+            "(median, min–max), and their ratio within each run (target ≤ 1.05):\n\n"
+            + table(["file", "server", "CPU µs/req, E3's config", "CPU µs/req, 30 locations",
+                     "30 locations ÷ E3's config", "req/s (E3's / 30 locations)", "errors"],
+                    body))
+
+
+# ---------------------------------------------------------------- TLS and HTTP/2 (issue 9)
+
+TLS_FILE = "21k.txt"
+TLS_PROTOS = ["h1", "h2"]
+TLS_LABELS = {"h1": "TLS 1.3, HTTP/1.1 keep-alive", "h2": "TLS 1.3, HTTP/2"}
+H2_PORT_OFFSET = 20  # a server's HTTP/2 address: its port + 20
+TLS_WARMUP = 1.0     # s of h2load warm-up: the handshakes, before the counted requests
+
+
+def make_cert(d):
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1 and localhost in d:
+    (cert.pem, key.pem)."""
+    cert, key = Path(d) / "cert.pem", Path(d) / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=30)
+    return cert, key
+
+
+def tls_point(opts, ctx, srv, proto, url, cert, expect):
+    """One measured h2load run over TLS against a started server: checked first with
+    curl, refused if h2load negotiated anything but TLS 1.3 and the expected ALPN."""
+    vb.check_tls(url, expect, cert, "2" if proto == "h2" else "1.1")
+    settle(srv)
+    m = Meter(srv)
+    streams = opts.h2_streams if proto == "h2" else None
+    h = run_h2load(url, opts.connections, opts.duration, TLS_WARMUP, ctx.scratch / "h2load.log",
+                   on_main=m.mark, streams=streams)
+    want = ("TLSv1.3", "h2" if proto == "h2" else "http/1.1")
+    if (h["tls_protocol"], h["alpn"]) != want:
+        raise RuntimeError(f"h2load negotiated {h['tls_protocol']} and ALPN {h['alpn']}, "
+                           f"not {want[0]} and {want[1]}")
+    return dict(h, streams=streams or 1, **m.result(h["requests"]))
+
+
+def exp_tls(opts, scratch):
+    """TLS (issue 9): 21 KB over TLS 1.3 keep-alive (h2load --h1) and HTTP/2 (h2load -m)."""
+    ctx = Ctx(opts, scratch)
+    cert, key = make_cert(ctx.scratch)
+    expect = (ctx.root / TLS_FILE).read_bytes()
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    progress, results, why = Progress(len(plan) * len(TLS_PROTOS), "tls"), [], {}
+    for k, s in plan:
+        base = {"server": s, "path": TLS_FILE, "run": k}
+        if not ctx.conf(s, "tls"):
+            why[s] = f"no TLS configuration for {s} in bench/conf"
+        if s in why:
+            if k == 1:
+                results += [dict(base, proto=p, unsupported=why[s]) for p in TLS_PROTOS]
+            for _ in TLS_PROTOS:
+                progress.step(f"{s:8} not measured")
+            continue
+        h2_port = ctx.port(s) + H2_PORT_OFFSET
+        subst = dict(ctx.subst(), **{"@CERT@": cert, "@KEY@": key, "@PORT_H2@": h2_port})
+        try:
+            with Server(s, ctx.scratch, ctx.root, ctx.port(s), conf=ctx.conf(s, "tls"),
+                        subst=subst, tag=f"{s}-tls") as srv:
+                for proto in order(TLS_PROTOS, k):  # one failing (no h2 yet) spares the other
+                    progress.step(f"{s:8} {TLS_LABELS[proto]} run {k}/{opts.runs}")
+                    url = f"https://127.0.0.1:{h2_port if proto == 'h2' else ctx.port(s)}/{TLS_FILE}"
+                    try:
+                        results.append(dict(base, proto=proto, **tls_point(
+                            opts, ctx, srv, proto, url, cert, expect)))
+                    except ERRORS as e:
+                        results.append(dict(base, proto=proto, error=failure(e)))
+        except vb.StartError as e:
+            why[s] = refused(s, e)
+            results += [dict(base, proto=p, unsupported=why[s]) for p in TLS_PROTOS]
+            for _ in TLS_PROTOS:
+                progress.step(f"{s:8} does not start")
+        except ERRORS as e:  # not set up (port in use, template): no figure for what is left
+            results += [dict(base, proto=p, error=failure(e)) for p in TLS_PROTOS
+                        if not any(r["run"] == k and r["server"] == s and r["proto"] == p
+                                   for r in results)]
+    progress.close()
+    return results
+
+
+TLS_METRICS = ["ok_rps", "cpu_us_per_req", "p50_ms", "p99_ms", "succeeded", "errors",
+               "rss_mb"]
+
+
+def summarize_tls(results, servers):
+    """Rows per (protocol, server); "vs_nginx": CPU µs/req ÷ nginx's in the same run
+    (median, min–max); "negotiated": what TLS and ALPN agreed on."""
+    rows = summarize_points(results, servers, ["proto", "path"], TLS_METRICS)
+    for r in rows:
+        if r.get("note"):
+            continue
+        r["vs_nginx"], r["vs_nginx_min"], r["vs_nginx_max"] = paired(
+            results, "cpu_us_per_req", {"server": r["server"], "proto": r["proto"]},
+            {"server": "nginx", "proto": r["proto"]}, ("path",))
+        first = next(x for x in results if x["server"] == r["server"] and
+                     x["proto"] == r["proto"] and x.get("tls_protocol"))
+        r["negotiated"] = f"{first['tls_protocol']} {first['cipher']}, " \
+                          f"{first['key_exchange']}, ALPN {first['alpn']}"
+        r["streams"] = first.get("streams")
+    return rows
+
+
+def markdown_tls(rows, servers):
+    body = []
+    for r in rows:
+        if r.get("note"):
+            body.append([TLS_LABELS.get(r["proto"]), label(r["server"]), r["note"]]
+                        + [""] * 5)
+            continue
+        body.append([TLS_LABELS.get(r["proto"]), label(r["server"]),
+                     spread(r, "cpu_us_per_req", ".2f"), ratio_cell(r, "vs_nginx"),
+                     spread(r, "ok_rps", ",.0f"),
+                     f"{fmt(r['p50_ms'], '.2f')} / {fmt(r['p99_ms'], '.2f')}",
+                     fmt(r["errors"], ",.0f"), r["negotiated"]])
+    return ("21 KB file; server CPU µs per request (median, min–max) and its ratio to nginx's "
+            "within each run (target ≤ 1):\n\n"
+            + table(["protocol", "server", "CPU µs/req", "CPU ÷ nginx", "successful req/s",
+                     "p50 / p99 ms", "failed", "negotiated"], body))
+
+
 EXPERIMENTS = {
     "E1": Experiment(exp_e1, summarize_e1, markdown_e1, tuple(vb.PEERS), ("wrk", "h2load"), duration=1.5,
                      php=True, keys=("path", "clients"),
@@ -946,6 +1215,21 @@ EXPERIMENTS = {
     "proxy": Experiment(exp_proxy, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
                         keys=("file",), gaps=E3_GAPS[:1],
                         title="proxy — reverse proxy to h2o with upstream keepalive (issue 6)"),
+    "routes": Experiment(exp_routes, summarize_routes, markdown_routes, ROUTES_SERVERS,
+                         ("wrk",), duration=4, runs=5, keys=("path", "config"),
+                         gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                                   "cpu_us_per_req_max", ".2f"),
+                               Gap("ratio", "CPU 30 locations ÷ E3's config", False,
+                                   "ratio_min", "ratio_max", ".3f")),
+                         title="routes — 30 locations against E3's config (issue 4)"),
+    "tls": Experiment(exp_tls, summarize_tls, markdown_tls, ("vireo", "nginx", "h2o", "lighttpd"),
+                      ("h2load", "openssl", "curl"), duration=4, runs=3, keys=("proto",),
+                      gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                                "cpu_us_per_req_max", ".2f"),
+                            Gap("errors", "failed requests", False, "errors_min", "errors_max",
+                                ",.0f")),
+                      needs=(("lighttpd", "mod_openssl"),),
+                      title="tls — 21 KB over TLS 1.3 and HTTP/2 (issue 9)"),
     "gzip": Experiment(exp_gzip, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
                        keys=("file",), gaps=E3_GAPS[:1],
                        title="gzip — on-the-fly gzip 5 of a 92 KB JS file (issue 7)"),

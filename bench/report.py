@@ -14,7 +14,7 @@ import vireobench as vb
 from vireobench import fmt, label
 
 DOCS = vb.REPO / "docs" / "benchmarks.md"
-ORDER = ["E1", "E2", "E3", "E4", "E5", "M"]
+ORDER = ["E1", "E2", "E3", "E4", "E5", "M", "routes", "tls"]
 NOT_PEERS = {"vireo", "floor"}
 
 PAPERS = {
@@ -24,6 +24,8 @@ PAPERS = {
     "E4": "004_edfdbb5a0d033307.txt (lighttpd vs nginx, ab -n 100000 -c 1000)",
     "E5": "002_5b0f10aa4f0e31a6.txt (the tuned nginx at 904k req/s)",
     "M": "DESIGN.md §3 (idle keep-alive connections)",
+    "routes": "issue 4 (routing must not tax the hot path: 30 locations within 5 % of one)",
+    "tls": "issue 9 (TLS 1.3 and HTTP/2: vireo's CPU µs per request ≤ nginx's)",
 }
 
 METHOD = {
@@ -62,6 +64,29 @@ METHOD = {
     "M": lambda o: (f"{o['idle_conns']:,} connections, each sends one GET of the 2 B file, reads "
                     "the response and stays open; RSS of all the server's processes before and 1 s "
                     f"after; {o['runs']} runs."),
+    "routes": lambda o: (f"E3's load (wrk -t1 -c{o['connections']} -d{o['duration']:g}s, keep-alive, "
+                         "1 s warm-up) on the 21 KB and 2 B files, each server started with E3's "
+                         "config (nginx's without its proxy and PHP locations, so that both route "
+                         "alike) and with the same config plus `bench/conf/routes.inc`: 30 "
+                         "locations (5 exact, 10 prefix with try_files and a named fallback, 4 "
+                         "`^~`, 10 regexes, 4 with captures), the files served only by the last "
+                         "regex. Before measuring, GETs check the 30-location config routes as "
+                         "nginx does (named fallback, captures). Servers and the two configs "
+                         f"interleaved, the order rotating, {o['runs']} runs; the ratio is taken "
+                         "within each run."),
+    "tls": lambda o: (f"h2load -t1 -c{o.get('connections', 50)} (`--h1` for HTTP/1.1, `-m"
+                      f"{o.get('h2_streams', 10)}` streams per connection for HTTP/2) on the 21 KB "
+                      "file over TLS 1.3 (`ssl_protocols TLSv1.3`, a self-signed ECDSA P-256 "
+                      "certificate made by openssl for the run), keep-alive: the handshakes happen "
+                      f"in a 1 s warm-up, then requests are counted for {o['duration']:g} s (server "
+                      "CPU read at h2load's own phase marks). Configs: `bench/conf/vireo-tls.conf` "
+                      "and `nginx-tls.conf`, the same directives: `listen … ssl` and `listen … ssl "
+                      "http2` on a second port. A curl GET checks each address first (TLS 1.3, the "
+                      "HTTP version by ALPN, the file's bytes), and a run whose h2load negotiated "
+                      "anything else is an error. h2load offers TLS_AES_128_GCM_SHA256 first; what "
+                      "each server chose is in the \"negotiated\" column. "
+                      f"{o['runs']} runs, servers interleaved; "
+                      "the ratio to nginx is taken within each run."),
 }
 
 
@@ -116,6 +141,12 @@ def describe(key, value):
                 "info.php": "phpinfo()"}.get(value, value)
     if key == "clients":
         return f"c={value:,}"
+    if key == "config":
+        import experiments
+        return experiments.ROUTES_LABELS.get(value, value)
+    if key == "proto":
+        import experiments
+        return experiments.TLS_LABELS.get(value, value)
     if key == "kind":
         return {"php": "via php-fpm", "proxy": "as reverse proxy", "modphp": "mod_php"}.get(value, value)
     return str(value)
@@ -420,8 +451,9 @@ def section(name, data, link):
     import experiments as ex
     exp = ex.EXPERIMENTS[name]
     o = data["options"]
+    source = PAPERS.get(name, "–")
     out = [f"## {exp.title}\n\n",
-           f"Paper: {PAPERS.get(name, '–')}. Command: `{data['command']}` on {data['date'][:16].replace('T', ' ')}"
+           f"{'Asked by' if source.startswith('issue') else 'Paper'}: {source}. Command: `{data['command']}` on {data['date'][:16].replace('T', ' ')}"
            f" ({data.get('elapsed_s', 0) / 60:.1f} min). Raw: `bench/results/{data['date'][:10]}-{name}.json`.\n\n"]
     vireo = data.get("machine", {}).get("versions", {}).get("vireo")
     if vireo and "vireo" in o.get("servers", []):
@@ -476,10 +508,11 @@ def targets_markdown(datasets):
         if v and n:
             fcgi = (f"E3 phpinfo(): {v['cpu_us']:.0f} µs = {v['cpu_us'] / n['cpu_us']:.2f}× nginx "
                     f"({n['cpu_us']:.0f})", v["cpu_us"] / n["cpu_us"] <= 0.5)
-    lines.append(f"| FastCGI: front-server CPU ≤ 0.5× nginx's | {fcgi[0]} | "
-                 f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
-                 "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
-                 "(needs FastCGI, issue 5) |")
+    if e3:
+        lines.append(f"| FastCGI: front-server CPU ≤ 0.5× nginx's | {fcgi[0]} | "
+                     f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
+                     "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
+                     "(needs FastCGI, issue 5) |")
     proxy = None
     e2 = datasets.get("E2")
     if e2:
@@ -491,12 +524,55 @@ def targets_markdown(datasets):
             ratio = v["cpu_us_per_req"] / n["cpu_us_per_req"]
             proxy = (f"E2 → Apache: {v['cpu_us_per_req']:.0f} µs = {ratio:.2f}× nginx "
                      f"({n['cpu_us_per_req']:.0f})", ratio <= 0.7)
-    lines.append(f"| proxy: front-server CPU ≤ 0.7× nginx's | {proxy[0]} | "
-                 f"{'met' if proxy[1] else 'not met'} |" if proxy else
-                 "| proxy: front-server CPU ≤ 0.7× nginx's | – | not measured "
-                 "(needs proxy, issue 6) |")
-    return ("| target (DESIGN.md §3) | vireo in this run | |\n|---|---|---|\n"
+    if e2:
+        lines.append(f"| proxy: front-server CPU ≤ 0.7× nginx's | {proxy[0]} | "
+                     f"{'met' if proxy[1] else 'not met'} |" if proxy else
+                     "| proxy: front-server CPU ≤ 0.7× nginx's | – | not measured "
+                     "(needs proxy, issue 6) |")
+    lines += routes_target(datasets.get("routes")) + tls_targets(datasets.get("tls"))
+    return ("| target (DESIGN.md §3, issues) | vireo in this run | |\n|---|---|---|\n"
             + "\n".join(lines) + "\n")
+
+
+def vireo_note(rows):
+    return next((r["note"] for r in rows if r["server"] == "vireo" and r.get("note")), None)
+
+
+def routes_target(data):
+    """Issue 4: vireo's CPU µs/req with 30 locations ≤ 1.05× that with E3's config."""
+    if not data:
+        return []
+    rows = data["summary"]
+    name = "| routing: 30 locations ≤ 1.05× single (CPU µs/req) |"
+    mine = [r for r in rows if r["server"] == "vireo" and r.get("config") == "routes"
+            and r.get("ratio") is not None]
+    if not mine:
+        return [f"{name} – | not measured ({vireo_note(rows) or 'no vireo rows'}) |"]
+    nginx = {r["path"]: r["ratio"] for r in rows if r["server"] == "nginx"
+             and r.get("config") == "routes" and r.get("ratio") is not None}
+    figures = "; ".join(f"{describe('path', r['path'])} {r['ratio']:.3f}×"
+                        + (f" (nginx {nginx[r['path']]:.3f}×)" if r["path"] in nginx else "")
+                        for r in mine)
+    return [f"{name} {figures} | {'met' if all(r['ratio'] <= 1.05 for r in mine) else 'not met'} |"]
+
+
+def tls_targets(data):
+    """Issue 9: vireo's CPU µs/req over TLS 1.3 and over HTTP/2 ≤ nginx's in the same run."""
+    if not data:
+        return []
+    import experiments
+    lines = []
+    for proto in experiments.TLS_PROTOS:
+        rows = [r for r in data["summary"] if r.get("proto") == proto]
+        name = f"| {experiments.TLS_LABELS[proto]}, 21 KB: CPU µs/req ≤ nginx's |"
+        v = next((r for r in rows if r["server"] == "vireo" and r.get("vs_nginx")), None)
+        n = next((r for r in rows if r["server"] == "nginx" and r.get("cpu_us_per_req")), None)
+        if v and n:
+            lines.append(f"{name} {v['cpu_us_per_req']:.2f} µs = {v['vs_nginx']:.2f}× nginx "
+                         f"({n['cpu_us_per_req']:.2f}) | {'met' if v['vs_nginx'] <= 1 else 'not met'} |")
+        elif rows:
+            lines.append(f"{name} – | not measured ({vireo_note(rows) or 'no vireo or nginx figure'}) |")
+    return lines
 
 
 def render_report(datasets, links=None, header=None):
@@ -567,7 +643,9 @@ def docs_header(datasets, all_command=None, all_minutes=None):
     return ("# Benchmarks\n\n"
             "How to run them and how they work: [`bench/README.md`](../bench/README.md). "
             "Method: DESIGN.md §3. The five experiments reproduce the seed documents "
-            "(`/work/shared/seeds/`) with vireo beside nginx, lighttpd, h2o and Apache.\n\n"
+            "(`/work/shared/seeds/`) with vireo beside nginx, lighttpd, h2o and Apache; "
+            "`routes` and `tls` check the performance asks of issues 4 (routing) and 9 "
+            "(TLS 1.3, HTTP/2) against nginx.\n\n"
             f"Latest full run: {dates[0]} to about {end}, made by {made}; "
             "this page is written by `bench/run all` (or `bench/run report` from the latest "
             "`bench/results/*.json`). For a quick check after a change: `bench/run quick` "

@@ -2,7 +2,9 @@
 report (tables, open gaps), the plots and the configuration templates."""
 import json
 import os
+import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -78,6 +80,34 @@ status codes: 56000 2xx, 0 3xx, 500 4xx, 0 5xx
 traffic: 16.60MB (17411240) total, 10.22MB (10717207) headers (space savings 0.00%), 14.35MB (15043419) data
 """
 
+H2LOAD_TLS = """starting benchmark...
+spawning thread #0: 50 total client(s). Timing-based test with 1s of warm-up time and 4s of main duration for measurements.
+Warm-up started for thread #0.
+progress: 100% of clients started
+TLS Protocol: TLSv1.3
+Cipher: TLS_AES_128_GCM_SHA256
+Server Temp Key: X25519 253 bits
+Application protocol: h2
+Warm-up phase is over for thread #0.
+Main benchmark duration is started for thread #0.
+Main benchmark duration is over for thread #0. Stopping all clients.
+Stopped all clients for thread #0
+
+finished in 5.00s, 12877.00 req/s, 2.76MB/s
+requests: 51508 total, 51558 started, 51508 done, 51500 succeeded, 8 failed, 3 errored, 1 timeout
+status codes: 51500 2xx, 0 3xx, 0 4xx, 4 5xx
+traffic: 1.08GB (1160000000) total, 1.00MB (1000000) headers (space savings 45.45%), 1.07GB (1107000000) data
+"""
+
+# h2load against a port that does not speak TLS: every client errored, no TLS lines
+H2LOAD_NO_TLS = """starting benchmark...
+spawning thread #0: 2 total client(s). 4 total requests
+
+finished in 10.60ms, 0.00 req/s, 0B/s
+requests: 4 total, 0 started, 0 done, 0 succeeded, 4 failed, 4 errored, 0 timeout
+status codes: 0 2xx, 0 3xx, 0 4xx, 0 5xx
+"""
+
 OHA = {"summary": {"successRate": 0.9}, "latencyPercentiles": {"p50": 0.5013, "p99": 1.2},
        "statusCodeDistribution": {"200": 900, "502": 10},
        "errorDistribution": {"aborted due to deadline": 40, "Timeout": 50}}
@@ -135,6 +165,54 @@ class H2loadParser(unittest.TestCase):
     def test_garbage(self):
         with self.assertRaises(ValueError):
             vb.parse_h2load("connect: Connection refused\n")
+
+    def test_tls_and_failures(self):
+        h = vb.parse_h2load(H2LOAD_TLS)
+        self.assertEqual((h["requests"], h["succeeded"], h["failed"], h["errored"], h["timeout"]),
+                         (51508, 51500, 8, 3, 1))
+        self.assertEqual((h["errors"], h["in_flight"], h["status"]["5xx"]), (8, 50, 4))
+        t = vb.parse_h2load_tls(H2LOAD_TLS)
+        self.assertEqual(t, {"tls_protocol": "TLSv1.3", "cipher": "TLS_AES_128_GCM_SHA256",
+                             "key_exchange": "X25519 253 bits", "alpn": "h2"})
+
+    def test_no_tls_session(self):
+        self.assertEqual(set(vb.parse_h2load_tls(H2LOAD_NO_TLS).values()), {None})
+        h = vb.parse_h2load(H2LOAD_NO_TLS)
+        self.assertEqual((h["requests"], h["failed"], h["errored"]), (0, 4, 4))
+
+    def test_command(self):
+        h1 = vb.h2load_cmd("https://127.0.0.1:1/x", 50, 4, 1, "/l")
+        self.assertIn("--h1", h1)
+        self.assertFalse(any(a.startswith("-m") for a in h1))
+        h2 = vb.h2load_cmd("https://127.0.0.1:1/x", 50, 4, 1, "/l", streams=10)
+        self.assertNotIn("--h1", h2)
+        self.assertIn("-m10", h2)
+        self.assertEqual(h2[-6:], ["-c50", "-D4000ms", "--warm-up-time=1000ms",
+                                   f"-N{vb.H2LOAD_IDLE}s", "--log-file=/l", "https://127.0.0.1:1/x"])
+        self.assertEqual(h2[:3], ["taskset", "-c", vb.LOAD_CPU])
+
+
+class StartErrors(unittest.TestCase):
+    def test_emerg_line_and_short_path(self):
+        log = ("vireo: [emerg] unknown directive \"ssl_certificate\" in "
+               "/work/x/bench/results/tmp/tls-1/vireo-tls/vireo-tls.conf:18\n")
+        self.assertEqual(vb.start_error_reason(log),
+                         'unknown directive "ssl_certificate" (vireo-tls.conf:18)')
+        nginx = ('2026/11/22 01:50:55 [emerg] 123#123: pcre2_compile() failed: missing closing '
+                 'parenthesis in "^/posts/(\\d" in /d/nginx-routes/nginx.conf:45\n')
+        self.assertEqual(vb.start_error_reason(nginx), 'pcre2_compile() failed: missing '
+                         'closing parenthesis in "^/posts/(\\d" (nginx.conf:45)')
+
+    def test_last_line_without_emerg(self):
+        self.assertEqual(vb.start_error_reason("starting\nError: bad key file\n\n"),
+                         "Error: bad key file")
+        self.assertEqual(vb.start_error_reason(""), "no output")
+
+    def test_note(self):
+        e = vb.StartError("vireo did not come up", 'unknown directive "http2"')
+        self.assertIsInstance(e, RuntimeError)
+        self.assertEqual(ex.refused("vireo", e),
+                         'vireo: does not start with this config: unknown directive "http2"')
 
 
 class OhaParser(unittest.TestCase):
@@ -265,6 +343,127 @@ class Summaries(unittest.TestCase):
         self.assertEqual((st["p50_ms"], st["p99_ms"]), (505, 1500))
 
 
+def routes_results(vireo_refused=False):
+    """Three runs: nginx 10 µs -> 11 µs with 30 locations; vireo 5 -> 5.1/5.2/5.4."""
+    runs = []
+    for k, v30 in enumerate((5.1, 5.2, 5.4), 1):
+        for path in ("21k.txt", "2b.txt"):
+            for server, one, many in (("vireo", 5.0, v30), ("nginx", 10.0, 11.0)):
+                for config, cpu in (("single", one), ("routes", many)):
+                    if server == "vireo" and config == "routes" and vireo_refused:
+                        if k == 1:
+                            runs.append(dict(server=server, path=path, config=config, run=k,
+                                             unsupported="vireo: does not start with this "
+                                                         "config: unknown directive \"expires\""))
+                        continue
+                    runs.append(dict(server=server, path=path, config=config, run=k, rps=1000.0,
+                                     cpu_us_per_req=cpu, p99_ms=1.0, rss_mb=5.0, errors=0))
+    return runs
+
+
+def tls_results(vireo=None):
+    """Two runs on both protocols: nginx 20 µs (h1), 16 µs (h2); vireo 18/17 (h1), 16/18 (h2),
+    or its start failure."""
+    runs = []
+    for k in (1, 2):
+        for proto, n, v in (("h1", 20.0, (18.0, 17.0)[k - 1]), ("h2", 16.0, (16.0, 18.0)[k - 1])):
+            for server, cpu in (("nginx", n), ("vireo", v)):
+                base = dict(server=server, path="21k.txt", proto=proto, run=k)
+                if server == "vireo" and vireo:
+                    if k == 1:
+                        runs.append(dict(base, unsupported=vireo))
+                    continue
+                runs.append(dict(base, ok_rps=9000.0, cpu_us_per_req=cpu, p50_ms=2.0, p99_ms=9.0,
+                                 succeeded=36000, errors=0, rss_mb=8.0, tls_protocol="TLSv1.3",
+                                 cipher="TLS_AES_128_GCM_SHA256", key_exchange="X25519 253 bits",
+                                 alpn="h2" if proto == "h2" else "http/1.1",
+                                 streams=10 if proto == "h2" else 1))
+    return runs
+
+
+class IssueExperiments(unittest.TestCase):
+    def test_paired_ratios(self):
+        results = [dict(server="a", run=1, x=2.0), dict(server="b", run=1, x=4.0),
+                   dict(server="a", run=2, x=3.0), dict(server="b", run=2, x=3.0),
+                   dict(server="a", run=3, x=9.0), dict(server="b", run=3, error="boom")]
+        self.assertEqual(ex.paired(results, "x", {"server": "a"}, {"server": "b"}, ()),
+                         (0.75, 0.5, 1.0))
+
+    def test_routes_summary_and_table(self):
+        rows = ex.summarize_routes(routes_results(), ["vireo", "nginx"])
+        v = ex.find(rows, "vireo", path="21k.txt", config="routes")
+        self.assertAlmostEqual(v["ratio"], 1.04)
+        self.assertAlmostEqual(v["ratio_max"], 1.08)
+        self.assertIsNone(ex.find(rows, "vireo", path="21k.txt", config="single").get("ratio"))
+        md = ex.markdown_routes(rows, ["vireo", "nginx"])
+        self.assertIn("| 21 KB | vireo | 5.00 | 5.20 (5.10–5.40) | 1.040× (1.020–1.080) | "
+                      "1,000 / 1,000 | 0 |", md)
+        self.assertIn("| 2 B | nginx | 10.00 | 11.00 | 1.100× |", md)
+
+    def test_routes_refused(self):
+        rows = ex.summarize_routes(routes_results(vireo_refused=True), ["vireo", "nginx"])
+        md = ex.markdown_routes(rows, ["vireo", "nginx"])
+        self.assertIn('| 21 KB | vireo | vireo: does not start with this config: unknown '
+                      'directive "expires" |', md)
+        gaps, missing = report.open_gaps({"routes": dataset("routes", rows, ["vireo", "nginx"])})
+        self.assertEqual({(m["where"], m["why"][:38]) for m in missing},
+                         {("21 KB, 30 locations", "vireo: does not start with this config"),
+                          ("2 B, 30 locations", "vireo: does not start with this config")})
+        target = report.routes_target(dataset("routes", rows, ["vireo", "nginx"]))
+        self.assertEqual(target, ['| routing: 30 locations ≤ 1.05× single (CPU µs/req) | – | not '
+                                  'measured (vireo: does not start with this config: unknown '
+                                  'directive "expires") |'])
+
+    def test_routes_target_and_gaps(self):
+        data = dataset("routes", ex.summarize_routes(routes_results(), ["vireo", "nginx"]),
+                       ["vireo", "nginx"])
+        self.assertEqual(report.routes_target(data), [
+            "| routing: 30 locations ≤ 1.05× single (CPU µs/req) | 21 KB 1.040× (nginx 1.100×); "
+            "2 B 1.040× (nginx 1.100×) | met |"])
+        gaps, missing = report.open_gaps({"routes": data})
+        self.assertEqual((gaps, missing), ([], []))   # vireo below nginx, its ratio too
+        md = report.render_report({"routes": data})
+        self.assertIn("## routes — 30 locations against E3's config (issue 4)", md)
+        self.assertIn("Asked by: issue 4", md)
+        self.assertIn("`bench/conf/routes.inc`", md)
+
+    def test_tls_summary_table_and_target(self):
+        rows = ex.summarize_tls(tls_results(), ["vireo", "nginx"])
+        v1 = ex.find(rows, "vireo", proto="h1")
+        self.assertEqual((v1["vs_nginx"], v1["vs_nginx_min"], v1["vs_nginx_max"]), (0.875, 0.85, 0.9))
+        md = ex.markdown_tls(rows, ["vireo", "nginx"])
+        self.assertIn("| TLS 1.3, HTTP/1.1 keep-alive | vireo | 17.50 (17.00–18.00) | "
+                      "0.875× (0.850–0.900) | 9,000 | 2.00 / 9.00 | 0 | TLSv1.3 "
+                      "TLS_AES_128_GCM_SHA256, X25519 253 bits, ALPN http/1.1 |", md)
+        self.assertIn("ALPN h2 |", md)
+        data = dataset("tls", rows, ["vireo", "nginx"])
+        self.assertEqual(report.tls_targets(data), [
+            "| TLS 1.3, HTTP/1.1 keep-alive, 21 KB: CPU µs/req ≤ nginx's | 17.50 µs = 0.88× nginx "
+            "(20.00) | met |",
+            "| TLS 1.3, HTTP/2, 21 KB: CPU µs/req ≤ nginx's | 17.00 µs = 1.06× nginx (16.00) | "
+            "not met |"])
+        gaps, _ = report.open_gaps({"tls": data})
+        self.assertEqual([(g["where"], g["metric"], g["clear"]) for g in gaps],
+                         [("TLS 1.3, HTTP/2", "CPU µs/req", False)])
+
+    def test_tls_vireo_does_not_start(self):
+        why = 'vireo: does not start with this config: unknown directive "ssl_certificate" ' \
+              '(vireo-tls.conf:18)'
+        rows = ex.summarize_tls(tls_results(vireo=why), ["vireo", "nginx"])
+        md = ex.markdown_tls(rows, ["vireo", "nginx"])
+        self.assertIn(f"| TLS 1.3, HTTP/2 | vireo | {why} |", md)
+        self.assertIn("| TLS 1.3, HTTP/2 | nginx | 16.00 | 1.000× |", md)
+        data = dataset("tls", rows, ["vireo", "nginx"])
+        self.assertEqual(report.tls_targets(data)[0],
+                         f"| TLS 1.3, HTTP/1.1 keep-alive, 21 KB: CPU µs/req ≤ nginx's | – | "
+                         f"not measured ({why}) |")
+        _, missing = report.open_gaps({"tls": data})
+        self.assertEqual([m["where"] for m in missing], ["TLS 1.3, HTTP/1.1 keep-alive",
+                                                         "TLS 1.3, HTTP/2"])
+        self.assertIn(f"- tls (TLS 1.3, HTTP/1.1 keep-alive, TLS 1.3, HTTP/2): {why}",
+                      report.render_report({"tls": data}))
+
+
 def dataset(name, rows, servers, **options):
     opts = dict(servers=servers, duration=5, runs=3, connections=50, points=[50], ab_n=100000,
                 ab_n_php=100000, ab_c=1000, ab_time=20, idle_conns=10000, e2_conns=5000,
@@ -352,15 +551,47 @@ class Report(unittest.TestCase):
 
 class Templates(unittest.TestCase):
     KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
-            "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3"}
+            "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
+            "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4}
 
     def test_every_template_fills(self):
         for spec in vb.SERVERS.values():
-            for key in ("conf", "php", "proxy", "tuned"):
+            for key in ("conf", "php", "proxy", "tuned", "tls"):
                 name = spec.get(key)
                 if name and name.endswith(".conf"):
                     text = vb.fill((vb.CONF / name).read_text(), self.KEYS)
                     self.assertNotIn("@", text.replace("@ROOT", ""), name)
+
+    def routes_conf(self, name, config):
+        text = (vb.CONF / vb.SERVERS[name]["conf"]).read_text()
+        for old, new in ex.routes_edits(name, config):
+            self.assertEqual(text.count(old), 1, old)
+            text = text.replace(old, new)
+        return vb.fill(text, self.KEYS)
+
+    def test_routes_configs(self):
+        for name in ex.ROUTES_SERVERS:
+            one, many = self.routes_conf(name, "single"), self.routes_conf(name, "routes")
+            self.assertEqual(one.count("location"), 0, name)  # nginx: no proxy, no PHP
+            self.assertEqual(many.count("\n    location "), 30, name)
+            self.assertEqual(many.count("location ~"), 10)
+            self.assertEqual(many.count("location ^~"), 4)
+            self.assertIn("location @app", many)
+            # the files are served by the last regex, the only one whose root has them
+            self.assertTrue(many.rstrip().splitlines()[-3].endswith("{ root /r; }"))
+
+    @unittest.skipUnless(shutil.which("nginx") and shutil.which("openssl"), "needs nginx, openssl")
+    def test_nginx_accepts_routes_and_tls(self):
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = ex.make_cert(d)
+            keys = dict(self.KEYS, **{"@DIR@": d, "@CERT@": cert, "@KEY@": key})
+            for conf, text in (("routes", self.routes_conf("nginx", "routes")),
+                               ("tls", (vb.CONF / "nginx-tls.conf").read_text())):
+                path = Path(d, f"{conf}.conf")
+                path.write_text(vb.fill(text.replace("/d/", f"{d}/"), keys))
+                r = subprocess.run(["nginx", "-t", "-p", f"{d}/", "-e", f"{d}/e.log", "-c",
+                                    str(path)], capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_fill_refuses_leftovers(self):
         with self.assertRaises(RuntimeError):

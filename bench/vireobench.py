@@ -57,24 +57,26 @@ def php_fpm_binary():
 SERVERS = {
     "vireo": {
         "conf": "vireo.conf", "php": "vireo-php.conf", "proxy": "vireo-proxy.conf",
-        "tuned": "tuned.conf",
+        "tuned": "tuned.conf", "tls": "vireo-tls.conf",
         "cmd": lambda s: [str(VIREO), "-c", str(s.conf)],
         "test": lambda conf: [str(VIREO), "-t", "-c", str(conf)],
         "version": [str(VIREO), "-V"], "stop": signal.SIGQUIT,
     },
     "nginx": {
         "conf": "nginx.conf", "php": "nginx.conf", "proxy": "nginx.conf", "tuned": "tuned.conf",
+        "tls": "nginx-tls.conf",
         "cmd": lambda s: ["nginx", "-p", f"{s.dir}/", "-e", str(s.dir / "nginx-error.log"),
                           "-c", str(s.conf)],
         "version": ["nginx", "-v"], "stop": signal.SIGQUIT,
     },
     "lighttpd": {
-        "conf": "lighttpd.conf", "php": "lighttpd.conf",
+        "conf": "lighttpd.conf", "php": "lighttpd.conf", "tls": "lighttpd-tls.conf",
         "cmd": lambda s: ["lighttpd", "-D", "-f", str(s.conf)],
         "version": ["lighttpd", "-v"], "stop": signal.SIGTERM,
     },
     "h2o": {
         "conf": "h2o.conf", "php": "no PHP config for h2o in peers/ (static only)",
+        "tls": "h2o-tls.conf",
         "cmd": lambda s: ["h2o", "-c", str(s.conf)],
         "version": ["h2o", "-v"], "stop": signal.SIGTERM,
         "ignore": ("perl",),  # h2o's backtrace helper: not part of serving
@@ -316,6 +318,17 @@ def parse_h2load(out):
             "in_flight": started - done, "errors": failed}
 
 
+def parse_h2load_tls(out):
+    """What h2load negotiated over TLS, from the lines it prints once the first client
+    has connected: protocol (TLSv1.3), cipher, key exchange ("Server Temp Key") and the
+    ALPN result ("h2", "http/1.1"); None where a line is missing (no TLS session)."""
+    def line(name):
+        m = re.search(rf"^{name}: (.+)$", out, re.M)
+        return m.group(1).strip() if m else None
+    return {"tls_protocol": line("TLS Protocol"), "cipher": line("Cipher"),
+            "key_exchange": line("Server Temp Key"), "alpn": line("Application protocol")}
+
+
 def percentile(values, q):
     """q-th percentile (0-100) of values by the nearest-rank method."""
     if not values:
@@ -348,10 +361,22 @@ def h2load_log(log):
     return out
 
 
-def run_h2load(url, clients, duration, warmup, log, on_main=None):
-    """h2load --h1 -t1 -cC: connections are opened during `warmup` s, then requests are
-    counted for `duration` s.  on_main("start"/"stop") is called as h2load enters and
-    leaves its main phase, so CPU is read around exactly the counted requests.
+def h2load_cmd(url, clients, duration, warmup, log, streams=None):
+    """h2load -t1 -cC for `duration` s after a warm-up: HTTP/1.1 (--h1) when streams is
+    None, else HTTP/2 with `streams` concurrent streams per connection (-m)."""
+    proto = ["--h1"] if streams is None else [f"-m{streams}"]
+    return (["taskset", "-c", LOAD_CPU, "h2load"] + proto +
+            ["-t1", f"-c{clients}", f"-D{int(duration * 1000)}ms",
+             f"--warm-up-time={int(warmup * 1000)}ms", f"-N{H2LOAD_IDLE}s",
+             f"--log-file={log}", url])
+
+
+def run_h2load(url, clients, duration, warmup, log, on_main=None, streams=None):
+    """h2load -t1 -cC (--h1, or HTTP/2 with -m streams): connections are opened during
+    `warmup` s, then requests are counted for `duration` s.  on_main("start"/"stop") is
+    called as h2load enters and leaves its main phase, so CPU is read around exactly the
+    counted requests.  Over https the result also has what TLS negotiated
+    (parse_h2load_tls).
 
     Against a server that stops accepting, h2load waits minutes for connects after its
     main phase; then it is stopped H2LOAD_GRACE s after it, the figures come from its
@@ -359,9 +384,7 @@ def run_h2load(url, clients, duration, warmup, log, on_main=None):
     import threading
     from urllib.parse import urlparse
     Path(log).unlink(missing_ok=True)
-    cmd = ["taskset", "-c", LOAD_CPU, "h2load", "--h1", "-t1", f"-c{clients}",
-           f"-D{int(duration * 1000)}ms", f"--warm-up-time={int(warmup * 1000)}ms",
-           f"-N{H2LOAD_IDLE}s", f"--log-file={log}", url]
+    cmd = h2load_cmd(url, clients, duration, warmup, log, streams)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     limit = warmup + duration + H2LOAD_IDLE + 30
     stalled = []
@@ -414,6 +437,8 @@ def run_h2load(url, clients, duration, warmup, log, on_main=None):
         r = parse_h2load(out)
     r.update(ok_rps=r["succeeded"] / duration, duration_s=duration, clients=clients,
              p50_ms=percentile(lat, 50), p99_ms=percentile(lat, 99))
+    if url.startswith("https:"):
+        r.update(parse_h2load_tls(out))
     return r
 
 
@@ -475,6 +500,26 @@ def fill(text, values):
     return text
 
 
+class StartError(RuntimeError):
+    """A server that did not come up; reason: its own error (e.g. the config line it
+    refused), for the report."""
+
+    def __init__(self, message, reason):
+        super().__init__(message)
+        self.reason = reason
+
+
+def start_error_reason(log):
+    """The line of a server's output that says why it did not start: nginx's (and
+    vireo's) "[emerg] ..." line, else the last non-empty line; the scratch path of a
+    config file is cut to its name ("in /x/y/vireo-tls.conf:12" -> "vireo-tls.conf:12")."""
+    lines = [l.strip() for l in log.splitlines() if l.strip()]
+    line = next((l for l in lines if "[emerg]" in l), lines[-1] if lines else "no output")
+    line = line.split("[emerg] ", 1)[-1]
+    line = re.sub(r"^\d+#\d+: ", "", line)  # the error log's "pid#tid: "
+    return re.sub(r" in (/[^\s:]*/)?([^/\s:]+:\d+)", r" (\2)", line)
+
+
 class Server:
     """One server process started from a bench/conf template, as a context manager.
 
@@ -516,8 +561,9 @@ class Server:
         while not port_open(self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.__exit__()
-                raise RuntimeError(f"{self.name} did not come up on port {self.port}: "
-                                   f"{' '.join(self.cmd)}\n{self.log.read_text()[-2000:]}")
+                log = self.log.read_text()
+                raise StartError(f"{self.name} did not come up on port {self.port}: "
+                                 f"{' '.join(self.cmd)}\n{log[-2000:]}", start_error_reason(log))
             time.sleep(0.05)
         return self
 
@@ -619,6 +665,24 @@ def check_get(url, expect=None, contains=None):
                            f"{want}): {body[:200]!r}")
 
 
+def check_tls(url, expect, cacert, http):
+    """One GET with curl over TLS 1.3 before measuring, verified against cacert; http:
+    "1.1" or "2", offered by ALPN: the server must answer 200 with the file's bytes in
+    that version."""
+    out = Path(cacert).parent / "curl-body"
+    cmd = ["curl", "-sS", "--max-time", "10", "--tlsv1.3", "--cacert", str(cacert),
+           f"--http{http}", "-o", str(out), "-w", "%{http_code} %{http_version}", url]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise RuntimeError(f"GET {url} (curl --http{http}): {r.stderr.strip()[:300]}")
+    status, version = (r.stdout.split() + ["", ""])[:2]
+    body = out.read_bytes()
+    if status != "200" or version != http or body != expect:
+        raise RuntimeError(f"GET {url} (curl --http{http}): status {status}, HTTP/{version}, "
+                           f"{len(body)} bytes (expected 200, HTTP/{http} and the file's "
+                           f"{len(expect)} bytes)")
+
+
 def measure(name, scratch, root, port, path, duration, connections):
     """Start server, check one GET, warm up 1 s, one measured wrk run; returns a dict."""
     url = f"http://127.0.0.1:{port}/{path}"
@@ -633,9 +697,10 @@ def measure(name, scratch, root, port, path, duration, connections):
 # ---------------------------------------------------------------- setup
 
 # command -> Debian package providing it
-PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "h2load": "nghttp2-client", "nginx": "nginx", "apache2": "apache2",
-            "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm", "cc": "gcc",
-            "mod_php": "libapache2-mod-php"}
+PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "h2load": "nghttp2-client", "nginx": "nginx",
+            "apache2": "apache2", "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
+            "cc": "gcc", "mod_php": "libapache2-mod-php", "openssl": "openssl", "curl": "curl",
+            "mod_openssl": "lighttpd-mod-openssl"}
 
 
 def have(tool):
@@ -643,6 +708,8 @@ def have(tool):
         return bool(glob.glob("/usr/sbin/php-fpm*"))
     if tool == "mod_php":
         return bool(glob.glob("/usr/lib/apache2/modules/libphp*.so"))
+    if tool == "mod_openssl":
+        return Path("/usr/lib/lighttpd/mod_openssl.so").exists()
     return shutil.which(tool) is not None
 
 
@@ -861,7 +928,7 @@ class Progress:
 
 # ---------------------------------------------------------------- command line
 
-ALL_ORDER = ["E3", "E5", "M", "E4", "E1", "E2"]
+ALL_ORDER = ["E3", "E5", "routes", "tls", "M", "E4", "E1", "E2"]
 
 
 def experiments():
@@ -880,18 +947,23 @@ def parse_args(argv):
         + "\n  report the report and docs/benchmarks.md from the latest results/*.json")
     ap.add_argument("experiment", choices=list(exps) + ["all", "report"])
     ap.add_argument("--duration", type=float, help="seconds per measured load run "
-                    "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3: 4; "
-                    "E5/quick: 5)")
-    ap.add_argument("--runs", type=int, help="repetitions of every point (3; E2: 1)")
+                    "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3, quick, "
+                    "routes, tls: 4; E5: 5)")
+    ap.add_argument("--runs", type=int, help="repetitions of every point (3; routes, tls: 5; "
+                    "E2: 1)")
     ap.add_argument("--points", help="E1 client counts, comma-separated "
                     "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
-    ap.add_argument("--connections", type=int, default=50, help="wrk -c for E3/E5/quick (50)")
+    ap.add_argument("--connections", type=int, default=50,
+                    help="wrk -c for E3/E5/quick/routes, h2load -c for tls (50)")
+    ap.add_argument("--h2-streams", type=int, default=10,
+                    help="tls: h2load -m, concurrent streams per HTTP/2 connection (10)")
     ap.add_argument("--servers", help="comma-separated, interleaved in this order "
                     "(quick: vireo,nginx; E5: vireo,nginx,floor; others: "
                     + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,
-                    help="first port; server i listens on port-base+i, php-fpm on +50, "
-                         "a proxied backend on +51 (28080)")
+                    help="first port; server i listens on port-base+i (tls: and on "
+                         "port-base+20+i for HTTP/2), php-fpm on +50, a proxied backend on +51 "
+                         "(28080)")
     ap.add_argument("--idle-conns", type=int, default=10000,
                     help="M: keep-alive connections to open (10000)")
     ap.add_argument("--ab-n", type=int, default=100000, help="E4: ab -n for the static page (100000)")
