@@ -125,7 +125,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.main().worker_connections, number(d, 0)? as usize, d),
         syntax: "worker_connections number;",
         default: "512",
-        doc: "Most client connections one worker holds at once; connections past it are closed at once and logged.",
+        doc: "Most connections one worker holds at once, as in nginx counting both client connections and the worker's connections to upstream servers (proxy, FastCGI, pooled keep-alive ones included). A client connection past it is closed at once and logged. While fewer than an eighth are free, the worker stops accepting (new clients wait in the kernel's queue), keeping room for the upstream connections its clients' requests need; when none is free, idle keep-alive clients are closed to make room (\"reusing connections\"), and an upstream connection waits for a slot within its connect timeout before the request is answered with 500.",
     },
     Def {
         name: "multi_accept",

@@ -18,6 +18,8 @@ pub const TICK: Duration = Duration::from_millis(250);
 pub enum Expired {
     TimedOut,
     Stopping,
+    /// Closed early to free its worker_connections slot ([`reclaim`]).
+    Reclaimed,
 }
 
 struct Slot {
@@ -120,6 +122,33 @@ pub fn tick() {
     REGISTRY.with(|r| fire(&mut r.borrow_mut(), Expired::TimedOut, Some(Instant::now())));
 }
 
+/// Close up to `n` idle connections, those waiting longest first, to free
+/// their slots (nginx's "worker_connections are not enough, reusing
+/// connections"). Returns how many were told to close.
+pub fn reclaim(n: usize) -> usize {
+    REGISTRY.with(|r| {
+        let mut r = r.borrow_mut();
+        let mut idle: Vec<&mut Slot> = r
+            .slots
+            .iter_mut()
+            .flatten()
+            .filter(|s| s.fired.is_none())
+            .collect();
+        // The earliest deadlines have waited longest (for equal timeouts).
+        let n = n.min(idle.len());
+        if n < idle.len() {
+            idle.select_nth_unstable_by_key(n, |s| s.deadline);
+        }
+        for slot in &mut idle[..n] {
+            slot.fired = Some(Expired::Reclaimed);
+            if let Some(w) = slot.waker.take() {
+                w.wake();
+            }
+        }
+        n
+    })
+}
+
 /// The worker is stopping: wake every idle connection, and make new waits end at once.
 pub fn stop_all() {
     REGISTRY.with(|r| {
@@ -196,6 +225,28 @@ mod tests {
                 let mut n = IdleTimer::new(Instant::now() + Duration::from_secs(3600));
                 assert!(Pin::new(&mut n).poll(&mut cx).is_pending());
             });
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn reclaim_closes_the_longest_waiting_first() {
+        std::thread::spawn(|| {
+            let now = Instant::now();
+            let mut timers: Vec<IdleTimer> = [30, 10, 20, 40]
+                .iter()
+                .map(|s| IdleTimer::new(now + Duration::from_secs(*s)))
+                .collect();
+            assert_eq!(reclaim(2), 2);
+            let cx = &mut Context::from_waker(Waker::noop());
+            let fired: Vec<bool> = timers
+                .iter_mut()
+                .map(|t| Pin::new(t).poll(cx) == Poll::Ready(Expired::Reclaimed))
+                .collect();
+            assert_eq!(fired, [false, true, true, false]);
+            assert_eq!(reclaim(5), 2);
+            assert_eq!(reclaim(5), 0);
         })
         .join()
         .unwrap();

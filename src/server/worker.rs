@@ -104,6 +104,8 @@ pub struct Slots {
     clients: Cell<usize>,
     max: Cell<usize>,
     drained: Notify,
+    /// A slot was given back (upstream connections may be waiting for one).
+    freed: Notify,
 }
 
 /// Holds one connection slot; frees it when dropped.
@@ -126,6 +128,7 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let s = &self.slots;
         s.active.set(s.active.get() - 1);
+        s.freed.notify_one();
         if self.client {
             let n = s.clients.get() - 1;
             s.clients.set(n);
@@ -144,25 +147,62 @@ thread_local! {
 
 /// A slot for a connection to an upstream server, which holds it while it is
 /// open (pooled idle ones included). `Ok(None)` outside a worker thread (no
-/// accounting there); `Err` when worker_connections are all taken, which
-/// nginx reports the same way.
-pub fn upstream_slot() -> Result<Option<Slot>, std::io::Error> {
-    SLOTS.with(|s| {
-        let Some(slots) = s.borrow().clone() else {
-            return Ok(None);
-        };
-        match slots.take(false) {
-            Some(slot) => Ok(Some(slot)),
-            None => {
-                error_log!(
-                    Alert,
-                    "{} worker_connections are not enough while connecting to upstream",
-                    slots.max.get()
-                );
-                Err(std::io::Error::other("worker_connections are not enough"))
-            }
+/// accounting there). When every slot is taken, idle client connections are
+/// closed to free some, as nginx does, and the request waits for a slot until
+/// `deadline` (its connect timeout) rather than failing at once: upstream
+/// exchanges in flight free theirs (accepting keeps an eighth of the slots
+/// for them, see [`Slots::reserve`]). `Err` at the deadline.
+pub async fn upstream_slot(deadline: Instant) -> Result<Option<Slot>, std::io::Error> {
+    let Some(slots) = SLOTS.with(|s| s.borrow().clone()) else {
+        return Ok(None);
+    };
+    let mut warned = false;
+    loop {
+        let freed = slots.freed.notified();
+        if let Some(slot) = slots.take(false) {
+            return Ok(Some(slot));
         }
-    })
+        if super::idle::reclaim(RECLAIM_BATCH) > 0 && !warned {
+            warned = true;
+            error_log!(
+                Warn,
+                "{} worker_connections are not enough, reusing connections",
+                slots.max.get()
+            );
+        }
+        if tokio::time::timeout_at(deadline.into(), freed)
+            .await
+            .is_err()
+        {
+            error_log!(
+                Alert,
+                "{} worker_connections are not enough while connecting to upstream",
+                slots.max.get()
+            );
+            return Err(std::io::Error::other(NoSlot));
+        }
+    }
+}
+
+/// Idle connections closed at a time when slots run out (nginx's 32).
+const RECLAIM_BATCH: usize = 32;
+
+/// The error of a connection refused for want of a worker_connections slot.
+#[derive(Debug)]
+pub struct NoSlot;
+
+impl std::fmt::Display for NoSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("worker_connections are not enough")
+    }
+}
+
+impl std::error::Error for NoSlot {}
+
+/// Did this connection fail for want of a slot (a local shortage, which
+/// nginx answers with 500 and does not hold against the peer)?
+pub fn is_no_slot(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|e| e.is::<NoSlot>())
 }
 
 /// How long accepting waits before looking again at whether a slot reserve
@@ -229,6 +269,7 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
             clients: Cell::new(0),
             max: Cell::new(max),
             drained: Notify::new(),
+            freed: Notify::new(),
         });
         SLOTS.with(|s| *s.borrow_mut() = Some(slots.clone()));
         let local = tokio::task::LocalSet::new();

@@ -128,7 +128,10 @@ impl Balancer {
         if p.down || (p.max_conns != 0 && s.conns >= p.max_conns) {
             return false;
         }
-        p.max_fails == 0
+        // As nginx: a lone peer is never failed out (there is nothing else
+        // to send its requests to).
+        self.peers.len() == 1
+            || p.max_fails == 0
             || s.fails < p.max_fails
             || s.failed_at
                 .is_none_or(|t| now.duration_since(t) >= p.fail_timeout)

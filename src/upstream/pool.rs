@@ -130,9 +130,12 @@ impl AsyncWrite for UpConn {
     }
 }
 
-/// Open a new connection within `timeout`.
+/// Open a new connection within `timeout` (which includes waiting for a
+/// worker_connections slot when all are taken).
 pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
-    let slot = crate::server::worker::upstream_slot()?;
+    // Waiting for a worker_connections slot counts in the connect timeout.
+    let deadline = Instant::now() + timeout;
+    let slot = crate::server::worker::upstream_slot(deadline).await?;
     let fut = async {
         Ok::<_, io::Error>(match addr {
             PeerAddr::Tcp(a) => {
@@ -143,7 +146,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
             PeerAddr::Unix(p) => Sock::Unix(UnixStream::connect(p).await?),
         })
     };
-    let sock = tokio::time::timeout(timeout, fut)
+    let sock = tokio::time::timeout_at(deadline.into(), fut)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "upstream timed out"))??;
     Ok(UpConn {

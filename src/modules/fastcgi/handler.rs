@@ -489,6 +489,12 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         };
         let conn = match conn {
             Ok(c) => c,
+            Err(e) if crate::server::worker::is_no_slot(&e) => {
+                // A local shortage: 500, not held against the peer (the
+                // alert is logged where the slot was refused).
+                upstream.finished(peer, true);
+                return Outcome::Respond(req.error(500));
+            }
             Err(e) => {
                 upstream.finished(peer, false);
                 let f = if e.kind() == io::ErrorKind::TimedOut {

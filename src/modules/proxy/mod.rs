@@ -88,7 +88,10 @@ fn fail(kind: u16, code: u16, msg: impl Into<String>) -> Fail {
 }
 
 fn io_fail(e: &io::Error, while_: &str) -> Fail {
-    if e.kind() == ErrorKind::TimedOut {
+    if crate::server::worker::is_no_slot(e) {
+        // A local shortage: 500, not held against the peer, not retried.
+        fail(0, 500, format!("{e} while {while_}"))
+    } else if e.kind() == ErrorKind::TimedOut {
         fail(
             next::TIMEOUT,
             504,
