@@ -4,6 +4,35 @@
 
 /// (directive, example lines).
 pub static EXAMPLES: &[(&str, &str)] = &[
+    (
+        "real_ip_recursive",
+        "real_ip_header X-Forwarded-For;\nreal_ip_recursive on;",
+    ),
+    ("real_ip_header", "real_ip_header X-Forwarded-For;"),
+    (
+        "set_real_ip_from",
+        "set_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::/32;\nset_real_ip_from unix:;",
+    ),
+    (
+        "auth_basic_user_file",
+        "auth_basic_user_file /etc/vireo/htpasswd;",
+    ),
+    (
+        "auth_basic",
+        "auth_basic \"Restricted area\";\nauth_basic_user_file conf/htpasswd;",
+    ),
+    (
+        "satisfy",
+        "location /private/ {\n    satisfy any;\n    allow 10.0.0.0/8;\n    deny all;\n    auth_basic \"Staff\";\n    auth_basic_user_file conf/htpasswd;\n}",
+    ),
+    (
+        "deny",
+        "deny 192.168.1.1;\nallow 192.168.1.0/24;\ndeny all;",
+    ),
+    (
+        "allow",
+        "location /admin/ {\n    allow 192.168.1.0/24;\n    allow 2001:db8::/32;\n    deny all;\n}",
+    ),
     ("accept_mutex", "events { accept_mutex off; }"),
     ("accept_mutex_delay", "events { accept_mutex_delay 500ms; }"),
     (

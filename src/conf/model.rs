@@ -83,6 +83,9 @@ pub struct LocConfSet {
     pub fastcgi: fastcgi::conf::FastcgiConfSet,
     pub cgi: cgi::conf::CgiConfSet,
     pub proxy: crate::modules::proxy::conf::ProxyConfSet,
+    pub access: crate::modules::access::conf::AccessConfSet,
+    pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConfSet,
+    pub realip: crate::modules::realip::conf::RealipConfSet,
 }
 
 /// Resolved settings of one level.
@@ -99,6 +102,9 @@ pub struct LocConf {
     pub fastcgi: fastcgi::conf::FastcgiConf,
     pub cgi: cgi::conf::CgiConf,
     pub proxy: crate::modules::proxy::conf::ProxyConf,
+    pub access: crate::modules::access::conf::AccessConf,
+    pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConf,
+    pub realip: crate::modules::realip::conf::RealipConf,
 }
 
 impl LocConfSet {
@@ -115,6 +121,9 @@ impl LocConfSet {
             fastcgi: self.fastcgi.resolve(&parent.fastcgi),
             cgi: self.cgi.resolve(&parent.cgi),
             proxy: self.proxy.resolve(&parent.proxy),
+            access: self.access.resolve(&parent.access),
+            auth_basic: self.auth_basic.resolve(&parent.auth_basic),
+            realip: self.realip.resolve(&parent.realip),
         }
     }
 }

@@ -193,7 +193,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 17] {
+pub fn tables() -> [&'static [Def]; 20] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -212,6 +212,9 @@ pub fn tables() -> [&'static [Def]; 17] {
         crate::modules::proxy::conf::DIRECTIVES,
         crate::modules::fastcgi::conf::DIRECTIVES,
         crate::modules::cgi::conf::DIRECTIVES,
+        crate::modules::access::conf::DIRECTIVES,
+        crate::modules::auth_basic::conf::DIRECTIVES,
+        crate::modules::realip::conf::DIRECTIVES,
     ]
 }
 

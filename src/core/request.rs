@@ -82,10 +82,21 @@ pub trait Content: Send + Sync + std::fmt::Debug {
 }
 
 /// The client side of a connection.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Peer {
     Tcp(SocketAddr),
     Unix,
+}
+
+/// The address as error log lines and `$remote_addr` show it: the IP, or
+/// `unix:`.
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => a.ip().fmt(f),
+            Peer::Unix => f.write_str("unix:"),
+        }
+    }
 }
 
 /// URI changes (rewrites that search locations again, internal redirects by
@@ -140,6 +151,9 @@ pub struct State {
     /// `$upstream_*` and `$proxy_*` values, set by proxy-like handlers
     /// (shared with the response body, which completes the timings).
     pub upstream: Option<std::rc::Rc<RefCell<crate::upstream::UpstreamVars>>>,
+    /// The client address realip took from a header (set at most once per
+    /// request); see [`Request::client_addr`].
+    pub real_ip: Option<SocketAddr>,
 }
 
 pub struct Request<'a> {
@@ -202,6 +216,7 @@ impl<'a> Request<'a> {
 
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
+        crate::modules::realip::apply(self);
         self.server_name_captures();
         let mut resp = self.process(body, Jump::Server).await;
         // As in nginx, a Location set before an error page's internal
@@ -458,6 +473,25 @@ impl<'a> Request<'a> {
         self.state.err_status.is_none_or(|s| s == 0 || s == 200)
     }
 
+    /// The client as every module and variable sees it (`$remote_addr`,
+    /// allow/deny, limits, logs, ip_hash): the address realip took from a
+    /// header, else the connection's peer.
+    pub fn client_addr(&self) -> Peer {
+        self.state.real_ip.map_or(*self.peer, Peer::Tcp)
+    }
+
+    /// `, client: …, server: …, request: "…", host: "…"`: the context nginx
+    /// appends to a request's error log lines.
+    pub fn log_context(&self) -> String {
+        format!(
+            ", client: {}, server: {}, request: \"{}\", host: \"{}\"",
+            self.client_addr(),
+            self.server.name(),
+            String::from_utf8_lossy(self.head.line()),
+            self.host
+        )
+    }
+
     /// The address the connection came in on (one getsockname, then cached).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         *self.local.get_or_init(|| match self.peer {
@@ -617,16 +651,24 @@ impl<'a> Request<'a> {
     pub fn var_into(&self, var: &Var, out: &mut Vec<u8>, outer: &dyn VarSource) {
         let head = self.head;
         match var {
-            Var::RemoteAddr => match self.peer {
-                Peer::Tcp(remote) => write_display(out, &remote.ip()),
-                Peer::Unix => out.extend_from_slice(b"unix:"),
-            },
+            Var::RemoteAddr => write_display(out, &self.client_addr()),
             Var::RemotePort => {
+                if let Peer::Tcp(remote) = self.client_addr() {
+                    push_u64(out, remote.port().into());
+                }
+            }
+            Var::RealipRemoteAddr => write_display(out, self.peer),
+            Var::RealipRemotePort => {
                 if let Peer::Tcp(remote) = self.peer {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RemoteUser | Var::RequestBody | Var::Https => {}
+            Var::RemoteUser => {
+                if let Some(c) = crate::modules::auth_basic::credentials(head) {
+                    out.extend_from_slice(c.user());
+                }
+            }
+            Var::RequestBody | Var::Https => {}
             Var::Upstream(f) => {
                 if let Some(u) = &self.state.upstream {
                     u.borrow().render(*f, out);
