@@ -653,7 +653,10 @@ impl<'a> Request<'a> {
         match var {
             Var::RemoteAddr => write_display(out, &self.client_addr()),
             Var::RemotePort => {
-                if let Peer::Tcp(remote) = self.client_addr() {
+                // Empty for a unix socket, and for a realip address without port.
+                if let Peer::Tcp(remote) = self.client_addr()
+                    && remote.port() != 0
+                {
                     push_u64(out, remote.port().into());
                 }
             }
@@ -686,7 +689,10 @@ impl<'a> Request<'a> {
                 }
             }
             Var::ProxyAddXForwardedFor => {
-                if let Some(x) = head.header("x-forwarded-for") {
+                for (_, x) in head
+                    .headers()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
+                {
                     out.extend_from_slice(x);
                     out.extend_from_slice(b", ");
                 }

@@ -80,7 +80,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "real_ip_header field | X-Real-IP | X-Forwarded-For;",
         default: "X-Real-IP",
-        doc: "The request header holding the client address: `X-Real-IP`, `X-Forwarded-For` (all its lines, as one comma-separated list) or any other header (its first line). An address may carry a port (`192.0.2.1:4321`, `[2001:db8::1]:4321`), which becomes `$remote_port` (0 when there is none). `proxy_protocol` is refused: vireo has no PROXY protocol listener.",
+        doc: "The request header holding the client address: `X-Real-IP`, `X-Forwarded-For` (all its lines, as one comma-separated list) or any other header (its first line). An address may carry a port (`192.0.2.1:4321`, `[2001:db8::1]:4321`), which becomes `$remote_port` (empty when there is none). `proxy_protocol` is refused: vireo has no PROXY protocol listener.",
     },
     Def {
         name: "real_ip_recursive",

@@ -16,7 +16,7 @@
 //! connection's) is trusted: without `real_ip_recursive` the last address
 //! of the header replaces a trusted peer; with it, the header is walked from
 //! its end past every trusted address (several `X-Forwarded-For` lines count
-//! as one list). `$remote_port` becomes the header's port, or 0.
+//! as one list). `$remote_port` becomes the header's port, or empty without one.
 
 pub mod conf;
 
