@@ -7,10 +7,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+/// A user name and its stored password.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// A parsed user file: `user:password` pairs in file order.
 #[derive(Debug, Default)]
 pub struct UserFile {
-    entries: Vec<(Box<[u8]>, Box<[u8]>)>,
+    entries: Vec<Entry>,
 }
 
 impl UserFile {
