@@ -25,6 +25,12 @@ http {
         location /open/ {
             auth_basic off;
         }
+        location /page/ {
+            error_page 401 /login.html;
+        }
+        location = /login.html {
+            auth_basic off;
+        }
         location /missing/ {
             auth_basic_user_file {dir}/nosuch;
         }
@@ -99,6 +105,7 @@ fn start() -> Vireo {
         file.push('\n');
     }
     dir.write("htpasswd", file);
+    dir.write("html/login.html", "please log in\n");
     for d in [
         "",
         "open",
@@ -151,6 +158,18 @@ fn every_format_and_the_challenge() {
     assert!(
         log.contains("no user/password was provided for basic authentication"),
         "{log}"
+    );
+}
+
+#[test]
+fn error_page_keeps_the_challenge() {
+    let v = start();
+    let r = get_as(&v, "/page/", None);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.text(), "please log in\n");
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(format!("Basic realm=\"Zone {}\"", v.port).as_str())
     );
 }
 

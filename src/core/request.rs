@@ -219,9 +219,9 @@ impl<'a> Request<'a> {
         crate::modules::realip::apply(self);
         self.server_name_captures();
         let mut resp = self.process(body, Jump::Server).await;
-        // As in nginx, a Location set before an error page's internal
-        // redirect stays on the answer.
-        let mut location = None;
+        // As in nginx, a Location or WWW-Authenticate set before an error
+        // page's internal redirect stays on the answer.
+        let mut kept = Vec::new();
         loop {
             match self.error_page(&resp) {
                 None => break,
@@ -230,17 +230,19 @@ impl<'a> Request<'a> {
                     break;
                 }
                 Some(ErrorJump::To(jump)) => {
-                    if let Some(i) = resp.headers.iter().position(|(n, _)| *n == "Location") {
-                        location = Some(resp.headers.swap_remove(i).1);
+                    for name in ["Location", "WWW-Authenticate"] {
+                        if let Some(i) = resp.headers.iter().position(|(n, _)| *n == name) {
+                            kept.push(resp.headers.swap_remove(i));
+                        }
                     }
                     resp = self.process(body, jump).await;
                 }
             }
         }
-        if let Some(l) = location
-            && !resp.headers.iter().any(|(n, _)| *n == "Location")
-        {
-            resp.headers.push(("Location", l));
+        for (name, v) in kept {
+            if !resp.headers.iter().any(|(n, _)| *n == name) {
+                resp.headers.push((name, v));
+            }
         }
         if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
             resp.status = s;
