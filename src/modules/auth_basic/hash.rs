@@ -11,7 +11,8 @@
 //! libxcrypt does not know; it is written out here as in nginx and Apache.
 //!
 //! The slow formats (bcrypt, SHA-crypt, yescrypt) run on tokio's blocking
-//! pool so a worker keeps serving other connections meanwhile.
+//! pool so a worker keeps serving other connections meanwhile, at most
+//! [`CRYPT_JOBS`] at a time per worker.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -28,10 +29,24 @@ pub async fn verify(password: &[u8], stored: &[u8]) -> bool {
     if let Some(v) = verify_fast(password, stored) {
         return v;
     }
+    // A flood of logins must not become a flood of threads: a few hashes
+    // at a time per worker, the others wait their turn.
+    let slots = CRYPT_SLOTS.with(std::rc::Rc::clone);
+    let Ok(_slot) = slots.acquire().await else {
+        return false;
+    };
     let (p, s) = (password.to_vec(), stored.to_vec());
     tokio::task::spawn_blocking(move || verify_crypt(&p, &s))
         .await
         .unwrap_or(false)
+}
+
+/// crypt(3) hashes computed at once per worker.
+const CRYPT_JOBS: usize = 2;
+
+thread_local! {
+    static CRYPT_SLOTS: std::rc::Rc<tokio::sync::Semaphore> =
+        std::rc::Rc::new(tokio::sync::Semaphore::new(CRYPT_JOBS));
 }
 
 /// The formats cheap enough to check on the worker; `None` for crypt(3)'s.
