@@ -25,6 +25,9 @@ http {
         location /open/ {
             auth_basic off;
         }
+        location /var/ {
+            auth_basic_user_file {dir}/$arg_f;
+        }
         location /page/ {
             error_page 401 /login.html;
         }
@@ -109,6 +112,7 @@ fn start() -> Vireo {
     for d in [
         "",
         "open",
+        "var",
         "missing",
         "unreadable",
         "all",
@@ -224,6 +228,14 @@ fn off_missing_and_unreadable_files() {
         log.contains("[crit]") && log.contains("(21: Is a directory)"),
         "{log}"
     );
+}
+
+#[test]
+fn user_file_path_with_variables() {
+    let v = start();
+    let good = basic("plain", "pw-plain");
+    assert_eq!(get_as(&v, "/var/?f=htpasswd", Some(&good)).status, 200);
+    assert_eq!(get_as(&v, "/var/?f=other", Some(&good)).status, 403);
 }
 
 #[test]
