@@ -14,6 +14,18 @@ pub static EXAMPLES: &[(&str, &str)] = &[
         "add_header",
         "add_header X-Frame-Options SAMEORIGIN;\nadd_header Cache-Control \"no-store\" always;",
     ),
+    (
+        "allow",
+        "location /admin/ {\n    allow 192.168.1.0/24;\n    allow 2001:db8::/32;\n    deny all;\n}",
+    ),
+    (
+        "auth_basic",
+        "auth_basic \"Restricted area\";\nauth_basic_user_file conf/htpasswd;",
+    ),
+    (
+        "auth_basic_user_file",
+        "auth_basic_user_file /etc/vireo/htpasswd;",
+    ),
     ("autoindex", "location /pub/ { autoindex on; }"),
     ("autoindex_exact_size", "autoindex_exact_size off;"),
     ("autoindex_format", "autoindex_format json;"),
@@ -46,6 +58,10 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("compress_cache", "compress_cache 32m;"),
     ("daemon", "daemon off;"),
     ("default_type", "default_type application/octet-stream;"),
+    (
+        "deny",
+        "deny 192.168.1.1;\nallow 192.168.1.0/24;\ndeny all;",
+    ),
     ("error_log", "error_log logs/error.log warn;"),
     ("etag", "etag off;"),
     ("events", "events {\n    worker_connections 4096;\n}"),
@@ -195,8 +211,17 @@ pub static EXAMPLES: &[(&str, &str)] = &[
         "proxy_temp_path",
         "proxy_temp_path /var/cache/nginx/proxy_temp;",
     ),
+    ("real_ip_header", "real_ip_header X-Forwarded-For;"),
+    (
+        "real_ip_recursive",
+        "real_ip_header X-Forwarded-For;\nreal_ip_recursive on;",
+    ),
     ("reset_timedout_connection", "reset_timedout_connection on;"),
     ("root", "root /var/www/example.com/public;"),
+    (
+        "satisfy",
+        "location /private/ {\n    satisfy any;\n    allow 10.0.0.0/8;\n    deny all;\n    auth_basic \"Staff\";\n    auth_basic_user_file conf/htpasswd;\n}",
+    ),
     (
         "scgi_temp_path",
         "scgi_temp_path /var/cache/nginx/scgi_temp;",
@@ -216,6 +241,10 @@ pub static EXAMPLES: &[(&str, &str)] = &[
         "server_names_hash_max_size 1024;",
     ),
     ("server_tokens", "server_tokens off;"),
+    (
+        "set_real_ip_from",
+        "set_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::/32;\nset_real_ip_from unix:;",
+    ),
     ("ssl_buffer_size", "ssl_buffer_size 4k;"),
     (
         "ssl_certificate",

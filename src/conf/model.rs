@@ -84,6 +84,9 @@ pub struct LocConfSet {
     pub cgi: cgi::conf::CgiConfSet,
     pub proxy: crate::modules::proxy::conf::ProxyConfSet,
     pub ssl: crate::modules::ssl::conf::SslConfSet,
+    pub access: crate::modules::access::conf::AccessConfSet,
+    pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConfSet,
+    pub realip: crate::modules::realip::conf::RealipConfSet,
 }
 
 /// Resolved settings of one level.
@@ -101,6 +104,9 @@ pub struct LocConf {
     pub cgi: cgi::conf::CgiConf,
     pub proxy: crate::modules::proxy::conf::ProxyConf,
     pub ssl: crate::modules::ssl::conf::SslConf,
+    pub access: crate::modules::access::conf::AccessConf,
+    pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConf,
+    pub realip: crate::modules::realip::conf::RealipConf,
 }
 
 impl LocConfSet {
@@ -118,6 +124,9 @@ impl LocConfSet {
             cgi: self.cgi.resolve(&parent.cgi),
             proxy: self.proxy.resolve(&parent.proxy),
             ssl: self.ssl.resolve(&parent.ssl),
+            access: self.access.resolve(&parent.access),
+            auth_basic: self.auth_basic.resolve(&parent.auth_basic),
+            realip: self.realip.resolve(&parent.realip),
         }
     }
 }

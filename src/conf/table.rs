@@ -198,7 +198,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 19] {
+pub fn tables() -> [&'static [Def]; 22] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -219,6 +219,9 @@ pub fn tables() -> [&'static [Def]; 19] {
         crate::modules::cgi::conf::DIRECTIVES,
         crate::modules::ssl::conf::DIRECTIVES,
         crate::modules::ssl::conf::IGNORED,
+        crate::modules::access::conf::DIRECTIVES,
+        crate::modules::auth_basic::conf::DIRECTIVES,
+        crate::modules::realip::conf::DIRECTIVES,
     ]
 }
 

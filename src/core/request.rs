@@ -84,10 +84,21 @@ pub trait Content: Send + Sync + std::fmt::Debug {
 }
 
 /// The client side of a connection.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Peer {
     Tcp(SocketAddr),
     Unix,
+}
+
+/// The address as error log lines and `$remote_addr` show it: the IP, or
+/// `unix:`.
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => a.ip().fmt(f),
+            Peer::Unix => f.write_str("unix:"),
+        }
+    }
 }
 
 /// URI changes (rewrites that search locations again, internal redirects by
@@ -142,6 +153,9 @@ pub struct State {
     /// `$upstream_*` and `$proxy_*` values, set by proxy-like handlers
     /// (shared with the response body, which completes the timings).
     pub upstream: Option<std::rc::Rc<RefCell<crate::upstream::UpstreamVars>>>,
+    /// The client address realip took from a header (set at most once per
+    /// request); see [`Request::client_addr`].
+    pub real_ip: Option<SocketAddr>,
 }
 
 pub struct Request<'a> {
@@ -206,11 +220,12 @@ impl<'a> Request<'a> {
 
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
+        crate::modules::realip::apply(self);
         self.server_name_captures();
         let mut resp = self.process(body, Jump::Server).await;
-        // As in nginx, a Location set before an error page's internal
-        // redirect stays on the answer.
-        let mut location = None;
+        // As in nginx, a Location or WWW-Authenticate set before an error
+        // page's internal redirect stays on the answer.
+        let mut kept = Vec::new();
         loop {
             match self.error_page(&resp) {
                 None => break,
@@ -219,17 +234,19 @@ impl<'a> Request<'a> {
                     break;
                 }
                 Some(ErrorJump::To(jump)) => {
-                    if let Some(i) = resp.headers.iter().position(|(n, _)| *n == "Location") {
-                        location = Some(resp.headers.swap_remove(i).1);
+                    for name in ["Location", "WWW-Authenticate"] {
+                        if let Some(i) = resp.headers.iter().position(|(n, _)| *n == name) {
+                            kept.push(resp.headers.swap_remove(i));
+                        }
                     }
                     resp = self.process(body, jump).await;
                 }
             }
         }
-        if let Some(l) = location
-            && !resp.headers.iter().any(|(n, _)| *n == "Location")
-        {
-            resp.headers.push(("Location", l));
+        for (name, v) in kept {
+            if !resp.headers.iter().any(|(n, _)| *n == name) {
+                resp.headers.push((name, v));
+            }
         }
         if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
             resp.status = s;
@@ -462,6 +479,25 @@ impl<'a> Request<'a> {
         self.state.err_status.is_none_or(|s| s == 0 || s == 200)
     }
 
+    /// The client as every module and variable sees it (`$remote_addr`,
+    /// allow/deny, limits, logs, ip_hash): the address realip took from a
+    /// header, else the connection's peer.
+    pub fn client_addr(&self) -> Peer {
+        self.state.real_ip.map_or(*self.peer, Peer::Tcp)
+    }
+
+    /// `, client: …, server: …, request: "…", host: "…"`: the context nginx
+    /// appends to a request's error log lines.
+    pub fn log_context(&self) -> String {
+        format!(
+            ", client: {}, server: {}, request: \"{}\", host: \"{}\"",
+            self.client_addr(),
+            self.server.name(),
+            String::from_utf8_lossy(self.head.line()),
+            self.host
+        )
+    }
+
     /// The address the connection came in on (one getsockname, then cached).
     pub fn local_addr(&self) -> Option<SocketAddr> {
         *self.local.get_or_init(|| match self.peer {
@@ -631,16 +667,27 @@ impl<'a> Request<'a> {
     pub fn var_into(&self, var: &Var, out: &mut Vec<u8>, outer: &dyn VarSource) {
         let head = self.head;
         match var {
-            Var::RemoteAddr => match self.peer {
-                Peer::Tcp(remote) => write_display(out, &remote.ip()),
-                Peer::Unix => out.extend_from_slice(b"unix:"),
-            },
+            Var::RemoteAddr => write_display(out, &self.client_addr()),
             Var::RemotePort => {
+                // Empty for a unix socket, and for a realip address without port.
+                if let Peer::Tcp(remote) = self.client_addr()
+                    && remote.port() != 0
+                {
+                    push_u64(out, remote.port().into());
+                }
+            }
+            Var::RealipRemoteAddr => write_display(out, self.peer),
+            Var::RealipRemotePort => {
                 if let Peer::Tcp(remote) = self.peer {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RemoteUser | Var::RequestBody => {}
+            Var::RemoteUser => {
+                if let Some(c) = crate::modules::auth_basic::credentials(head) {
+                    out.extend_from_slice(c.user());
+                }
+            }
+            Var::RequestBody => {}
             Var::Https => {
                 if self.tls.is_some() {
                     out.extend_from_slice(b"on");
@@ -675,7 +722,10 @@ impl<'a> Request<'a> {
                 }
             }
             Var::ProxyAddXForwardedFor => {
-                if let Some(x) = head.header("x-forwarded-for") {
+                for (_, x) in head
+                    .headers()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
+                {
                     out.extend_from_slice(x);
                     out.extend_from_slice(b", ");
                 }

@@ -21,6 +21,11 @@ pub enum Var {
     RemotePort,
     /// `$remote_user` (basic-auth user name)
     RemoteUser,
+    /// `$realip_remote_addr`: the connection's own client address, whatever
+    /// realip set.
+    RealipRemoteAddr,
+    /// `$realip_remote_port`
+    RealipRemotePort,
     /// `$time_local`
     TimeLocal,
     /// `$time_iso8601`
@@ -130,6 +135,8 @@ impl Var {
             "remote_addr" => Var::RemoteAddr,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
+            "realip_remote_addr" => Var::RealipRemoteAddr,
+            "realip_remote_port" => Var::RealipRemotePort,
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
             "msec" => Var::Msec,
@@ -200,6 +207,8 @@ impl Var {
             Var::RemoteAddr => "remote_addr",
             Var::RemotePort => "remote_port",
             Var::RemoteUser => "remote_user",
+            Var::RealipRemoteAddr => "realip_remote_addr",
+            Var::RealipRemotePort => "realip_remote_port",
             Var::TimeLocal => "time_local",
             Var::TimeIso8601 => "time_iso8601",
             Var::Msec => "msec",

@@ -1,5 +1,7 @@
 //! Feature modules: each one holds its runtime and its directives.
 
+pub mod access;
+pub mod auth_basic;
 pub mod autoindex;
 pub mod cgi;
 pub mod compress;
@@ -9,6 +11,7 @@ pub mod headers;
 pub mod log;
 pub mod map;
 pub mod proxy;
+pub mod realip;
 pub mod rewrite;
 pub mod ssl;
 pub mod static_files;
@@ -29,9 +32,12 @@ pub fn filter_response(
 /// allow/deny and authentication), run for the location a request ended up in,
 /// after its rewrite phase and before try_files. `Some` answers the request.
 pub async fn access_phases(
-    _req: &mut crate::core::request::Request<'_>,
+    req: &mut crate::core::request::Request<'_>,
 ) -> Option<crate::http::response::Response> {
-    None
+    // realip first (nginx's preaccess order): limits and access see its address.
+    realip::apply(req);
+    // access
+    access::phase(req).await
 }
 
 /// Per-worker housekeeping, once a second: flush access-log buffers, drop

@@ -292,3 +292,44 @@ impl io::Write for FdIo {
         Ok(())
     }
 }
+
+#[link(name = "crypt")]
+unsafe extern "C" {
+    /// libxcrypt's reentrant crypt with a caller-sized work area.
+    fn crypt_rn(
+        phrase: *const libc::c_char,
+        setting: *const libc::c_char,
+        data: *mut libc::c_void,
+        size: libc::c_int,
+    ) -> *mut libc::c_char;
+}
+
+/// `sizeof(struct crypt_data)` in libxcrypt.
+const CRYPT_DATA_SIZE: usize = 32768;
+
+/// crypt(3) of `phrase` with `setting` (a stored hash or a salt string):
+/// the hash, or `None` when the setting names no method the system knows,
+/// either string holds a NUL, or the phrase is too long.
+pub fn crypt(phrase: &[u8], setting: &[u8]) -> Option<Vec<u8>> {
+    let phrase = std::ffi::CString::new(phrase).ok()?;
+    let setting = std::ffi::CString::new(setting).ok()?;
+    let mut data = vec![0u8; CRYPT_DATA_SIZE];
+    // SAFETY: both strings are NUL-terminated and live across the call; `data`
+    // is a writable buffer of the size passed, which crypt_rn checks against
+    // its own struct size.
+    let out = unsafe {
+        crypt_rn(
+            phrase.as_ptr(),
+            setting.as_ptr(),
+            data.as_mut_ptr().cast(),
+            CRYPT_DATA_SIZE as libc::c_int,
+        )
+    };
+    if out.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null result is a NUL-terminated string inside `data`.
+    let hash = unsafe { std::ffi::CStr::from_ptr(out) }.to_bytes();
+    // libxcrypt marks failure with a hash starting with `*`.
+    (!hash.starts_with(b"*")).then(|| hash.to_vec())
+}

@@ -8,7 +8,6 @@ pub mod conf;
 
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::http::response::{Body, BodyStream};
-use crate::modules::fastcgi::handler::client;
 use crate::modules::fastcgi::respond::{self, Head};
 use bytes::{Bytes, BytesMut};
 use std::cell::Cell;
@@ -148,7 +147,7 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
             Error,
             "cgi_max_processes ({}) reached, client: {}",
             conf.max_processes,
-            client(req)
+            req.client_addr()
         );
         return Outcome::Respond(req.error(503));
     };
@@ -280,7 +279,7 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
                 Error,
                 "CGI \"{}\" {why}, client: {}",
                 path.display(),
-                client(req)
+                req.client_addr()
             );
             let status = if why == "timed out" { 504 } else { 502 };
             return Outcome::Respond(req.error(status));

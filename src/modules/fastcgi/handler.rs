@@ -101,18 +101,11 @@ impl Fail {
                 Error,
                 "{}, client: {}, request: \"{}\", upstream: \"{}\"",
                 self.text(),
-                client(req),
+                req.client_addr(),
                 String::from_utf8_lossy(req.head.line()),
                 upstream
             );
         }
-    }
-}
-
-pub fn client(req: &Request<'_>) -> String {
-    match req.peer {
-        crate::core::request::Peer::Tcp(a) => a.ip().to_string(),
-        crate::core::request::Peer::Unix => "unix:".into(),
     }
 }
 
@@ -397,7 +390,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         crate::error_log!(
             Error,
             "URI with a line break refused before FastCGI, client: {}",
-            client(req)
+            req.client_addr()
         );
         return Outcome::Respond(req.error(400));
     }
@@ -437,7 +430,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
     let first = first.freeze();
     let upstream = pass.up.get();
     let key = match upstream.method {
-        Balance::IpHash => match req.peer {
+        Balance::IpHash => match req.client_addr() {
             crate::core::request::Peer::Tcp(a) => ip_hash_key(a.ip()),
             crate::core::request::Peer::Unix => Vec::new(),
         },
@@ -471,7 +464,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                                 Error,
                                 "no live upstreams while connecting to upstream \"{}\", client: {}",
                                 upstream.name,
-                                client(req)
+                                req.client_addr()
                             );
                         }
                         break_fail!(last, req);

@@ -152,7 +152,7 @@ impl Proxy {
 
         let up = self.up.get();
         let key: Vec<u8> = match up.method {
-            Balance::IpHash => match req.peer {
+            Balance::IpHash => match req.client_addr() {
                 Peer::Tcp(a) => balance::ip_hash_key(a.ip()),
                 Peer::Unix => Vec::new(),
             },
@@ -752,10 +752,7 @@ impl Proxy {
     }
 
     fn log(&self, req: &Request<'_>, peer: &str, uri: &[u8], msg: &str) {
-        let client = match req.peer {
-            Peer::Tcp(a) => a.ip().to_string(),
-            Peer::Unix => "unix:".into(),
-        };
+        let client = req.client_addr();
         crate::error_log!(
             Error,
             "{msg}, client: {client}, server: {}, request: \"{}\", upstream: \"http://{peer}{}\", host: \"{}\"",

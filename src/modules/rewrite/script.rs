@@ -169,19 +169,6 @@ fn render(req: &Request<'_>, t: &Template, escape: Option<&'static AsciiSet>, ou
     }
 }
 
-fn log_suffix(req: &Request<'_>) -> String {
-    let client = match req.peer {
-        crate::core::request::Peer::Tcp(a) => a.ip().to_string(),
-        crate::core::request::Peer::Unix => "unix:".into(),
-    };
-    format!(
-        ", client: {client}, server: {}, request: \"{}\", host: \"{}\"",
-        req.server.name(),
-        String::from_utf8_lossy(req.head.line()),
-        req.host
-    )
-}
-
 fn rewrite(req: &mut Request<'_>, rw: &Rewrite) -> Flow {
     let log = req.conf.rewrite.rewrite_log;
     let matched = req.regex_exec(&rw.re, &req.uri);
@@ -192,7 +179,7 @@ fn rewrite(req: &mut Request<'_>, rw: &Rewrite) -> Flow {
             rw.re.as_str(),
             if matched { "matches" } else { "does not match" },
             String::from_utf8_lossy(&req.uri),
-            log_suffix(req)
+            req.log_context()
         );
     }
     if !matched {
@@ -235,7 +222,7 @@ fn rewrite(req: &mut Request<'_>, rw: &Rewrite) -> Flow {
             to.push_str(&String::from_utf8_lossy(&a));
         }
         if log {
-            crate::error_log!(Notice, "rewritten redirect: \"{to}\"{}", log_suffix(req));
+            crate::error_log!(Notice, "rewritten redirect: \"{to}\"{}", req.log_context());
         }
         return Flow::Respond(req.error(code).header("Location", Value::Owned(to)));
     }
@@ -243,7 +230,7 @@ fn rewrite(req: &mut Request<'_>, rw: &Rewrite) -> Flow {
         crate::error_log!(
             Error,
             "the rewritten URI has a zero length{}",
-            log_suffix(req)
+            req.log_context()
         );
         return Flow::Respond(req.error(500));
     }
@@ -259,7 +246,7 @@ fn rewrite(req: &mut Request<'_>, rw: &Rewrite) -> Flow {
             Notice,
             "rewritten data: \"{}\", args: \"{shown}\"{}",
             String::from_utf8_lossy(&uri),
-            log_suffix(req)
+            req.log_context()
         );
     }
     req.uri = uri;

@@ -204,20 +204,12 @@ fn open_error(req: &Request<'_>, e: std::io::Error) -> Response {
                 "open() \"{}\" failed ({}), client: {}, request: \"{}\"",
                 String::from_utf8_lossy(&req.filename),
                 crate::core::errlog::errno_text(&e),
-                client(req),
+                req.client_addr(),
                 String::from_utf8_lossy(req.head.line())
             ),
         );
     }
     req.error(status)
-}
-
-/// The client address for error log lines.
-fn client(req: &Request<'_>) -> String {
-    match req.peer {
-        crate::core::request::Peer::Tcp(a) => a.ip().to_string(),
-        crate::core::request::Peer::Unix => "unix:".into(),
-    }
 }
 
 /// A directory asked for without its trailing slash: 301 to the slashed URI.

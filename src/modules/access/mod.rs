@@ -1,0 +1,146 @@
+//! `allow` / `deny` (nginx's ngx_http_access_module) and `satisfy`, which
+//! combines them with basic authentication ([`super::auth_basic`]).
+//!
+//! Rules are checked in order and the first that matches the client address
+//! ([`Request::client_addr`], so realip's address when it set one) decides;
+//! none matching allows. As in nginx, a rule only applies to clients of its
+//! family (`all` to every family): an IPv4 rule never matches an IPv6
+//! client, `unix:` only matches unix-socket clients. An IPv4-mapped IPv6
+//! client (`::ffff:10.0.0.1`) is checked as IPv4 when there are IPv4 rules
+//! or `all`. A denial is a 403 (through `error_page`) with nginx's line
+//! "access forbidden by rule" in the error log (under `satisfy all` only,
+//! as nginx).
+//!
+//! `satisfy all` (the default) needs every module that has something to
+//! check to grant; `satisfy any` needs one. Under `any`, when no module
+//! grants, a module's 401 wins over another's 403, so the client gets the
+//! `WWW-Authenticate` challenge (nginx behaves the same).
+
+pub mod cidr;
+pub mod conf;
+
+use crate::core::request::{Peer, Request};
+use crate::http::response::Response;
+use crate::modules::auth_basic::{self, Auth};
+pub use cidr::{Cidr, Client};
+use conf::{Rule, Satisfy, Who};
+
+/// What the rules say about a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No rule matched (or there are none): this module has no opinion.
+    Declined,
+    Allow,
+    Deny,
+}
+
+/// The first rule that matches `client`.
+pub fn check(rules: &[Rule], client: Peer) -> Verdict {
+    if rules.is_empty() {
+        return Verdict::Declined;
+    }
+    let v4_rules = rules
+        .iter()
+        .any(|r| matches!(r.who, Who::All | Who::Net(Cidr::V4 { .. })));
+    let client = Client::of(client, v4_rules);
+    for r in rules {
+        let hit = match &r.who {
+            Who::All => true,
+            Who::Net(c) => c.matches(&client),
+        };
+        if hit {
+            return if r.deny {
+                Verdict::Deny
+            } else {
+                Verdict::Allow
+            };
+        }
+    }
+    Verdict::Declined
+}
+
+/// The access phase: allow/deny, then basic authentication, combined as
+/// `satisfy` says. `Some` answers the request.
+pub async fn phase(req: &mut Request<'_>) -> Option<Response> {
+    let conf = &req.conf.access;
+    let verdict = check(&conf.rules, req.client_addr());
+    match conf.satisfy {
+        Satisfy::All => {
+            if verdict == Verdict::Deny {
+                crate::error_log!(Error, "access forbidden by rule{}", req.log_context());
+                return Some(req.error(403));
+            }
+            match auth_basic::check(req).await {
+                Auth::Declined | Auth::Granted => None,
+                Auth::Refused(r) | Auth::Failed(r) => Some(r),
+            }
+        }
+        Satisfy::Any => {
+            if verdict == Verdict::Allow {
+                return None;
+            }
+            match auth_basic::check(req).await {
+                Auth::Granted => None,
+                Auth::Declined if verdict == Verdict::Declined => None,
+                Auth::Declined => Some(req.error(403)),
+                Auth::Refused(r) if r.status == 401 || verdict == Verdict::Declined => Some(r),
+                Auth::Refused(_) => Some(req.error(403)),
+                Auth::Failed(r) => Some(r),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn rules(list: &[(&str, bool)]) -> Arc<[Rule]> {
+        list.iter()
+            .map(|&(w, deny)| Rule {
+                who: match w {
+                    "all" => Who::All,
+                    _ => Who::Net(Cidr::parse(w).unwrap().0),
+                },
+                deny,
+            })
+            .collect()
+    }
+
+    fn tcp(a: &str) -> Peer {
+        Peer::Tcp(std::net::SocketAddr::new(a.parse().unwrap(), 1234))
+    }
+
+    #[test]
+    fn first_match_wins() {
+        let r = rules(&[("10.1.2.3", true), ("10.0.0.0/8", false), ("all", true)]);
+        assert_eq!(check(&r, tcp("10.1.2.3")), Verdict::Deny);
+        assert_eq!(check(&r, tcp("10.9.9.9")), Verdict::Allow);
+        assert_eq!(check(&r, tcp("11.0.0.1")), Verdict::Deny);
+        assert_eq!(check(&r, tcp("::1")), Verdict::Deny);
+        assert_eq!(check(&r, Peer::Unix), Verdict::Deny);
+        assert_eq!(check(&[], tcp("10.0.0.1")), Verdict::Declined);
+    }
+
+    #[test]
+    fn families_apart() {
+        let r = rules(&[("2001:db8::/32", false), ("::1", true)]);
+        assert_eq!(check(&r, tcp("2001:db8::5")), Verdict::Allow);
+        assert_eq!(check(&r, tcp("::1")), Verdict::Deny);
+        // No IPv4 rule: an IPv4 client is not concerned.
+        assert_eq!(check(&r, tcp("127.0.0.1")), Verdict::Declined);
+        assert_eq!(check(&r, Peer::Unix), Verdict::Declined);
+        let u = rules(&[("unix:", true)]);
+        assert_eq!(check(&u, Peer::Unix), Verdict::Deny);
+        assert_eq!(check(&u, tcp("127.0.0.1")), Verdict::Declined);
+    }
+
+    #[test]
+    fn mapped_ipv4() {
+        let r = rules(&[("127.0.0.0/8", true)]);
+        assert_eq!(check(&r, tcp("::ffff:127.0.0.1")), Verdict::Deny);
+        let v6 = rules(&[("::ffff:0:0/96", true)]);
+        assert_eq!(check(&v6, tcp("::ffff:127.0.0.1")), Verdict::Deny);
+    }
+}
