@@ -286,3 +286,22 @@ fn bad_and_slow_handshakes_are_bounded() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
     assert!(v.stderr().contains("SSL handshake timed out"));
 }
+
+#[test]
+fn a_flood_of_idle_handshakes_is_cut_and_the_server_recovers() {
+    let v = start_tls("ssl_handshake_timeout 1s;");
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", v.pid()))
+            .unwrap()
+            .count()
+    };
+    let base = fds();
+    // 300 connections that never send a ClientHello.
+    let flood: Vec<_> = (0..300).map(|_| v.connect()).collect();
+    assert!(eventually(10, || fds() >= base + 250), "not accepted");
+    // Each is dropped at its handshake timeout; then a real client is served.
+    assert!(eventually(15, || fds() <= base + 5), "{} fds", fds());
+    let out = curl(&v, &[&format!("https://a.test:{}/", v.port)]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    drop(flood);
+}
