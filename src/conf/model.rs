@@ -83,6 +83,7 @@ pub struct LocConfSet {
     pub fastcgi: fastcgi::conf::FastcgiConfSet,
     pub cgi: cgi::conf::CgiConfSet,
     pub proxy: crate::modules::proxy::conf::ProxyConfSet,
+    pub http2: crate::http::h2::conf::Http2ConfSet,
 }
 
 /// Resolved settings of one level.
@@ -99,6 +100,7 @@ pub struct LocConf {
     pub fastcgi: fastcgi::conf::FastcgiConf,
     pub cgi: cgi::conf::CgiConf,
     pub proxy: crate::modules::proxy::conf::ProxyConf,
+    pub http2: crate::http::h2::conf::Http2Conf,
 }
 
 impl LocConfSet {
@@ -115,6 +117,7 @@ impl LocConfSet {
             fastcgi: self.fastcgi.resolve(&parent.fastcgi),
             cgi: self.cgi.resolve(&parent.cgi),
             proxy: self.proxy.resolve(&parent.proxy),
+            http2: self.http2.resolve(&parent.http2),
         }
     }
 }

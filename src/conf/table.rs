@@ -193,7 +193,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 17] {
+pub fn tables() -> [&'static [Def]; 18] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -212,6 +212,7 @@ pub fn tables() -> [&'static [Def]; 17] {
         crate::modules::proxy::conf::DIRECTIVES,
         crate::modules::fastcgi::conf::DIRECTIVES,
         crate::modules::cgi::conf::DIRECTIVES,
+        crate::http::h2::conf::DIRECTIVES,
     ]
 }
 

@@ -8,7 +8,7 @@ use super::socket::{Bound, Stream};
 use super::stats;
 use crate::core::errlog::{self, errno_text};
 use crate::error_log;
-use crate::http::h1::conn::{self, Peer};
+use crate::http::h1::conn::Peer;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -350,5 +350,5 @@ fn start<S: Stream>(s: S, peer: Peer, key: usize, shared: &Arc<Shared>, slots: &
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    tokio::task::spawn_local(conn::serve(s, peer, key, id, shared, slot));
+    crate::http::serve_connection(s, peer, key, id, shared, slot);
 }

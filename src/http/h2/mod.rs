@@ -1,0 +1,188 @@
+//! HTTP/2 connections, with the `h2` crate doing the framing, HPACK, flow
+//! control and stream state. Each stream runs the same request pipeline as
+//! HTTP/1 (`crate::http::pipeline`) in its own task on the worker's runtime;
+//! the connection task drives the codec, accepts streams, and ends the
+//! connection with GOAWAY after keepalive_requests streams, after
+//! keepalive_timeout without a stream, or when the worker stops.
+//!
+//! Limits against abuse (docs/http2.md): concurrent streams
+//! (http2_max_concurrent_streams), header list size (large_client_header_buffers,
+//! as nginx since 1.19.7), streams reset by the client before they were
+//! accepted and streams the server had to reset for protocol errors (rapid
+//! reset, CVE-2023-44487: both end the connection with GOAWAY), requests per
+//! connection, and per-stream send buffers.
+
+mod body;
+pub mod conf;
+mod send;
+
+use crate::core::request::Peer;
+use crate::http::h1::parse::{self, RequestHead};
+use crate::http::pipeline::{self, ConnRef, Ran};
+use crate::server::Shared;
+use crate::server::idle::{self, IdleTimer};
+use crate::server::worker::Slot;
+use bytes::Bytes;
+use h2::server::SendResponse;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
+
+/// The 24-byte connection preface a prior-knowledge client opens with.
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams the client may reset before the server accepted them, at once,
+/// before the connection ends with GOAWAY(ENHANCE_YOUR_CALM) (h2's default).
+const MAX_PENDING_RESETS: usize = 20;
+
+/// Streams the server may reset for the client's protocol errors over the
+/// connection's life before it ends with GOAWAY(ENHANCE_YOUR_CALM).
+const MAX_ERROR_RESETS: usize = 128;
+
+/// What a connection's streams need to know about it.
+pub struct ConnInfo {
+    pub peer: Peer,
+    /// Key of the listener the connection came in on.
+    pub listener: usize,
+    pub id: u64,
+    pub shared: Arc<Shared>,
+    /// The client socket (`$server_addr`).
+    pub fd: std::os::fd::RawFd,
+}
+
+/// Serve one HTTP/2 connection whose client preface has not been read yet;
+/// `slot` is its place in worker_connections.
+pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
+    io: T,
+    info: ConnInfo,
+    slot: Slot,
+) {
+    let _slot = slot;
+    let cfg = info.shared.config.load_full();
+    let conf = &cfg.listener(info.listener).vhosts.default.conf;
+    let (core, h2c) = (&conf.core, &conf.http2);
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(h2c.max_concurrent_streams)
+        .initial_window_size(h2c.body_preread_size)
+        .initial_connection_window_size(h2c.body_preread_size.max(1 << 20))
+        .max_header_list_size(
+            u32::try_from(pipeline::limits(core).max_head()).unwrap_or(u32::MAX),
+        )
+        .max_send_buffer_size(h2c.chunk_size.saturating_mul(8))
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
+    let hs = tokio::time::timeout(core.client_header_timeout, b.handshake::<_, Bytes>(io)).await;
+    let Ok(Ok(mut conn)) = hs else {
+        return;
+    };
+    let (keepalive_timeout, keepalive_requests, send_timeout) = (
+        core.keepalive_timeout,
+        core.keepalive_requests,
+        core.send_timeout,
+    );
+    drop(cfg);
+    let info = Rc::new(info);
+    let mut streams = JoinSet::new();
+    let mut requests = 0u64;
+    let mut idle: Option<IdleTimer> = None;
+    // Once GOAWAY is sent: when the connection is dropped if still open.
+    let mut closing: Option<Instant> = None;
+    loop {
+        if streams.is_empty() && closing.is_none() {
+            idle.get_or_insert_with(|| IdleTimer::new(Instant::now() + keepalive_timeout));
+        } else {
+            idle = None;
+        }
+        let cut = async {
+            match closing {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = conn.accept() => match r {
+                Some(Ok((req, respond))) => {
+                    requests += 1;
+                    streams.spawn_local(stream(info.clone(), requests, req, respond));
+                    if requests >= keepalive_requests || idle::stopping() {
+                        conn.graceful_shutdown();
+                        closing.get_or_insert(Instant::now() + send_timeout);
+                    }
+                }
+                Some(Err(e)) => {
+                    crate::error_log!(Info, "HTTP/2 connection ended: {e}");
+                    break;
+                }
+                None => break,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {
+                if idle::stopping() && closing.is_none() {
+                    conn.graceful_shutdown();
+                    closing = Some(Instant::now() + send_timeout);
+                }
+            }
+            _ = async { idle.as_mut().expect("armed").await }, if idle.is_some() => {
+                // Idle (or the worker stops): GOAWAY, then close once it is out.
+                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                closing = Some(Instant::now() + send_timeout);
+                idle = None;
+            }
+            _ = cut => break,
+        }
+    }
+}
+
+/// One stream: its request through the pipeline, its response out.
+async fn stream(
+    c: Rc<ConnInfo>,
+    n: u64,
+    req: http::Request<h2::RecvStream>,
+    mut respond: SendResponse<Bytes>,
+) {
+    let cfg = c.shared.config.load_full();
+    let vhosts = &cfg.listener(c.listener).vhosts;
+    let (parts, recv) = req.into_parts();
+    let conn = ConnRef {
+        peer: &c.peer,
+        fd: c.fd,
+        id: c.id,
+        requests: n,
+    };
+    let limits = pipeline::limits(&vhosts.default.conf.core);
+    let head = match parse::from_h2(&parts, !recv.is_end_stream(), &limits) {
+        Ok(h) => h,
+        Err(e) => {
+            crate::error_log!(
+                Info,
+                "client sent invalid request: {} ({})",
+                e.reason,
+                e.status
+            );
+            let line = format!("{} {} HTTP/2.0", parts.method, parts.uri);
+            let head = RequestHead::unparsed(line.as_bytes());
+            let req = pipeline::request(conn, vhosts, &head, "");
+            let resp = req.error(e.status);
+            send::respond(&mut respond, &req, resp).await;
+            return;
+        }
+    };
+    let host = pipeline::host_of(&head);
+    let mut req = pipeline::request(conn, vhosts, &head, &host);
+    let resp = match pipeline::admit(&mut req) {
+        Err(resp) => resp,
+        Ok(core) => {
+            let max = core.client_max_body_size;
+            let mut body = body::H2Body::new(recv, &mut respond, &head, core);
+            match pipeline::run(&mut req, &mut body, max).await {
+                Ran::Respond { resp, .. } => resp,
+                Ran::Abort(_) => {
+                    respond.send_reset(h2::Reason::CANCEL);
+                    return;
+                }
+            }
+        }
+    };
+    send::respond(&mut respond, &req, resp).await;
+}
