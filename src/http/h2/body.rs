@@ -13,6 +13,10 @@ use h2::RecvStream;
 use h2::server::SendResponse;
 use std::time::Duration;
 
+/// Empty DATA frames (without END_STREAM) a request body may have: each costs
+/// a frame's work and brings nothing, so a run of them is a flood.
+const MAX_EMPTY_DATA: u32 = 32;
+
 pub struct H2Body<'r> {
     recv: RecvStream,
     /// For `100 Continue`, sent when the handler first reads.
@@ -23,6 +27,7 @@ pub struct H2Body<'r> {
     expect_continue: bool,
     done: bool,
     read: u64,
+    empty: u32,
 }
 
 impl<'r> H2Body<'r> {
@@ -45,7 +50,13 @@ impl<'r> H2Body<'r> {
             expect_continue: head.expect_continue && !done,
             done,
             read: 0,
+            empty: 0,
         }
+    }
+
+    /// Did the client send more empty DATA frames than a body may have?
+    pub fn flooded(&self) -> bool {
+        self.empty > MAX_EMPTY_DATA
     }
 
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
@@ -70,6 +81,10 @@ impl<'r> H2Body<'r> {
             };
             // An empty DATA frame carries nothing to hand on.
             if piece.is_empty() {
+                self.empty += 1;
+                if self.flooded() {
+                    return Err(BodyError::Closed);
+                }
                 continue;
             }
             let _ = self.recv.flow_control().release_capacity(piece.len());

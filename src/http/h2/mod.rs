@@ -24,10 +24,15 @@ use crate::server::idle::{self, IdleTimer};
 use crate::server::worker::Slot;
 use bytes::Bytes;
 use h2::server::SendResponse;
+use crate::conf::model::Lingering;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::task::JoinSet;
 
 /// The 24-byte connection preface a prior-knowledge client opens with.
@@ -73,17 +78,38 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
         .max_send_buffer_size(h2c.chunk_size.saturating_mul(8))
         .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
-    let hs = tokio::time::timeout(core.client_header_timeout, b.handshake::<_, Bytes>(io)).await;
-    let Ok(Ok(mut conn)) = hs else {
-        return;
-    };
+    let linger = (core.lingering_close != Lingering::Off)
+        .then_some((core.lingering_timeout, core.lingering_time));
     let (keepalive_timeout, keepalive_requests, send_timeout) = (
         core.keepalive_timeout,
         core.keepalive_requests,
         core.send_timeout,
     );
+    let sock = Rc::new(RefCell::new(io));
+    let hs = b.handshake::<_, Bytes>(SharedIo(sock.clone()));
+    let hs = tokio::time::timeout(core.client_header_timeout, hs).await;
     drop(cfg);
-    let info = Rc::new(info);
+    if let Ok(Ok(conn)) = hs {
+        drive(conn, info, keepalive_timeout, keepalive_requests, send_timeout).await;
+    }
+    // The codec is gone: the socket is ours again.
+    if let (Some((timeout, time)), Ok(io)) = (linger, Rc::try_unwrap(sock)) {
+        lingering_close(io.into_inner(), timeout, time).await;
+    }
+}
+
+/// Accept streams and run them until the connection ends.
+async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
+    mut conn: h2::server::Connection<SharedIo<T>, Bytes>,
+    info: ConnInfo,
+    keepalive_timeout: Duration,
+    keepalive_requests: u64,
+    send_timeout: Duration,
+) {
+    let info = Rc::new(Conn {
+        info,
+        calm: Cell::new(false),
+    });
     let mut streams = JoinSet::new();
     let mut requests = 0u64;
     let mut idle: Option<IdleTimer> = None;
@@ -118,7 +144,10 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
                 None => break,
             },
             Some(_) = streams.join_next(), if !streams.is_empty() => {
-                if idle::stopping() && closing.is_none() {
+                if info.calm.get() && closing.is_none() {
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    closing = Some(Instant::now() + send_timeout);
+                } else if idle::stopping() && closing.is_none() {
                     conn.graceful_shutdown();
                     closing = Some(Instant::now() + send_timeout);
                 }
@@ -134,17 +163,88 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
     }
 }
 
+/// Close after GOAWAY as HTTP/1 does after its last response: shut our side,
+/// then read and drop what the client still sends for a while, so the GOAWAY
+/// reaches it rather than a reset for unread bytes.
+async fn lingering_close<T: AsyncRead + AsyncWrite + Unpin>(
+    mut io: T,
+    timeout: Duration,
+    time: Duration,
+) {
+    if tokio::time::timeout(timeout, io.shutdown()).await.is_err() {
+        return;
+    }
+    let end = Instant::now() + time;
+    let mut sink = vec![0u8; 4096];
+    loop {
+        let step = (Instant::now() + timeout).min(end);
+        match tokio::time::timeout_at(step.into(), io.read(&mut sink)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
+
+/// The socket, shared between the codec and [`serve`], which closes it once
+/// the codec is done with it.
+struct SharedIo<T>(Rc<RefCell<T>>);
+
+impl<T: AsyncRead + Unpin> AsyncRead for SharedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for SharedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0.borrow().is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_shutdown(cx)
+    }
+}
+
+/// A connection as its streams share it.
+struct Conn {
+    info: ConnInfo,
+    /// A stream saw a flood (empty DATA frames): the connection ends with
+    /// GOAWAY(ENHANCE_YOUR_CALM).
+    calm: Cell<bool>,
+}
+
 /// One stream: its request through the pipeline, its response out.
 async fn stream(
-    c: Rc<ConnInfo>,
+    conn: Rc<Conn>,
     n: u64,
     req: http::Request<h2::RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
+    let c = &conn.info;
     let cfg = c.shared.config.load_full();
     let vhosts = &cfg.listener(c.listener).vhosts;
     let (parts, recv) = req.into_parts();
-    let conn = ConnRef {
+    let cref = ConnRef {
         peer: &c.peer,
         fd: c.fd,
         id: c.id,
@@ -162,20 +262,24 @@ async fn stream(
             );
             let line = format!("{} {} HTTP/2.0", parts.method, parts.uri);
             let head = RequestHead::unparsed(line.as_bytes());
-            let req = pipeline::request(conn, vhosts, &head, "");
+            let req = pipeline::request(cref, vhosts, &head, "");
             let resp = req.error(e.status);
             send::respond(&mut respond, &req, resp).await;
             return;
         }
     };
     let host = pipeline::host_of(&head);
-    let mut req = pipeline::request(conn, vhosts, &head, &host);
+    let mut req = pipeline::request(cref, vhosts, &head, &host);
     let resp = match pipeline::admit(&mut req) {
         Err(resp) => resp,
         Ok(core) => {
             let max = core.client_max_body_size;
             let mut body = body::H2Body::new(recv, &mut respond, &head, core);
-            match pipeline::run(&mut req, &mut body, max).await {
+            let ran = pipeline::run(&mut req, &mut body, max).await;
+            if body.flooded() {
+                conn.calm.set(true);
+            }
+            match ran {
                 Ran::Respond { resp, .. } => resp,
                 Ran::Abort(_) => {
                     respond.send_reset(h2::Reason::CANCEL);
