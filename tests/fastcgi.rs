@@ -9,7 +9,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-
 const SCRIPTS: &[(&str, &str)] = &[
     ("info.php", "<?php phpinfo();"),
     (

@@ -11,7 +11,10 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("http2_max_requests", "http2_max_requests 1000;"),
     ("http2_max_header_size", "http2_max_header_size 16k;"),
     ("http2_max_field_size", "http2_max_field_size 4k;"),
-    ("http2_max_concurrent_streams", "http2_max_concurrent_streams 64;"),
+    (
+        "http2_max_concurrent_streams",
+        "http2_max_concurrent_streams 64;",
+    ),
     ("http2_idle_timeout", "http2_idle_timeout 3m;"),
     ("http2_chunk_size", "http2_chunk_size 16k;"),
     ("http2_body_preread_size", "http2_body_preread_size 128k;"),

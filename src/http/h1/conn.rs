@@ -717,7 +717,6 @@ impl<'c, S: Stream> ConnBody<'c, S> {
             }
         }
     }
-
 }
 
 impl<S: Stream> ClientBody for ConnBody<'_, S> {

@@ -54,6 +54,14 @@ impl<'r> H2Body<'r> {
         }
     }
 
+    /// The stream's receiving side back, to be dropped only after the
+    /// response: with the body unread, the h2 crate then follows the
+    /// response with RST_STREAM(NO_ERROR) (RFC 9113 §8.1) instead of
+    /// cancelling the stream before it.
+    pub fn into_recv(self) -> RecvStream {
+        self.recv
+    }
+
     /// Did the client send more empty DATA frames than a body may have?
     pub fn flooded(&self) -> bool {
         self.empty > MAX_EMPTY_DATA

@@ -16,6 +16,7 @@ mod body;
 pub mod conf;
 mod send;
 
+use crate::conf::model::{CoreConf, Lingering};
 use crate::core::request::Peer;
 use crate::http::h1::parse::{self, RequestHead};
 use crate::http::pipeline::{self, ConnRef, Ran};
@@ -24,7 +25,6 @@ use crate::server::idle::{self, IdleTimer};
 use crate::server::worker::Slot;
 use bytes::Bytes;
 use h2::server::SendResponse;
-use crate::conf::model::Lingering;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::pin::Pin;
@@ -59,11 +59,7 @@ pub struct ConnInfo {
 
 /// Serve one HTTP/2 connection whose client preface has not been read yet;
 /// `slot` is its place in worker_connections.
-pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
-    io: T,
-    info: ConnInfo,
-    slot: Slot,
-) {
+pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: ConnInfo, slot: Slot) {
     let _slot = slot;
     let cfg = info.shared.config.load_full();
     let conf = &cfg.listener(info.listener).vhosts.default.conf;
@@ -72,9 +68,7 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
     b.max_concurrent_streams(h2c.max_concurrent_streams)
         .initial_window_size(h2c.body_preread_size)
         .initial_connection_window_size(h2c.body_preread_size.max(1 << 20))
-        .max_header_list_size(
-            u32::try_from(pipeline::limits(core).max_head()).unwrap_or(u32::MAX),
-        )
+        .max_header_list_size(u32::try_from(pipeline::limits(core).max_head()).unwrap_or(u32::MAX))
         .max_send_buffer_size(h2c.chunk_size.saturating_mul(8))
         .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
@@ -90,7 +84,14 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(
     let hs = tokio::time::timeout(core.client_header_timeout, hs).await;
     drop(cfg);
     if let Ok(Ok(conn)) = hs {
-        drive(conn, info, keepalive_timeout, keepalive_requests, send_timeout).await;
+        drive(
+            conn,
+            info,
+            keepalive_timeout,
+            keepalive_requests,
+            send_timeout,
+        )
+        .await;
     }
     // The codec is gone: the socket is ours again.
     if let (Some((timeout, time)), Ok(io)) = (linger, Rc::try_unwrap(sock)) {
@@ -270,8 +271,8 @@ async fn stream(
     };
     let host = pipeline::host_of(&head);
     let mut req = pipeline::request(cref, vhosts, &head, &host);
-    let resp = match pipeline::admit(&mut req) {
-        Err(resp) => resp,
+    let (resp, recv) = match pipeline::admit(&mut req) {
+        Err(resp) => (resp, recv),
         Ok(core) => {
             let max = core.client_max_body_size;
             let mut body = body::H2Body::new(recv, &mut respond, &head, core);
@@ -280,7 +281,7 @@ async fn stream(
                 conn.calm.set(true);
             }
             match ran {
-                Ran::Respond { resp, .. } => resp,
+                Ran::Respond { resp, .. } => (resp, body.into_recv()),
                 Ran::Abort(_) => {
                     respond.send_reset(h2::Reason::CANCEL);
                     return;
@@ -289,4 +290,27 @@ async fn stream(
         }
     };
     send::respond(&mut respond, &req, resp).await;
+    discard_rest(recv, &req.conf.core).await;
+}
+
+/// After a response sent before the whole body came (a 413, say): read and
+/// drop the rest for a while, as HTTP/1's lingering close does, so the client
+/// finishes its upload and reads the answer. Past lingering_time, or with
+/// lingering_close off, the stream's receiving side is dropped: the h2 crate
+/// then sends RST_STREAM(NO_ERROR) after the response (RFC 9113 §8.1).
+async fn discard_rest(mut recv: h2::RecvStream, core: &CoreConf) {
+    if recv.is_end_stream() || core.lingering_close == Lingering::Off {
+        return;
+    }
+    let end = Instant::now() + core.lingering_time;
+    loop {
+        let step = (Instant::now() + core.lingering_timeout).min(end);
+        match tokio::time::timeout_at(step.into(), recv.data()).await {
+            // (An empty DATA frame ends it too: nothing to wait for there.)
+            Ok(Some(Ok(d))) if !d.is_empty() => {
+                let _ = recv.flow_control().release_capacity(d.len());
+            }
+            _ => return,
+        }
+    }
 }

@@ -23,9 +23,15 @@ use std::time::Duration;
 /// Fields that describe an HTTP/1 connection: never sent on a stream
 /// (RFC 9113 §8.2.2).
 fn connection_specific(name: &str) -> bool {
-    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// Send `resp` for `req` on its stream and log the request. `return 444`
@@ -42,16 +48,14 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     let size = resp.body.size();
     let no_body = bodiless || req.head.method == Method::Head || size == Some(0);
     let mut sent = 0;
-    if let Ok(stream) = tx.send_response(head, no_body)
-        && !no_body
-    {
+    if let Ok(stream) = tx.send_response(head, no_body) {
         let mut out = Out {
             s: stream,
             chunk: req.conf.http2.chunk_size,
             timeout: core.send_timeout,
             sent: 0,
         };
-        if out.body(&mut resp.body).await.is_err() {
+        if !no_body && out.body(&mut resp.body).await.is_err() {
             out.s.send_reset(h2::Reason::INTERNAL_ERROR);
         }
         sent = out.sent;
@@ -74,7 +78,7 @@ fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64)
         http::header::SERVER,
         HeaderValue::from_static(server_name(tokens)),
     );
-    if let Ok(d) = clock::with_http_date(|d| HeaderValue::from_str(d)) {
+    if let Ok(d) = clock::with_http_date(HeaderValue::from_str) {
         add(http::header::DATE, d);
     }
     if let Some(ct) = &r.content_type
