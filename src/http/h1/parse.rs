@@ -1280,3 +1280,60 @@ mod tests {
         assert_eq!(Version::Http11.as_str(), "HTTP/1.1");
     }
 }
+
+#[cfg(test)]
+mod h2_tests {
+    use super::*;
+
+    fn h2(req: http::request::Builder, body: bool) -> Result<RequestHead, ParseError> {
+        let (parts, ()) = req.body(()).unwrap().into_parts();
+        from_h2(&parts, body, &Limits::default())
+    }
+
+    #[test]
+    fn pseudo_headers_become_an_http2_head() {
+        let h = h2(
+            http::Request::builder()
+                .method("GET")
+                .uri("http://Example.org:8080/a/b?x=1")
+                .header("cookie", "a=1")
+                .header("accept", "*/*")
+                .header("cookie", "b=2"),
+            false,
+        )
+        .unwrap();
+        assert_eq!(h.line(), b"GET /a/b?x=1 HTTP/2.0");
+        assert_eq!(h.version, Version::Http2);
+        assert_eq!(h.version.as_str(), "HTTP/2.0");
+        assert_eq!(h.host(), Some(&b"Example.org:8080"[..]));
+        assert_eq!(h.path(), b"/a/b");
+        assert_eq!(h.query(), Some(&b"x=1"[..]));
+        // Split cookies are joined (RFC 9113 §8.2.3).
+        assert_eq!(h.header("cookie"), Some(&b"a=1; b=2"[..]));
+        assert_eq!(h.header("accept"), Some(&b"*/*"[..]));
+        assert_eq!(h.framing, BodyFraming::None);
+    }
+
+    #[test]
+    fn body_framing_and_checks() {
+        let post = || {
+            http::Request::builder()
+                .method("POST")
+                .uri("http://x/up")
+        };
+        // A body without content-length has an unknown length.
+        assert_eq!(h2(post(), true).unwrap().framing, BodyFraming::Chunked);
+        let h = h2(post().header("content-length", "5"), true).unwrap();
+        assert_eq!(h.framing, BodyFraming::Length(5));
+        // A declared body on a stream that already ended.
+        assert!(h2(post().header("content-length", "5"), false).is_err());
+        assert!(h2(post().header("content-length", "x"), true).is_err());
+        // The same limits as HTTP/1: an oversized field is 431.
+        let big = "v".repeat(9000);
+        let e = h2(post().header("x-big", big.as_str()), false).unwrap_err();
+        assert_eq!(e.status, 431);
+        // No :authority and no Host: 400, as for HTTP/1.1.
+        let e = h2(http::Request::builder().uri("/"), false).unwrap_err();
+        assert_eq!(e.status, 400);
+    }
+}
