@@ -19,6 +19,11 @@ http {
     server {
         listen 127.0.0.1:{port} http2;
         root {dir}/html;
+        location /up/ { proxy_pass http://127.0.0.1:{port2}/; }
+    }
+    server {
+        listen 127.0.0.1:{port2};
+        root {dir}/html;
     }
 }";
 
@@ -108,6 +113,29 @@ fn bounded(v: &Vireo, cpu: f64, rss_mb: u64, f: impl FnOnce() -> Report) -> Repo
     assert!(grew <= rss_mb, "vireo grew by {grew} MB: {}", r.0);
     assert_eq!(v.get("/a.txt").status, 200, "still serving");
     r
+}
+
+/// A client that stops reading holds back the file reads and the upstream:
+/// vireo sends one stream window (64 KiB) and waits, its memory flat, then
+/// sends the whole 64 MB body once the client reads again.
+#[test]
+fn slow_reader_gets_backpressure_from_files_and_upstreams() {
+    if !have_python_h2() {
+        return;
+    }
+    let v = start();
+    let big = vec![b'z'; 64_000_000];
+    std::fs::write(v.dir.path().join("html/big"), &big).unwrap();
+    drop(big);
+    for path in ["/big", "/up/big"] {
+        let rss0 = rss_kb(v.pid());
+        let pid = v.pid().to_string();
+        let r = script(&v, "slow_read.py", &[path, &pid, "2"]);
+        assert_eq!(r.num("stalled"), 65535.0, "{path}: {}", r.0);
+        let grew = (r.num("rss_stalled_kb") as u64).saturating_sub(rss0) / 1024;
+        assert!(grew <= 16, "{path}: vireo grew by {grew} MB while stalled");
+        assert_eq!(r.num("body"), 64_000_000.0, "{path}: {}", r.0);
+    }
 }
 
 #[test]

@@ -16,7 +16,7 @@ import time
 from hpack import Encoder
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS = 0x1, 0x4
 
 
@@ -41,6 +41,8 @@ class Conn:
         self.rst = 0
         self.responses = 0
         self.settings = {}
+        # Called with (length, end of stream) for each DATA frame.
+        self.on_data = lambda length, end: None
         self.start = time.monotonic()
 
     def send(self, data):
@@ -90,6 +92,8 @@ class Conn:
                 self.rst += 1
             elif kind == HEADERS:
                 self.responses += 1
+            elif kind == DATA:
+                self.on_data(length, bool(flags & END_STREAM))
             elif kind == PING and not flags & 1:
                 self.send(frame(PING, 1, 0, payload))
 

@@ -1316,11 +1316,7 @@ mod h2_tests {
 
     #[test]
     fn body_framing_and_checks() {
-        let post = || {
-            http::Request::builder()
-                .method("POST")
-                .uri("http://x/up")
-        };
+        let post = || http::Request::builder().method("POST").uri("http://x/up");
         // A body without content-length has an unknown length.
         assert_eq!(h2(post(), true).unwrap().framing, BodyFraming::Chunked);
         let h = h2(post().header("content-length", "5"), true).unwrap();
