@@ -39,9 +39,17 @@ fn have_python_h2() -> bool {
 }
 
 fn start() -> Vireo {
+    start_with("")
+}
+
+/// With `extra` directives at the http level.
+fn start_with(extra: &str) -> Vireo {
     let dir = TempDir::new("h2atk");
     dir.write("html/a.txt", "0123456789");
-    Vireo::start_in(dir, CONF)
+    Vireo::start_in(
+        dir,
+        &CONF.replace("access_log off;", &format!("access_log off; {extra}")),
+    )
 }
 
 /// What a script reported (see tests/h2/h2raw.py).
@@ -136,6 +144,19 @@ fn slow_reader_gets_backpressure_from_files_and_upstreams() {
         assert!(grew <= 16, "{path}: vireo grew by {grew} MB while stalled");
         assert_eq!(r.num("body"), 64_000_000.0, "{path}: {}", r.0);
     }
+}
+
+/// keepalive_requests bounds the streams of a connection: GOAWAY(NO_ERROR)
+/// after the last, and a stream opened after it is not served.
+#[test]
+fn keepalive_requests_ends_the_connection() {
+    if !have_python_h2() {
+        return;
+    }
+    let v = start_with("keepalive_requests 10;");
+    let r = script(&v, "sequential.py", &["30"]);
+    assert!(r.goaway(0), "{}", r.0);
+    assert_eq!(r.num("responses"), 10.0, "{}", r.0);
 }
 
 #[test]
