@@ -99,6 +99,7 @@ http {
         location = /small { client_max_body_size 1k; return 200 ok; }
         location /z/ { gzip on; gzip_types text/plain; gzip_min_length 10; }
         location /up/ { proxy_pass http://127.0.0.1:{port2}/; }
+        location = /status { stub_status; }
     }
     server {
         listen 127.0.0.1:{port2};
@@ -243,6 +244,24 @@ fn access_log_and_cookies() {
         "{}",
         v.dir.read("logs/access.log")
     );
+}
+
+/// stub_status counts each stream as a request (and as writing while it runs).
+#[test]
+fn status_counts_streams() {
+    let v = site();
+    let requests = |g: &Got| -> u64 {
+        let text = g.text();
+        let line = text.lines().nth(2).unwrap().to_string();
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let before = requests(&h2(v.port, "/status"));
+    for _ in 0..3 {
+        assert_eq!(h2(v.port, "/a.txt").status, 200);
+    }
+    let g = h2(v.port, "/status");
+    assert_eq!(requests(&g), before + 4, "{}", g.text());
+    assert!(g.text().contains("Writing: 1 "), "{}", g.text());
 }
 
 #[test]

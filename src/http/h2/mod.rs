@@ -241,6 +241,10 @@ async fn stream(
     req: http::Request<h2::RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
+    // A stream is a request being answered (stub_status counts it so, as
+    // nginx counts its HTTP/2 streams).
+    let mut busy = crate::server::stats::Busy::reading();
+    busy.writing();
     let c = &conn.info;
     let cfg = c.shared.config.load_full();
     let vhosts = &cfg.listener(c.listener).vhosts;
