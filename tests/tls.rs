@@ -305,3 +305,40 @@ fn a_flood_of_idle_handshakes_is_cut_and_the_server_recovers() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
     drop(flood);
 }
+
+#[test]
+fn alpn_chooses_http2_where_the_address_speaks_it() {
+    // The first server's address speaks HTTP/2; a listener without it stays HTTP/1.1.
+    let v = start_tls(
+        "http2 on; access_log {dir}/logs/h2.log combined; location /v { return 200 \"$server_protocol $https $ssl_protocol\\n\"; }",
+    );
+    let url = format!("https://a.test:{}/v", v.port);
+    let out = curl(&v, &["--http2", "-w", "%{http_version}", &url]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "HTTP/2.0 on TLSv1.3\n2"
+    );
+    let out = curl(&v, &["--http1.1", "-w", "%{http_version}", &url]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "HTTP/1.1 on TLSv1.3\n1.1"
+    );
+    let big = curl(
+        &v,
+        &["--http2", &format!("https://a.test:{}/big.bin", v.port)],
+    );
+    assert_eq!(big.stdout.len(), 300_000);
+    let plain = start_tls("");
+    let out = curl(
+        &plain,
+        &[
+            "--http2",
+            "-w",
+            "%{http_version}",
+            "-o",
+            "/dev/null",
+            &format!("https://a.test:{}/", plain.port),
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1.1");
+}

@@ -634,6 +634,62 @@ pub static IGNORED: &[Def] = &[
         "postpone_output size;",
         "vireo sizes its buffers itself",
     ),
+    ignored(
+        "http2_recv_buffer_size",
+        Ctx::HTTP,
+        ONE,
+        "http2_recv_buffer_size size;",
+        "the HTTP/2 codec sizes its read buffer itself",
+    ),
+    ignored(
+        "http2_idle_timeout",
+        Ctx::HS,
+        ONE,
+        "http2_idle_timeout time;",
+        "obsolete since nginx 1.19.7, keepalive_timeout bounds idle HTTP/2 connections",
+    ),
+    ignored(
+        "http2_recv_timeout",
+        Ctx::HS,
+        ONE,
+        "http2_recv_timeout time;",
+        "obsolete since nginx 1.19.7, client_header_timeout bounds the wait for the preface and keepalive_timeout the wait for requests",
+    ),
+    ignored(
+        "http2_max_requests",
+        Ctx::HS,
+        ONE,
+        "http2_max_requests number;",
+        "obsolete since nginx 1.19.7, keepalive_requests bounds the requests of an HTTP/2 connection",
+    ),
+    ignored(
+        "http2_max_field_size",
+        Ctx::HS,
+        ONE,
+        "http2_max_field_size size;",
+        "obsolete since nginx 1.19.7, large_client_header_buffers bounds HTTP/2 header fields",
+    ),
+    ignored(
+        "http2_max_header_size",
+        Ctx::HS,
+        ONE,
+        "http2_max_header_size size;",
+        "obsolete since nginx 1.19.7, large_client_header_buffers bounds HTTP/2 header lists",
+    ),
+    ignored(
+        "http2_push",
+        Ctx::HSL,
+        ONE,
+        "http2_push uri | off;",
+        "server push is obsolete since nginx 1.25.1",
+    ),
+    ignored(
+        "http2_push_preload",
+        Ctx::HSL,
+        ONE,
+        "http2_push_preload on | off;",
+        "server push is obsolete since nginx 1.25.1",
+    ),
 ];
 
 /// An accepted-and-ignored directive entry.

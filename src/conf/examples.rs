@@ -4,6 +4,21 @@
 
 /// (directive, example lines).
 pub static EXAMPLES: &[(&str, &str)] = &[
+    ("http2_recv_timeout", "http2_recv_timeout 30s;"),
+    ("http2_recv_buffer_size", "http2_recv_buffer_size 256k;"),
+    ("http2_push_preload", "http2_push_preload off;"),
+    ("http2_push", "http2_push off;"),
+    ("http2_max_requests", "http2_max_requests 1000;"),
+    ("http2_max_header_size", "http2_max_header_size 16k;"),
+    ("http2_max_field_size", "http2_max_field_size 4k;"),
+    (
+        "http2_max_concurrent_streams",
+        "http2_max_concurrent_streams 64;",
+    ),
+    ("http2_idle_timeout", "http2_idle_timeout 3m;"),
+    ("http2_chunk_size", "http2_chunk_size 16k;"),
+    ("http2_body_preread_size", "http2_body_preread_size 128k;"),
+    ("http2", "server { listen 80; http2 on; }"),
     ("accept_mutex", "events { accept_mutex off; }"),
     ("accept_mutex_delay", "events { accept_mutex_delay 500ms; }"),
     (

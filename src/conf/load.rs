@@ -268,6 +268,10 @@ fn build_server(
             }),
         });
     }
+    // `http2 on` in a server: its addresses speak HTTP/2 (nginx ≥ 1.25.1).
+    for l in &mut listens {
+        l.http2 |= conf.http2.http2;
+    }
     let mut names = srv.names;
     if names.is_empty() {
         names.push(String::new());

@@ -87,6 +87,7 @@ pub struct LocConfSet {
     pub access: crate::modules::access::conf::AccessConfSet,
     pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConfSet,
     pub realip: crate::modules::realip::conf::RealipConfSet,
+    pub http2: crate::http::h2::conf::Http2ConfSet,
 }
 
 /// Resolved settings of one level.
@@ -107,6 +108,7 @@ pub struct LocConf {
     pub access: crate::modules::access::conf::AccessConf,
     pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConf,
     pub realip: crate::modules::realip::conf::RealipConf,
+    pub http2: crate::http::h2::conf::Http2Conf,
 }
 
 impl LocConfSet {
@@ -127,6 +129,7 @@ impl LocConfSet {
             access: self.access.resolve(&parent.access),
             auth_basic: self.auth_basic.resolve(&parent.auth_basic),
             realip: self.realip.resolve(&parent.realip),
+            http2: self.http2.resolve(&parent.http2),
         }
     }
 }

@@ -198,7 +198,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 22] {
+pub fn tables() -> [&'static [Def]; 23] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -222,6 +222,7 @@ pub fn tables() -> [&'static [Def]; 22] {
         crate::modules::access::conf::DIRECTIVES,
         crate::modules::auth_basic::conf::DIRECTIVES,
         crate::modules::realip::conf::DIRECTIVES,
+        crate::http::h2::conf::DIRECTIVES,
     ]
 }
 

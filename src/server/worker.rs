@@ -475,7 +475,7 @@ fn start<S: Stream>(s: S, peer: Peer, key: usize, shared: &Arc<Shared>, slots: &
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    tokio::task::spawn_local(conn::serve(s, peer, key, id, shared, slot));
+    crate::http::serve_connection(s, peer, key, id, shared, slot);
 }
 
 /// A TCP connection: served at once, or after a TLS handshake on `ssl`
@@ -515,6 +515,29 @@ fn start_tcp(
             }
         };
         drop(vhosts);
-        conn::serve(tls, Peer::Tcp(peer), key, id, shared, slot).await
+        if !tls.info().h2 {
+            return conn::serve(tls, Peer::Tcp(peer), key, id, shared, slot).await;
+        }
+        if shared
+            .config
+            .load()
+            .listener(key)
+            .vhosts
+            .default
+            .conf
+            .core
+            .tcp_nodelay
+        {
+            tls.set_nodelay();
+        }
+        let info = crate::http::h2::ConnInfo {
+            peer: Peer::Tcp(peer),
+            listener: key,
+            id,
+            fd: std::os::fd::AsRawFd::as_raw_fd(&tls),
+            tls: Some(tls.info().clone()),
+            shared,
+        };
+        crate::http::h2::serve(tls, info, slot).await
     });
 }

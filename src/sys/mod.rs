@@ -32,6 +32,16 @@ pub fn send(sock: RawFd, buf: &[u8], more: bool) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// `recv(2)` with `MSG_PEEK`: what is queued on `sock`, left there for the next read.
+pub fn peek(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a valid, writable slice for the call's duration.
+    let n = unsafe { libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// Is the process running as root (effective uid 0)?
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -2,6 +2,8 @@
 //! free loopback ports, and talk to it with raw bytes.
 #![allow(dead_code)]
 
+pub mod fpm;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -6,21 +6,19 @@
 //! would block, so the hot path sets no timers.
 
 use super::chunked::{Chunk, ChunkedDecoder};
-use super::parse::{self, BodyFraming, Limits, Method, ParseError, RequestHead, Version};
+use super::parse::{self, BodyFraming, Method, ParseError, RequestHead, Version};
 use crate::conf::load::Config;
 use crate::conf::model::{CoreConf, Lingering};
-use crate::core::clock;
 pub use crate::core::request::Peer;
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::core::route::VirtualHosts;
+use crate::http::pipeline::{self, ClientBody, ConnRef, Ran, host_of};
 use crate::http::response::{Body, Response, write_head};
-use crate::modules::static_files::uri;
 use crate::server::Shared;
 use crate::server::idle::{self, Expired, IdleTimer};
 use crate::server::socket::Stream;
 use crate::server::worker::Slot;
 use bytes::BytesMut;
-use std::borrow::Cow;
 use std::fs::File;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
@@ -234,64 +232,27 @@ impl<S: Stream> Conn<S> {
 
     async fn serve_one(&mut self, io: &mut Io, cfg: &Config, head: &RequestHead) -> Next {
         let listener = cfg.listener(self.listener);
-        let vhosts = &listener.vhosts;
         let host = host_of(head);
         let peer = self.peer;
-        let mut req = self.request(vhosts, head, &host, &peer);
-        let bad_uri = uri::normalize(head.path(), &mut req.uri).is_err();
-        let mut close = false;
-        let mut resp = if bad_uri {
-            close = true;
-            req.error(400)
-        } else {
-            // The body's limits are those of the location the URI first maps to
-            // (no body, no limits: the location search is left to the pipeline).
-            let first = match head.framing {
-                BodyFraming::None => None,
-                _ => req.server.location(&req.uri),
-            };
-            let core = &first.map_or(&*req.server.conf, |l| &*l.conf).core;
-            match head.framing {
-                BodyFraming::Length(n)
-                    if core.client_max_body_size != 0 && n > core.client_max_body_size =>
-                {
-                    close = true;
-                    body_too_large(&req, n, core.client_max_body_size)
+        let mut req = self.request(&listener.vhosts, head, &host, &peer);
+        let (mut resp, close) = match pipeline::admit(&mut req) {
+            Err(resp) => (resp, true),
+            Ok(core) => {
+                let max = core.client_max_body_size;
+                let mut body = ConnBody::new(&self.s, io, head, core);
+                let ran = pipeline::run(&mut req, &mut body, max).await;
+                if body.used_socket {
+                    self.drained = false;
                 }
-                _ => {
-                    let mut body = ConnBody::new(&self.s, io, head, core);
-                    let mut resp = match crate::server::guard::run(&mut req, &mut body).await {
-                        Some(r) => r,
-                        None => {
-                            close = true;
-                            req.error(500)
+                match ran {
+                    Ran::Respond { resp, close } => (resp, close),
+                    Ran::Abort(BodyError::TimedOut) => {
+                        if core.reset_timedout_connection {
+                            self.reset_on_close();
                         }
-                    };
-                    // What the handler left unread is read and dropped.
-                    let rest = body.discard().await;
-                    req.body_read = body.read;
-                    if body.used_socket {
-                        self.drained = false;
+                        return Next::Close(false);
                     }
-                    match rest {
-                        Ok(()) => {}
-                        Err(BodyError::TooLarge) => {
-                            resp = body_too_large(&req, body.decoded, core.client_max_body_size);
-                            close = true;
-                        }
-                        Err(BodyError::Bad(e)) => {
-                            resp = req.error(e.status);
-                            close = true;
-                        }
-                        Err(BodyError::TimedOut) => {
-                            if core.reset_timedout_connection {
-                                self.reset_on_close();
-                            }
-                            return Next::Close(false);
-                        }
-                        Err(BodyError::Closed) => return Next::Close(false),
-                    }
-                    resp
+                    Ran::Abort(_) => return Next::Close(false),
                 }
             }
         };
@@ -326,28 +287,14 @@ impl<S: Stream> Conn<S> {
         host: &'a str,
         peer: &'a Peer,
     ) -> Request<'a> {
-        let server = vhosts.select(host);
-        Request {
-            head,
+        let c = ConnRef {
             peer,
             fd: std::os::fd::AsRawFd::as_raw_fd(&self.s),
-            local: std::cell::OnceCell::new(),
-            connection: self.id,
-            connection_requests: self.requests,
-            start_ms: clock::unix_millis(),
-            host,
-            server,
-            uri: Vec::with_capacity(head.path().len()),
-            location: None,
-            conf: &server.conf,
-            // Root, URI and an index name fit without regrowing.
-            filename: Vec::with_capacity(
-                server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
-            ),
-            body_read: 0,
-            state: Default::default(),
+            id: self.id,
+            requests: self.requests,
             tls: self.s.tls().cloned(),
-        }
+        };
+        pipeline::request(c, vhosts, head, host)
     }
 
     /// Write the response and log the request. The body bytes that actually
@@ -389,26 +336,20 @@ impl<S: Stream> Conn<S> {
                     .run(&Client(&self.s), std::mem::take(&mut io.buf))
                     .await;
             }
-            crate::modules::log::log_request(req, resp, head_len, 0);
-            crate::server::stats::response(resp.status, head_len, req.start_ms);
+            pipeline::finished(req, resp, head_len, 0);
             return Err(io::Error::other("connection upgraded"));
         }
         let r = self
             .send(io, &mut resp.body, how, core, &mut body_sent)
             .await;
-        crate::modules::log::log_request(req, resp, head_len, body_sent);
-        crate::server::stats::response(resp.status, head_len + body_sent, req.start_ms);
+        pipeline::finished(req, resp, head_len, body_sent);
         r
     }
 
     /// Parse the next request head from what is buffered and what the socket has.
     /// `Idle` when nothing of a request is there yet and the socket is drained.
     async fn read_head(&mut self, io: &mut Io, core: &CoreConf) -> Result<Read, ReadError> {
-        let limits = Limits {
-            header_buffer: core.client_header_buffer_size,
-            large_buffers: core.large_client_header_buffers.0,
-            large_buffer_size: core.large_client_header_buffers.1,
-        };
+        let limits = pipeline::limits(core);
         let mut deadline: Option<Instant> = None;
         loop {
             if !io.buf.is_empty()
@@ -785,11 +726,14 @@ impl<'c, S: Stream> ConnBody<'c, S> {
             }
         }
     }
+}
 
-    /// Read and drop the rest of the body.
-    async fn discard(&mut self) -> Result<(), BodyError> {
-        while self.next_chunk().await?.is_some() {}
-        Ok(())
+impl<S: Stream> ClientBody for ConnBody<'_, S> {
+    fn read(&self) -> u64 {
+        self.read
+    }
+    fn decoded(&self) -> u64 {
+        self.decoded
     }
 }
 
@@ -815,33 +759,6 @@ enum Read {
 enum ReadError {
     Parse(ParseError),
     TimedOut,
-}
-
-fn body_too_large(req: &Request<'_>, n: u64, max: u64) -> Response {
-    crate::error_log!(
-        Error,
-        "client intended to send too large body: {n} bytes, limit {max}"
-    );
-    req.error(413)
-}
-
-/// The Host to choose a server by: lowercase, without port or trailing dot.
-fn host_of(head: &RequestHead) -> Cow<'_, str> {
-    let Some(h) = head.host() else {
-        return Cow::Borrowed("");
-    };
-    let h = if h.starts_with(b"[") {
-        // IPv6 literal: keep through the closing bracket.
-        h.iter().position(|&b| b == b']').map_or(h, |i| &h[..=i])
-    } else {
-        h.iter().position(|&b| b == b':').map_or(h, |i| &h[..i])
-    };
-    let h = h.strip_suffix(b".").unwrap_or(h);
-    match std::str::from_utf8(h) {
-        // The usual case borrows: no copy per request.
-        Ok(s) if !s.bytes().any(|b| b.is_ascii_uppercase()) => Cow::Borrowed(s),
-        _ => Cow::Owned(String::from_utf8_lossy(h).to_ascii_lowercase()),
-    }
 }
 
 fn timed_out() -> io::Error {
@@ -944,17 +861,4 @@ async fn sendfile_all<S: Stream>(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn host_normalisation() {
-        let mut b =
-            bytes::BytesMut::from(&b"GET / HTTP/1.1\r\nHost: WWW.Example.COM.:8080\r\n\r\n"[..]);
-        let h = super::parse::parse(&mut b, &Default::default())
-            .unwrap()
-            .unwrap();
-        assert_eq!(super::host_of(&h), "www.example.com");
-    }
 }

@@ -1,0 +1,324 @@
+//! HTTP/2 connections, with the `h2` crate doing the framing, HPACK, flow
+//! control and stream state. Each stream runs the same request pipeline as
+//! HTTP/1 (`crate::http::pipeline`) in its own task on the worker's runtime;
+//! the connection task drives the codec, accepts streams, and ends the
+//! connection with GOAWAY after keepalive_requests streams, after
+//! keepalive_timeout without a stream, or when the worker stops.
+//!
+//! Limits against abuse (docs/http2.md): concurrent streams
+//! (http2_max_concurrent_streams), header list size (large_client_header_buffers,
+//! as nginx since 1.19.7), streams reset by the client before they were
+//! accepted and streams the server had to reset for protocol errors (rapid
+//! reset, CVE-2023-44487: both end the connection with GOAWAY), requests per
+//! connection, and per-stream send buffers.
+
+mod body;
+pub mod conf;
+mod send;
+
+use crate::conf::model::{CoreConf, Lingering};
+use crate::core::request::Peer;
+use crate::http::h1::parse::{self, RequestHead};
+use crate::http::pipeline::{self, ConnRef, Ran};
+use crate::modules::ssl::stream::TlsInfo;
+use crate::server::Shared;
+use crate::server::idle::{self, IdleTimer};
+use crate::server::worker::Slot;
+use bytes::Bytes;
+use h2::server::SendResponse;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::task::JoinSet;
+
+/// The 24-byte connection preface a prior-knowledge client opens with.
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams the client may reset before the server accepted them, at once,
+/// before the connection ends with GOAWAY(ENHANCE_YOUR_CALM) (h2's default).
+const MAX_PENDING_RESETS: usize = 20;
+
+/// Streams the server may reset for the client's protocol errors over the
+/// connection's life before it ends with GOAWAY(ENHANCE_YOUR_CALM).
+const MAX_ERROR_RESETS: usize = 128;
+
+/// What a connection's streams need to know about it.
+pub struct ConnInfo {
+    pub peer: Peer,
+    /// Key of the listener the connection came in on.
+    pub listener: usize,
+    pub id: u64,
+    pub shared: Arc<Shared>,
+    /// The client socket (`$server_addr`).
+    pub fd: std::os::fd::RawFd,
+    /// The TLS connection's details (HTTP/2 negotiated by ALPN).
+    pub tls: Option<Arc<TlsInfo>>,
+}
+
+/// Serve one HTTP/2 connection whose client preface has not been read yet;
+/// `slot` is its place in worker_connections.
+pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: ConnInfo, slot: Slot) {
+    let _slot = slot;
+    let cfg = info.shared.config.load_full();
+    let conf = &cfg.listener(info.listener).vhosts.default.conf;
+    let (core, h2c) = (&conf.core, &conf.http2);
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(h2c.max_concurrent_streams)
+        .initial_window_size(h2c.body_preread_size)
+        .initial_connection_window_size(h2c.body_preread_size.max(1 << 20))
+        .max_header_list_size(u32::try_from(pipeline::limits(core).max_head()).unwrap_or(u32::MAX))
+        .max_send_buffer_size(h2c.chunk_size.saturating_mul(8))
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
+    let linger = (core.lingering_close != Lingering::Off)
+        .then_some((core.lingering_timeout, core.lingering_time));
+    let (keepalive_timeout, keepalive_requests, send_timeout) = (
+        core.keepalive_timeout,
+        core.keepalive_requests,
+        core.send_timeout,
+    );
+    let sock = Rc::new(RefCell::new(io));
+    let hs = b.handshake::<_, Bytes>(SharedIo(sock.clone()));
+    let hs = tokio::time::timeout(core.client_header_timeout, hs).await;
+    drop(cfg);
+    if let Ok(Ok(conn)) = hs {
+        drive(
+            conn,
+            info,
+            keepalive_timeout,
+            keepalive_requests,
+            send_timeout,
+        )
+        .await;
+    }
+    // The codec is gone: the socket is ours again.
+    if let (Some((timeout, time)), Ok(io)) = (linger, Rc::try_unwrap(sock)) {
+        lingering_close(io.into_inner(), timeout, time).await;
+    }
+}
+
+/// Accept streams and run them until the connection ends.
+async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
+    mut conn: h2::server::Connection<SharedIo<T>, Bytes>,
+    info: ConnInfo,
+    keepalive_timeout: Duration,
+    keepalive_requests: u64,
+    send_timeout: Duration,
+) {
+    let info = Rc::new(Conn {
+        info,
+        calm: Cell::new(false),
+    });
+    let mut streams = JoinSet::new();
+    let mut requests = 0u64;
+    let mut idle: Option<IdleTimer> = None;
+    // Once GOAWAY is sent: when the connection is dropped if still open.
+    let mut closing: Option<Instant> = None;
+    loop {
+        if streams.is_empty() && closing.is_none() {
+            idle.get_or_insert_with(|| IdleTimer::new(Instant::now() + keepalive_timeout));
+        } else {
+            idle = None;
+        }
+        let cut = async {
+            match closing {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = conn.accept() => match r {
+                Some(Ok((req, respond))) => {
+                    requests += 1;
+                    streams.spawn_local(stream(info.clone(), requests, req, respond));
+                    if requests >= keepalive_requests || idle::stopping() {
+                        conn.graceful_shutdown();
+                        closing.get_or_insert(Instant::now() + send_timeout);
+                    }
+                }
+                Some(Err(e)) => {
+                    crate::error_log!(Info, "HTTP/2 connection ended: {e}");
+                    break;
+                }
+                None => break,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {
+                if info.calm.get() && closing.is_none() {
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    closing = Some(Instant::now() + send_timeout);
+                } else if idle::stopping() && closing.is_none() {
+                    conn.graceful_shutdown();
+                    closing = Some(Instant::now() + send_timeout);
+                }
+            }
+            _ = async { idle.as_mut().expect("armed").await }, if idle.is_some() => {
+                // Idle (or the worker stops): GOAWAY, then close once it is out.
+                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                closing = Some(Instant::now() + send_timeout);
+                idle = None;
+            }
+            _ = cut => break,
+        }
+    }
+}
+
+/// Close after GOAWAY as HTTP/1 does after its last response: shut our side,
+/// then read and drop what the client still sends for a while, so the GOAWAY
+/// reaches it rather than a reset for unread bytes.
+async fn lingering_close<T: AsyncRead + AsyncWrite + Unpin>(
+    mut io: T,
+    timeout: Duration,
+    time: Duration,
+) {
+    if tokio::time::timeout(timeout, io.shutdown()).await.is_err() {
+        return;
+    }
+    let end = Instant::now() + time;
+    let mut sink = vec![0u8; 4096];
+    loop {
+        let step = (Instant::now() + timeout).min(end);
+        match tokio::time::timeout_at(step.into(), io.read(&mut sink)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
+
+/// The socket, shared between the codec and [`serve`], which closes it once
+/// the codec is done with it.
+struct SharedIo<T>(Rc<RefCell<T>>);
+
+impl<T: AsyncRead + Unpin> AsyncRead for SharedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for SharedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0.borrow().is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_shutdown(cx)
+    }
+}
+
+/// A connection as its streams share it.
+struct Conn {
+    info: ConnInfo,
+    /// A stream saw a flood (empty DATA frames): the connection ends with
+    /// GOAWAY(ENHANCE_YOUR_CALM).
+    calm: Cell<bool>,
+}
+
+/// One stream: its request through the pipeline, its response out.
+async fn stream(
+    conn: Rc<Conn>,
+    n: u64,
+    req: http::Request<h2::RecvStream>,
+    mut respond: SendResponse<Bytes>,
+) {
+    // A stream is a request being answered (stub_status counts it so, as
+    // nginx counts its HTTP/2 streams).
+    let mut busy = crate::server::stats::Busy::reading();
+    busy.writing();
+    let c = &conn.info;
+    let cfg = c.shared.config.load_full();
+    let vhosts = &cfg.listener(c.listener).vhosts;
+    let (parts, recv) = req.into_parts();
+    let cref = ConnRef {
+        peer: &c.peer,
+        fd: c.fd,
+        id: c.id,
+        requests: n,
+        tls: c.tls.clone(),
+    };
+    let limits = pipeline::limits(&vhosts.default.conf.core);
+    let head = match parse::from_h2(&parts, !recv.is_end_stream(), &limits) {
+        Ok(h) => h,
+        Err(e) => {
+            crate::error_log!(
+                Info,
+                "client sent invalid request: {} ({})",
+                e.reason,
+                e.status
+            );
+            let line = format!("{} {} HTTP/2.0", parts.method, parts.uri);
+            let head = RequestHead::unparsed(line.as_bytes());
+            let req = pipeline::request(cref, vhosts, &head, "");
+            let resp = req.error(e.status);
+            send::respond(&mut respond, &req, resp).await;
+            return;
+        }
+    };
+    let host = pipeline::host_of(&head);
+    let mut req = pipeline::request(cref, vhosts, &head, &host);
+    let (resp, recv) = match pipeline::admit(&mut req) {
+        Err(resp) => (resp, recv),
+        Ok(core) => {
+            let max = core.client_max_body_size;
+            let mut body = body::H2Body::new(recv, &mut respond, &head, core);
+            let ran = pipeline::run(&mut req, &mut body, max).await;
+            if body.flooded() {
+                conn.calm.set(true);
+            }
+            match ran {
+                Ran::Respond { resp, .. } => (resp, body.into_recv()),
+                Ran::Abort(_) => {
+                    respond.send_reset(h2::Reason::CANCEL);
+                    return;
+                }
+            }
+        }
+    };
+    send::respond(&mut respond, &req, resp).await;
+    discard_rest(recv, &req.conf.core).await;
+}
+
+/// After a response sent before the whole body came (a 413, say): read and
+/// drop the rest for a while, as HTTP/1's lingering close does, so the client
+/// finishes its upload and reads the answer. Past lingering_time, or with
+/// lingering_close off, the stream's receiving side is dropped: the h2 crate
+/// then sends RST_STREAM(NO_ERROR) after the response (RFC 9113 §8.1).
+async fn discard_rest(mut recv: h2::RecvStream, core: &CoreConf) {
+    if recv.is_end_stream() || core.lingering_close == Lingering::Off {
+        return;
+    }
+    let end = Instant::now() + core.lingering_time;
+    loop {
+        let step = (Instant::now() + core.lingering_timeout).min(end);
+        match tokio::time::timeout_at(step.into(), recv.data()).await {
+            // (An empty DATA frame ends it too: nothing to wait for there.)
+            Ok(Some(Ok(d))) if !d.is_empty() => {
+                let _ = recv.flow_control().release_capacity(d.len());
+            }
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! A response out on an HTTP/2 stream: the head as a HEADERS frame without the
+//! connection-specific fields HTTP/2 forbids, the body in DATA frames no larger
+//! than the stream's flow-control window allows. Each piece waits for window
+//! (send_timeout bounds the wait) before the next is read from a file or pulled
+//! from an upstream, so a slow reader holds back the file reads and the
+//! upstream instead of filling memory.
+
+use crate::core::clock;
+use crate::core::request::Request;
+use crate::http::h1::parse::Method;
+use crate::http::pipeline;
+use crate::http::response::{Body, Response, server_name};
+use bytes::{Bytes, BytesMut};
+use h2::SendStream;
+use h2::server::SendResponse;
+use http::header::{HeaderName, HeaderValue};
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+/// Fields that describe an HTTP/1 connection: never sent on a stream
+/// (RFC 9113 §8.2.2).
+fn connection_specific(name: &str) -> bool {
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// Send `resp` for `req` on its stream and log the request. `return 444`
+/// resets the stream instead of answering.
+pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: Response) {
+    if resp.status == 444 {
+        crate::modules::log::log_request(req, &resp, 0, 0);
+        tx.send_reset(h2::Reason::INTERNAL_ERROR);
+        return;
+    }
+    let core = &req.conf.core;
+    let bodiless = resp.status == 304 || resp.status == 204 || resp.status < 200;
+    let (head, head_len) = head(&resp, core.server_tokens, bodiless);
+    let size = resp.body.size();
+    let no_body = bodiless || req.head.method == Method::Head || size == Some(0);
+    let mut sent = 0;
+    if let Ok(stream) = tx.send_response(head, no_body) {
+        let mut out = Out {
+            s: stream,
+            chunk: req.conf.http2.chunk_size,
+            timeout: core.send_timeout,
+            sent: 0,
+        };
+        if !no_body && out.body(&mut resp.body).await.is_err() {
+            out.s.send_reset(h2::Reason::INTERNAL_ERROR);
+        }
+        sent = out.sent;
+    }
+    pipeline::finished(req, &resp, head_len, sent);
+}
+
+/// The response head, and its size as HTTP/1 would write it (`$bytes_sent`
+/// counts it so).
+fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64) {
+    let mut h = http::Response::new(());
+    *h.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or(http::StatusCode::OK);
+    let mut len = 17;
+    let m = h.headers_mut();
+    let mut add = |name: HeaderName, v: HeaderValue| {
+        len += name.as_str().len() + v.len() + 4;
+        m.append(name, v);
+    };
+    add(
+        http::header::SERVER,
+        HeaderValue::from_static(server_name(tokens)),
+    );
+    if let Ok(d) = clock::with_http_date(HeaderValue::from_str) {
+        add(http::header::DATE, d);
+    }
+    if let Some(ct) = &r.content_type
+        && let Ok(v) = HeaderValue::from_str(ct.as_str())
+    {
+        add(http::header::CONTENT_TYPE, v);
+    }
+    if !bodiless && let Some(n) = r.body.size() {
+        add(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+    }
+    for (name, v) in &r.headers {
+        if connection_specific(name) {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(v.as_str()),
+        ) {
+            add(n, v);
+        }
+    }
+    (h, len as u64 + 2)
+}
+
+/// A stream's sending side, with the body bytes sent so far.
+struct Out {
+    s: SendStream<Bytes>,
+    chunk: usize,
+    timeout: Duration,
+    sent: u64,
+}
+
+impl Out {
+    async fn body(&mut self, body: &mut Body) -> io::Result<()> {
+        match body {
+            Body::Empty => self.data(Bytes::new(), true).await,
+            Body::Bytes(b) => self.data(b.clone(), true).await,
+            Body::File { file, range } => self.file(file, range.clone(), true).await,
+            Body::Multipart { file, parts } => {
+                for (part_head, range) in &parts.parts {
+                    self.data(Bytes::copy_from_slice(part_head), false).await?;
+                    self.file(file, range.clone(), false).await?;
+                }
+                self.data(Bytes::copy_from_slice(&parts.trailer), true)
+                    .await
+            }
+            Body::Stream { stream, .. } => {
+                // Each piece is out (within the window) before the next is asked for.
+                while let Some(piece) = stream.next().await? {
+                    self.data(piece, false).await?;
+                }
+                self.data(Bytes::new(), true).await
+            }
+        }
+    }
+
+    /// Window for up to `want` bytes (at most http2_chunk_size).
+    async fn capacity(&mut self, want: usize) -> io::Result<usize> {
+        let want = want.min(self.chunk);
+        self.s.reserve_capacity(want);
+        loop {
+            let cap = self.s.capacity();
+            if cap > 0 {
+                return Ok(cap.min(want));
+            }
+            let more = std::future::poll_fn(|cx| self.s.poll_capacity(cx));
+            match tokio::time::timeout(self.timeout, more).await {
+                Err(_) => return Err(io::Error::new(ErrorKind::TimedOut, "send_timeout")),
+                Ok(Some(Ok(_))) => {}
+                Ok(None) => return Err(io::Error::from(ErrorKind::BrokenPipe)),
+                Ok(Some(Err(e))) => return Err(io::Error::other(e)),
+            }
+        }
+    }
+
+    fn send(&mut self, piece: Bytes, end: bool) -> io::Result<()> {
+        let n = piece.len() as u64;
+        self.s.send_data(piece, end).map_err(io::Error::other)?;
+        self.sent += n;
+        Ok(())
+    }
+
+    /// Send `data` in pieces the window allows; `end` closes the stream after it.
+    async fn data(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
+        if data.is_empty() {
+            return if end { self.send(data, true) } else { Ok(()) };
+        }
+        while !data.is_empty() {
+            let n = self.capacity(data.len()).await?;
+            let piece = data.split_to(n);
+            self.send(piece, end && data.is_empty())?;
+        }
+        Ok(())
+    }
+
+    /// Send `range` of `file`, reading each piece only once window is there.
+    async fn file(&mut self, file: &File, range: Range<u64>, end: bool) -> io::Result<()> {
+        let mut off = range.start;
+        if off == range.end && end {
+            return self.send(Bytes::new(), true);
+        }
+        while off < range.end {
+            let n = self.capacity((range.end - off) as usize).await?;
+            let mut buf = BytesMut::zeroed(n);
+            let got = file.read_at(&mut buf, off)?;
+            if got == 0 {
+                return Err(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "file shrank while sending",
+                ));
+            }
+            buf.truncate(got);
+            off += got as u64;
+            self.send(buf.freeze(), end && off == range.end)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+//! What HTTP/1 and HTTP/2 share between a parsed request head and a response:
+//! the request context, the server chosen by Host, URI normalisation, the body
+//! limit check, the guarded phase pipeline, and the discard of what the
+//! handler left of the body. Each protocol reads its own body (through
+//! [`ClientBody`]) and writes the response its own way.
+
+use crate::conf::model::CoreConf;
+use crate::core::clock;
+use crate::core::request::{BodyError, Peer, Request, RequestBody};
+use crate::core::route::VirtualHosts;
+use crate::http::h1::parse::{BodyFraming, Limits, RequestHead};
+use crate::http::response::Response;
+use crate::modules::ssl::stream::TlsInfo;
+use crate::modules::static_files::uri;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// A request body as a connection reads it: the handler's view plus the byte
+/// counts the connection logs.
+pub trait ClientBody: RequestBody {
+    /// Body bytes taken from the connection, framing included (`$request_length`).
+    fn read(&self) -> u64;
+    /// Body bytes after decoding.
+    fn decoded(&self) -> u64;
+}
+
+/// What the connection knows about itself, for a request's context.
+pub struct ConnRef<'a> {
+    pub peer: &'a Peer,
+    /// The client socket (`$server_addr`).
+    pub fd: std::os::fd::RawFd,
+    pub id: u64,
+    /// Requests on this connection so far, this one included.
+    pub requests: u64,
+    /// The TLS connection's details, on one.
+    pub tls: Option<Arc<TlsInfo>>,
+}
+
+/// The request context for `head` at the server level of the server `host`
+/// chooses.
+pub fn request<'a>(
+    c: ConnRef<'a>,
+    vhosts: &'a VirtualHosts,
+    head: &'a RequestHead,
+    host: &'a str,
+) -> Request<'a> {
+    let server = vhosts.select(host);
+    Request {
+        head,
+        peer: c.peer,
+        fd: c.fd,
+        local: std::cell::OnceCell::new(),
+        connection: c.id,
+        connection_requests: c.requests,
+        start_ms: clock::unix_millis(),
+        host,
+        server,
+        uri: Vec::with_capacity(head.path().len()),
+        location: None,
+        conf: &server.conf,
+        // Root, URI and an index name fit without regrowing.
+        filename: Vec::with_capacity(
+            server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
+        ),
+        body_read: 0,
+        state: Default::default(),
+        tls: c.tls,
+    }
+}
+
+/// Before the phases: normalise the URI (400 when it is bad) and refuse a
+/// declared body over client_max_body_size (413). Both answers close an
+/// HTTP/1 connection. Otherwise the core settings that bound the body: those
+/// of the location the URI first maps to (no body, no location search: that
+/// is left to the pipeline).
+pub fn admit<'a>(req: &mut Request<'a>) -> Result<&'a CoreConf, Response> {
+    if uri::normalize(req.head.path(), &mut req.uri).is_err() {
+        return Err(req.error(400));
+    }
+    let server = req.server;
+    let first = match req.head.framing {
+        BodyFraming::None => None,
+        _ => server.location(&req.uri),
+    };
+    let core = &first.map_or(&*server.conf, |l| &*l.conf).core;
+    match req.head.framing {
+        BodyFraming::Length(n)
+            if core.client_max_body_size != 0 && n > core.client_max_body_size =>
+        {
+            Err(body_too_large(req, n, core.client_max_body_size))
+        }
+        _ => Ok(core),
+    }
+}
+
+/// How [`run`] went.
+pub enum Ran {
+    /// The response; `close`: an HTTP/1 connection closes after it (a panic,
+    /// a body over its limit or badly framed).
+    Respond { resp: Response, close: bool },
+    /// The body could not be read (timed out, client gone): no answer.
+    Abort(BodyError),
+}
+
+/// Run the phases under the panic guard, then read and drop what the handler
+/// left of the body; `max` is client_max_body_size for the 413 answer.
+pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -> Ran {
+    let mut close = false;
+    let resp = match crate::server::guard::run(req, body).await {
+        Some(r) => r,
+        None => {
+            close = true;
+            req.error(500)
+        }
+    };
+    let rest = discard(body).await;
+    req.body_read = body.read();
+    match rest {
+        Ok(()) => {}
+        Err(BodyError::TooLarge) => return too_large(req, body.decoded(), max),
+        Err(BodyError::Bad(e)) => {
+            return Ran::Respond {
+                resp: req.error(e.status),
+                close: true,
+            };
+        }
+        Err(e) => return Ran::Abort(e),
+    }
+    Ran::Respond { resp, close }
+}
+
+fn too_large(req: &Request<'_>, n: u64, max: u64) -> Ran {
+    Ran::Respond {
+        resp: body_too_large(req, n, max),
+        close: true,
+    }
+}
+
+async fn discard<B: ClientBody>(body: &mut B) -> Result<(), BodyError> {
+    while body.chunk().await?.is_some() {}
+    Ok(())
+}
+
+pub fn body_too_large(req: &Request<'_>, n: u64, max: u64) -> Response {
+    crate::error_log!(
+        Error,
+        "client intended to send too large body: {n} bytes, limit {max}"
+    );
+    req.error(413)
+}
+
+/// Request head limits in nginx terms (client_header_buffer_size,
+/// large_client_header_buffers).
+pub fn limits(core: &CoreConf) -> Limits {
+    Limits {
+        header_buffer: core.client_header_buffer_size,
+        large_buffers: core.large_client_header_buffers.0,
+        large_buffer_size: core.large_client_header_buffers.1,
+    }
+}
+
+/// The Host to choose a server by: lowercase, without port or trailing dot.
+pub fn host_of(head: &RequestHead) -> Cow<'_, str> {
+    let Some(h) = head.host() else {
+        return Cow::Borrowed("");
+    };
+    let h = if h.starts_with(b"[") {
+        // IPv6 literal: keep through the closing bracket.
+        h.iter().position(|&b| b == b']').map_or(h, |i| &h[..=i])
+    } else {
+        h.iter().position(|&b| b == b':').map_or(h, |i| &h[..i])
+    };
+    let h = h.strip_suffix(b".").unwrap_or(h);
+    match std::str::from_utf8(h) {
+        // The usual case borrows: no copy per request.
+        Ok(s) if !s.bytes().any(|b| b.is_ascii_uppercase()) => Cow::Borrowed(s),
+        _ => Cow::Owned(String::from_utf8_lossy(h).to_ascii_lowercase()),
+    }
+}
+
+/// Log a finished request and count it.
+pub fn finished(req: &Request<'_>, resp: &Response, head_bytes: u64, body_bytes: u64) {
+    crate::modules::log::log_request(req, resp, head_bytes, body_bytes);
+    crate::server::stats::response(resp.status, head_bytes + body_bytes, req.start_ms);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_normalisation() {
+        let mut b =
+            bytes::BytesMut::from(&b"GET / HTTP/1.1\r\nHost: WWW.Example.COM.:8080\r\n\r\n"[..]);
+        let h = crate::http::h1::parse::parse(&mut b, &Default::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(super::host_of(&h), "www.example.com");
+    }
+}
