@@ -83,6 +83,8 @@ pub struct LocConfSet {
     pub fastcgi: fastcgi::conf::FastcgiConfSet,
     pub cgi: cgi::conf::CgiConfSet,
     pub proxy: crate::modules::proxy::conf::ProxyConfSet,
+    pub limit_req: crate::modules::limit_req::conf::LimitReqConfSet,
+    pub limit_conn: crate::modules::limit_conn::conf::LimitConnConfSet,
 }
 
 /// Resolved settings of one level.
@@ -99,6 +101,8 @@ pub struct LocConf {
     pub fastcgi: fastcgi::conf::FastcgiConf,
     pub cgi: cgi::conf::CgiConf,
     pub proxy: crate::modules::proxy::conf::ProxyConf,
+    pub limit_req: crate::modules::limit_req::conf::LimitReqConf,
+    pub limit_conn: crate::modules::limit_conn::conf::LimitConnConf,
 }
 
 impl LocConfSet {
@@ -115,6 +119,8 @@ impl LocConfSet {
             fastcgi: self.fastcgi.resolve(&parent.fastcgi),
             cgi: self.cgi.resolve(&parent.cgi),
             proxy: self.proxy.resolve(&parent.proxy),
+            limit_req: self.limit_req.resolve(&parent.limit_req),
+            limit_conn: self.limit_conn.resolve(&parent.limit_conn),
         }
     }
 }

@@ -140,6 +140,12 @@ pub struct State {
     /// `$upstream_*` and `$proxy_*` values, set by proxy-like handlers
     /// (shared with the response body, which completes the timings).
     pub upstream: Option<std::rc::Rc<RefCell<crate::upstream::UpstreamVars>>>,
+    /// What limit_req decided (`$limit_req_status`); once set, later
+    /// locations do not apply limit_req again.
+    pub limit_req: Option<crate::modules::zone::Status>,
+    /// What limit_conn decided, and the counts held until the request is
+    /// dropped (after its response is sent and logged).
+    pub limit_conn: crate::modules::limit_conn::Held,
 }
 
 pub struct Request<'a> {
@@ -621,6 +627,13 @@ impl<'a> Request<'a> {
                 Peer::Tcp(remote) => write_display(out, &remote.ip()),
                 Peer::Unix => out.extend_from_slice(b"unix:"),
             },
+            Var::BinaryRemoteAddr => match self.peer {
+                Peer::Tcp(remote) => match remote.ip() {
+                    std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                    std::net::IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+                },
+                Peer::Unix => out.extend_from_slice(b"unix:"),
+            },
             Var::RemotePort => {
                 if let Peer::Tcp(remote) = self.peer {
                     push_u64(out, remote.port().into());
@@ -649,6 +662,16 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(b", ");
                 }
                 self.var_into(&Var::RemoteAddr, out, outer);
+            }
+            Var::LimitReqStatus => {
+                if let Some(s) = self.state.limit_req {
+                    out.extend_from_slice(s.as_str().as_bytes());
+                }
+            }
+            Var::LimitConnStatus => {
+                if let Some(s) = self.state.limit_conn.status {
+                    out.extend_from_slice(s.as_str().as_bytes());
+                }
             }
             Var::Capture(n) => self.capture(*n as usize, out),
             Var::User(u) => self.user_var(u.index, out, outer),

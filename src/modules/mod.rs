@@ -6,6 +6,8 @@ pub mod compress;
 pub mod error_page;
 pub mod fastcgi;
 pub mod headers;
+pub mod limit_conn;
+pub mod limit_req;
 pub mod log;
 pub mod map;
 pub mod proxy;
@@ -13,6 +15,7 @@ pub mod rewrite;
 pub mod static_files;
 pub mod status;
 pub mod try_files;
+pub mod zone;
 
 /// Response filters, in order, run on every response a request produces
 /// (header changes, body transformations). Each feature adds its own here.
@@ -28,8 +31,15 @@ pub fn filter_response(
 /// allow/deny and authentication), run for the location a request ended up in,
 /// after its rewrite phase and before try_files. `Some` answers the request.
 pub async fn access_phases(
-    _req: &mut crate::core::request::Request<'_>,
+    req: &mut crate::core::request::Request<'_>,
 ) -> Option<crate::http::response::Response> {
+    if let Some(r) = limit_req::apply(req).await {
+        return Some(r);
+    }
+    if let Some(r) = limit_conn::apply(req) {
+        return Some(r);
+    }
+    // access
     None
 }
 

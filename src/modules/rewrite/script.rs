@@ -169,7 +169,9 @@ fn render(req: &Request<'_>, t: &Template, escape: Option<&'static AsciiSet>, ou
     }
 }
 
-fn log_suffix(req: &Request<'_>) -> String {
+/// The request's context nginx adds to an error-log line: `, client: …,
+/// server: …, request: "…", host: "…"`.
+pub fn log_suffix(req: &Request<'_>) -> String {
     let client = match req.peer {
         crate::core::request::Peer::Tcp(a) => a.ip().to_string(),
         crate::core::request::Peer::Unix => "unix:".into(),
