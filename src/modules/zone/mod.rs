@@ -162,11 +162,14 @@ impl<T: Node> fmt::Debug for Zone<T> {
 
 /// A directive's reference to a zone, filled in when the zone is declared
 /// (before or after the reference, as in nginx).
-pub struct ZoneRef<T: Node>(Arc<OnceLock<Arc<Zone<T>>>>);
+pub struct ZoneRef<T: Node> {
+    name: Arc<str>,
+    zone: Arc<OnceLock<Arc<Zone<T>>>>,
+}
 
 impl<T: Node> ZoneRef<T> {
     pub fn get(&self) -> &Arc<Zone<T>> {
-        self.0
+        self.zone
             .get()
             .expect("zone references are resolved when the configuration loads")
     }
@@ -174,22 +177,23 @@ impl<T: Node> ZoneRef<T> {
 
 impl<T: Node> Clone for ZoneRef<T> {
     fn clone(&self) -> Self {
-        ZoneRef(self.0.clone())
+        ZoneRef {
+            name: self.name.clone(),
+            zone: self.zone.clone(),
+        }
     }
 }
 
+/// References to the same zone (by name: they resolve to one zone).
 impl<T: Node> PartialEq for ZoneRef<T> {
     fn eq(&self, o: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
+        self.name == o.name
     }
 }
 
 impl<T: Node> fmt::Debug for ZoneRef<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.get() {
-            Some(z) => write!(f, "ZoneRef({})", z.name),
-            None => f.write_str("ZoneRef(unresolved)"),
-        }
+        write!(f, "ZoneRef({})", self.name)
     }
 }
 
@@ -294,11 +298,14 @@ impl Declared {
         d: &Directive,
     ) -> Result<ZoneRef<T>, ConfError> {
         let e = self.entry::<T>(name, d)?;
-        let slot = ZoneRef::<T>(Arc::new(OnceLock::new()));
-        let fill = slot.clone();
+        let slot = ZoneRef::<T> {
+            name: name.into(),
+            zone: Arc::new(OnceLock::new()),
+        };
+        let fill = slot.zone.clone();
         let resolve: Resolve = Box::new(move |z: &AnyZone| {
             let z = z.clone().downcast::<Zone<T>>().expect("kind checked");
-            let _ = fill.0.set(z);
+            let _ = fill.set(z);
         });
         match &e.zone {
             Some(z) => resolve(z),
@@ -547,6 +554,7 @@ mod tests {
         reg.declare::<N>(&d, z, key(), ()).unwrap();
         let late = reg.reference::<N>("zt_a", &r).unwrap();
         assert!(Arc::ptr_eq(early.get(), late.get()));
+        assert_eq!(early, late);
         assert_eq!(&*early.get().name, "zt_a");
 
         let (d, z) = zone("zone=zt_a:64k").unwrap();
