@@ -413,3 +413,35 @@ fn bad_configurations() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn binary_remote_addr_is_4_or_16_bytes() {
+    let v6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    let listen6 = if v6 { "listen [::1]:{port2};" } else { "" };
+    let v = start(
+        1,
+        "",
+        &format!("{listen6}\n        location /b {{ return 200 \"[$binary_remote_addr]\"; }}"),
+    );
+    assert_eq!(v.get("/b").body, b"[\x7f\x00\x00\x01]");
+    if !v6 {
+        eprintln!("no IPv6 loopback: [::1] not checked");
+        return;
+    }
+    let port2: u16 = v
+        .dir
+        .read("vireo.conf")
+        .split("listen [::1]:")
+        .nth(1)
+        .and_then(|r| r.split(';').next()?.parse().ok())
+        .unwrap();
+    let mut s = TcpStream::connect(("::1", port2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    let mut want = b"[".to_vec();
+    want.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    want.push(b']');
+    assert_eq!(r.body, want);
+}
