@@ -190,8 +190,7 @@ fn decide(limits: &[ReqLimit], keys: &[Option<Vec<u8>>], now: u64) -> Verdict {
     }
     // The last limit's excess (0 when it had no key), then the others'.
     let (mut excess, mut at) = found.unwrap_or((0, limits.len() - 1));
-    let rate_of = |i: usize| limits[i].zone.get().conf;
-    let mut max = delay_ms(excess, limits[at].delay, rate_of(at));
+    let mut max = delay_ms(excess, limits[at].delay, limits[at].zone.get().conf);
     for &i in pinned.iter().rev() {
         let zone = limits[i].zone.get();
         let e = account(
