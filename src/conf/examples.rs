@@ -154,6 +154,28 @@ pub static EXAMPLES: &[(&str, &str)] = &[
         "large_client_header_buffers",
         "large_client_header_buffers 4 16k;",
     ),
+    (
+        "limit_conn",
+        "limit_conn_zone $binary_remote_addr zone=perip:10m;\nlocation /download/ {\n    limit_conn perip 2;\n}",
+    ),
+    ("limit_conn_dry_run", "limit_conn_dry_run on;"),
+    ("limit_conn_log_level", "limit_conn_log_level warn;"),
+    ("limit_conn_status", "limit_conn_status 429;"),
+    (
+        "limit_conn_zone",
+        "limit_conn_zone $binary_remote_addr zone=perip:10m;\nlimit_conn_zone $server_name zone=perserver:1m;",
+    ),
+    (
+        "limit_req",
+        "limit_req_zone $binary_remote_addr zone=one:10m rate=10r/s;\nlocation /api/ {\n    limit_req zone=one burst=20 nodelay;\n}\nlocation /login {\n    limit_req zone=one burst=5 delay=2;\n}",
+    ),
+    ("limit_req_dry_run", "limit_req_dry_run on;"),
+    ("limit_req_log_level", "limit_req_log_level warn;"),
+    ("limit_req_status", "limit_req_status 429;"),
+    (
+        "limit_req_zone",
+        "limit_req_zone $binary_remote_addr zone=one:10m rate=10r/s;\nlimit_req_zone $http_x_api_key zone=keys:1m rate=60r/m;",
+    ),
     ("lingering_close", "lingering_close always;"),
     ("lingering_time", "lingering_time 10s;"),
     ("lingering_timeout", "lingering_timeout 2s;"),

@@ -10,7 +10,7 @@ use super::table::{Env, Scope};
 use crate::core::errlog::Level;
 use crate::core::route::{Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
-use crate::modules::log::conf::{LogEnv, default_logs};
+use crate::modules::log::conf::default_logs;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -123,8 +123,7 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
     }
     let mut env = Env {
         prefix: prefix.to_path_buf(),
-        notices: Vec::new(),
-        log: LogEnv::default(),
+        ..Env::default()
     };
     let mut main = MainConf::default();
     let vars = crate::core::vars::registry::begin();
@@ -132,6 +131,7 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
     env.walk(&directives, &mut Scope::Main(&mut main))?;
     let vars = Arc::new(crate::core::vars::registry::finish(vars)?);
     crate::upstream::conf::finish(upstreams)?;
+    std::mem::take(&mut env.zones).finish()?;
     if !main.events_seen {
         return Err(ConfError::bare("no \"events\" section in configuration"));
     }

@@ -88,6 +88,8 @@ pub struct LocConfSet {
     pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConfSet,
     pub realip: crate::modules::realip::conf::RealipConfSet,
     pub http2: crate::http::h2::conf::Http2ConfSet,
+    pub limit_req: crate::modules::limit_req::conf::LimitReqConfSet,
+    pub limit_conn: crate::modules::limit_conn::conf::LimitConnConfSet,
 }
 
 /// Resolved settings of one level.
@@ -109,6 +111,8 @@ pub struct LocConf {
     pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConf,
     pub realip: crate::modules::realip::conf::RealipConf,
     pub http2: crate::http::h2::conf::Http2Conf,
+    pub limit_req: crate::modules::limit_req::conf::LimitReqConf,
+    pub limit_conn: crate::modules::limit_conn::conf::LimitConnConf,
 }
 
 impl LocConfSet {
@@ -130,6 +134,8 @@ impl LocConfSet {
             auth_basic: self.auth_basic.resolve(&parent.auth_basic),
             realip: self.realip.resolve(&parent.realip),
             http2: self.http2.resolve(&parent.http2),
+            limit_req: self.limit_req.resolve(&parent.limit_req),
+            limit_conn: self.limit_conn.resolve(&parent.limit_conn),
         }
     }
 }

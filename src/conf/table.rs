@@ -128,6 +128,7 @@ pub struct Def {
 }
 
 /// State carried while walking the configuration tree.
+#[derive(Default)]
 pub struct Env {
     /// Folder relative paths resolve against (`-p` prefix).
     pub prefix: std::path::PathBuf,
@@ -135,6 +136,8 @@ pub struct Env {
     pub notices: Vec<String>,
     /// Log formats defined so far and log files opened so far.
     pub log: crate::modules::log::conf::LogEnv,
+    /// Shared zones declared and referenced so far (limit_req, limit_conn).
+    pub zones: crate::modules::zone::Declared,
 }
 
 impl Env {
@@ -198,7 +201,7 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
 }
 
 /// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 23] {
+pub fn tables() -> [&'static [Def]; 25] {
     [
         super::core_directives::DIRECTIVES,
         super::core_directives::IGNORED,
@@ -223,6 +226,8 @@ pub fn tables() -> [&'static [Def]; 23] {
         crate::modules::auth_basic::conf::DIRECTIVES,
         crate::modules::realip::conf::DIRECTIVES,
         crate::http::h2::conf::DIRECTIVES,
+        crate::modules::limit_req::conf::DIRECTIVES,
+        crate::modules::limit_conn::conf::DIRECTIVES,
     ]
 }
 

@@ -156,6 +156,12 @@ pub struct State {
     /// The client address realip took from a header (set at most once per
     /// request); see [`Request::client_addr`].
     pub real_ip: Option<SocketAddr>,
+    /// What limit_req decided (`$limit_req_status`); once set, later
+    /// locations do not apply limit_req again.
+    pub limit_req: Option<crate::modules::zone::Status>,
+    /// What limit_conn decided, and the counts held until the request is
+    /// dropped (after its response is sent and logged).
+    pub limit_conn: crate::modules::limit_conn::Held,
 }
 
 pub struct Request<'a> {
@@ -668,6 +674,13 @@ impl<'a> Request<'a> {
         let head = self.head;
         match var {
             Var::RemoteAddr => write_display(out, &self.client_addr()),
+            Var::BinaryRemoteAddr => match self.client_addr() {
+                Peer::Tcp(remote) => match remote.ip() {
+                    std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                    std::net::IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+                },
+                Peer::Unix => out.extend_from_slice(b"unix:"),
+            },
             Var::RemotePort => {
                 // Empty for a unix socket, and for a realip address without port.
                 if let Peer::Tcp(remote) = self.client_addr()
@@ -730,6 +743,16 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(b", ");
                 }
                 self.var_into(&Var::RemoteAddr, out, outer);
+            }
+            Var::LimitReqStatus => {
+                if let Some(s) = self.state.limit_req {
+                    out.extend_from_slice(s.as_str().as_bytes());
+                }
+            }
+            Var::LimitConnStatus => {
+                if let Some(s) = self.state.limit_conn.status {
+                    out.extend_from_slice(s.as_str().as_bytes());
+                }
             }
             Var::Capture(n) => self.capture(*n as usize, out),
             Var::User(u) => self.user_var(u.index, out, outer),

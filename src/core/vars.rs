@@ -17,6 +17,9 @@ use std::fmt;
 pub enum Var {
     /// `$remote_addr`
     RemoteAddr,
+    /// `$binary_remote_addr`: the client address in binary form, 4 bytes
+    /// for IPv4 and 16 for IPv6 (a compact key for limit zones)
+    BinaryRemoteAddr,
     /// `$remote_port`
     RemotePort,
     /// `$remote_user` (basic-auth user name)
@@ -102,6 +105,12 @@ pub enum Var {
     /// `$upstream_header_time`, `$upstream_response_time`: one value per
     /// upstream attempt, joined by ", ".
     Upstream(crate::upstream::Field),
+    /// `$limit_req_status`: what limit_req did (`PASSED`, `DELAYED`,
+    /// `REJECTED`, `DELAYED_DRY_RUN`, `REJECTED_DRY_RUN`)
+    LimitReqStatus,
+    /// `$limit_conn_status`: what limit_conn did (`PASSED`, `REJECTED`,
+    /// `REJECTED_DRY_RUN`)
+    LimitConnStatus,
     /// `$proxy_host`: the upstream name or host:port of `proxy_pass`
     ProxyHost,
     /// `$proxy_port`
@@ -133,6 +142,7 @@ impl Var {
         let n = lower.as_str();
         let v = match n {
             "remote_addr" => Var::RemoteAddr,
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
             "realip_remote_addr" => Var::RealipRemoteAddr,
@@ -180,6 +190,8 @@ impl Var {
             "upstream_connect_time" => Var::Upstream(crate::upstream::Field::ConnectTime),
             "upstream_header_time" => Var::Upstream(crate::upstream::Field::HeaderTime),
             "upstream_response_time" => Var::Upstream(crate::upstream::Field::ResponseTime),
+            "limit_req_status" => Var::LimitReqStatus,
+            "limit_conn_status" => Var::LimitConnStatus,
             "proxy_host" => Var::ProxyHost,
             "proxy_port" => Var::ProxyPort,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
@@ -205,6 +217,7 @@ impl Var {
     pub fn static_name(&self) -> Option<&'static str> {
         Some(match self {
             Var::RemoteAddr => "remote_addr",
+            Var::BinaryRemoteAddr => "binary_remote_addr",
             Var::RemotePort => "remote_port",
             Var::RemoteUser => "remote_user",
             Var::RealipRemoteAddr => "realip_remote_addr",
@@ -248,6 +261,8 @@ impl Var {
             Var::FastcgiScriptName => "fastcgi_script_name",
             Var::FastcgiPathInfo => "fastcgi_path_info",
             Var::Upstream(f) => f.var_name(),
+            Var::LimitReqStatus => "limit_req_status",
+            Var::LimitConnStatus => "limit_conn_status",
             Var::ProxyHost => "proxy_host",
             Var::ProxyPort => "proxy_port",
             Var::ProxyAddXForwardedFor => "proxy_add_x_forwarded_for",

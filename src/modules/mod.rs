@@ -8,6 +8,8 @@ pub mod compress;
 pub mod error_page;
 pub mod fastcgi;
 pub mod headers;
+pub mod limit_conn;
+pub mod limit_req;
 pub mod log;
 pub mod map;
 pub mod proxy;
@@ -17,6 +19,7 @@ pub mod ssl;
 pub mod static_files;
 pub mod status;
 pub mod try_files;
+pub mod zone;
 
 /// Response filters, in order, run on every response a request produces
 /// (header changes, body transformations). Each feature adds its own here.
@@ -36,6 +39,12 @@ pub async fn access_phases(
 ) -> Option<crate::http::response::Response> {
     // realip first (nginx's preaccess order): limits and access see its address.
     realip::apply(req);
+    if let Some(r) = limit_req::apply(req).await {
+        return Some(r);
+    }
+    if let Some(r) = limit_conn::apply(req) {
+        return Some(r);
+    }
     // access
     access::phase(req).await
 }
