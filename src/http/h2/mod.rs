@@ -31,7 +31,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::task::JoinSet;
@@ -82,33 +82,36 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
         core.keepalive_requests,
         core.send_timeout,
     );
-    let sock = Rc::new(RefCell::new(io));
+    let sock = Rc::new(RefCell::new(Sock {
+        io,
+        out: Vec::new(),
+        sent: 0,
+    }));
     let hs = b.handshake::<_, Bytes>(SharedIo(sock.clone()));
     let hs = tokio::time::timeout(core.client_header_timeout, hs).await;
     drop(cfg);
     if let Ok(Ok(conn)) = hs {
-        drive(
-            conn,
-            info,
-            keepalive_timeout,
-            keepalive_requests,
-            send_timeout,
-        )
-        .await;
+        let limits = (keepalive_timeout, keepalive_requests, send_timeout);
+        drive(conn, sock.clone(), info, limits).await;
     }
-    // The codec is gone: the socket is ours again.
-    if let (Some((timeout, time)), Ok(io)) = (linger, Rc::try_unwrap(sock)) {
-        lingering_close(io.into_inner(), timeout, time).await;
+    // The codec is gone: the socket is ours again, with what it last wrote.
+    let Ok(sock) = Rc::try_unwrap(sock) else {
+        return;
+    };
+    let mut sock = sock.into_inner();
+    let out = std::future::poll_fn(|cx| sock.poll_drain(cx));
+    let out = tokio::time::timeout(send_timeout, out).await;
+    if let (Some((timeout, time)), Ok(Ok(()))) = (linger, out) {
+        lingering_close(sock.io, timeout, time).await;
     }
 }
 
 /// Accept streams and run them until the connection ends.
 async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     mut conn: h2::server::Connection<SharedIo<T>, Bytes>,
+    sock: Rc<RefCell<Sock<T>>>,
     info: ConnInfo,
-    keepalive_timeout: Duration,
-    keepalive_requests: u64,
-    send_timeout: Duration,
+    (keepalive_timeout, keepalive_requests, send_timeout): (Duration, u64, Duration),
 ) {
     let info = Rc::new(Conn {
         info,
@@ -132,7 +135,14 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
             }
         };
         tokio::select! {
-            r = conn.accept() => match r {
+            r = std::future::poll_fn(|cx| {
+                let r = conn.poll_accept(cx);
+                // The codec's turn is over: what it wrote leaves now.
+                match sock.borrow_mut().poll_drain(cx) {
+                    Poll::Ready(Err(_)) => Poll::Ready(None),
+                    _ => r,
+                }
+            }) => match r {
                 Some(Ok((req, respond))) => {
                     requests += 1;
                     streams.spawn_local(stream(info.clone(), requests, req, respond));
@@ -189,9 +199,40 @@ async fn lingering_close<T: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// The socket, shared between the codec and [`serve`], which closes it once
-/// the codec is done with it.
-struct SharedIo<T>(Rc<RefCell<T>>);
+/// Most bytes gathered before they go out in one write.
+const GATHER: usize = 64 * 1024;
+
+/// The client socket and the frames the codec wrote to it that have not left
+/// yet. The codec writes (and flushes) frame by frame — a HEADERS frame, then
+/// each DATA frame — so its writes are gathered here and leave together, in
+/// one system call, when its turn on the connection ends ([`Sock::poll_drain`]
+/// after each poll of the codec). The buffer is given back once empty: an
+/// idle connection holds none.
+struct Sock<T> {
+    io: T,
+    out: Vec<u8>,
+    /// Bytes of `out` already written.
+    sent: usize,
+}
+
+impl<T: AsyncWrite + Unpin> Sock<T> {
+    /// Write out what is gathered.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.out.len() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.out = Vec::new();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The codec's handle on the socket (see [`Sock`]).
+struct SharedIo<T>(Rc<RefCell<Sock<T>>>);
 
 impl<T: AsyncRead + Unpin> AsyncRead for SharedIo<T> {
     fn poll_read(
@@ -199,7 +240,24 @@ impl<T: AsyncRead + Unpin> AsyncRead for SharedIo<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
+        Pin::new(&mut self.0.borrow_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> SharedIo<T> {
+    fn gather(&self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let mut s = self.0.borrow_mut();
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if s.out.len() + len > GATHER {
+            ready!(s.poll_drain(cx))?;
+            if len >= GATHER {
+                return Pin::new(&mut s.io).poll_write_vectored(cx, bufs);
+            }
+        }
+        for b in bufs {
+            s.out.extend_from_slice(b);
+        }
+        Poll::Ready(Ok(len))
     }
 }
 
@@ -209,23 +267,26 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for SharedIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0.borrow_mut()).poll_write(cx, buf)
+        self.gather(cx, &[io::IoSlice::new(buf)])
     }
     fn poll_write_vectored(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0.borrow_mut()).poll_write_vectored(cx, bufs)
+        self.gather(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
-        self.0.borrow().is_write_vectored()
+        true
     }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0.borrow_mut()).poll_flush(cx)
+    /// Deferred: what is gathered leaves after the codec's poll.
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0.borrow_mut()).poll_shutdown(cx)
+        let mut s = self.0.borrow_mut();
+        ready!(s.poll_drain(cx))?;
+        Pin::new(&mut s.io).poll_shutdown(cx)
     }
 }
 

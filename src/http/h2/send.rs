@@ -135,14 +135,15 @@ impl Out {
         }
     }
 
-    /// Window for up to `want` bytes (at most http2_chunk_size).
+    /// Window for the next piece of the `want` bytes still to send: at most
+    /// http2_chunk_size. All of `want` is asked for, so the pieces that fit
+    /// the window go out together (the codec's send buffer caps how much).
     async fn capacity(&mut self, want: usize) -> io::Result<usize> {
-        let want = want.min(self.chunk);
         self.s.reserve_capacity(want);
         loop {
             let cap = self.s.capacity();
             if cap > 0 {
-                return Ok(cap.min(want));
+                return Ok(cap.min(want).min(self.chunk));
             }
             let more = std::future::poll_fn(|cx| self.s.poll_capacity(cx));
             match tokio::time::timeout(self.timeout, more).await {
