@@ -19,8 +19,11 @@ use crate::modules::fastcgi::{cgi_head, record};
 use crate::modules::static_files::{handler::push_clean, uri};
 use crate::upstream::response;
 
+/// One target's body.
+pub type Target = fn(&[u8]);
+
 /// The targets by name, as fuzz/fuzz_targets and fuzz/corpus name them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("h1_request", h1_request),
     ("chunked", chunked),
     ("uri", uri),
