@@ -239,9 +239,10 @@ fn slow_bodies_time_out_and_probes_are_served() {
 fn slow_readers_time_out_and_probes_are_served() {
     // A small window makes every response sit in the kernel's send buffer,
     // which autotunes up to net.ipv4.tcp_wmem's maximum (4 MiB) per socket:
-    // with a 2 MB file, 1000 such readers push the whole machine into TCP
-    // memory pressure (nginx alike), slowing every socket on it; so the
-    // file here is 256 KiB and the readers 500.
+    // 1000 readers of a 2 MB file queued ~0.8 MB each and pushed the whole
+    // machine into TCP memory pressure (net.ipv4.tcp_mem), slowing every
+    // socket on it, the probe's too (up to 12 s). That is the kernel's
+    // budget, not vireo's, so the file here is 256 KiB and the readers 500.
     attack(
         "slow read",
         "/big.bin",
