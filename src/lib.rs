@@ -9,3 +9,6 @@ pub mod modules;
 pub mod server;
 pub mod sys;
 pub mod upstream;
+
+#[doc(hidden)]
+pub mod fuzzing;

@@ -354,39 +354,6 @@ fn server_tokens_off_hides_the_version() {
 
 // ---------------------------------------------------------------- strict parsing
 
-/// Send `req` on a fresh connection followed by an innocent GET: expect exactly one
-/// response with one of `codes`, `Connection: close`, and the connection closed.
-fn refused(v: &Vireo, req: &[u8], codes: &[u16]) {
-    let mut s = v.connect();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut all = req.to_vec();
-    all.extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    let _ = s.write_all(&all);
-    let t = Instant::now();
-    let raw = read_to_close(&mut s);
-    assert!(
-        t.elapsed() < Duration::from_secs(4),
-        "not closed for {:?}",
-        String::from_utf8_lossy(req)
-    );
-    let rs = Resp::parse_all(&raw);
-    assert_eq!(
-        rs.len(),
-        1,
-        "one response for {:?}: {:?}",
-        String::from_utf8_lossy(req),
-        String::from_utf8_lossy(&raw)
-    );
-    assert!(
-        codes.contains(&rs[0].status),
-        "{:?}: got {} want {codes:?}",
-        String::from_utf8_lossy(req),
-        rs[0].status
-    );
-    assert_eq!(rs[0].header("connection"), Some("close"));
-    assert!(!String::from_utf8_lossy(&raw).contains("hello"));
-}
-
 #[test]
 fn smuggling_framing_is_refused() {
     let v = server("");
