@@ -1,21 +1,16 @@
 //! HTTP/2 conformance: h2spec (installed by scripts/test into target/tools)
 //! against a cleartext `http2` listener and over TLS (ALPN h2).
 //!
-//! One case is expected to fail, by design: h2spec's "3.5/2 Sends invalid
-//! connection preface" wants the connection closed, but an `http2` address
-//! also serves HTTP/1 (as nginx ≥ 1.25.1 does), so bytes that are not the
-//! preface are read as an HTTP/1 request and answered `400 Bad Request`
-//! before the close. Over TLS, where ALPN chose h2, the case applies as
-//! written. See docs/http2.md.
+//! Every case passes on both. On the cleartext address, which also serves
+//! HTTP/1 (as nginx ≥ 1.25.1 does), "3.5/2 Sends invalid connection preface"
+//! passes because a first line that is not HTTP/1 at all is taken for a broken
+//! preface and the connection closed without an HTTP/1 answer. See
+//! docs/http2.md.
 
 mod common;
 use common::*;
 use std::path::PathBuf;
 use std::process::Command;
-
-/// The cases allowed to fail: "package classname" as h2spec's JUnit report
-/// names them.
-const EXPECTED_FAILURES: &[&str] = &["http2/3.5 Sends invalid connection preface"];
 
 fn h2spec() -> Option<PathBuf> {
     let local = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/tools/h2spec"));
@@ -30,8 +25,8 @@ fn h2spec() -> Option<PathBuf> {
 }
 
 /// Run h2spec against `v` (`tls`: over TLS, certificate not verified) and
-/// check that only `expected` cases fail.
-fn check(bin: &PathBuf, v: &Vireo, tls: bool, expected: &[&str]) {
+/// check that every case passes.
+fn check(bin: &PathBuf, v: &Vireo, tls: bool) {
     let report = v
         .dir
         .path()
@@ -67,15 +62,7 @@ fn check(bin: &PathBuf, v: &Vireo, tls: bool, expected: &[&str]) {
             format!("{} {}", attr("package"), attr("classname"))
         })
         .collect();
-    let unexpected: Vec<&String> = failed
-        .iter()
-        .filter(|f| !expected.contains(&f.as_str()))
-        .collect();
-    assert!(
-        unexpected.is_empty(),
-        "{summary}\nunexpected failures: {unexpected:?}\n{text}"
-    );
-    assert!(failed.len() <= expected.len(), "{summary}: {failed:?}");
+    assert!(failed.is_empty(), "{summary}\nfailures: {failed:?}\n{text}");
     assert!(summary.contains("145 tests"), "{summary}");
 }
 
@@ -88,7 +75,7 @@ fn h2spec_cleartext() {
         dir,
         "events {} http { access_log off; server { listen 127.0.0.1:{port}; http2 on; root {dir}/html; } }",
     );
-    check(&bin, &v, false, EXPECTED_FAILURES);
+    check(&bin, &v, false);
 }
 
 /// Over TLS ALPN chose HTTP/2, so every case applies, the preface one too.
@@ -116,5 +103,5 @@ fn h2spec_tls() {
         dir,
         "events {} http { access_log off; server { listen 127.0.0.1:{port} ssl; http2 on; ssl_certificate c.pem; ssl_certificate_key k.pem; root {dir}/html; } }",
     );
-    check(&bin, &v, true, &[]);
+    check(&bin, &v, true);
 }

@@ -250,6 +250,15 @@ fn bad_configuration_is_refused_and_the_old_one_keeps_serving() {
     assert!(eventually(5, || fetch(v.port, "/v").is_some_and(|b| b[0] == b'B')));
     // The kept-alive connection's next request takes the new configuration.
     assert_eq!(keepalive_get(&mut ka, "/v").body[0], b'B');
+    // The new configuration serves a moment before its log line is written.
+    assert!(
+        eventually(5, || v
+            .dir
+            .read("logs/error.log")
+            .contains("configuration reloaded")),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
     let log = v.dir.read("logs/error.log");
     assert_eq!(log.matches("reload failed").count(), 2, "{log}");
     assert_eq!(log.matches("configuration reloaded").count(), 1, "{log}");

@@ -208,6 +208,16 @@ impl<S: Stream> Conn<S> {
             Ok(Read::Idle) => return true,
             Ok(Read::Closed) => return false,
             Err(ReadError::Parse(e)) => {
+                if e == ParseError::NOT_HTTP1 && self.requests == 0 && {
+                    let l = cfg.listener(self.listener);
+                    l.http2 && !l.ssl
+                } {
+                    // Where HTTP/2 is spoken in cleartext, a first line that is
+                    // not HTTP/1 at all is a broken HTTP/2 preface: a connection
+                    // error, closed without an HTTP/1 answer (RFC 9113 §3.4).
+                    crate::error_log!(Info, "client sent invalid HTTP/2 connection preface");
+                    return false;
+                }
                 busy.writing();
                 self.refuse(io, e, &cfg).await;
                 return false;

@@ -124,6 +124,11 @@ impl ParseError {
         status: 505,
         reason: "HTTP Version Not Supported",
     };
+    /// A complete first line whose last word is not an HTTP version at all.
+    pub const NOT_HTTP1: ParseError = ParseError {
+        status: 400,
+        reason: "Bad Request (no HTTP version)",
+    };
 }
 
 impl fmt::Display for ParseError {
@@ -573,6 +578,7 @@ fn map_httparse_error(e: httparse::Error, data: &[u8], line_end: Option<usize>) 
                 {
                     ParseError::VERSION_NOT_SUPPORTED
                 }
+                _ if !token.starts_with(b"HTTP/") && line_end.is_some() => ParseError::NOT_HTTP1,
                 _ => BAD,
             }
         }
@@ -920,6 +926,16 @@ mod tests {
         assert_eq!(status(b"GET / http/1.1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET / FOO\r\nHost: h\r\n\r\n"), 400);
+        // No HTTP version at all: told apart (a broken HTTP/2 preface on an
+        // http2 address); one that starts like one is a plain bad request.
+        assert_eq!(
+            try_parse(b"INVALID CONNECTION PREFACE\r\n\r\n").unwrap_err(),
+            ParseError::NOT_HTTP1
+        );
+        assert_eq!(
+            try_parse(b"GET / HTTP/1\r\nHost: h\r\n\r\n").unwrap_err(),
+            BAD
+        );
         // A space in the target: not a version problem.
         assert_eq!(status(b"GET /a b HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET /a b HTTP/2.0\r\nHost: h\r\n\r\n"), 400);
