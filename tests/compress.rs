@@ -66,27 +66,6 @@ fn ae(path: &str, accept: &str) -> String {
     req(path, &format!("Accept-Encoding: {accept}\r\n"))
 }
 
-/// Undo chunked framing.
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = raw
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
-        let line = std::str::from_utf8(&raw[..eol]).unwrap();
-        let n = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16).unwrap();
-        raw = &raw[eol + 2..];
-        if n == 0 {
-            assert_eq!(raw, b"\r\n", "chunked body ends with an empty trailer");
-            return out;
-        }
-        out.extend_from_slice(&raw[..n]);
-        assert_eq!(&raw[n..n + 2], b"\r\n");
-        raw = &raw[n + 2..];
-    }
-}
-
 /// The body as sent on the wire, without transfer coding.
 fn body(r: &Resp) -> Vec<u8> {
     if r.header("transfer-encoding") == Some("chunked") {

@@ -533,3 +533,178 @@ fn upstream_block_with_keepalive_pool() {
     assert!((1..=2).contains(&idle), "{idle} connections to php-fpm");
     assert_eq!(v.get("/echo.php?a=again").status, 200);
 }
+
+/// One FastCGI record for request 1, padded to a multiple of 8.
+fn record(t: u8, content: &[u8]) -> Vec<u8> {
+    let pad = (8 - content.len() % 8) % 8;
+    let mut r = vec![1, t, 0, 1];
+    r.extend_from_slice(&(content.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[pad as u8, 0]);
+    r.extend_from_slice(content);
+    r.resize(r.len() + pad, 0);
+    r
+}
+
+const STDOUT: u8 = 6;
+const STDERR: u8 = 7;
+const END: u8 = 3;
+
+/// A FastCGI application on a free port that answers every connection with
+/// `writes`, one write each with a pause between, so that records reach
+/// vireo split where the test says (mid-header, mid-content) or many at once.
+fn scripted(writes: Vec<Vec<u8>>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            // The request, up to the empty STDIN record.
+            let mut head = [0u8; 8];
+            loop {
+                if s.read_exact(&mut head).is_err() {
+                    break;
+                }
+                let len = u16::from_be_bytes([head[4], head[5]]) as usize + head[6] as usize;
+                let mut skip = vec![0u8; len];
+                if s.read_exact(&mut skip).is_err() || (head[1] == 5 && len == 0) {
+                    break;
+                }
+            }
+            for w in &writes {
+                if s.write_all(w).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }
+    });
+    port
+}
+
+/// `stream` cut at the given lengths (the rest in one last write).
+fn cut(stream: &[u8], lens: &[usize]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut rest = stream;
+    for &n in lens {
+        let n = n.min(rest.len());
+        out.push(rest[..n].to_vec());
+        rest = &rest[n..];
+    }
+    out.push(rest.to_vec());
+    out
+}
+
+fn scripted_vireo(locations: &[(&str, u16, &str)]) -> Vireo {
+    let locs: String = locations
+        .iter()
+        .map(|(path, port, extra)| {
+            format!("location {path} {{ fastcgi_pass 127.0.0.1:{port}; {extra} }}\n")
+        })
+        .collect();
+    Vireo::start(&format!(
+        "events {{}}\nhttp {{ server {{ listen 127.0.0.1:{{port}};\n{locs} }} }}\n"
+    ))
+}
+
+#[test]
+fn records_split_across_reads_or_many_in_one() {
+    // The head over two records, body records of many sizes with stderr
+    // between, END in the same write as the last piece.
+    let mut body = Vec::new();
+    let mut stream = record(STDOUT, b"Status: 200 OK\r\nContent-Ty");
+    stream.extend(record(STDOUT, b"pe: text/plain\r\n\r\nfirst "));
+    body.extend_from_slice(b"first ");
+    for i in 0..300usize {
+        let piece: Vec<u8> = (0..(i * 37) % 700 + 1)
+            .map(|j| b'a' + (j % 26) as u8)
+            .collect();
+        body.extend_from_slice(&piece);
+        stream.extend(record(STDOUT, &piece));
+        if i % 50 == 0 {
+            stream.extend(record(STDERR, b"a warning"));
+        }
+    }
+    stream.extend(record(STDOUT, b""));
+    stream.extend(record(END, &[0; 8]));
+    // Byte by byte through the first records, then mid-header and
+    // mid-content cuts, then the rest (most records) in one write.
+    let mut lens = vec![1; 40];
+    lens.extend([3, 5, 11, 4000, 9, 6001]);
+    let split = scripted(cut(&stream, &lens));
+    // 2,000 records of 50 bytes at once: gathered 16 to a write, with and
+    // without the application's Content-Length.
+    let piece = [b'z'; 50];
+    let many = |head: &[u8]| {
+        let mut s = record(STDOUT, head);
+        for _ in 0..2000 {
+            s.extend(record(STDOUT, &piece));
+        }
+        s.extend(record(END, &[0; 8]));
+        scripted(vec![s])
+    };
+    let chunked = many(b"Content-Type: text/plain\r\n\r\n");
+    let sized = many(b"Content-Type: text/plain\r\nContent-Length: 100000\r\n\r\n");
+    let v = scripted_vireo(&[
+        ("/split", split, ""),
+        ("/split-unbuffered", split, "fastcgi_buffering off;"),
+        ("/chunked", chunked, "fastcgi_buffering off;"),
+        ("/sized", sized, "fastcgi_buffering off;"),
+    ]);
+    for path in ["/split", "/split-unbuffered"] {
+        let (chunked, close) = twice(&v, path);
+        assert!(chunked == body, "{path}: chunked body differs");
+        assert!(close == body, "{path}: body differs");
+    }
+    let zs = vec![b'z'; 100_000];
+    assert!(twice(&v, "/chunked") == (zs.clone(), zs.clone()));
+    let r = v.get("/sized");
+    assert_eq!(r.header("content-length"), Some("100000"));
+    assert!(r.body == zs);
+}
+
+/// GET `path` twice on one connection: the first body (kept alive, so
+/// chunked) and the second (Connection: close, so delimited by the close).
+fn twice(v: &Vireo, path: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut s = v.connect();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\n\r\nGET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let raw = read_to_close(&mut s);
+    let first = Resp::parse(&raw).unwrap();
+    assert_eq!(first.status, 200, "{path}");
+    assert_eq!(first.header("transfer-encoding"), Some("chunked"), "{path}");
+    let (body, used) = dechunk_front(&first.body);
+    let second = Resp::parse(&first.body[used..]).unwrap();
+    assert_eq!(second.status, 200, "{path}");
+    assert_eq!(second.header("transfer-encoding"), None, "{path}");
+    (body, second.body)
+}
+
+#[test]
+fn bad_record_mid_stream_ends_the_response_after_what_was_good() {
+    let mut stream = record(STDOUT, b"Content-Type: text/plain\r\n\r\ngood ");
+    for _ in 0..20 {
+        stream.extend(record(STDOUT, b"piece "));
+    }
+    // A record of protocol version 2, in the same write as the good ones.
+    let mut bad = record(STDOUT, b"never");
+    bad[0] = 2;
+    stream.extend(bad);
+    let port = scripted(vec![stream]);
+    let v = scripted_vireo(&[("/", port, "fastcgi_buffering off;")]);
+    let mut s = v.connect();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let raw = read_to_close(&mut s);
+    let r = Resp::parse(&raw).unwrap();
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(
+        text.contains("good ") && text.matches("piece ").count() == 20,
+        "{text}"
+    );
+    assert!(
+        !text.contains("never") && !text.ends_with("0\r\n\r\n"),
+        "{text}"
+    );
+}

@@ -53,6 +53,13 @@ pub trait BodyStream: std::fmt::Debug {
     /// The next piece; `None` at the end. An error ends the response early.
     fn next(&mut self) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<Bytes>>>;
 
+    /// What `next` would answer if it can without waiting (no I/O): the
+    /// connection gathers pieces at hand into one write. `None` when the next
+    /// piece must be waited for (the default).
+    fn ready(&mut self) -> Option<std::io::Result<Option<Bytes>>> {
+        None
+    }
+
     /// The tunnel of a 101 (Switching Protocols) response: after writing the
     /// head, the connection hands it the client socket instead of a body.
     fn upgrade(&mut self) -> Option<Box<dyn Tunnel>> {

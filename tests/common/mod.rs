@@ -429,3 +429,36 @@ pub fn refused(v: &Vireo, req: &[u8], codes: &[u16]) {
     assert_eq!(rs[0].header("connection"), Some("close"));
     assert!(!String::from_utf8_lossy(&raw).contains("hello"));
 }
+
+/// Undo chunked framing at the front of `raw`: the body, and the bytes the
+/// framing took (what follows is the next response).
+pub fn dechunk_front(mut raw: &[u8]) -> (Vec<u8>, usize) {
+    let all = raw.len();
+    let mut out = Vec::new();
+    loop {
+        let eol = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let line = std::str::from_utf8(&raw[..eol]).unwrap();
+        let n = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16).unwrap();
+        raw = &raw[eol + 2..];
+        if n == 0 {
+            assert!(
+                raw.starts_with(b"\r\n"),
+                "chunked body ends with an empty trailer"
+            );
+            return (out, all - raw.len() + 2);
+        }
+        out.extend_from_slice(&raw[..n]);
+        assert_eq!(&raw[n..n + 2], b"\r\n");
+        raw = &raw[n + 2..];
+    }
+}
+
+/// Undo chunked framing.
+pub fn dechunk(raw: &[u8]) -> Vec<u8> {
+    let (out, used) = dechunk_front(raw);
+    assert_eq!(used, raw.len(), "nothing after the chunked body");
+    out
+}

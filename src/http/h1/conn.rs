@@ -450,32 +450,77 @@ impl<S: Stream> Conn<S> {
                 Ok(())
             }
             Body::Stream { stream, .. } => {
-                // The head leaves with the first piece; each piece is written
-                // before the next is asked for.
+                // The head leaves with the first piece; the pieces the stream
+                // has at hand after a wait leave together in one writev, and
+                // the next wait starts only when they are written.
                 let mut first = true;
-                while let Some(piece) = stream.next().await? {
-                    if piece.is_empty() {
-                        continue;
-                    }
-                    if chunked {
-                        if !first {
-                            io.out.extend_from_slice(b"\r\n");
+                let mut batch: Vec<(usize, bytes::Bytes)> = Vec::new();
+                let mut next = stream.next().await;
+                loop {
+                    let mut end = false;
+                    let mut failed = None;
+                    loop {
+                        match next {
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                            Ok(None) => {
+                                end = true;
+                                break;
+                            }
+                            Ok(Some(piece)) if piece.is_empty() => {}
+                            Ok(Some(piece)) => {
+                                if chunked {
+                                    if !first {
+                                        io.out.extend_from_slice(b"\r\n");
+                                    }
+                                    // Writing into a Vec cannot fail.
+                                    let _ = std::io::Write::write_fmt(
+                                        &mut io.out,
+                                        format_args!("{:x}\r\n", piece.len()),
+                                    );
+                                }
+                                first = false;
+                                batch.push((io.out.len(), piece));
+                            }
                         }
-                        io.out
-                            .extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                        if batch.len() == GATHER_PIECES {
+                            break;
+                        }
+                        match stream.ready() {
+                            Some(r) => next = r,
+                            None => break,
+                        }
                     }
-                    write_vectored_all(&self.s, &io.out, &piece, t, sent).await?;
-                    io.out.clear();
-                    first = false;
+                    if end && chunked {
+                        io.out.extend_from_slice(if first {
+                            b"0\r\n\r\n".as_slice()
+                        } else {
+                            b"\r\n0\r\n\r\n"
+                        });
+                    }
+                    if !batch.is_empty() || end {
+                        let mut segs = [(&[][..], false); 2 * GATHER_PIECES + 1];
+                        let mut at = 0;
+                        for (i, (mark, piece)) in batch.iter().enumerate() {
+                            segs[2 * i] = (&io.out[at..*mark], false);
+                            segs[2 * i + 1] = (&piece[..], true);
+                            at = *mark;
+                        }
+                        segs[2 * batch.len()] = (&io.out[at..], false);
+                        write_segments(&self.s, &mut segs[..2 * batch.len() + 1], t, sent).await?;
+                        io.out.clear();
+                        batch.clear();
+                    }
+                    if let Some(e) = failed {
+                        return Err(e);
+                    }
+                    if end {
+                        return Ok(());
+                    }
+                    next = stream.next().await;
                 }
-                if chunked {
-                    io.out.extend_from_slice(if first {
-                        b"0\r\n\r\n".as_slice()
-                    } else {
-                        b"\r\n0\r\n\r\n"
-                    });
-                }
-                write_all(&self.s, &io.out, t).await
             }
         }
     }
@@ -823,19 +868,51 @@ async fn send_more<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result
 /// `sent_b` counts the bytes of `b` written.
 async fn write_vectored_all<S: Stream>(
     s: &S,
-    mut a: &[u8],
-    mut b: &[u8],
+    a: &[u8],
+    b: &[u8],
     t: Duration,
     sent_b: &mut u64,
 ) -> io::Result<()> {
-    while !a.is_empty() || !b.is_empty() {
-        match s.try_write_vectored(&[IoSlice::new(a), IoSlice::new(b)]) {
+    write_segments(s, &mut [(a, false), (b, true)], t, sent_b).await
+}
+
+/// Most body pieces gathered into one writev (each with its chunk framing).
+const GATHER_PIECES: usize = 16;
+
+/// Write `segs` in order with writev; `sent` counts the bytes written of the
+/// segments marked `true` (body bytes, not framing).
+async fn write_segments<S: Stream>(
+    s: &S,
+    segs: &mut [(&[u8], bool)],
+    t: Duration,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let mut iov = [IoSlice::new(&[]); 2 * GATHER_PIECES + 1];
+    let mut i = 0;
+    loop {
+        while i < segs.len() && segs[i].0.is_empty() {
+            i += 1;
+        }
+        if i == segs.len() {
+            break;
+        }
+        let rest = &segs[i..];
+        for (v, (b, _)) in iov.iter_mut().zip(rest) {
+            *v = IoSlice::new(b);
+        }
+        match s.try_write_vectored(&iov[..rest.len().min(iov.len())]) {
             Ok(mut n) => {
-                let from_a = n.min(a.len());
-                a = &a[from_a..];
-                n -= from_a;
-                b = &b[n..];
-                *sent_b += n as u64;
+                for (b, body) in segs[i..].iter_mut() {
+                    if n == 0 {
+                        break;
+                    }
+                    let k = n.min(b.len());
+                    *b = &b[k..];
+                    if *body {
+                        *sent += k as u64;
+                    }
+                    n -= k;
+                }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),

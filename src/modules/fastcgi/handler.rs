@@ -121,9 +121,17 @@ pub struct Upstream {
     pub name: String,
 }
 
+/// Room for one full record: a read with less room first makes some.
+const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
+/// The room made: two full records, so that a reply of a little over one
+/// record (phpinfo()'s ~70 KB) is read in one call when the application has
+/// sent it. (Growing a partly filled buffer would copy it: room is made only
+/// when it runs short.)
+const READ_RESERVE: usize = 2 * READ_MIN;
+
 impl Upstream {
-    /// The next record; stderr records are logged and skipped.
-    async fn record(&mut self, phase: &'static str) -> Result<Record, Fail> {
+    /// The next record already read; stderr records are logged and skipped.
+    fn decoded(&mut self) -> Result<Option<Record>, Fail> {
         loop {
             match record::decode(&mut self.rbuf, ID) {
                 Err(m) => return Err(Fail::Malformed(m.0)),
@@ -133,26 +141,31 @@ impl Upstream {
                     if let Record::End { .. } = r {
                         self.ended = true;
                     }
-                    return Ok(r);
+                    return Ok(Some(r));
                 }
-                Ok(None) => {
-                    if self.eof {
-                        return Err(Fail::Closed(phase));
-                    }
-                    self.rbuf
-                        .reserve(record::HEADER_LEN + record::MAX_CONTENT + 256);
-                    match tokio::time::timeout(
-                        self.read_timeout,
-                        self.sock.read_buf(&mut self.rbuf),
-                    )
-                    .await
-                    {
-                        Err(_) => return Err(Fail::Timeout(phase)),
-                        Ok(Ok(0)) => self.eof = true,
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => return Err(Fail::Io(e)),
-                    }
-                }
+                Ok(None) => return Ok(None),
+            }
+        }
+    }
+
+    /// The next record, read from the connection when it is not here yet.
+    async fn record(&mut self, phase: &'static str) -> Result<Record, Fail> {
+        loop {
+            if let Some(r) = self.decoded()? {
+                return Ok(r);
+            }
+            if self.eof {
+                return Err(Fail::Closed(phase));
+            }
+            if self.rbuf.capacity() - self.rbuf.len() < READ_MIN {
+                self.rbuf.reserve(READ_RESERVE);
+            }
+            match tokio::time::timeout(self.read_timeout, self.sock.read_buf(&mut self.rbuf)).await
+            {
+                Err(_) => return Err(Fail::Timeout(phase)),
+                Ok(Ok(0)) => self.eof = true,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(Fail::Io(e)),
             }
         }
     }
@@ -166,6 +179,19 @@ impl Upstream {
             }
         }
         Ok(None)
+    }
+
+    /// `stdout` without reading: `None` when the next piece is not here yet.
+    fn stdout_at_hand(&mut self) -> Option<Result<Option<Bytes>, Fail>> {
+        while !self.ended {
+            match self.decoded() {
+                Err(f) => return Some(Err(f)),
+                Ok(None) => return None,
+                Ok(Some(Record::Stdout(b))) if !b.is_empty() => return Some(Ok(Some(b))),
+                Ok(Some(_)) => {}
+            }
+        }
+        Some(Ok(None))
     }
 }
 
@@ -220,7 +246,8 @@ fn build_params(
     conf: &FastcgiConf,
     body_len: Option<u64>,
 ) -> Result<Params, u16> {
-    let mut p = Params::default();
+    // A request's params usually take well under 1 KB: one allocation.
+    let mut p = Params::with_capacity(1024);
     let mut v = Vec::with_capacity(256);
     let mut sent_len = false;
     for param in conf.params.iter() {
@@ -359,26 +386,28 @@ macro_rules! break_fail {
     };
 }
 
-/// Read STDOUT until the CGI head is complete: the head, the bytes it took,
-/// and the buffer (the body's first bytes follow the head in it).
+/// Read STDOUT until the CGI head is complete: the head and the body's first
+/// bytes after it. A head within one record is parsed where it was read.
 async fn read_head(
     up: &mut Upstream,
     max: usize,
-) -> Result<(super::cgi_head::CgiHead, usize, BytesMut), Fail> {
+) -> Result<(super::cgi_head::CgiHead, Bytes), Fail> {
+    let parse = |b: &[u8]| super::cgi_head::parse(b, max).map_err(|e| Fail::Malformed(e.0));
     let mut head = BytesMut::new();
     loop {
         let Some(b) = up.stdout("reading response header from upstream").await? else {
             return Err(Fail::Closed("reading response header from upstream"));
         };
         if head.is_empty() {
+            if let Some((h, used)) = parse(&b)? {
+                return Ok((h, b.slice(used..)));
+            }
             head = BytesMut::from(&b[..]);
         } else {
             head.extend_from_slice(&b);
-        }
-        match super::cgi_head::parse(&head, max) {
-            Err(e) => return Err(Fail::Malformed(e.0)),
-            Ok(None) => {}
-            Ok(Some((h, used))) => return Ok((h, used, head)),
+            if let Some((h, used)) = parse(&head)? {
+                return Ok((h, head.split_off(used).freeze()));
+            }
         }
     }
 }
@@ -449,7 +478,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
     let mut tries = 0u32;
     let mut fresh: Option<usize> = None;
     let mut last: Option<Fail> = None;
-    let (up, cgi, used, mut head, peer) = loop {
+    let (up, cgi, rest, peer) = loop {
         let peer = match fresh {
             Some(p) => p,
             None => {
@@ -532,7 +561,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         let replayable =
             !stream_body && (idempotent || conf.next_upstream.has(NextUpstream::NON_IDEMPOTENT));
         match res {
-            Ok((cgi, used, head)) => {
+            Ok((cgi, rest)) => {
                 let bit = NextUpstream::status_bit(cgi.status);
                 if bit != 0 && conf.next_upstream.has(bit) && replayable {
                     upstream.finished(peer, false);
@@ -540,7 +569,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                     continue;
                 }
                 upstream.finished(peer, true);
-                break (up, cgi, used, head, peer);
+                break (up, cgi, rest, peer);
             }
             Err(Fail::Client(e)) => {
                 upstream.finished(peer, true);
@@ -572,7 +601,6 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             }
         }
     };
-    let rest = head.split_off(used).freeze();
     let opts = respond::Opts {
         hide: &conf.hide_header,
         pass: &conf.pass_header,
@@ -666,17 +694,25 @@ struct FcgiBody {
 impl FcgiBody {
     async fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
         let piece = match self.pending.pop_front() {
-            Some(p) => Some(p),
+            Some(p) => Ok(Some(p)),
             None => match self.up.as_mut() {
-                None => None,
-                Some(up) => match up.stdout("reading upstream").await {
-                    Ok(p) => p,
-                    Err(f) => {
-                        crate::error_log!(Error, "{}, upstream: \"{}\"", f.text(), up.name);
-                        return Err(io::Error::other("upstream failed"));
-                    }
-                },
+                None => Ok(None),
+                Some(up) => up.stdout("reading upstream").await,
             },
+        };
+        self.settle(piece)
+    }
+
+    /// Log a failure, give the connection back at the end, hold the body to
+    /// its declared length.
+    fn settle(&mut self, piece: Result<Option<Bytes>, Fail>) -> io::Result<Option<Bytes>> {
+        let piece = match piece {
+            Ok(p) => p,
+            Err(f) => {
+                let name = self.up.as_ref().map_or("", |u| u.name.as_str());
+                crate::error_log!(Error, "{}, upstream: \"{}\"", f.text(), name);
+                return Err(io::Error::other("upstream failed"));
+            }
         };
         if piece.is_none()
             && let Some(up) = self.up.take()
@@ -690,5 +726,16 @@ impl FcgiBody {
 impl BodyStream for FcgiBody {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(self.next_piece())
+    }
+
+    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
+        let piece = match self.pending.pop_front() {
+            Some(p) => Ok(Some(p)),
+            None => match self.up.as_mut() {
+                None => Ok(None),
+                Some(up) => up.stdout_at_hand()?,
+            },
+        };
+        Some(self.settle(piece))
     }
 }

@@ -110,6 +110,13 @@ pub struct Params {
 }
 
 impl Params {
+    /// Room for `n` bytes of pairs without growing.
+    pub fn with_capacity(n: usize) -> Params {
+        Params {
+            buf: Vec::with_capacity(n),
+        }
+    }
+
     pub fn add(&mut self, name: &[u8], value: &[u8]) {
         put_len(&mut self.buf, name.len());
         put_len(&mut self.buf, value.len());
