@@ -81,6 +81,16 @@ pub fn parse(
     }
 }
 
+/// No NUL, and every CR and LF part of a CRLF (bare LF line endings are
+/// refused, as in requests).
+fn clean_lines(raw: &[u8]) -> bool {
+    memchr::memchr3_iter(0, b'\r', b'\n', raw).all(|i| match raw[i] {
+        b'\r' => raw.get(i + 1) == Some(&b'\n'),
+        b'\n' => i > 0 && raw[i - 1] == b'\r',
+        _ => false,
+    })
+}
+
 fn parse_one(
     buf: &mut BytesMut,
     max: usize,
@@ -96,13 +106,7 @@ fn parse_one(
         return Err(Invalid("upstream sent too big header"));
     }
     let raw = &buf[..end];
-    if raw.contains(&0)
-        || raw.windows(2).enumerate().any(|(i, w)| {
-            (w[1] == b'\n' && w[0] != b'\r')
-                || (w[0] == b'\r' && w[1] != b'\n')
-                || (i == 0 && w[0] == b'\n')
-        })
-    {
+    if !clean_lines(raw) {
         return Err(Invalid("upstream sent invalid header"));
     }
     let mut fields = [httparse::EMPTY_HEADER; 128];
@@ -123,7 +127,7 @@ fn parse_one(
     let http11 = resp.version == Some(1);
     let reason = resp.reason.unwrap_or("").to_string();
 
-    let mut connection_tokens: Vec<String> = Vec::new();
+    let mut connection_tokens: Vec<&str> = Vec::new();
     let mut close = !http11;
     let mut chunked = false;
     let mut te_seen = false;
@@ -138,7 +142,7 @@ fn parse_one(
                 } else if t.eq_ignore_ascii_case("keep-alive") && !http11 {
                     close = false;
                 }
-                connection_tokens.push(t.to_ascii_lowercase());
+                connection_tokens.push(t);
             }
         } else if f.name.eq_ignore_ascii_case("transfer-encoding") {
             if te_seen || !http11 {
@@ -168,22 +172,19 @@ fn parse_one(
             "upstream sent both Content-Length and Transfer-Encoding",
         ));
     }
-    let headers = resp
-        .headers
-        .iter()
-        .filter(|f| {
-            let n = f.name.to_ascii_lowercase();
-            n != "content-length"
-                && !HOP_BY_HOP.contains(&n.as_str())
-                && !connection_tokens.contains(&n)
-        })
-        .map(|f| {
-            (
-                f.name.to_string(),
-                String::from_utf8_lossy(f.value).into_owned(),
-            )
-        })
-        .collect();
+    let mut headers = Vec::with_capacity(resp.headers.len());
+    for f in resp.headers.iter() {
+        let n = f.name;
+        if n.eq_ignore_ascii_case("content-length")
+            || HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(n))
+            || connection_tokens.iter().any(|t| t.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        // Checked as UTF-8 above.
+        let v = std::str::from_utf8(f.value).unwrap_or_default();
+        headers.push((n.to_string(), v.to_string()));
+    }
     let upgrade = status == 101;
     let framing = if head_request
         || upgrade
