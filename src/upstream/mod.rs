@@ -51,7 +51,6 @@ pub mod response;
 
 use balance::{Balancer, Method, PeerSpec, Tried};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -122,7 +121,8 @@ pub struct Upstream {
 }
 
 thread_local! {
-    static BALANCERS: RefCell<HashMap<u64, Balancer>> = RefCell::new(HashMap::new());
+    static BALANCERS: RefCell<rustc_hash::FxHashMap<u64, Balancer>> =
+        RefCell::new(rustc_hash::FxHashMap::default());
 }
 
 impl Upstream {
