@@ -246,6 +246,69 @@ http {{
     );
 }
 
+/// A pooled connection on which the peer spoke out of turn or closed while
+/// it sat idle is not reused (its readiness shows it; no request is lost).
+#[test]
+fn idle_upstream_connections_that_spoke_or_closed_are_dropped() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let c2 = conns.clone();
+    std::thread::spawn(move || {
+        for (i, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { return };
+            c2.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf[n..]) {
+                        Ok(0) | Err(_) => return,
+                        Ok(m) => n += m,
+                    }
+                }
+                let body = format!("conn{i}");
+                let _ = s.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+                std::thread::sleep(Duration::from_millis(100));
+                if i % 2 == 0 {
+                    // Out of turn: a reply nobody asked for, connection kept open.
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTALE");
+                    std::thread::sleep(Duration::from_secs(5));
+                }
+                // Odd connections: closed.
+            });
+        }
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream app {{ server 127.0.0.1:{port}; keepalive 4; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+    }}
+}}"
+    ));
+    for i in 0..4 {
+        let r = v.get("/x");
+        assert_eq!(r.status, 200);
+        assert_eq!(String::from_utf8_lossy(&r.body), format!("conn{i}"));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(conns.load(Ordering::SeqCst), 4);
+}
+
 /// As in nginx, worker_connections counts upstream connections too: with a
 /// single slot the client has it, and the proxied request waits for one
 /// until its connect timeout, then gets a 500 (a local shortage, not held

@@ -51,7 +51,6 @@ pub mod response;
 
 use balance::{Balancer, Method, PeerSpec, Tried};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,6 +64,29 @@ pub use pool::UpConn;
 pub enum PeerAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
+}
+
+impl PeerAddr {
+    /// The same text as `Display`, without the formatting machinery for IPv4
+    /// (once per upstream attempt).
+    pub fn name(&self) -> String {
+        match self {
+            PeerAddr::Tcp(SocketAddr::V4(a)) => {
+                let mut s = String::with_capacity(21);
+                let mut n = itoa::Buffer::new();
+                for (i, o) in a.ip().octets().into_iter().enumerate() {
+                    if i > 0 {
+                        s.push('.');
+                    }
+                    s.push_str(n.format(o));
+                }
+                s.push(':');
+                s.push_str(n.format(a.port()));
+                s
+            }
+            a => a.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for PeerAddr {
@@ -99,7 +121,8 @@ pub struct Upstream {
 }
 
 thread_local! {
-    static BALANCERS: RefCell<HashMap<u64, Balancer>> = RefCell::new(HashMap::new());
+    static BALANCERS: RefCell<rustc_hash::FxHashMap<u64, Balancer>> =
+        RefCell::new(rustc_hash::FxHashMap::default());
 }
 
 impl Upstream {
@@ -159,7 +182,7 @@ impl Upstream {
 
     /// The peer's address as `$upstream_addr` shows it.
     pub fn addr_name(&self, peer: usize) -> String {
-        self.addrs[peer].to_string()
+        self.addrs[peer].name()
     }
 }
 
@@ -251,7 +274,8 @@ pub fn intern_header_name(name: &str) -> Option<&'static str> {
     const MAX_NAMES: usize = 4096;
     static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
     thread_local! {
-        static LOCAL: RefCell<HashMap<Box<str>, &'static str>> = RefCell::new(HashMap::new());
+        static LOCAL: RefCell<rustc_hash::FxHashMap<Box<str>, &'static str>> =
+            RefCell::new(rustc_hash::FxHashMap::default());
     }
     if let Some(n) = LOCAL.with(|l| l.borrow().get(name).copied()) {
         return Some(n);
@@ -271,4 +295,24 @@ pub fn intern_header_name(name: &str) -> Option<&'static str> {
     };
     LOCAL.with(|l| l.borrow_mut().insert(name.into(), n));
     Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_names_match_display() {
+        for a in [
+            "127.0.0.1:80",
+            "10.200.0.255:65535",
+            "0.0.0.0:0",
+            "[::1]:8080",
+        ] {
+            let p = PeerAddr::Tcp(a.parse().unwrap());
+            assert_eq!(p.name(), p.to_string());
+        }
+        let p = PeerAddr::Unix("/run/x.sock".into());
+        assert_eq!(p.name(), "unix:/run/x.sock");
+    }
 }

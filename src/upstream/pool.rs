@@ -4,18 +4,24 @@
 //!
 //! An idle connection is checked when it is taken: one that is readable (the
 //! peer closed it, or sent bytes out of turn) is dropped, as is one idle for
-//! longer than keepalive_timeout. Pools live in a thread-local of each
+//! longer than keepalive_timeout. The check costs no syscall when the
+//! connection's read readiness is clear: `try_read_buf` clears it after a
+//! short read (the socket is drained then, and anything arriving later raises
+//! a new epoll event), so a connection released after its reply was read whole
+//! shows readiness only if the peer spoke or closed since; only then is it
+//! probed with a read. Pools live in a thread-local of each
 //! worker: tokio registrations belong to one runtime, and handing sockets
 //! between workers would cost a lock and a re-registration per request.
 
 use super::PeerAddr;
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 #[derive(Debug)]
@@ -51,11 +57,33 @@ impl UpConn {
             Sock::Unix(s) => s.try_read(buf),
         }
     }
-    /// Read into `buf`'s spare capacity without waiting.
+    /// Read into `buf`'s spare capacity without waiting. After a short read
+    /// the read readiness is cleared without a syscall: the socket is drained,
+    /// so the next read waits for epoll instead of returning EAGAIN.
     pub fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
-        match &self.sock {
+        let spare = buf.capacity() - buf.len();
+        let n = match &self.sock {
             Sock::Tcp(s) => s.try_read_buf(buf),
             Sock::Unix(s) => s.try_read_buf(buf),
+        }?;
+        if n > 0 && n < spare {
+            // Sound only here, with no await since the read: bytes arriving
+            // later raise a new epoll event.
+            let drained = || Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock));
+            let _ = match &self.sock {
+                Sock::Tcp(s) => s.try_io(Interest::READABLE, drained),
+                Sock::Unix(s) => s.try_io(Interest::READABLE, drained),
+            };
+        }
+        Ok(n)
+    }
+    /// Whether tokio has seen the socket readable (or closed) since its read
+    /// readiness was last cleared; no syscall.
+    fn maybe_readable(&self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match &self.sock {
+            Sock::Tcp(s) => s.poll_read_ready(&mut cx).is_ready(),
+            Sock::Unix(s) => s.poll_read_ready(&mut cx).is_ready(),
         }
     }
     pub async fn readable(&self) -> io::Result<()> {
@@ -163,7 +191,7 @@ struct Idle {
 }
 
 thread_local! {
-    static POOL: RefCell<HashMap<PeerAddr, VecDeque<Idle>>> = RefCell::new(HashMap::new());
+    static POOL: RefCell<FxHashMap<PeerAddr, VecDeque<Idle>>> = RefCell::new(FxHashMap::default());
 }
 
 /// An idle connection to `addr` that is still good, newest first.
@@ -179,15 +207,15 @@ pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
                 return None;
             }
             let mut probe = [0u8; 1];
-            match idle.conn.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    idle.conn.uses += 1;
-                    idle.conn.reused = true;
-                    return Some(idle.conn);
-                }
-                // Closed, failed, or talking out of turn: drop it.
-                _ => continue,
+            let quiet = !idle.conn.maybe_readable()
+                || matches!(idle.conn.try_read(&mut probe),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+            if quiet {
+                idle.conn.uses += 1;
+                idle.conn.reused = true;
+                return Some(idle.conn);
             }
+            // Closed, failed, or talking out of turn: drop it.
         }
         None
     })

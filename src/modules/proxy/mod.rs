@@ -39,6 +39,10 @@ pub const HOLD_BODY: u64 = 64 * 1024;
 /// Largest piece read from the upstream at once.
 const PIECE: usize = 64 * 1024;
 
+/// The first read of a reply: its head and, for a small reply, all its body,
+/// so that head and body leave for the client in one write.
+const FIRST_READ: usize = 32 * 1024;
+
 /// The `proxy_pass` handler of one location.
 #[derive(Debug)]
 pub struct Proxy {
@@ -262,7 +266,7 @@ impl Proxy {
         vars.borrow_mut().attempts.last_mut().unwrap().connect_ms =
             Some(t0.elapsed().as_millis() as u64);
         let mut buf = BytesMut::new();
-        let h = loop {
+        let mut h = loop {
             let r = self
                 .exchange(&conn, pc, head, plan, body.is_some(), is_head, &mut buf)
                 .await;
@@ -301,7 +305,7 @@ impl Proxy {
             ));
         }
         let status_bit = next::of_status(h.status);
-        let resp = self.response(req, pc, &h);
+        let resp = self.response(req, pc, &mut h);
         if status_bit != 0 && pc.next_upstream & status_bit != 0 {
             return Err(Fail {
                 kind: status_bit,
@@ -474,7 +478,13 @@ impl Proxy {
                 }
             }
             if buf.capacity() - buf.len() < 1024 {
-                buf.reserve(pc.buffer_size.max(4096));
+                if buf.is_empty() {
+                    // No buffer is held while the upstream thinks.
+                    wait_readable(conn, pc.read_timeout)
+                        .await
+                        .map_err(|e| io_fail(&e, WHILE))?;
+                }
+                buf.reserve(pc.buffer_size.max(FIRST_READ));
             }
             match read_some(conn, buf, pc.read_timeout).await {
                 Ok(0) => {
@@ -554,42 +564,54 @@ impl Proxy {
         resp
     }
 
-    /// Status and headers for the client from the upstream's head.
-    fn response(&self, req: &Request<'_>, pc: &ProxyConf, h: &UpstreamHead) -> Response {
+    /// Status and headers for the client from the upstream's head, whose
+    /// header strings move into the response.
+    fn response(&self, req: &Request<'_>, pc: &ProxyConf, h: &mut UpstreamHead) -> Response {
         let mut resp = Response::new(h.status);
-        for (name, value) in &h.headers {
-            let lower = name.to_ascii_lowercase();
-            match lower.as_str() {
-                "content-type" => {
-                    resp.content_type = Some(Value::Owned(value.clone()));
-                    continue;
-                }
-                "content-length" | "date" | "server" => continue,
-                "x-pad" | "x-accel-expires" | "x-accel-redirect" | "x-accel-limit-rate"
-                | "x-accel-buffering" | "x-accel-charset"
-                    if !pc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(name)) =>
-                {
-                    continue;
-                }
-                _ => {}
-            }
-            if pc.hide_headers.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+        resp.headers.reserve(h.headers.len());
+        for (name, value) in std::mem::take(&mut h.headers) {
+            let is = |n: &str| name.eq_ignore_ascii_case(n);
+            if is("content-type") {
+                resp.content_type = Some(Value::Owned(value));
                 continue;
             }
-            let v = match lower.as_str() {
-                "location" => self.redirect(req, pc, value),
-                "refresh" => match value.to_ascii_lowercase().find("url=") {
+            if is("content-length") || is("date") || is("server") {
+                continue;
+            }
+            if [
+                "x-pad",
+                "x-accel-expires",
+                "x-accel-redirect",
+                "x-accel-limit-rate",
+                "x-accel-buffering",
+                "x-accel-charset",
+            ]
+            .iter()
+            .any(|n| is(n))
+                && !pc.pass_headers.iter().any(|p| is(p))
+            {
+                continue;
+            }
+            if pc.hide_headers.iter().any(|p| is(p)) {
+                continue;
+            }
+            let v = if is("location") {
+                self.redirect(req, pc, &value)
+            } else if is("refresh") {
+                match value.to_ascii_lowercase().find("url=") {
                     Some(i) => format!(
                         "{}{}",
                         &value[..i + 4],
                         self.redirect(req, pc, &value[i + 4..])
                     ),
-                    None => value.clone(),
-                },
-                "set-cookie" => rewrite_cookie(pc, value),
-                _ => value.clone(),
+                    None => value,
+                }
+            } else if is("set-cookie") {
+                rewrite_cookie(pc, value)
+            } else {
+                value
             };
-            match crate::upstream::intern_header_name(name) {
+            match crate::upstream::intern_header_name(&name) {
                 Some(n) => resp.headers.push((n, Value::Owned(v))),
                 None => crate::error_log!(
                     Warn,
@@ -825,9 +847,9 @@ fn escape(uri: &[u8], out: &mut Vec<u8>) {
 }
 
 /// proxy_cookie_domain and proxy_cookie_path on one Set-Cookie value.
-fn rewrite_cookie(pc: &ProxyConf, v: &str) -> String {
+fn rewrite_cookie(pc: &ProxyConf, v: String) -> String {
     if pc.cookie_domain.is_empty() && pc.cookie_path.is_empty() {
-        return v.to_string();
+        return v;
     }
     let mut out = String::with_capacity(v.len());
     for (i, attr) in v.split(';').enumerate() {
@@ -870,19 +892,25 @@ async fn write_all(c: &UpConn, data: &[u8], t: Duration) -> io::Result<()> {
 async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Result<()> {
     let total: usize = bufs.iter().map(|b| b.len()).sum();
     let mut done = 0;
+    let mut rest: Vec<IoSlice<'_>> = Vec::new();
     while done < total {
-        // Skip what went out already.
-        let mut skip = done;
-        let mut rest: Vec<IoSlice<'_>> = Vec::with_capacity(bufs.len());
-        for b in bufs {
-            if skip >= b.len() {
-                skip -= b.len();
-                continue;
+        let r = if done == 0 {
+            c.try_write_vectored(bufs)
+        } else {
+            // Skip what went out already.
+            let mut skip = done;
+            rest.clear();
+            for b in bufs {
+                if skip >= b.len() {
+                    skip -= b.len();
+                    continue;
+                }
+                rest.push(IoSlice::new(&b[skip..]));
+                skip = 0;
             }
-            rest.push(IoSlice::new(&b[skip..]));
-            skip = 0;
-        }
-        match c.try_write_vectored(&rest) {
+            c.try_write_vectored(&rest)
+        };
+        match r {
             Ok(0) => return Err(io::Error::from(ErrorKind::WriteZero)),
             Ok(n) => done += n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -896,16 +924,19 @@ async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Re
     Ok(())
 }
 
+/// Wait at most `t` for the upstream to be readable (no timer when it is).
+async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
+    tokio::time::timeout(t, c.readable())
+        .await
+        .map_err(|_| timed_out())?
+}
+
 /// Read what the upstream has (waiting at most `t`); 0 at its end.
 async fn read_some(c: &UpConn, buf: &mut BytesMut, t: Duration) -> io::Result<usize> {
     loop {
         match c.try_read_buf(buf) {
             Ok(n) => return Ok(n),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                tokio::time::timeout(t, c.readable())
-                    .await
-                    .map_err(|_| timed_out())??;
-            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_readable(c, t).await?,
             Err(e) => return Err(e),
         }
     }
