@@ -64,6 +64,18 @@ pub struct Directive {
 }
 
 impl Directive {
+    /// A directive as unit tests write it: unquoted arguments, no block, at
+    /// `t.conf:line`.
+    #[cfg(test)]
+    pub fn test(name: &str, args: &[&str], line: u32) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args.iter().map(|a| Arg::plain(*a)).collect(),
+            span: Span::new("t.conf", line),
+            block: None,
+        }
+    }
+
     /// The value of argument `i` (0 is the first argument after the name);
     /// an empty string when there is no such argument.
     pub fn arg(&self, i: usize) -> &str {

@@ -144,15 +144,9 @@ pub static DIRECTIVES: &[Def] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::ast::{Arg, Span};
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| Arg::plain(*a)).collect(),
-            span: Span::new("t.conf", 3),
-            block: None,
-        }
+        Directive::test(name, args, 3)
     }
 
     #[test]

@@ -298,17 +298,12 @@ pub async fn apply(req: &mut Request<'_>) -> Option<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::ast::{Arg, Directive, Span};
+    use crate::conf::ast::Directive;
     use crate::conf::table::Env;
 
     /// Zones and limits for `decide`, from configuration lines.
     fn limits(zones: &[&str], lines: &[&[&str]]) -> (Env, Vec<ReqLimit>) {
-        let dir = |name: &str, args: &[&str]| Directive {
-            name: name.into(),
-            args: args.iter().map(|a| Arg::plain(*a)).collect(),
-            span: Span::new("t.conf", 1),
-            block: None,
-        };
+        let dir = |name: &str, args: &[&str]| Directive::test(name, args, 1);
         let mut env = Env::default();
         for z in zones {
             let args: Vec<&str> = z.split(' ').collect();

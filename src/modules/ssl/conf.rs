@@ -370,21 +370,9 @@ pub static IGNORED: &[Def] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::ast::Arg;
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args
-                .iter()
-                .map(|a| Arg {
-                    value: (*a).into(),
-                    quoted: false,
-                })
-                .collect(),
-            block: None,
-            span: Span::new("t.conf", 3),
-        }
+        Directive::test(name, args, 3)
     }
 
     #[test]

@@ -468,7 +468,6 @@ pub fn log(level: Level, req: &crate::core::request::Request<'_>, msg: fmt::Argu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::ast::Arg;
 
     #[derive(Debug)]
     struct N(u32);
@@ -487,12 +486,7 @@ mod tests {
     }
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| Arg::plain(*a)).collect(),
-            span: Span::new("t.conf", 4),
-            block: None,
-        }
+        Directive::test(name, args, 4)
     }
 
     #[test]
