@@ -106,6 +106,8 @@ pub struct Slots {
     drained: Notify,
     /// A slot was given back (upstream connections may be waiting for one).
     freed: Notify,
+    /// When idle connections were last closed to free slots.
+    reclaimed: Cell<Option<Instant>>,
 }
 
 /// Holds one connection slot; frees it when dropped.
@@ -162,7 +164,7 @@ pub async fn upstream_slot(deadline: Instant) -> Result<Option<Slot>, std::io::E
         if let Some(slot) = slots.take(false) {
             return Ok(Some(slot));
         }
-        if super::idle::reclaim(RECLAIM_BATCH) > 0 && !warned {
+        if slots.may_reclaim() && super::idle::reclaim(RECLAIM_BATCH) > 0 && !warned {
             warned = true;
             error_log!(
                 Warn,
@@ -184,8 +186,11 @@ pub async fn upstream_slot(deadline: Instant) -> Result<Option<Slot>, std::io::E
     }
 }
 
-/// Idle connections closed at a time when slots run out (nginx's 32).
+/// Idle connections closed at a time when slots run out (nginx's 32), at
+/// most once per `RECLAIM_EVERY` (a reclaim scans every idle connection, and
+/// thousands of requests may be waiting for a slot at once).
 const RECLAIM_BATCH: usize = 32;
+const RECLAIM_EVERY: Duration = Duration::from_millis(20);
 
 /// The error of a connection refused for want of a worker_connections slot.
 #[derive(Debug)]
@@ -236,6 +241,20 @@ impl Slots {
         }
     }
 
+    /// May idle connections be closed for slots now (see `RECLAIM_EVERY`)?
+    fn may_reclaim(&self) -> bool {
+        let now = Instant::now();
+        if self
+            .reclaimed
+            .get()
+            .is_some_and(|t| now.duration_since(t) < RECLAIM_EVERY)
+        {
+            return false;
+        }
+        self.reclaimed.set(Some(now));
+        true
+    }
+
     /// Resolves once no client connection is left.
     async fn drained(&self) {
         loop {
@@ -270,6 +289,7 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
             max: Cell::new(max),
             drained: Notify::new(),
             freed: Notify::new(),
+            reclaimed: Cell::new(None),
         });
         SLOTS.with(|s| *s.borrow_mut() = Some(slots.clone()));
         let local = tokio::task::LocalSet::new();
