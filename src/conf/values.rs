@@ -115,6 +115,15 @@ pub fn set_once<T>(slot: &mut Option<T>, v: T, d: &Directive) -> Result<(), Conf
     Ok(())
 }
 
+/// Append `v` to a list setting written at this level (`add_header`,
+/// `allow`, `ssl_certificate`, …): several lines at one level add up, and a
+/// level with any of them inherits none (see the `settings!` macro).
+pub fn push<T: Clone>(slot: &mut Option<std::sync::Arc<[T]>>, v: T) {
+    let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
+    list.push(v);
+    *slot = Some(std::sync::Arc::from(list));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,10 +57,7 @@ fn add_rule(s: &mut Scope<'_>, d: &Directive, env: &mut Env, deny: bool) -> Resu
     } else {
         Who::Net(parse_net(d, env)?)
     };
-    let slot = &mut s.loc().access.rules;
-    let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
-    list.push(Rule { who, deny });
-    *slot = Some(Arc::from(list));
+    crate::conf::values::push(&mut s.loc().access.rules, Rule { who, deny });
     Ok(())
 }
 

@@ -211,10 +211,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(2, 3),
         set: |s, d, _| {
             let h = parse_add_header(d)?;
-            let slot = &mut s.loc().headers.add_header;
-            let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
-            list.push(h);
-            *slot = Some(Arc::from(list));
+            crate::conf::values::push(&mut s.loc().headers.add_header, h);
             Ok(())
         },
         syntax: "add_header name value [always];",

@@ -88,15 +88,16 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, env| {
             let l = limit_conn(d, env)?;
             let slot = &mut s.loc().limit_conn.limits;
-            let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
-            if list.iter().any(|o| o.zone == l.zone) {
+            if slot
+                .as_deref()
+                .is_some_and(|ls| ls.iter().any(|o| o.zone == l.zone))
+            {
                 return Err(ConfError::new(
                     "\"limit_conn\" directive is duplicate",
                     &d.span,
                 ));
             }
-            list.push(l);
-            *slot = Some(Arc::from(list));
+            crate::conf::values::push(slot, l);
             Ok(())
         },
         syntax: "limit_conn zone number;",

@@ -120,15 +120,16 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, env| {
             let l = limit_req(d, env)?;
             let slot = &mut s.loc().limit_req.limits;
-            let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
-            if list.iter().any(|o| o.zone == l.zone) {
+            if slot
+                .as_deref()
+                .is_some_and(|ls| ls.iter().any(|o| o.zone == l.zone))
+            {
                 return Err(ConfError::new(
                     "\"limit_req\" directive is duplicate",
                     &d.span,
                 ));
             }
-            list.push(l);
-            *slot = Some(Arc::from(list));
+            crate::conf::values::push(slot, l);
             Ok(())
         },
         syntax: "limit_req zone=name [burst=number] [nodelay | delay=number];",

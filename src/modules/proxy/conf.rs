@@ -274,14 +274,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = header_name(d)?;
-            let l = loc(s);
-            let mut all: Vec<String> = l
-                .hide_headers
-                .as_deref()
-                .map(<[String]>::to_vec)
-                .unwrap_or_default();
-            all.push(n);
-            l.hide_headers = Some(Arc::from(all));
+            crate::conf::values::push(&mut loc(s).hide_headers, n);
             Ok(())
         },
         syntax: "proxy_hide_header field;",
@@ -294,14 +287,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = header_name(d)?;
-            let l = loc(s);
-            let mut all: Vec<String> = l
-                .pass_headers
-                .as_deref()
-                .map(<[String]>::to_vec)
-                .unwrap_or_default();
-            all.push(n);
-            l.pass_headers = Some(Arc::from(all));
+            crate::conf::values::push(&mut loc(s).pass_headers, n);
             Ok(())
         },
         syntax: "proxy_pass_header field;",

@@ -41,10 +41,7 @@ pub static DIRECTIVES: &[Def] = &[
                 ));
             }
             let net = parse_net(d, env)?;
-            let slot = &mut s.loc().realip.from;
-            let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
-            list.push(net);
-            *slot = Some(Arc::from(list));
+            crate::conf::values::push(&mut s.loc().realip.from, net);
             Ok(())
         },
         syntax: "set_real_ip_from address | CIDR | unix:;",

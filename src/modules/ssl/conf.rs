@@ -78,12 +78,13 @@ fn push_file(
             &d.span,
         ));
     }
-    let mut list = slot.take().map(|l| l.to_vec()).unwrap_or_default();
-    list.push(PemFile {
-        path: e.path(d.arg(0)),
-        span: d.span.clone(),
-    });
-    *slot = Some(Arc::from(list));
+    crate::conf::values::push(
+        slot,
+        PemFile {
+            path: e.path(d.arg(0)),
+            span: d.span.clone(),
+        },
+    );
     Ok(())
 }
 
