@@ -527,9 +527,41 @@ class Report(unittest.TestCase):
     def test_targets(self):
         md = report.targets_markdown(self.data())
         # 2 B: vireo 5.5 µs vs nginx 11.0 = 0.50x, target 4.2/6.2 = 0.68x
-        self.assertIn("| 2 B: CPU µs/req ≤ 4.2 (≈0.68× nginx) | 5.50 µs = 0.50× nginx (11.00) | met |", md)
-        self.assertIn("| idle memory ≤ 5 MB per 10k connections | 5.6 MB | not met |", md)
+        self.assertIn("| 2 B: CPU µs/req ≤ nginx's (issue 2); aim ≤ 4.2 (≈0.68× nginx) | "
+                      "5.50 µs = 0.50× nginx (11.00) | met |", md)
+        self.assertIn("| idle memory ≤ 6 MB per 10k connections (issue 2); aim ≤ 5 MB (DESIGN.md) | "
+                      "5.6 MB | met; aim not met |", md)
         self.assertIn("| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured (needs FastCGI, issue 5) |", md)
+
+    def test_proxy_gzip_and_e2_targets(self):
+        def row(file, server, cpu, ratio):
+            return dict(file=file, server=server, cpu_us=cpu, cpu_ratio=ratio, cpu_min=cpu, cpu_max=cpu,
+                        rps=1000, p99_ms=1.0, rss_mb=6.0, errors=0, runs=3)
+        proxy = dataset("proxy", [row("2b.txt", "vireo", 10.0, 0.68), row("2b.txt", "nginx", 14.7, 1.0),
+                                  row("21k.txt", "vireo", 17.6, 0.81), row("21k.txt", "nginx", 21.6, 1.0)],
+                        ["vireo", "nginx"])
+        self.assertEqual(report.proxy_targets(proxy), [
+            "| proxy to a fast backend, keep-alive: CPU µs/req ≤ 0.7× nginx's | 2 B: 10.00 µs = 0.68× "
+            "nginx (14.70); 21 KB: 17.60 µs = 0.81× nginx (21.60) | not met |"])
+        plain, cached = "92 KB JS, gzip 5; compression ratio vireo 4.28:1, nginx 4.28:1", \
+            "the same, vireo with compress_cache 16m (ratio 4.28:1)"
+        gz = dataset("gzip", [row(plain, "vireo", 1000.0, 0.62), row(plain, "nginx", 1600.0, 1.0),
+                              row(cached, "vireo", 12.0, 0.01), row(cached, "nginx", 1600.0, 1.0)],
+                     ["vireo", "nginx"])
+        self.assertEqual(report.gzip_targets(gz), [
+            "| gzip 5, 92 KB JS: CPU µs/req ≤ 0.8× nginx's | compression 4.28:1: 1000.00 µs = 0.62× "
+            "nginx (1600.00) | met |",
+            "| gzip 5 with compress_cache: CPU µs/req ≤ 0.2× nginx's | compression 4.28:1: 12.00 µs = "
+            "0.01× nginx (1600.00) | met |"])
+        e2 = dataset("E2", [dict(setup="vireo-apache", server="vireo", error_rate=0.008, qps_steady_median=990),
+                            dict(setup="nginx-apache", server="nginx", error_rate=0.009, qps_steady_median=987)],
+                     ["vireo", "nginx"])
+        self.assertEqual(report.e2_proxy_target(e2), [
+            "| proxy: E2 → Apache error rate and QPS at least nginx's | error rate 0.800% vs nginx "
+            "0.900%, steady QPS 990 vs 987 | met |"])
+        md = report.render_report({"proxy": proxy, "gzip": gz})
+        self.assertIn("## proxy — reverse proxy to h2o", md)
+        self.assertIn("## gzip — on-the-fly gzip 5", md)
 
     def test_docs_header(self):
         h = report.docs_header(self.data(), "bench/run all", 41.5)

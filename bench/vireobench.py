@@ -889,7 +889,7 @@ def markdown(rows, servers):
     head = ["file", "server", "rps (median)", "CPU µs/req (median, min–max)", "p99 ms",
             "RSS MB", "errors", f"CPU vs {baseline(servers)}"]
     if any(r.get("backend_cpu_us") for r in rows):
-        head.insert(4, "php-fpm CPU µs/req")
+        head.insert(4, "backend CPU µs/req (php-fpm, h2o)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r.get("note"):
@@ -928,7 +928,7 @@ class Progress:
 
 # ---------------------------------------------------------------- command line
 
-ALL_ORDER = ["E3", "E5", "routes", "tls", "M", "E4", "E1", "E2"]
+ALL_ORDER = ["E3", "E5", "proxy", "gzip", "routes", "tls", "M", "E4", "E1", "E2"]
 
 
 def experiments():
