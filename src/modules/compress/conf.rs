@@ -351,7 +351,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_static, static_mode(d)?, d),
         syntax: "gzip_static on | off | always;",
         default: "off",
-        doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used. Without a variant, on-the-fly compression applies as usual.",
+        doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used; as in nginx, a variant is served (GET and HEAD) even when the file itself does not exist, so a site may ship only `file.gz`. Without a variant, on-the-fly compression applies as usual.",
     },
     Def {
         name: "brotli",

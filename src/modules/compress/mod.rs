@@ -293,10 +293,11 @@ impl Variant {
     }
 }
 
-/// The precompressed variant of the file `req.filename` (described by `info`)
-/// to send, if any: the best the client accepts (`on`) or any (`always`) that
-/// exists as a regular file and is not older than the original.
-pub fn precompressed(req: &Request<'_>, info: &FileInfo) -> Variant {
+/// The precompressed variant of the file `req.filename` (described by `info`,
+/// `None` when it does not exist) to send, if any: the best the client accepts
+/// (`on`) or any (`always`) that exists as a regular file and is not older
+/// than the original.
+pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
     let c = &req.conf.compress;
     let mut v = Variant::default();
     if !c.any_static() {
@@ -331,7 +332,7 @@ pub fn precompressed(req: &Request<'_>, info: &FileInfo) -> Variant {
         let Ok(i) = crate::modules::static_files::cache::open(&path, &req.conf.static_files) else {
             continue;
         };
-        if !i.is_file || i.mtime < info.mtime {
+        if !i.is_file || info.is_some_and(|o| i.mtime < o.mtime) {
             continue;
         }
         v.vary = c.gzip_vary;
