@@ -342,7 +342,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_vary, flag(d, 0)?, d),
         syntax: "gzip_vary on | off;",
         default: "off",
-        doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant; for every coding.",
+        doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant where some `*_static` is `on` (not with `always` alone, whose answer is the same for every client, as nginx); for every coding.",
     },
     Def {
         name: "gzip_static",
