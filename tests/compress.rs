@@ -1271,6 +1271,13 @@ fn fastcgi_responses_are_compressed() {
         "<?php header('Content-Type: text/html'); header('Content-Encoding: gzip'); \
          echo gzencode(str_repeat('already ', 1000));",
     );
+    // A first part, a pause, the rest: unbuffered, so flushed at the pause.
+    dir.write(
+        "html/slow.php",
+        "<?php header('Content-Type: text/html'); header('X-Accel-Buffering: no'); \
+         echo str_repeat('<p>first</p>', 2000); flush(); sleep(3); \
+         echo str_repeat('<p>rest</p>', 2000);",
+    );
     let v = Vireo::start_in(
         dir,
         &conf(&format!(
@@ -1291,4 +1298,100 @@ fn fastcgi_responses_are_compressed() {
     let r = v.request(&ae("/pre.php", "gzip, br"));
     assert_eq!(r.header("content-encoding"), Some("gzip"));
     assert_eq!(decode(&r), "already ".repeat(1000).into_bytes());
+    two_parts(
+        v.port,
+        "/slow.php",
+        "gzip",
+        "<p>first</p>".repeat(2000).as_bytes(),
+        "<p>rest</p>".repeat(2000).as_bytes(),
+        Duration::from_millis(2500),
+    );
+}
+
+#[test]
+fn unbuffered_upstreams_are_flushed_as_they_pause() {
+    // The upstream sends a first part, thinks for 3 s, then the rest. With
+    // proxy_buffering off, or X-Accel-Buffering: no from the upstream, the
+    // client decodes the first part before the rest exists (nginx flushes
+    // its compressor per piece then too).
+    let first = text(20_000, 28);
+    let rest = text(20_000, 29);
+    let (f, r) = (first.clone(), rest.clone());
+    let up = upstream(move |path, s| {
+        let accel = if path.starts_with("/accel") {
+            "X-Accel-Buffering: no\r\n"
+        } else {
+            ""
+        };
+        let _ = s.write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n{accel}Content-Length: {}\r\n\r\n",
+                f.len() + r.len()
+            )
+            .as_bytes(),
+        );
+        let _ = s.write_all(&f);
+        std::thread::sleep(Duration::from_secs(3));
+        let _ = s.write_all(&r);
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}};\n  \
+         gzip on; brotli on; zstd on;\n  \
+         location /off/ {{ proxy_pass http://127.0.0.1:{up}; proxy_buffering off; }}\n  \
+         location /accel/ {{ proxy_pass http://127.0.0.1:{up}; }}\n }}\n}}\n"
+    ));
+    let mut handles = Vec::new();
+    for path in ["/off/x", "/accel/x"] {
+        for coding in ["gzip", "br", "zstd"] {
+            let (port, first, rest) = (v.port, first.clone(), rest.clone());
+            handles.push(std::thread::spawn(move || {
+                two_parts(
+                    port,
+                    path,
+                    coding,
+                    &first,
+                    &rest,
+                    Duration::from_millis(2500),
+                )
+            }));
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// GET `path` with `coding`; the decoded body must be `first` then `rest`, and
+/// `first` must be decoded `within` the request (before the upstream's pause
+/// ends).
+fn two_parts(port: u16, path: &str, coding: &str, first: &[u8], rest: &[u8], within: Duration) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(ae(path, coding).as_bytes()).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(r.read_line(&mut head).unwrap() > 0, "{head}");
+    }
+    assert!(
+        head.contains(&format!("Content-Encoding: {coding}")),
+        "{head}"
+    );
+    let mut dec: Box<dyn Read> = match coding {
+        "gzip" => Box::new(flate2::read::GzDecoder::new(r)),
+        "br" => Box::new(brotli::Decompressor::new(r, 4096)),
+        _ => Box::new(zstd::stream::read::Decoder::new(r).unwrap()),
+    };
+    let mut got = vec![0; first.len()];
+    dec.read_exact(&mut got).unwrap();
+    let at = t0.elapsed();
+    assert!(got == first, "{path} {coding}: first part");
+    assert!(
+        at < within,
+        "{path} {coding}: first part after {at:?}, held for the rest"
+    );
+    let mut tail = Vec::new();
+    dec.read_to_end(&mut tail).unwrap();
+    assert!(tail == rest, "{path} {coding}: the rest");
 }
