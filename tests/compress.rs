@@ -8,6 +8,8 @@ mod common;
 use common::*;
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A server with `extra` at server level.
@@ -586,7 +588,9 @@ fn stale_variants_and_always() {
     set_mtime(&pbr, 1_700_000_000);
     let v = Vireo::start_in(
         dir,
-        &conf("location /a { gzip_static on; }\nlocation /b { brotli_static always; }\n"),
+        &conf(
+            "location /a { gzip_static on; }\nlocation /b { brotli_static always; gzip_vary on; }\n",
+        ),
     );
     // Older than the file: not used (gzip off here, so identity).
     let r = v.request(&ae("/a.js", "gzip"));
@@ -597,7 +601,7 @@ fn stale_variants_and_always() {
         let r = v.request(&req("/b.js", accept));
         assert_eq!(r.header("content-encoding"), Some("br"), "{accept:?}");
         assert_eq!(decode(&r), data);
-        assert_eq!(r.header("vary"), None, "gzip_vary is off");
+        assert_eq!(r.header("vary"), None, "the same answer for every client");
     }
 }
 
@@ -715,12 +719,17 @@ impl<R: BufRead> Read for Chunked<R> {
     }
 }
 
-/// Stream `mb` MiB of a file compressed with `coding` over a keep-alive
-/// connection, decoding as it arrives; the server's RSS must stay flat.
-fn streamed_with_flat_memory(coding: &str, mb: usize, directives: &str, limit_mb: u64) {
-    const MB: usize = 1 << 20;
+const MB: usize = 1 << 20;
+
+/// The MiB block the big bodies repeat.
+fn block() -> Vec<u8> {
+    text(MB, 20)
+}
+
+/// A server whose `/big.txt` is `mb` MiB of `block()`, with `directives`.
+fn big_file_server(mb: usize, directives: &str) -> Vireo {
     let dir = TempDir::new("cz");
-    let block = text(MB, 20);
+    let block = block();
     {
         std::fs::create_dir_all(dir.path().join("html")).unwrap();
         let mut f = std::fs::File::create(dir.path().join("html/big.txt")).unwrap();
@@ -728,7 +737,14 @@ fn streamed_with_flat_memory(coding: &str, mb: usize, directives: &str, limit_mb
             f.write_all(&block).unwrap();
         }
     }
-    let v = Vireo::start_in(dir, &conf(directives));
+    Vireo::start_in(dir, &conf(directives))
+}
+
+/// Fetch `path` (`mb` MiB of `block()` once decoded) compressed with `coding`
+/// over a keep-alive connection, decoding as it arrives; the server's RSS
+/// must stay flat.
+fn streamed_with_flat_memory(v: &Vireo, path: &str, coding: &str, mb: usize, limit_mb: u64) {
+    let block = block();
     // Warm up, then the baseline.
     assert_eq!(v.get("/tiny-missing").status, 404);
     let base = vm_rss_kb(v.pid());
@@ -737,7 +753,7 @@ fn streamed_with_flat_memory(coding: &str, mb: usize, directives: &str, limit_mb
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     // Keep-alive: the body goes out chunked.
     s.write_all(
-        format!("GET /big.txt HTTP/1.1\r\nHost: x\r\nAccept-Encoding: {coding}\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: {coding}\r\n\r\n").as_bytes(),
     )
     .unwrap();
     let mut r = BufReader::with_capacity(64 * 1024, s);
@@ -783,7 +799,7 @@ fn streamed_with_flat_memory(coding: &str, mb: usize, directives: &str, limit_mb
     assert_eq!(dec.read(&mut buf).unwrap(), 0, "nothing after {mb} MiB");
     let grew = peak.saturating_sub(base);
     eprintln!(
-        "{coding}: {mb} MiB in {:?}, server RSS {base} kB, grew {grew} kB ({} kB after the first quarter)",
+        "{coding} {path}: {mb} MiB in {:?}, server RSS {base} kB, grew {grew} kB ({} kB after the first quarter)",
         t0.elapsed(),
         peak - quarter
     );
@@ -801,19 +817,17 @@ fn streamed_with_flat_memory(coding: &str, mb: usize, directives: &str, limit_mb
 
 #[test]
 fn hundred_megabytes_streamed_with_flat_memory() {
-    streamed_with_flat_memory(
-        "gzip",
-        100,
-        "gzip on; gzip_types text/plain; gzip_comp_level 1;\n",
-        16,
-    );
+    let v = big_file_server(100, "gzip on; gzip_types text/plain; gzip_comp_level 1;\n");
+    streamed_with_flat_memory(&v, "/big.txt", "gzip", 100, 16);
 }
 
 #[test]
 fn brotli_and_zstd_streams_keep_memory_flat() {
     // brotli's level-6 encoder holds hash tables and block buffers of several MB.
-    streamed_with_flat_memory("br", 8, "brotli on; brotli_types text/plain;\n", 40);
-    streamed_with_flat_memory("zstd", 32, "zstd on; zstd_types text/plain;\n", 16);
+    let v = big_file_server(8, "brotli on; brotli_types text/plain;\n");
+    streamed_with_flat_memory(&v, "/big.txt", "br", 8, 40);
+    let v = big_file_server(32, "zstd on; zstd_types text/plain;\n");
+    streamed_with_flat_memory(&v, "/big.txt", "zstd", 32, 16);
 }
 
 /// Decode with the Debian tools where they are installed (`gzip`, `brotli`,
@@ -963,4 +977,421 @@ fn keep_alive_and_pipelining_with_compressed_bodies() {
     }
     assert!(rest.is_empty());
     assert_eq!(bodies, vec![small.clone(), large, small.clone(), small]);
+}
+
+#[test]
+fn variant_served_when_the_file_itself_is_missing() {
+    // nginx's gzip_static serves `file.gz` whether or not `file` exists.
+    let dir = TempDir::new("cz");
+    let data = text(20_000, 25);
+    let gz = gzip_bytes(&data);
+    let pgz = dir.write("html/only.js.gz", &gz);
+    let v = Vireo::start_in(
+        dir,
+        &conf(
+            "location /on/ { alias {dir}/html/; gzip_static on; }\n\
+             location /always/ { alias {dir}/html/; gzip_static always; }\n\
+             location /off/ { alias {dir}/html/; }\n",
+        ),
+    );
+    for (path, accept) in [
+        ("/on/only.js", "Accept-Encoding: gzip\r\n"),
+        ("/always/only.js", ""),
+    ] {
+        let r = v.request(&req(path, accept));
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{path}");
+        assert_eq!(r.body, gz, "{path}: the variant as it is on disk");
+        assert_eq!(r.header("etag"), Some(etag_of(&pgz).as_str()));
+        assert_eq!(r.header("content-type"), Some("application/javascript"));
+        assert_eq!(decode(&r), data);
+    }
+    // `on` for a client that cannot take gzip, no gzip_static, or POST: no file.
+    assert_eq!(v.get("/on/only.js").status, 404);
+    assert_eq!(v.request(&ae("/off/only.js", "gzip")).status, 404);
+    let r = v.request(
+        "POST /always/only.js HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 404);
+    let r = v.request("HEAD /always/only.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(
+        r.header("content-length"),
+        Some(gz.len().to_string().as_str())
+    );
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn brotli_and_zstd_types_lengths_and_levels() {
+    let dir = TempDir::new("cz");
+    let page = text(60_000, 26);
+    dir.write("html/a.html", &page);
+    dir.write("html/a.css", &page);
+    dir.write("html/tiny.html", &page[..50]);
+    let v = Vireo::start_in(
+        dir,
+        &conf(
+            "gzip on; gzip_types text/css; gzip_min_length 10;\n\
+             brotli on; brotli_types text/css; brotli_min_length 100; brotli_comp_level 1;\n\
+             zstd on; zstd_min_length 100; zstd_comp_level 1;\n\
+             location /hi/ { alias {dir}/html/; brotli_comp_level 11; zstd_comp_level 19; }\n",
+        ),
+    );
+    let coding = |path: &str, accept: &str| {
+        let r = v.request(&ae(path, accept));
+        assert_eq!(r.status, 200);
+        r.header("content-encoding").map(str::to_string)
+    };
+    // Each coding's own minimum length.
+    assert_eq!(
+        coding("/tiny.html", "br, zstd, gzip").as_deref(),
+        Some("gzip")
+    );
+    assert_eq!(coding("/tiny.html", "br, zstd"), None);
+    // Each coding's own types: text/css is in brotli_types and gzip_types only.
+    assert_eq!(coding("/a.css", "br, zstd, gzip").as_deref(), Some("br"));
+    assert_eq!(coding("/a.css", "zstd, gzip").as_deref(), Some("gzip"));
+    assert_eq!(coding("/a.css", "zstd"), None);
+    assert_eq!(coding("/a.html", "zstd, gzip").as_deref(), Some("zstd"));
+    // Each coding's own level.
+    for c in ["br", "zstd"] {
+        let low = v.request(&ae("/a.html", c));
+        let high = v.request(&ae("/hi/a.html", c));
+        assert_eq!(decode(&low), page);
+        assert_eq!(decode(&high), page);
+        assert!(
+            body(&high).len() < body(&low).len(),
+            "{c}: level high {} B, low {} B",
+            body(&high).len(),
+            body(&low).len()
+        );
+    }
+}
+
+/// A loopback upstream: for each connection it reads one request head and
+/// lets `answer` write the response for the path, then closes.
+fn upstream(answer: impl Fn(&str, &mut TcpStream) + Send + Sync + 'static) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut first = String::new();
+                if r.read_line(&mut first).is_err() {
+                    return;
+                }
+                loop {
+                    let mut l = String::new();
+                    match r.read_line(&mut l) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) if l == "\r\n" => break,
+                        Ok(_) => {}
+                    }
+                }
+                let path = first.split(' ').nth(1).unwrap_or("/").to_string();
+                answer(&path, &mut s);
+            });
+        }
+    });
+    port
+}
+
+fn upstream_reply(head: &str, body: &[u8]) -> Vec<u8> {
+    let mut v = format!(
+        "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+#[test]
+fn proxied_responses_are_compressed_by_the_same_rules() {
+    let page = text(30_000, 27);
+    let p = page.clone();
+    let up = upstream(move |path, s| {
+        let html = "Content-Type: text/html; charset=utf-8";
+        let reply = match path {
+            "/page" => upstream_reply(&format!("200 OK\r\n{html}\r\nETag: \"up-1\""), &p),
+            "/encoded" => upstream_reply(
+                &format!("200 OK\r\n{html}\r\nContent-Encoding: gzip"),
+                &gzip_bytes(&p),
+            ),
+            "/partial" => upstream_reply(
+                &format!("206 Partial Content\r\n{html}\r\nContent-Range: bytes 0-29999/60000"),
+                &p,
+            ),
+            "/private" => {
+                upstream_reply(&format!("200 OK\r\n{html}\r\nCache-Control: private"), &p)
+            }
+            "/expired" => upstream_reply(
+                &format!("200 OK\r\n{html}\r\nExpires: Thu, 01 Jan 1970 00:00:01 GMT"),
+                &p,
+            ),
+            "/small" => upstream_reply(&format!("200 OK\r\n{html}"), b"tiny"),
+            "/png" => upstream_reply("200 OK\r\nContent-Type: image/png", &p),
+            "/chunked" => {
+                // Unknown length, in pieces with pauses between them.
+                let _ = s.write_all(
+                    format!("HTTP/1.1 200 OK\r\n{html}\r\nTransfer-Encoding: chunked\r\n\r\n")
+                        .as_bytes(),
+                );
+                for piece in p.chunks(7000) {
+                    let _ = s.write_all(format!("{:x}\r\n", piece.len()).as_bytes());
+                    let _ = s.write_all(piece);
+                    let _ = s.write_all(b"\r\n");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                b"0\r\n\r\n".to_vec()
+            }
+            _ => upstream_reply("404 Not Found", b""),
+        };
+        let _ = s.write_all(&reply);
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}};\n  \
+         gzip on; gzip_vary on;\n  \
+         location / {{ proxy_pass http://127.0.0.1:{up}; }}\n  \
+         location /private/ {{ proxy_pass http://127.0.0.1:{up}/; gzip_proxied private; }}\n  \
+         location /expired/ {{ proxy_pass http://127.0.0.1:{up}/; gzip_proxied expired; }}\n  \
+         location /no-cache/ {{ proxy_pass http://127.0.0.1:{up}/; gzip_proxied no-cache; }}\n \
+         }}\n}}\n"
+    ));
+    // Compressed as it streams in (length unknown to the encoder), with a
+    // weak form of the upstream's ETag.
+    for path in ["/page", "/chunked"] {
+        let r = v.request(&ae(path, "gzip"));
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{path}");
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"), "{path}");
+        assert_eq!(decode(&r), page, "{path}");
+        assert!(body(&r).len() < page.len() / 2, "{path}");
+        let r = v.get(path);
+        assert_eq!(r.header("content-encoding"), None, "{path}");
+        assert_eq!(body(&r), page, "{path}");
+    }
+    assert_eq!(
+        v.request(&ae("/page", "gzip")).header("etag"),
+        Some("W/\"up-1\"")
+    );
+    // Already encoded by the upstream: passed on as it came.
+    let r = v.request(&ae("/encoded", "gzip, br"));
+    let encoded: Vec<_> = r
+        .headers
+        .iter()
+        .filter(|(k, _)| k == "content-encoding")
+        .collect();
+    assert_eq!(encoded.len(), 1, "{}", r.head);
+    assert_eq!(body(&r), gzip_bytes(&page));
+    // A 206, a body below gzip_min_length, a type not in gzip_types: as they came.
+    let r = v.request(&ae("/partial", "gzip"));
+    assert_eq!((r.status, r.header("content-encoding")), (206, None));
+    assert_eq!(body(&r), page);
+    let r = v.request(&ae("/small", "gzip"));
+    assert_eq!(
+        (r.header("content-encoding"), r.text()),
+        (None, "tiny".into())
+    );
+    assert_eq!(
+        v.request(&ae("/png", "gzip")).header("content-encoding"),
+        None
+    );
+    // gzip_proxied looks at the upstream's caching headers.
+    let via = |path: &str| {
+        let r = v.request(&req(path, "Accept-Encoding: gzip\r\nVia: 1.1 cache\r\n"));
+        assert_eq!(decode(&r), page, "{path}");
+        r.header("content-encoding").map(str::to_string)
+    };
+    for (path, want) in [
+        ("/page", None), // gzip_proxied off
+        ("/private/private", Some("gzip")),
+        ("/no-cache/private", None),
+        ("/expired/expired", Some("gzip")),
+        ("/private/expired", None),
+        ("/expired/page", Some("gzip")), // neither Expires nor Cache-Control
+    ] {
+        assert_eq!(via(path).as_deref(), want, "{path}");
+    }
+}
+
+#[test]
+fn proxied_stream_compressed_with_flat_memory() {
+    const BLOCKS: usize = 64;
+    let up = upstream(|path, s| {
+        if path != "/big" {
+            let _ = s.write_all(&upstream_reply("404 Not Found", b""));
+            return;
+        }
+        let block = block();
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        for _ in 0..BLOCKS {
+            let chunk = [format!("{:x}\r\n", block.len()).as_bytes(), &block, b"\r\n"].concat();
+            if s.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+        let _ = s.write_all(b"0\r\n\r\n");
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}};\n  \
+         gzip on; gzip_types text/plain; gzip_comp_level 1;\n  \
+         location / {{ proxy_pass http://127.0.0.1:{up}; }}\n }}\n}}\n"
+    ));
+    streamed_with_flat_memory(&v, "/big", "gzip", BLOCKS, 16);
+}
+
+#[test]
+fn fastcgi_responses_are_compressed() {
+    let Some(fpm) = common::fpm::Fpm::start(2) else {
+        return;
+    };
+    let dir = TempDir::new("cz");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
+        dir.path().join("fastcgi_params"),
+    )
+    .unwrap();
+    // 1.8 MB in 50 flushed pieces; a body PHP already gzipped.
+    dir.write(
+        "html/page.php",
+        "<?php header('Content-Type: text/html'); $s = str_repeat('<p>compress me</p>', 2000); \
+         for ($i = 0; $i < 50; $i++) { echo $s; flush(); }",
+    );
+    dir.write(
+        "html/pre.php",
+        "<?php header('Content-Type: text/html'); header('Content-Encoding: gzip'); \
+         echo gzencode(str_repeat('already ', 1000));",
+    );
+    // A first part, a pause, the rest: unbuffered, so flushed at the pause.
+    dir.write(
+        "html/slow.php",
+        "<?php header('Content-Type: text/html'); header('X-Accel-Buffering: no'); \
+         echo str_repeat('<p>first</p>', 2000); flush(); sleep(3); \
+         echo str_repeat('<p>rest</p>', 2000);",
+    );
+    let v = Vireo::start_in(
+        dir,
+        &conf(&format!(
+            "gzip on; brotli on;\nlocation ~ \\.php$ {{ include fastcgi_params; \
+             fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; \
+             fastcgi_pass 127.0.0.1:{}; }}\n",
+            fpm.port
+        )),
+    );
+    let want = "<p>compress me</p>".repeat(100_000).into_bytes();
+    for coding in ["gzip", "br"] {
+        let r = v.request(&ae("/page.php", coding));
+        assert_eq!(r.status, 200, "{}", v.stderr());
+        assert_eq!(r.header("content-encoding"), Some(coding));
+        assert_eq!(decode(&r), want, "{coding}");
+        assert!(body(&r).len() < want.len() / 20, "{coding}");
+    }
+    let r = v.request(&ae("/pre.php", "gzip, br"));
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(decode(&r), "already ".repeat(1000).into_bytes());
+    two_parts(
+        v.port,
+        "/slow.php",
+        "gzip",
+        "<p>first</p>".repeat(2000).as_bytes(),
+        "<p>rest</p>".repeat(2000).as_bytes(),
+        Duration::from_millis(2500),
+    );
+}
+
+#[test]
+fn unbuffered_upstreams_are_flushed_as_they_pause() {
+    // The upstream sends a first part, thinks for 3 s, then the rest. With
+    // proxy_buffering off, or X-Accel-Buffering: no from the upstream, the
+    // client decodes the first part before the rest exists (nginx flushes
+    // its compressor per piece then too).
+    let first = text(20_000, 28);
+    let rest = text(20_000, 29);
+    let (f, r) = (first.clone(), rest.clone());
+    let up = upstream(move |path, s| {
+        let accel = if path.starts_with("/accel") {
+            "X-Accel-Buffering: no\r\n"
+        } else {
+            ""
+        };
+        let _ = s.write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n{accel}Content-Length: {}\r\n\r\n",
+                f.len() + r.len()
+            )
+            .as_bytes(),
+        );
+        let _ = s.write_all(&f);
+        std::thread::sleep(Duration::from_secs(3));
+        let _ = s.write_all(&r);
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}};\n  \
+         gzip on; brotli on; zstd on;\n  \
+         location /off/ {{ proxy_pass http://127.0.0.1:{up}; proxy_buffering off; }}\n  \
+         location /accel/ {{ proxy_pass http://127.0.0.1:{up}; }}\n }}\n}}\n"
+    ));
+    let mut handles = Vec::new();
+    for path in ["/off/x", "/accel/x"] {
+        for coding in ["gzip", "br", "zstd"] {
+            let (port, first, rest) = (v.port, first.clone(), rest.clone());
+            handles.push(std::thread::spawn(move || {
+                two_parts(
+                    port,
+                    path,
+                    coding,
+                    &first,
+                    &rest,
+                    Duration::from_millis(2500),
+                )
+            }));
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// GET `path` with `coding`; the decoded body must be `first` then `rest`, and
+/// `first` must be decoded `within` the request (before the upstream's pause
+/// ends).
+fn two_parts(port: u16, path: &str, coding: &str, first: &[u8], rest: &[u8], within: Duration) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(ae(path, coding).as_bytes()).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(r.read_line(&mut head).unwrap() > 0, "{head}");
+    }
+    assert!(
+        head.contains(&format!("Content-Encoding: {coding}")),
+        "{head}"
+    );
+    let mut dec: Box<dyn Read> = match coding {
+        "gzip" => Box::new(flate2::read::GzDecoder::new(r)),
+        "br" => Box::new(brotli::Decompressor::new(r, 4096)),
+        _ => Box::new(zstd::stream::read::Decoder::new(r).unwrap()),
+    };
+    let mut got = vec![0; first.len()];
+    dec.read_exact(&mut got).unwrap();
+    let at = t0.elapsed();
+    assert!(got == first, "{path} {coding}: first part");
+    assert!(
+        at < within,
+        "{path} {coding}: first part after {at:?}, held for the rest"
+    );
+    let mut tail = Vec::new();
+    dec.read_to_end(&mut tail).unwrap();
+    assert!(tail == rest, "{path} {coding}: the rest");
 }

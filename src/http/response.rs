@@ -60,6 +60,15 @@ pub trait BodyStream: std::fmt::Debug {
         None
     }
 
+    /// Each piece should reach the client as soon as it is produced (nginx's
+    /// `proxy_buffering off`, `fastcgi_buffering off`, `X-Accel-Buffering:
+    /// no`): a compressor wrapping this stream flushes its encoder whenever
+    /// the next piece has to be waited for, instead of holding the output
+    /// until it has a block.
+    fn unbuffered(&self) -> bool {
+        false
+    }
+
     /// The tunnel of a 101 (Switching Protocols) response: after writing the
     /// head, the connection hands it the client socket instead of a body.
     fn upgrade(&mut self) -> Option<Box<dyn Tunnel>> {

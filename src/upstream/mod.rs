@@ -264,6 +264,16 @@ impl Field {
     }
 }
 
+/// Whether an upstream's response is buffered: `X-Accel-Buffering: yes | no`
+/// from the upstream overrides the location's `*_buffering`, as in nginx.
+pub fn buffering(configured: bool, x_accel_buffering: Option<&str>) -> bool {
+    match x_accel_buffering.map(str::trim) {
+        Some(v) if v.eq_ignore_ascii_case("no") => false,
+        Some(v) if v.eq_ignore_ascii_case("yes") => true,
+        _ => configured,
+    }
+}
+
 /// Header names for responses (which hold `&'static str` names): each
 /// distinct name is stored once for the life of the process. An upstream
 /// could send endless new names, so past `MAX_NAMES` distinct names `None`

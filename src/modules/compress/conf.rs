@@ -263,7 +263,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().compress.gzip, flag(d, 0)?, d),
         syntax: "gzip on | off;",
         default: "off",
-        doc: "Compress responses with gzip on the fly: responses with status 200, 403 or 404 whose type is in `gzip_types` and whose length is at least `gzip_min_length` (or unknown), to clients whose Accept-Encoding allows gzip, when `gzip_http_version`, `gzip_proxied` and `gzip_disable` let it. The body is compressed as it is sent (files are read in pieces, streamed bodies piece by piece) and goes out chunked; bodies up to 256 KiB are compressed at once and keep a Content-Length. Compressed responses carry `Content-Encoding`, a weak ETag (`W/`) and no `Accept-Ranges`. HEAD requests, ranges (206), 304 and responses that already have a Content-Encoding are left alone. When brotli or zstd are on too, the client's q-values choose; equal ones go br, then zstd, then gzip.",
+        doc: "Compress responses with gzip on the fly: responses with status 200, 403 or 404 whose type is in `gzip_types` and whose length is at least `gzip_min_length` (or unknown), to clients whose Accept-Encoding allows gzip, when `gzip_http_version`, `gzip_proxied` and `gzip_disable` let it. The body is compressed as it is sent (files are read in pieces, streamed bodies piece by piece) and goes out chunked; an unbuffered upstream response (`proxy_buffering off`, `fastcgi_buffering off`, `X-Accel-Buffering: no`) is flushed whenever the upstream pauses; bodies up to 256 KiB are compressed at once and keep a Content-Length. Compressed responses carry `Content-Encoding`, a weak ETag (`W/`) and no `Accept-Ranges`. HEAD requests, ranges (206), 304 and responses that already have a Content-Encoding are left alone. When brotli or zstd are on too, the client's q-values choose; equal ones go br, then zstd, then gzip.",
     },
     Def {
         name: "gzip_types",
@@ -342,7 +342,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_vary, flag(d, 0)?, d),
         syntax: "gzip_vary on | off;",
         default: "off",
-        doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant; for every coding.",
+        doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant where some `*_static` is `on` (not with `always` alone, whose answer is the same for every client, as nginx); for every coding.",
     },
     Def {
         name: "gzip_static",
@@ -351,7 +351,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_static, static_mode(d)?, d),
         syntax: "gzip_static on | off | always;",
         default: "off",
-        doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used. Without a variant, on-the-fly compression applies as usual.",
+        doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used; as in nginx, a variant is served (GET and HEAD) even when the file itself does not exist, so a site may ship only `file.gz`. Without a variant, on-the-fly compression applies as usual.",
     },
     Def {
         name: "brotli",

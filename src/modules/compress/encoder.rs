@@ -143,6 +143,26 @@ impl Encoder {
         }
     }
 
+    /// Hand out everything compressed so far, the stream staying open (a
+    /// sync flush: the client can decode all the input given until now).
+    pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        match self {
+            Encoder::Gzip(c) => loop {
+                out.reserve(OUT_ROOM);
+                c.compress_vec(&[], out, FlushCompress::Sync)
+                    .map_err(io::Error::other)?;
+                // Room left over: the flush is complete.
+                if out.len() < out.capacity() {
+                    return Ok(());
+                }
+            },
+            Encoder::Br(st) => {
+                brotli_run(st, BrotliEncoderOperation::BROTLI_OPERATION_FLUSH, &[], out)
+            }
+            Encoder::Zstd(cx) => zstd_drain(cx, out, zstd_sys_flush()),
+        }
+    }
+
     /// End the stream: the rest of the output and the trailer.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
         match self {
@@ -162,24 +182,37 @@ impl Encoder {
                 &[],
                 out,
             ),
-            Encoder::Zstd(cx) => loop {
-                out.reserve(OUT_ROOM);
-                let at = out.len();
-                let mut ob = OutBuffer::around_pos(out, at);
-                let mut inb = InBuffer::around(&[]);
-                let left = cx
-                    .compress_stream2(&mut ob, &mut inb, zstd_sys_end())
-                    .map_err(zstd_err)?;
-                if left == 0 {
-                    return Ok(());
-                }
-            },
+            Encoder::Zstd(cx) => zstd_drain(cx, out, zstd_sys_end()),
+        }
+    }
+}
+
+/// Run zstd with no more input until `op` (flush or end) is complete.
+fn zstd_drain(
+    cx: &mut CCtx<'static>,
+    out: &mut Vec<u8>,
+    op: zstd_safe::zstd_sys::ZSTD_EndDirective,
+) -> io::Result<()> {
+    loop {
+        out.reserve(OUT_ROOM);
+        let at = out.len();
+        let mut ob = OutBuffer::around_pos(out, at);
+        let mut inb = InBuffer::around(&[]);
+        let left = cx
+            .compress_stream2(&mut ob, &mut inb, op)
+            .map_err(zstd_err)?;
+        if left == 0 {
+            return Ok(());
         }
     }
 }
 
 fn zstd_sys_continue() -> zstd_safe::zstd_sys::ZSTD_EndDirective {
     zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_continue
+}
+
+fn zstd_sys_flush() -> zstd_safe::zstd_sys::ZSTD_EndDirective {
+    zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_flush
 }
 
 fn zstd_sys_end() -> zstd_safe::zstd_sys::ZSTD_EndDirective {
@@ -306,14 +339,20 @@ impl BodyStream for FileStream {
 pub struct WrapStream {
     inner: Box<dyn BodyStream>,
     enc: Encoder,
+    /// The inner stream is unbuffered: flush before waiting for it.
+    flush: bool,
+    /// Input given to the encoder since its last flush.
+    unflushed: bool,
     done: bool,
 }
 
 impl WrapStream {
     pub fn new(inner: Box<dyn BodyStream>, enc: Encoder) -> Self {
         WrapStream {
+            flush: inner.unbuffered(),
             inner,
             enc,
+            unflushed: false,
             done: false,
         }
     }
@@ -327,12 +366,27 @@ impl BodyStream for WrapStream {
             }
             let mut out = Vec::new();
             loop {
-                match self.inner.next().await? {
+                // Pieces at hand are compressed together; before waiting for
+                // the next one, hand on what the encoder gave (everything it
+                // holds, when the stream is unbuffered).
+                let piece = match self.inner.ready() {
+                    Some(p) => p?,
+                    None => {
+                        if self.flush && self.unflushed {
+                            self.enc.flush(&mut out)?;
+                            self.unflushed = false;
+                        }
+                        if !out.is_empty() {
+                            return Ok(Some(Bytes::from(out)));
+                        }
+                        self.inner.next().await?
+                    }
+                };
+                match piece {
                     Some(piece) => {
                         self.enc.write(&piece, &mut out)?;
-                        // The encoder holds input back until it has a block:
-                        // hand on what it gave, else keep pulling.
-                        if !out.is_empty() {
+                        self.unflushed = true;
+                        if out.len() >= PIECE {
                             return Ok(Some(Bytes::from(out)));
                         }
                     }
@@ -514,6 +568,71 @@ mod tests {
             let enc = Encoder::new(params(c), None).unwrap();
             let mut s = WrapStream::new(Box::new(Pieces(Default::default())), enc);
             assert_eq!(decode(c, &drain(&mut s)), b"", "{c:?} empty wrapped");
+        }
+    }
+
+    /// A stream whose every piece must be waited for, marked unbuffered.
+    #[derive(Debug)]
+    struct Unbuffered(Pieces);
+
+    impl BodyStream for Unbuffered {
+        fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+            self.0.next()
+        }
+        fn unbuffered(&self) -> bool {
+            true
+        }
+    }
+
+    /// Collects what a decoder writes, readable while the decoder lives.
+    struct Sink(Rc<std::cell::RefCell<Vec<u8>>>);
+
+    impl io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unbuffered_streams_are_flushed_piece_by_piece() {
+        use std::io::Write;
+        let data = sample(100_000);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for c in Coding::ALL {
+            let decoded = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let sink = Sink(decoded.clone());
+            let mut dec: Box<dyn Write> = match c {
+                Coding::Gzip => Box::new(flate2::write::GzDecoder::new(sink)),
+                // (Its output buffer must hold a piece: a flush hands on one buffer.)
+                Coding::Br => Box::new(brotli::DecompressorWriter::new(sink, 1 << 16)),
+                Coding::Zstd => Box::new(zstd::stream::write::Decoder::new(sink).unwrap()),
+            };
+            let pieces = data.chunks(5000).map(Bytes::copy_from_slice).collect();
+            let enc = Encoder::new(params(c), None).unwrap();
+            let mut s = WrapStream::new(Box::new(Unbuffered(Pieces(pieces))), enc);
+            let mut wire = 0;
+            for n in 1..=20 {
+                // Each piece out decodes to all the input so far.
+                let out = rt.block_on(s.next()).unwrap().unwrap();
+                wire += out.len();
+                dec.write_all(&out).unwrap();
+                dec.flush().unwrap();
+                let got = decoded.borrow().len();
+                assert_eq!(got, n * 5000, "{c:?} piece {n}");
+                assert_eq!(*decoded.borrow(), &data[..n * 5000], "{c:?} piece {n}");
+            }
+            let end = rt.block_on(s.next()).unwrap().unwrap();
+            dec.write_all(&end).unwrap();
+            drop(dec);
+            assert_eq!(*decoded.borrow(), data, "{c:?}");
+            assert!(rt.block_on(s.next()).unwrap().is_none());
+            assert!(wire < data.len() / 2, "{c:?} still compresses: {wire} B");
         }
     }
 

@@ -274,7 +274,8 @@ pub struct Variant {
     /// The variant file to send in place of the original.
     pub info: Option<Rc<FileInfo>>,
     pub coding: Option<Coding>,
-    /// Add `Vary: Accept-Encoding` (a variant exists and gzip_vary is on).
+    /// Add `Vary: Accept-Encoding` (a variant exists, gzip_vary is on and
+    /// some `*_static` is `on`).
     pub vary: bool,
 }
 
@@ -293,10 +294,11 @@ impl Variant {
     }
 }
 
-/// The precompressed variant of the file `req.filename` (described by `info`)
-/// to send, if any: the best the client accepts (`on`) or any (`always`) that
-/// exists as a regular file and is not older than the original.
-pub fn precompressed(req: &Request<'_>, info: &FileInfo) -> Variant {
+/// The precompressed variant of the file `req.filename` (described by `info`,
+/// `None` when it does not exist) to send, if any: the best the client accepts
+/// (`on`) or any (`always`) that exists as a regular file and is not older
+/// than the original.
+pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
     let c = &req.conf.compress;
     let mut v = Variant::default();
     if !c.any_static() {
@@ -307,6 +309,12 @@ pub fn precompressed(req: &Request<'_>, info: &FileInfo) -> Variant {
         .header("accept-encoding")
         .map(negotiate::accept_encoding)
         .unwrap_or_default();
+    // As nginx: only `on` makes the answer depend on Accept-Encoding; with
+    // `always` every client gets the variant.
+    let varies = c.gzip_vary
+        && Coding::ALL
+            .into_iter()
+            .any(|k| c.static_mode(k) == StaticMode::On);
     let mut request_ok = None;
     let mut order: Vec<(bool, u16, Coding)> = Vec::with_capacity(3);
     for coding in Coding::ALL {
@@ -318,7 +326,7 @@ pub fn precompressed(req: &Request<'_>, info: &FileInfo) -> Variant {
                 q > 0 && *request_ok.get_or_insert_with(|| negotiate::request_ok(c, head, &[]))
             }
         };
-        if usable || c.gzip_vary {
+        if usable || varies {
             order.push((usable, q, coding));
         }
     }
@@ -331,10 +339,10 @@ pub fn precompressed(req: &Request<'_>, info: &FileInfo) -> Variant {
         let Ok(i) = crate::modules::static_files::cache::open(&path, &req.conf.static_files) else {
             continue;
         };
-        if !i.is_file || i.mtime < info.mtime {
+        if !i.is_file || info.is_some_and(|o| i.mtime < o.mtime) {
             continue;
         }
-        v.vary = c.gzip_vary;
+        v.vary = varies;
         if usable {
             v.info = Some(i);
             v.coding = Some(coding);

@@ -277,7 +277,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_buffering on | off;",
         default: "on",
-        doc: "When on, up to the size of `fastcgi_buffers` of the response is read from the application before the response starts, so that a response that fits is sent with a Content-Length in one write and the application is freed at once; the rest of a larger response streams with backpressure (never into temporary files). When off, each piece goes to the client as it comes. The application can choose per response with `X-Accel-Buffering: yes | no`.",
+        doc: "When on, up to the size of `fastcgi_buffers` of the response is read from the application before the response starts, so that a response that fits is sent with a Content-Length in one write and the application is freed at once; the rest of a larger response streams with backpressure (never into temporary files). When off, each piece goes to the client as it comes, also through compression (the encoder is flushed whenever the application pauses). The application can choose per response with `X-Accel-Buffering: yes | no`.",
     },
     Def {
         name: "fastcgi_buffers",

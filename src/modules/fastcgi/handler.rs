@@ -661,6 +661,7 @@ async fn finish(
             pool,
             pending: pieces,
             left: declared_len,
+            unbuffered: !buffering,
         }),
         len: declared_len,
     };
@@ -689,6 +690,8 @@ struct FcgiBody {
     pending: VecDeque<Bytes>,
     /// Bytes still due when the application declared a Content-Length.
     left: Option<u64>,
+    /// `fastcgi_buffering off` or `X-Accel-Buffering: no`.
+    unbuffered: bool,
 }
 
 impl FcgiBody {
@@ -737,5 +740,9 @@ impl BodyStream for FcgiBody {
             },
         };
         Some(self.settle(piece))
+    }
+
+    fn unbuffered(&self) -> bool {
+        self.unbuffered
     }
 }

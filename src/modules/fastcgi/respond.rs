@@ -103,11 +103,7 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
     for (name, value) in cgi.headers {
         let lower = name.to_ascii_lowercase();
         if lower == "x-accel-buffering" {
-            match value.to_ascii_lowercase().as_str() {
-                "no" => buffering = false,
-                "yes" => buffering = true,
-                _ => {}
-            }
+            buffering = crate::upstream::buffering(buffering, Some(&value));
         }
         let hidden = (HIDDEN.contains(&lower.as_str()) || opts.hide.iter().any(|h| **h == *lower))
             && !opts.pass.iter().any(|p| **p == *lower);

@@ -441,7 +441,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_buffering on | off;",
         default: "on",
-        doc: "Accepted; with either value the response streams to the client with bounded memory (one buffer per request) and backpressure on the upstream. See docs/proxy.md.",
+        doc: "With either value the response streams to the client with bounded memory (one buffer per request) and backpressure on the upstream. What `off` changes is compression: a compressed response (`gzip`, `brotli`, `zstd`) is flushed whenever the upstream pauses, so each piece reaches the client at once, as nginx flushes its gzip filter per piece when unbuffered; with `on` the encoder holds its output until it has a block. The upstream can choose per response with `X-Accel-Buffering: yes | no`. See docs/proxy.md.",
     },
     Def {
         name: "proxy_buffer_size",

@@ -305,13 +305,16 @@ impl Proxy {
             ));
         }
         let status_bit = next::of_status(h.status);
+        let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
         let resp = self.response(req, pc, &mut h);
         if status_bit != 0 && pc.next_upstream & status_bit != 0 {
             return Err(Fail {
                 kind: status_bit,
                 code: h.status,
                 msg: String::new(),
-                resp: Some(self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, true)),
+                resp: Some(
+                    self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, true, unbuffered),
+                ),
             });
         }
         if pc.intercept_errors
@@ -348,7 +351,7 @@ impl Proxy {
             };
             return Ok(resp);
         }
-        Ok(self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, false))
+        Ok(self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, false, unbuffered))
     }
 
     /// Write the head and a held body, then read the reply head.
@@ -513,6 +516,7 @@ impl Proxy {
         t0: Instant,
         pc: &ProxyConf,
         failed: bool,
+        unbuffered: bool,
     ) -> Response {
         vars.borrow_mut().attempts.last_mut().unwrap().status = h.status;
         let mut stream = UpstreamBody {
@@ -532,6 +536,7 @@ impl Proxy {
             t0,
             done: false,
             failed,
+            unbuffered,
         };
         match h.framing {
             Framing::None | Framing::Length(0) => {
@@ -958,6 +963,8 @@ struct UpstreamBody {
     done: bool,
     /// The status was one of next_upstream's: counts as a failure of the peer.
     failed: bool,
+    /// `proxy_buffering off` or `X-Accel-Buffering: no`.
+    unbuffered: bool,
 }
 
 impl std::fmt::Debug for UpstreamBody {
@@ -1096,6 +1103,10 @@ impl UpstreamBody {
 impl BodyStream for UpstreamBody {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(self.next_piece())
+    }
+
+    fn unbuffered(&self) -> bool {
+        self.unbuffered
     }
 }
 

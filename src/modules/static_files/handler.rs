@@ -45,6 +45,12 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
     let sf = &req.conf.static_files;
     let info = match cache::open(&req.filename, sf) {
         Ok(i) => i,
+        // gzip_static & co. serve `file.gz` even when `file` itself is
+        // missing, as nginx does.
+        Err(e) if e.kind() == ErrorKind::NotFound && method != Method::Post => {
+            let r = respond_file(req, None).unwrap_or_else(|| open_error(req, e));
+            return Outcome::Respond(r);
+        }
         Err(e) => return Outcome::Respond(open_error(req, e)),
     };
     if info.is_dir {
@@ -56,7 +62,8 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
     if method == Method::Post {
         return Outcome::Respond(req.error(405));
     }
-    Outcome::Respond(respond_file(req, &info))
+    let r = respond_file(req, Some(&info)).expect("the file itself is at hand");
+    Outcome::Respond(r)
 }
 
 /// The file `uri` maps to (`$request_filename`), as nginx builds it: root +
@@ -224,12 +231,13 @@ fn redirect_to_dir(req: &Request<'_>) -> Response {
     req.error(301).header("Location", Value::Owned(loc))
 }
 
-fn respond_file(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
-    // gzip_static & co.: a precompressed variant is served in place of the file.
-    let variant = crate::modules::compress::precompressed(req, info);
-    let mut r = respond_with(req, variant.info.as_ref().unwrap_or(info));
+/// The file `info` (`None`: it does not exist), or in its place a
+/// precompressed variant (gzip_static & co.); `None` when there is neither.
+fn respond_file(req: &Request<'_>, info: Option<&Rc<FileInfo>>) -> Option<Response> {
+    let variant = crate::modules::compress::precompressed(req, info.map(|i| &**i));
+    let mut r = respond_with(req, variant.info.as_ref().or(info)?);
     variant.apply(&mut r);
-    r
+    Some(r)
 }
 
 fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
