@@ -824,6 +824,113 @@ http {{
 }
 
 #[test]
+fn upstream_figures_in_metrics() {
+    let good = backend(echo());
+    let dead = free_port();
+    let sick = backend(Arc::new(|head, _, _| {
+        if head.starts_with("GET /health") {
+            return Some(b"HTTP/1.0 500 No\r\nContent-Length: 0\r\n\r\n".to_vec());
+        }
+        Some(ok("sick"))
+    }));
+    let slow = backend(Arc::new(|_, _, _| {
+        std::thread::sleep(Duration::from_millis(300));
+        Some(ok("slow"))
+    }));
+    let c = format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream pool {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=60s; server 127.0.0.1:{g}; }}
+    upstream checked {{
+        server 127.0.0.1:{s};
+        server 127.0.0.1:{g} down;
+        health_check interval=100ms path=/health fall=1;
+    }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /pool {{ proxy_pass http://pool; }}
+        location /checked {{ proxy_pass http://checked; }}
+        location /slow {{ proxy_pass http://127.0.0.1:{sl}; }}
+        location = /metrics {{ metrics; }}
+    }}
+}}",
+        g = good.port,
+        s = sick.port,
+        sl = slow.port
+    );
+    let v = Vireo::start(&c);
+    // 5 requests: the dead peer fails once (it is then out for fail_timeout),
+    // the good one answers all five.
+    for _ in 0..5 {
+        assert_eq!(v.get("/pool").status, 200);
+    }
+    assert_eq!(v.get("/slow").text(), "slow");
+    let m = v.get("/metrics").text();
+    let pool = "upstream=\"pool\"";
+    let pd = format!("peer=\"127.0.0.1:{dead}\"");
+    let pg = format!("peer=\"127.0.0.1:{}\"", good.port);
+    let req = |m: &str, peer: &str, result: &str| {
+        metric(
+            m,
+            "vireo_upstream_requests_total",
+            &[pool, peer, "worker=\"0\"", &format!("result=\"{result}\"")],
+        )
+    };
+    assert_eq!(req(&m, &pg, "ok"), 5.0, "{m}");
+    assert_eq!(req(&m, &pg, "failed"), 0.0);
+    assert_eq!(req(&m, &pd, "failed"), 1.0);
+    assert_eq!(req(&m, &pd, "ok"), 0.0);
+    // Passive health: the worker holds the dead peer failed; it is still "up"
+    // (neither down nor failing active checks).
+    assert_eq!(metric(&m, "vireo_upstream_peer_failed", &[pool, &pd]), 1.0);
+    assert_eq!(metric(&m, "vireo_upstream_peer_failed", &[pool, &pg]), 0.0);
+    assert_eq!(metric(&m, "vireo_upstream_peer_up", &[pool, &pd]), 1.0);
+    assert_eq!(metric(&m, "vireo_upstream_peer_connections", &[pool]), 0.0);
+    // Latency: one observation per response head.
+    let count = "vireo_upstream_header_duration_seconds_count";
+    assert_eq!(metric(&m, count, &[pool, &pg]), 5.0);
+    assert_eq!(metric(&m, count, &[pool, &pd]), 0.0);
+    let ps = format!("peer=\"127.0.0.1:{}\"", slow.port);
+    let bucket = "vireo_upstream_header_duration_seconds_bucket";
+    assert_eq!(metric(&m, bucket, &[&ps, "le=\"0.25\""]), 0.0, "{m}");
+    assert_eq!(metric(&m, bucket, &[&ps, "le=\"0.5\""]), 1.0, "{m}");
+    assert!(metric(&m, "vireo_upstream_header_duration_seconds_sum", &[&ps]) >= 0.3);
+    // Active health checks and `down`.
+    let checked = "upstream=\"checked\"";
+    let pk = format!("peer=\"127.0.0.1:{}\"", sick.port);
+    assert!(
+        eventually(5, || metric(
+            &v.get("/metrics").text(),
+            "vireo_upstream_peer_up",
+            &[checked, &pk]
+        ) == 0.0),
+        "{}",
+        v.get("/metrics").text()
+    );
+    let m = v.get("/metrics").text();
+    assert_eq!(metric(&m, "vireo_upstream_peer_up", &[checked, &pg]), 0.0);
+    // Figures carry on across a reload (the new block starts with fresh
+    // balancer state, so the dead peer may be tried once more).
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || metric(
+        &v.get("/metrics").text(),
+        "vireo_config_reloads_total",
+        &[]
+    ) == 1.0));
+    assert_eq!(v.get("/pool").status, 200);
+    let m = v.get("/metrics").text();
+    assert_eq!(req(&m, &pg, "ok"), 6.0, "{m}");
+    assert!(req(&m, &pd, "failed") >= 1.0);
+    assert_eq!(
+        m.matches("vireo_upstream_peer_up{upstream=\"pool\"")
+            .count(),
+        2,
+        "{m}"
+    );
+}
+
+#[test]
 fn bad_configurations() {
     let dir = TempDir::new("proxyconf");
     let cases = [

@@ -49,22 +49,6 @@ fn parse_stub(text: &str) -> Stub {
     }
 }
 
-/// A metric's value: the sum of its samples whose labels include `labels`.
-fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
-    let mut found = false;
-    let mut sum = 0.0;
-    for l in text.lines().filter(|l| !l.starts_with('#')) {
-        let (series, value) = l.rsplit_once(' ').unwrap();
-        let (n, rest) = series.split_once('{').unwrap_or((series, ""));
-        if n == name && labels.iter().all(|lb| rest.contains(lb)) {
-            sum += value.parse::<f64>().unwrap();
-            found = true;
-        }
-    }
-    assert!(found, "no {name} {labels:?} in\n{text}");
-    sum
-}
-
 /// One request on a keep-alive connection; the raw response.
 fn keepalive_raw(s: &mut TcpStream, req: &str) -> Vec<u8> {
     s.write_all(req.as_bytes()).unwrap();

@@ -171,6 +171,11 @@ pub fn attach(worker: usize) {
     MINE.with(|m| m.set(s));
 }
 
+/// The calling thread's worker number (`usize::MAX` outside workers).
+pub fn worker() -> usize {
+    MINE.with(|m| m.get().worker)
+}
+
 /// Every worker's figures, including exited workers, in start order.
 pub fn workers() -> Vec<&'static WorkerStats> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -187,7 +192,7 @@ pub fn total() -> Snapshot {
 
 /// Single-writer increment: a relaxed load and store, no read-modify-write.
 #[inline]
-fn bump(a: &AtomicU64, n: u64) {
+pub fn bump(a: &AtomicU64, n: u64) {
     a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
 }
 

@@ -4,9 +4,9 @@
 //! list of workers, never anything a request being served needs.
 //!
 //! Other modules add metric families through [`register`]: a [`Collector`] writes
-//! its families into the [`Exposition`] of each scrape. (The upstream module is
-//! meant to register its peer health and latency figures this way, keeping
-//! per-worker [`crate::server::stats::Histogram`]s added up in its collector.)
+//! its families into the [`Exposition`] of each scrape (`upstream::stats`
+//! registers its peer health, attempts and latency figures this way, keeping
+//! per-worker [`crate::server::stats::Histogram`]s added up in its collector).
 
 pub mod conf;
 
