@@ -687,9 +687,10 @@ http {{
     );
 }
 
-#[test]
-fn websocket_tunnel() {
-    // Upstream: answers the upgrade with 101, then echoes bytes back upper-cased.
+/// A WebSocket-style upstream: answers an upgrade with 101, then echoes bytes
+/// back upper-cased. Its port, and a count of requests whose bytes arrived
+/// before the 101 was sent (there must be none).
+fn upgrade_backend() -> (u16, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let early = Arc::new(AtomicUsize::new(0));
@@ -739,6 +740,12 @@ fn websocket_tunnel() {
             });
         }
     });
+    (port, early)
+}
+
+#[test]
+fn websocket_tunnel() {
+    let (port, early) = upgrade_backend();
     let v = Vireo::start(&format!(
         "events {{}}
 http {{
@@ -782,6 +789,140 @@ http {{
     let t = std::time::Instant::now();
     assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
     assert!(t.elapsed() < Duration::from_secs(8));
+}
+
+/// Open a WebSocket tunnel through `v` and check it echoes.
+fn open_tunnel(v: &Vireo) -> TcpStream {
+    let mut s = v.connect();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 101 "));
+    assert!(echoes(&mut s, "open"));
+    s
+}
+
+/// One message through a tunnel: true when it comes back upper-cased.
+fn echoes(s: &mut TcpStream, msg: &str) -> bool {
+    if s.write_all(msg.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 256];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n] == *msg.to_ascii_uppercase().as_bytes())
+}
+
+#[test]
+fn websocket_tunnels_survive_reloads_until_the_drain_timeout() {
+    let (port, _) = upgrade_backend();
+    let template = format!(
+        "worker_processes {{workers}};
+worker_shutdown_timeout 2s;
+pid logs/v.pid;
+error_log logs/error.log notice;
+events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /ws {{
+            proxy_pass http://127.0.0.1:{port};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection \"upgrade\";
+            proxy_read_timeout 60s;
+        }}
+        location = /v {{ return 200 \"{{version}}\"; }}
+    }}
+}}"
+    );
+    let conf = |workers: usize, version: usize| {
+        template
+            .replace("{workers}", &workers.to_string())
+            .replace("{version}", &version.to_string())
+    };
+    let mut v = Vireo::start(&conf(2, 0));
+    let mut tunnels: Vec<TcpStream> = (0..4).map(|_| open_tunnel(&v)).collect();
+    // Reloads that keep the workers: every tunnel carries on, however long.
+    for i in 1..=3 {
+        let text = fill(&conf(2, i), v.dir.path(), v.port, 0);
+        v.dir.write("vireo.conf", text);
+        v.signal(libc::SIGHUP);
+        assert!(eventually(5, || v.get("/v").text() == i.to_string()));
+        for (n, t) in tunnels.iter_mut().enumerate() {
+            assert!(
+                echoes(t, &format!("reload {i} tunnel {n}")),
+                "tunnel {n} cut by reload {i}"
+            );
+        }
+    }
+    // A reload retiring a worker: its tunnels go on until worker_shutdown_timeout
+    // (2 s), then close; the other worker's stay.
+    let text = fill(&conf(1, 4), v.dir.path(), v.port, 0);
+    v.dir.write("vireo.conf", text);
+    let t = std::time::Instant::now();
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || v.get("/v").text() == "4"));
+    for (n, s) in tunnels.iter_mut().enumerate() {
+        assert!(
+            echoes(s, &format!("retired {n}")),
+            "tunnel {n} cut by the retiring reload"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(1200).saturating_sub(t.elapsed()));
+    for (n, s) in tunnels.iter_mut().enumerate() {
+        assert!(
+            echoes(s, "still"),
+            "tunnel {n} cut before the drain timeout"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(3000).saturating_sub(t.elapsed()));
+    let live: Vec<bool> = tunnels.iter_mut().map(|s| echoes(s, "later")).collect();
+    let cut = live.iter().filter(|l| !**l).count();
+    eprintln!("{cut} of {} tunnels were on the retired worker", live.len());
+    let log = v.dir.read("logs/error.log");
+    assert_eq!(
+        cut > 0,
+        log.contains("worker_shutdown_timeout: closing"),
+        "{live:?}\n{log}"
+    );
+    // QUIT: every tunnel left still works during the drain, and is closed at
+    // worker_shutdown_timeout.
+    tunnels = tunnels
+        .into_iter()
+        .zip(live)
+        .filter_map(|(s, l)| l.then_some(s))
+        .collect();
+    tunnels.push(open_tunnel(&v));
+    let t = std::time::Instant::now();
+    v.signal(libc::SIGQUIT);
+    std::thread::sleep(Duration::from_millis(1000));
+    for (n, s) in tunnels.iter_mut().enumerate() {
+        assert!(
+            echoes(s, "draining"),
+            "tunnel {n} cut before the drain timeout"
+        );
+    }
+    let st = v
+        .wait_exit(10)
+        .expect("exits after worker_shutdown_timeout");
+    assert_eq!(st.code(), Some(0));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    for s in &mut tunnels {
+        assert!(!echoes(s, "gone"));
+    }
 }
 
 #[test]
