@@ -2,7 +2,8 @@
 //! small script with the Python h2 package's frame and HPACK codecs
 //! (tests/h2/*.py): the connection must end with GOAWAY (or close) within a
 //! bound, and vireo's CPU time and memory (from /proc) must stay bounded.
-//! Skips (with a message) only when the Python h2 package is missing.
+//! Also: a panic in one stream costs that stream only. Skips (with a message)
+//! only when the Python h2 package is missing.
 
 mod common;
 use common::*;
@@ -157,6 +158,30 @@ fn keepalive_requests_ends_the_connection() {
     let r = script(&v, "sequential.py", &["30"]);
     assert!(r.goaway(0), "{}", r.0);
     assert_eq!(r.num("responses"), 10.0, "{}", r.0);
+}
+
+/// A panic while one stream is handled (a bug; test builds trigger one with
+/// `VIREO_TEST_PANIC_URI`) costs that stream a 500: the connection and its
+/// next streams go on.
+#[test]
+fn a_panic_costs_one_stream() {
+    if !have_python_h2() {
+        return;
+    }
+    let dir = TempDir::new("h2panic");
+    dir.write("html/a.txt", "0123456789");
+    let v = Vireo::start_in_env(dir, CONF, &[("VIREO_TEST_PANIC_URI", "/boom")]);
+    let r = script(&v, "sequential.py", &["4", "/a.txt", "/boom"]);
+    assert_eq!(r.get("statuses"), "200,500,200,500", "{}", r.0);
+    // The connection ends at keepalive_timeout, not at the panic.
+    assert!(r.goaway(0), "{}", r.0);
+    let log = v.dir.read("logs/error.log");
+    assert_eq!(
+        log.matches("request \"GET /boom HTTP/2.0\" panicked: answered 500")
+            .count(),
+        2,
+        "{log}"
+    );
 }
 
 #[test]

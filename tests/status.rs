@@ -355,3 +355,36 @@ fn open_file_cache_figures() {
         &[]
     ) == 1.0));
 }
+
+#[test]
+fn figures_are_kept_per_worker() {
+    let dir = TempDir::new("stw");
+    dir.write("html/x", "x");
+    let conf = CONF
+        .replace("events {}", "worker_processes 2;\nevents {}")
+        .replace(
+            "listen 127.0.0.1:{port};",
+            "listen 127.0.0.1:{port} reuseport;",
+        );
+    let v = Vireo::start_in(dir, &conf);
+    let m0 = v.get("/metrics").text();
+    // New connections: SO_REUSEPORT spreads them over both workers' sockets by
+    // their source ports.
+    for _ in 0..40 {
+        assert_eq!(v.get("/x").status, 200);
+    }
+    let m1 = v.get("/metrics").text();
+    assert_eq!(metric(&m1, "vireo_workers", &[]), 2.0);
+    let d = |w: &str| {
+        let l = format!("worker=\"{w}\"");
+        metric(&m1, "vireo_http_responses_total", &[&l, "code=\"2xx\""])
+            - metric(&m0, "vireo_http_responses_total", &[&l, "code=\"2xx\""])
+    };
+    let (w0, w1) = (d("0"), d("1"));
+    // Our 40, and the first page (counted once written).
+    assert_eq!(w0 + w1, 41.0, "{m1}");
+    assert!(w0 > 0.0 && w1 > 0.0, "worker 0: {w0}, worker 1: {w1}");
+    for w in ["worker=\"0\"", "worker=\"1\""] {
+        assert!(metric(&m1, "vireo_connections_accepted_total", &[w]) > 0.0);
+    }
+}
