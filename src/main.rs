@@ -289,10 +289,11 @@ fn send_signal(config: &load::Config, name: &str, sig: i32) -> ExitCode {
     }
 }
 
-/// Send panic messages to the error log (a panic while serving one request ends
-/// that connection only; the worker goes on).
+/// Send panic messages to the error log and count them (a panic while serving
+/// one request ends that request or connection only; the worker goes on).
 fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
+        vireo::server::stats::panicked();
         let msg = info
             .payload()
             .downcast_ref::<&str>()

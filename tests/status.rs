@@ -5,7 +5,6 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
 const CONF: &str = "
 error_log logs/error.log notice;
@@ -209,43 +208,13 @@ fn bytes_are_counted_exactly() {
     assert_eq!(d as usize, first_page + ours);
 }
 
-/// Start with extra environment variables (the harness passes none).
-fn start_with_env(
-    dir: TempDir,
-    conf: &str,
-    env: &[(&str, &str)],
-) -> (std::process::Child, u16, TempDir) {
-    std::fs::create_dir_all(dir.path().join("html")).unwrap();
-    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    let port = free_port();
-    let path = dir.write("vireo.conf", fill(conf, dir.path(), port, free_port()));
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.arg("-p").arg(dir.path()).arg("-c").arg(path);
-    cmd.stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().unwrap();
-    assert!(
-        eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()),
-        "{}",
-        dir.read("stderr.log")
-    );
-    (child, port, dir)
-}
-
 #[test]
 fn a_panic_costs_one_request() {
     let dir = TempDir::new("panic");
     dir.write("html/x", "fine");
-    let (mut child, port, dir) = start_with_env(dir, CONF, &[("VIREO_TEST_PANIC_URI", "/boom")]);
-    let connect = || {
-        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s
-    };
+    let v = Vireo::start_in_env(dir, CONF, &[("VIREO_TEST_PANIC_URI", "/boom")]);
     // A kept-alive connection on the same (only) worker.
-    let mut ka = connect();
+    let mut ka = v.connect();
     let r = Resp::parse(&keepalive_raw(
         &mut ka,
         "GET /x HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -253,7 +222,7 @@ fn a_panic_costs_one_request() {
     .unwrap();
     assert_eq!(r.text(), "fine");
 
-    let mut s = connect();
+    let mut s = v.connect();
     s.write_all(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let raw = read_to_close(&mut s);
@@ -268,10 +237,10 @@ fn a_panic_costs_one_request() {
     ))
     .unwrap();
     assert_eq!(r.text(), "fine");
-    let mut s = connect();
+    let mut s = v.connect();
     s.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
     assert_eq!(Resp::parse(&read_to_close(&mut s)).unwrap().text(), "fine");
-    let mut s = connect();
+    let mut s = v.connect();
     s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
     let m = Resp::parse(&read_to_close(&mut s)).unwrap().text();
     assert_eq!(metric(&m, "vireo_request_panics_total", &[]), 1.0);
@@ -279,15 +248,13 @@ fn a_panic_costs_one_request() {
         metric(&m, "vireo_http_responses_total", &["code=\"5xx\""]),
         1.0
     );
-    let log = dir.read("logs/error.log");
+    let log = v.dir.read("logs/error.log");
     assert!(
         log.contains("[alert]")
             && log.contains("panic in thread \"vireo-worker-0\": test panic trigger")
             && log.contains("request \"GET /boom HTTP/1.1\" panicked: answered 500"),
         "{log}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
@@ -387,4 +354,60 @@ fn figures_are_kept_per_worker() {
     for w in ["worker=\"0\"", "worker=\"1\""] {
         assert!(metric(&m1, "vireo_connections_accepted_total", &[w]) > 0.0);
     }
+}
+
+#[test]
+fn a_panic_while_sending_a_body_ends_that_connection_only() {
+    let dir = TempDir::new("panicb");
+    dir.write("html/x", "fine");
+    let v = Vireo::start_in_env(dir, CONF, &[("VIREO_TEST_PANIC_BODY_URI", "/x")]);
+    settle(&v);
+    let mut ka = v.connect();
+    let r = Resp::parse(&keepalive_raw(
+        &mut ka,
+        "GET /status HTTP/1.1\r\nHost: x\r\n\r\n",
+    ))
+    .unwrap();
+    assert_eq!(r.status, 200);
+    // The head and the first piece are out when the body panics: the client
+    // gets a cut chunked body and the connection closes.
+    let mut s = v.connect();
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let raw = read_to_close(&mut s);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    assert!(
+        text.contains("transfer-encoding: chunked") || text.contains("Transfer-Encoding: chunked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("partial") && !text.ends_with("0\r\n\r\n"),
+        "{text}"
+    );
+    // The worker and the other connection go on; nothing is left counted.
+    let r = Resp::parse(&keepalive_raw(
+        &mut ka,
+        "GET /status HTTP/1.1\r\nHost: x\r\n\r\n",
+    ))
+    .unwrap();
+    let st = parse_stub(&r.text());
+    assert_eq!(
+        (st.active, st.writing, st.reading),
+        (1, 1, 0),
+        "{}",
+        r.text()
+    );
+    drop(ka);
+    assert!(eventually(5, || parse_stub(&v.get("/status").text())
+        .active
+        == 1));
+    let m = v.get("/metrics").text();
+    assert_eq!(metric(&m, "vireo_request_panics_total", &[]), 1.0);
+    let log = v.dir.read("logs/error.log");
+    assert!(
+        log.contains(
+            "panic in thread \"vireo-worker-0\": test panic trigger (VIREO_TEST_PANIC_BODY_URI)"
+        ),
+        "{log}"
+    );
 }

@@ -370,7 +370,7 @@ pub fn metrics_text() -> String {
         &mut e,
         "vireo_request_panics_total",
         "counter",
-        "Requests whose handling panicked (answered 500; the worker went on).",
+        "Panics while serving requests (answered 500, or the connection ended if the head was out; the worker went on).",
         |s| s.panics,
     );
     let collectors = COLLECTORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
