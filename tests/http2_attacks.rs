@@ -6,6 +6,7 @@
 //! only when the Python h2 package is missing.
 
 mod common;
+use common::h2::{Report, have_python_h2, script};
 use common::*;
 use std::process::Command;
 
@@ -28,17 +29,6 @@ http {
     }
 }";
 
-fn have_python_h2() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import h2"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIP: the Python h2 package is missing (python3 -m pip install h2)");
-    }
-    ok
-}
-
 fn start() -> Vireo {
     start_with("")
 }
@@ -51,45 +41,6 @@ fn start_with(extra: &str) -> Vireo {
         dir,
         &CONF.replace("access_log off;", &format!("access_log off; {extra}")),
     )
-}
-
-/// What a script reported (see tests/h2/h2raw.py).
-struct Report(String);
-
-impl Report {
-    fn get(&self, key: &str) -> &str {
-        self.0
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("no {key} in {}", self.0))
-    }
-    fn num(&self, key: &str) -> f64 {
-        self.get(key).parse().unwrap()
-    }
-    /// GOAWAY with this error code, and the connection closed.
-    fn goaway(&self, code: u32) -> bool {
-        self.get("goaway") == code.to_string() && self.get("closed") == "1"
-    }
-}
-
-fn script(v: &Vireo, name: &str, args: &[&str]) -> Report {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h2");
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg("python3")
-        .arg(format!("{dir}/{name}"))
-        .arg(v.port.to_string())
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Report(text.lines().last().unwrap_or("").to_string())
 }
 
 /// CPU seconds (user + system) the process used so far.

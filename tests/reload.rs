@@ -1,7 +1,7 @@
 //! Configuration reload (SIGHUP, `-s reload`): no request lost under load, each
 //! answered by the configuration live when it started; bad configurations
 //! refused with file:line; listeners and workers follow the configuration;
-//! kept-alive connections and long downloads carry on.
+//! kept-alive connections (HTTP/1 and HTTP/2) and long downloads carry on.
 
 mod common;
 mod load;
@@ -533,4 +533,32 @@ fn timeline_check_refuses_an_answer_from_the_wrong_configuration() {
     assert!(timeline.check(&s(50, 250, b'B')).is_ok());
     assert!(timeline.check(&s(300, 310, b'A')).is_ok());
     assert!(timeline.check(&s(300, 310, b'B')).is_err());
+}
+
+#[test]
+fn http2_connections_take_the_new_configuration() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let conf = |code: u16| {
+        format!(
+            "pid logs/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  \
+             listen 127.0.0.1:{{port}};\n  http2 on;\n  location = /v {{ return {code}; }}\n }}\n}}\n"
+        )
+    };
+    let v = Vireo::start(&conf(201));
+    // The next configuration is on disk; the script asks twice, sends SIGHUP
+    // and asks twice more on the same connection.
+    rewrite(&v, &conf(202), 0);
+    let r = common::h2::script(&v, "reload.py", &[&v.pid().to_string(), "2", "/v", "2.0"]);
+    assert_eq!(r.get("statuses"), "201,201,202,202", "{}", r.0);
+    assert_eq!(r.get("closed"), "0", "{}", r.0);
+    assert_eq!(r.get("goaway"), "none", "{}", r.0);
+    assert!(
+        v.dir
+            .read("logs/error.log")
+            .contains("configuration reloaded"),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fpm;
+pub mod h2;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
