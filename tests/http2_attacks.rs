@@ -8,7 +8,6 @@
 mod common;
 use common::h2::{Report, have_python_h2, script};
 use common::*;
-use std::process::Command;
 
 const CONF: &str = "
 worker_processes 1;
