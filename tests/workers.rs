@@ -267,11 +267,61 @@ fn unwritable_pid_file_is_fatal() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("[emerg]")
-            && err.contains(
-                "open() \"/nonexistent-vireo/v.pid\" failed (2: No such file or directory)"
-            ),
+            && err.contains(&format!(
+                "open() \"/nonexistent-vireo/v.pid\" failed (2: No such file or directory) in {}:1",
+                conf.display()
+            )),
         "{err}"
     );
+}
+
+#[test]
+fn unopenable_error_log_is_reported_with_its_directive() {
+    let dir = TempDir::new("elog");
+    let conf = "events {}\nerror_log /nonexistent-vireo/e.log;\nhttp { access_log off; }\n";
+    let path = dir.write("t.conf", conf);
+    let want = format!(
+        "vireo: [emerg] open() \"/nonexistent-vireo/e.log\" failed (2: No such file or directory) in {}:2",
+        path.display()
+    );
+    // -t, and starting.
+    let o = test_conf(&dir, conf);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&want),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run_conf(&dir, &path);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&want),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A reload to it is refused, and says where.
+    let v = Vireo::start(&basic("error_log logs/error.log notice;", ""));
+    let conf_path = v.dir.path().join("vireo.conf");
+    let good = v.dir.read("vireo.conf");
+    v.dir.write(
+        "vireo.conf",
+        good.replace(
+            "error_log logs/error.log notice;",
+            "error_log /nonexistent-vireo/e.log;",
+        ),
+    );
+    v.signal(libc::SIGHUP);
+    let want = format!(
+        "reload failed, still serving the previous configuration: open() \"/nonexistent-vireo/e.log\" failed (2: No such file or directory) in {}:1",
+        conf_path.display()
+    );
+    assert!(
+        eventually(5, || v.dir.read("logs/error.log").contains(&want)),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
+    v.dir.write("html/x", "still here");
+    assert_eq!(v.get("/x").text(), "still here");
 }
 
 #[test]
