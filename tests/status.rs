@@ -411,3 +411,46 @@ fn a_panic_while_sending_a_body_ends_that_connection_only() {
         "{log}"
     );
 }
+
+#[test]
+fn reading_writing_and_waiting_follow_the_connections() {
+    let dir = TempDir::new("strw");
+    dir.write("html/x", "x");
+    let v = Vireo::start_in(dir, CONF);
+    settle(&v);
+    // One idle connection (no byte yet), one in the middle of its request head,
+    // one kept alive after a request.
+    let _idle = v.connect();
+    let mut partial = v.connect();
+    partial.write_all(b"GET /x HTTP/1.1\r\nHost:").unwrap();
+    let mut ka = v.connect();
+    keepalive_raw(&mut ka, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut s = Stub {
+        active: 0,
+        accepts: 0,
+        handled: 0,
+        requests: 0,
+        reading: 0,
+        writing: 0,
+        waiting: 0,
+    };
+    // 4 open: the three above and the status request (writing).
+    assert!(
+        eventually(5, || {
+            s = parse_stub(&v.get("/status").text());
+            (s.active, s.reading, s.writing, s.waiting) == (4, 1, 1, 2)
+        }),
+        "{s:?}"
+    );
+    // The head completes: it is answered, and that connection waits again.
+    partial.write_all(b" x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    assert!(partial.read(&mut buf).unwrap() > 0);
+    assert!(
+        eventually(5, || {
+            s = parse_stub(&v.get("/status").text());
+            (s.active, s.reading, s.writing, s.waiting) == (4, 0, 1, 3)
+        }),
+        "{s:?}"
+    );
+}
