@@ -218,11 +218,17 @@ fn bad_configuration_is_refused_and_the_old_one_keeps_serving() {
     let clash = good
         .replace("root ", &format!("listen 127.0.0.1:{tp};\n        root "))
         .replace("/a;", "/b;");
+    let clash_line = clash
+        .lines()
+        .position(|l| l.contains(&format!("listen 127.0.0.1:{tp};")))
+        .unwrap()
+        + 1;
     std::fs::write(&path, clash).unwrap();
     v.signal(libc::SIGHUP);
     assert!(
         eventually(5, || v.dir.read("logs/error.log").contains(&format!(
-            "bind() to 127.0.0.1:{tp} failed (98: Address already in use)"
+            "bind() to 127.0.0.1:{tp} failed (98: Address already in use) in {}:{clash_line}",
+            path.display()
         ))),
         "{}",
         v.dir.read("logs/error.log")

@@ -604,7 +604,8 @@ fn bind_failure_is_reported() {
     assert!(
         err.contains("[emerg]")
             && err.contains(&format!(
-                "bind() to 127.0.0.1:{port} failed (98: Address already in use)"
+                "bind() to 127.0.0.1:{port} failed (98: Address already in use) in {}:3",
+                conf.display()
             )),
         "{err}"
     );

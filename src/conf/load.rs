@@ -48,6 +48,8 @@ pub struct Listener {
     /// No longer in the configuration (removed by a reload): kept for the
     /// connections still open on it, which close after their next response.
     pub retired: bool,
+    /// The first `listen` of this address (a failure to bind it names it).
+    pub span: Span,
 }
 
 /// The key of a listening address (see [`Listener::key`]).
@@ -257,6 +259,7 @@ fn build_http(
                 backlog: spec.backlog,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
                 retired: false,
+                span: spec.span,
             }
         })
         .collect())

@@ -270,7 +270,7 @@ impl Master {
                 if reuseport && have < workers {
                     let mut more = Vec::new();
                     for _ in have..workers {
-                        more.push(self.bind(&l.addr, true, l.backlog)?);
+                        more.push(self.bind(l, true)?);
                     }
                     plan.more.push((l.key, more));
                 }
@@ -300,7 +300,7 @@ impl Master {
                 .collect();
             let want = if reuseport { workers } else { 1 };
             while sockets.len() < want {
-                sockets.push(self.bind(&l.addr, reuseport || o, l.backlog)?);
+                sockets.push(self.bind(l, reuseport || o)?);
             }
             plan.new_entries.push(Entry {
                 key: l.key,
@@ -321,12 +321,11 @@ impl Master {
         }
     }
 
-    fn bind(&mut self, addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Sock> {
-        let b = socket::bind(addr, reuseport, backlog).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("bind() to {addr} failed ({})", errno_text(&e)),
-            )
+    /// Bind a socket for `l`; a failure names its `listen` directive's file:line.
+    fn bind(&mut self, l: &Listener, reuseport: bool) -> io::Result<Sock> {
+        let b = socket::bind(&l.addr, reuseport, l.backlog).map_err(|e| {
+            let msg = format_args!("bind() to {} failed ({})", l.addr, errno_text(&e));
+            io::Error::new(e.kind(), load::located(msg, Some(&l.span)))
         })?;
         Ok(self.sock(b))
     }
