@@ -1032,11 +1032,14 @@ http {{
     let count = "vireo_upstream_header_duration_seconds_count";
     assert_eq!(metric(&m, count, &[pool, &pg]), 5.0);
     assert_eq!(metric(&m, count, &[pool, &pd]), 0.0);
+    // Kept in microseconds: sub-millisecond answers still add up.
+    let sum = "vireo_upstream_header_duration_seconds_sum";
+    assert!(metric(&m, sum, &[pool, &pg]) > 0.0, "{m}");
     let ps = format!("peer=\"127.0.0.1:{}\"", slow.port);
     let bucket = "vireo_upstream_header_duration_seconds_bucket";
     assert_eq!(metric(&m, bucket, &[&ps, "le=\"0.25\""]), 0.0, "{m}");
     assert_eq!(metric(&m, bucket, &[&ps, "le=\"0.5\""]), 1.0, "{m}");
-    assert!(metric(&m, "vireo_upstream_header_duration_seconds_sum", &[&ps]) >= 0.3);
+    assert!(metric(&m, sum, &[&ps]) >= 0.3);
     // Active health checks and `down`.
     let checked = "upstream=\"checked\"";
     let pk = format!("peer=\"127.0.0.1:{}\"", sick.port);

@@ -52,7 +52,7 @@ impl PeerFigures {
     /// The peer's response head arrived, `started` being the attempt's start.
     pub fn responded(&self, started: Instant) {
         self.header
-            .observe_ms(started.elapsed().as_millis().try_into().unwrap_or(u64::MAX));
+            .observe_us(started.elapsed().as_micros().try_into().unwrap_or(u64::MAX));
     }
 }
 
