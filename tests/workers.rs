@@ -766,16 +766,41 @@ fn out_of_descriptors_pauses_accepting() {
 
 #[test]
 fn user_directive_drops_privileges_after_binding_a_low_port() {
+    drop_privileges_to(None);
+}
+
+#[test]
+fn user_directive_with_a_group() {
+    drop_privileges_to(Some("daemon"));
+}
+
+/// Start as root with `user nobody [group]` on a port below 1024; check the
+/// process's ids once it serves (skips, saying so, when not root).
+fn drop_privileges_to(group: Option<&str>) {
     if !vireo::sys::is_root() {
         eprintln!("not root: privilege drop not tested");
         return;
     }
-    let Some((uid, gid)) = vireo::sys::lookup_user("nobody").unwrap() else {
+    let Some((uid, primary)) = vireo::sys::lookup_user("nobody").unwrap() else {
         eprintln!("no user nobody: privilege drop not tested");
         return;
     };
+    let gid = match group {
+        None => primary,
+        Some(g) => match vireo::sys::lookup_group(g).unwrap() {
+            Some(gid) => gid,
+            None => {
+                eprintln!("no group {g}: privilege drop not tested");
+                return;
+            }
+        },
+    };
     // A free port below 1024, which only root may bind.
-    let Some(low) = (600..1000).find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+    // The two tests that call this run at once: each looks in its own range.
+    let ports = if group.is_none() { 600..800 } else { 800..1000 };
+    let Some(low) = ports
+        .into_iter()
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
     else {
         eprintln!("no free low port: privilege drop not tested");
         return;
@@ -790,8 +815,9 @@ fn user_directive_drops_privileges_after_binding_a_low_port() {
     let conf = dir.write(
         "v.conf",
         format!(
-            "user nobody;\npid run/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  \
+            "user nobody{};\npid run/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  \
              listen 127.0.0.1:{low};\n  root {}/html;\n }}\n}}\n",
+            group.map(|g| format!(" {g}")).unwrap_or_default(),
             dir.path().display()
         ),
     );
