@@ -797,11 +797,8 @@ fn drop_privileges_to(group: Option<&str>) {
     };
     // A free port below 1024, which only root may bind.
     // The two tests that call this run at once: each looks in its own range.
-    let ports = if group.is_none() { 600..800 } else { 800..1000 };
-    let Some(low) = ports
-        .into_iter()
-        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
-    else {
+    let mut ports = if group.is_none() { 600..800 } else { 800..1000 };
+    let Some(low) = ports.find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()) else {
         eprintln!("no free low port: privilege drop not tested");
         return;
     };
