@@ -478,7 +478,7 @@ fn reloads_leak_no_descriptors_and_lose_no_log_line() {
     let c = |root: &str| {
         conf(root, 2).replace(
             "access_log off;",
-            "access_log logs/access.log combined buffer=4k flush=1s;\n    open_file_cache max=10;",
+            "access_log logs/access.log combined buffer=4k flush=1s;\n    open_file_cache max=10 inactive=1s;",
         )
     };
     let v = Vireo::start_in(dir, &c("a"));
@@ -498,7 +498,8 @@ fn reloads_leak_no_descriptors_and_lose_no_log_line() {
             fetch(v.port, "/v").is_some_and(|b| b[0] == want)
         }));
     }
-    // Writers of replaced configurations are flushed and closed within a second or two.
+    // Writers of replaced configurations are flushed and closed within a second or
+    // two; cached files (each worker may hold both roots' files) once inactive.
     assert!(
         eventually(20, || open_fds(v.pid()) <= before + 2),
         "{} descriptors before 30 reloads, {} after",

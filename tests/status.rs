@@ -177,6 +177,18 @@ fn stub_status_and_metrics_count_requests() {
     ) == 1.0));
     let s2 = parse_stub(&v.get("/status").text());
     assert!(s2.requests > s1.requests && s2.accepts > s1.accepts);
+    // A refused reload is counted apart.
+    let good = v.dir.read("vireo.conf");
+    v.dir
+        .write("vireo.conf", good.replace("events {}", "events {}\nbogus;"));
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || metric(
+        &v.get("/metrics").text(),
+        "vireo_config_reload_failures_total",
+        &[]
+    ) == 1.0));
+    let m = v.get("/metrics").text();
+    assert_eq!(metric(&m, "vireo_config_reloads_total", &[]), 1.0);
     drop(ka);
 }
 
