@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use vireo::conf::load::{self, Source};
-use vireo::core::errlog::{self, ErrorLog, Level};
+use vireo::core::errlog::{self, Level};
 use vireo::error_log;
 
 /// jemalloc: tokio's task cells and I/O slots are 128-byte aligned, which glibc
@@ -173,14 +173,9 @@ fn main() -> ExitCode {
     if let Some((signal, sig)) = &cli.signal {
         // reload: the whole test, as -t, before anything is sent.
         if *sig == libc::SIGHUP
-            && let (Some(path), level) = &config.error_log
-            && let Err(e) = ErrorLog::file(path, *level)
+            && let Err(e) = config.open_error_log()
         {
-            eprintln!(
-                "vireo: [emerg] open() \"{}\" failed ({})",
-                path.display(),
-                errlog::errno_text(&e)
-            );
+            eprintln!("vireo: [emerg] {e}");
             eprintln!("vireo: configuration file {name} is bad, signal \"{signal}\" not sent");
             return ExitCode::FAILURE;
         }
@@ -188,14 +183,8 @@ fn main() -> ExitCode {
     }
     if cli.test {
         // nginx opens the error log while testing: an unwritable path fails the test.
-        if let (Some(path), level) = &config.error_log
-            && let Err(e) = ErrorLog::file(path, *level)
-        {
-            eprintln!(
-                "vireo: [emerg] open() \"{}\" failed ({})",
-                path.display(),
-                errlog::errno_text(&e)
-            );
+        if let Err(e) = config.open_error_log() {
+            eprintln!("vireo: [emerg] {e}");
             eprintln!("vireo: configuration file {name} test failed");
             return ExitCode::FAILURE;
         }
@@ -209,19 +198,12 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let target = match &config.error_log {
-        (None, level) => ErrorLog::stderr(*level),
-        (Some(path), level) => match ErrorLog::file(path, *level) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!(
-                    "vireo: [emerg] open() \"{}\" failed ({})",
-                    path.display(),
-                    errlog::errno_text(&e)
-                );
-                return ExitCode::FAILURE;
-            }
-        },
+    let target = match config.open_error_log() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("vireo: [emerg] {e}");
+            return ExitCode::FAILURE;
+        }
     };
     errlog::set(target);
     log_panics();
@@ -289,10 +271,11 @@ fn send_signal(config: &load::Config, name: &str, sig: i32) -> ExitCode {
     }
 }
 
-/// Send panic messages to the error log (a panic while serving one request ends
-/// that connection only; the worker goes on).
+/// Send panic messages to the error log and count them (a panic while serving
+/// one request ends that request or connection only; the worker goes on).
 fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
+        vireo::server::stats::panicked();
         let msg = info
             .payload()
             .downcast_ref::<&str>()

@@ -490,6 +490,10 @@ fn upstream_block_with_keepalive_pool() {
                 fpm.port
             ),
         );
+    let conf = conf.replace(
+        "    error_page 404 /nf.html;\n",
+        "    error_page 404 /nf.html;\n    location = /metrics { metrics; }\n",
+    );
     assert!(conf.contains("fastcgi_pass php;"), "{conf}");
     let v = Vireo::start_in(dir, &conf);
     let r = v.get("/echo.php?a=first");
@@ -532,6 +536,30 @@ fn upstream_block_with_keepalive_pool() {
     let idle = conns_to(fpm.port);
     assert!((1..=2).contains(&idle), "{idle} connections to php-fpm");
     assert_eq!(v.get("/echo.php?a=again").status, 200);
+    // The upstream's figures: every one of the 252 requests, none failed.
+    let m = v.get("/metrics").text();
+    let php = "upstream=\"php\"";
+    let peer = format!("peer=\"127.0.0.1:{}\"", fpm.port);
+    let count = |name: &str, extra: &[&str]| {
+        let mut labels = vec![php, peer.as_str()];
+        labels.extend_from_slice(extra);
+        metric(&m, name, &labels)
+    };
+    assert_eq!(
+        count("vireo_upstream_requests_total", &["result=\"ok\""]),
+        252.0,
+        "{m}"
+    );
+    assert_eq!(
+        count("vireo_upstream_requests_total", &["result=\"failed\""]),
+        0.0
+    );
+    assert_eq!(
+        count("vireo_upstream_header_duration_seconds_count", &[]),
+        252.0
+    );
+    assert_eq!(count("vireo_upstream_peer_up", &[]), 1.0);
+    assert_eq!(count("vireo_upstream_peer_connections", &[]), 0.0);
 }
 
 /// One FastCGI record for request 1, padded to a multiple of 8.

@@ -2,11 +2,12 @@
 //! small script with the Python h2 package's frame and HPACK codecs
 //! (tests/h2/*.py): the connection must end with GOAWAY (or close) within a
 //! bound, and vireo's CPU time and memory (from /proc) must stay bounded.
-//! Skips (with a message) only when the Python h2 package is missing.
+//! Also: a panic in one stream costs that stream only. Skips (with a message)
+//! only when the Python h2 package is missing.
 
 mod common;
+use common::h2::{Report, have_python_h2, script};
 use common::*;
-use std::process::Command;
 
 const CONF: &str = "
 worker_processes 1;
@@ -27,17 +28,6 @@ http {
     }
 }";
 
-fn have_python_h2() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import h2"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIP: the Python h2 package is missing (python3 -m pip install h2)");
-    }
-    ok
-}
-
 fn start() -> Vireo {
     start_with("")
 }
@@ -50,45 +40,6 @@ fn start_with(extra: &str) -> Vireo {
         dir,
         &CONF.replace("access_log off;", &format!("access_log off; {extra}")),
     )
-}
-
-/// What a script reported (see tests/h2/h2raw.py).
-struct Report(String);
-
-impl Report {
-    fn get(&self, key: &str) -> &str {
-        self.0
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("no {key} in {}", self.0))
-    }
-    fn num(&self, key: &str) -> f64 {
-        self.get(key).parse().unwrap()
-    }
-    /// GOAWAY with this error code, and the connection closed.
-    fn goaway(&self, code: u32) -> bool {
-        self.get("goaway") == code.to_string() && self.get("closed") == "1"
-    }
-}
-
-fn script(v: &Vireo, name: &str, args: &[&str]) -> Report {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h2");
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg("python3")
-        .arg(format!("{dir}/{name}"))
-        .arg(v.port.to_string())
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Report(text.lines().last().unwrap_or("").to_string())
 }
 
 /// CPU seconds (user + system) the process used so far.
@@ -157,6 +108,30 @@ fn keepalive_requests_ends_the_connection() {
     let r = script(&v, "sequential.py", &["30"]);
     assert!(r.goaway(0), "{}", r.0);
     assert_eq!(r.num("responses"), 10.0, "{}", r.0);
+}
+
+/// A panic while one stream is handled (a bug; test builds trigger one with
+/// `VIREO_TEST_PANIC_URI`) costs that stream a 500: the connection and its
+/// next streams go on.
+#[test]
+fn a_panic_costs_one_stream() {
+    if !have_python_h2() {
+        return;
+    }
+    let dir = TempDir::new("h2panic");
+    dir.write("html/a.txt", "0123456789");
+    let v = Vireo::start_in_env(dir, CONF, &[("VIREO_TEST_PANIC_URI", "/boom")]);
+    let r = script(&v, "sequential.py", &["4", "/a.txt", "/boom"]);
+    assert_eq!(r.get("statuses"), "200,500,200,500", "{}", r.0);
+    // The connection ends at keepalive_timeout, not at the panic.
+    assert!(r.goaway(0), "{}", r.0);
+    let log = v.dir.read("logs/error.log");
+    assert_eq!(
+        log.matches("request \"GET /boom HTTP/2.0\" panicked: answered 500")
+            .count(),
+        2,
+        "{log}"
+    );
 }
 
 #[test]

@@ -687,9 +687,10 @@ http {{
     );
 }
 
-#[test]
-fn websocket_tunnel() {
-    // Upstream: answers the upgrade with 101, then echoes bytes back upper-cased.
+/// A WebSocket-style upstream: answers an upgrade with 101, then echoes bytes
+/// back upper-cased. Its port, and a count of requests whose bytes arrived
+/// before the 101 was sent (there must be none).
+fn upgrade_backend() -> (u16, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let early = Arc::new(AtomicUsize::new(0));
@@ -739,6 +740,12 @@ fn websocket_tunnel() {
             });
         }
     });
+    (port, early)
+}
+
+#[test]
+fn websocket_tunnel() {
+    let (port, early) = upgrade_backend();
     let v = Vireo::start(&format!(
         "events {{}}
 http {{
@@ -784,6 +791,140 @@ http {{
     assert!(t.elapsed() < Duration::from_secs(8));
 }
 
+/// Open a WebSocket tunnel through `v` and check it echoes.
+fn open_tunnel(v: &Vireo) -> TcpStream {
+    let mut s = v.connect();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 101 "));
+    assert!(echoes(&mut s, "open"));
+    s
+}
+
+/// One message through a tunnel: true when it comes back upper-cased.
+fn echoes(s: &mut TcpStream, msg: &str) -> bool {
+    if s.write_all(msg.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 256];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n] == *msg.to_ascii_uppercase().as_bytes())
+}
+
+#[test]
+fn websocket_tunnels_survive_reloads_until_the_drain_timeout() {
+    let (port, _) = upgrade_backend();
+    let template = format!(
+        "worker_processes {{workers}};
+worker_shutdown_timeout 2s;
+pid logs/v.pid;
+error_log logs/error.log notice;
+events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /ws {{
+            proxy_pass http://127.0.0.1:{port};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection \"upgrade\";
+            proxy_read_timeout 60s;
+        }}
+        location = /v {{ return 200 \"{{version}}\"; }}
+    }}
+}}"
+    );
+    let conf = |workers: usize, version: usize| {
+        template
+            .replace("{workers}", &workers.to_string())
+            .replace("{version}", &version.to_string())
+    };
+    let mut v = Vireo::start(&conf(2, 0));
+    let mut tunnels: Vec<TcpStream> = (0..4).map(|_| open_tunnel(&v)).collect();
+    // Reloads that keep the workers: every tunnel carries on, however long.
+    for i in 1..=3 {
+        let text = fill(&conf(2, i), v.dir.path(), v.port, 0);
+        v.dir.write("vireo.conf", text);
+        v.signal(libc::SIGHUP);
+        assert!(eventually(5, || v.get("/v").text() == i.to_string()));
+        for (n, t) in tunnels.iter_mut().enumerate() {
+            assert!(
+                echoes(t, &format!("reload {i} tunnel {n}")),
+                "tunnel {n} cut by reload {i}"
+            );
+        }
+    }
+    // A reload retiring a worker: its tunnels go on until worker_shutdown_timeout
+    // (2 s), then close; the other worker's stay.
+    let text = fill(&conf(1, 4), v.dir.path(), v.port, 0);
+    v.dir.write("vireo.conf", text);
+    let t = std::time::Instant::now();
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || v.get("/v").text() == "4"));
+    for (n, s) in tunnels.iter_mut().enumerate() {
+        assert!(
+            echoes(s, &format!("retired {n}")),
+            "tunnel {n} cut by the retiring reload"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(1200).saturating_sub(t.elapsed()));
+    for (n, s) in tunnels.iter_mut().enumerate() {
+        assert!(
+            echoes(s, "still"),
+            "tunnel {n} cut before the drain timeout"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(3000).saturating_sub(t.elapsed()));
+    let live: Vec<bool> = tunnels.iter_mut().map(|s| echoes(s, "later")).collect();
+    let cut = live.iter().filter(|l| !**l).count();
+    eprintln!("{cut} of {} tunnels were on the retired worker", live.len());
+    let log = v.dir.read("logs/error.log");
+    assert_eq!(
+        cut > 0,
+        log.contains("worker_shutdown_timeout: closing"),
+        "{live:?}\n{log}"
+    );
+    // QUIT: every tunnel left still works during the drain, and is closed at
+    // worker_shutdown_timeout.
+    tunnels = tunnels
+        .into_iter()
+        .zip(live)
+        .filter_map(|(s, l)| l.then_some(s))
+        .collect();
+    tunnels.push(open_tunnel(&v));
+    let t = std::time::Instant::now();
+    v.signal(libc::SIGQUIT);
+    std::thread::sleep(Duration::from_millis(1000));
+    for (n, s) in tunnels.iter_mut().enumerate() {
+        assert!(
+            echoes(s, "draining"),
+            "tunnel {n} cut before the drain timeout"
+        );
+    }
+    let st = v
+        .wait_exit(10)
+        .expect("exits after worker_shutdown_timeout");
+    assert_eq!(st.code(), Some(0));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    for s in &mut tunnels {
+        assert!(!echoes(s, "gone"));
+    }
+}
+
 #[test]
 fn active_health_checks_take_peers_out_and_back() {
     let healthy = Arc::new(AtomicUsize::new(1));
@@ -821,6 +962,116 @@ http {{
     healthy.store(1, Ordering::SeqCst);
     assert!(eventually(5, || v.stderr().contains("back in service")));
     assert!(ports_of(&v, 6, "/").contains(&sick.port));
+}
+
+#[test]
+fn upstream_figures_in_metrics() {
+    let good = backend(echo());
+    let dead = free_port();
+    let sick = backend(Arc::new(|head, _, _| {
+        if head.starts_with("GET /health") {
+            return Some(b"HTTP/1.0 500 No\r\nContent-Length: 0\r\n\r\n".to_vec());
+        }
+        Some(ok("sick"))
+    }));
+    let slow = backend(Arc::new(|_, _, _| {
+        std::thread::sleep(Duration::from_millis(300));
+        Some(ok("slow"))
+    }));
+    let c = format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream pool {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=60s; server 127.0.0.1:{g}; }}
+    upstream checked {{
+        server 127.0.0.1:{s};
+        server 127.0.0.1:{g} down;
+        health_check interval=100ms path=/health fall=1;
+    }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /pool {{ proxy_pass http://pool; }}
+        location /checked {{ proxy_pass http://checked; }}
+        location /slow {{ proxy_pass http://127.0.0.1:{sl}; }}
+        location = /metrics {{ metrics; }}
+    }}
+}}",
+        g = good.port,
+        s = sick.port,
+        sl = slow.port
+    );
+    let v = Vireo::start(&c);
+    // 5 requests: the dead peer fails once (it is then out for fail_timeout),
+    // the good one answers all five.
+    for _ in 0..5 {
+        assert_eq!(v.get("/pool").status, 200);
+    }
+    assert_eq!(v.get("/slow").text(), "slow");
+    let m = v.get("/metrics").text();
+    let pool = "upstream=\"pool\"";
+    let pd = format!("peer=\"127.0.0.1:{dead}\"");
+    let pg = format!("peer=\"127.0.0.1:{}\"", good.port);
+    let req = |m: &str, peer: &str, result: &str| {
+        metric(
+            m,
+            "vireo_upstream_requests_total",
+            &[pool, peer, "worker=\"0\"", &format!("result=\"{result}\"")],
+        )
+    };
+    assert_eq!(req(&m, &pg, "ok"), 5.0, "{m}");
+    assert_eq!(req(&m, &pg, "failed"), 0.0);
+    assert_eq!(req(&m, &pd, "failed"), 1.0);
+    assert_eq!(req(&m, &pd, "ok"), 0.0);
+    // Passive health: the worker holds the dead peer failed; it is still "up"
+    // (neither down nor failing active checks).
+    assert_eq!(metric(&m, "vireo_upstream_peer_failed", &[pool, &pd]), 1.0);
+    assert_eq!(metric(&m, "vireo_upstream_peer_failed", &[pool, &pg]), 0.0);
+    assert_eq!(metric(&m, "vireo_upstream_peer_up", &[pool, &pd]), 1.0);
+    assert_eq!(metric(&m, "vireo_upstream_peer_connections", &[pool]), 0.0);
+    // Latency: one observation per response head.
+    let count = "vireo_upstream_header_duration_seconds_count";
+    assert_eq!(metric(&m, count, &[pool, &pg]), 5.0);
+    assert_eq!(metric(&m, count, &[pool, &pd]), 0.0);
+    // Kept in microseconds: sub-millisecond answers still add up.
+    let sum = "vireo_upstream_header_duration_seconds_sum";
+    assert!(metric(&m, sum, &[pool, &pg]) > 0.0, "{m}");
+    let ps = format!("peer=\"127.0.0.1:{}\"", slow.port);
+    let bucket = "vireo_upstream_header_duration_seconds_bucket";
+    assert_eq!(metric(&m, bucket, &[&ps, "le=\"0.25\""]), 0.0, "{m}");
+    assert_eq!(metric(&m, bucket, &[&ps, "le=\"0.5\""]), 1.0, "{m}");
+    assert!(metric(&m, sum, &[&ps]) >= 0.3);
+    // Active health checks and `down`.
+    let checked = "upstream=\"checked\"";
+    let pk = format!("peer=\"127.0.0.1:{}\"", sick.port);
+    assert!(
+        eventually(5, || metric(
+            &v.get("/metrics").text(),
+            "vireo_upstream_peer_up",
+            &[checked, &pk]
+        ) == 0.0),
+        "{}",
+        v.get("/metrics").text()
+    );
+    let m = v.get("/metrics").text();
+    assert_eq!(metric(&m, "vireo_upstream_peer_up", &[checked, &pg]), 0.0);
+    // Figures carry on across a reload (the new block starts with fresh
+    // balancer state, so the dead peer may be tried once more).
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || metric(
+        &v.get("/metrics").text(),
+        "vireo_config_reloads_total",
+        &[]
+    ) == 1.0));
+    assert_eq!(v.get("/pool").status, 200);
+    let m = v.get("/metrics").text();
+    assert_eq!(req(&m, &pg, "ok"), 6.0, "{m}");
+    assert!(req(&m, &pd, "failed") >= 1.0);
+    assert_eq!(
+        m.matches("vireo_upstream_peer_up{upstream=\"pool\"")
+            .count(),
+        2,
+        "{m}"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Configuration reload (SIGHUP, `-s reload`): no request lost under load, each
 //! answered by the configuration live when it started; bad configurations
 //! refused with file:line; listeners and workers follow the configuration;
-//! kept-alive connections and long downloads carry on.
+//! kept-alive connections (HTTP/1 and HTTP/2) and long downloads carry on.
 
 mod common;
 mod load;
@@ -218,11 +218,17 @@ fn bad_configuration_is_refused_and_the_old_one_keeps_serving() {
     let clash = good
         .replace("root ", &format!("listen 127.0.0.1:{tp};\n        root "))
         .replace("/a;", "/b;");
+    let clash_line = clash
+        .lines()
+        .position(|l| l.contains(&format!("listen 127.0.0.1:{tp};")))
+        .unwrap()
+        + 1;
     std::fs::write(&path, clash).unwrap();
     v.signal(libc::SIGHUP);
     assert!(
         eventually(5, || v.dir.read("logs/error.log").contains(&format!(
-            "bind() to 127.0.0.1:{tp} failed (98: Address already in use)"
+            "bind() to 127.0.0.1:{tp} failed (98: Address already in use) in {}:{clash_line}",
+            path.display()
         ))),
         "{}",
         v.dir.read("logs/error.log")
@@ -472,7 +478,7 @@ fn reloads_leak_no_descriptors_and_lose_no_log_line() {
     let c = |root: &str| {
         conf(root, 2).replace(
             "access_log off;",
-            "access_log logs/access.log combined buffer=4k flush=1s;\n    open_file_cache max=10;",
+            "access_log logs/access.log combined buffer=4k flush=1s;\n    open_file_cache max=10 inactive=1s;",
         )
     };
     let v = Vireo::start_in(dir, &c("a"));
@@ -492,7 +498,8 @@ fn reloads_leak_no_descriptors_and_lose_no_log_line() {
             fetch(v.port, "/v").is_some_and(|b| b[0] == want)
         }));
     }
-    // Writers of replaced configurations are flushed and closed within a second or two.
+    // Writers of replaced configurations are flushed and closed within a second or
+    // two; cached files (each worker may hold both roots' files) once inactive.
     assert!(
         eventually(20, || open_fds(v.pid()) <= before + 2),
         "{} descriptors before 30 reloads, {} after",
@@ -533,4 +540,32 @@ fn timeline_check_refuses_an_answer_from_the_wrong_configuration() {
     assert!(timeline.check(&s(50, 250, b'B')).is_ok());
     assert!(timeline.check(&s(300, 310, b'A')).is_ok());
     assert!(timeline.check(&s(300, 310, b'B')).is_err());
+}
+
+#[test]
+fn http2_connections_take_the_new_configuration() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let conf = |code: u16| {
+        format!(
+            "pid logs/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{\n access_log off;\n server {{\n  \
+             listen 127.0.0.1:{{port}};\n  http2 on;\n  location = /v {{ return {code}; }}\n }}\n}}\n"
+        )
+    };
+    let v = Vireo::start(&conf(201));
+    // The next configuration is on disk; the script asks twice, sends SIGHUP
+    // and asks twice more on the same connection.
+    rewrite(&v, &conf(202), 0);
+    let r = common::h2::script(&v, "reload.py", &[&v.pid().to_string(), "2", "/v", "2.0"]);
+    assert_eq!(r.get("statuses"), "201,201,202,202", "{}", r.0);
+    assert_eq!(r.get("closed"), "0", "{}", r.0);
+    assert_eq!(r.get("goaway"), "none", "{}", r.0);
+    assert!(
+        v.dir
+            .read("logs/error.log")
+            .contains("configuration reloaded"),
+        "{}",
+        v.dir.read("logs/error.log")
+    );
 }

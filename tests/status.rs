@@ -5,7 +5,6 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
 const CONF: &str = "
 error_log logs/error.log notice;
@@ -47,22 +46,6 @@ fn parse_stub(text: &str) -> Stub {
         writing: nums[5],
         waiting: nums[6],
     }
-}
-
-/// A metric's value: the sum of its samples whose labels include `labels`.
-fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
-    let mut found = false;
-    let mut sum = 0.0;
-    for l in text.lines().filter(|l| !l.starts_with('#')) {
-        let (series, value) = l.rsplit_once(' ').unwrap();
-        let (n, rest) = series.split_once('{').unwrap_or((series, ""));
-        if n == name && labels.iter().all(|lb| rest.contains(lb)) {
-            sum += value.parse::<f64>().unwrap();
-            found = true;
-        }
-    }
-    assert!(found, "no {name} {labels:?} in\n{text}");
-    sum
 }
 
 /// One request on a keep-alive connection; the raw response.
@@ -194,6 +177,18 @@ fn stub_status_and_metrics_count_requests() {
     ) == 1.0));
     let s2 = parse_stub(&v.get("/status").text());
     assert!(s2.requests > s1.requests && s2.accepts > s1.accepts);
+    // A refused reload is counted apart.
+    let good = v.dir.read("vireo.conf");
+    v.dir
+        .write("vireo.conf", good.replace("events {}", "events {}\nbogus;"));
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || metric(
+        &v.get("/metrics").text(),
+        "vireo_config_reload_failures_total",
+        &[]
+    ) == 1.0));
+    let m = v.get("/metrics").text();
+    assert_eq!(metric(&m, "vireo_config_reloads_total", &[]), 1.0);
     drop(ka);
 }
 
@@ -225,43 +220,13 @@ fn bytes_are_counted_exactly() {
     assert_eq!(d as usize, first_page + ours);
 }
 
-/// Start with extra environment variables (the harness passes none).
-fn start_with_env(
-    dir: TempDir,
-    conf: &str,
-    env: &[(&str, &str)],
-) -> (std::process::Child, u16, TempDir) {
-    std::fs::create_dir_all(dir.path().join("html")).unwrap();
-    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    let port = free_port();
-    let path = dir.write("vireo.conf", fill(conf, dir.path(), port, free_port()));
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.arg("-p").arg(dir.path()).arg("-c").arg(path);
-    cmd.stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().unwrap();
-    assert!(
-        eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()),
-        "{}",
-        dir.read("stderr.log")
-    );
-    (child, port, dir)
-}
-
 #[test]
 fn a_panic_costs_one_request() {
     let dir = TempDir::new("panic");
     dir.write("html/x", "fine");
-    let (mut child, port, dir) = start_with_env(dir, CONF, &[("VIREO_TEST_PANIC_URI", "/boom")]);
-    let connect = || {
-        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s
-    };
+    let v = Vireo::start_in_env(dir, CONF, &[("VIREO_TEST_PANIC_URI", "/boom")]);
     // A kept-alive connection on the same (only) worker.
-    let mut ka = connect();
+    let mut ka = v.connect();
     let r = Resp::parse(&keepalive_raw(
         &mut ka,
         "GET /x HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -269,7 +234,7 @@ fn a_panic_costs_one_request() {
     .unwrap();
     assert_eq!(r.text(), "fine");
 
-    let mut s = connect();
+    let mut s = v.connect();
     s.write_all(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let raw = read_to_close(&mut s);
@@ -284,10 +249,10 @@ fn a_panic_costs_one_request() {
     ))
     .unwrap();
     assert_eq!(r.text(), "fine");
-    let mut s = connect();
+    let mut s = v.connect();
     s.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
     assert_eq!(Resp::parse(&read_to_close(&mut s)).unwrap().text(), "fine");
-    let mut s = connect();
+    let mut s = v.connect();
     s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
     let m = Resp::parse(&read_to_close(&mut s)).unwrap().text();
     assert_eq!(metric(&m, "vireo_request_panics_total", &[]), 1.0);
@@ -295,15 +260,13 @@ fn a_panic_costs_one_request() {
         metric(&m, "vireo_http_responses_total", &["code=\"5xx\""]),
         1.0
     );
-    let log = dir.read("logs/error.log");
+    let log = v.dir.read("logs/error.log");
     assert!(
         log.contains("[alert]")
             && log.contains("panic in thread \"vireo-worker-0\": test panic trigger")
             && log.contains("request \"GET /boom HTTP/1.1\" panicked: answered 500"),
         "{log}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
@@ -370,4 +333,136 @@ fn open_file_cache_figures() {
         "vireo_open_file_cache_entries",
         &[]
     ) == 1.0));
+}
+
+#[test]
+fn figures_are_kept_per_worker() {
+    let dir = TempDir::new("stw");
+    dir.write("html/x", "x");
+    let conf = CONF
+        .replace("events {}", "worker_processes 2;\nevents {}")
+        .replace(
+            "listen 127.0.0.1:{port};",
+            "listen 127.0.0.1:{port} reuseport;",
+        );
+    let v = Vireo::start_in(dir, &conf);
+    let m0 = v.get("/metrics").text();
+    // New connections: SO_REUSEPORT spreads them over both workers' sockets by
+    // their source ports.
+    for _ in 0..40 {
+        assert_eq!(v.get("/x").status, 200);
+    }
+    let m1 = v.get("/metrics").text();
+    assert_eq!(metric(&m1, "vireo_workers", &[]), 2.0);
+    let d = |w: &str| {
+        let l = format!("worker=\"{w}\"");
+        metric(&m1, "vireo_http_responses_total", &[&l, "code=\"2xx\""])
+            - metric(&m0, "vireo_http_responses_total", &[&l, "code=\"2xx\""])
+    };
+    let (w0, w1) = (d("0"), d("1"));
+    // Our 40, and the first page (counted once written).
+    assert_eq!(w0 + w1, 41.0, "{m1}");
+    assert!(w0 > 0.0 && w1 > 0.0, "worker 0: {w0}, worker 1: {w1}");
+    for w in ["worker=\"0\"", "worker=\"1\""] {
+        assert!(metric(&m1, "vireo_connections_accepted_total", &[w]) > 0.0);
+    }
+}
+
+#[test]
+fn a_panic_while_sending_a_body_ends_that_connection_only() {
+    let dir = TempDir::new("panicb");
+    dir.write("html/x", "fine");
+    let v = Vireo::start_in_env(dir, CONF, &[("VIREO_TEST_PANIC_BODY_URI", "/x")]);
+    settle(&v);
+    let mut ka = v.connect();
+    let r = Resp::parse(&keepalive_raw(
+        &mut ka,
+        "GET /status HTTP/1.1\r\nHost: x\r\n\r\n",
+    ))
+    .unwrap();
+    assert_eq!(r.status, 200);
+    // The head and the first piece are out when the body panics: the client
+    // gets a cut chunked body and the connection closes.
+    let mut s = v.connect();
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let raw = read_to_close(&mut s);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    assert!(
+        text.contains("transfer-encoding: chunked") || text.contains("Transfer-Encoding: chunked"),
+        "{text}"
+    );
+    assert!(
+        text.contains("partial") && !text.ends_with("0\r\n\r\n"),
+        "{text}"
+    );
+    // The worker and the other connection go on; nothing is left counted.
+    let r = Resp::parse(&keepalive_raw(
+        &mut ka,
+        "GET /status HTTP/1.1\r\nHost: x\r\n\r\n",
+    ))
+    .unwrap();
+    let st = parse_stub(&r.text());
+    assert_eq!(
+        (st.active, st.writing, st.reading),
+        (1, 1, 0),
+        "{}",
+        r.text()
+    );
+    drop(ka);
+    assert!(eventually(5, || parse_stub(&v.get("/status").text())
+        .active
+        == 1));
+    let m = v.get("/metrics").text();
+    assert_eq!(metric(&m, "vireo_request_panics_total", &[]), 1.0);
+    let log = v.dir.read("logs/error.log");
+    assert!(
+        log.contains(
+            "panic in thread \"vireo-worker-0\": test panic trigger (VIREO_TEST_PANIC_BODY_URI)"
+        ),
+        "{log}"
+    );
+}
+
+#[test]
+fn reading_writing_and_waiting_follow_the_connections() {
+    let dir = TempDir::new("strw");
+    dir.write("html/x", "x");
+    let v = Vireo::start_in(dir, CONF);
+    settle(&v);
+    // One idle connection (no byte yet), one in the middle of its request head,
+    // one kept alive after a request.
+    let _idle = v.connect();
+    let mut partial = v.connect();
+    partial.write_all(b"GET /x HTTP/1.1\r\nHost:").unwrap();
+    let mut ka = v.connect();
+    keepalive_raw(&mut ka, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut s = Stub {
+        active: 0,
+        accepts: 0,
+        handled: 0,
+        requests: 0,
+        reading: 0,
+        writing: 0,
+        waiting: 0,
+    };
+    // 4 open: the three above and the status request (writing).
+    assert!(
+        eventually(5, || {
+            s = parse_stub(&v.get("/status").text());
+            (s.active, s.reading, s.writing, s.waiting) == (4, 1, 1, 2)
+        }),
+        "{s:?}"
+    );
+    // The head completes: it is answered, and that connection waits again.
+    partial.write_all(b" x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    assert!(partial.read(&mut buf).unwrap() > 0);
+    assert!(
+        eventually(5, || {
+            s = parse_stub(&v.get("/status").text());
+            (s.active, s.reading, s.writing, s.waiting) == (4, 0, 1, 3)
+        }),
+        "{s:?}"
+    );
 }

@@ -1,5 +1,5 @@
 //! Binary upgrade (USR2, then QUIT to the old binary) under load, a failed
-//! upgrade, and systemd socket activation.
+//! upgrade, systemd socket activation, and the example systemd units.
 
 mod common;
 mod load;
@@ -298,4 +298,41 @@ fn systemd_socket_activation_and_notify() {
         "{}",
         dir.read("stderr.log")
     );
+}
+
+#[test]
+fn example_systemd_units_are_valid() {
+    if std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("no systemd-analyze: the example units are not checked");
+        return;
+    }
+    let dir = TempDir::new("units");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let service = std::fs::read_to_string(root.join("contrib/vireo.service")).unwrap();
+    // What docs/operations.md promises of the unit.
+    for line in [
+        "Type=notify",
+        "NotifyAccess=all",
+        "ExecReload=/usr/sbin/vireo -c /etc/vireo/vireo.conf -s reload",
+        "KillSignal=SIGQUIT",
+    ] {
+        assert!(service.lines().any(|l| l == line), "no {line}");
+    }
+    // systemd checks that the commands exist: point them at the built binary.
+    dir.write("vireo.service", service.replace("/usr/sbin/vireo", BIN));
+    dir.write(
+        "vireo.socket",
+        std::fs::read_to_string(root.join("contrib/vireo.socket")).unwrap(),
+    );
+    let o = std::process::Command::new("systemd-analyze")
+        .current_dir(dir.path())
+        .args(["verify", "--man=no", "./vireo.socket", "./vireo.service"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.trim().is_empty(), "{err}");
 }

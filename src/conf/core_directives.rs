@@ -43,7 +43,9 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             let p = e.path(d.arg(0));
-            set_once(&mut s.main().pid, p, d)
+            set_once(&mut s.main().pid, p, d)?;
+            s.main().pid_at = Some(d.span.clone());
+            Ok(())
         },
         syntax: "pid file;",
         default: "— (no pid file)",
@@ -78,7 +80,9 @@ pub static DIRECTIVES: &[Def] = &[
                 "stderr" => "stderr".into(),
                 p => e.path(p),
             };
-            set_once(&mut m.error_log, (target, level), d)
+            set_once(&mut m.error_log, (target, level), d)?;
+            m.error_log_at = Some(d.span.clone());
+            Ok(())
         },
         syntax: "error_log file | stderr [debug | info | notice | warn | error | crit | alert | emerg];",
         default: "stderr error",

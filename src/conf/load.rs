@@ -7,7 +7,7 @@ use super::model::{
 };
 use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
-use crate::core::errlog::Level;
+use crate::core::errlog::{ErrorLog, Level, errno_text};
 use crate::core::route::{Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
 use crate::modules::log::conf::default_logs;
@@ -48,6 +48,8 @@ pub struct Listener {
     /// No longer in the configuration (removed by a reload): kept for the
     /// connections still open on it, which close after their next response.
     pub retired: bool,
+    /// The first `listen` of this address (a failure to bind it names it).
+    pub span: Span,
 }
 
 /// The key of a listening address (see [`Listener::key`]).
@@ -73,6 +75,9 @@ pub struct Config {
     pub pid: Option<PathBuf>,
     /// `None` path is stderr.
     pub error_log: (Option<PathBuf>, Level),
+    /// Where `pid` and `error_log` were set (errors opening their files name it).
+    pub pid_at: Option<Span>,
+    pub error_log_at: Option<Span>,
     pub listeners: Vec<Listener>,
     /// Every file read, for `-T`.
     pub files: Vec<PathBuf>,
@@ -90,6 +95,20 @@ pub struct Config {
 }
 
 impl Config {
+    /// Open the error log this configuration names; a failure names the file
+    /// and the `error_log` directive's file:line.
+    pub fn open_error_log(&self) -> Result<ErrorLog, String> {
+        match &self.error_log {
+            (None, level) => Ok(ErrorLog::stderr(*level)),
+            (Some(p), level) => ErrorLog::file(p, *level).map_err(|e| {
+                located(
+                    format_args!("open() \"{}\" failed ({})", p.display(), errno_text(&e)),
+                    self.error_log_at.as_ref(),
+                )
+            }),
+        }
+    }
+
     /// The listener with this key: live, or retired while connections remain on it.
     pub fn listener(&self, key: usize) -> &Listener {
         match self.listeners.iter().find(|l| l.key == key) {
@@ -157,6 +176,8 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
         rlimit_nofile: main.worker_rlimit_nofile,
         pid: main.pid,
         error_log,
+        pid_at: main.pid_at,
+        error_log_at: main.error_log_at,
         listeners,
         files,
         log_files: env.log.files(),
@@ -238,6 +259,7 @@ fn build_http(
                 backlog: spec.backlog,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
                 retired: false,
+                span: spec.span,
             }
         })
         .collect())
@@ -331,5 +353,14 @@ fn build_location(l: LocationConf, parent: &LocConf) -> Location {
         content: l.content,
         phases: l.phases,
         nested: Locations::new(nested),
+    }
+}
+
+/// A message about a file a directive names, with that directive's file:line
+/// when it was written in the configuration.
+pub fn located(msg: impl std::fmt::Display, at: Option<&Span>) -> String {
+    match at {
+        Some(s) => format!("{msg} in {s}"),
+        None => msg.to_string(),
     }
 }

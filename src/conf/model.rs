@@ -150,6 +150,9 @@ pub struct MainConf {
     pub multi_accept: Option<bool>,
     pub pid: Option<PathBuf>,
     pub error_log: Option<(PathBuf, crate::core::errlog::Level)>,
+    /// Where `pid` and `error_log` were set, for errors opening their files.
+    pub pid_at: Option<crate::conf::ast::Span>,
+    pub error_log_at: Option<crate::conf::ast::Span>,
     pub daemon: Option<bool>,
     /// `user`: name, uid, gid (looked up when the directive is read).
     pub user: Option<(String, u32, u32)>,

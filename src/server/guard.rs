@@ -1,7 +1,10 @@
 //! A panic while a request is being handled must cost that request only: the
-//! content phase runs under `catch_unwind`, the client gets a 500, the panic is
-//! logged (by the panic hook, with its message and place) and counted, and the
-//! worker and its other connections carry on.
+//! phases (content and response filters) run under `catch_unwind`, the client
+//! gets a 500, the panic is logged (by the panic hook, with its message and
+//! place) and counted, and the worker and its other connections carry on. A
+//! panic later, while the body is being sent, cannot become a 500 (the head is
+//! out): it ends that connection's task (HTTP/2: that stream's), which tokio
+//! isolates; the worker goes on, and the panic is logged and counted the same way.
 
 use crate::core::request::{Request, RequestBody};
 use crate::http::response::Response;
@@ -16,7 +19,11 @@ pub async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<Re
         let fut = async {
             #[cfg(debug_assertions)]
             test_trigger(&req.uri);
-            req.run(body).await
+            #[allow(unused_mut)]
+            let mut resp = req.run(body).await;
+            #[cfg(debug_assertions)]
+            test_body_trigger(&req.uri, &mut resp);
+            resp
         };
         let mut fut = std::pin::pin!(fut);
         std::future::poll_fn(|cx| {
@@ -31,7 +38,6 @@ pub async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<Re
         .await
     };
     if out.is_none() {
-        super::stats::panicked();
         crate::error_log!(
             Alert,
             "request \"{}\" panicked: answered 500, connection closed",
@@ -41,24 +47,62 @@ pub async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<Re
     out
 }
 
-/// Test builds only: a request for the URI in `VIREO_TEST_PANIC_URI` (read once
-/// at start-up, see [`init`]) panics in its content phase. Release builds have
-/// neither the variable nor this code.
+/// Test builds only: a request for the URI in `VIREO_TEST_PANIC_URI` panics in
+/// its content phase; one for the URI in `VIREO_TEST_PANIC_BODY_URI` gets a
+/// streamed body that panics after its first piece (both read once at start-up,
+/// see [`init`]). Release builds have neither the variables nor this code.
 #[cfg(debug_assertions)]
-static TRIGGER: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+static TRIGGER: std::sync::OnceLock<[Option<Vec<u8>>; 2]> = std::sync::OnceLock::new();
 
-/// Read the test trigger (debug builds); called once at start-up.
+/// Read the test triggers (debug builds); called once at start-up.
 pub fn init() {
     #[cfg(debug_assertions)]
+    TRIGGER.get_or_init(|| {
+        ["VIREO_TEST_PANIC_URI", "VIREO_TEST_PANIC_BODY_URI"]
+            .map(|v| std::env::var_os(v).map(|v| v.into_encoded_bytes()))
+    });
+}
+
+#[cfg(debug_assertions)]
+fn triggered(which: usize, uri: &[u8]) -> bool {
     TRIGGER
-        .get_or_init(|| std::env::var_os("VIREO_TEST_PANIC_URI").map(|v| v.into_encoded_bytes()));
+        .get()
+        .and_then(|t| t[which].as_deref())
+        .is_some_and(|t| t == uri)
 }
 
 #[cfg(debug_assertions)]
 fn test_trigger(uri: &[u8]) {
-    if let Some(Some(t)) = TRIGGER.get()
-        && t == uri
-    {
+    if triggered(0, uri) {
         panic!("test panic trigger (VIREO_TEST_PANIC_URI)");
+    }
+}
+
+#[cfg(debug_assertions)]
+fn test_body_trigger(uri: &[u8], resp: &mut Response) {
+    if triggered(1, uri) {
+        resp.body = crate::http::response::Body::Stream {
+            stream: Box::new(PanicBody(false)),
+            len: None,
+        };
+    }
+}
+
+/// A body whose second piece panics.
+#[cfg(debug_assertions)]
+#[derive(Debug)]
+struct PanicBody(bool);
+
+#[cfg(debug_assertions)]
+impl crate::http::response::BodyStream for PanicBody {
+    fn next(
+        &mut self,
+    ) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<bytes::Bytes>>> {
+        if std::mem::replace(&mut self.0, true) {
+            panic!("test panic trigger (VIREO_TEST_PANIC_BODY_URI)");
+        }
+        Box::pin(std::future::ready(Ok(Some(bytes::Bytes::from_static(
+            b"partial",
+        )))))
     }
 }

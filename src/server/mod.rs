@@ -18,9 +18,10 @@ pub mod socket;
 pub mod stats;
 pub mod worker;
 
+use crate::conf::ast::Span;
 use crate::conf::load::{self, Config, Listener, Source};
 use crate::conf::model::ListenAddr;
-use crate::core::errlog::{self, ErrorLog, Level, errno_text};
+use crate::core::errlog::{self, Level, errno_text};
 use crate::error_log;
 use arc_swap::ArcSwap;
 use socket::Bound;
@@ -143,7 +144,7 @@ pub fn run(config: Config, opts: Options) -> io::Result<()> {
     let early_pid = !daemon && !upgrade;
     let mut pid_fd = None;
     if early_pid && let Some(p) = &config.pid {
-        pid_fd = Some(write_pid(p)?);
+        pid_fd = Some(write_pid(p, config.pid_at.as_ref())?);
     }
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let workers = config.workers;
@@ -211,7 +212,7 @@ impl Master {
             }
             crate::sys::daemonize(config.error_log.0.is_none())?;
             if let Some(p) = &config.pid {
-                self.pid_fd = Some(write_pid(p)?);
+                self.pid_fd = Some(write_pid(p, config.pid_at.as_ref())?);
             }
         }
         if let Some((name, uid, gid)) = &config.user {
@@ -235,7 +236,7 @@ impl Master {
         self.assign();
         if upgrade {
             if let Some(p) = &self.pid_file {
-                self.pid_fd = Some(write_pid(p)?);
+                self.pid_fd = Some(write_pid(p, config.pid_at.as_ref())?);
             }
             error_log!(
                 Notice,
@@ -269,7 +270,7 @@ impl Master {
                 if reuseport && have < workers {
                     let mut more = Vec::new();
                     for _ in have..workers {
-                        more.push(self.bind(&l.addr, true, l.backlog)?);
+                        more.push(self.bind(l, true)?);
                     }
                     plan.more.push((l.key, more));
                 }
@@ -299,7 +300,7 @@ impl Master {
                 .collect();
             let want = if reuseport { workers } else { 1 };
             while sockets.len() < want {
-                sockets.push(self.bind(&l.addr, reuseport || o, l.backlog)?);
+                sockets.push(self.bind(l, reuseport || o)?);
             }
             plan.new_entries.push(Entry {
                 key: l.key,
@@ -320,12 +321,11 @@ impl Master {
         }
     }
 
-    fn bind(&mut self, addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Sock> {
-        let b = socket::bind(addr, reuseport, backlog).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("bind() to {addr} failed ({})", errno_text(&e)),
-            )
+    /// Bind a socket for `l`; a failure names its `listen` directive's file:line.
+    fn bind(&mut self, l: &Listener, reuseport: bool) -> io::Result<Sock> {
+        let b = socket::bind(&l.addr, reuseport, l.backlog).map_err(|e| {
+            let msg = format_args!("bind() to {} failed ({})", l.addr, errno_text(&e));
+            io::Error::new(e.kind(), load::located(msg, Some(&l.span)))
         })?;
         Ok(self.sock(b))
     }
@@ -563,12 +563,7 @@ impl Master {
         let old = self.shared.config.load_full();
         // Everything that can fail comes first.
         let errlog = if new.error_log != self.error_log {
-            Some(match &new.error_log {
-                (None, level) => ErrorLog::stderr(*level),
-                (Some(p), level) => ErrorLog::file(p, *level).map_err(|e| {
-                    format!("open() \"{}\" failed ({})", p.display(), errno_text(&e))
-                })?,
-            })
+            Some(new.open_error_log()?)
         } else {
             None
         };
@@ -578,7 +573,7 @@ impl Master {
             && !self.pid_renamed
             && let Some(p) = &new.pid
         {
-            new_pid_fd = Some(write_pid(p).map_err(|e| e.to_string())?);
+            new_pid_fd = Some(write_pid(p, new.pid_at.as_ref()).map_err(|e| e.to_string())?);
         }
         // From here on nothing fails: the new configuration goes live.
         if let Some(t) = errlog {
@@ -843,7 +838,8 @@ fn unix_paths(listeners: &[Listener]) -> Vec<PathBuf> {
 }
 
 /// Write the pid file; the descriptor is kept (see `Master::remove_pid_file`).
-fn write_pid(p: &Path) -> io::Result<std::fs::File> {
+/// A failure names the `pid` directive's file:line (`at`).
+fn write_pid(p: &Path, at: Option<&Span>) -> io::Result<std::fs::File> {
     use std::io::Write;
     let open = || -> io::Result<std::fs::File> {
         let mut f = std::fs::File::create(p)?;
@@ -851,10 +847,8 @@ fn write_pid(p: &Path) -> io::Result<std::fs::File> {
         Ok(f)
     };
     open().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("open() \"{}\" failed ({})", p.display(), errno_text(&e)),
-        )
+        let msg = format_args!("open() \"{}\" failed ({})", p.display(), errno_text(&e));
+        io::Error::new(e.kind(), load::located(msg, at))
     })
 }
 

@@ -15,29 +15,36 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Upper bounds (ms) of the request-duration buckets; one more bucket is +Inf.
 pub const DURATION_BUCKETS_MS: [u64; 11] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
-/// A latency histogram with [`DURATION_BUCKETS_MS`] bounds, one writer.
+/// A latency histogram with [`DURATION_BUCKETS_MS`] bounds, one writer. The
+/// sum is kept in microseconds, so sub-millisecond latencies (an upstream on
+/// the same host) add up.
 pub struct Histogram {
     /// Per bucket (not cumulative); the last is +Inf.
     buckets: [AtomicU64; DURATION_BUCKETS_MS.len() + 1],
-    sum_ms: AtomicU64,
+    sum_us: AtomicU64,
 }
 
 impl Histogram {
     pub const fn new() -> Histogram {
         Histogram {
             buckets: [const { AtomicU64::new(0) }; DURATION_BUCKETS_MS.len() + 1],
-            sum_ms: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
         }
     }
 
-    /// Record one observation (single writer).
+    /// Record one observation in milliseconds (single writer).
     pub fn observe_ms(&self, ms: u64) {
+        self.observe_us(ms.saturating_mul(1000));
+    }
+
+    /// Record one observation in microseconds (single writer).
+    pub fn observe_us(&self, us: u64) {
         let i = DURATION_BUCKETS_MS
             .iter()
-            .position(|&b| ms <= b)
+            .position(|&b| us <= b * 1000)
             .unwrap_or(DURATION_BUCKETS_MS.len());
         bump(&self.buckets[i], 1);
-        bump(&self.sum_ms, ms);
+        bump(&self.sum_us, us);
     }
 
     /// Add this histogram into `into` (per-bucket counts, sum in ms).
@@ -45,7 +52,7 @@ impl Histogram {
         for (a, b) in into.buckets.iter_mut().zip(&self.buckets) {
             *a += b.load(Relaxed);
         }
-        into.sum_ms += self.sum_ms.load(Relaxed);
+        into.sum_us += self.sum_us.load(Relaxed);
     }
 }
 
@@ -55,11 +62,11 @@ impl Default for Histogram {
     }
 }
 
-/// A histogram read out: per-bucket counts (not cumulative) and the sum in ms.
+/// A histogram read out: per-bucket counts (not cumulative) and the sum in µs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HistogramSnapshot {
     pub buckets: [u64; DURATION_BUCKETS_MS.len() + 1],
-    pub sum_ms: u64,
+    pub sum_us: u64,
 }
 
 impl HistogramSnapshot {
@@ -171,6 +178,11 @@ pub fn attach(worker: usize) {
     MINE.with(|m| m.set(s));
 }
 
+/// The calling thread's worker number (`usize::MAX` outside workers).
+pub fn worker() -> usize {
+    MINE.with(|m| m.get().worker)
+}
+
 /// Every worker's figures, including exited workers, in start order.
 pub fn workers() -> Vec<&'static WorkerStats> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -187,7 +199,7 @@ pub fn total() -> Snapshot {
 
 /// Single-writer increment: a relaxed load and store, no read-modify-write.
 #[inline]
-fn bump(a: &AtomicU64, n: u64) {
+pub fn bump(a: &AtomicU64, n: u64) {
     a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
@@ -323,7 +335,15 @@ mod tests {
         assert_eq!(s.buckets[10], 1);
         assert_eq!(s.buckets[11], 1);
         assert_eq!(s.count(), 5);
-        assert_eq!(s.sum_ms, 20_012);
+        assert_eq!(s.sum_us, 20_012_000);
+        let h = Histogram::new();
+        h.observe_us(5_000);
+        h.observe_us(5_001);
+        h.observe_us(250);
+        let mut s = HistogramSnapshot::default();
+        h.add_to(&mut s);
+        assert_eq!((s.buckets[0], s.buckets[1]), (2, 1));
+        assert_eq!(s.sum_us, 10_251);
     }
 
     #[test]

@@ -122,6 +122,16 @@ impl Balancer {
         self.state[i].conns
     }
 
+    /// Until when this worker holds peer `i` failed (max_fails failures within
+    /// fail_timeout), or `None` when its failures do not take it out of service.
+    pub fn failed_until(&self, i: usize) -> Option<Instant> {
+        let (p, s) = (&self.peers[i], &self.state[i]);
+        if self.peers.len() == 1 || p.max_fails == 0 || s.fails < p.max_fails {
+            return None;
+        }
+        s.failed_at.map(|t| t + p.fail_timeout)
+    }
+
     /// Is peer `i` usable now (not down, not failed out, under max_conns)?
     pub fn available(&self, i: usize, now: Instant) -> bool {
         let (p, s) = (&self.peers[i], &self.state[i]);
@@ -362,8 +372,10 @@ mod tests {
         let mut b = Balancer::new(ps, Method::RoundRobin);
         assert_eq!(counts(&picks(&mut b, 10, b""), 3), vec![10, 0, 0]);
         // Peer 0 fails once (max_fails 1): the backup takes over...
+        assert_eq!(b.failed_until(0), None);
         b.connected(0);
         b.finished(0, false, now);
+        assert_eq!(b.failed_until(0), Some(now + Duration::from_secs(10)));
         assert_eq!(b.pick(b"", &Tried::default(), now), Some(2));
         // ...until fail_timeout has passed.
         let later = now + Duration::from_secs(11);

@@ -76,7 +76,7 @@ pub fn reference(name: &str, port: u16, span: &Span) -> Result<UpstreamRef, Conf
 }
 
 /// End the load: resolve every reference. Starts active health checks of
-/// the upstreams in use.
+/// the upstreams in use and shows the upstreams in /metrics.
 pub fn finish(guard: Guard) -> Result<(), ConfError> {
     let reg = REG.with(|r| r.borrow_mut().take()).unwrap_or_default();
     drop(guard);
@@ -110,6 +110,14 @@ pub fn finish(guard: Guard) -> Result<(), ConfError> {
         if u.health.is_some() && Arc::strong_count(u) > 1 {
             super::health::start(u);
         }
+    }
+    for u in reg
+        .blocks
+        .iter()
+        .map(|(u, _)| u)
+        .chain(implicit_cache.iter().map(|(_, _, u)| u))
+    {
+        super::stats::track(u);
     }
     Ok(())
 }

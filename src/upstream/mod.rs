@@ -25,6 +25,7 @@
 //! let peer = up.pick(key, &mut tried)?;          // None: no live peer → 502
 //! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
 //! // … write the request, read the reply on `conn` (AsyncRead + AsyncWrite) …
+//! up.responded(peer, attempt_start);            // response head in (latency figures)
 //! up.finished(peer, ok);                        // passive health (max_fails)
 //! up.release(peer, conn);                       // back to the keep-alive pool
 //! ```
@@ -48,6 +49,7 @@ pub mod conf;
 pub mod health;
 pub mod pool;
 pub mod response;
+pub mod stats;
 
 use balance::{Balancer, Method, PeerSpec, Tried};
 use std::cell::RefCell;
@@ -120,19 +122,26 @@ pub struct Upstream {
     pub implicit: bool,
 }
 
+/// One upstream's balancer in this worker, with the worker's figures for its peers.
+struct Local {
+    balancer: Balancer,
+    figures: Box<[&'static stats::PeerFigures]>,
+}
+
 thread_local! {
-    static BALANCERS: RefCell<rustc_hash::FxHashMap<u64, Balancer>> =
+    static BALANCERS: RefCell<rustc_hash::FxHashMap<u64, Local>> =
         RefCell::new(rustc_hash::FxHashMap::default());
 }
 
 impl Upstream {
-    fn with_balancer<R>(&self, f: impl FnOnce(&mut Balancer) -> R) -> R {
+    fn with_balancer<R>(&self, f: impl FnOnce(&mut Local) -> R) -> R {
         BALANCERS.with(|b| {
             let mut map = b.borrow_mut();
-            let bal = map
-                .entry(self.id)
-                .or_insert_with(|| Balancer::new(self.peers.clone(), self.method));
-            f(bal)
+            let local = map.entry(self.id).or_insert_with(|| Local {
+                balancer: Balancer::new(self.peers.clone(), self.method),
+                figures: stats::figures(self),
+            });
+            f(local)
         })
     }
 
@@ -146,9 +155,11 @@ impl Upstream {
             }
         }
         let now = Instant::now();
-        let i = self.with_balancer(|b| {
+        let i = self.with_balancer(|l| {
+            let b = &mut l.balancer;
             let i = b.pick(key, &t, now)?;
             b.connected(i);
+            l.figures[i].connected(b.conns(i));
             Some(i)
         })?;
         tried.mark(i);
@@ -157,7 +168,17 @@ impl Upstream {
 
     /// The attempt on `peer` is over: `ok` false counts a failure.
     pub fn finished(&self, peer: usize, ok: bool) {
-        self.with_balancer(|b| b.finished(peer, ok, Instant::now()));
+        self.with_balancer(|l| {
+            let b = &mut l.balancer;
+            b.finished(peer, ok, Instant::now());
+            l.figures[peer].finished(ok, b.conns(peer), b.failed_until(peer));
+        });
+    }
+
+    /// The response head of the attempt on `peer` that began at `started`
+    /// arrived (the upstream latency figures).
+    pub fn responded(&self, peer: usize, started: Instant) {
+        self.with_balancer(|l| l.figures[peer].responded(started));
     }
 
     /// A connection to `peer`: an idle pooled one when there is one, else a

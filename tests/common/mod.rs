@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fpm;
+pub mod h2;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -352,6 +353,22 @@ http {
         root {dir}/html;
     }
 }";
+
+/// A /metrics page's figure: the sum of its samples whose labels include `labels`.
+pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    let mut found = false;
+    let mut sum = 0.0;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = l.rsplit_once(' ').unwrap();
+        let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+        if n == name && labels.iter().all(|lb| rest.contains(lb)) {
+            sum += value.parse::<f64>().unwrap();
+            found = true;
+        }
+    }
+    assert!(found, "no {name} {labels:?} in\n{text}");
+    sum
+}
 
 /// Wait (bounded) until `f` holds; its last answer.
 pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {

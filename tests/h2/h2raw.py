@@ -4,7 +4,8 @@ Frames are written by hand (hyperframe and hpack, from the Python h2
 package) so a script can send what a well-behaved client library refuses
 to. Each script prints one line of `key=value` words the Rust test reads:
 goaway=<error code or none> closed=<0|1> rst=<streams reset by the server>
-responses=<HEADERS received> sent=<units sent> secs=<elapsed>.
+responses=<HEADERS received> sent=<units sent> secs=<elapsed>
+statuses=<the :status of each response, comma-separated>.
 """
 
 import select
@@ -13,7 +14,7 @@ import struct
 import sys
 import time
 
-from hpack import Encoder
+from hpack import Decoder, Encoder
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
@@ -40,6 +41,9 @@ class Conn:
         self.closed = False
         self.rst = 0
         self.responses = 0
+        # The :status of each response HEADERS, in order.
+        self.statuses = []
+        self.dec = Decoder()
         self.settings = {}
         # Called with (length, end of stream) for each DATA frame.
         self.on_data = lambda length, end: None
@@ -92,6 +96,8 @@ class Conn:
                 self.rst += 1
             elif kind == HEADERS:
                 self.responses += 1
+                fields = dict(self.dec.decode(payload))
+                self.statuses.append(str(fields.get(":status", "?")))
             elif kind == DATA:
                 self.on_data(length, bool(flags & END_STREAM))
             elif kind == PING and not flags & 1:
@@ -107,7 +113,8 @@ class Conn:
         goaway = "none" if self.goaway is None else str(self.goaway)
         print(
             f"goaway={goaway} closed={int(self.closed)} rst={self.rst} "
-            f"responses={self.responses} sent={sent} secs={time.monotonic() - self.start:.2f}"
+            f"responses={self.responses} sent={sent} secs={time.monotonic() - self.start:.2f} "
+            f"statuses={','.join(self.statuses) or 'none'}"
         )
 
 

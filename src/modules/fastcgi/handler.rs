@@ -503,6 +503,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         };
         tries += 1;
         let name = format!("fastcgi://{}", upstream.addr_name(peer));
+        let started = std::time::Instant::now();
         let conn = match fresh.take() {
             Some(_) => {
                 crate::upstream::pool::connect(&upstream.addrs[peer], conf.connect_timeout).await
@@ -562,6 +563,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             !stream_body && (idempotent || conf.next_upstream.has(NextUpstream::NON_IDEMPOTENT));
         match res {
             Ok((cgi, rest)) => {
+                upstream.responded(peer, started);
                 let bit = NextUpstream::status_bit(cgi.status);
                 if bit != 0 && conf.next_upstream.has(bit) && replayable {
                     upstream.finished(peer, false);

@@ -297,6 +297,7 @@ impl Proxy {
         };
         vars.borrow_mut().attempts.last_mut().unwrap().header_ms =
             Some(t0.elapsed().as_millis() as u64);
+        up.responded(peer, t0);
         if h.upgrade && !upgrade {
             return Err(fail(
                 next::INVALID_HEADER,

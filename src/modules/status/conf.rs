@@ -49,6 +49,6 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_content(s, d, Arc::new(Metrics)),
         syntax: "metrics;",
         default: "—",
-        doc: "vireo's own: answers GET and HEAD in this location with the server's figures in the Prometheus text format (requests by status class, bytes sent, connections, request durations, per-worker figures, open-file cache, reloads and upgrades). The families are listed in docs/operations.md.",
+        doc: "vireo's own: answers GET and HEAD in this location with the server's figures in the Prometheus text format (requests by status class, bytes sent, connections, request durations, per-worker figures, open-file cache, reloads and upgrades, upstream peer health, attempts and response-head latency). The families are listed in docs/operations.md.",
     },
 ];

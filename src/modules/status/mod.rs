@@ -4,9 +4,9 @@
 //! list of workers, never anything a request being served needs.
 //!
 //! Other modules add metric families through [`register`]: a [`Collector`] writes
-//! its families into the [`Exposition`] of each scrape. (The upstream module is
-//! meant to register its peer health and latency figures this way, keeping
-//! per-worker [`crate::server::stats::Histogram`]s added up in its collector.)
+//! its families into the [`Exposition`] of each scrape (`upstream::stats`
+//! registers its peer health, attempts and latency figures this way, keeping
+//! per-worker [`crate::server::stats::Histogram`]s added up in its collector).
 
 pub mod conf;
 
@@ -117,7 +117,7 @@ impl Exposition {
         for (i, n) in h.buckets.iter().enumerate() {
             cumulative += n;
             let le = match DURATION_BUCKETS_MS.get(i) {
-                Some(ms) => seconds(*ms),
+                Some(ms) => seconds(ms * 1000),
                 None => "+Inf".to_string(),
             };
             let _ = write!(self.out, "{name}_bucket");
@@ -126,7 +126,7 @@ impl Exposition {
         }
         let _ = write!(self.out, "{name}_sum");
         self.labels(labels, None);
-        let _ = writeln!(self.out, " {}", seconds(h.sum_ms));
+        let _ = writeln!(self.out, " {}", seconds(h.sum_us));
         let _ = write!(self.out, "{name}_count");
         self.labels(labels, None);
         let _ = writeln!(self.out, " {cumulative}");
@@ -162,12 +162,12 @@ impl Exposition {
     }
 }
 
-/// Milliseconds as seconds, without trailing zeros (`250` → `0.25`).
-fn seconds(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        return (ms / 1000).to_string();
+/// Microseconds as seconds, without trailing zeros (`250_000` → `0.25`).
+fn seconds(us: u64) -> String {
+    if us.is_multiple_of(1_000_000) {
+        return (us / 1_000_000).to_string();
     }
-    let s = format!("{}.{:03}", ms / 1000, ms % 1000);
+    let s = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
     s.trim_end_matches('0').to_string()
 }
 
@@ -337,7 +337,7 @@ pub fn metrics_text() -> String {
         for (a, b) in all.buckets.iter_mut().zip(&s.duration.buckets) {
             *a += b;
         }
-        all.sum_ms += s.duration.sum_ms;
+        all.sum_us += s.duration.sum_us;
     }
     e.family(
         "vireo_http_request_duration_seconds",
@@ -370,7 +370,7 @@ pub fn metrics_text() -> String {
         &mut e,
         "vireo_request_panics_total",
         "counter",
-        "Requests whose handling panicked (answered 500; the worker went on).",
+        "Panics while serving requests (answered 500, or the connection ended if the head was out; the worker went on).",
         |s| s.panics,
     );
     let collectors = COLLECTORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -393,7 +393,7 @@ mod tests {
         let mut h = HistogramSnapshot::default();
         h.buckets[0] = 2;
         h.buckets[11] = 1;
-        h.sum_ms = 12_345;
+        h.sum_us = 12_345_678;
         e.histogram("d", &[("w", "0")], &h);
         let t = e.into_string();
         assert!(t.starts_with("# HELP x_total An x.\n# TYPE x_total counter\n"));
@@ -403,16 +403,17 @@ mod tests {
         assert!(t.contains("d_bucket{w=\"0\",le=\"0.25\"} 2\n"), "{t}");
         assert!(t.contains("d_bucket{w=\"0\",le=\"10\"} 2\n"), "{t}");
         assert!(t.contains("d_bucket{w=\"0\",le=\"+Inf\"} 3\n"), "{t}");
-        assert!(t.contains("d_sum{w=\"0\"} 12.345\n"), "{t}");
+        assert!(t.contains("d_sum{w=\"0\"} 12.345678\n"), "{t}");
         assert!(t.contains("d_count{w=\"0\"} 3\n"), "{t}");
     }
 
     #[test]
     fn seconds_text() {
-        assert_eq!(seconds(5), "0.005");
-        assert_eq!(seconds(250), "0.25");
-        assert_eq!(seconds(1000), "1");
-        assert_eq!(seconds(2500), "2.5");
+        assert_eq!(seconds(5_000), "0.005");
+        assert_eq!(seconds(250_000), "0.25");
+        assert_eq!(seconds(1_000_000), "1");
+        assert_eq!(seconds(2_500_000), "2.5");
+        assert_eq!(seconds(312), "0.000312");
     }
 
     #[test]
