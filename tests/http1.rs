@@ -521,6 +521,55 @@ fn huge_or_many_headers_are_refused() {
     assert_eq!(r.status, 200);
 }
 
+/// client_header_buffer_size and large_client_header_buffers as nginx applies
+/// them: a head that fits the first buffer may have lines of any length; a
+/// line past it must fit one large buffer (request line: 414, header: 4xx);
+/// the whole head must fit the large buffers.
+#[test]
+fn client_header_buffer_size_and_large_client_header_buffers() {
+    let v = server("client_header_buffer_size 8k; large_client_header_buffers 2 1k;");
+    let long_query = "q".repeat(6000);
+    let r = v.get(&format!("/a.txt?{long_query}"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hello");
+    let r = v.request(&format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Long: {long_query}\r\nConnection: close\r\n\r\n"
+    ));
+    assert_eq!(r.status, 200);
+    // Past the first 8k, a 1,500-byte line does not fit a 1k buffer.
+    let pad = "p".repeat(7000);
+    let line = "l".repeat(1500);
+    let req = format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\nX-Line: {line}\r\n\r\n");
+    refused(&v, req.as_bytes(), &[431, 400]);
+    let req = format!(
+        "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "u".repeat(9000)
+    );
+    refused(&v, req.as_bytes(), &[414]);
+
+    // The defaults (1k, 4 8k): an 8k request line is the most a head may carry.
+    let v = server("client_header_buffer_size 1k; large_client_header_buffers 4 8k;");
+    let r = v.get(&format!("/a.txt?{}", "q".repeat(8000)));
+    assert_eq!(r.status, 200);
+    let req = format!(
+        "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "u".repeat(8200)
+    );
+    refused(&v, req.as_bytes(), &[414]);
+    // A small large_client_header_buffers refuses what the defaults take.
+    let v = server("large_client_header_buffers 4 1k;");
+    let req = format!(
+        "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "u".repeat(2000)
+    );
+    refused(&v, req.as_bytes(), &[414]);
+    let req = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+        "h".repeat(2000)
+    );
+    refused(&v, req.as_bytes(), &[431, 400]);
+}
+
 #[test]
 fn body_over_client_max_body_size_is_413() {
     let v = server("client_max_body_size 1k;");
