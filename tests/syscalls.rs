@@ -4,7 +4,8 @@
 //! writev per request and, with open_file_cache, no open or stat; a large file
 //! goes out with sendfile(2) (tcp_nopush: its head with MSG_MORE, so head and
 //! file leave together, as TCP_CORK would have them); sendfile off reads the
-//! file instead; tcp_nodelay sets TCP_NODELAY on each new connection.
+//! file instead; tcp_nodelay sets TCP_NODELAY on each new connection;
+//! multi_accept on takes every queued connection at once, off one per turn.
 
 mod common;
 use common::*;
@@ -19,7 +20,7 @@ use std::time::Duration;
 /// The calls counted: opening and inspecting files, reading and writing
 /// sockets and files, socket options.
 const CALLS: &str = "openat,open,statx,newfstatat,fstat,stat,lstat,read,pread64,readv,\
-                     recvfrom,recvmsg,write,writev,sendto,sendmsg,sendfile,setsockopt";
+                     recvfrom,recvmsg,write,writev,sendto,sendmsg,sendfile,setsockopt,accept4";
 
 /// Is strace here? scripts/test installs it; without it these tests say so and pass.
 fn have_strace() -> bool {
@@ -318,4 +319,76 @@ fn tcp_nodelay_is_set_on_each_connection_unless_off() {
             "{conf:?}: {nodelay} TCP_NODELAY for {N} connections: {calls:?}"
         );
     }
+}
+
+/// The calls a worker makes when `K` connections, each with its request
+/// sent, wait in the listen queue of a stopped server that then resumes.
+fn burst(multi_accept: &str) -> Vec<(String, String)> {
+    const K: usize = 8;
+    let dir = TempDir::new("sys");
+    dir.write("html/two", "ok");
+    dir.write("html/mark-start", "start");
+    dir.write("html/mark-end", "end");
+    let v = Vireo::start_in(
+        dir,
+        &format!(
+            "worker_processes 1;\nevents {{ multi_accept {multi_accept}; }}\nhttp {{\n    access_log off;\n    \
+             server {{\n        listen 127.0.0.1:{{port}};\n        root {{dir}}/html;\n    }}\n}}\n"
+        ),
+    );
+    let t = Trace::attach(&v);
+    Client::new(&v).get("/mark-start");
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", v.pid())).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with(['T', 't']))
+        })
+    };
+    v.signal(libc::SIGSTOP);
+    assert!(eventually(5, stopped));
+    let mut conns: Vec<TcpStream> = (0..K).map(|_| v.connect()).collect();
+    for s in &mut conns {
+        s.write_all(b"GET /two HTTP/1.0\r\n\r\n").unwrap();
+    }
+    v.signal(libc::SIGCONT);
+    for s in &mut conns {
+        let r = Resp::parse(&read_to_close(s)).expect("a response");
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    }
+    Client::new(&v).get("/mark-end");
+    let calls = t.finish();
+    let accepted = calls
+        .iter()
+        .filter(|(n, l)| n == "accept4" && !l.contains("EAGAIN"))
+        .count();
+    // The end mark's connection is accepted before its request is read.
+    assert_eq!(accepted, K + 1, "{calls:?}");
+    calls
+}
+
+/// How many connections were accepted before the first request was read.
+fn accepted_before_first_read(calls: &[(String, String)]) -> usize {
+    calls
+        .iter()
+        .take_while(|(n, l)| !(n == "recvfrom" && l.contains("GET /two")))
+        .filter(|(n, l)| n == "accept4" && !l.contains("EAGAIN"))
+        .count()
+}
+
+#[test]
+fn multi_accept_on_takes_every_queued_connection_at_once() {
+    if !have_strace() {
+        return;
+    }
+    let calls = burst("on");
+    assert_eq!(accepted_before_first_read(&calls), 8, "{calls:?}");
+}
+
+#[test]
+fn multi_accept_off_takes_one_connection_per_turn() {
+    if !have_strace() {
+        return;
+    }
+    let calls = burst("off");
+    assert_eq!(accepted_before_first_read(&calls), 1, "{calls:?}");
 }
