@@ -128,6 +128,21 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Most connections one worker holds at once, as in nginx counting both client connections and the worker's connections to upstream servers (proxy, FastCGI, pooled keep-alive ones included). A client connection past it is closed at once and logged. While fewer than an eighth are free, the worker stops accepting (new clients wait in the kernel's queue), keeping room for the upstream connections its clients' requests need; when none is free, idle keep-alive clients are closed to make room (\"reusing connections\"), and an upstream connection waits for a slot within its connect timeout before the request is answered with 500.",
     },
     Def {
+        name: "use",
+        ctx: Ctx::EVENTS,
+        arity: ONE,
+        set: |_, d, _| match d.arg(0) {
+            "epoll" => Ok(()),
+            m => Err(ConfError::new(
+                format!("invalid event type \"{m}\", vireo uses \"epoll\""),
+                &d.span,
+            )),
+        },
+        syntax: "use epoll;",
+        default: "epoll",
+        doc: "The connection processing method: `epoll`, the only one vireo has (as nginx on Linux refuses the others).",
+    },
+    Def {
         name: "multi_accept",
         ctx: Ctx::EVENTS,
         arity: ONE,
@@ -479,13 +494,6 @@ pub static IGNORED: &[Def] = &[
         ONE,
         "map_hash_bucket_size size;",
         "vireo sizes its tables itself",
-    ),
-    ignored(
-        "use",
-        Ctx::EVENTS,
-        ONE,
-        "use method;",
-        "vireo picks epoll itself",
     ),
     ignored(
         "accept_mutex",
