@@ -145,7 +145,7 @@ fn bad_values() {
     // Event methods: epoll is the one there is (nginx on Linux refuses the rest).
     for m in ["kqueue", "select", "poll", "bogus"] {
         fails_at(
-            &format!("events {{\n use epoll;\n}}\nhttp {{}}\n").replace("epoll", m),
+            &"events {\n use epoll;\n}\nhttp {}\n".replace("epoll", m),
             &format!("invalid event type \"{m}\", vireo uses \"epoll\""),
             2,
         );
