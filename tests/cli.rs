@@ -329,3 +329,58 @@ fn prefix_resolves_relative_paths() {
         "pid file removed on exit"
     );
 }
+
+/// `vireo` with no arguments serves the embedded welcome page on
+/// 127.0.0.1:8080. The port is fixed: when something else holds it for 30 s,
+/// the test says so and passes.
+#[test]
+fn no_arguments_serve_the_embedded_site_on_8080() {
+    const PORT: u16 = 8080;
+    if !eventually(30, || {
+        std::net::TcpListener::bind(("127.0.0.1", PORT)).is_ok()
+    }) {
+        eprintln!("127.0.0.1:{PORT} is taken by another program: embedded site not checked");
+        return;
+    }
+    let dir = TempDir::new("cli");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let mut child = Command::new(BIN)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let up = eventually(10, || listens_on(pid, PORT));
+    let answer = up.then(|| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", PORT)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            b"GET / HTTP/1.1\r\nHost: localhost:8080\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        Resp::parse(&read_to_close(&mut s)).expect("a response")
+    });
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = dir.read("stderr.log");
+    assert!(up, "not listening on {PORT}: {err}");
+    let r = answer.unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert!(
+        r.text().contains("<h1>Welcome to vireo</h1>"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The embedded configuration logs to standard output.
+    assert!(
+        text(&out.stdout).contains("\"GET / HTTP/1.1\" 200 "),
+        "{}",
+        text(&out.stdout)
+    );
+}
