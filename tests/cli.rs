@@ -344,7 +344,7 @@ fn no_arguments_serve_the_embedded_site_on_8080() {
     }
     let dir = TempDir::new("cli");
     std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
