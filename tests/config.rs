@@ -922,3 +922,102 @@ fn first_server_is_default_without_default_server() {
         "a"
     );
 }
+
+/// Core settings inherit http → server → location (nested too) as in nginx: a
+/// level that sets a value overrides it for everything below, wherever in the
+/// block the directive stands; a level that does not inherits it.
+#[test]
+fn core_settings_inherit_http_server_location() {
+    let dir = TempDir::new("inh");
+    for (f, body) in [
+        ("h/a/f", "http root"),
+        ("h/a/x.unknown", "http root"),
+        ("h/t/x.unknown", "http root"),
+        ("l/s/f", "location root"),
+        ("s/a/f", "server root"),
+        ("s/n/f", "server root"),
+        ("s/n/deep/f", "server root"),
+        ("s/late/f", "late server root"),
+    ] {
+        dir.write(f, body);
+    }
+    let v = Vireo::start_in(
+        dir,
+        "events {}
+http {
+    access_log off;
+    root {dir}/h;
+    default_type text/x-http;
+    etag off;
+    server_tokens off;
+    server {
+        listen 127.0.0.1:{port};
+        location /a/ { }
+        location /s/ { root {dir}/l; etag on; }
+        location /t/ { default_type text/x-loc; }
+    }
+    server {
+        listen 127.0.0.1:{port2};
+        location /a/ { }
+        location /n/ {
+            etag on;
+            location /n/deep/ { }
+        }
+        root {dir}/s;
+        server_tokens on;
+    }
+}
+",
+    );
+    let port2 = {
+        let conf = v.dir.read("vireo.conf");
+        let at = conf.rfind("127.0.0.1:").unwrap() + "127.0.0.1:".len();
+        conf[at..]
+            .split(';')
+            .next()
+            .unwrap()
+            .parse::<u16>()
+            .unwrap()
+    };
+    let get = |port: u16, path: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        Resp::parse(&read_to_close(&mut s)).expect("a response")
+    };
+    // First server: everything from http, except what its locations set.
+    let r = get(v.port, "/a/f");
+    assert_eq!(r.text(), "http root");
+    assert_eq!(r.header("etag"), None);
+    assert_eq!(r.header("server"), Some("vireo"));
+    let r = get(v.port, "/s/f");
+    assert_eq!(r.text(), "location root");
+    assert!(r.header("etag").is_some(), "{}", r.head);
+    assert_eq!(
+        get(v.port, "/a/x.unknown").header("content-type"),
+        Some("text/x-http")
+    );
+    assert_eq!(
+        get(v.port, "/t/x.unknown").header("content-type"),
+        Some("text/x-loc")
+    );
+    // Second server: its root and server_tokens, set after its locations,
+    // reach them; a nested location inherits from the one around it.
+    let r = get(port2, "/a/f");
+    assert_eq!(r.text(), "server root");
+    assert!(
+        r.header("server").unwrap().starts_with("vireo/"),
+        "{}",
+        r.head
+    );
+    assert_eq!(r.header("etag"), None);
+    let r = get(port2, "/n/deep/f");
+    assert_eq!(r.text(), "server root");
+    assert!(r.header("etag").is_some(), "{}", r.head);
+    assert_eq!(get(port2, "/late/f").text(), "late server root");
+}
