@@ -174,6 +174,11 @@ fn bad_values() {
         3,
     );
     fails_at(
+        &http("server_tokens maybe;"),
+        "invalid value \"maybe\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\"",
+        3,
+    );
+    fails_at(
         &http("sendfile maybe;"),
         "invalid value \"maybe\" in \"sendfile\" directive, it must be \"on\" or \"off\"",
         3,

@@ -350,6 +350,13 @@ fn server_tokens_off_hides_the_version() {
     assert_eq!(r.status, 400);
     assert_eq!(r.header("server"), Some("vireo"));
     assert!(!r.text().contains("vireo/"), "{}", r.text());
+    // on (the default) and build show the version, in the header and on error pages.
+    for conf in ["", "server_tokens on;", "server_tokens build;"] {
+        let v = server(conf);
+        let version = format!("vireo/{}", env!("CARGO_PKG_VERSION"));
+        assert_eq!(v.get("/a.txt").header("server"), Some(version.as_str()));
+        assert!(v.get("/missing").text().contains(&version), "{conf}");
+    }
 }
 
 // ---------------------------------------------------------------- strict parsing

@@ -457,10 +457,25 @@ pub static DIRECTIVES: &[Def] = &[
         name: "server_tokens",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().core.server_tokens, flag(d, 0)?, d),
-        syntax: "server_tokens on | off;",
+        set: |s, d, _| {
+            // nginx's `build` adds a build name; vireo has none, so it is `on`.
+            let on = match d.arg(0) {
+                "on" | "build" => true,
+                "off" => false,
+                v => {
+                    return Err(ConfError::new(
+                        format!(
+                            "invalid value \"{v}\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\""
+                        ),
+                        &d.span,
+                    ));
+                }
+            };
+            set_once(&mut s.loc().core.server_tokens, on, d)
+        },
+        syntax: "server_tokens on | off | build;",
         default: "on",
-        doc: "Show vireo's version in the Server header and error pages.",
+        doc: "Show vireo's version in the Server header and error pages (`build`: the same, vireo has no build name).",
     },
     Def {
         name: "internal",
