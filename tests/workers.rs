@@ -277,7 +277,10 @@ fn unwritable_pid_file_is_fatal() {
 #[test]
 fn error_log_file_and_level() {
     // notice: start-up notices are written, in nginx's line format.
-    let v = Vireo::start(&basic("error_log logs/error.log notice;", "use epoll;"));
+    let v = Vireo::start(&basic(
+        "error_log logs/error.log notice;",
+        "accept_mutex off;",
+    ));
     let log = v.dir.read("logs/error.log");
     let line = log
         .lines()
@@ -298,7 +301,7 @@ fn error_log_file_and_level() {
         "{line}"
     );
     assert!(
-        log.contains("[notice]") && log.contains("\"use\" directive is ignored"),
+        log.contains("[notice]") && log.contains("\"accept_mutex\" directive is ignored"),
         "{log}"
     );
     // Nothing went to stderr.
@@ -307,7 +310,7 @@ fn error_log_file_and_level() {
     // warn: notices are filtered out, warnings and worse are kept.
     let mut v = Vireo::start(&basic(
         "error_log logs/error.log warn;",
-        "use epoll; worker_connections 1;",
+        "accept_mutex off; worker_connections 1;",
     ));
     // The readiness probe holds the only slot for a moment; extra connections are refused.
     let mut conns: Vec<TcpStream> = (0..3).map(|_| v.connect()).collect();
