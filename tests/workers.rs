@@ -339,7 +339,14 @@ fn error_log_file_and_level() {
 }
 
 #[test]
-fn sigterm_stops_at_once() {
+fn sigterm_and_sigint_stop_at_once() {
+    // SIGINT is the same fast stop.
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        fast_stop(sig);
+    }
+}
+
+fn fast_stop(sig: i32) {
     let dir = TempDir::new("term");
     dir.write("html/big", vec![b'b'; 8 << 20]);
     let mut v = Vireo::start_in(
@@ -355,7 +362,7 @@ fn sigterm_stops_at_once() {
     let mut first = [0u8; 1024];
     assert!(slow.read(&mut first).unwrap() > 0);
     let t = Instant::now();
-    v.signal(libc::SIGTERM);
+    v.signal(sig);
     let st = v.wait_exit(5).expect("exits");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(st.code(), Some(0));
