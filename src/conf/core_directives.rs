@@ -383,7 +383,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "client_header_buffer_size size;",
         default: "1k",
-        doc: "First buffer for a request head; larger heads move to `large_client_header_buffers`.",
+        doc: "First buffer for a request head (the default server's value applies, as in nginx): a head that fits it may have lines of any length; past it, each line must fit one of `large_client_header_buffers`.",
     },
     Def {
         name: "large_client_header_buffers",
