@@ -174,6 +174,16 @@ fn bad_values() {
         3,
     );
     fails_at(
+        &http("keepalive_timeout 10s 5x;"),
+        "invalid time \"5x\" in \"keepalive_timeout\" directive",
+        3,
+    );
+    fails_at(
+        &http("keepalive_timeout 1 2 3;"),
+        "invalid number of arguments in \"keepalive_timeout\" directive",
+        3,
+    );
+    fails_at(
         &http("server_tokens maybe;"),
         "invalid value \"maybe\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\"",
         3,

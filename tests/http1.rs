@@ -695,6 +695,37 @@ fn keepalive_timeout_closes_idle_connection() {
     assert!((0.8..3.0).contains(&secs), "closed after {secs}s");
 }
 
+/// keepalive_timeout's second value is announced as `Keep-Alive: timeout=N`
+/// on responses that keep the connection (not on the last one), as nginx
+/// does; without it, or with 0, no such header.
+#[test]
+fn keepalive_timeout_header_value() {
+    let v = server("keepalive_timeout 1s 30; keepalive_requests 2;");
+    let mut c = Client::new(&v);
+    c.send(get("/a.txt"));
+    let r = c.response(false);
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    assert_eq!(r.header("keep-alive"), Some("timeout=30"));
+    c.send(get("/a.txt"));
+    let r = c.response(false);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.header("keep-alive"), None);
+    // The connection still closes after the first value, not the header's.
+    let mut c = Client::new(&v);
+    c.send(get("/a.txt"));
+    assert_eq!(c.response(false).header("keep-alive"), Some("timeout=30"));
+    let secs = secs_until_closed(&mut c.s, Duration::from_secs(5)).expect("closed");
+    assert!((0.8..3.0).contains(&secs), "closed after {secs}s");
+    for conf in ["keepalive_timeout 10s;", "keepalive_timeout 10s 0;"] {
+        let v = server(conf);
+        let mut c = Client::new(&v);
+        c.send(get("/a.txt"));
+        let r = c.response(false);
+        assert_eq!(r.header("connection"), Some("keep-alive"), "{conf}");
+        assert_eq!(r.header("keep-alive"), None, "{conf}");
+    }
+}
+
 #[test]
 fn keepalive_timeout_zero_disables_keep_alive() {
     let v = server("keepalive_timeout 0;");

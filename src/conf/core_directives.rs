@@ -310,11 +310,17 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "keepalive_timeout",
         ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().core.keepalive_timeout, time(d, 0)?, d),
-        syntax: "keepalive_timeout time;",
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let core = &mut s.loc().core;
+            if d.args.len() == 2 {
+                set_once(&mut core.keepalive_header, Some(time(d, 1)?), d)?;
+            }
+            set_once(&mut core.keepalive_timeout, time(d, 0)?, d)
+        },
+        syntax: "keepalive_timeout timeout [header_timeout];",
         default: "75s",
-        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive.",
+        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive. `header_timeout`: sent to the client as `Keep-Alive: timeout=N` (seconds) on keep-alive HTTP/1 responses.",
     },
     Def {
         name: "keepalive_requests",
