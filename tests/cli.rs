@@ -120,6 +120,48 @@ fn test_flag_reports_ok_and_failure() {
     );
 }
 
+/// Started without -t, a bad configuration stops vireo with exit 1 and the
+/// same file:line message, before it binds anything.
+#[test]
+fn bad_configuration_stops_the_start_with_file_and_line() {
+    let dir = TempDir::new("cli");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let port = free_port();
+    for (body, msg, line) in [
+        ("nope;", "unknown directive \"nope\"", 3),
+        (
+            "server { listen 127.0.0.1:PORT; keepalive_timeout x; }",
+            "invalid time \"x\" in \"keepalive_timeout\" directive",
+            3,
+        ),
+        (
+            "server {\n listen 127.0.0.1:PORT;\n location / { worker_connections 1; }\n}",
+            "\"worker_connections\" directive is not allowed here",
+            5,
+        ),
+        (
+            "sendfile on off;",
+            "invalid number of arguments in \"sendfile\" directive",
+            3,
+        ),
+    ] {
+        let text_conf =
+            format!("events {{}}\nhttp {{\n{body}\n}}\n").replace("PORT", &port.to_string());
+        let conf = dir.write("bad.conf", text_conf);
+        let o = run_conf(&dir, &conf);
+        assert_eq!(o.status.code(), Some(1), "{body}");
+        let err = text(&o.stderr);
+        assert!(
+            err.starts_with(&format!(
+                "vireo: [emerg] {msg} in {}:{line}\n",
+                conf.display()
+            )),
+            "{body}: {err}"
+        );
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+    }
+}
+
 #[test]
 fn dump_prints_every_file_read() {
     let dir = TempDir::new("cli");

@@ -312,7 +312,8 @@ fn error_log_file_and_level() {
         "error_log logs/error.log warn;",
         "accept_mutex off; worker_connections 1;",
     ));
-    // The readiness probe holds the only slot for a moment; extra connections are refused.
+    // A silent connection holds the only slot; the next ones are refused.
+    let _hold = v.connect();
     let mut conns: Vec<TcpStream> = (0..3).map(|_| v.connect()).collect();
     for s in &mut conns {
         let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
