@@ -955,6 +955,92 @@ fn lingering_close_delivers_the_413_while_the_client_still_sends() {
     assert_eq!(r.status, 413);
 }
 
+/// A request refused with 413 while its body is still coming: the response,
+/// then the server's FIN; the connection, returned for probing.
+fn refused_upload(v: &Vireo) -> TcpStream {
+    let mut s = v.connect();
+    s.write_all(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 9000000\r\n\r\n")
+        .unwrap();
+    s.write_all(&[b'x'; 2048]).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let raw = read_to_close(&mut s);
+    assert_eq!(Resp::parse(&raw).expect("a response").status, 413);
+    s
+}
+
+/// Write a little every `every` until a write fails (the server has closed
+/// its socket and answered with a reset) or `max` passes: how long it took.
+fn secs_until_writes_fail(s: &mut TcpStream, every: Duration, max: Duration) -> Option<f64> {
+    let t = Instant::now();
+    while t.elapsed() < max {
+        if s.write_all(&[b'y'; 512]).is_err() {
+            return Some(t.elapsed().as_secs_f64());
+        }
+        std::thread::sleep(every);
+    }
+    None
+}
+
+/// lingering_close, lingering_time and lingering_timeout as nginx: after an
+/// early response the server reads and drops what the client still sends for
+/// at most lingering_time, and stops after lingering_timeout of silence; off
+/// closes at once; always lingers after every closing response.
+#[test]
+fn lingering_close_time_and_timeout() {
+    let tick = Duration::from_millis(100);
+    // A client that keeps sending is cut off after lingering_time.
+    let v = server("client_max_body_size 1k; lingering_time 2s; lingering_timeout 1s;");
+    let mut s = refused_upload(&v);
+    let secs = secs_until_writes_fail(&mut s, tick, Duration::from_secs(10)).expect("closed");
+    assert!(
+        (1.5..4.5).contains(&secs),
+        "lingering_time 2s: closed after {secs}s"
+    );
+
+    // A silent client is dropped after lingering_timeout…
+    let mut s = refused_upload(&v);
+    std::thread::sleep(Duration::from_millis(2000));
+    let secs = secs_until_writes_fail(&mut s, tick, Duration::from_secs(2)).expect("closed");
+    assert!(
+        secs < 1.0,
+        "lingering_timeout 1s: still open after 2s of silence"
+    );
+    // …not before.
+    let v = server("client_max_body_size 1k; lingering_timeout 5s;");
+    let mut s = refused_upload(&v);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        secs_until_writes_fail(&mut s, tick, Duration::from_millis(800)),
+        None,
+        "lingering_timeout 5s: closed within 2.3s"
+    );
+
+    // off: no lingering at all.
+    let v = server("client_max_body_size 1k; lingering_close off;");
+    let mut s = v.connect();
+    let _ = s.write_all(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 9000000\r\n\r\n");
+    let _ = s.write_all(&[b'x'; 2048]);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = read_to_close(&mut s);
+    let secs = secs_until_writes_fail(&mut s, tick, Duration::from_secs(5)).expect("closed");
+    assert!(secs < 1.0, "lingering_close off: open for {secs}s");
+
+    // always: even after a response that read all of its request.
+    for (conf, lingers) in [
+        ("", false),
+        ("lingering_close always; lingering_timeout 3s;", true),
+    ] {
+        let v = server(conf);
+        let mut s = v.connect();
+        s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(Resp::parse(&read_to_close(&mut s)).unwrap().text(), "hello");
+        let open = secs_until_writes_fail(&mut s, tick, Duration::from_millis(1500)).is_none();
+        assert_eq!(open, lingers, "{conf:?}");
+    }
+}
+
 #[test]
 fn head_and_body_trickled_byte_by_byte() {
     let v = server("");
