@@ -120,6 +120,48 @@ fn test_flag_reports_ok_and_failure() {
     );
 }
 
+/// Started without -t, a bad configuration stops vireo with exit 1 and the
+/// same file:line message, before it binds anything.
+#[test]
+fn bad_configuration_stops_the_start_with_file_and_line() {
+    let dir = TempDir::new("cli");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let port = free_port();
+    for (body, msg, line) in [
+        ("nope;", "unknown directive \"nope\"", 3),
+        (
+            "server { listen 127.0.0.1:PORT; keepalive_timeout x; }",
+            "invalid time \"x\" in \"keepalive_timeout\" directive",
+            3,
+        ),
+        (
+            "server {\n listen 127.0.0.1:PORT;\n location / { worker_connections 1; }\n}",
+            "\"worker_connections\" directive is not allowed here",
+            5,
+        ),
+        (
+            "sendfile on off;",
+            "invalid number of arguments in \"sendfile\" directive",
+            3,
+        ),
+    ] {
+        let text_conf =
+            format!("events {{}}\nhttp {{\n{body}\n}}\n").replace("PORT", &port.to_string());
+        let conf = dir.write("bad.conf", text_conf);
+        let o = run_conf(&dir, &conf);
+        assert_eq!(o.status.code(), Some(1), "{body}");
+        let err = text(&o.stderr);
+        assert!(
+            err.starts_with(&format!(
+                "vireo: [emerg] {msg} in {}:{line}\n",
+                conf.display()
+            )),
+            "{body}: {err}"
+        );
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+    }
+}
+
 #[test]
 fn dump_prints_every_file_read() {
     let dir = TempDir::new("cli");
@@ -327,5 +369,60 @@ fn prefix_resolves_relative_paths() {
     assert!(
         !dir.path().join("logs/v.pid").exists(),
         "pid file removed on exit"
+    );
+}
+
+/// `vireo` with no arguments serves the embedded welcome page on
+/// 127.0.0.1:8080. The port is fixed: when something else holds it for 30 s,
+/// the test says so and passes.
+#[test]
+fn no_arguments_serve_the_embedded_site_on_8080() {
+    const PORT: u16 = 8080;
+    if !eventually(30, || {
+        std::net::TcpListener::bind(("127.0.0.1", PORT)).is_ok()
+    }) {
+        eprintln!("127.0.0.1:{PORT} is taken by another program: embedded site not checked");
+        return;
+    }
+    let dir = TempDir::new("cli");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let child = Command::new(BIN)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let up = eventually(10, || listens_on(pid, PORT));
+    let answer = up.then(|| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", PORT)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            b"GET / HTTP/1.1\r\nHost: localhost:8080\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        Resp::parse(&read_to_close(&mut s)).expect("a response")
+    });
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = dir.read("stderr.log");
+    assert!(up, "not listening on {PORT}: {err}");
+    let r = answer.unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert!(
+        r.text().contains("<h1>Welcome to vireo</h1>"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The embedded configuration logs to standard output.
+    assert!(
+        text(&out.stdout).contains("\"GET / HTTP/1.1\" 200 "),
+        "{}",
+        text(&out.stdout)
     );
 }

@@ -142,6 +142,17 @@ fn wrong_number_of_arguments() {
 #[test]
 fn bad_values() {
     let http = |body: &str| format!("events {{}}\nhttp {{\n {body}\n}}\n");
+    // Event methods: epoll is the one there is (nginx on Linux refuses the rest).
+    for m in ["kqueue", "select", "poll", "bogus"] {
+        fails_at(
+            &"events {\n use epoll;\n}\nhttp {}\n".replace("epoll", m),
+            &format!("invalid event type \"{m}\", vireo uses \"epoll\""),
+            2,
+        );
+    }
+    let dir = TempDir::new("cf");
+    let err = passes(&dir, "events {\n use epoll;\n}\nhttp {}\n");
+    assert!(!err.contains("\"use\""), "{err}");
     fails_at(
         &http("client_max_body_size 1q;"),
         "invalid size \"1q\" in \"client_max_body_size\" directive",
@@ -160,6 +171,21 @@ fn bad_values() {
     fails_at(
         &http("send_timeout -1;"),
         "invalid time \"-1\" in \"send_timeout\" directive",
+        3,
+    );
+    fails_at(
+        &http("keepalive_timeout 10s 5x;"),
+        "invalid time \"5x\" in \"keepalive_timeout\" directive",
+        3,
+    );
+    fails_at(
+        &http("keepalive_timeout 1 2 3;"),
+        "invalid number of arguments in \"keepalive_timeout\" directive",
+        3,
+    );
+    fails_at(
+        &http("server_tokens maybe;"),
+        "invalid value \"maybe\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\"",
         3,
     );
     fails_at(
@@ -541,7 +567,6 @@ fn ignored_nginx_directives_give_notices() {
     let conf = dir.path().join("t.conf");
     for (name, line) in [
         ("master_process", 1),
-        ("use", 3),
         ("accept_mutex", 4),
         ("client_body_temp_path", 7),
         ("proxy_temp_path", 8),
@@ -632,7 +657,7 @@ fn unopenable_default_access_log_message() {
 }
 
 /// The seed tuning configuration (bench peers' nginx.conf) minus the upstream,
-/// proxy and FastCGI parts and the system mime.types include.
+/// proxy and FastCGI parts (the system mime.types include stays where it exists).
 const SEED: &str = r#"worker_processes 1;
 worker_rlimit_nofile 20000;
 pid @DIR@/nginx.pid;
@@ -662,8 +687,13 @@ http {
 }
 "#;
 
-/// Drop the lines (and blocks they open) that use upstreams, proxying, FastCGI
-/// or the system mime.types.
+/// Is nginx's mime.types installed (the seed includes it)?
+fn system_mime_types() -> bool {
+    std::path::Path::new("/etc/nginx/mime.types").exists()
+}
+
+/// Drop the lines (and blocks they open) that use upstreams, proxying or
+/// FastCGI, and the system mime.types include where there is none.
 fn strip_seed(text: &str) -> String {
     let mut out = String::new();
     let mut skip = 0i32;
@@ -677,7 +707,7 @@ fn strip_seed(text: &str) -> String {
         if t.starts_with("upstream ")
             || t.starts_with("location /proxy/")
             || t.starts_with("location ~ \\.php$")
-            || t.starts_with("include /etc/nginx/mime.types")
+            || (t.starts_with("include /etc/nginx/mime.types") && !system_mime_types())
         {
             skip = depth(l);
             continue;
@@ -696,6 +726,8 @@ fn seed_tuning_configuration_runs_unchanged() {
     let dir = TempDir::new("seed");
     dir.write("root/hello.txt", "hello seed\n");
     dir.write("root/big.bin", vec![b'z'; 200_000]);
+    dir.write("root/app.js", "let a;\n");
+    dir.write("root/mod.mjs", "export {};\n");
     let conf = strip_seed(&text)
         .replace("@DIR@", &dir.path().display().to_string())
         .replace("@ROOT@", &dir.path().join("root").display().to_string())
@@ -717,6 +749,16 @@ fn seed_tuning_configuration_runs_unchanged() {
         assert_eq!(r.body.len(), 200_000);
     }
     assert_eq!(v.get("/nope").status, 404);
+    // nginx's own mime.types, included as the seed does, replaces the
+    // embedded table: it has no .mjs (vireo's table maps it to
+    // application/javascript), so .mjs gets the default type.
+    if system_mime_types() {
+        let r = v.get("/app.js");
+        assert_eq!(r.header("content-type"), Some("application/javascript"));
+        let r = v.get("/mod.mjs");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-type"), Some("text/plain"));
+    }
 }
 
 #[test]
@@ -894,4 +936,103 @@ fn first_server_is_default_without_default_server() {
             .text(),
         "a"
     );
+}
+
+/// Core settings inherit http → server → location (nested too) as in nginx: a
+/// level that sets a value overrides it for everything below, wherever in the
+/// block the directive stands; a level that does not inherits it.
+#[test]
+fn core_settings_inherit_http_server_location() {
+    let dir = TempDir::new("inh");
+    for (f, body) in [
+        ("h/a/f", "http root"),
+        ("h/a/x.unknown", "http root"),
+        ("h/t/x.unknown", "http root"),
+        ("l/s/f", "location root"),
+        ("s/a/f", "server root"),
+        ("s/n/f", "server root"),
+        ("s/n/deep/f", "server root"),
+        ("s/late/f", "late server root"),
+    ] {
+        dir.write(f, body);
+    }
+    let v = Vireo::start_in(
+        dir,
+        "events {}
+http {
+    access_log off;
+    root {dir}/h;
+    default_type text/x-http;
+    etag off;
+    server_tokens off;
+    server {
+        listen 127.0.0.1:{port};
+        location /a/ { }
+        location /s/ { root {dir}/l; etag on; }
+        location /t/ { default_type text/x-loc; }
+    }
+    server {
+        listen 127.0.0.1:{port2};
+        location /a/ { }
+        location /n/ {
+            etag on;
+            location /n/deep/ { }
+        }
+        root {dir}/s;
+        server_tokens on;
+    }
+}
+",
+    );
+    let port2 = {
+        let conf = v.dir.read("vireo.conf");
+        let at = conf.rfind("127.0.0.1:").unwrap() + "127.0.0.1:".len();
+        conf[at..]
+            .split(';')
+            .next()
+            .unwrap()
+            .parse::<u16>()
+            .unwrap()
+    };
+    let get = |port: u16, path: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        Resp::parse(&read_to_close(&mut s)).expect("a response")
+    };
+    // First server: everything from http, except what its locations set.
+    let r = get(v.port, "/a/f");
+    assert_eq!(r.text(), "http root");
+    assert_eq!(r.header("etag"), None);
+    assert_eq!(r.header("server"), Some("vireo"));
+    let r = get(v.port, "/s/f");
+    assert_eq!(r.text(), "location root");
+    assert!(r.header("etag").is_some(), "{}", r.head);
+    assert_eq!(
+        get(v.port, "/a/x.unknown").header("content-type"),
+        Some("text/x-http")
+    );
+    assert_eq!(
+        get(v.port, "/t/x.unknown").header("content-type"),
+        Some("text/x-loc")
+    );
+    // Second server: its root and server_tokens, set after its locations,
+    // reach them; a nested location inherits from the one around it.
+    let r = get(port2, "/a/f");
+    assert_eq!(r.text(), "server root");
+    assert!(
+        r.header("server").unwrap().starts_with("vireo/"),
+        "{}",
+        r.head
+    );
+    assert_eq!(r.header("etag"), None);
+    let r = get(port2, "/n/deep/f");
+    assert_eq!(r.text(), "server root");
+    assert!(r.header("etag").is_some(), "{}", r.head);
+    assert_eq!(get(port2, "/late/f").text(), "late server root");
 }

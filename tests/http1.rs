@@ -350,6 +350,13 @@ fn server_tokens_off_hides_the_version() {
     assert_eq!(r.status, 400);
     assert_eq!(r.header("server"), Some("vireo"));
     assert!(!r.text().contains("vireo/"), "{}", r.text());
+    // on (the default) and build show the version, in the header and on error pages.
+    for conf in ["", "server_tokens on;", "server_tokens build;"] {
+        let v = server(conf);
+        let version = format!("vireo/{}", env!("CARGO_PKG_VERSION"));
+        assert_eq!(v.get("/a.txt").header("server"), Some(version.as_str()));
+        assert!(v.get("/missing").text().contains(&version), "{conf}");
+    }
 }
 
 // ---------------------------------------------------------------- strict parsing
@@ -521,6 +528,55 @@ fn huge_or_many_headers_are_refused() {
     assert_eq!(r.status, 200);
 }
 
+/// client_header_buffer_size and large_client_header_buffers as nginx applies
+/// them: a head that fits the first buffer may have lines of any length; a
+/// line past it must fit one large buffer (request line: 414, header: 4xx);
+/// the whole head must fit the large buffers.
+#[test]
+fn client_header_buffer_size_and_large_client_header_buffers() {
+    let v = server("client_header_buffer_size 8k; large_client_header_buffers 2 1k;");
+    let long_query = "q".repeat(6000);
+    let r = v.get(&format!("/a.txt?{long_query}"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hello");
+    let r = v.request(&format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Long: {long_query}\r\nConnection: close\r\n\r\n"
+    ));
+    assert_eq!(r.status, 200);
+    // Past the first 8k, a 1,500-byte line does not fit a 1k buffer.
+    let pad = "p".repeat(7000);
+    let line = "l".repeat(1500);
+    let req = format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\nX-Line: {line}\r\n\r\n");
+    refused(&v, req.as_bytes(), &[431, 400]);
+    let req = format!(
+        "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "u".repeat(9000)
+    );
+    refused(&v, req.as_bytes(), &[414]);
+
+    // The defaults (1k, 4 8k): an 8k request line is the most a head may carry.
+    let v = server("client_header_buffer_size 1k; large_client_header_buffers 4 8k;");
+    let r = v.get(&format!("/a.txt?{}", "q".repeat(8000)));
+    assert_eq!(r.status, 200);
+    let req = format!(
+        "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "u".repeat(8200)
+    );
+    refused(&v, req.as_bytes(), &[414]);
+    // A small large_client_header_buffers refuses what the defaults take.
+    let v = server("large_client_header_buffers 4 1k;");
+    let req = format!(
+        "GET /a.txt?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "u".repeat(2000)
+    );
+    refused(&v, req.as_bytes(), &[414]);
+    let req = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+        "h".repeat(2000)
+    );
+    refused(&v, req.as_bytes(), &[431, 400]);
+}
+
 #[test]
 fn body_over_client_max_body_size_is_413() {
     let v = server("client_max_body_size 1k;");
@@ -637,6 +693,37 @@ fn keepalive_timeout_closes_idle_connection() {
     assert_eq!(r.header("connection"), Some("keep-alive"));
     let secs = secs_until_closed(&mut c.s, Duration::from_secs(5)).expect("closed");
     assert!((0.8..3.0).contains(&secs), "closed after {secs}s");
+}
+
+/// keepalive_timeout's second value is announced as `Keep-Alive: timeout=N`
+/// on responses that keep the connection (not on the last one), as nginx
+/// does; without it, or with 0, no such header.
+#[test]
+fn keepalive_timeout_header_value() {
+    let v = server("keepalive_timeout 1s 30; keepalive_requests 2;");
+    let mut c = Client::new(&v);
+    c.send(get("/a.txt"));
+    let r = c.response(false);
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    assert_eq!(r.header("keep-alive"), Some("timeout=30"));
+    c.send(get("/a.txt"));
+    let r = c.response(false);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.header("keep-alive"), None);
+    // The connection still closes after the first value, not the header's.
+    let mut c = Client::new(&v);
+    c.send(get("/a.txt"));
+    assert_eq!(c.response(false).header("keep-alive"), Some("timeout=30"));
+    let secs = secs_until_closed(&mut c.s, Duration::from_secs(5)).expect("closed");
+    assert!((0.8..3.0).contains(&secs), "closed after {secs}s");
+    for conf in ["keepalive_timeout 10s;", "keepalive_timeout 10s 0;"] {
+        let v = server(conf);
+        let mut c = Client::new(&v);
+        c.send(get("/a.txt"));
+        let r = c.response(false);
+        assert_eq!(r.header("connection"), Some("keep-alive"), "{conf}");
+        assert_eq!(r.header("keep-alive"), None, "{conf}");
+    }
 }
 
 #[test]
@@ -866,6 +953,92 @@ fn lingering_close_delivers_the_413_while_the_client_still_sends() {
     writer.join().unwrap();
     let r = Resp::parse(&raw).expect("the 413 arrived rather than a reset");
     assert_eq!(r.status, 413);
+}
+
+/// A request refused with 413 while its body is still coming: the response,
+/// then the server's FIN; the connection, returned for probing.
+fn refused_upload(v: &Vireo) -> TcpStream {
+    let mut s = v.connect();
+    s.write_all(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 9000000\r\n\r\n")
+        .unwrap();
+    s.write_all(&[b'x'; 2048]).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let raw = read_to_close(&mut s);
+    assert_eq!(Resp::parse(&raw).expect("a response").status, 413);
+    s
+}
+
+/// Write a little every `every` until a write fails (the server has closed
+/// its socket and answered with a reset) or `max` passes: how long it took.
+fn secs_until_writes_fail(s: &mut TcpStream, every: Duration, max: Duration) -> Option<f64> {
+    let t = Instant::now();
+    while t.elapsed() < max {
+        if s.write_all(&[b'y'; 512]).is_err() {
+            return Some(t.elapsed().as_secs_f64());
+        }
+        std::thread::sleep(every);
+    }
+    None
+}
+
+/// lingering_close, lingering_time and lingering_timeout as nginx: after an
+/// early response the server reads and drops what the client still sends for
+/// at most lingering_time, and stops after lingering_timeout of silence; off
+/// closes at once; always lingers after every closing response.
+#[test]
+fn lingering_close_time_and_timeout() {
+    let tick = Duration::from_millis(100);
+    // A client that keeps sending is cut off after lingering_time.
+    let v = server("client_max_body_size 1k; lingering_time 2s; lingering_timeout 1s;");
+    let mut s = refused_upload(&v);
+    let secs = secs_until_writes_fail(&mut s, tick, Duration::from_secs(10)).expect("closed");
+    assert!(
+        (1.5..4.5).contains(&secs),
+        "lingering_time 2s: closed after {secs}s"
+    );
+
+    // A silent client is dropped after lingering_timeout…
+    let mut s = refused_upload(&v);
+    std::thread::sleep(Duration::from_millis(2000));
+    let secs = secs_until_writes_fail(&mut s, tick, Duration::from_secs(2)).expect("closed");
+    assert!(
+        secs < 1.0,
+        "lingering_timeout 1s: still open after 2s of silence"
+    );
+    // …not before.
+    let v = server("client_max_body_size 1k; lingering_timeout 5s;");
+    let mut s = refused_upload(&v);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        secs_until_writes_fail(&mut s, tick, Duration::from_millis(800)),
+        None,
+        "lingering_timeout 5s: closed within 2.3s"
+    );
+
+    // off: no lingering at all.
+    let v = server("client_max_body_size 1k; lingering_close off;");
+    let mut s = v.connect();
+    let _ = s.write_all(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 9000000\r\n\r\n");
+    let _ = s.write_all(&[b'x'; 2048]);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = read_to_close(&mut s);
+    let secs = secs_until_writes_fail(&mut s, tick, Duration::from_secs(5)).expect("closed");
+    assert!(secs < 1.0, "lingering_close off: open for {secs}s");
+
+    // always: even after a response that read all of its request.
+    for (conf, lingers) in [
+        ("", false),
+        ("lingering_close always; lingering_timeout 3s;", true),
+    ] {
+        let v = server(conf);
+        let mut s = v.connect();
+        s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(Resp::parse(&read_to_close(&mut s)).unwrap().text(), "hello");
+        let open = secs_until_writes_fail(&mut s, tick, Duration::from_millis(1500)).is_none();
+        assert_eq!(open, lingers, "{conf:?}");
+    }
 }
 
 #[test]

@@ -54,6 +54,21 @@ fn install_binary(to: &Path) {
     std::fs::rename(&tmp, to).unwrap();
 }
 
+/// Spawn a freshly installed binary. Another test thread that forks while
+/// `install_binary` holds the copy open for writing keeps that descriptor
+/// until its own exec, and exec then fails with ETXTBSY: try again shortly.
+fn spawn(cmd: &mut std::process::Command) -> std::process::Child {
+    for _ in 0..50 {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.unwrap(),
+        }
+    }
+    cmd.spawn().unwrap()
+}
+
 const SMALL: usize = 64;
 const BIG: usize = 256 * 1024;
 
@@ -69,14 +84,14 @@ fn conf(dir: &Path, port: u16, port2: u16) -> String {
 fn start(dir: &TempDir, bin: &Path) -> (std::process::Child, u16, u16) {
     let (port, port2) = (free_port(), free_port());
     let conf_path = dir.write("vireo.conf", conf(dir.path(), port, port2));
-    let child = std::process::Command::new(bin)
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf_path)
-        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let child = spawn(
+        std::process::Command::new(bin)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap()),
+    );
     assert!(
         eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()
             && TcpStream::connect(("127.0.0.1", port2)).is_ok()),

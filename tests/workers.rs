@@ -327,7 +327,10 @@ fn unopenable_error_log_is_reported_with_its_directive() {
 #[test]
 fn error_log_file_and_level() {
     // notice: start-up notices are written, in nginx's line format.
-    let v = Vireo::start(&basic("error_log logs/error.log notice;", "use epoll;"));
+    let v = Vireo::start(&basic(
+        "error_log logs/error.log notice;",
+        "accept_mutex off;",
+    ));
     let log = v.dir.read("logs/error.log");
     let line = log
         .lines()
@@ -348,7 +351,7 @@ fn error_log_file_and_level() {
         "{line}"
     );
     assert!(
-        log.contains("[notice]") && log.contains("\"use\" directive is ignored"),
+        log.contains("[notice]") && log.contains("\"accept_mutex\" directive is ignored"),
         "{log}"
     );
     // Nothing went to stderr.
@@ -357,9 +360,10 @@ fn error_log_file_and_level() {
     // warn: notices are filtered out, warnings and worse are kept.
     let mut v = Vireo::start(&basic(
         "error_log logs/error.log warn;",
-        "use epoll; worker_connections 1;",
+        "accept_mutex off; worker_connections 1;",
     ));
-    // The readiness probe holds the only slot for a moment; extra connections are refused.
+    // A silent connection holds the only slot; the next ones are refused.
+    let _hold = v.connect();
     let mut conns: Vec<TcpStream> = (0..3).map(|_| v.connect()).collect();
     for s in &mut conns {
         let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
@@ -386,7 +390,14 @@ fn error_log_file_and_level() {
 }
 
 #[test]
-fn sigterm_stops_at_once() {
+fn sigterm_and_sigint_stop_at_once() {
+    // SIGINT is the same fast stop.
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        fast_stop(sig);
+    }
+}
+
+fn fast_stop(sig: i32) {
     let dir = TempDir::new("term");
     dir.write("html/big", vec![b'b'; 8 << 20]);
     let mut v = Vireo::start_in(
@@ -402,7 +413,7 @@ fn sigterm_stops_at_once() {
     let mut first = [0u8; 1024];
     assert!(slow.read(&mut first).unwrap() > 0);
     let t = Instant::now();
-    v.signal(libc::SIGTERM);
+    v.signal(sig);
     let st = v.wait_exit(5).expect("exits");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(st.code(), Some(0));

@@ -132,6 +132,21 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Most connections one worker holds at once, as in nginx counting both client connections and the worker's connections to upstream servers (proxy, FastCGI, pooled keep-alive ones included). A client connection past it is closed at once and logged. While fewer than an eighth are free, the worker stops accepting (new clients wait in the kernel's queue), keeping room for the upstream connections its clients' requests need; when none is free, idle keep-alive clients are closed to make room (\"reusing connections\"), and an upstream connection waits for a slot within its connect timeout before the request is answered with 500.",
     },
     Def {
+        name: "use",
+        ctx: Ctx::EVENTS,
+        arity: ONE,
+        set: |_, d, _| match d.arg(0) {
+            "epoll" => Ok(()),
+            m => Err(ConfError::new(
+                format!("invalid event type \"{m}\", vireo uses \"epoll\""),
+                &d.span,
+            )),
+        },
+        syntax: "use epoll;",
+        default: "epoll",
+        doc: "The connection processing method: `epoll`, the only one vireo has (as nginx on Linux refuses the others).",
+    },
+    Def {
         name: "multi_accept",
         ctx: Ctx::EVENTS,
         arity: ONE,
@@ -299,11 +314,17 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "keepalive_timeout",
         ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().core.keepalive_timeout, time(d, 0)?, d),
-        syntax: "keepalive_timeout time;",
+        arity: Arity::args(1, 2),
+        set: |s, d, _| {
+            let core = &mut s.loc().core;
+            if d.args.len() == 2 {
+                set_once(&mut core.keepalive_header, Some(time(d, 1)?), d)?;
+            }
+            set_once(&mut core.keepalive_timeout, time(d, 0)?, d)
+        },
+        syntax: "keepalive_timeout timeout [header_timeout];",
         default: "75s",
-        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive.",
+        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive. `header_timeout`: sent to the client as `Keep-Alive: timeout=N` (seconds) on keep-alive HTTP/1 responses.",
     },
     Def {
         name: "keepalive_requests",
@@ -372,7 +393,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "client_header_buffer_size size;",
         default: "1k",
-        doc: "First buffer for a request head; larger heads move to `large_client_header_buffers`.",
+        doc: "First buffer for a request head (the default server's value applies, as in nginx): a head that fits it may have lines of any length; past it, each line must fit one of `large_client_header_buffers`.",
     },
     Def {
         name: "large_client_header_buffers",
@@ -446,10 +467,25 @@ pub static DIRECTIVES: &[Def] = &[
         name: "server_tokens",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().core.server_tokens, flag(d, 0)?, d),
-        syntax: "server_tokens on | off;",
+        set: |s, d, _| {
+            // nginx's `build` adds a build name; vireo has none, so it is `on`.
+            let on = match d.arg(0) {
+                "on" | "build" => true,
+                "off" => false,
+                v => {
+                    return Err(ConfError::new(
+                        format!(
+                            "invalid value \"{v}\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\""
+                        ),
+                        &d.span,
+                    ));
+                }
+            };
+            set_once(&mut s.loc().core.server_tokens, on, d)
+        },
+        syntax: "server_tokens on | off | build;",
         default: "on",
-        doc: "Show vireo's version in the Server header and error pages.",
+        doc: "Show vireo's version in the Server header and error pages (`build`: the same, vireo has no build name).",
     },
     Def {
         name: "internal",
@@ -483,13 +519,6 @@ pub static IGNORED: &[Def] = &[
         ONE,
         "map_hash_bucket_size size;",
         "vireo sizes its tables itself",
-    ),
-    ignored(
-        "use",
-        Ctx::EVENTS,
-        ONE,
-        "use method;",
-        "vireo picks epoll itself",
     ),
     ignored(
         "accept_mutex",

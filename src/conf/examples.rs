@@ -149,7 +149,7 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("include", "include mime.types;\ninclude conf.d/*.conf;"),
     ("index", "index index.php index.html;"),
     ("keepalive_requests", "keepalive_requests 10000;"),
-    ("keepalive_timeout", "keepalive_timeout 30s;"),
+    ("keepalive_timeout", "keepalive_timeout 30s 25s;"),
     (
         "large_client_header_buffers",
         "large_client_header_buffers 4 16k;",

@@ -41,6 +41,8 @@ settings! {
     /// Connection and protocol settings of the HTTP core.
     pub struct CoreConf / CoreConfSet {
         pub keepalive_timeout: std::time::Duration = std::time::Duration::from_secs(75),
+        /// keepalive_timeout's second value: sent as `Keep-Alive: timeout=N`.
+        pub keepalive_header: Option<std::time::Duration> = None,
         pub keepalive_requests: u64 = 1000,
         pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),
         pub client_body_timeout: std::time::Duration = std::time::Duration::from_secs(60),

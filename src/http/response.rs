@@ -203,7 +203,16 @@ pub fn reason(status: u16) -> &'static str {
 ///
 /// The status line says HTTP/1.1 whatever the request's version, as nginx does:
 /// a server answers with the highest version it conforms to (RFC 9110 §6.2).
-pub fn write_head(out: &mut Vec<u8>, r: &Response, keep_alive: bool, tokens: bool) {
+///
+/// `keep_alive`: the connection stays open, `Some(header)` with the
+/// `Keep-Alive: timeout=N` header of keepalive_timeout's second value if set;
+/// `None`: it closes.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    r: &Response,
+    keep_alive: Option<Option<std::time::Duration>>,
+    tokens: bool,
+) {
     out.extend_from_slice(b"HTTP/1.1 ");
     let mut n = itoa::Buffer::new();
     out.extend_from_slice(n.format(r.status).as_bytes());
@@ -223,7 +232,7 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, keep_alive: bool, tokens: boo
                 out.extend_from_slice(b"\r\nContent-Length: ");
                 out.extend_from_slice(n.format(len).as_bytes());
             }
-            None if r.chunked(keep_alive) => {
+            None if r.chunked(keep_alive.is_some()) => {
                 out.extend_from_slice(b"\r\nTransfer-Encoding: chunked");
             }
             // Unknown length on a closing connection: the close ends the body.
@@ -236,13 +245,16 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, keep_alive: bool, tokens: boo
         out.extend_from_slice(b": ");
         out.extend_from_slice(v.as_str().as_bytes());
     }
-    out.extend_from_slice(if r.status == 101 {
-        b"\r\nConnection: upgrade\r\n\r\n".as_slice()
-    } else if keep_alive {
-        b"\r\nConnection: keep-alive\r\n\r\n".as_slice()
-    } else {
-        b"\r\nConnection: close\r\n\r\n".as_slice()
-    });
+    match keep_alive {
+        _ if r.status == 101 => out.extend_from_slice(b"\r\nConnection: upgrade\r\n\r\n"),
+        Some(Some(header)) if !header.is_zero() => {
+            out.extend_from_slice(b"\r\nConnection: keep-alive\r\nKeep-Alive: timeout=");
+            out.extend_from_slice(n.format(header.as_secs()).as_bytes());
+            out.extend_from_slice(b"\r\n\r\n");
+        }
+        Some(_) => out.extend_from_slice(b"\r\nConnection: keep-alive\r\n\r\n"),
+        None => out.extend_from_slice(b"\r\nConnection: close\r\n\r\n"),
+    }
 }
 
 #[cfg(test)]
@@ -253,7 +265,7 @@ mod tests {
     fn head_layout() {
         let r = Response::new(200).header("ETag", Value::Static("\"1-2\""));
         let mut out = Vec::new();
-        write_head(&mut out, &r, true, false);
+        write_head(&mut out, &r, Some(None), false);
         let s = String::from_utf8(out).unwrap();
         assert!(
             s.starts_with("HTTP/1.1 200 OK\r\nServer: vireo\r\nDate: "),
@@ -268,7 +280,7 @@ mod tests {
     #[test]
     fn not_modified_has_no_length() {
         let mut out = Vec::new();
-        write_head(&mut out, &Response::new(304), false, true);
+        write_head(&mut out, &Response::new(304), None, true);
         let s = String::from_utf8(out).unwrap();
         assert!(s.starts_with("HTTP/1.1 304 Not Modified\r\nServer: vireo/"));
         assert!(!s.contains("Content-Length"));

@@ -417,6 +417,11 @@ async fn accept_loop(
                     {
                         start_tcp(s, peer, key, &shared, &slots);
                     }
+                } else {
+                    // One connection per turn, as nginx without multi_accept:
+                    // the worker serves what is ready (the new connection's
+                    // request among it) before it accepts the next.
+                    tokio::task::yield_now().await;
                 }
             }
         }
@@ -432,6 +437,9 @@ async fn accept_loop(
                     }
                 };
                 start(s, Peer::Unix, key, &shared, &slots);
+                if !shared.config.load().multi_accept {
+                    tokio::task::yield_now().await;
+                }
             }
         }
     }

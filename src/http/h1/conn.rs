@@ -324,7 +324,12 @@ impl<S: Stream> Conn<S> {
         }
         io.out.clear();
         io.out.reserve(512);
-        write_head(&mut io.out, resp, keep_alive, core.server_tokens);
+        write_head(
+            &mut io.out,
+            resp,
+            keep_alive.then_some(core.keepalive_header),
+            core.server_tokens,
+        );
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.

@@ -274,12 +274,12 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
 
     let data = &buf[start..];
     let large = limits.large_buffer_size;
-    let scan = scan_lines(data, large)?;
+    let scan = scan_lines(data, limits)?;
 
     let Some(head_len) = scan.head_len else {
         // Incomplete: refuse early what can never fit or is already invalid.
         let partial = data.len() - usize::from(data.last() == Some(&b'\r')) - scan.line_start;
-        if partial > large {
+        if partial > large && data.len() >= limits.header_buffer {
             return Err(if scan.line_end.is_none() {
                 ParseError::URI_TOO_LONG
             } else {
@@ -522,8 +522,13 @@ struct LineScan {
 }
 
 /// Checks line endings (CRLF only), NUL bytes and per-line lengths, and
-/// finds the end of the head.
-fn scan_lines(data: &[u8], large: usize) -> Result<LineScan, ParseError> {
+/// finds the end of the head. As in nginx, a line longer than a large buffer
+/// is refused only when it does not end within the first
+/// `client_header_buffer_size` bytes: a head that fits the first buffer may
+/// have lines of any length.
+fn scan_lines(data: &[u8], limits: &Limits) -> Result<LineScan, ParseError> {
+    let too_long =
+        |len: usize, end: usize| len > limits.large_buffer_size && end > limits.header_buffer;
     let mut scan = LineScan {
         line_end: None,
         line_start: 0,
@@ -544,14 +549,14 @@ fn scan_lines(data: &[u8], large: usize) -> Result<LineScan, ParseError> {
                     if len == 0 {
                         return Err(BAD);
                     }
-                    if len > large {
+                    if too_long(len, i + 1) {
                         return Err(ParseError::URI_TOO_LONG);
                     }
                     scan.line_end = Some(i - 1);
                 } else if len == 0 {
                     scan.head_len = Some(i + 1);
                     return Ok(scan);
-                } else if len > large {
+                } else if too_long(len, i + 1) {
                     return Err(ParseError::HEADERS_TOO_LARGE);
                 }
                 scan.line_start = i + 1;
@@ -1055,6 +1060,44 @@ mod tests {
         req.extend(std::iter::repeat_n(b'a', l.large_buffer_size - 3));
         req.extend_from_slice(b"\r\n\r\n");
         assert_eq!(ok(&req).header("x").unwrap().len(), l.large_buffer_size - 3);
+    }
+
+    #[test]
+    fn long_lines_within_the_first_buffer_are_fine() {
+        // nginx: a head that fits client_header_buffer_size may have lines
+        // longer than a large buffer; only lines past it must fit one.
+        let l = Limits {
+            header_buffer: 4096,
+            large_buffers: 4,
+            large_buffer_size: 1024,
+        };
+        let uri = "a".repeat(3000);
+        let req = format!("GET /{uri} HTTP/1.1\r\nHost: h\r\n\r\n");
+        let h = parse(&mut BytesMut::from(req.as_bytes()), &l)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.line().len(), 3000 + "GET / HTTP/1.1".len());
+        let req = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {uri}\r\n\r\n");
+        assert!(
+            parse(&mut BytesMut::from(req.as_bytes()), &l)
+                .unwrap()
+                .is_some()
+        );
+        // Incomplete and still inside the first buffer: wait for more.
+        let part = format!("GET /{uri}");
+        assert!(
+            parse(&mut BytesMut::from(part.as_bytes()), &l)
+                .unwrap()
+                .is_none()
+        );
+        // A line that crosses the end of the first buffer must fit a large one.
+        let long = "a".repeat(5000);
+        let req = format!("GET /{long} HTTP/1.1\r\n\r\n");
+        let e = parse(&mut BytesMut::from(req.as_bytes()), &l).unwrap_err();
+        assert_eq!(e.status, 414);
+        let req = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {uri}\r\nY: {uri}\r\n\r\n");
+        let e = parse(&mut BytesMut::from(req.as_bytes()), &l).unwrap_err();
+        assert_eq!(e.status, 431);
     }
 
     #[test]
