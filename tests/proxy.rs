@@ -1056,12 +1056,7 @@ http {{
     assert_eq!(metric(&m, "vireo_upstream_peer_up", &[checked, &pg]), 0.0);
     // Figures carry on across a reload (the new block starts with fresh
     // balancer state, so the dead peer may be tried once more).
-    v.signal(libc::SIGHUP);
-    assert!(eventually(5, || metric(
-        &v.get("/metrics").text(),
-        "vireo_config_reloads_total",
-        &[]
-    ) == 1.0));
+    reload_counted(&v, 1.0);
     assert_eq!(v.get("/pool").status, 200);
     let m = v.get("/metrics").text();
     assert_eq!(req(&m, &pg, "ok"), 6.0, "{m}");

@@ -169,12 +169,7 @@ fn stub_status_and_metrics_count_requests() {
     assert!(m1.contains("vireo_http_request_duration_seconds_bucket{le=\"+Inf\"}"));
 
     // Reloads are counted; figures carry on across them.
-    v.signal(libc::SIGHUP);
-    assert!(eventually(5, || metric(
-        &v.get("/metrics").text(),
-        "vireo_config_reloads_total",
-        &[]
-    ) == 1.0));
+    reload_counted(&v, 1.0);
     let s2 = parse_stub(&v.get("/status").text());
     assert!(s2.requests > s1.requests && s2.accepts > s1.accepts);
     // A refused reload is counted apart.

@@ -370,6 +370,16 @@ pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
     sum
 }
 
+/// SIGHUP, then wait until the server's /metrics counts `reloads` reloads in all.
+pub fn reload_counted(v: &Vireo, reloads: f64) {
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || metric(
+        &v.get("/metrics").text(),
+        "vireo_config_reloads_total",
+        &[]
+    ) == reloads));
+}
+
 /// Wait (bounded) until `f` holds; its last answer.
 pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(secs);
