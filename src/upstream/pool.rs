@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -110,6 +111,36 @@ impl UpConn {
             Sock::Unix(s) => s.writable().await,
         }
     }
+    /// Wake readers of this TCP connection only once `bytes` are queued (or
+    /// at its end): see `sys::set_recv_lowat`. Unix sockets read as readable
+    /// with any byte queued whatever the setting: nothing is done for them.
+    pub fn set_recv_lowat(&self, bytes: usize) -> io::Result<()> {
+        match &self.sock {
+            Sock::Tcp(s) => crate::sys::set_recv_lowat(s, bytes),
+            Sock::Unix(_) => Ok(()),
+        }
+    }
+    /// Write what the socket takes now with one send(), whatever tokio's
+    /// write readiness says: a new connection has none until epoll reports
+    /// it, so a first request sent this way saves a turn through epoll. 0
+    /// when nothing could be written; an error is left for the next write to
+    /// find.
+    pub fn write_now(&self, buf: &[u8]) -> usize {
+        let fd = match &self.sock {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        };
+        crate::sys::send(fd, buf, false).unwrap_or(0)
+    }
+    /// Whether bytes (or the end of stream) are queued, whatever tokio's
+    /// readiness and a low-water mark say: a one-byte peek.
+    pub fn queued(&self) -> bool {
+        let fd = match &self.sock {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        };
+        crate::sys::peek(fd, &mut [0u8; 1]).is_ok()
+    }
     /// Shut down the write side (a tunnel whose client stopped sending).
     pub fn shutdown_write(&self) {
         let r = match &self.sock {
@@ -167,7 +198,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
     let fut = async {
         Ok::<_, io::Error>(match addr {
             PeerAddr::Tcp(a) => {
-                let s = TcpStream::connect(a).await?;
+                let s = connect_tcp(*a).await?;
                 s.set_nodelay(true)?;
                 Sock::Tcp(s)
             }
@@ -183,6 +214,39 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
         reused: false,
         _slot: slot,
     })
+}
+
+/// A TCP connection. Over loopback the handshake is done by the time a
+/// non-blocking connect() returns EINPROGRESS: a second connect() says so
+/// (EISCONN), or gives the error, without a turn through epoll and a
+/// getsockopt(SO_ERROR); only a handshake still under way (EALREADY) is waited
+/// for.
+async fn connect_tcp(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
+    let to = SockAddr::from(addr);
+    let code = |r: io::Result<()>| r.err().and_then(|e| e.raw_os_error().map(|c| (c, e)));
+    let pending = match code(sock.connect(&to)) {
+        None => false,
+        Some((libc::EINPROGRESS, _)) => match code(sock.connect(&to)) {
+            None | Some((libc::EISCONN, _)) => false,
+            Some((libc::EALREADY | libc::EINPROGRESS, _)) => true,
+            Some((_, e)) => return Err(e),
+        },
+        Some((_, e)) => return Err(e),
+    };
+    let s = TcpStream::from_std(sock.into())?;
+    if pending {
+        s.writable().await?;
+        if let Some(e) = s.take_error()? {
+            return Err(e);
+        }
+    }
+    Ok(s)
 }
 
 struct Idle {
