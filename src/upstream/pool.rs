@@ -113,11 +113,11 @@ impl UpConn {
     }
     /// Wake readers of this TCP connection only once `bytes` are queued (or
     /// at its end): see `sys::set_recv_lowat`. Unix sockets read as readable
-    /// with any byte queued whatever the setting: nothing is done for them.
+    /// with any byte queued whatever the setting: `Unsupported` for them.
     pub fn set_recv_lowat(&self, bytes: usize) -> io::Result<()> {
         match &self.sock {
             Sock::Tcp(s) => crate::sys::set_recv_lowat(s, bytes),
-            Sock::Unix(_) => Ok(()),
+            Sock::Unix(_) => Err(io::ErrorKind::Unsupported.into()),
         }
     }
     /// Write what the socket takes now with one send(), whatever tokio's

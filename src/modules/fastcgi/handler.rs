@@ -119,8 +119,6 @@ pub struct Upstream {
     eof: bool,
     /// A low-water mark for the reply's reads.
     lowat: Lowat,
-    /// The CGI head has been read (a mark no longer holds it).
-    head_read: bool,
     /// For log lines.
     pub name: String,
 }
@@ -141,12 +139,10 @@ enum Lowat {
     Set,
 }
 
-/// How long the head may be held under the mark: an application that sends
-/// its head and then takes its time (`X-Accel-Buffering: no`, server-sent
-/// events) gets its head read this late at most. Not under the idle sweep's
-/// tick, so that arming it never moves the runtime's next wake-up earlier
-/// (which costs an eventfd write).
-const HEAD_HOLD: Duration = crate::server::idle::TICK;
+/// How long bytes may wait under the mark before it is first lowered (see
+/// `Upstream::wait`). Not under the idle sweep's tick, so that arming it never
+/// moves the runtime's next wake-up earlier (which costs an eventfd write).
+const HOLD: Duration = crate::server::idle::TICK;
 
 /// Room for one full record: a read with less room first makes some.
 const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
@@ -199,10 +195,11 @@ impl Upstream {
     }
 
     /// Wait until the connection reads as readable, within the read timeout,
-    /// setting the wanted low-water mark first. A mark still set when the
-    /// head has been held `HEAD_HOLD`, or when the timeout expires with bytes
-    /// queued under it (the application did talk), is lowered to one byte,
-    /// which raises the readiness for what is queued.
+    /// setting the wanted low-water mark first. A wait under a mark is cut
+    /// after `HOLD`, then twice as long each time: when bytes are queued under
+    /// the mark by then (an application that sends its head and takes its
+    /// time, trickles, or keeps the connection open after its reply), the
+    /// mark is lowered to one byte, which raises the readiness for them.
     async fn wait(&mut self, phase: &'static str) -> Result<(), Fail> {
         if let Lowat::Wanted(n) = self.lowat {
             self.lowat = match self.sock.set_recv_lowat(n) {
@@ -211,17 +208,19 @@ impl Upstream {
             };
         }
         let deadline = Instant::now() + self.read_timeout;
+        let mut hold = HOLD;
         loop {
             let until = match self.lowat {
-                Lowat::Set if !self.head_read => deadline.min(Instant::now() + HEAD_HOLD),
+                Lowat::Set => deadline.min(Instant::now() + hold),
                 _ => deadline,
             };
             match tokio::time::timeout_at(until.into(), self.sock.readable()).await {
                 Ok(r) => return r.map_err(Fail::Io),
-                Err(_) if self.lowat == Lowat::Set && (until < deadline || self.sock.queued()) => {
+                Err(_) if self.lowat == Lowat::Set && self.sock.queued() => {
                     self.lowat = Lowat::Off;
                     self.sock.set_recv_lowat(1).map_err(Fail::Io)?;
                 }
+                Err(_) if until < deadline => hold *= 2,
                 Err(_) => return Err(Fail::Timeout(phase)),
             }
         }
@@ -634,7 +633,6 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 true => Lowat::Wanted(conf.buffer_size + read_cap),
                 false => Lowat::Off,
             },
-            head_read: false,
             name,
         };
         let src = match &buffered {
@@ -730,7 +728,6 @@ async fn finish(
     if !rest.is_empty() {
         pieces.push_back(rest);
     }
-    up.head_read = true;
     if !buffering && let Err(f) = up.want_lowat(None) {
         return f.respond(req, &up.name);
     }
