@@ -126,20 +126,18 @@ impl UpConn {
     /// when nothing could be written; an error is left for the next write to
     /// find.
     pub fn write_now(&self, buf: &[u8]) -> usize {
-        let fd = match &self.sock {
-            Sock::Tcp(s) => s.as_raw_fd(),
-            Sock::Unix(s) => s.as_raw_fd(),
-        };
-        crate::sys::send(fd, buf, false).unwrap_or(0)
+        crate::sys::send(self.fd(), buf, false).unwrap_or(0)
     }
     /// Whether bytes (or the end of stream) are queued, whatever tokio's
     /// readiness and a low-water mark say: a one-byte peek.
     pub fn queued(&self) -> bool {
-        let fd = match &self.sock {
+        crate::sys::peek(self.fd(), &mut [0u8; 1]).is_ok()
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        match &self.sock {
             Sock::Tcp(s) => s.as_raw_fd(),
             Sock::Unix(s) => s.as_raw_fd(),
-        };
-        crate::sys::peek(fd, &mut [0u8; 1]).is_ok()
+        }
     }
     /// Shut down the write side (a tunnel whose client stopped sending).
     pub fn shutdown_write(&self) {
@@ -229,15 +227,17 @@ async fn connect_tcp(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
         Some(Protocol::TCP),
     )?;
     let to = SockAddr::from(addr);
-    let code = |r: io::Result<()>| r.err().and_then(|e| e.raw_os_error().map(|c| (c, e)));
-    let pending = match code(sock.connect(&to)) {
-        None => false,
-        Some((libc::EINPROGRESS, _)) => match code(sock.connect(&to)) {
-            None | Some((libc::EISCONN, _)) => false,
-            Some((libc::EALREADY | libc::EINPROGRESS, _)) => true,
-            Some((_, e)) => return Err(e),
+    let pending = match sock.connect(&to) {
+        Ok(()) => false,
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => match sock.connect(&to) {
+            Ok(()) => false,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EISCONN) => false,
+                Some(libc::EALREADY | libc::EINPROGRESS) => true,
+                _ => return Err(e),
+            },
         },
-        Some((_, e)) => return Err(e),
+        Err(e) => return Err(e),
     };
     let s = TcpStream::from_std(sock.into())?;
     if pending {

@@ -630,7 +630,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             ended: false,
             eof: false,
             lowat: match conf.buffering && !conf.keep_conn {
-                true => Lowat::Wanted(conf.buffer_size + read_cap),
+                true => Lowat::Wanted(read_cap),
                 false => Lowat::Off,
             },
             name,
