@@ -304,3 +304,42 @@ pub fn put(addr: &PeerAddr, conn: UpConn, max: usize) {
 pub fn idle_count(addr: &PeerAddr) -> usize {
     POOL.with(|p| p.borrow().get(addr).map_or(0, VecDeque::len))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_send_at_once_low_water_mark_and_refusal() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = PeerAddr::Tcp(l.local_addr().unwrap());
+            let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            assert_eq!(c.write_now(b"hello"), 5);
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 5];
+            std::io::Read::read_exact(&mut s, &mut b).unwrap();
+            assert_eq!(&b, b"hello");
+            assert!(!c.queued());
+            // Under the mark a byte raises no readiness, but is queued;
+            // lowering the mark raises it.
+            c.set_recv_lowat(1000).unwrap();
+            std::io::Write::write_all(&mut s, b"x").unwrap();
+            let wait = |ms| tokio::time::timeout(Duration::from_millis(ms), c.readable());
+            assert!(wait(100).await.is_err(), "woken under the mark");
+            assert!(c.queued());
+            c.set_recv_lowat(1).unwrap();
+            assert!(
+                wait(2000).await.is_ok(),
+                "lowering the mark raised no readiness"
+            );
+            drop(l);
+            let e = connect(&addr, Duration::from_secs(5)).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+        });
+    }
+}
