@@ -581,6 +581,14 @@ const END: u8 = 3;
 /// `writes`, one write each with a pause between, so that records reach
 /// vireo split where the test says (mid-header, mid-content) or many at once.
 fn scripted(writes: Vec<Vec<u8>>) -> u16 {
+    let ms3 = Duration::from_millis(3);
+    scripted_timed(writes.into_iter().map(|w| (w, ms3)).collect(), ms3)
+}
+
+/// `scripted` with the pause after each write given, and how long the
+/// connection stays open after the last one (a compliant application closes
+/// it at once when FCGI_KEEP_CONN is not set).
+fn scripted_timed(writes: Vec<(Vec<u8>, Duration)>, linger: Duration) -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -598,12 +606,13 @@ fn scripted(writes: Vec<Vec<u8>>) -> u16 {
                     break;
                 }
             }
-            for w in &writes {
+            for (w, pause) in &writes {
                 if s.write_all(w).is_err() {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(3));
+                std::thread::sleep(*pause);
             }
+            std::thread::sleep(linger);
         }
     });
     port
@@ -735,4 +744,88 @@ fn bad_record_mid_stream_ends_the_response_after_what_was_good() {
         !text.contains("never") && !text.ends_with("0\r\n\r\n"),
         "{text}"
     );
+}
+
+/// Time to the end of the response head, and the whole response, for a GET
+/// of `path` with Connection: close.
+fn timed_get(v: &Vireo, path: &str) -> (Duration, Resp) {
+    let mut s = v.connect();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t = Instant::now();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut head_at = None;
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if head_at.is_none() && raw.windows(4).any(|w| w == b"\r\n\r\n") {
+            head_at = Some(t.elapsed());
+        }
+    }
+    (head_at.unwrap(), Resp::parse(&raw).unwrap())
+}
+
+#[test]
+fn replies_are_not_held_under_the_low_water_mark() {
+    // Without fastcgi_keep_conn and with buffering, vireo asks the kernel to
+    // wake it for a reply only when a buffer's worth is in or at the end
+    // (SO_RCVLOWAT). Whatever the application does, bytes under that mark
+    // wait a bounded time (250 ms, then doubling), never the read timeout.
+    let ms = Duration::from_millis;
+    let head = |extra: &str| {
+        record(
+            STDOUT,
+            format!("Content-Type: text/plain\r\n{extra}\r\nhello").as_bytes(),
+        )
+    };
+    let end = || {
+        let mut e = record(STDOUT, b" world");
+        e.extend(record(END, &[0; 8]));
+        e
+    };
+    // A head that turns buffering off, then a pause (server-sent events).
+    let sse = scripted_timed(
+        vec![
+            (head("X-Accel-Buffering: no\r\n"), ms(1500)),
+            (end(), ms(0)),
+        ],
+        ms(0),
+    );
+    // A reply that trickles for longer than the read timeout, in pieces far
+    // under the mark: after a first silence (so the mark is held twice).
+    let mut steps = vec![(Vec::new(), ms(400)), (head(""), ms(300))];
+    for _ in 0..6 {
+        steps.push((record(STDOUT, b"."), ms(300)));
+    }
+    steps.push((end(), ms(0)));
+    let trickle = scripted_timed(steps, ms(0));
+    // A reply whose application keeps the connection open after END_REQUEST
+    // (it should close it: FCGI_KEEP_CONN is not set).
+    let mut whole = head("");
+    whole.extend(end());
+    let lingers = scripted_timed(vec![(whole, ms(0))], ms(3000));
+    let v = scripted_vireo(&[
+        ("/sse", sse, ""),
+        ("/trickle", trickle, "fastcgi_read_timeout 1s;"),
+        ("/lingers", lingers, ""),
+    ]);
+    let (head_at, r) = timed_get(&v, "/sse");
+    assert!(head_at < ms(1000), "head after {head_at:?}");
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello world"[..]));
+    let (_, r) = timed_get(&v, "/trickle");
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello...... world"[..]));
+    let t = Instant::now();
+    let (_, r) = timed_get(&v, "/lingers");
+    // The whole reply, answered with its length well before the close.
+    assert!(t.elapsed() < ms(1500), "answered after {:?}", t.elapsed());
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello world"[..]));
+    assert_eq!(r.header("content-length"), Some("11"));
 }

@@ -84,6 +84,26 @@ pub fn local_addr(fd: RawFd) -> Option<std::net::SocketAddr> {
     socket2::SockRef::from(&fd).local_addr().ok()?.as_socket()
 }
 
+/// `SO_RCVLOWAT`: the socket reads as readable (epoll, and wakes its reader)
+/// only once `bytes` are queued, or at end of stream or an error.
+pub fn set_recv_lowat(fd: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as usize / 2) as libc::c_int;
+    // SAFETY: `v` is a valid c_int for the call's duration, its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Spawn `cmd` with the descriptors `keep` left open across its exec: their
 /// FD_CLOEXEC flag is cleared in the child only, between fork and exec, so no
 /// other program this process might start inherits them (binary upgrade).

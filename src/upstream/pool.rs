@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -110,6 +111,34 @@ impl UpConn {
             Sock::Unix(s) => s.writable().await,
         }
     }
+    /// Wake readers of this TCP connection only once `bytes` are queued (or
+    /// at its end): see `sys::set_recv_lowat`. Unix sockets read as readable
+    /// with any byte queued whatever the setting: `Unsupported` for them.
+    pub fn set_recv_lowat(&self, bytes: usize) -> io::Result<()> {
+        match &self.sock {
+            Sock::Tcp(s) => crate::sys::set_recv_lowat(s, bytes),
+            Sock::Unix(_) => Err(io::ErrorKind::Unsupported.into()),
+        }
+    }
+    /// Write what the socket takes now with one send(), whatever tokio's
+    /// write readiness says: a new connection has none until epoll reports
+    /// it, so a first request sent this way saves a turn through epoll. 0
+    /// when nothing could be written; an error is left for the next write to
+    /// find.
+    pub fn write_now(&self, buf: &[u8]) -> usize {
+        crate::sys::send(self.fd(), buf, false).unwrap_or(0)
+    }
+    /// Whether bytes (or the end of stream) are queued, whatever tokio's
+    /// readiness and a low-water mark say: a one-byte peek.
+    pub fn queued(&self) -> bool {
+        crate::sys::peek(self.fd(), &mut [0u8; 1]).is_ok()
+    }
+    fn fd(&self) -> std::os::fd::RawFd {
+        match &self.sock {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        }
+    }
     /// Shut down the write side (a tunnel whose client stopped sending).
     pub fn shutdown_write(&self) {
         let r = match &self.sock {
@@ -167,7 +196,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
     let fut = async {
         Ok::<_, io::Error>(match addr {
             PeerAddr::Tcp(a) => {
-                let s = TcpStream::connect(a).await?;
+                let s = connect_tcp(*a).await?;
                 s.set_nodelay(true)?;
                 Sock::Tcp(s)
             }
@@ -183,6 +212,41 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
         reused: false,
         _slot: slot,
     })
+}
+
+/// A TCP connection. Over loopback the handshake is done by the time a
+/// non-blocking connect() returns EINPROGRESS: a second connect() says so
+/// (EISCONN), or gives the error, without a turn through epoll and a
+/// getsockopt(SO_ERROR); only a handshake still under way (EALREADY) is waited
+/// for.
+async fn connect_tcp(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
+    let to = SockAddr::from(addr);
+    let pending = match sock.connect(&to) {
+        Ok(()) => false,
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => match sock.connect(&to) {
+            Ok(()) => false,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EISCONN) => false,
+                Some(libc::EALREADY | libc::EINPROGRESS) => true,
+                _ => return Err(e),
+            },
+        },
+        Err(e) => return Err(e),
+    };
+    let s = TcpStream::from_std(sock.into())?;
+    if pending {
+        s.writable().await?;
+        if let Some(e) = s.take_error()? {
+            return Err(e);
+        }
+    }
+    Ok(s)
 }
 
 struct Idle {
@@ -239,4 +303,43 @@ pub fn put(addr: &PeerAddr, conn: UpConn, max: usize) {
 /// Idle connections this worker holds for `addr` (tests, status).
 pub fn idle_count(addr: &PeerAddr) -> usize {
     POOL.with(|p| p.borrow().get(addr).map_or(0, VecDeque::len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_send_at_once_low_water_mark_and_refusal() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = PeerAddr::Tcp(l.local_addr().unwrap());
+            let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            assert_eq!(c.write_now(b"hello"), 5);
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 5];
+            std::io::Read::read_exact(&mut s, &mut b).unwrap();
+            assert_eq!(&b, b"hello");
+            assert!(!c.queued());
+            // Under the mark a byte raises no readiness, but is queued;
+            // lowering the mark raises it.
+            c.set_recv_lowat(1000).unwrap();
+            std::io::Write::write_all(&mut s, b"x").unwrap();
+            let wait = |ms| tokio::time::timeout(Duration::from_millis(ms), c.readable());
+            assert!(wait(100).await.is_err(), "woken under the mark");
+            assert!(c.queued());
+            c.set_recv_lowat(1).unwrap();
+            assert!(
+                wait(2000).await.is_ok(),
+                "lowering the mark raised no readiness"
+            );
+            drop(l);
+            let e = connect(&addr, Duration::from_secs(5)).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+        });
+    }
 }

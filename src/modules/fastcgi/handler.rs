@@ -15,7 +15,7 @@ use crate::upstream::{UpConn, UpstreamRef};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The request id used on every connection (one request at a time).
@@ -117,9 +117,32 @@ pub struct Upstream {
     pub read_timeout: Duration,
     pub ended: bool,
     eof: bool,
+    /// A low-water mark for the reply's reads.
+    lowat: Lowat,
     /// For log lines.
     pub name: String,
 }
+
+/// SO_RCVLOWAT on the connection to the application: with
+/// `fastcgi_buffering` and without `fastcgi_keep_conn` (the application then
+/// closes the connection after its reply, and the end wakes us whatever the
+/// mark), the worker is woken when what it waits for is in — the head and the
+/// read-ahead (`fastcgi_buffer_size` + `fastcgi_buffers`), then a buffer's
+/// worth while the body streams — or at the end, instead of at each of the
+/// application's writes. On one core each wake-up saved is a switch between
+/// the worker and the application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lowat {
+    Off,
+    /// To be set before the next wait for the socket.
+    Wanted(usize),
+    Set,
+}
+
+/// How long bytes may wait under the mark before it is first lowered (see
+/// `Upstream::wait`). Not under the idle sweep's tick, so that arming it never
+/// moves the runtime's next wake-up earlier (which costs an eventfd write).
+const HOLD: Duration = crate::server::idle::TICK;
 
 /// Room for one full record: a read with less room first makes some.
 const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
@@ -160,14 +183,61 @@ impl Upstream {
             if self.rbuf.capacity() - self.rbuf.len() < READ_MIN {
                 self.rbuf.reserve(READ_RESERVE);
             }
-            match tokio::time::timeout(self.read_timeout, self.sock.read_buf(&mut self.rbuf)).await
-            {
-                Err(_) => return Err(Fail::Timeout(phase)),
-                Ok(Ok(0)) => self.eof = true,
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(Fail::Io(e)),
+            // A short read clears the read readiness: the wait that follows
+            // goes to epoll without a read returning EAGAIN first.
+            match self.sock.try_read_buf(&mut self.rbuf) {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(phase).await?,
+                Err(e) => return Err(Fail::Io(e)),
             }
         }
+    }
+
+    /// Wait until the connection reads as readable, within the read timeout,
+    /// setting the wanted low-water mark first. A wait under a mark is cut
+    /// after `HOLD`, then twice as long each time: when bytes are queued under
+    /// the mark by then (an application that sends its head and takes its
+    /// time, trickles, or keeps the connection open after its reply), the
+    /// mark is lowered to one byte, which raises the readiness for them.
+    async fn wait(&mut self, phase: &'static str) -> Result<(), Fail> {
+        if let Lowat::Wanted(n) = self.lowat {
+            self.lowat = match self.sock.set_recv_lowat(n) {
+                Ok(()) => Lowat::Set,
+                Err(_) => Lowat::Off,
+            };
+        }
+        let deadline = Instant::now() + self.read_timeout;
+        let mut hold = HOLD;
+        loop {
+            let until = match self.lowat {
+                Lowat::Set => deadline.min(Instant::now() + hold),
+                _ => deadline,
+            };
+            match tokio::time::timeout_at(until.into(), self.sock.readable()).await {
+                Ok(r) => return r.map_err(Fail::Io),
+                Err(_) if self.lowat == Lowat::Set && self.sock.queued() => {
+                    self.lowat = Lowat::Off;
+                    self.sock.set_recv_lowat(1).map_err(Fail::Io)?;
+                }
+                Err(_) if until < deadline => hold *= 2,
+                Err(_) => return Err(Fail::Timeout(phase)),
+            }
+        }
+    }
+
+    /// Set the low-water mark wanted for the waits to come (`Off`: lower a
+    /// mark that is set). Changing it costs a syscall at the next wait only.
+    fn want_lowat(&mut self, bytes: Option<usize>) -> Result<(), Fail> {
+        self.lowat = match (bytes, self.lowat) {
+            (Some(n), _) => Lowat::Wanted(n),
+            (None, Lowat::Set) => {
+                self.sock.set_recv_lowat(1).map_err(Fail::Io)?;
+                Lowat::Off
+            }
+            (None, _) => Lowat::Off,
+        };
+        Ok(())
     }
 
     /// The next piece of STDOUT; `None` after END_REQUEST.
@@ -301,6 +371,16 @@ fn build_params(
     Ok(p)
 }
 
+/// Send the start of a request: at once when the socket takes it, else (the
+/// rest) as `write_t`.
+async fn write_first(sock: &mut UpConn, data: &[u8], t: Duration) -> Result<(), Fail> {
+    let n = sock.write_now(data);
+    if n == data.len() {
+        return Ok(());
+    }
+    write_t(sock, &data[n..], t).await
+}
+
 async fn write_t<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8], t: Duration) -> Result<(), Fail> {
     match tokio::time::timeout(t, w.write_all(data)).await {
         Err(_) => Err(Fail::Timeout("sending request to upstream")),
@@ -338,12 +418,15 @@ async fn send_request(
         let mut all = BytesMut::with_capacity(first.len() + record::HEADER_LEN);
         all.extend_from_slice(first);
         record::stream(&mut all, Type::Stdin, ID, b"");
-        return write_t(&mut up.sock, &all, send_timeout).await;
+        return write_first(&mut up.sock, &all, send_timeout).await;
     };
+    let sent = up.sock.write_now(first);
     let (mut rd, mut wr) = tokio::io::split(&mut up.sock);
     let rbuf = &mut up.rbuf;
     let writer = async {
-        write_t(&mut wr, first, send_timeout).await?;
+        if sent < first.len() {
+            write_t(&mut wr, &first[sent..], send_timeout).await?;
+        }
         let mut rec = BytesMut::with_capacity(record::MAX_CONTENT + 64);
         loop {
             let piece = src.next().await.map_err(Fail::Client)?;
@@ -540,12 +623,17 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             }
         };
         let reused = conn.reused();
+        let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
         let mut up = Upstream {
             sock: conn,
             rbuf: BytesMut::new(),
             read_timeout: conf.read_timeout,
             ended: false,
             eof: false,
+            lowat: match conf.buffering && !conf.keep_conn {
+                true => Lowat::Wanted(read_cap),
+                false => Lowat::Off,
+            },
             name,
         };
         let src = match &buffered {
@@ -553,7 +641,6 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             None if stream_body => Some(BodySrc::Conn(&mut *body)),
             None => None,
         };
-        let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
         let res = match send_request(&mut up, &first, src, conf.send_timeout, read_cap).await {
             Ok(()) => read_head(&mut up, conf.buffer_size).await,
             Err(f) => Err(f),
@@ -614,7 +701,8 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         Head::Reply(r) => r,
     };
     let pool = conf.keep_conn.then(|| (pass.up.clone(), peer));
-    finish(req, reply, rest, up, pool, conf.buffers.0 * conf.buffers.1).await
+    let cap = conf.buffers.0 * conf.buffers.1;
+    finish(req, reply, rest, up, pool, cap, conf.buffer_size).await
 }
 
 /// Read ahead what fits the buffers (all of a small response), then answer.
@@ -625,6 +713,8 @@ async fn finish(
     mut up: Upstream,
     pool: Option<(UpstreamRef, usize)>,
     cap: usize,
+    // The low-water mark while the body streams (`fastcgi_buffer_size`).
+    lowat: usize,
 ) -> Outcome {
     let Reply {
         mut resp,
@@ -639,6 +729,9 @@ async fn finish(
     let mut total = rest.len();
     if !rest.is_empty() {
         pieces.push_back(rest);
+    }
+    if !buffering && let Err(f) = up.want_lowat(None) {
+        return f.respond(req, &up.name);
     }
     if buffering {
         while !up.ended && total < cap {
@@ -656,6 +749,12 @@ async fn finish(
         release(up, pool);
         resp.body = respond::whole(pieces, declared_len);
         return Outcome::Respond(resp);
+    }
+    // The body streams: a buffer's worth at a time (see `Lowat`).
+    if up.lowat != Lowat::Off
+        && let Err(f) = up.want_lowat(Some(lowat))
+    {
+        return f.respond(req, &up.name);
     }
     resp.body = Body::Stream {
         stream: Box::new(FcgiBody {
