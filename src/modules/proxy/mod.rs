@@ -195,7 +195,7 @@ impl Proxy {
             tries += 1;
             let addr = up.addr_name(peer);
             vars.borrow_mut().attempts.push(Attempt {
-                addr: addr.clone(),
+                addr: addr.to_string(),
                 ..Default::default()
             });
             let streamed = matches!(plan, ReqBody::Stream(_));
@@ -218,7 +218,7 @@ impl Proxy {
                         a.response_ms = Some(t0.elapsed().as_millis() as u64);
                     }
                     if f.resp.is_none() {
-                        self.log(req, &addr, &uri, &f.msg);
+                        self.log(req, addr, &uri, &f.msg);
                     }
                     let sent = !f.msg.contains("while connecting");
                     let can = pc.next_upstream & f.kind != 0
@@ -266,7 +266,7 @@ impl Proxy {
         vars.borrow_mut().attempts.last_mut().unwrap().connect_ms =
             Some(t0.elapsed().as_millis() as u64);
         let mut buf = BytesMut::new();
-        let mut h = loop {
+        let h = loop {
             let r = self
                 .exchange(&conn, pc, head, plan, body.is_some(), is_head, &mut buf)
                 .await;
@@ -305,7 +305,7 @@ impl Proxy {
             ));
         }
         let status_bit = next::of_status(h.status);
-        let resp = self.response(req, pc, &mut h);
+        let resp = self.response(req, pc, &h);
         if status_bit != 0 && pc.next_upstream & status_bit != 0 {
             return Err(Fail {
                 kind: status_bit,
@@ -564,55 +564,42 @@ impl Proxy {
         resp
     }
 
-    /// Status and headers for the client from the upstream's head, whose
-    /// header strings move into the response.
-    fn response(&self, req: &Request<'_>, pc: &ProxyConf, h: &mut UpstreamHead) -> Response {
+    /// Status and headers for the client from the upstream's head; the
+    /// values it passes on unchanged share the head's text.
+    fn response(&self, req: &Request<'_>, pc: &ProxyConf, h: &UpstreamHead) -> Response {
         let mut resp = Response::new(h.status);
-        resp.headers.reserve(h.headers.len());
-        for (name, value) in std::mem::take(&mut h.headers) {
-            let is = |n: &str| name.eq_ignore_ascii_case(n);
-            if is("content-type") {
-                resp.content_type = Some(Value::Owned(value));
+        resp.headers.reserve(h.fields.len());
+        for &(n, (va, vb)) in &h.fields {
+            let (name, value) = (h.at(n), h.at((va, vb)));
+            let is = |p: &String| name.eq_ignore_ascii_case(p);
+            let kind = passed_header(name);
+            if kind == Passed::ContentType {
+                resp.content_type = Some(Value::Slice(h.text.clone(), va, vb));
                 continue;
             }
-            if is("content-length") || is("date") || is("server") {
-                continue;
-            }
-            if [
-                "x-pad",
-                "x-accel-expires",
-                "x-accel-redirect",
-                "x-accel-limit-rate",
-                "x-accel-buffering",
-                "x-accel-charset",
-            ]
-            .iter()
-            .any(|n| is(n))
-                && !pc.pass_headers.iter().any(|p| is(p))
-            {
-                continue;
-            }
-            if pc.hide_headers.iter().any(|p| is(p)) {
-                continue;
-            }
-            let v = if is("location") {
-                self.redirect(req, pc, &value)
-            } else if is("refresh") {
-                match value.to_ascii_lowercase().find("url=") {
-                    Some(i) => format!(
-                        "{}{}",
-                        &value[..i + 4],
-                        self.redirect(req, pc, &value[i + 4..])
-                    ),
-                    None => value,
-                }
-            } else if is("set-cookie") {
-                rewrite_cookie(pc, value)
-            } else {
-                value
+            let hidden = match kind {
+                Passed::Not => true,
+                Passed::Accel => !pc.pass_headers.iter().any(is),
+                _ => false,
             };
-            match crate::upstream::intern_header_name(&name) {
-                Some(n) => resp.headers.push((n, Value::Owned(v))),
+            if hidden || pc.hide_headers.iter().any(is) {
+                continue;
+            }
+            let changed = match kind {
+                Passed::Location => self.redirect(req, pc, value),
+                Passed::Refresh => value.to_ascii_lowercase().find("url=").and_then(|i| {
+                    let url = self.redirect(req, pc, &value[i + 4..])?;
+                    Some(format!("{}{url}", &value[..i + 4]))
+                }),
+                Passed::SetCookie => rewrite_cookie(pc, value),
+                _ => None,
+            };
+            let v = match changed {
+                Some(v) => Value::Owned(v),
+                None => Value::Slice(h.text.clone(), va, vb),
+            };
+            match crate::upstream::intern_header_name(name) {
+                Some(n) => resp.headers.push((n, v)),
                 None => crate::error_log!(
                     Warn,
                     "upstream header \"{name}\" dropped: too many distinct header names"
@@ -622,8 +609,9 @@ impl Proxy {
         resp
     }
 
-    /// proxy_redirect applied to a Location (or Refresh URL) value.
-    fn redirect(&self, req: &Request<'_>, pc: &ProxyConf, v: &str) -> String {
+    /// proxy_redirect applied to a Location (or Refresh URL) value; `None`
+    /// when it stays as it is.
+    fn redirect(&self, req: &Request<'_>, pc: &ProxyConf, v: &str) -> Option<String> {
         let default = |v: &str| -> Option<String> {
             let (from, to) = self.default_redirect.as_ref()?;
             v.strip_prefix(from.as_str())
@@ -641,11 +629,10 @@ impl Proxy {
                 }),
             }),
         };
-        match out {
-            Some(o) if o.starts_with('/') => format!("{}{o}", req.origin()),
-            Some(o) => o,
-            None => v.to_string(),
-        }
+        out.map(|o| match o.starts_with('/') {
+            true => format!("{}{o}", req.origin()),
+            false => o,
+        })
     }
 
     /// The URI sent upstream (path and arguments).
@@ -741,9 +728,10 @@ impl Proxy {
                 .map(|c| c.split(|&b| b == b',').map(trim).collect())
                 .unwrap_or_default();
             for (name, value) in req.head.headers() {
-                let n = std::str::from_utf8(name).unwrap_or("");
-                if set(n)
-                    || is_hop_or_framing(n)
+                if is_hop_or_framing(name)
+                    || user
+                        .iter()
+                        .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
                     || named.iter().any(|c| c.eq_ignore_ascii_case(name))
                 {
                     continue;
@@ -815,23 +803,68 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[start..end]
 }
 
+/// What becomes of a header of the upstream's reply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Passed {
+    /// Passed on as it is (unless proxy_hide_header names it).
+    As,
+    /// Content-Length, Date, Server: the client connection sets its own.
+    Not,
+    /// X-Pad, X-Accel-*: hidden unless proxy_pass_header names it.
+    Accel,
+    ContentType,
+    /// Rewritten by proxy_redirect.
+    Location,
+    Refresh,
+    /// Rewritten by proxy_cookie_domain / proxy_cookie_path.
+    SetCookie,
+}
+
+/// Classify a reply header name, comparing each candidate of its length only.
+fn passed_header(name: &str) -> Passed {
+    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    match name.len() {
+        4 if is("date") => Passed::Not,
+        5 if is("x-pad") => Passed::Accel,
+        6 if is("server") => Passed::Not,
+        7 if is("refresh") => Passed::Refresh,
+        8 if is("location") => Passed::Location,
+        10 if is("set-cookie") => Passed::SetCookie,
+        12 if is("content-type") => Passed::ContentType,
+        14 if is("content-length") => Passed::Not,
+        15..=18
+            if [
+                "x-accel-expires",
+                "x-accel-redirect",
+                "x-accel-limit-rate",
+                "x-accel-buffering",
+                "x-accel-charset",
+            ]
+            .iter()
+            .any(|n| is(n)) =>
+        {
+            Passed::Accel
+        }
+        _ => Passed::As,
+    }
+}
+
 /// Request headers never forwarded as they came: hop-by-hop ones (RFC 9110
-/// §7.6.1) and those vireo sets itself.
-fn is_hop_or_framing(n: &str) -> bool {
-    [
-        "host",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "expect",
-    ]
-    .iter()
-    .any(|h| h.eq_ignore_ascii_case(n))
+/// §7.6.1) and those vireo sets itself. Compares each candidate of the
+/// name's length only.
+fn is_hop_or_framing(n: &[u8]) -> bool {
+    let is = |h: &str| n.eq_ignore_ascii_case(h.as_bytes());
+    match n.len() {
+        2 => is("te"),
+        4 => is("host"),
+        6 => is("expect"),
+        7 => is("trailer") || is("upgrade"),
+        10 => is("connection") || is("keep-alive"),
+        14 => is("content-length"),
+        16 => is("proxy-connection"),
+        17 => is("transfer-encoding"),
+        _ => false,
+    }
 }
 
 /// Percent-encode what may not stand in a request path.
@@ -846,10 +879,11 @@ fn escape(uri: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// proxy_cookie_domain and proxy_cookie_path on one Set-Cookie value.
-fn rewrite_cookie(pc: &ProxyConf, v: String) -> String {
+/// proxy_cookie_domain and proxy_cookie_path on one Set-Cookie value
+/// (`None`: none configured).
+fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
     if pc.cookie_domain.is_empty() && pc.cookie_path.is_empty() {
-        return v;
+        return None;
     }
     let mut out = String::with_capacity(v.len());
     for (i, attr) in v.split(';').enumerate() {
@@ -878,7 +912,7 @@ fn rewrite_cookie(pc: &ProxyConf, v: String) -> String {
         out.push_str(lead);
         out.push_str(rewritten.as_deref().unwrap_or(t));
     }
-    out
+    Some(out)
 }
 
 fn timed_out() -> io::Error {
@@ -1021,58 +1055,61 @@ impl UpstreamBody {
         read_some(c, &mut self.buf, self.timeout).await
     }
 
-    async fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
+    /// The next piece if it can be had without reading (`None`: read first).
+    fn at_hand(&mut self) -> Option<io::Result<Option<Bytes>>> {
         if self.done {
-            return Ok(None);
+            return Some(Ok(None));
         }
-        loop {
-            match self.framing {
-                Framing::None => {
+        match self.framing {
+            Framing::None => {
+                self.end(true);
+                Some(Ok(None))
+            }
+            Framing::Length(_) => {
+                if self.left == 0 {
                     self.end(true);
-                    return Ok(None);
+                    return Some(Ok(None));
                 }
-                Framing::Length(_) => {
-                    if self.left == 0 {
-                        self.end(true);
-                        return Ok(None);
-                    }
-                    if !self.buf.is_empty() {
-                        let take = (self.buf.len() as u64).min(self.left) as usize;
-                        self.left -= take as u64;
-                        let piece = self.buf.split_to(take).freeze();
-                        if self.left == 0 {
-                            self.end(true);
-                        }
-                        return Ok(Some(piece));
-                    }
+                if self.buf.is_empty() {
+                    return None;
                 }
-                Framing::Chunked => match self.dec.decode(&mut self.buf) {
-                    Ok(Chunk::Data(d)) => return Ok(Some(d)),
-                    Ok(Chunk::Done) => {
-                        self.end(true);
-                        return Ok(None);
-                    }
-                    Ok(Chunk::NeedMore) => {}
-                    Err(_) => {
-                        let e = io::Error::new(
-                            ErrorKind::InvalidData,
-                            "upstream sent invalid chunked response",
-                        );
-                        crate::error_log!(
-                            Error,
-                            "upstream sent invalid chunked response while reading upstream, upstream: \"{}\"",
-                            self.up.get().addr_name(self.peer)
-                        );
-                        self.conn = None;
-                        self.end(false);
-                        return Err(e);
-                    }
-                },
-                Framing::Close => {
-                    if !self.buf.is_empty() {
-                        return Ok(Some(self.buf.split().freeze()));
-                    }
+                let take = (self.buf.len() as u64).min(self.left) as usize;
+                self.left -= take as u64;
+                let piece = self.buf.split_to(take).freeze();
+                if self.left == 0 {
+                    self.end(true);
                 }
+                Some(Ok(Some(piece)))
+            }
+            Framing::Chunked => match self.dec.decode(&mut self.buf) {
+                Ok(Chunk::Data(d)) => Some(Ok(Some(d))),
+                Ok(Chunk::Done) => {
+                    self.end(true);
+                    Some(Ok(None))
+                }
+                Ok(Chunk::NeedMore) => None,
+                Err(_) => {
+                    crate::error_log!(
+                        Error,
+                        "upstream sent invalid chunked response while reading upstream, upstream: \"{}\"",
+                        self.up.get().addr_name(self.peer)
+                    );
+                    self.conn = None;
+                    self.end(false);
+                    Some(Err(io::Error::new(
+                        ErrorKind::InvalidData,
+                        "upstream sent invalid chunked response",
+                    )))
+                }
+            },
+            Framing::Close => (!self.buf.is_empty()).then(|| Ok(Some(self.buf.split().freeze()))),
+        }
+    }
+
+    async fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
+        loop {
+            if let Some(r) = self.at_hand() {
+                return r;
             }
             match self.fill().await {
                 Ok(0) if matches!(self.framing, Framing::Close) => {
@@ -1096,6 +1133,10 @@ impl UpstreamBody {
 impl BodyStream for UpstreamBody {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(self.next_piece())
+    }
+
+    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
+        self.at_hand()
     }
 }
 
