@@ -22,14 +22,18 @@ use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::http::h1::parse::{BodyFraming, Method};
 use crate::http::response::{Body, BodyStream, ClientIo, Response, Value};
+use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
 use crate::upstream::{Attempt, UpConn, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::{ProxyConf, Redirect, next};
 use std::cell::RefCell;
+use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// Request bodies up to this size are read before the first attempt, so a
@@ -483,6 +487,9 @@ impl Proxy {
                     wait_readable(conn, pc.read_timeout)
                         .await
                         .map_err(|e| io_fail(&e, WHILE))?;
+                    if buf.capacity() == 0 {
+                        *buf = spare_buffer();
+                    }
                 }
                 buf.reserve(pc.buffer_size.max(FIRST_READ));
             }
@@ -958,11 +965,20 @@ async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Re
     Ok(())
 }
 
-/// Wait at most `t` for the upstream to be readable (no timer when it is).
+/// Wait at most `t` for the upstream to be readable. The deadline is the
+/// worker's coarse one (`server::idle`, up to 250 ms late), registered only
+/// if the socket is not readable at once: no tokio timer per reply.
 async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
-    tokio::time::timeout(t, c.readable())
-        .await
-        .map_err(|_| timed_out())?
+    let mut readable = std::pin::pin!(c.readable());
+    let mut deadline = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = readable.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        let timer = deadline.get_or_insert_with(|| IdleTimer::deadline(Instant::now() + t));
+        Pin::new(timer).poll(cx).map(|_| Err(timed_out()))
+    })
+    .await
 }
 
 /// Read what the upstream has (waiting at most `t`); 0 at its end.
@@ -1148,7 +1164,38 @@ impl Drop for UpstreamBody {
             self.conn = None;
             self.end(true);
         }
+        keep_buffer(std::mem::take(&mut self.buf));
     }
+}
+
+/// Read buffers kept per worker for the next replies.
+const SPARE_BUFFERS: usize = 8;
+
+thread_local! {
+    static SPARE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A read buffer for a reply: a kept one when there is one. A request
+/// allocating (and freeing) its own 32 KB buffer costs more than the rest of
+/// its allocations together (jemalloc refills and flushes its caches).
+fn spare_buffer() -> BytesMut {
+    SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+}
+
+/// Keep a reply's read buffer for another reply. Pieces of the body split off
+/// it may still be on their way to the client: once they are gone, `reserve`
+/// finds the whole allocation free again and takes it back without copying.
+fn keep_buffer(mut buf: BytesMut) {
+    if buf.capacity() == 0 {
+        return;
+    }
+    buf.clear();
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_BUFFERS {
+            s.push(buf);
+        }
+    });
 }
 
 /// A 101 reply's body: hands the tunnel to the client connection.
