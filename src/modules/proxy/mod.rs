@@ -175,7 +175,7 @@ impl Proxy {
         };
         let idempotent = !matches!(req.method(), Method::Post)
             && !matches!(req.head.method_str(), "LOCK" | "PATCH");
-        let started = Instant::now();
+        let mut started = None;
         let mut tried = Tried::default();
         let mut tries = 0u32;
         let mut last: Option<Fail> = None;
@@ -204,6 +204,7 @@ impl Proxy {
             });
             let streamed = matches!(plan, ReqBody::Stream(_));
             let t0 = Instant::now();
+            let started = *started.get_or_insert(t0);
             let r = self
                 .attempt(req, pc, peer, &head, &plan, body.take(), upgrade, &vars, t0)
                 .await;
@@ -267,8 +268,13 @@ impl Proxy {
             up.connect(peer, pc.connect_timeout).await
         }
         .map_err(|e| io_fail(&e, "connecting to upstream"))?;
-        vars.borrow_mut().attempts.last_mut().unwrap().connect_ms =
-            Some(t0.elapsed().as_millis() as u64);
+        // A kept-alive connection took no time to connect (nginx shows 0.000).
+        let connect_ms = if conn.reused() {
+            0
+        } else {
+            t0.elapsed().as_millis() as u64
+        };
+        vars.borrow_mut().attempts.last_mut().unwrap().connect_ms = Some(connect_ms);
         let mut buf = BytesMut::new();
         let h = loop {
             let r = self
@@ -644,16 +650,19 @@ impl Proxy {
 
     /// The URI sent upstream (path and arguments).
     fn upstream_uri(&self, req: &Request<'_>) -> Vec<u8> {
-        let mut normalized = Vec::new();
-        let unchanged = !req.state.internal
-            && req.state.redirects == 0
-            && req.state.args.is_none()
-            && crate::modules::static_files::uri::normalize(req.head.path(), &mut normalized)
-                .is_ok()
-            && normalized == req.uri;
+        // The request's own URI goes unchanged when vireo did not change it.
+        let unchanged = || {
+            let mut normalized = Vec::new();
+            !req.state.internal
+                && req.state.redirects == 0
+                && req.state.args.is_none()
+                && crate::modules::static_files::uri::normalize(req.head.path(), &mut normalized)
+                    .is_ok()
+                && normalized == req.uri
+        };
         let mut out = Vec::with_capacity(req.uri.len() + 16);
         match &self.uri {
-            None if unchanged => return req.request_uri().to_vec(),
+            None if unchanged() => return req.request_uri().to_vec(),
             None => escape(&req.uri, &mut out),
             Some(u) => {
                 let prefix = req
@@ -708,12 +717,16 @@ impl Proxy {
             }
             h.extend_from_slice(name.as_bytes());
             h.extend_from_slice(b": ");
+            let at = h.len();
+            h.extend_from_slice(value);
             // A variable's value cannot break the head.
-            h.extend(
-                value
-                    .iter()
-                    .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-            );
+            if memchr::memchr2(b'\r', b'\n', value).is_some() {
+                for b in &mut h[at..] {
+                    if *b == b'\r' || *b == b'\n' {
+                        *b = b' ';
+                    }
+                }
+            }
             h.extend_from_slice(b"\r\n");
         };
         let mut v = Vec::new();
