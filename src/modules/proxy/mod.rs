@@ -580,8 +580,14 @@ impl Proxy {
     /// Status and headers for the client from the upstream's head; the
     /// values it passes on unchanged share the head's text.
     fn response(&self, req: &Request<'_>, pc: &ProxyConf, h: &UpstreamHead) -> Response {
-        let mut resp = Response::new(h.status);
-        resp.headers.reserve(h.fields.len());
+        let mut resp = Response {
+            status: h.status,
+            content_type: None,
+            // Sized once (Response::new's room for four would regrow), with
+            // room for what filters add (add_header, Content-Encoding, Vary).
+            headers: Vec::with_capacity(h.fields.len() + 2),
+            body: Body::Empty,
+        };
         for &(n, (va, vb)) in &h.fields {
             let (name, value) = (h.at(n), h.at((va, vb)));
             let is = |p: &String| name.eq_ignore_ascii_case(p);
