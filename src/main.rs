@@ -12,6 +12,10 @@ use vireo::error_log;
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Links jemalloc's options (`vireo::sys::MALLOC_CONF`) into the binary.
+#[used]
+static MALLOC_CONF: &Option<&std::ffi::c_char> = &vireo::sys::MALLOC_CONF;
+
 const USAGE: &str = "\
 Usage: vireo [-h] [-v] [-V] [-t] [-T] [-s signal] [-p prefix] [-c file] [-g directives]
 

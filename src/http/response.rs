@@ -14,6 +14,9 @@ pub enum Value {
     Static(&'static str),
     Shared(Arc<str>),
     Owned(String),
+    /// Bytes `start..end` of a shared text (a header of an upstream's reply,
+    /// all of whose values share its head).
+    Slice(Arc<str>, u32, u32),
 }
 
 impl Value {
@@ -22,6 +25,7 @@ impl Value {
             Value::Static(s) => s,
             Value::Shared(s) => s,
             Value::Owned(s) => s,
+            Value::Slice(s, a, b) => &s[*a as usize..*b as usize],
         }
     }
 }

@@ -3,6 +3,9 @@
 //! idle connection registers a deadline in a thread-local slab that the worker
 //! sweeps every `TICK`; the same slab delivers graceful shutdown. This keeps an
 //! idle connection's task small (see the memory figures in docs/benchmarks.md).
+//! Waits that are not idle but need only a coarse deadline (an upstream's
+//! reply, `proxy_read_timeout`) register a plain deadline in the same slab
+//! instead of arming a tokio timer per wait.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -26,6 +29,9 @@ struct Slot {
     deadline: Instant,
     waker: Option<Waker>,
     fired: Option<Expired>,
+    /// An idle connection's wait (stop and reclaim end it too), or a plain
+    /// deadline ([`IdleTimer::deadline`]) that only time ends.
+    idle: bool,
 }
 
 #[derive(Default)]
@@ -50,14 +56,27 @@ pub struct IdleTimer {
 }
 
 impl IdleTimer {
+    /// An idle connection's wait: ends at `deadline`, when the worker stops
+    /// (at once if it is stopping), or when [`reclaim`] picks it.
     pub fn new(deadline: Instant) -> IdleTimer {
+        IdleTimer::register(deadline, true)
+    }
+
+    /// A coarse deadline for a wait that is not idle (an upstream's reply):
+    /// ends only at `deadline` (up to a `TICK` late), costing no tokio timer.
+    pub fn deadline(deadline: Instant) -> IdleTimer {
+        IdleTimer::register(deadline, false)
+    }
+
+    fn register(deadline: Instant, idle: bool) -> IdleTimer {
         REGISTRY.with(|r| {
             let mut r = r.borrow_mut();
-            let fired = r.stopping.then_some(Expired::Stopping);
+            let fired = (idle && r.stopping).then_some(Expired::Stopping);
             let slot = Some(Slot {
                 deadline,
                 waker: None,
                 fired,
+                idle,
             });
             let key = match r.free.pop() {
                 Some(k) => {
@@ -106,9 +125,14 @@ impl Drop for IdleTimer {
     }
 }
 
+/// Fire the registrations due at `now`, or with `None` every idle connection's.
 fn fire(r: &mut Registry, why: Expired, now: Option<Instant>) {
     for slot in r.slots.iter_mut().flatten() {
-        if slot.fired.is_none() && now.is_none_or(|n| slot.deadline <= n) {
+        let due = match now {
+            Some(n) => slot.deadline <= n,
+            None => slot.idle,
+        };
+        if slot.fired.is_none() && due {
             slot.fired = Some(why);
             if let Some(w) = slot.waker.take() {
                 w.wake();
@@ -132,7 +156,7 @@ pub fn reclaim(n: usize) -> usize {
             .slots
             .iter_mut()
             .flatten()
-            .filter(|s| s.fired.is_none())
+            .filter(|s| s.idle && s.fired.is_none())
             .collect();
         // The earliest deadlines have waited longest (for equal timeouts).
         let n = n.min(idle.len());
@@ -247,6 +271,31 @@ mod tests {
             assert_eq!(fired, [false, true, true, false]);
             assert_eq!(reclaim(5), 2);
             assert_eq!(reclaim(5), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn deadlines_end_only_in_time() {
+        std::thread::spawn(|| {
+            let cx = &mut Context::from_waker(Waker::noop());
+            let mut idle = IdleTimer::new(Instant::now() + Duration::from_secs(3600));
+            let mut late = IdleTimer::deadline(Instant::now() + Duration::from_secs(3600));
+            let mut due = IdleTimer::deadline(Instant::now());
+            assert_eq!(reclaim(5), 1, "only the idle wait is reclaimable");
+            stop_all();
+            let mut after = IdleTimer::deadline(Instant::now() + Duration::from_secs(3600));
+            assert_eq!(
+                Pin::new(&mut idle).poll(cx),
+                Poll::Ready(Expired::Reclaimed)
+            );
+            assert!(Pin::new(&mut late).poll(cx).is_pending());
+            assert!(Pin::new(&mut after).poll(cx).is_pending());
+            assert!(Pin::new(&mut due).poll(cx).is_pending());
+            tick();
+            assert_eq!(Pin::new(&mut due).poll(cx), Poll::Ready(Expired::TimedOut));
+            assert!(Pin::new(&mut late).poll(cx).is_pending());
         })
         .join()
         .unwrap();

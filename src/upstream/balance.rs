@@ -57,19 +57,32 @@ struct State {
     conns: u32,
 }
 
-/// Tries made for one request, so a retry never picks the same peer twice.
+/// Tries made for one request, so a retry never picks the same peer twice:
+/// a bit per peer, the first 64 inline (no allocation per request).
 #[derive(Clone, Debug, Default)]
-pub struct Tried(Vec<bool>);
+pub struct Tried {
+    first: u64,
+    rest: Vec<u64>,
+}
 
 impl Tried {
     pub fn mark(&mut self, i: usize) {
-        if self.0.len() <= i {
-            self.0.resize(i + 1, false);
+        if i < 64 {
+            self.first |= 1 << i;
+            return;
         }
-        self.0[i] = true;
+        let (w, b) = ((i - 64) / 64, (i - 64) % 64);
+        if self.rest.len() <= w {
+            self.rest.resize(w + 1, 0);
+        }
+        self.rest[w] |= 1 << b;
     }
     pub fn has(&self, i: usize) -> bool {
-        self.0.get(i).copied().unwrap_or(false)
+        if i < 64 {
+            return self.first & (1 << i) != 0;
+        }
+        let (w, b) = ((i - 64) / 64, (i - 64) % 64);
+        self.rest.get(w).is_some_and(|x| x & (1 << b) != 0)
     }
 }
 
@@ -339,6 +352,18 @@ mod tests {
                 ..PeerSpec::new(&format!("10.0.0.{}:80", i + 1))
             })
             .collect()
+    }
+
+    #[test]
+    fn tried_marks_any_peer() {
+        let mut t = Tried::default();
+        for i in [0, 63, 64, 200] {
+            assert!(!t.has(i));
+            t.mark(i);
+            assert!(t.has(i));
+        }
+        assert!(!t.has(1) && !t.has(65) && !t.has(199) && !t.has(1000));
+        assert!(t.clone().has(200));
     }
 
     fn picks(b: &mut Balancer, n: usize, key: &[u8]) -> Vec<usize> {

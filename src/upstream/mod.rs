@@ -68,29 +68,6 @@ pub enum PeerAddr {
     Unix(PathBuf),
 }
 
-impl PeerAddr {
-    /// The same text as `Display`, without the formatting machinery for IPv4
-    /// (once per upstream attempt).
-    pub fn name(&self) -> String {
-        match self {
-            PeerAddr::Tcp(SocketAddr::V4(a)) => {
-                let mut s = String::with_capacity(21);
-                let mut n = itoa::Buffer::new();
-                for (i, o) in a.ip().octets().into_iter().enumerate() {
-                    if i > 0 {
-                        s.push('.');
-                    }
-                    s.push_str(n.format(o));
-                }
-                s.push(':');
-                s.push_str(n.format(a.port()));
-                s
-            }
-            a => a.to_string(),
-        }
-    }
-}
-
 impl std::fmt::Display for PeerAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -108,6 +85,8 @@ pub struct Upstream {
     pub id: u64,
     pub peers: Vec<PeerSpec>,
     pub addrs: Vec<PeerAddr>,
+    /// `addrs` as `$upstream_addr` shows them.
+    pub names: Box<[Box<str>]>,
     pub method: Method,
     /// `hash KEY`: the key template.
     pub hash_key: Option<crate::core::vars::Template>,
@@ -202,8 +181,8 @@ impl Upstream {
     }
 
     /// The peer's address as `$upstream_addr` shows it.
-    pub fn addr_name(&self, peer: usize) -> String {
-        self.addrs[peer].name()
+    pub fn addr_name(&self, peer: usize) -> &str {
+        &self.names[peer]
     }
 }
 
@@ -326,24 +305,4 @@ pub fn intern_header_name(name: &str) -> Option<&'static str> {
     };
     LOCAL.with(|l| l.borrow_mut().insert(name.into(), n));
     Some(n)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peer_names_match_display() {
-        for a in [
-            "127.0.0.1:80",
-            "10.200.0.255:65535",
-            "0.0.0.0:0",
-            "[::1]:8080",
-        ] {
-            let p = PeerAddr::Tcp(a.parse().unwrap());
-            assert_eq!(p.name(), p.to_string());
-        }
-        let p = PeerAddr::Unix("/run/x.sock".into());
-        assert_eq!(p.name(), "unix:/run/x.sock");
-    }
 }

@@ -16,14 +16,22 @@ pub enum Framing {
     Close,
 }
 
+/// Where a piece of the head lies in [`UpstreamHead::text`]: byte offsets.
+pub type Span = (u32, u32);
+
 #[derive(Debug, PartialEq, Eq)]
 pub struct UpstreamHead {
     pub status: u16,
-    pub reason: String,
     /// HTTP/1.1 (true) or HTTP/1.0.
     pub http11: bool,
-    /// End-to-end headers in order, duplicates kept.
-    pub headers: Vec<(String, String)>,
+    /// The head from the reason phrase (or from the first header when the
+    /// reason is empty or not ASCII) to its end, in one allocation: the
+    /// reason and the headers are spans of it, and the response's header
+    /// values share it (`Value::Slice`) instead of each being copied.
+    pub text: std::sync::Arc<str>,
+    reason: Span,
+    /// End-to-end headers in order, duplicates kept: (name, value).
+    pub fields: Vec<(Span, Span)>,
     pub framing: Framing,
     /// The connection may carry another request after this body.
     pub reusable: bool,
@@ -32,11 +40,24 @@ pub struct UpstreamHead {
 }
 
 impl UpstreamHead {
+    /// The text of a span of [`UpstreamHead::text`].
+    pub fn at(&self, (a, b): Span) -> &str {
+        &self.text[a as usize..b as usize]
+    }
+
+    pub fn reason(&self) -> &str {
+        self.at(self.reason)
+    }
+
+    /// The end-to-end headers, in order.
+    pub fn headers(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        self.fields.iter().map(|&(n, v)| (self.at(n), self.at(v)))
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
+        self.headers()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v)
     }
 }
 
@@ -137,56 +158,89 @@ fn parse_one(
         return Err(Invalid("upstream sent invalid status"));
     }
     let http11 = resp.version == Some(1);
-    let reason = resp.reason.unwrap_or("").to_string();
+    // One UTF-8 check and one copy for the whole head: from the reason (ASCII
+    // when httparse gives it) or else from the first header line to the end.
+    let reason = resp.reason.unwrap_or("");
+    let at = |s: &[u8]| s.as_ptr() as usize - raw.as_ptr() as usize;
+    let first_header = memchr::memchr(b'\n', raw).map_or(end, |i| i + 1);
+    let from = if reason.is_empty() {
+        first_header
+    } else {
+        at(reason.as_bytes())
+    };
+    let text: std::sync::Arc<str> = std::str::from_utf8(&raw[from..])
+        .map_err(|_| Invalid("upstream sent invalid header"))?
+        .into();
+    let span = |s: &[u8]| {
+        let a = (at(s) - from) as u32;
+        (a, a + s.len() as u32)
+    };
+    let reason = if reason.is_empty() {
+        (0, 0)
+    } else {
+        span(reason.as_bytes())
+    };
 
     let mut connection_tokens: Vec<&str> = Vec::new();
     // End-to-end headers (those the Connection header names are removed below).
-    let mut headers: Vec<(String, String)> = Vec::with_capacity(resp.headers.len());
+    let mut fields: Vec<(Span, Span)> = Vec::with_capacity(resp.headers.len());
     let mut close = !http11;
     let mut chunked = false;
     let mut te_seen = false;
     let mut length: Option<u64> = None;
     for f in resp.headers.iter() {
-        let v =
-            std::str::from_utf8(f.value).map_err(|_| Invalid("upstream sent invalid header"))?;
-        if f.name.eq_ignore_ascii_case("connection") {
-            for t in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-                if t.eq_ignore_ascii_case("close") {
-                    close = true;
-                } else if t.eq_ignore_ascii_case("keep-alive") && !http11 {
-                    close = false;
+        let (n, vs) = (span(f.name.as_bytes()), span(f.value));
+        let v = &text[vs.0 as usize..vs.1 as usize];
+        let is = |s: &str| f.name.eq_ignore_ascii_case(s);
+        match f.name.len() {
+            10 if is("connection") => {
+                for t in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                    if t.eq_ignore_ascii_case("close") {
+                        close = true;
+                    } else if t.eq_ignore_ascii_case("keep-alive") {
+                        // Keep-Alive is hop-by-hop anyway: nothing to remove.
+                        close &= http11;
+                    } else {
+                        connection_tokens.push(t);
+                    }
                 }
-                connection_tokens.push(t);
+                continue;
             }
-        } else if f.name.eq_ignore_ascii_case("transfer-encoding") {
-            if te_seen || !http11 {
-                return Err(Invalid("upstream sent invalid Transfer-Encoding"));
+            17 if is("transfer-encoding") => {
+                if te_seen || !http11 {
+                    return Err(Invalid("upstream sent invalid Transfer-Encoding"));
+                }
+                te_seen = true;
+                let last = v.rsplit(',').next().unwrap_or("").trim();
+                if !last.eq_ignore_ascii_case("chunked") || v.split(',').count() > 1 {
+                    return Err(Invalid("upstream sent unsupported Transfer-Encoding"));
+                }
+                chunked = true;
+                continue;
             }
-            te_seen = true;
-            let last = v.rsplit(',').next().unwrap_or("").trim();
-            if !last.eq_ignore_ascii_case("chunked") || v.split(',').count() > 1 {
-                return Err(Invalid("upstream sent unsupported Transfer-Encoding"));
+            14 if is("content-length") => {
+                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Invalid("upstream sent invalid Content-Length"));
+                }
+                let n: u64 = v
+                    .parse()
+                    .map_err(|_| Invalid("upstream sent invalid Content-Length"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(Invalid("upstream sent duplicate Content-Length"));
+                }
+                length = Some(n);
+                continue;
             }
-            chunked = true;
-        } else if f.name.eq_ignore_ascii_case("content-length") {
-            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(Invalid("upstream sent invalid Content-Length"));
-            }
-            let n: u64 = v
-                .parse()
-                .map_err(|_| Invalid("upstream sent invalid Content-Length"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(Invalid("upstream sent duplicate Content-Length"));
-            }
-            length = Some(n);
-            continue;
+            2 | 7 | 10 | 16 if HOP_BY_HOP.iter().any(|h| is(h)) => continue,
+            _ => {}
         }
-        if !HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(f.name)) {
-            headers.push((f.name.to_string(), v.to_string()));
-        }
+        fields.push((n, vs));
     }
     if !connection_tokens.is_empty() {
-        headers.retain(|(n, _)| !connection_tokens.iter().any(|t| t.eq_ignore_ascii_case(n)));
+        fields.retain(|&(n, _)| {
+            let n = &text[n.0 as usize..n.1 as usize];
+            !connection_tokens.iter().any(|t| t.eq_ignore_ascii_case(n))
+        });
     }
     if chunked && length.is_some() {
         return Err(Invalid(
@@ -211,9 +265,10 @@ fn parse_one(
     buf.advance(end);
     Ok(Some(UpstreamHead {
         status,
-        reason,
         http11,
-        headers,
+        text,
+        reason,
+        fields,
         reusable: !close && framing != Framing::Close && !upgrade,
         framing,
         upgrade,
@@ -237,10 +292,8 @@ mod tests {
             (200, Framing::Length(5), true)
         );
         assert_eq!(&b[..], b"hello");
-        assert_eq!(
-            h.headers.iter().filter(|(n, _)| n == "Set-Cookie").count(),
-            2
-        );
+        assert_eq!(h.headers().filter(|(n, _)| *n == "Set-Cookie").count(), 2);
+        assert_eq!(h.reason(), "OK");
         assert!(
             h.header("content-length").is_none(),
             "the server frames the body itself"
@@ -288,7 +341,26 @@ mod tests {
     #[test]
     fn hop_by_hop_and_connection_named_headers_removed() {
         let h = p("HTTP/1.1 200 OK\r\nConnection: X-Secret, keep-alive\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nUpgrade: h2c\r\nX-Kept: 2\r\nContent-Length: 0\r\n\r\n").unwrap().unwrap();
-        assert_eq!(h.headers, vec![("X-Kept".to_string(), "2".to_string())]);
+        assert_eq!(h.headers().collect::<Vec<_>>(), [("X-Kept", "2")]);
+    }
+
+    #[test]
+    fn reason_and_values_are_spans_of_one_text() {
+        let h = p("HTTP/1.1 404 Not Found\r\nX-A:  1 \r\nX-B: caf\u{e9}\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.reason(), "Not Found");
+        assert_eq!(
+            h.headers().collect::<Vec<_>>(),
+            [("X-A", "1"), ("X-B", "caf\u{e9}")]
+        );
+        // A reason with obs-text reads as empty, as httparse gives it; the headers stay.
+        let mut b = BytesMut::from(&b"HTTP/1.1 200 \xe9t\xe9\r\nX-A: 1\r\n\r\n"[..]);
+        let h = parse(&mut b, 8192, false).unwrap().unwrap();
+        assert_eq!((h.reason(), h.header("x-a")), ("", Some("1")));
+        // Header bytes that are not UTF-8 are refused.
+        let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: \xe9\r\n\r\n"[..]);
+        assert!(parse(&mut b, 8192, false).is_err());
     }
 
     #[test]

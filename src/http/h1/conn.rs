@@ -460,7 +460,10 @@ impl<S: Stream> Conn<S> {
                 // the next wait starts only when they are written.
                 let mut first = true;
                 let mut batch: Vec<(usize, bytes::Bytes)> = Vec::new();
-                let mut next = stream.next().await;
+                let mut next = match stream.ready() {
+                    Some(r) => r,
+                    None => stream.next().await,
+                };
                 loop {
                     let mut end = false;
                     let mut failed = None;
