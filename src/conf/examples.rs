@@ -181,7 +181,7 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("lingering_timeout", "lingering_timeout 2s;"),
     (
         "listen",
-        "listen 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;",
+        "listen 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;\nlisten [::]:443 ipv6only=on deferred so_keepalive=30m::10 rcvbuf=256k fastopen=256;",
     ),
     ("lock_file", "lock_file logs/nginx.lock;"),
     (
