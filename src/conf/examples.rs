@@ -266,6 +266,10 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("send_timeout", "send_timeout 30s;"),
     ("sendfile", "sendfile on;"),
     (
+        "sendfile_max_chunk",
+        "sendfile on;\nsendfile_max_chunk 512k;",
+    ),
+    (
         "server",
         "server {\n    listen 80;\n    server_name example.com;\n    root /var/www/example.com;\n}",
     ),

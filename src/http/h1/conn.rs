@@ -333,7 +333,8 @@ impl<S: Stream> Conn<S> {
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
-        let sendfile = req.conf.static_files.sendfile && S::PLAIN;
+        let sf = &req.conf.static_files;
+        let sendfile = (sf.sendfile && S::PLAIN).then_some(sf.sendfile_max_chunk);
         let how = How {
             head_only,
             chunked: resp.chunked(keep_alive),
@@ -539,12 +540,13 @@ impl<S: Stream> Conn<S> {
         file: &File,
         range: std::ops::Range<u64>,
         core: &CoreConf,
-        sendfile: bool,
+        sendfile: Option<usize>,
         sent: &mut u64,
     ) -> io::Result<()> {
         let t = core.send_timeout;
         let len = range.end - range.start;
-        if !sendfile || len <= crate::modules::static_files::cache::SMALL_BODY {
+        let small = len <= crate::modules::static_files::cache::SMALL_BODY;
+        let Some(max_chunk) = sendfile.filter(|_| !small) else {
             // Bytes at the front of `out` that are not file data (the head).
             let mut not_file = io.out.len();
             let mut off = range.start;
@@ -574,7 +576,7 @@ impl<S: Stream> Conn<S> {
                 io.out.clear();
             }
             return Ok(());
-        }
+        };
         // tcp_nopush: the head is sent with MSG_MORE, so the kernel holds it back
         // and it leaves together with the start of the file, as TCP_CORK around
         // head + sendfile would, without the two setsockopt calls per response.
@@ -584,7 +586,7 @@ impl<S: Stream> Conn<S> {
             write_all(&self.s, &io.out, t).await?;
         }
         io.out.clear();
-        sendfile_all(&self.s, file, range, t, sent).await
+        sendfile_all(&self.s, file, range, max_chunk, t, sent).await
     }
 
     /// Close with a reset (SO_LINGER 0) once the connection is dropped.
@@ -675,8 +677,9 @@ struct How {
     head_only: bool,
     /// Chunked framing (unknown length, connection kept).
     chunked: bool,
-    /// `sendfile on` for file bodies.
-    sendfile: bool,
+    /// `sendfile on` for file bodies: at most this many bytes per sendfile(2)
+    /// call (`sendfile_max_chunk`, 0 for no limit).
+    sendfile: Option<usize>,
 }
 
 /// The request body as read from this connection: handlers pull it through
@@ -926,18 +929,26 @@ async fn write_segments<S: Stream>(
     flush(s, t).await
 }
 
-/// sendfile(2) `range` of `file`; `sent` counts the bytes that went out.
+/// sendfile(2) `range` of `file`, at most `max_chunk` bytes a call (0: no
+/// limit); `sent` counts the bytes that went out. After a full chunk the task
+/// yields, so one fast client does not keep the worker from the others
+/// (nginx's `sendfile_max_chunk`).
 async fn sendfile_all<S: Stream>(
     s: &S,
     file: &File,
     range: std::ops::Range<u64>,
+    max_chunk: usize,
     t: Duration,
     sent: &mut u64,
 ) -> io::Result<()> {
     let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let chunk = match max_chunk {
+        0 => 1 << 30,
+        n => n.min(1 << 30),
+    };
     let mut off = range.start;
     while off < range.end {
-        let count = ((range.end - off) as usize).min(1 << 30);
+        let count = ((range.end - off) as usize).min(chunk);
         match s.try_io(Interest::WRITABLE, || {
             crate::sys::sendfile(fd, file, &mut off, count)
         }) {
@@ -947,7 +958,12 @@ async fn sendfile_all<S: Stream>(
                     "file shrank while sending",
                 ));
             }
-            Ok(n) => *sent += n as u64,
+            Ok(n) => {
+                *sent += n as u64;
+                if n == chunk && off < range.end {
+                    tokio::task::yield_now().await;
+                }
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),
         }
