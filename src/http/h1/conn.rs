@@ -317,10 +317,10 @@ impl<S: Stream> Conn<S> {
         keep_alive: bool,
     ) -> io::Result<()> {
         let core = &req.conf.core;
-        if resp.status == 444 {
-            // `return 444`: close without answering (logged as 444).
+        if resp.unanswered() {
+            // `return 444`, or a client gone: close without answering (logged).
             crate::modules::log::log_request(req, resp, 0, 0);
-            return Err(io::Error::other("return 444"));
+            return Err(io::Error::other("closed without an answer"));
         }
         io.out.clear();
         io.out.reserve(512);
@@ -809,6 +809,31 @@ impl<S: Stream> RequestBody for ConnBody<'_, S> {
         match self.framing {
             BodyFraming::Length(n) => Some(n),
             _ => None,
+        }
+    }
+
+    fn gone(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(client_gone(self.s))
+    }
+}
+
+/// Resolves when the client closes or resets the connection: a peek of one
+/// byte when it turns readable sees the end (0) or the error. Bytes waiting
+/// (the next request, a body) say nothing about it: pending for ever then.
+async fn client_gone<S: Stream>(s: &S) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let mut b = [0u8; 1];
+    loop {
+        if s.readable().await.is_err() {
+            return;
+        }
+        match s.try_io(Interest::READABLE, || crate::sys::peek(fd, &mut b)) {
+            Ok(0) => return,
+            // A TLS stream is readable while it holds decrypted bytes.
+            Ok(_) => return std::future::pending().await,
+            Err(e) if e.kind() == ErrorKind::WouldBlock && S::PLAIN => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::future::pending().await,
+            Err(_) => return,
         }
     }
 }
