@@ -239,27 +239,24 @@ fn bad_listen_values() {
         ("rcvbuf=lots", "invalid rcvbuf \"rcvbuf=lots\""),
         ("sndbuf=", "invalid sndbuf \"sndbuf=\""),
         ("fastopen=-1", "invalid fastopen \"fastopen=-1\""),
-        ("ipv6only=yes", "invalid ipv6only \"ipv6only=yes\""),
+        (
+            "ipv6only=yes",
+            "invalid parameter \"ipv6only=yes\" in \"listen\" directive",
+        ),
         (
             "so_keepalive=maybe",
-            "invalid so_keepalive \"so_keepalive=maybe\"",
+            "invalid so_keepalive value: \"maybe\"",
         ),
-        (
-            "so_keepalive=::",
-            "invalid so_keepalive \"so_keepalive=::\"",
-        ),
+        ("so_keepalive=::", "invalid so_keepalive value: \"::\""),
         (
             "so_keepalive=1:2:3:4",
-            "invalid so_keepalive \"so_keepalive=1:2:3:4\"",
+            "invalid so_keepalive value: \"1:2:3:4\"",
         ),
         (
             "so_keepalive=500ms",
-            "invalid so_keepalive \"so_keepalive=500ms\"",
+            "invalid so_keepalive value: \"500ms\"",
         ),
-        (
-            "so_keepalive=::0",
-            "invalid so_keepalive \"so_keepalive=::0\"",
-        ),
+        ("so_keepalive=::0", "invalid so_keepalive value: \"::0\""),
         (
             "setfib=1",
             "\"setfib\" of the \"listen\" directive is not available on Linux (FreeBSD only)",

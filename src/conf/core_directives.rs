@@ -835,12 +835,16 @@ fn sock_option(d: &Directive, opt: &str, spec: &mut ListenSpec) -> Result<(), Co
         "rcvbuf" => o.rcvbuf = Some(size_opt(v).ok_or_else(invalid)?),
         "sndbuf" => o.sndbuf = Some(size_opt(v).ok_or_else(invalid)?),
         "fastopen" => o.fastopen = Some(v.parse().map_err(|_| invalid())?),
-        "so_keepalive" => o.keepalive = Some(keepalive(v).ok_or_else(invalid)?),
+        "so_keepalive" => {
+            o.keepalive = Some(keepalive(v).ok_or_else(|| {
+                ConfError::new(format!("invalid so_keepalive value: \"{v}\""), &d.span)
+            })?)
+        }
         "ipv6only" => {
             o.ipv6only = Some(match v {
                 "on" => true,
                 "off" => false,
-                _ => return Err(invalid()),
+                _ => return Err(bad_arg(d, opt)),
             })
         }
         "setfib" | "accept_filter" => {
