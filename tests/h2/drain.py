@@ -1,5 +1,7 @@
 """A connection when the server drains. Usage: drain.py PORT PID SIGNAL MODE
-SIGNAL: QUIT (graceful stop) or HUP (a reload). MODE: `idle` — one request
+SIGNAL: QUIT (graceful stop), HUP (a reload), or several joined by `+`, sent
+1.5 s apart (USR2+QUIT: a binary upgrade, then the old binary drains); times
+are from the last. MODE: `idle` — one request
 answered, then the signal: GOAWAY is expected at once and the close; `busy` —
 a 256 KB response held back by a 1 KB stream window, then the signal: GOAWAY
 is expected while the stream is open, which then gets its window and must
@@ -13,7 +15,7 @@ import time
 from h2raw import *
 
 pid = arg(2, 0)
-sig = getattr(signal, "SIG" + sys.argv[3])
+sigs = [getattr(signal, "SIG" + name) for name in sys.argv[3].split("+")]
 mode = sys.argv[4]
 c = Conn(port())
 enc = Encoder()
@@ -43,8 +45,14 @@ else:
     c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, request_block(enc, "/a.txt")))
     until(lambda: got["ended"], 5)
 before = got["body"]
+for sig in sigs[:-1]:
+    os.kill(pid, sig)
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        c.poll(0.02)
+early = c.goaway is not None or c.closed
 t0 = time.monotonic()
-os.kill(pid, sig)
+os.kill(pid, sigs[-1])
 goaway_after = None
 closed_after = None
 end = t0 + 10
@@ -66,5 +74,6 @@ print(
     f"goaway={'none' if c.goaway is None else c.goaway} closed={int(c.closed)} "
     f"goaway_after={fmt(goaway_after)} closed_after={fmt(closed_after)} "
     f"body={got['body']} ended={int(got['ended'])} before={before} "
-    f"stalled={int(mode == 'busy' and goaway_after is not None and stalled)}"
+    f"stalled={int(mode == 'busy' and goaway_after is not None and stalled)} "
+    f"early={int(early)}"
 )
