@@ -375,6 +375,7 @@ fn graceful_stop_sends_goaway_to_idle_connections() {
     let mut v = drain_site("");
     let pid = v.pid().to_string();
     let r = common::h2::script(&v, "drain.py", &[&pid, "QUIT", "idle"]);
+    eprintln!("{}", r.0);
     assert!(r.goaway(0), "{}", r.0);
     assert!(r.num("goaway_after") < 1.0, "{}", r.0);
     assert!(r.num("closed_after") < 1.5, "{}", r.0);
@@ -391,6 +392,7 @@ fn graceful_stop_lets_streams_in_flight_finish() {
     let mut v = drain_site("");
     let pid = v.pid().to_string();
     let r = common::h2::script(&v, "drain.py", &[&pid, "QUIT", "busy"]);
+    eprintln!("{}", r.0);
     assert!(r.goaway(0), "{}", r.0);
     assert!(r.num("goaway_after") < 1.0, "{}", r.0);
     assert_eq!(
@@ -418,6 +420,7 @@ fn reload_removing_the_address_sends_goaway() {
     std::fs::write(v.dir.path().join("vireo.conf"), conf.replace(&main, "")).unwrap();
     let pid = v.pid().to_string();
     let r = common::h2::script(&v, "drain.py", &[&pid, "HUP", "idle"]);
+    eprintln!("{}", r.0);
     assert!(r.goaway(0), "{}", r.0);
     assert!(r.num("goaway_after") < 1.5, "{}", r.0);
     assert!(r.get("closed") == "1", "{}", r.0);

@@ -231,6 +231,7 @@ fn old_binary_sends_goaway_to_its_http2_connections() {
     // The script asks on its connection (to the old binary), sends USR2, and
     // QUIT 1.5 s later.
     let r = common::h2::script_at(port, "drain.py", &[&old.to_string(), "USR2+QUIT", "idle"]);
+    eprintln!("{}", r.0);
     assert_eq!(r.get("early"), "0", "GOAWAY before QUIT: {}", r.0);
     assert!(r.goaway(0), "{}", r.0);
     assert!(r.num("goaway_after") < 1.0, "{}", r.0);
