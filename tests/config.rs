@@ -233,9 +233,54 @@ fn bad_listen_values() {
         "invalid parameter \"fast\" in \"listen\" directive",
         4,
     );
+    fails_at(&srv("8080 backlog=x"), "invalid backlog \"backlog=x\"", 4);
+    // The socket options, with nginx's messages.
+    for (opt, msg) in [
+        ("rcvbuf=lots", "invalid rcvbuf \"rcvbuf=lots\""),
+        ("sndbuf=", "invalid sndbuf \"sndbuf=\""),
+        ("fastopen=-1", "invalid fastopen \"fastopen=-1\""),
+        (
+            "ipv6only=yes",
+            "invalid parameter \"ipv6only=yes\" in \"listen\" directive",
+        ),
+        (
+            "so_keepalive=maybe",
+            "invalid so_keepalive value: \"maybe\"",
+        ),
+        ("so_keepalive=::", "invalid so_keepalive value: \"::\""),
+        (
+            "so_keepalive=1:2:3:4",
+            "invalid so_keepalive value: \"1:2:3:4\"",
+        ),
+        (
+            "so_keepalive=500ms",
+            "invalid so_keepalive value: \"500ms\"",
+        ),
+        ("so_keepalive=::0", "invalid so_keepalive value: \"::0\""),
+        (
+            "setfib=1",
+            "\"setfib\" of the \"listen\" directive is not available on Linux (FreeBSD only)",
+        ),
+        (
+            "accept_filter=httpready",
+            "\"accept_filter\" of the \"listen\" directive is not available on Linux (FreeBSD only)",
+        ),
+        (
+            "ipv6only=on",
+            "\"ipv6only\" of the \"listen\" directive applies to IPv6 addresses only, not \"8080\"",
+        ),
+    ] {
+        fails_at(&srv(&format!("8080 {opt}")), msg, 4);
+    }
     fails_at(
-        &srv("8080 backlog=x"),
-        "invalid parameter \"backlog=x\" in \"listen\" directive",
+        &srv("unix:/tmp/v.sock deferred"),
+        "\"deferred\" of the \"listen\" directive applies to TCP addresses only, not \"unix:/tmp/v.sock\"",
+        4,
+    );
+    // Socket options are given once per address, as in nginx.
+    fails_at(
+        "events {}\nhttp {\n server { listen 8080 rcvbuf=64k; }\n server { listen 8080 deferred; }\n}\n",
+        "duplicate listen options for 0.0.0.0:8080",
         4,
     );
     fails_at(

@@ -349,3 +349,79 @@ fn directives() {
     assert!(!out.status.success());
     assert!(err.contains("t.conf:1"), "{err}");
 }
+
+/// A server for the drain scripts (tests/h2/drain.py): keepalive_timeout far
+/// longer than any bound checked, so a close is the drain's doing.
+fn drain_site(second: &str) -> Vireo {
+    let dir = TempDir::new("h2drain");
+    dir.write("html/a.txt", "0123456789");
+    dir.write("html/big.bin", vec![b'b'; 256 << 10]);
+    Vireo::start_in(
+        dir,
+        &format!(
+            "worker_processes 1;\nerror_log logs/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n \
+             keepalive_timeout 60s;\n server {{\n  listen 127.0.0.1:{{port}} http2;\n  {second}\n  root {{dir}}/html;\n }}\n}}\n"
+        ),
+    )
+}
+
+/// SIGQUIT: an idle HTTP/2 connection gets GOAWAY(NO_ERROR) at once (not at
+/// its keepalive_timeout) and is closed, and the server exits.
+#[test]
+fn graceful_stop_sends_goaway_to_idle_connections() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let mut v = drain_site("");
+    let pid = v.pid().to_string();
+    let r = common::h2::script(&v, "drain.py", &[&pid, "QUIT", "idle"]);
+    eprintln!("{}", r.0);
+    assert!(r.goaway(0), "{}", r.0);
+    assert!(r.num("goaway_after") < 1.0, "{}", r.0);
+    assert!(r.num("closed_after") < 1.5, "{}", r.0);
+    assert!(v.wait_exit(5).is_some(), "the server did not exit");
+}
+
+/// SIGQUIT with a stream in flight: GOAWAY while it is open, the stream then
+/// finishes (all of its body) before the close, and the server exits.
+#[test]
+fn graceful_stop_lets_streams_in_flight_finish() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let mut v = drain_site("");
+    let pid = v.pid().to_string();
+    let r = common::h2::script(&v, "drain.py", &[&pid, "QUIT", "busy"]);
+    eprintln!("{}", r.0);
+    assert!(r.goaway(0), "{}", r.0);
+    assert!(r.num("goaway_after") < 1.0, "{}", r.0);
+    assert_eq!(
+        r.get("stalled"),
+        "1",
+        "GOAWAY before the stream ended: {}",
+        r.0
+    );
+    assert_eq!(r.get("ended"), "1", "{}", r.0);
+    assert_eq!(r.num("body"), (256 << 10) as f64, "{}", r.0);
+    assert!(v.wait_exit(5).is_some(), "the server did not exit");
+}
+
+/// A reload that removes the connection's address: GOAWAY at once and the
+/// close, as for a drain (HTTP/1 closes after its next response instead).
+#[test]
+fn reload_removing_the_address_sends_goaway() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let v = drain_site("listen 127.0.0.1:{port2};");
+    let conf = v.dir.read("vireo.conf");
+    let main = format!("listen 127.0.0.1:{} http2;", v.port);
+    assert!(conf.contains(&main));
+    std::fs::write(v.dir.path().join("vireo.conf"), conf.replace(&main, "")).unwrap();
+    let pid = v.pid().to_string();
+    let r = common::h2::script(&v, "drain.py", &[&pid, "HUP", "idle"]);
+    eprintln!("{}", r.0);
+    assert!(r.goaway(0), "{}", r.0);
+    assert!(r.num("goaway_after") < 1.5, "{}", r.0);
+    assert!(r.get("closed") == "1", "{}", r.0);
+}

@@ -445,3 +445,68 @@ fn binary_remote_addr_is_4_or_16_bytes() {
     want.push(b']');
     assert_eq!(r.body, want);
 }
+
+/// A client that leaves while its request is delayed is noticed at once (as
+/// nginx's ngx_http_test_reading): the request is dropped and logged with 499
+/// long before its delay would end, and holds nothing afterwards.
+#[test]
+fn client_leaving_during_the_delay_is_logged_499_at_once() {
+    let v = start(
+        1,
+        "limit_req_zone $binary_remote_addr zone=slow:1m rate=20r/m;",
+        "location / { limit_req zone=slow burst=5; }\n        location = /st { stub_status; }",
+    );
+    assert_eq!(v.get("/index.html").status, 200);
+    // The next one waits 3 s (20r/m); its client leaves after 300 ms.
+    let mut s = v.connect();
+    s.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let left = Instant::now();
+    drop(s);
+    let lines = access_lines(&v, 2);
+    assert_eq!(lines[1], "/index.html 499 DELAYED", "{lines:?}");
+    // Well before the delay's end (2.7 s on), access-log buffering included.
+    let took = left.elapsed();
+    eprintln!("499 logged {took:?} after the client left");
+    assert!(took < Duration::from_millis(1000), "{took:?}");
+    assert!(
+        error_log(&v).contains("client prematurely closed connection while delaying request"),
+        "{}",
+        error_log(&v)
+    );
+    // Nothing is left of it: the status request is the only one open.
+    let st = v.get("/st").text();
+    assert!(
+        st.starts_with("Active connections: 1 ") && st.contains("Writing: 1 "),
+        "{st}"
+    );
+}
+
+/// Over HTTP/2 the stream's reset (RST_STREAM) is the client leaving: the
+/// delayed request is dropped and logged with 499 at once, the connection
+/// goes on.
+#[test]
+fn stream_reset_during_the_delay_is_logged_499_at_once() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let v = start(
+        1,
+        "limit_req_zone $binary_remote_addr zone=slow:1m rate=20r/m;",
+        "http2 on;\n        location / { limit_req zone=slow burst=5; }",
+    );
+    assert_eq!(v.get("/index.html").status, 200);
+    let t = Instant::now();
+    let r = common::h2::script(&v, "cancel.py", &["/index.html", "0.3"]);
+    assert_eq!(r.get("responses"), "0", "{}", r.0);
+    assert_eq!(r.get("closed"), "0", "{}", r.0);
+    let lines = access_lines(&v, 2);
+    assert_eq!(lines[1], "/index.html 499 DELAYED", "{lines:?}");
+    // The script listens for 1 s after the reset; the delay was 3 s.
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t.elapsed()
+    );
+}

@@ -262,6 +262,43 @@ fn large_file_goes_out_with_sendfile() {
     }
 }
 
+/// The `count` argument of each sendfile(2) call of the responses traced.
+fn sendfile_counts(calls: &[(String, String)]) -> Vec<usize> {
+    calls
+        .iter()
+        .filter(|(n, _)| n == "sendfile")
+        .map(|(_, l)| {
+            let args = l.split_once(") = ").map_or(l.as_str(), |(a, _)| a);
+            args.rsplit(", ").next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn sendfile_max_chunk_caps_each_sendfile_call() {
+    if !have_strace() {
+        return;
+    }
+    const LEN: usize = 3 << 20;
+    for (setting, cap) in [
+        ("sendfile_max_chunk 256k;", 256 << 10),
+        ("", 2 << 20), // nginx's default, 2m
+        ("sendfile_max_chunk 0;", LEN),
+    ] {
+        let v = server(&format!("sendfile on; open_file_cache max=100; {setting}"));
+        v.dir.write("html/huge.bin", vec![b'h'; LEN]);
+        let calls = traced_requests(&v, "/huge.bin", LEN);
+        let counts = sendfile_counts(&calls);
+        assert!(
+            counts.len() >= N * LEN.div_ceil(cap),
+            "{setting}: {counts:?}"
+        );
+        assert!(counts.iter().all(|&c| c <= cap), "{setting}: {counts:?}");
+        // Calls ask for the full cap while that much is left.
+        assert_eq!(counts.iter().max(), Some(&cap), "{setting}: {counts:?}");
+    }
+}
+
 #[test]
 fn tcp_nopush_sends_the_head_with_msg_more_before_sendfile() {
     if !have_strace() {

@@ -72,18 +72,24 @@ fn spawn(cmd: &mut std::process::Command) -> std::process::Child {
 const SMALL: usize = 64;
 const BIG: usize = 256 * 1024;
 
-fn conf(dir: &Path, port: u16, port2: u16) -> String {
+/// `extra`: more directives in the server.
+fn conf(dir: &Path, port: u16, port2: u16, extra: &str) -> String {
     format!(
         "worker_processes 2;\npid logs/v.pid;\nerror_log logs/error.log notice;\nevents {{}}\nhttp {{\n access_log off;\n \
-         keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port} reuseport;\n  listen 127.0.0.1:{port2};\n  root {}/html;\n }}\n}}\n",
+         keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port} reuseport;\n  listen 127.0.0.1:{port2};\n  root {}/html;\n  {extra}\n }}\n}}\n",
         dir.display()
     )
 }
 
 /// Start the installed binary; wait for its pid file.
 fn start(dir: &TempDir, bin: &Path) -> (std::process::Child, u16, u16) {
+    start_with(dir, bin, "")
+}
+
+/// As [`start`], with `extra` directives in the server.
+fn start_with(dir: &TempDir, bin: &Path, extra: &str) -> (std::process::Child, u16, u16) {
     let (port, port2) = (free_port(), free_port());
-    let conf_path = dir.write("vireo.conf", conf(dir.path(), port, port2));
+    let conf_path = dir.write("vireo.conf", conf(dir.path(), port, port2, extra));
     let child = spawn(
         std::process::Command::new(bin)
             .arg("-p")
@@ -200,6 +206,49 @@ fn three_upgrades_under_load_lose_no_request() {
     assert!(kill(last, libc::SIGQUIT));
     assert!(eventually(10, || gone(last)));
     assert!(!dir.path().join("logs/v.pid").exists());
+}
+
+/// The old binary drains after an upgrade: its HTTP/2 connections get GOAWAY
+/// at once (HTTP/1 ones wait for their next request, see above), idle ones
+/// close, and it exits without waiting for their keepalive_timeout.
+#[test]
+fn old_binary_sends_goaway_to_its_http2_connections() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let dir = TempDir::new("upgh2");
+    dir.write("html/a.txt", "0123456789");
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+    let bin = dir.path().join("bin/vireo");
+    install_binary(&bin);
+    let _reaper = Reaper(vec![
+        dir.path().join("logs/v.pid"),
+        dir.path().join("logs/v.pid.oldbin"),
+    ]);
+    let (mut first, port, _) = start_with(&dir, &bin, "http2 on; keepalive_timeout 60s;");
+    let old = first.id() as i32;
+    // The script asks on its connection (to the old binary), sends USR2, and
+    // QUIT 1.5 s later.
+    let r = common::h2::script_at(port, "drain.py", &[&old.to_string(), "USR2+QUIT", "idle"]);
+    eprintln!("{}", r.0);
+    assert_eq!(r.get("early"), "0", "GOAWAY before QUIT: {}", r.0);
+    assert!(r.goaway(0), "{}", r.0);
+    assert!(r.num("goaway_after") < 1.0, "{}", r.0);
+    assert!(
+        eventually(5, || gone(old)),
+        "{}",
+        dir.read("logs/error.log")
+    );
+    let _ = first.wait();
+    // The new binary serves.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(
+        Resp::parse(&read_to_close(&mut s)).unwrap().text(),
+        "0123456789"
+    );
 }
 
 #[test]

@@ -3,10 +3,11 @@
 
 use super::ast::{ConfError, Directive};
 use super::model::{
-    HttpConf, Lingering, ListenAddr, ListenSpec, LocKind, LocationConf, ServerConf,
+    HttpConf, Keepalive, Lingering, ListenAddr, ListenSpec, LocKind, LocationConf, ServerConf,
+    SockOpts,
 };
 use super::table::{Arity, Ctx, Def, MANY, ONE, Scope};
-use super::values::{bad_arg, flag, number, option, set_once, size, time};
+use super::values::{bad_arg, flag, number, parse_size, parse_time, set_once, size, time};
 use crate::core::errlog::Level;
 use crate::modules::static_files::mime::MimeTypes;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -203,9 +204,9 @@ pub static DIRECTIVES: &[Def] = &[
             srv.listens.push(spec);
             Ok(())
         },
-        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2] [reuseport] [backlog=number];",
+        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [deferred] [bind] [ipv6only=on|off] [fastopen=number] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
         default: "*:80 (root) or *:8000",
-        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without).",
+        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without). Socket options, given in one `listen` per address (as nginx): `rcvbuf`/`sndbuf` (SO_RCVBUF/SO_SNDBUF), `so_keepalive` (SO_KEEPALIVE; `keepidle` and `keepintvl` in seconds or with a time unit, `keepcnt` a count: TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT, inherited by accepted connections), `deferred` (TCP_DEFER_ACCEPT: accepted once the first data arrives), `fastopen` (TCP_FASTOPEN queue length), `ipv6only` (IPV6_V6ONLY of an IPv6 address, on by default). A reload sets changed options on the sockets it keeps, except `ipv6only` (restart or upgrade); an option removed keeps its value until then, except `deferred`, turned off. `bind` is accepted and always in effect (every address has its own socket). `setfib` and `accept_filter` (FreeBSD) are refused.",
     },
     Def {
         name: "server_name",
@@ -784,6 +785,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
         ssl: false,
         http2: false,
         backlog: 511,
+        opts: SockOpts::default(),
         span: d.span.clone(),
     };
     for opt in d.arg_strs().skip(1) {
@@ -792,19 +794,111 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
             "reuseport" => spec.reuseport = true,
             "ssl" => spec.ssl = true,
             "http2" => spec.http2 = true,
-            _ => match option(opt, "backlog") {
-                Some(v) => {
-                    spec.backlog = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| bad_arg(d, opt))?
-                }
-                None => return Err(bad_arg(d, opt)),
-            },
+            // Each address has its own socket in vireo: `bind` is always in effect.
+            "bind" => {}
+            "deferred" => spec.opts.deferred = true,
+            _ => sock_option(d, opt, &mut spec)?,
+        }
+    }
+    let tcp_only = [
+        ("so_keepalive", spec.opts.keepalive.is_some()),
+        ("deferred", spec.opts.deferred),
+        ("fastopen", spec.opts.fastopen.is_some()),
+        ("ipv6only", spec.opts.ipv6only.is_some()),
+    ];
+    let v6 = matches!(spec.addr, ListenAddr::Tcp(a) if a.is_ipv6());
+    for (name, set) in tcp_only {
+        let fits = match spec.addr {
+            ListenAddr::Unix(_) => false,
+            ListenAddr::Tcp(_) => name != "ipv6only" || v6,
+        };
+        if set && !fits {
+            let what = if name == "ipv6only" { "IPv6" } else { "TCP" };
+            return Err(ConfError::new(
+                format!(
+                    "\"{name}\" of the \"listen\" directive applies to {what} addresses only, not \"{a}\""
+                ),
+                &d.span,
+            ));
         }
     }
     Ok(spec)
+}
+
+/// A `name=value` option of `listen` (backlog and the socket options).
+fn sock_option(d: &Directive, opt: &str, spec: &mut ListenSpec) -> Result<(), ConfError> {
+    let (name, v) = opt.split_once('=').unwrap_or((opt, ""));
+    let invalid = || ConfError::new(format!("invalid {name} \"{opt}\""), &d.span);
+    let o = &mut spec.opts;
+    match name {
+        "backlog" => spec.backlog = v.parse().ok().filter(|n| *n > 0).ok_or_else(invalid)?,
+        "rcvbuf" => o.rcvbuf = Some(size_opt(v).ok_or_else(invalid)?),
+        "sndbuf" => o.sndbuf = Some(size_opt(v).ok_or_else(invalid)?),
+        "fastopen" => o.fastopen = Some(v.parse().map_err(|_| invalid())?),
+        "so_keepalive" => {
+            o.keepalive = Some(keepalive(v).ok_or_else(|| {
+                ConfError::new(format!("invalid so_keepalive value: \"{v}\""), &d.span)
+            })?)
+        }
+        "ipv6only" => {
+            o.ipv6only = Some(match v {
+                "on" => true,
+                "off" => false,
+                _ => return Err(bad_arg(d, opt)),
+            })
+        }
+        "setfib" | "accept_filter" => {
+            return Err(ConfError::new(
+                format!(
+                    "\"{name}\" of the \"listen\" directive is not available on Linux (FreeBSD only)"
+                ),
+                &d.span,
+            ));
+        }
+        _ => return Err(bad_arg(d, opt)),
+    }
+    Ok(())
+}
+
+fn size_opt(v: &str) -> Option<usize> {
+    parse_size(v).and_then(|n| usize::try_from(n).ok())
+}
+
+/// `on`, `off` or `[keepidle]:[keepintvl]:[keepcnt]` (times in whole seconds, at least one given).
+fn keepalive(v: &str) -> Option<Keepalive> {
+    match v {
+        "on" => {
+            return Some(Keepalive::On {
+                idle: None,
+                intvl: None,
+                cnt: None,
+            });
+        }
+        "off" => return Some(Keepalive::Off),
+        _ => {}
+    }
+    let mut parts = v.split(':');
+    let secs = |p: Option<&str>| -> Option<Option<u32>> {
+        match p {
+            None | Some("") => Some(None),
+            Some(t) => {
+                let ms = parse_time(t)?.as_millis();
+                (ms >= 1000 && ms % 1000 == 0)
+                    .then(|| u32::try_from(ms / 1000).ok())?
+                    .map(Some)
+            }
+        }
+    };
+    let idle = secs(parts.next())?;
+    let intvl = secs(parts.next())?;
+    let cnt = match parts.next() {
+        None | Some("") => None,
+        Some(n) => Some(n.parse::<u32>().ok().filter(|n| *n > 0)?),
+    };
+    if parts.next().is_some() || (idle.is_none() && intvl.is_none() && cnt.is_none()) {
+        return None;
+    }
+    Some(Keepalive::On { idle, intvl, cnt })
 }
 
 /// `8080`, `*:8080`, `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080`, `127.0.0.1` (port 80).

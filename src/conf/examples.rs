@@ -181,7 +181,7 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("lingering_timeout", "lingering_timeout 2s;"),
     (
         "listen",
-        "listen 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;",
+        "listen 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;\nlisten [::]:443 ipv6only=on deferred so_keepalive=30m::10 rcvbuf=256k fastopen=256;",
     ),
     ("lock_file", "lock_file logs/nginx.lock;"),
     (
@@ -265,6 +265,10 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ),
     ("send_timeout", "send_timeout 30s;"),
     ("sendfile", "sendfile on;"),
+    (
+        "sendfile_max_chunk",
+        "sendfile on;\nsendfile_max_chunk 512k;",
+    ),
     (
         "server",
         "server {\n    listen 80;\n    server_name example.com;\n    root /var/www/example.com;\n}",

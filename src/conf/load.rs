@@ -4,6 +4,7 @@
 use super::ast::{ConfError, Span};
 use super::model::{
     HttpConf, ListenAddr, ListenSpec, LocConf, LocKind, LocationConf, MainConf, ServerConf,
+    SockOpts,
 };
 use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
@@ -40,6 +41,8 @@ pub struct Listener {
     /// HTTP/2 on this address (`listen … http2`, or `http2 on` in a server).
     pub http2: bool,
     pub backlog: i32,
+    /// Socket options (rcvbuf, sndbuf, so_keepalive, deferred, fastopen, ipv6only).
+    pub opts: SockOpts,
     pub vhosts: Arc<VirtualHosts>,
     /// Stable identity of the address for the life of the process: the same
     /// address has the same key in every configuration loaded (reloads), so a
@@ -227,6 +230,16 @@ fn build_http(
                     if l.backlog != 511 {
                         spec.backlog = l.backlog;
                     }
+                    // As nginx: the socket options of an address are given once.
+                    if l.opts != SockOpts::default() {
+                        if spec.opts != SockOpts::default() {
+                            return Err(ConfError::new(
+                                format!("duplicate listen options for {}", l.addr),
+                                &l.span,
+                            ));
+                        }
+                        spec.opts = l.opts;
+                    }
                     if !servers.iter().any(|s| Arc::ptr_eq(s, &server)) {
                         servers.push(server.clone());
                     }
@@ -257,6 +270,7 @@ fn build_http(
                 ssl: spec.ssl,
                 http2: spec.http2,
                 backlog: spec.backlog,
+                opts: spec.opts,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
                 retired: false,
                 span: spec.span,
@@ -284,6 +298,7 @@ fn build_server(
             ssl: false,
             http2: false,
             backlog: 511,
+            opts: SockOpts::default(),
             span: srv.span.clone().unwrap_or_else(|| Span {
                 file: Arc::from("<default>"),
                 line: 0,

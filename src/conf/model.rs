@@ -181,7 +181,39 @@ pub struct ListenSpec {
     /// `http2`: HTTP/2 on this address (ALPN h2 with ssl, prior knowledge without).
     pub http2: bool,
     pub backlog: i32,
+    /// Socket options (`rcvbuf=`, `sndbuf=`, `so_keepalive=`, `deferred`, `fastopen=`, `ipv6only=`).
+    pub opts: SockOpts,
     pub span: Span,
+}
+
+/// Socket options of a listening address, as nginx's `listen` sets them.
+/// `None`/`false`: not configured (the kernel's default is left alone).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SockOpts {
+    /// SO_RCVBUF.
+    pub rcvbuf: Option<usize>,
+    /// SO_SNDBUF.
+    pub sndbuf: Option<usize>,
+    /// SO_KEEPALIVE and the TCP keepalive timers, inherited by accepted connections.
+    pub keepalive: Option<Keepalive>,
+    /// TCP_DEFER_ACCEPT: a connection is accepted once its first data arrives.
+    pub deferred: bool,
+    /// TCP_FASTOPEN queue length.
+    pub fastopen: Option<u32>,
+    /// IPV6_V6ONLY of an IPv6 address (nginx's default: on).
+    pub ipv6only: Option<bool>,
+}
+
+/// `so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keepalive {
+    Off,
+    /// On, with the timers given (seconds, count); `None` keeps the system's.
+    On {
+        idle: Option<u32>,
+        intvl: Option<u32>,
+        cnt: Option<u32>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -59,6 +59,12 @@ pub trait RequestBody {
     fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>>;
     /// The length the client declared (Content-Length); `None` for chunked.
     fn declared_len(&self) -> Option<u64>;
+    /// Resolves once the client is known to be gone (it closed the
+    /// connection, reset the stream): a request that waits without reading
+    /// (limit_req's delay) watches this, as nginx's `ngx_http_test_reading`.
+    /// Pending for ever when the protocol cannot tell (bytes already waiting
+    /// on an HTTP/1 connection: a pipelined request, an unread body).
+    fn gone(&mut self) -> BoxFuture<'_, ()>;
 }
 
 /// A location's content handler (`fastcgi_pass`, `proxy_pass`, …).
@@ -314,7 +320,7 @@ impl<'a> Request<'a> {
                     }
                 }
             }
-            if let Some(r) = crate::modules::access_phases(self).await {
+            if let Some(r) = crate::modules::access_phases(self, body).await {
                 return r;
             }
             let tf = match loc {

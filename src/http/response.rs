@@ -134,6 +134,13 @@ impl Response {
         }
     }
 
+    /// Closed without an answer, logged with this status: `return 444`, and 499
+    /// (the client went away; nginx likewise terminates a request finalized
+    /// with 499, `return 499` included).
+    pub fn unanswered(&self) -> bool {
+        matches!(self.status, 444 | 499)
+    }
+
     /// An error or redirect page with a small HTML body, as nginx sends them.
     pub fn error(status: u16, server_tokens: bool) -> Self {
         let mut r = Response::new(status);

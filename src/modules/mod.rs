@@ -36,10 +36,11 @@ pub fn filter_response(
 /// after its rewrite phase and before try_files. `Some` answers the request.
 pub async fn access_phases(
     req: &mut crate::core::request::Request<'_>,
+    body: &mut dyn crate::core::request::RequestBody,
 ) -> Option<crate::http::response::Response> {
     // realip first (nginx's preaccess order): limits and access see its address.
     realip::apply(req);
-    if let Some(r) = limit_req::apply(req).await {
+    if let Some(r) = limit_req::apply(req, body).await {
         return Some(r);
     }
     if let Some(r) = limit_conn::apply(req) {

@@ -23,14 +23,19 @@ pub enum Expired {
     Stopping,
     /// Closed early to free its worker_connections slot ([`reclaim`]).
     Reclaimed,
+    /// A new configuration is live ([`reloaded`]; [`IdleTimer::watch`] only).
+    Reloaded,
 }
 
 struct Slot {
-    deadline: Instant,
+    /// `None`: no timeout (a [`IdleTimer::watch`] of a busy connection).
+    deadline: Option<Instant>,
     waker: Option<Waker>,
     fired: Option<Expired>,
-    /// An idle connection's wait (stop and reclaim end it too), or a plain
-    /// deadline ([`IdleTimer::deadline`]) that only time ends.
+    /// Also ends when the worker drains, and on a reload ([`IdleTimer::watch`]).
+    watch: bool,
+    /// An idle connection's wait or a watch (stop and reclaim end it too), or a
+    /// plain deadline ([`IdleTimer::deadline`]) that only time ends.
     idle: bool,
 }
 
@@ -59,23 +64,34 @@ impl IdleTimer {
     /// An idle connection's wait: ends at `deadline`, when the worker stops
     /// (at once if it is stopping), or when [`reclaim`] picks it.
     pub fn new(deadline: Instant) -> IdleTimer {
-        IdleTimer::register(deadline, true)
+        Self::register(Some(deadline), true, false)
     }
 
     /// A coarse deadline for a wait that is not idle (an upstream's reply):
     /// ends only at `deadline` (up to a `TICK` late), costing no tokio timer.
     pub fn deadline(deadline: Instant) -> IdleTimer {
-        IdleTimer::register(deadline, false)
+        Self::register(Some(deadline), false, false)
     }
 
-    fn register(deadline: Instant, idle: bool) -> IdleTimer {
+    /// A connection that can end cleanly at any time (HTTP/2: GOAWAY tells the
+    /// client which streams were not processed): the wait also ends with
+    /// `Stopping` when the worker only drains, and with `Reloaded` on a
+    /// reload. `deadline` `None`: no timeout (streams in flight); such a wait
+    /// is never reclaimed.
+    pub fn watch(deadline: Option<Instant>) -> IdleTimer {
+        Self::register(deadline, true, true)
+    }
+
+    fn register(deadline: Option<Instant>, idle: bool, watch: bool) -> IdleTimer {
         REGISTRY.with(|r| {
             let mut r = r.borrow_mut();
-            let fired = (idle && r.stopping).then_some(Expired::Stopping);
+            let ends = (idle && r.stopping) || (watch && r.draining);
+            let fired = ends.then_some(Expired::Stopping);
             let slot = Some(Slot {
                 deadline,
                 waker: None,
                 fired,
+                watch,
                 idle,
             });
             let key = match r.free.pop() {
@@ -125,14 +141,10 @@ impl Drop for IdleTimer {
     }
 }
 
-/// Fire the registrations due at `now`, or with `None` every idle connection's.
-fn fire(r: &mut Registry, why: Expired, now: Option<Instant>) {
+/// Fire the waits `pick` chooses.
+fn fire(r: &mut Registry, why: Expired, pick: impl Fn(&Slot) -> bool) {
     for slot in r.slots.iter_mut().flatten() {
-        let due = match now {
-            Some(n) => slot.deadline <= n,
-            None => slot.idle,
-        };
-        if slot.fired.is_none() && due {
+        if slot.fired.is_none() && pick(slot) {
             slot.fired = Some(why);
             if let Some(w) = slot.waker.take() {
                 w.wake();
@@ -143,7 +155,12 @@ fn fire(r: &mut Registry, why: Expired, now: Option<Instant>) {
 
 /// Wake registrations whose deadline has passed (the worker calls this every `TICK`).
 pub fn tick() {
-    REGISTRY.with(|r| fire(&mut r.borrow_mut(), Expired::TimedOut, Some(Instant::now())));
+    let now = Instant::now();
+    REGISTRY.with(|r| {
+        fire(&mut r.borrow_mut(), Expired::TimedOut, |s| {
+            s.deadline.is_some_and(|d| d <= now)
+        })
+    });
 }
 
 /// Close up to `n` idle connections, those waiting longest first, to free
@@ -156,7 +173,7 @@ pub fn reclaim(n: usize) -> usize {
             .slots
             .iter_mut()
             .flatten()
-            .filter(|s| s.idle && s.fired.is_none())
+            .filter(|s| s.idle && s.fired.is_none() && s.deadline.is_some())
             .collect();
         // The earliest deadlines have waited longest (for equal timeouts).
         let n = n.min(idle.len());
@@ -178,15 +195,26 @@ pub fn stop_all() {
     REGISTRY.with(|r| {
         let mut r = r.borrow_mut();
         r.stopping = true;
-        fire(&mut r, Expired::Stopping, None);
+        fire(&mut r, Expired::Stopping, |s| s.idle);
     });
 }
 
 /// The worker drains without cutting idle connections (binary upgrade, retired
-/// worker): each connection ends after its next response instead, so no request
-/// a client sends on a kept-alive connection meets a close.
+/// worker): each HTTP/1 connection ends after its next response instead, so no
+/// request a client sends on a kept-alive connection meets a close. Watches
+/// ([`IdleTimer::watch`], HTTP/2) end now: GOAWAY is safe at any moment.
 pub fn drain() {
-    REGISTRY.with(|r| r.borrow_mut().draining = true);
+    REGISTRY.with(|r| {
+        let mut r = r.borrow_mut();
+        r.draining = true;
+        fire(&mut r, Expired::Stopping, |s| s.watch);
+    });
+}
+
+/// A new configuration is live: watches end with `Reloaded` (an HTTP/2
+/// connection checks whether its address was removed).
+pub fn reloaded() {
+    REGISTRY.with(|r| fire(&mut r.borrow_mut(), Expired::Reloaded, |s| s.watch));
 }
 
 /// Has this worker begun to stop or drain? Responses then close their connection.
@@ -249,6 +277,45 @@ mod tests {
                 let mut n = IdleTimer::new(Instant::now() + Duration::from_secs(3600));
                 assert!(Pin::new(&mut n).poll(&mut cx).is_pending());
             });
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn watches_end_on_drain_and_reload_and_are_never_reclaimed() {
+        std::thread::spawn(|| {
+            let cx = &mut Context::from_waker(Waker::noop());
+            let far = Instant::now() + Duration::from_secs(3600);
+            let mut plain = IdleTimer::new(far);
+            let mut idle = IdleTimer::watch(Some(far));
+            let mut busy = IdleTimer::watch(None);
+            // A busy connection has no timeout and is not an idle one to close.
+            assert_eq!(reclaim(5), 2);
+            assert_eq!(
+                Pin::new(&mut idle).poll(cx),
+                Poll::Ready(Expired::Reclaimed)
+            );
+            assert!(Pin::new(&mut busy).poll(cx).is_pending());
+            drop((plain, idle));
+            plain = IdleTimer::new(far);
+            idle = IdleTimer::watch(Some(far));
+            reloaded();
+            assert_eq!(Pin::new(&mut busy).poll(cx), Poll::Ready(Expired::Reloaded));
+            assert_eq!(Pin::new(&mut idle).poll(cx), Poll::Ready(Expired::Reloaded));
+            assert!(Pin::new(&mut plain).poll(cx).is_pending());
+            // Draining ends watches (and new ones at once), not plain waits.
+            busy = IdleTimer::watch(None);
+            drain();
+            assert_eq!(Pin::new(&mut busy).poll(cx), Poll::Ready(Expired::Stopping));
+            assert!(Pin::new(&mut plain).poll(cx).is_pending());
+            let mut late = IdleTimer::watch(None);
+            assert_eq!(Pin::new(&mut late).poll(cx), Poll::Ready(Expired::Stopping));
+            stop_all();
+            assert_eq!(
+                Pin::new(&mut plain).poll(cx),
+                Poll::Ready(Expired::Stopping)
+            );
         })
         .join()
         .unwrap();

@@ -20,7 +20,7 @@ pub mod worker;
 
 use crate::conf::ast::Span;
 use crate::conf::load::{self, Config, Listener, Source};
-use crate::conf::model::ListenAddr;
+use crate::conf::model::{ListenAddr, SockOpts};
 use crate::core::errlog::{self, Level, errno_text};
 use crate::error_log;
 use arc_swap::ArcSwap;
@@ -73,6 +73,7 @@ struct Entry {
     addr: ListenAddr,
     reuseport: bool,
     backlog: i32,
+    opts: SockOpts,
     sockets: Vec<Sock>,
 }
 
@@ -82,6 +83,8 @@ struct Plan {
     new_entries: Vec<Entry>,
     more: Vec<(usize, Vec<Sock>)>,
     relisten: Vec<(usize, i32)>,
+    /// Socket options changed by a reload, set on the address's sockets.
+    reconfigure: Vec<(usize, SockOpts)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -257,8 +260,21 @@ impl Master {
                 .pool
                 .iter()
                 .find(|e| e.key == l.key)
-                .map(|e| (e.reuseport, e.sockets.len(), e.backlog));
-            if let Some((reuseport, have, backlog)) = existing {
+                .map(|e| (e.reuseport, e.sockets.len(), e.backlog, &e.opts));
+            if let Some((reuseport, have, backlog, opts)) = existing {
+                if opts != &l.opts {
+                    // IPV6_V6ONLY cannot change on a bound socket.
+                    let mut new = l.opts.clone();
+                    if opts.ipv6only != new.ipv6only {
+                        error_log!(
+                            Warn,
+                            "\"ipv6only\" of {} changes only with a restart or binary upgrade, kept",
+                            l.addr
+                        );
+                        new.ipv6only = opts.ipv6only;
+                    }
+                    plan.reconfigure.push((l.key, new));
+                }
                 if reuseport != l.reuseport {
                     error_log!(
                         Warn,
@@ -295,6 +311,7 @@ impl Master {
                     if let Err(e) = bound.relisten(l.backlog) {
                         error_log!(Warn, "listen() on inherited {} failed ({e})", l.addr);
                     }
+                    bound.configure(&l.addr, &l.opts, None);
                     self.sock(bound)
                 })
                 .collect();
@@ -307,6 +324,7 @@ impl Master {
                 addr: l.addr.clone(),
                 reuseport,
                 backlog: l.backlog,
+                opts: l.opts.clone(),
                 sockets,
             });
         }
@@ -323,7 +341,7 @@ impl Master {
 
     /// Bind a socket for `l`; a failure names its `listen` directive's file:line.
     fn bind(&mut self, l: &Listener, reuseport: bool) -> io::Result<Sock> {
-        let b = socket::bind(&l.addr, reuseport, l.backlog).map_err(|e| {
+        let b = socket::bind(&l.addr, reuseport, l.backlog, &l.opts).map_err(|e| {
             let msg = format_args!("bind() to {} failed ({})", l.addr, errno_text(&e));
             io::Error::new(e.kind(), load::located(msg, Some(&l.span)))
         })?;
@@ -335,6 +353,14 @@ impl Master {
         for (key, socks) in plan.more {
             if let Some(e) = self.pool.iter_mut().find(|e| e.key == key) {
                 e.sockets.extend(socks);
+            }
+        }
+        for (key, opts) in plan.reconfigure {
+            if let Some(e) = self.pool.iter_mut().find(|e| e.key == key) {
+                for s in &e.sockets {
+                    s.bound.configure(&e.addr, &opts, Some(&e.opts));
+                }
+                e.opts = opts;
             }
         }
         for (key, backlog) in plan.relisten {

@@ -1,6 +1,7 @@
 //! Listening sockets and the stream abstraction over TCP and unix sockets.
 
-use crate::conf::model::ListenAddr;
+use crate::conf::model::{Keepalive, ListenAddr, SockOpts};
+use crate::error_log;
 use socket2::{Domain, SockRef, Socket, Type};
 use std::future::Future;
 use std::io;
@@ -35,6 +36,57 @@ impl Bound {
         match self {
             Bound::Tcp(l) => SockRef::from(l).listen(backlog),
             Bound::Unix(l) => SockRef::from(l).listen(backlog),
+        }
+    }
+
+    /// Set the socket options of `opts` (nginx's `ngx_configure_listening_sockets`),
+    /// at bind and again on reload. An option not configured is left as it is,
+    /// except `deferred`, turned off when `old` had it (or `old` is unknown: an
+    /// inherited socket). A failure is logged and the socket used as it is.
+    pub fn configure(&self, addr: &ListenAddr, opts: &SockOpts, old: Option<&SockOpts>) {
+        let s = match self {
+            Bound::Tcp(l) => SockRef::from(l),
+            Bound::Unix(l) => SockRef::from(l),
+        };
+        let fd = self.as_raw_fd();
+        let check = |what: std::fmt::Arguments, r: io::Result<()>| {
+            if let Err(e) = r {
+                error_log!(Alert, "setsockopt({what}) on {addr} failed ({e}), ignored");
+            }
+        };
+        if let Some(n) = opts.rcvbuf {
+            check(format_args!("SO_RCVBUF, {n}"), s.set_recv_buffer_size(n));
+        }
+        if let Some(n) = opts.sndbuf {
+            check(format_args!("SO_SNDBUF, {n}"), s.set_send_buffer_size(n));
+        }
+        match opts.keepalive {
+            None => {}
+            Some(Keepalive::Off) => check(format_args!("SO_KEEPALIVE, 0"), s.set_keepalive(false)),
+            Some(Keepalive::On { idle, intvl, cnt }) => {
+                let secs = |n: u32| std::time::Duration::from_secs(n.into());
+                let mut k = socket2::TcpKeepalive::new();
+                if let Some(n) = idle {
+                    k = k.with_time(secs(n));
+                }
+                if let Some(n) = intvl {
+                    k = k.with_interval(secs(n));
+                }
+                if let Some(n) = cnt {
+                    k = k.with_retries(n);
+                }
+                check(format_args!("SO_KEEPALIVE, 1"), s.set_tcp_keepalive(&k));
+            }
+        }
+        if let Some(n) = opts.fastopen {
+            let r = crate::sys::set_tcp_int(fd, libc::TCP_FASTOPEN, n as libc::c_int);
+            check(format_args!("TCP_FASTOPEN, {n}"), r);
+        }
+        if opts.deferred || old.is_none_or(|o| o.deferred) {
+            // nginx's one second: how long a connection has queued is unknown.
+            let v = opts.deferred.into();
+            let r = crate::sys::set_tcp_int(fd, libc::TCP_DEFER_ACCEPT, v);
+            check(format_args!("TCP_DEFER_ACCEPT, {v}"), r);
         }
     }
 
@@ -77,8 +129,13 @@ impl Bound {
 
 /// Bind one listening socket; with `reuseport` more sockets may bind the same
 /// address (one per worker, or a wildcard beside a specific address).
-pub fn bind(addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Bound> {
-    match addr {
+pub fn bind(
+    addr: &ListenAddr,
+    reuseport: bool,
+    backlog: i32,
+    opts: &SockOpts,
+) -> io::Result<Bound> {
+    let bound = match addr {
         ListenAddr::Tcp(addr) => {
             let s = Socket::new(Domain::for_address(*addr), Type::STREAM, None)?;
             s.set_reuse_address(true)?;
@@ -86,12 +143,12 @@ pub fn bind(addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Boun
                 s.set_reuse_port(true)?;
             }
             if addr.is_ipv6() {
-                s.set_only_v6(true)?;
+                s.set_only_v6(opts.ipv6only.unwrap_or(true))?;
             }
             s.set_nonblocking(true)?;
             s.bind(&(*addr).into())?;
             s.listen(backlog)?;
-            Ok(Bound::Tcp(s.into()))
+            Bound::Tcp(s.into())
         }
         ListenAddr::Unix(path) => {
             // A stale socket file from a previous run would make bind fail.
@@ -104,9 +161,11 @@ pub fn bind(addr: &ListenAddr, reuseport: bool, backlog: i32) -> io::Result<Boun
             s.set_nonblocking(true)?;
             s.bind(&socket2::SockAddr::unix(path)?)?;
             s.listen(backlog)?;
-            Ok(Bound::Unix(s.into()))
+            Bound::Unix(s.into())
         }
-    }
+    };
+    bound.configure(addr, opts, Some(&SockOpts::default()));
+    Ok(bound)
 }
 
 /// What the HTTP code needs of a client stream.
@@ -175,3 +234,72 @@ macro_rules! stream_impl {
 }
 stream_impl!(tokio::net::TcpStream, true);
 stream_impl!(tokio::net::UnixStream, false);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(b: &Bound) -> SockRef<'_> {
+        match b {
+            Bound::Tcp(l) => SockRef::from(l),
+            Bound::Unix(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn listen_options_reach_the_socket() {
+        let opts = SockOpts {
+            rcvbuf: Some(64 << 10),
+            sndbuf: Some(96 << 10),
+            keepalive: Some(Keepalive::On {
+                idle: Some(600),
+                intvl: Some(7),
+                cnt: Some(3),
+            }),
+            deferred: true,
+            fastopen: Some(32),
+            ipv6only: Some(false),
+        };
+        // The wildcard: Linux makes a socket bound to a specific IPv6 address v6-only.
+        let addr = ListenAddr::Tcp("[::]:0".parse().unwrap());
+        let Ok(b) = bind(&addr, false, 16, &opts) else {
+            return; // no IPv6 here
+        };
+        let s = tcp(&b);
+        // The kernel doubles SO_RCVBUF/SO_SNDBUF for its bookkeeping.
+        assert_eq!(s.recv_buffer_size().unwrap(), 128 << 10);
+        assert_eq!(s.send_buffer_size().unwrap(), 192 << 10);
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.tcp_keepalive_time().unwrap().as_secs(), 600);
+        assert_eq!(s.tcp_keepalive_interval().unwrap().as_secs(), 7);
+        assert_eq!(s.tcp_keepalive_retries().unwrap(), 3);
+        assert!(!s.only_v6().unwrap());
+        let fd = b.as_raw_fd();
+        assert_eq!(crate::sys::tcp_int(fd, libc::TCP_DEFER_ACCEPT).unwrap(), 1);
+        assert_eq!(crate::sys::tcp_int(fd, libc::TCP_FASTOPEN).unwrap(), 32);
+
+        // A reload: `deferred` dropped is turned off, keepalive off, the rest kept.
+        let new = SockOpts {
+            keepalive: Some(Keepalive::Off),
+            ..SockOpts::default()
+        };
+        b.configure(&addr, &new, Some(&opts));
+        assert_eq!(crate::sys::tcp_int(fd, libc::TCP_DEFER_ACCEPT).unwrap(), 0);
+        assert!(!s.keepalive().unwrap());
+        assert_eq!(s.recv_buffer_size().unwrap(), 128 << 10);
+    }
+
+    #[test]
+    fn ipv6only_is_on_by_default_and_nothing_else_is_set() {
+        let addr = ListenAddr::Tcp("[::1]:0".parse().unwrap());
+        let Ok(b) = bind(&addr, false, 16, &SockOpts::default()) else {
+            return;
+        };
+        let s = tcp(&b);
+        assert!(s.only_v6().unwrap());
+        assert!(!s.keepalive().unwrap());
+        let fd = b.as_raw_fd();
+        assert_eq!(crate::sys::tcp_int(fd, libc::TCP_DEFER_ACCEPT).unwrap(), 0);
+        assert_eq!(crate::sys::tcp_int(fd, libc::TCP_FASTOPEN).unwrap(), 0);
+    }
+}

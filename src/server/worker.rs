@@ -322,6 +322,7 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
                         }
                         Some(Ctl::Reloaded) => {
                             slots.max.set(shared.config.load().worker_connections);
+                            super::idle::reloaded();
                         }
                         Some(Ctl::Drain {
                             close_idle,

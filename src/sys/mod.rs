@@ -378,3 +378,43 @@ pub static MALLOC_CONF: Option<&'static std::ffi::c_char> = Some({
     // SAFETY: a pointer to the first byte of a NUL-terminated 'static string.
     unsafe { &*CONF.as_ptr().cast::<std::ffi::c_char>() }
 });
+
+/// `setsockopt(fd, IPPROTO_TCP, opt, value)` for the integer TCP options
+/// socket2 lacks (TCP_DEFER_ACCEPT, TCP_FASTOPEN).
+pub fn set_tcp_int(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: `value` is a valid int for the call's duration and its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            opt,
+            (&raw const value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `getsockopt(fd, IPPROTO_TCP, opt)` of an integer TCP option.
+#[cfg(test)]
+pub fn tcp_int(fd: RawFd, opt: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are valid out-pointers of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            opt,
+            (&raw mut value).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value)
+}

@@ -37,12 +37,17 @@ impl Report {
 
 /// Run `tests/h2/NAME PORT ARGS…` (bounded to 60 s); its report line.
 pub fn script(v: &Vireo, name: &str, args: &[&str]) -> Report {
+    script_at(v.port, name, args)
+}
+
+/// As [`script`], against a server on `port` started some other way.
+pub fn script_at(port: u16, name: &str, args: &[&str]) -> Report {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h2");
     let out = Command::new("timeout")
         .arg("60")
         .arg("python3")
         .arg(format!("{dir}/{name}"))
-        .arg(v.port.to_string())
+        .arg(port.to_string())
         .args(args)
         .current_dir(dir)
         .output()

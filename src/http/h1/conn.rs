@@ -317,10 +317,10 @@ impl<S: Stream> Conn<S> {
         keep_alive: bool,
     ) -> io::Result<()> {
         let core = &req.conf.core;
-        if resp.status == 444 {
-            // `return 444`: close without answering (logged as 444).
+        if resp.unanswered() {
+            // `return 444`, or a client gone: close without answering (logged).
             crate::modules::log::log_request(req, resp, 0, 0);
-            return Err(io::Error::other("return 444"));
+            return Err(io::Error::other("closed without an answer"));
         }
         io.out.clear();
         io.out.reserve(512);
@@ -333,7 +333,8 @@ impl<S: Stream> Conn<S> {
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
-        let sendfile = req.conf.static_files.sendfile && S::PLAIN;
+        let sf = &req.conf.static_files;
+        let sendfile = (sf.sendfile && S::PLAIN).then_some(sf.sendfile_max_chunk);
         let how = How {
             head_only,
             chunked: resp.chunked(keep_alive),
@@ -542,12 +543,13 @@ impl<S: Stream> Conn<S> {
         file: &File,
         range: std::ops::Range<u64>,
         core: &CoreConf,
-        sendfile: bool,
+        sendfile: Option<usize>,
         sent: &mut u64,
     ) -> io::Result<()> {
         let t = core.send_timeout;
         let len = range.end - range.start;
-        if !sendfile || len <= crate::modules::static_files::cache::SMALL_BODY {
+        let small = len <= crate::modules::static_files::cache::SMALL_BODY;
+        let Some(max_chunk) = sendfile.filter(|_| !small) else {
             // Bytes at the front of `out` that are not file data (the head).
             let mut not_file = io.out.len();
             let mut off = range.start;
@@ -577,7 +579,7 @@ impl<S: Stream> Conn<S> {
                 io.out.clear();
             }
             return Ok(());
-        }
+        };
         // tcp_nopush: the head is sent with MSG_MORE, so the kernel holds it back
         // and it leaves together with the start of the file, as TCP_CORK around
         // head + sendfile would, without the two setsockopt calls per response.
@@ -587,7 +589,7 @@ impl<S: Stream> Conn<S> {
             write_all(&self.s, &io.out, t).await?;
         }
         io.out.clear();
-        sendfile_all(&self.s, file, range, t, sent).await
+        sendfile_all(&self.s, file, range, max_chunk, t, sent).await
     }
 
     /// Close with a reset (SO_LINGER 0) once the connection is dropped.
@@ -678,8 +680,9 @@ struct How {
     head_only: bool,
     /// Chunked framing (unknown length, connection kept).
     chunked: bool,
-    /// `sendfile on` for file bodies.
-    sendfile: bool,
+    /// `sendfile on` for file bodies: at most this many bytes per sendfile(2)
+    /// call (`sendfile_max_chunk`, 0 for no limit).
+    sendfile: Option<usize>,
 }
 
 /// The request body as read from this connection: handlers pull it through
@@ -811,6 +814,31 @@ impl<S: Stream> RequestBody for ConnBody<'_, S> {
             _ => None,
         }
     }
+
+    fn gone(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(client_gone(self.s))
+    }
+}
+
+/// Resolves when the client closes or resets the connection: a peek of one
+/// byte when it turns readable sees the end (0) or the error. Bytes waiting
+/// (the next request, a body) say nothing about it: pending for ever then.
+async fn client_gone<S: Stream>(s: &S) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let mut b = [0u8; 1];
+    loop {
+        if s.readable().await.is_err() {
+            return;
+        }
+        match s.try_io(Interest::READABLE, || crate::sys::peek(fd, &mut b)) {
+            Ok(0) => return,
+            // A TLS stream is readable while it holds decrypted bytes.
+            Ok(_) => return std::future::pending().await,
+            Err(e) if e.kind() == ErrorKind::WouldBlock && S::PLAIN => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::future::pending().await,
+            Err(_) => return,
+        }
+    }
 }
 
 enum Read {
@@ -929,18 +957,26 @@ async fn write_segments<S: Stream>(
     flush(s, t).await
 }
 
-/// sendfile(2) `range` of `file`; `sent` counts the bytes that went out.
+/// sendfile(2) `range` of `file`, at most `max_chunk` bytes a call (0: no
+/// limit); `sent` counts the bytes that went out. After a full chunk the task
+/// yields, so one fast client does not keep the worker from the others
+/// (nginx's `sendfile_max_chunk`).
 async fn sendfile_all<S: Stream>(
     s: &S,
     file: &File,
     range: std::ops::Range<u64>,
+    max_chunk: usize,
     t: Duration,
     sent: &mut u64,
 ) -> io::Result<()> {
     let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let chunk = match max_chunk {
+        0 => 1 << 30,
+        n => n.min(1 << 30),
+    };
     let mut off = range.start;
     while off < range.end {
-        let count = ((range.end - off) as usize).min(1 << 30);
+        let count = ((range.end - off) as usize).min(chunk);
         match s.try_io(Interest::WRITABLE, || {
             crate::sys::sendfile(fd, file, &mut off, count)
         }) {
@@ -950,7 +986,12 @@ async fn sendfile_all<S: Stream>(
                     "file shrank while sending",
                 ));
             }
-            Ok(n) => *sent += n as u64,
+            Ok(n) => {
+                *sent += n as u64;
+                if n == chunk && off < range.end {
+                    tokio::task::yield_now().await;
+                }
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
             Err(e) => return Err(e),
         }

@@ -113,6 +113,13 @@ impl RequestBody for H2Body<'_> {
     fn declared_len(&self) -> Option<u64> {
         self.declared
     }
+
+    /// RST_STREAM from the client (or the connection failing).
+    fn gone(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::poll_fn(|cx| {
+            self.respond.poll_reset(cx).map(|_| ())
+        }))
+    }
 }
 
 impl ClientBody for H2Body<'_> {

@@ -3,7 +3,10 @@
 //! HTTP/1 (`crate::http::pipeline`) in its own task on the worker's runtime;
 //! the connection task drives the codec, accepts streams, and ends the
 //! connection with GOAWAY after keepalive_requests streams, after
-//! keepalive_timeout without a stream, or when the worker stops.
+//! keepalive_timeout without a stream, when the worker stops or drains (a
+//! graceful stop, a retired worker, a binary upgrade), or when a reload
+//! removes its address: at once when idle, else a graceful GOAWAY and the
+//! close once the streams in flight are done.
 //!
 //! Limits against abuse (docs/http2.md): concurrent streams
 //! (http2_max_concurrent_streams), header list size (large_client_header_buffers,
@@ -22,7 +25,7 @@ use crate::http::h1::parse::{self, RequestHead};
 use crate::http::pipeline::{self, ConnRef, Ran};
 use crate::modules::ssl::stream::TlsInfo;
 use crate::server::Shared;
-use crate::server::idle::{self, IdleTimer};
+use crate::server::idle::{Expired, IdleTimer};
 use crate::server::worker::Slot;
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -119,17 +122,31 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     });
     let mut streams = JoinSet::new();
     let mut requests = 0u64;
-    let mut idle: Option<IdleTimer> = None;
-    // Once GOAWAY is sent: when the connection is dropped if still open.
-    let mut closing: Option<Instant> = None;
+    // Keepalive timeout while idle; worker stop or drain, and reloads, always.
+    let mut watch: Option<(IdleTimer, Option<Instant>)> = None;
+    // The keepalive deadline of the current idle spell.
+    let mut idle_until: Option<Instant> = None;
+    // Once GOAWAY is sent: when the connection is dropped if still open (a
+    // graceful GOAWAY waits for the streams in flight first).
+    let mut closing: Option<(Instant, bool)> = None;
     loop {
-        if streams.is_empty() && closing.is_none() {
-            idle.get_or_insert_with(|| IdleTimer::new(Instant::now() + keepalive_timeout));
-        } else {
-            idle = None;
+        let idle_now = streams.is_empty();
+        if !idle_now {
+            idle_until = None;
+        } else if idle_until.is_none() {
+            idle_until = Some(Instant::now() + keepalive_timeout);
         }
+        if closing.is_some() {
+            watch = None;
+        } else if watch.as_ref().is_none_or(|(_, d)| *d != idle_until) {
+            watch = Some((IdleTimer::watch(idle_until), idle_until));
+        }
+        let cut_at = match closing {
+            Some((at, graceful)) if !graceful || idle_now => Some(at),
+            _ => None,
+        };
         let cut = async {
-            match closing {
+            match cut_at {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
                 None => std::future::pending().await,
             }
@@ -146,9 +163,9 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
                 Some(Ok((req, respond))) => {
                     requests += 1;
                     streams.spawn_local(stream(info.clone(), requests, req, respond));
-                    if requests >= keepalive_requests || idle::stopping() {
+                    if requests >= keepalive_requests && closing.is_none() {
                         conn.graceful_shutdown();
-                        closing.get_or_insert(Instant::now() + send_timeout);
+                        closing = Some((Instant::now() + send_timeout, true));
                     }
                 }
                 Some(Err(e)) => {
@@ -160,17 +177,30 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
             Some(_) = streams.join_next(), if !streams.is_empty() => {
                 if info.calm.get() && closing.is_none() {
                     conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                    closing = Some(Instant::now() + send_timeout);
-                } else if idle::stopping() && closing.is_none() {
-                    conn.graceful_shutdown();
-                    closing = Some(Instant::now() + send_timeout);
+                    closing = Some((Instant::now() + send_timeout, false));
+                } else if let Some((at, true)) = &mut closing
+                    && streams.is_empty()
+                {
+                    // The last stream's response may still be leaving.
+                    *at = (*at).max(Instant::now() + send_timeout);
                 }
             }
-            _ = async { idle.as_mut().expect("armed").await }, if idle.is_some() => {
-                // Idle (or the worker stops): GOAWAY, then close once it is out.
-                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
-                closing = Some(Instant::now() + send_timeout);
-                idle = None;
+            why = async { (&mut watch.as_mut().expect("armed").0).await }, if watch.is_some() => {
+                watch = None;
+                let retired = || info.info.shared.config.load().listener(info.info.listener).retired;
+                if why == Expired::Reloaded && !retired() {
+                    continue;
+                }
+                if streams.is_empty() {
+                    // Idle (timed out, reclaimed, the worker stops or drains, its
+                    // address removed): GOAWAY, then close once it is out.
+                    conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    closing = Some((Instant::now() + send_timeout, false));
+                } else {
+                    // Streams in flight: GOAWAY now, close once they are done.
+                    conn.graceful_shutdown();
+                    closing = Some((Instant::now() + send_timeout, true));
+                }
             }
             _ = cut => break,
         }

@@ -34,10 +34,10 @@ fn connection_specific(name: &str) -> bool {
     .any(|n| name.eq_ignore_ascii_case(n))
 }
 
-/// Send `resp` for `req` on its stream and log the request. `return 444`
-/// resets the stream instead of answering.
+/// Send `resp` for `req` on its stream and log the request. `return 444` (and
+/// a client gone, 499) resets the stream instead of answering.
 pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: Response) {
-    if resp.status == 444 {
+    if resp.unanswered() {
         crate::modules::log::log_request(req, &resp, 0, 0);
         tx.send_reset(h2::Reason::INTERNAL_ERROR);
         return;

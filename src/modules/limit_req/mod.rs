@@ -17,7 +17,7 @@
 pub mod conf;
 
 use crate::core::errlog::Level;
-use crate::core::request::Request;
+use crate::core::request::{Request, RequestBody};
 use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table};
 use conf::ReqLimit;
@@ -220,8 +220,9 @@ fn delay_level(l: Level) -> Level {
 }
 
 /// Apply the location's `limit_req`s: `Some` is the rejection. A delayed
-/// request returns after its delay.
-pub async fn apply(req: &mut Request<'_>) -> Option<Response> {
+/// request returns after its delay; `body` is watched meanwhile, and a client
+/// that leaves ends the request at once with 499 (no answer), as nginx does.
+pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<Response> {
     let loc: &crate::conf::model::LocConf = req.conf;
     let conf = &loc.limit_req;
     if conf.limits.is_empty() || req.state.limit_req.is_some() {
@@ -290,7 +291,16 @@ pub async fn apply(req: &mut Request<'_>) -> Option<Response> {
     };
     req.state.limit_req = Some(status);
     if wait > 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
+            _ = body.gone() => {
+                crate::error_log!(
+                    Info,
+                    "client prematurely closed connection while delaying request"
+                );
+                return Some(Response::new(499));
+            }
+        }
     }
     None
 }

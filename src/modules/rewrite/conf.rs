@@ -256,7 +256,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "return code [text] | return code URL | return URL;",
         default: "—",
-        doc: "Stops processing and answers: with `code` and `text` as the body, with a redirect for 301, 302, 303, 307 and 308 (the text is the Location), with vireo's page for a code of 400 or more without text (error_page applies), or with a 302 for a lone URL. `return 444` closes the connection without an answer. Text and URL may hold variables. Also allowed inside `if`.\n\n```nginx\nreturn 301 https://$host$request_uri;\nreturn 200 \"ok\\n\";\n```",
+        doc: "Stops processing and answers: with `code` and `text` as the body, with a redirect for 301, 302, 303, 307 and 308 (the text is the Location), with vireo's page for a code of 400 or more without text (error_page applies), or with a 302 for a lone URL. `return 444` closes the connection without an answer (so does `return 499`, logged as such, as nginx terminates a request finalized with 499). Text and URL may hold variables. Also allowed inside `if`.\n\n```nginx\nreturn 301 https://$host$request_uri;\nreturn 200 \"ok\\n\";\n```",
     },
     Def {
         name: "set",

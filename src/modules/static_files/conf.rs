@@ -2,7 +2,7 @@
 
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
-use crate::conf::values::{bad_arg, flag, number, option, set_once, time};
+use crate::conf::values::{bad_arg, flag, number, option, set_once, size, time};
 use crate::settings;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ settings! {
         pub root: Arc<PathBuf> = Arc::new(PathBuf::from("html")),
         pub index: Arc<[Box<str>]> = Arc::from(vec![Box::from("index.html")]),
         pub sendfile: bool = false,
+        pub sendfile_max_chunk: usize = 2 << 20,
         pub open_file_cache: Option<OpenFileCacheSpec> = None,
         pub open_file_cache_valid: Duration = Duration::from_secs(60),
         pub open_file_cache_min_uses: u32 = 1,
@@ -114,6 +115,18 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "sendfile on | off;",
         default: "off",
         doc: "Send file bodies with sendfile(2) (plain TCP); `off` reads them into a buffer and writes that.",
+    },
+    Def {
+        name: "sendfile_max_chunk",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = usize::try_from(size(d, 0)?).map_err(|_| bad_arg(d, d.arg(0)))?;
+            set_once(&mut s.loc().static_files.sendfile_max_chunk, n, d)
+        },
+        syntax: "sendfile_max_chunk size;",
+        default: "2m",
+        doc: "At most this many bytes per sendfile(2) call; after each such chunk the connection lets the worker serve others before it goes on. `0`: no limit.",
     },
     Def {
         name: "open_file_cache",
