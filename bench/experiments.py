@@ -847,6 +847,7 @@ def exp_gzip(opts, scratch):
                 sizes[tag] = len(body)
 
                 def wrk(secs):
+                    secs = max(1, round(secs))  # wrk takes whole seconds
                     cmd = ["taskset", "-c", vb.LOAD_CPU, "wrk", "-t1", f"-c{opts.connections}",
                            f"-d{secs}s", "--latency", "-H", "Accept-Encoding: gzip", url]
                     return subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 60,
