@@ -485,13 +485,13 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 if conf.next_upstream_tries > 0 && tries >= conf.next_upstream_tries {
                     break_fail!(last, req);
                 }
-                match upstream.pick(&key, &mut tried) {
-                    Some(p) => p,
-                    None => {
+                match upstream.select(&key, &mut tried).await {
+                    Ok(p) => p,
+                    Err(e) => {
                         if last.is_none() {
                             crate::error_log!(
                                 Error,
-                                "no live upstreams while connecting to upstream \"{}\", client: {}",
+                                "{e} while connecting to upstream \"{}\", client: {}",
                                 upstream.name,
                                 req.client_addr()
                             );
