@@ -112,7 +112,11 @@ fn spawn_get(port: u16, path: &str) -> std::thread::JoinHandle<(u16, String, f64
         let t0 = Instant::now();
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let r = Resp::parse(&read_to_close(&mut s)).expect("a response");
         (r.status, r.text(), t0.elapsed().as_secs_f64())
     })
@@ -153,7 +157,10 @@ fn without_queue_max_conns_refuses_at_once() {
     let r = v.get("/other");
     assert_eq!(r.status, 502);
     assert_eq!(slow.join().unwrap().0, 200);
-    assert!(v.stderr().contains("no live upstreams while connecting to upstream"));
+    assert!(
+        v.stderr()
+            .contains("no live upstreams while connecting to upstream")
+    );
 }
 
 #[test]
@@ -193,7 +200,14 @@ fn a_client_that_leaves_frees_its_place() {
     // An HTTP/2 request that gives up while queued (curl resets the stream
     // and closes the connection).
     let out = std::process::Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "--http2-prior-knowledge", "-m", "0.3"])
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "--http2-prior-knowledge",
+            "-m",
+            "0.3",
+        ])
         .arg(format!("http://127.0.0.1:{}/gone", v.port))
         .output()
         .unwrap();
@@ -302,5 +316,9 @@ fn bad_queue_configurations() {
         &dir,
         "events {} http { access_log off; upstream u { server 127.0.0.1:1 max_conns=4; queue 100 timeout=70s; } }",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

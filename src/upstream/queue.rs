@@ -157,6 +157,27 @@ pub(super) fn serve(up: &Upstream) {
     }
 }
 
+/// An attempt whose response head arrived but whose connection is still
+/// busy with the body: dropped (the connection pooled or closed), it ends
+/// the attempt as a success, freeing its max_conns place for the queue.
+#[derive(Debug)]
+pub struct Hold {
+    up: super::UpstreamRef,
+    peer: usize,
+}
+
+impl Hold {
+    pub fn new(up: super::UpstreamRef, peer: usize) -> Hold {
+        Hold { up, peer }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.up.get().finished(self.peer, true);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -570,7 +570,10 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                     last = Some(Fail::Status(cgi.status));
                     continue;
                 }
-                upstream.finished(peer, true);
+                // The attempt ends (max_conns, queue) when the connection
+                // is pooled or closed, not at the head.
+                up.sock
+                    .hold(crate::upstream::queue::Hold::new(pass.up.clone(), peer));
                 break (up, cgi, rest, peer);
             }
             Err(Fail::Client(e)) => {
