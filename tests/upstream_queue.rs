@@ -275,7 +275,9 @@ http {{
     // One kept connection: one php-fpm child served them all, one at a time.
     assert!(pids.iter().all(|p| *p == pids[0]), "{pids:?}");
     assert!(took.windows(2).all(|w| w[0] < w[1]), "in order: {took:?}");
-    assert!(took[3] >= 0.7, "one at a time: {took:?}");
+    // The fourth started 120 ms after the first and waited for three 200 ms
+    // scripts before its own (0.68 s); side by side it would take 0.2 s.
+    assert!(took[3] >= 0.6, "one at a time: {took:?}");
 }
 
 #[test]
