@@ -225,6 +225,29 @@ fn a_client_that_leaves_frees_its_place() {
 }
 
 #[test]
+fn an_http1_client_that_closes_leaves_the_queue() {
+    let b = backend();
+    let v = start(b.port, "queue 1 timeout=10s;");
+    let slow = spawn_get(v.port, "/slow?ms=2500");
+    std::thread::sleep(Duration::from_millis(150));
+    let mut gone = v.connect();
+    gone.write_all(b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    drop(gone);
+    // Within the check interval (1 s) the place is free again.
+    std::thread::sleep(Duration::from_millis(1300));
+    let next = spawn_get(v.port, "/next");
+    assert_eq!(slow.join().unwrap().0, 200);
+    let (status, body, _) = next.join().unwrap();
+    assert_eq!((status, body.as_str()), (200, "/next"), "{}", v.stderr());
+    assert_eq!(
+        *b.order.lock().unwrap(),
+        vec!["/slow".to_string(), "/next".to_string()]
+    );
+}
+
+#[test]
 fn fastcgi_pass_waits_in_the_queue() {
     let Some(fpm) = Fpm::start(4) else { return };
     let dir = TempDir::new("fcgiq");

@@ -22,8 +22,8 @@
 //! ```ignore
 //! let up: &Upstream = up.get();
 //! let mut tried = Tried::default();
-//! let peer = up.select(key, &mut tried).await?;  // Err: no live peer, queue full
-//!                                                // or timed out → 502
+//! // Err: no live peer, queue full or timed out (502), client gone (499).
+//! let peer = up.select(key, &mut tried, req.fd).await?;
 //! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
 //! // … write the request, read the reply on `conn` (AsyncRead + AsyncWrite) …
 //! up.responded(peer, attempt_start);            // response head in (latency figures)
@@ -171,14 +171,20 @@ impl Upstream {
     }
 
     /// `pick`, but with `queue N` in the upstream block a request that finds
-    /// every peer it could use at max_conns waits in the queue for one.
-    pub async fn select(&self, key: &[u8], tried: &mut Tried) -> Result<usize, queue::Unavailable> {
+    /// every peer it could use at max_conns waits in the queue for one
+    /// (leaving it if the client on socket `client` closes its connection).
+    pub async fn select(
+        &self,
+        key: &[u8],
+        tried: &mut Tried,
+        client: std::os::fd::RawFd,
+    ) -> Result<usize, queue::Unavailable> {
         if let Some(p) = self.pick(key, tried) {
             return Ok(p);
         }
         match &self.queue {
             Some(q) if self.with_balancer(|l| l.balancer.at_max_conns(tried)) => {
-                queue::wait(self, q, key, tried).await
+                queue::wait(self, q, key, tried, client).await
             }
             _ => Err(queue::Unavailable::NoLive),
         }

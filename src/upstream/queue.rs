@@ -19,6 +19,7 @@ use super::balance::Tried;
 use rustc_hash::FxHashMap;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -41,6 +42,19 @@ pub enum Unavailable {
     Full,
     /// The request waited `timeout` in the queue.
     TimedOut,
+    /// The client closed its connection while the request waited (499).
+    ClientGone,
+}
+
+impl Unavailable {
+    /// The status answered: nginx's 499 for a client gone, else 502.
+    pub fn status(self) -> u16 {
+        if self == Unavailable::ClientGone {
+            499
+        } else {
+            502
+        }
+    }
 }
 
 impl std::fmt::Display for Unavailable {
@@ -49,6 +63,7 @@ impl std::fmt::Display for Unavailable {
             Unavailable::NoLive => "no live upstreams",
             Unavailable::Full => "upstream queue is full",
             Unavailable::TimedOut => "upstream queue timed out",
+            Unavailable::ClientGone => "client closed connection while waiting in upstream queue",
         })
     }
 }
@@ -74,13 +89,35 @@ pub fn waiting(id: u64) -> usize {
     LINES.with(|l| l.borrow().get(&id).map_or(0, VecDeque::len))
 }
 
+/// How often a waiting request looks whether its client closed the
+/// connection (HTTP/1 reads nothing from the client meanwhile; an HTTP/2
+/// stream reset drops the waiting request at once).
+const CLIENT_CHECK: Duration = Duration::from_secs(1);
+
+/// Has the client closed the connection on `fd` (end of stream or reset
+/// waiting to be read)? Bytes pipelined after the request say no.
+fn client_gone(fd: RawFd) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    match crate::sys::peek(fd, &mut [0u8; 1]) {
+        Ok(n) => n == 0,
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+    }
+}
+
 /// Wait in `up`'s line until [`serve`] hands this request a peer (marked in
-/// `tried`), the line is full, or `conf.timeout` passes.
+/// `tried`), the line is full, `conf.timeout` passes, or the client on
+/// `client` (a socket; negative: none) closes its connection.
 pub(super) async fn wait(
     up: &Upstream,
     conf: &Conf,
     key: &[u8],
     tried: &mut Tried,
+    client: RawFd,
 ) -> Result<usize, Unavailable> {
     if waiting(up.id) >= conf.size {
         return Err(Unavailable::Full);
@@ -101,10 +138,30 @@ pub(super) async fn wait(
     let deadline = Instant::now() + conf.timeout;
     // A grant stores a permit, so one made before this await is not lost;
     // one made in the same turn as the deadline still counts.
-    let _ = tokio::time::timeout_at(deadline.into(), place.ticket.woken.notified()).await;
+    let mut woken = std::pin::pin!(place.ticket.woken.notified());
+    let mut why = Unavailable::TimedOut;
+    loop {
+        let until = deadline.min(Instant::now() + CLIENT_CHECK);
+        if tokio::time::timeout_at(until.into(), &mut woken)
+            .await
+            .is_ok()
+            || until >= deadline
+        {
+            break;
+        }
+        if client_gone(client) {
+            crate::error_log!(
+                Info,
+                "client closed connection while waiting in upstream queue \"{}\"",
+                up.name
+            );
+            why = Unavailable::ClientGone;
+            break;
+        }
+    }
     let granted = place.ticket.granted.take();
     *tried = place.ticket.tried.take();
-    granted.ok_or(Unavailable::TimedOut)
+    granted.ok_or(why)
 }
 
 /// A request's place in the line: leaving (served, timed out, or dropped with
@@ -220,13 +277,13 @@ mod tests {
             let local = tokio::task::LocalSet::new();
             local
                 .run_until(async {
-                    assert_eq!(up.select(b"", &mut Tried::default()).await, Ok(0));
+                    assert_eq!(up.select(b"", &mut Tried::default(), -1).await, Ok(0));
                     let order = Rc::new(RefCell::new(Vec::new()));
                     let mut tasks = Vec::new();
                     for n in 0..2 {
                         let (up, order) = (up.clone(), order.clone());
                         tasks.push(tokio::task::spawn_local(async move {
-                            let peer = up.select(b"", &mut Tried::default()).await;
+                            let peer = up.select(b"", &mut Tried::default(), -1).await;
                             order.borrow_mut().push(n);
                             peer
                         }));
@@ -234,7 +291,7 @@ mod tests {
                     }
                     assert_eq!(waiting(up.id), 2);
                     // A third finds the line full.
-                    let third = up.select(b"", &mut Tried::default()).await;
+                    let third = up.select(b"", &mut Tried::default(), -1).await;
                     assert_eq!(third, Err(Unavailable::Full));
                     up.finished(0, true);
                     // The place went to the first waiter; a newcomer cannot take it.
@@ -257,16 +314,16 @@ mod tests {
             let local = tokio::task::LocalSet::new();
             local
                 .run_until(async {
-                    assert_eq!(up.select(b"", &mut Tried::default()).await, Ok(0));
+                    assert_eq!(up.select(b"", &mut Tried::default(), -1).await, Ok(0));
                     let t0 = Instant::now();
-                    let r = up.select(b"", &mut Tried::default()).await;
+                    let r = up.select(b"", &mut Tried::default(), -1).await;
                     assert_eq!(r, Err(Unavailable::TimedOut));
                     assert!(t0.elapsed() >= Duration::from_millis(50));
                     assert_eq!(waiting(up.id), 0);
                     // A waiter dropped (its client left) leaves the line...
                     let u = up.clone();
                     let gone = tokio::task::spawn_local(async move {
-                        u.select(b"", &mut Tried::default()).await
+                        u.select(b"", &mut Tried::default(), -1).await
                     });
                     tokio::task::yield_now().await;
                     assert_eq!(waiting(up.id), 1);
@@ -276,7 +333,7 @@ mod tests {
                     // ...and one granted a peer but dropped gives it back.
                     let u = up.clone();
                     let granted = tokio::task::spawn_local(async move {
-                        u.select(b"", &mut Tried::default()).await
+                        u.select(b"", &mut Tried::default(), -1).await
                     });
                     tokio::task::yield_now().await;
                     up.finished(0, true);
@@ -293,7 +350,7 @@ mod tests {
         let up = upstream(0, 10, Duration::from_secs(1));
         let mut tried = Tried::default();
         tried.mark(0);
-        let r = rt().block_on(up.select(b"", &mut tried));
+        let r = rt().block_on(up.select(b"", &mut tried, -1));
         assert_eq!(r, Err(Unavailable::NoLive));
     }
 }

@@ -177,8 +177,9 @@ impl Proxy {
         let mut last: Option<Fail> = None;
         let mut body = Some(body);
         loop {
-            let peer = match up.select(&key, &mut tried).await {
+            let peer = match up.select(&key, &mut tried, req.fd).await {
                 Ok(p) => p,
+                Err(e) if e.status() != 502 => return req.error(e.status()),
                 Err(e) => {
                     if tries == 0 {
                         let msg = format!("{e} while connecting to upstream");
