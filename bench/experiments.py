@@ -8,6 +8,7 @@ instead of figures, and failed measurements carry "error": nothing is made up.
 """
 import contextlib
 import copy
+import re
 import shutil
 import statistics
 import subprocess
@@ -72,6 +73,15 @@ class Experiment(NamedTuple):
 
 # ---------------------------------------------------------------- context
 
+def fpm_children(edits=()):
+    """php-fpm's pm.max_children with these edits of conf/php-fpm.conf (vireo-php.conf's
+    max_conns is twice that)."""
+    text = (vb.CONF / "php-fpm.conf").read_text()
+    for old, new in edits:
+        text = text.replace(old, new)
+    return int(re.search(r"^pm\.max_children\s*=\s*(\d+)", text, re.M).group(1))
+
+
 class Ctx:
     """Ports, docroot and the capability checks shared by an experiment's runs."""
 
@@ -88,9 +98,10 @@ class Ctx:
     def url(self, name, path):
         return f"http://127.0.0.1:{self.port(name)}/{path.lstrip('/')}"
 
-    def subst(self):
+    def subst(self, fpm_edits=()):
         return {"@FPM@": f"127.0.0.1:{self.fpm_port}", "@FPM_HOST@": "127.0.0.1",
-                "@FPM_PORT@": self.fpm_port, "@UPSTREAM@": f"127.0.0.1:{self.upstream_port}"}
+                "@FPM_PORT@": self.fpm_port, "@UPSTREAM@": f"127.0.0.1:{self.upstream_port}",
+                "@FPM_CONNS@": 2 * fpm_children(fpm_edits)}
 
     def conf(self, name, kind):
         return SERVERS[name]["conf"] if kind == "static" else SERVERS[name].get(kind)
@@ -138,7 +149,7 @@ class Ctx:
                     tag=f"{backend}-backend")))
             front = stack.enter_context(Server(
                 name, self.scratch, self.root, self.port(name),
-                conf=conf or self.conf(name, kind), subst=self.subst()))
+                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits)))
             yield front, backends
 
     def check(self, name, path):

@@ -584,7 +584,8 @@ class Report(unittest.TestCase):
 class Templates(unittest.TestCase):
     KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
             "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
-            "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4}
+            "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
+            "@FPM_CONNS@": 40}
 
     def test_every_template_fills(self):
         for spec in vb.SERVERS.values():

@@ -320,7 +320,7 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("types_hash_max_size", "types_hash_max_size 2048;"),
     (
         "upstream",
-        "upstream backend {\n    server 127.0.0.1:8080;\n    server 127.0.0.1:8081;\n    keepalive 16;\n}",
+        "upstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n}",
     ),
     ("use", "events { use epoll; }"),
     ("user", "user www-data;"),

@@ -160,6 +160,15 @@ impl Balancer {
                 .is_none_or(|t| now.duration_since(t) >= p.fail_timeout)
     }
 
+    /// Is a peer not yet tried, not down, only held back by max_conns (so a
+    /// request may wait for it)?
+    pub fn at_max_conns(&self, tried: &Tried) -> bool {
+        (0..self.peers.len()).any(|i| {
+            let p = &self.peers[i];
+            !tried.has(i) && !p.down && p.max_conns != 0 && self.state[i].conns >= p.max_conns
+        })
+    }
+
     /// Choose a peer for the next attempt of a request, or `None` when no peer
     /// can take it. `key`: the client address bytes for ip_hash, the rendered
     /// key for hash; ignored otherwise. The caller counts the connection with

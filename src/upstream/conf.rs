@@ -144,6 +144,7 @@ fn implicit(name: &str, port: u16, span: &Span) -> Result<Arc<Upstream>, ConfErr
         keepalive_requests: 1000,
         health: None,
         implicit: true,
+        queue: None,
     }))
 }
 
@@ -228,6 +229,7 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
     let mut keepalive_timeout = Duration::from_secs(60);
     let mut keepalive_requests = 1000;
     let mut health = None;
+    let mut queue: Option<super::queue::Conf> = None;
     for c in d.block.as_deref().unwrap_or(&[]) {
         crate::core::vars::registry::at(&c.span);
         let set_method = |m: &mut Option<Method>, v: Method| {
@@ -313,6 +315,21 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
                 arity(c, 1, 1)?;
                 keepalive_requests = values::number(c, 0)?;
             }
+            "queue" => {
+                arity(c, 1, 2)?;
+                queue = Some(super::queue::Conf {
+                    size: values::number(c, 0)? as usize,
+                    timeout: match c.arg(1) {
+                        "" => Duration::from_secs(60),
+                        a => option(a, "timeout")
+                            .and_then(parse_time)
+                            .ok_or_else(|| values::bad_arg(c, a))?,
+                    },
+                });
+                if queue.is_some_and(|q| q.size == 0) {
+                    return Err(values::bad_arg(c, c.arg(0)));
+                }
+            }
             "health_check" => {
                 arity(c, 0, 6)?;
                 health = Some(Check::parse(c)?);
@@ -351,6 +368,7 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
         keepalive_requests,
         health,
         implicit: false,
+        queue,
     })
 }
 
@@ -369,7 +387,7 @@ pub static DIRECTIVES: &[Def] = &[Def {
     },
     syntax: "upstream name { … }",
     default: "—",
-    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.",
+    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.",
 }];
 
 #[cfg(test)]

@@ -22,7 +22,8 @@
 //! ```ignore
 //! let up: &Upstream = up.get();
 //! let mut tried = Tried::default();
-//! let peer = up.pick(key, &mut tried)?;          // None: no live peer → 502
+//! // Err: no live peer, queue full or timed out (502), client gone (499).
+//! let peer = up.select(key, &mut tried, req.fd).await?;
 //! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
 //! // … write the request, read the reply on `conn` (AsyncRead + AsyncWrite) …
 //! up.responded(peer, attempt_start);            // response head in (latency figures)
@@ -48,6 +49,7 @@ pub mod balance;
 pub mod conf;
 pub mod health;
 pub mod pool;
+pub mod queue;
 pub mod response;
 pub mod stats;
 
@@ -99,6 +101,8 @@ pub struct Upstream {
     pub healthy: Box<[AtomicBool]>,
     /// Made from a `proxy_pass` address, not an `upstream` block.
     pub implicit: bool,
+    /// `queue N [timeout=T]`: requests wait for a peer at max_conns.
+    pub queue: Option<queue::Conf>,
 }
 
 /// One upstream's balancer in this worker, with the worker's figures for its peers.
@@ -145,13 +149,37 @@ impl Upstream {
         Some(i)
     }
 
-    /// The attempt on `peer` is over: `ok` false counts a failure.
+    /// `pick`, but with `queue N` in the upstream block a request that finds
+    /// every peer it could use at max_conns waits in the queue for one
+    /// (leaving it if the client on socket `client` closes its connection).
+    pub async fn select(
+        &self,
+        key: &[u8],
+        tried: &mut Tried,
+        client: std::os::fd::RawFd,
+    ) -> Result<usize, queue::Unavailable> {
+        if let Some(p) = self.pick(key, tried) {
+            return Ok(p);
+        }
+        match &self.queue {
+            Some(q) if self.with_balancer(|l| l.balancer.at_max_conns(tried)) => {
+                queue::wait(self, q, key, tried, client).await
+            }
+            _ => Err(queue::Unavailable::NoLive),
+        }
+    }
+
+    /// The attempt on `peer` is over: `ok` false counts a failure. The place
+    /// it held goes to the first request waiting in the queue that can use it.
     pub fn finished(&self, peer: usize, ok: bool) {
         self.with_balancer(|l| {
             let b = &mut l.balancer;
             b.finished(peer, ok, Instant::now());
             l.figures[peer].finished(ok, b.conns(peer), b.failed_until(peer));
         });
+        if self.queue.is_some() {
+            queue::serve(self);
+        }
     }
 
     /// The response head of the attempt on `peer` that began at `started`

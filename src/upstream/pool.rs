@@ -40,12 +40,20 @@ pub struct UpConn {
     reused: bool,
     /// Its place in the worker's worker_connections.
     _slot: Option<crate::server::worker::Slot>,
+    /// The attempt it carries, counted toward the peer's max_conns until
+    /// the connection is pooled or closed.
+    hold: Option<super::queue::Hold>,
 }
 
 impl UpConn {
     /// Requests this connection has carried (counting the current one).
     pub fn uses(&self) -> u64 {
         self.uses
+    }
+    /// Count the attempt toward its peer's max_conns until this connection
+    /// goes back to the pool or is closed (see [`super::queue::Hold`]).
+    pub fn hold(&mut self, h: super::queue::Hold) {
+        self.hold = Some(h);
     }
     /// Taken from the keep-alive pool rather than newly connected.
     pub fn reused(&self) -> bool {
@@ -211,6 +219,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
         uses: 1,
         reused: false,
         _slot: slot,
+        hold: None,
     })
 }
 
@@ -286,7 +295,9 @@ pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
 }
 
 /// Keep `conn` idle for `addr`, at most `max` per peer (the oldest goes).
-pub fn put(addr: &PeerAddr, conn: UpConn, max: usize) {
+pub fn put(addr: &PeerAddr, mut conn: UpConn, max: usize) {
+    // An idle connection does not count toward max_conns.
+    conn.hold = None;
     POOL.with(|p| {
         let mut p = p.borrow_mut();
         let q = p.entry(addr.clone()).or_default();

@@ -568,13 +568,14 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 if conf.next_upstream_tries > 0 && tries >= conf.next_upstream_tries {
                     break_fail!(last, req);
                 }
-                match upstream.pick(&key, &mut tried) {
-                    Some(p) => p,
-                    None => {
+                match upstream.select(&key, &mut tried, req.fd).await {
+                    Ok(p) => p,
+                    Err(e) if e.status() != 502 => return Outcome::Respond(req.error(e.status())),
+                    Err(e) => {
                         if last.is_none() {
                             crate::error_log!(
                                 Error,
-                                "no live upstreams while connecting to upstream \"{}\", client: {}",
+                                "{e} while connecting to upstream \"{}\", client: {}",
                                 upstream.name,
                                 req.client_addr()
                             );
@@ -657,7 +658,10 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                     last = Some(Fail::Status(cgi.status));
                     continue;
                 }
-                upstream.finished(peer, true);
+                // The attempt ends (max_conns, queue) when the connection
+                // is pooled or closed, not at the head.
+                up.sock
+                    .hold(crate::upstream::queue::Hold::new(pass.up.clone(), peer));
                 break (up, cgi, rest, peer);
             }
             Err(Fail::Client(e)) => {

@@ -181,20 +181,20 @@ impl Proxy {
         let mut last: Option<Fail> = None;
         let mut body = Some(body);
         loop {
-            let Some(peer) = up.pick(&key, &mut tried) else {
-                if tries == 0 {
-                    self.log(
-                        req,
-                        up.name.as_str(),
-                        &uri,
-                        "no live upstreams while connecting to upstream",
-                    );
+            let peer = match up.select(&key, &mut tried, req.fd).await {
+                Ok(p) => p,
+                Err(e) if e.status() != 502 => return req.error(e.status()),
+                Err(e) => {
+                    if tries == 0 {
+                        let msg = format!("{e} while connecting to upstream");
+                        self.log(req, up.name.as_str(), &uri, &msg);
+                    }
+                    return match last {
+                        Some(Fail { resp: Some(r), .. }) => r,
+                        Some(f) => req.error(f.code),
+                        None => req.error(502),
+                    };
                 }
-                return match last {
-                    Some(Fail { resp: Some(r), .. }) => r,
-                    Some(f) => req.error(f.code),
-                    None => req.error(502),
-                };
             };
             tries += 1;
             let addr = up.addr_name(peer);

@@ -1,0 +1,357 @@
+//! `queue N [timeout=T]` in an upstream block (nginx Plus): a request that
+//! finds every peer it could use at `max_conns` waits, first in first out, in
+//! a per-worker per-upstream line instead of failing (or, without
+//! `max_conns`, instead of opening one more connection to a saturated peer).
+//!
+//! A place frees when an attempt on a peer of the upstream ends
+//! ([`super::Upstream::finished`]): [`serve`] then picks a peer on behalf of
+//! the first waiter that can use one and hands it over, so the capacity is
+//! counted at once and a request arriving meanwhile cannot take it. The
+//! waiter then connects as usual, taking the idle kept-alive connection its
+//! predecessor left in the pool when there is one. A waiter whose client
+//! goes away leaves the line (a place handed to it just before is given
+//! back); a full line or the timeout answers 502.
+//!
+//! State is per worker like the balancer's: no locks, no shared atomics.
+
+use super::Upstream;
+use super::balance::Tried;
+use rustc_hash::FxHashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// `queue N [timeout=T]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conf {
+    /// Requests that may wait at once (per worker).
+    pub size: usize,
+    /// How long one may wait (nginx's default: 60s).
+    pub timeout: Duration,
+}
+
+/// Why no peer was chosen for a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Every peer is down, failed, already tried, or at max_conns without a queue.
+    NoLive,
+    /// The queue already holds `size` requests.
+    Full,
+    /// The request waited `timeout` in the queue.
+    TimedOut,
+    /// The client closed its connection while the request waited (499).
+    ClientGone,
+}
+
+impl Unavailable {
+    /// The status answered: nginx's 499 for a client gone, else 502.
+    pub fn status(self) -> u16 {
+        if self == Unavailable::ClientGone {
+            499
+        } else {
+            502
+        }
+    }
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unavailable::NoLive => "no live upstreams",
+            Unavailable::Full => "upstream queue is full",
+            Unavailable::TimedOut => "upstream queue timed out",
+            Unavailable::ClientGone => "client closed connection while waiting in upstream queue",
+        })
+    }
+}
+
+/// One waiting request.
+struct Ticket {
+    /// Its balancing key (ip_hash, hash) and the peers it has tried.
+    key: Vec<u8>,
+    tried: RefCell<Tried>,
+    /// The peer [`serve`] chose for it, counted as connected.
+    granted: Cell<Option<usize>>,
+    woken: Notify,
+}
+
+thread_local! {
+    /// Per upstream id, the requests waiting in this worker, oldest first.
+    static LINES: RefCell<FxHashMap<u64, VecDeque<Rc<Ticket>>>> =
+        RefCell::new(FxHashMap::default());
+}
+
+/// Requests waiting for `id` in this worker.
+pub fn waiting(id: u64) -> usize {
+    LINES.with(|l| l.borrow().get(&id).map_or(0, VecDeque::len))
+}
+
+/// How often a waiting request looks whether its client closed the
+/// connection (HTTP/1 reads nothing from the client meanwhile; an HTTP/2
+/// stream reset drops the waiting request at once).
+const CLIENT_CHECK: Duration = Duration::from_secs(1);
+
+/// Has the client closed the connection on `fd` (end of stream or reset
+/// waiting to be read)? Bytes pipelined after the request say no.
+fn client_gone(fd: RawFd) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    match crate::sys::peek(fd, &mut [0u8; 1]) {
+        Ok(n) => n == 0,
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+    }
+}
+
+/// Wait in `up`'s line until [`serve`] hands this request a peer (marked in
+/// `tried`), the line is full, `conf.timeout` passes, or the client on
+/// `client` (a socket; negative: none) closes its connection.
+pub(super) async fn wait(
+    up: &Upstream,
+    conf: &Conf,
+    key: &[u8],
+    tried: &mut Tried,
+    client: RawFd,
+) -> Result<usize, Unavailable> {
+    if waiting(up.id) >= conf.size {
+        return Err(Unavailable::Full);
+    }
+    let ticket = Rc::new(Ticket {
+        key: key.to_vec(),
+        tried: RefCell::new(std::mem::take(tried)),
+        granted: Cell::new(None),
+        woken: Notify::new(),
+    });
+    LINES.with(|l| {
+        l.borrow_mut()
+            .entry(up.id)
+            .or_default()
+            .push_back(ticket.clone())
+    });
+    let place = Place { up, ticket };
+    let deadline = Instant::now() + conf.timeout;
+    // A grant stores a permit, so one made before this await is not lost;
+    // one made in the same turn as the deadline still counts.
+    let mut woken = std::pin::pin!(place.ticket.woken.notified());
+    let mut why = Unavailable::TimedOut;
+    loop {
+        let until = deadline.min(Instant::now() + CLIENT_CHECK);
+        if tokio::time::timeout_at(until.into(), &mut woken)
+            .await
+            .is_ok()
+            || until >= deadline
+        {
+            break;
+        }
+        if client_gone(client) {
+            crate::error_log!(
+                Info,
+                "client closed connection while waiting in upstream queue \"{}\"",
+                up.name
+            );
+            why = Unavailable::ClientGone;
+            break;
+        }
+    }
+    let granted = place.ticket.granted.take();
+    *tried = place.ticket.tried.take();
+    granted.ok_or(why)
+}
+
+/// A request's place in the line: leaving (served, timed out, or dropped with
+/// its client) takes it out, and gives back a peer granted but not taken.
+struct Place<'a> {
+    up: &'a Upstream,
+    ticket: Rc<Ticket>,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let id = self.up.id;
+        LINES.with(|l| {
+            let mut l = l.borrow_mut();
+            if let Some(q) = l.get_mut(&id) {
+                if let Some(i) = q.iter().position(|t| Rc::ptr_eq(t, &self.ticket)) {
+                    q.remove(i);
+                }
+                if q.is_empty() {
+                    l.remove(&id);
+                }
+            }
+        });
+        if let Some(peer) = self.ticket.granted.take() {
+            // Handed a peer, gone before taking it: the next waiter gets it.
+            self.up.finished(peer, true);
+        }
+    }
+}
+
+/// An attempt on a peer of `up` ended: hand the freed place to the first
+/// waiter that can use a peer now (FIFO; one grant per freed place).
+pub(super) fn serve(up: &Upstream) {
+    let ticket = LINES.with(|l| {
+        let mut l = l.borrow_mut();
+        let q = l.get_mut(&up.id)?;
+        let i = q.iter().position(|t| {
+            let peer = up.pick(&t.key, &mut t.tried.borrow_mut());
+            t.granted.set(peer);
+            peer.is_some()
+        })?;
+        let t = q.remove(i)?;
+        if q.is_empty() {
+            l.remove(&up.id);
+        }
+        Some(t)
+    });
+    if let Some(t) = ticket {
+        t.woken.notify_one();
+    }
+}
+
+/// An attempt whose response head arrived but whose connection is still
+/// busy with the body: dropped (the connection pooled or closed), it ends
+/// the attempt as a success, freeing its max_conns place for the queue.
+#[derive(Debug)]
+pub struct Hold {
+    up: super::UpstreamRef,
+    peer: usize,
+}
+
+impl Hold {
+    pub fn new(up: super::UpstreamRef, peer: usize) -> Hold {
+        Hold { up, peer }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.up.get().finished(self.peer, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::balance::{Method, PeerSpec};
+    use crate::upstream::{PeerAddr, Upstream};
+    use std::sync::atomic::AtomicBool;
+
+    fn upstream(max_conns: u32, size: usize, timeout: Duration) -> Upstream {
+        static ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+        let mut p = PeerSpec::new("127.0.0.1:9");
+        p.max_conns = max_conns;
+        Upstream {
+            name: "q".into(),
+            id: ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            peers: vec![p],
+            addrs: vec![PeerAddr::Tcp("127.0.0.1:9".parse().unwrap())],
+            names: vec!["127.0.0.1:9".into()].into(),
+            method: Method::RoundRobin,
+            hash_key: None,
+            keepalive: 0,
+            keepalive_timeout: Duration::from_secs(60),
+            keepalive_requests: 1000,
+            health: None,
+            healthy: vec![AtomicBool::new(true)].into(),
+            implicit: false,
+            queue: Some(Conf { size, timeout }),
+        }
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn waiters_are_served_in_order_and_full_is_refused() {
+        let up = Rc::new(upstream(1, 2, Duration::from_secs(60)));
+        rt().block_on(async {
+            let local = tokio::task::LocalSet::new();
+            local
+                .run_until(async {
+                    assert_eq!(up.select(b"", &mut Tried::default(), -1).await, Ok(0));
+                    let order = Rc::new(RefCell::new(Vec::new()));
+                    let mut tasks = Vec::new();
+                    for n in 0..2 {
+                        let (up, order) = (up.clone(), order.clone());
+                        tasks.push(tokio::task::spawn_local(async move {
+                            let peer = up.select(b"", &mut Tried::default(), -1).await;
+                            order.borrow_mut().push(n);
+                            peer
+                        }));
+                        tokio::task::yield_now().await;
+                    }
+                    assert_eq!(waiting(up.id), 2);
+                    // A third finds the line full.
+                    let third = up.select(b"", &mut Tried::default(), -1).await;
+                    assert_eq!(third, Err(Unavailable::Full));
+                    up.finished(0, true);
+                    // The place went to the first waiter; a newcomer cannot take it.
+                    assert_eq!(waiting(up.id), 1);
+                    assert_eq!(up.pick(b"", &mut Tried::default()), None);
+                    assert_eq!(tasks.remove(0).await.unwrap(), Ok(0));
+                    up.finished(0, true);
+                    assert_eq!(tasks.remove(0).await.unwrap(), Ok(0));
+                    assert_eq!(*order.borrow(), vec![0, 1]);
+                    assert_eq!(waiting(up.id), 0);
+                })
+                .await;
+        });
+    }
+
+    #[test]
+    fn timeout_and_leaving_free_the_place() {
+        let up = Rc::new(upstream(1, 1, Duration::from_millis(50)));
+        rt().block_on(async {
+            let local = tokio::task::LocalSet::new();
+            local
+                .run_until(async {
+                    assert_eq!(up.select(b"", &mut Tried::default(), -1).await, Ok(0));
+                    let t0 = Instant::now();
+                    let r = up.select(b"", &mut Tried::default(), -1).await;
+                    assert_eq!(r, Err(Unavailable::TimedOut));
+                    assert!(t0.elapsed() >= Duration::from_millis(50));
+                    assert_eq!(waiting(up.id), 0);
+                    // A waiter dropped (its client left) leaves the line...
+                    let u = up.clone();
+                    let gone = tokio::task::spawn_local(async move {
+                        u.select(b"", &mut Tried::default(), -1).await
+                    });
+                    tokio::task::yield_now().await;
+                    assert_eq!(waiting(up.id), 1);
+                    gone.abort();
+                    let _ = gone.await;
+                    assert_eq!(waiting(up.id), 0);
+                    // ...and one granted a peer but dropped gives it back.
+                    let u = up.clone();
+                    let granted = tokio::task::spawn_local(async move {
+                        u.select(b"", &mut Tried::default(), -1).await
+                    });
+                    tokio::task::yield_now().await;
+                    up.finished(0, true);
+                    granted.abort();
+                    let _ = granted.await;
+                    assert_eq!(up.pick(b"", &mut Tried::default()), Some(0));
+                })
+                .await;
+        });
+    }
+
+    #[test]
+    fn without_max_conns_nothing_waits() {
+        let up = upstream(0, 10, Duration::from_secs(1));
+        let mut tried = Tried::default();
+        tried.mark(0);
+        let r = rt().block_on(up.select(b"", &mut tried, -1));
+        assert_eq!(r, Err(Unavailable::NoLive));
+    }
+}
