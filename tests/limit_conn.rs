@@ -226,13 +226,7 @@ fn reload_keeps_the_counts() {
     let first = spawn_get(v.port, "/slow");
     gate.wait_arrived(1);
     let text = conf(1, gate.port, "", "limit_conn addr 1; add_header X-New 1;");
-    std::fs::write(
-        v.dir.path().join("vireo.conf"),
-        fill(&text, v.dir.path(), v.port, 0),
-    )
-    .unwrap();
-    v.signal(libc::SIGHUP);
-    assert!(eventually(10, || error_log(&v).contains("configuration reloaded")));
+    v.reload_with(&text, "configuration reloaded");
     // The new configuration sees the request the old one counted.
     assert_eq!(v.get("/static").status, 503);
     gate.open();

@@ -313,36 +313,22 @@ fn reload_keeps_the_zone() {
     let loc = "location / { limit_req zone=k; }";
     let v = start(1, &zone("1m", "$binary_remote_addr"), loc);
     assert_eq!(v.get("/").status, 200);
-    let reload = |text: String, expect: &str| {
-        let before = error_log(&v).matches(expect).count();
-        std::fs::write(
-            v.dir.path().join("vireo.conf"),
-            fill(&text, v.dir.path(), v.port, 0),
-        )
-        .unwrap();
-        v.signal(libc::SIGHUP);
-        assert!(
-            eventually(10, || error_log(&v).matches(expect).count() > before),
-            "{}",
-            error_log(&v)
-        );
-    };
     // Same name, size and key (a new rate, another location): kept.
     let again = conf(
         1,
         &zone("1m", "$binary_remote_addr").replace("1r/m", "2r/m"),
         &format!("{loc}\n        location /x {{ }}"),
     );
-    reload(again, "configuration reloaded");
+    v.reload_with(&again, "configuration reloaded");
     assert_eq!(v.get("/").status, 503, "the state survived the reload");
     // Another key for the same zone is refused, as nginx does.
-    reload(
-        conf(1, &zone("1m", "$uri"), loc),
+    v.reload_with(
+        &conf(1, &zone("1m", "$uri"), loc),
         "limit_req_zone \"k\" uses the \"$uri\" key while previously it used the \"$binary_remote_addr\" key",
     );
     assert_eq!(v.get("/").status, 503);
     // Another size: a new zone.
-    reload(conf(1, &zone("2m", "$uri"), loc), "configuration reloaded");
+    v.reload_with(&conf(1, &zone("2m", "$uri"), loc), "configuration reloaded");
     assert_eq!(v.get("/").status, 200);
 }
 

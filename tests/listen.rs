@@ -75,16 +75,7 @@ fn rcvbuf_and_sndbuf_are_set_and_changed_by_reload() {
     );
 
     // A reload sets the new sizes on the socket it keeps.
-    std::fs::write(
-        v.dir.path().join("vireo.conf"),
-        fill(&conf("rcvbuf=32k sndbuf=48k"), v.dir.path(), v.port, 0),
-    )
-    .unwrap();
-    v.signal(libc::SIGHUP);
-    assert!(eventually(10, || v
-        .dir
-        .read("logs/error.log")
-        .contains("configuration reloaded")));
+    v.reload_with(&conf("rcvbuf=32k sndbuf=48k"), "configuration reloaded");
     assert_eq!(listen_buffers(v.port), (64 << 10, 96 << 10));
     assert_eq!(v.get("/x").text(), "x");
 }
@@ -162,16 +153,7 @@ fn deferred_accepts_only_once_data_arrives() {
         == Some("01")));
 
     // A reload dropping `deferred` turns TCP_DEFER_ACCEPT off on the kept socket.
-    std::fs::write(
-        v.dir.path().join("vireo.conf"),
-        fill(&conf(""), v.dir.path(), v.port, 0),
-    )
-    .unwrap();
-    v.signal(libc::SIGHUP);
-    assert!(eventually(10, || v
-        .dir
-        .read("logs/error.log")
-        .contains("configuration reloaded")));
+    v.reload_with(&conf(""), "configuration reloaded");
     let c = v.connect();
     let client = c.local_addr().unwrap().port();
     assert!(eventually(2, || server_side_state(v.port, client)

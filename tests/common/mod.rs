@@ -219,6 +219,25 @@ impl Vireo {
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
 
+    /// Replace the configuration with `template` (filled as at start) and
+    /// SIGHUP; wait until logs/error.log holds one more line with `expect`
+    /// ("configuration reloaded", or the error a bad one gets).
+    pub fn reload_with(&self, template: &str, expect: &str) {
+        let log = || self.dir.read("logs/error.log");
+        let before = log().matches(expect).count();
+        std::fs::write(
+            self.dir.path().join("vireo.conf"),
+            fill(template, self.dir.path(), self.port, 0),
+        )
+        .unwrap();
+        self.signal(libc::SIGHUP);
+        assert!(
+            eventually(10, || log().matches(expect).count() > before),
+            "no new {expect:?} in\n{}",
+            log()
+        );
+    }
+
     /// Wait for exit, up to `secs`.
     pub fn wait_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
         let end = Instant::now() + Duration::from_secs(secs);
