@@ -126,26 +126,33 @@ pub fn finish(guard: Guard) -> Result<(), ConfError> {
 fn implicit(name: &str, port: u16, span: &Span) -> Result<Arc<Upstream>, ConfError> {
     let addrs = resolve(name, port)
         .map_err(|e| ConfError::new(format!("{e} in upstream \"{name}\""), span))?;
-    let peers = addrs
-        .iter()
-        .map(|a| PeerSpec::new(&a.to_string()))
-        .collect();
-    Ok(Arc::new(Upstream {
-        name: name.to_string(),
-        id: next_id(),
-        healthy: addrs.iter().map(|_| AtomicBool::new(true)).collect(),
-        peers,
-        names: addrs.iter().map(|a| a.to_string().into()).collect(),
-        addrs,
-        method: Method::RoundRobin,
-        hash_key: None,
-        keepalive: 0,
-        keepalive_timeout: Duration::from_secs(60),
-        keepalive_requests: 1000,
-        health: None,
-        implicit: true,
-        queue: None,
-    }))
+    Ok(Arc::new(Upstream::round_robin(name, addrs)))
+}
+
+impl Upstream {
+    /// An implicit upstream over `addrs`: round robin, nginx's defaults, no
+    /// keep-alive pool, health check or queue.
+    pub(crate) fn round_robin(name: &str, addrs: Vec<PeerAddr>) -> Upstream {
+        Upstream {
+            name: name.to_string(),
+            id: next_id(),
+            healthy: addrs.iter().map(|_| AtomicBool::new(true)).collect(),
+            peers: addrs
+                .iter()
+                .map(|a| PeerSpec::new(&a.to_string()))
+                .collect(),
+            names: addrs.iter().map(|a| a.to_string().into()).collect(),
+            addrs,
+            method: Method::RoundRobin,
+            hash_key: None,
+            keepalive: 0,
+            keepalive_timeout: Duration::from_secs(60),
+            keepalive_requests: 1000,
+            health: None,
+            implicit: true,
+            queue: None,
+        }
+    }
 }
 
 /// Resolve `host[:port]`, `[v6]:port` or `unix:/path`.

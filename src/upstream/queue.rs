@@ -238,30 +238,14 @@ impl Drop for Hold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::balance::{Method, PeerSpec};
     use crate::upstream::{PeerAddr, Upstream};
-    use std::sync::atomic::AtomicBool;
 
     fn upstream(max_conns: u32, size: usize, timeout: Duration) -> Upstream {
-        static ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
-        let mut p = PeerSpec::new("127.0.0.1:9");
-        p.max_conns = max_conns;
-        Upstream {
-            name: "q".into(),
-            id: ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            peers: vec![p],
-            addrs: vec![PeerAddr::Tcp("127.0.0.1:9".parse().unwrap())],
-            names: vec!["127.0.0.1:9".into()].into(),
-            method: Method::RoundRobin,
-            hash_key: None,
-            keepalive: 0,
-            keepalive_timeout: Duration::from_secs(60),
-            keepalive_requests: 1000,
-            health: None,
-            healthy: vec![AtomicBool::new(true)].into(),
-            implicit: false,
-            queue: Some(Conf { size, timeout }),
-        }
+        let mut u = Upstream::round_robin("q", vec![PeerAddr::Tcp("127.0.0.1:9".parse().unwrap())]);
+        u.peers[0].max_conns = max_conns;
+        u.implicit = false;
+        u.queue = Some(Conf { size, timeout });
+        u
     }
 
     fn rt() -> tokio::runtime::Runtime {
