@@ -54,6 +54,21 @@ fn install_binary(to: &Path) {
     std::fs::rename(&tmp, to).unwrap();
 }
 
+/// A test folder with logs/ and bin/vireo (a copy of the built binary), and a
+/// reaper that kills whatever its pid files name when the test ends.
+fn setup(name: &str) -> (TempDir, PathBuf, Reaper) {
+    let dir = TempDir::new(name);
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+    let bin = dir.path().join("bin/vireo");
+    install_binary(&bin);
+    let reaper = Reaper(vec![
+        dir.path().join("logs/v.pid"),
+        dir.path().join("logs/v.pid.oldbin"),
+    ]);
+    (dir, bin, reaper)
+}
+
 /// Spawn a freshly installed binary. Another test thread that forks while
 /// `install_binary` holds the copy open for writing keeps that descriptor
 /// until its own exec, and exec then fails with ETXTBSY: try again shortly.
@@ -128,17 +143,9 @@ fn upgrade(dir: &TempDir, bin: &Path) -> (i32, i32) {
 
 #[test]
 fn three_upgrades_under_load_lose_no_request() {
-    let dir = TempDir::new("upg");
+    let (dir, bin, _reaper) = setup("upg");
     dir.write("html/v", vec![b'v'; SMALL]);
     dir.write("html/big", vec![b'b'; BIG]);
-    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
-    let bin = dir.path().join("bin/vireo");
-    install_binary(&bin);
-    let _reaper = Reaper(vec![
-        dir.path().join("logs/v.pid"),
-        dir.path().join("logs/v.pid.oldbin"),
-    ]);
     let (mut first, port, port2) = start(&dir, &bin);
     let load = Load::start(&Plan {
         ports: vec![port, port2],
@@ -216,16 +223,8 @@ fn old_binary_sends_goaway_to_its_http2_connections() {
     if !common::h2::have_python_h2() {
         return;
     }
-    let dir = TempDir::new("upgh2");
+    let (dir, bin, _reaper) = setup("upgh2");
     dir.write("html/a.txt", "0123456789");
-    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
-    let bin = dir.path().join("bin/vireo");
-    install_binary(&bin);
-    let _reaper = Reaper(vec![
-        dir.path().join("logs/v.pid"),
-        dir.path().join("logs/v.pid.oldbin"),
-    ]);
     let (mut first, port, _) = start_with(&dir, &bin, "http2 on; keepalive_timeout 60s;");
     let old = first.id() as i32;
     // The script asks on its connection (to the old binary), sends USR2, and
@@ -253,14 +252,9 @@ fn old_binary_sends_goaway_to_its_http2_connections() {
 
 #[test]
 fn failed_upgrade_keeps_the_old_binary_in_charge() {
-    let dir = TempDir::new("upgf");
+    let (dir, bin, _reaper) = setup("upgf");
     dir.write("html/v", "old");
-    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
-    let bin = dir.path().join("bin/vireo");
-    install_binary(&bin);
     let pid_file = dir.path().join("logs/v.pid");
-    let _reaper = Reaper(vec![pid_file.clone()]);
     let (mut child, port, _) = start(&dir, &bin);
     let old = child.id() as i32;
     // The new binary will read a configuration it cannot use.
