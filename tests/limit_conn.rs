@@ -103,22 +103,6 @@ fn spawn_get(port: u16, path: &str) -> JoinHandle<u16> {
     })
 }
 
-fn access_lines(v: &Vireo, n: usize) -> Vec<String> {
-    let read = || {
-        v.dir
-            .read("logs/access.log")
-            .lines()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
-    eventually(5, || read().len() >= n);
-    read()
-}
-
-fn error_log(v: &Vireo) -> String {
-    v.dir.read("logs/error.log")
-}
-
 #[test]
 fn held_while_in_progress_and_given_back() {
     let gate = Gate::new();

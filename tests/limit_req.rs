@@ -30,23 +30,6 @@ fn conf(workers: usize, zones: &str, locations: &str) -> String {
     )
 }
 
-/// The access log's lines, once `n` are there (they are buffered per worker).
-fn access_lines(v: &Vireo, n: usize) -> Vec<String> {
-    let read = || {
-        v.dir
-            .read("logs/access.log")
-            .lines()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
-    eventually(5, || read().len() >= n);
-    read()
-}
-
-fn error_log(v: &Vireo) -> String {
-    v.dir.read("logs/error.log")
-}
-
 /// `n` GETs of `path`, each on its own connection, sent at once; each
 /// response's status and how long it took.
 fn burst(port: u16, path: &str, n: usize) -> Vec<(u16, Duration)> {

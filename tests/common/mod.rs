@@ -389,6 +389,24 @@ pub fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
     sum
 }
 
+/// logs/access.log's lines, once there are `n` (logs are buffered per worker).
+pub fn access_lines(v: &Vireo, n: usize) -> Vec<String> {
+    let read = || {
+        v.dir
+            .read("logs/access.log")
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    eventually(5, || read().len() >= n);
+    read()
+}
+
+/// logs/error.log as it is now.
+pub fn error_log(v: &Vireo) -> String {
+    v.dir.read("logs/error.log")
+}
+
 /// SIGHUP, then wait until the server's /metrics counts `reloads` reloads in all.
 pub fn reload_counted(v: &Vireo, reloads: f64) {
     v.signal(libc::SIGHUP);
