@@ -207,14 +207,13 @@ http {{
     );
 }
 
-#[test]
-fn keepalive_reuses_upstream_connections() {
-    let b = backend(echo());
-    let v = Vireo::start(&format!(
+/// Everything proxied to one peer with a keep-alive pool of 4.
+fn keepalive_conf(peer: u16) -> String {
+    format!(
         "events {{}}
 http {{
     access_log off;
-    upstream app {{ server 127.0.0.1:{p}; keepalive 4; }}
+    upstream app {{ server 127.0.0.1:{peer}; keepalive 4; }}
     server {{
         listen 127.0.0.1:{{port}};
         location / {{
@@ -223,9 +222,14 @@ http {{
             proxy_set_header Connection \"\";
         }}
     }}
-}}",
-        p = b.port
-    ));
+}}"
+    )
+}
+
+#[test]
+fn keepalive_reuses_upstream_connections() {
+    let b = backend(echo());
+    let v = Vireo::start(&keepalive_conf(b.port));
     let mut s = v.connect();
     for _ in 0..30 {
         s.write_all(b"GET /k HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
@@ -285,21 +289,7 @@ fn idle_upstream_connections_that_spoke_or_closed_are_dropped() {
             });
         }
     });
-    let v = Vireo::start(&format!(
-        "events {{}}
-http {{
-    access_log off;
-    upstream app {{ server 127.0.0.1:{port}; keepalive 4; }}
-    server {{
-        listen 127.0.0.1:{{port}};
-        location / {{
-            proxy_pass http://app;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
-        }}
-    }}
-}}"
-    ));
+    let v = Vireo::start(&keepalive_conf(port));
     for i in 0..4 {
         let r = v.get("/x");
         assert_eq!(r.status, 200);
