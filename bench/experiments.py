@@ -82,6 +82,16 @@ def fpm_children(edits=()):
     return int(re.search(r"^pm\.max_children\s*=\s*(\d+)", text, re.M).group(1))
 
 
+def backend_workers(backend):
+    """How many connections a proxied backend serves at once when it gives each one a
+    process: Apache prefork's MaxRequestWorkers (vireo-proxy.conf's max_conns); 0 (no
+    limit) for the event-driven backends."""
+    if backend != "apache-prefork":
+        return 0
+    text = (vb.CONF / "apache-prefork.conf").read_text()
+    return int(re.search(r"^\s*MaxRequestWorkers\s+(\d+)", text, re.M).group(1))
+
+
 class Ctx:
     """Ports, docroot and the capability checks shared by an experiment's runs."""
 
@@ -98,10 +108,11 @@ class Ctx:
     def url(self, name, path):
         return f"http://127.0.0.1:{self.port(name)}/{path.lstrip('/')}"
 
-    def subst(self, fpm_edits=()):
+    def subst(self, fpm_edits=(), backend=None):
         return {"@FPM@": f"127.0.0.1:{self.fpm_port}", "@FPM_HOST@": "127.0.0.1",
                 "@FPM_PORT@": self.fpm_port, "@UPSTREAM@": f"127.0.0.1:{self.upstream_port}",
-                "@FPM_CONNS@": 2 * fpm_children(fpm_edits)}
+                "@FPM_CONNS@": 2 * fpm_children(fpm_edits),
+                "@UPSTREAM_CONNS@": backend_workers(backend)}
 
     def conf(self, name, kind):
         return SERVERS[name]["conf"] if kind == "static" else SERVERS[name].get(kind)
@@ -149,7 +160,7 @@ class Ctx:
                     tag=f"{backend}-backend")))
             front = stack.enter_context(Server(
                 name, self.scratch, self.root, self.port(name),
-                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits)))
+                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits, backend)))
             yield front, backends
 
     def check(self, name, path):

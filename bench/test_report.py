@@ -585,7 +585,7 @@ class Templates(unittest.TestCase):
     KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
             "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
             "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
-            "@FPM_CONNS@": 40}
+            "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500}
 
     def test_every_template_fills(self):
         for spec in vb.SERVERS.values():
@@ -594,6 +594,14 @@ class Templates(unittest.TestCase):
                 if name and name.endswith(".conf"):
                     text = vb.fill((vb.CONF / name).read_text(), self.KEYS)
                     self.assertNotIn("@", text.replace("@ROOT", ""), name)
+
+    def test_proxy_max_conns_follow_the_backend(self):
+        # vireo-proxy.conf's max_conns: Apache prefork's MaxRequestWorkers, else no limit
+        self.assertEqual(ex.backend_workers("apache-prefork"), 500)
+        self.assertEqual(ex.backend_workers("h2o"), 0)
+        text = vb.fill((vb.CONF / "vireo-proxy.conf").read_text(),
+                       dict(self.KEYS, **{"@UPSTREAM_CONNS@": 500}))
+        self.assertIn("max_conns=500; queue 20000", text)
 
     def routes_conf(self, name, config):
         text = (vb.CONF / vb.SERVERS[name]["conf"]).read_text()

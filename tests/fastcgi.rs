@@ -372,6 +372,44 @@ fn client_abort_frees_php_workers_and_fds() {
     );
 }
 
+/// As nginx with `fastcgi_ignore_client_abort off`: a client that leaves
+/// while the script runs ends the request at once (499) and vireo closes its
+/// connection to php-fpm (counted in /proc/net/tcp) instead of waiting for
+/// the reply; with the directive on, the exchange runs to its end.
+#[test]
+fn clients_that_leave_before_the_reply_close_the_connection() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let leave = |v: &Vireo, path: &str| {
+        let mut s = v.connect();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        assert!(
+            eventually(2, || conns_to(fpm.port) == 1),
+            "no php-fpm connection"
+        );
+        drop(s);
+    };
+    let v = start(&fpm, "");
+    leave(&v, "/sleep.php?s=3");
+    assert!(
+        eventually(1, || conns_to(fpm.port) == 0),
+        "the php-fpm connection outlived its client"
+    );
+    assert!(access_lines(&v, 1)[0].contains("\"GET /sleep.php?s=3 HTTP/1.1\" 499 "));
+    let kept = start(&fpm, "fastcgi_ignore_client_abort on;");
+    // (Under the location's 2 s fastcgi_read_timeout.)
+    leave(&kept, "/sleep.php?s=1");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        conns_to(fpm.port),
+        1,
+        "closed although ignore_client_abort is on"
+    );
+    assert!(eventually(5, || conns_to(fpm.port) == 0));
+    let line = &access_lines(&kept, 1)[0];
+    assert!(line.contains(" 200 "), "{line}");
+}
+
 #[test]
 fn two_hundred_concurrent_requests() {
     let Some(fpm) = Fpm::start(8) else { return };

@@ -1180,3 +1180,96 @@ http {{
     }
     assert_eq!(v.get("/a/missing").status, 404);
 }
+
+/// An upstream that answers `secs` after the last bytes it received unless
+/// its client (vireo) closes the connection first; it reports, per request,
+/// whether it saw that close.
+fn thinking_backend(secs: u64) -> (u16, std::sync::mpsc::Receiver<bool>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf[n..]) {
+                        Ok(0) | Err(_) => return,
+                        Ok(m) => n += m,
+                    }
+                }
+                // Body bytes are read and dropped; the end of stream is the close.
+                s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
+                let closed = loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => break true,
+                        Ok(_) => {}
+                        Err(_) => break false,
+                    }
+                };
+                if !closed {
+                    let _ = s.write_all(&ok("late"));
+                }
+                let _ = tx.send(closed);
+            });
+        }
+    });
+    (port, rx)
+}
+
+/// As nginx with `proxy_ignore_client_abort off`: a client that leaves while
+/// the upstream thinks ends the request (499, logged at once) and the
+/// upstream connection is closed, not pooled; with the directive on, the
+/// exchange runs to its end.
+#[test]
+fn clients_that_leave_close_the_upstream_connection() {
+    let (peer, seen) = thinking_backend(3);
+    let v = Vireo::start(&format!(
+        "error_log {{dir}}/logs/error.log info;
+events {{}}
+http {{
+    log_format st '$uri $status $upstream_status';
+    access_log {{dir}}/logs/access.log st;
+    upstream app {{ server 127.0.0.1:{peer}; keepalive 4; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        proxy_http_version 1.1;
+        proxy_set_header Connection \"\";
+        location /watched {{ proxy_pass http://app; }}
+        location /ignored {{ proxy_pass http://app; proxy_ignore_client_abort on; }}
+        location /posted {{ proxy_pass http://app; }}
+    }}
+}}"
+    ));
+    let leave = |req: &str| {
+        let mut s = v.connect();
+        s.write_all(req.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        drop(s);
+        std::time::Instant::now()
+    };
+    let t = leave("GET /watched HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(seen.recv_timeout(Duration::from_secs(5)), Ok(true));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "closed only after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(access_lines(&v, 1)[0], "/watched 499 -");
+    assert!(error_log(&v).contains("client closed the connection while waiting for the upstream"));
+    // A body streamed to the upstream first (over the held size), then the wait.
+    let big = "x".repeat(100_000);
+    leave(&format!(
+        "POST /posted HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{big}",
+        big.len()
+    ));
+    assert_eq!(seen.recv_timeout(Duration::from_secs(5)), Ok(true));
+    assert_eq!(access_lines(&v, 2)[1], "/posted 499 -");
+    // Ignored: the upstream answers after its 3 s, nobody closed on it.
+    leave("GET /ignored HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(seen.recv_timeout(Duration::from_secs(6)), Ok(false));
+    assert_eq!(access_lines(&v, 3)[2], "/ignored 200 200");
+}

@@ -89,6 +89,10 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("fastcgi_buffers", "fastcgi_buffers 16 16k;"),
     ("fastcgi_connect_timeout", "fastcgi_connect_timeout 5s;"),
     ("fastcgi_hide_header", "fastcgi_hide_header X-Powered-By;"),
+    (
+        "fastcgi_ignore_client_abort",
+        "fastcgi_ignore_client_abort on;",
+    ),
     ("fastcgi_index", "fastcgi_index index.php;"),
     (
         "fastcgi_intercept_errors",
@@ -213,6 +217,7 @@ pub static EXAMPLES: &[(&str, &str)] = &[
     ("proxy_cookie_path", "proxy_cookie_path /app/ /;"),
     ("proxy_hide_header", "proxy_hide_header X-Powered-By;"),
     ("proxy_http_version", "proxy_http_version 1.1;"),
+    ("proxy_ignore_client_abort", "proxy_ignore_client_abort on;"),
     (
         "proxy_intercept_errors",
         "proxy_intercept_errors on;\nerror_page 502 503 /maintenance.html;",

@@ -55,6 +55,18 @@ pub struct Listener {
     pub span: Span,
 }
 
+impl Listener {
+    /// The local address of every connection accepted on this listener, when
+    /// the listener says it: a TCP address with a specific IP (its own socket;
+    /// see `server::overlapping`). A wildcard asks the socket (getsockname).
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        match self.addr {
+            ListenAddr::Tcp(a) if !a.ip().is_unspecified() => Some(a),
+            _ => None,
+        }
+    }
+}
+
 /// The key of a listening address (see [`Listener::key`]).
 pub fn listener_key(addr: &ListenAddr) -> usize {
     static KEYS: std::sync::Mutex<Vec<ListenAddr>> = std::sync::Mutex::new(Vec::new());

@@ -29,6 +29,9 @@ pub struct ConnRef<'a> {
     pub peer: &'a Peer,
     /// The client socket (`$server_addr`).
     pub fd: std::os::fd::RawFd,
+    /// The local address when the listener tells it without a syscall
+    /// ([`crate::conf::load::Listener::local_addr`]).
+    pub local: Option<std::net::SocketAddr>,
     pub id: u64,
     /// Requests on this connection so far, this one included.
     pub requests: u64,
@@ -49,7 +52,10 @@ pub fn request<'a>(
         head,
         peer: c.peer,
         fd: c.fd,
-        local: std::cell::OnceCell::new(),
+        local: match c.local {
+            Some(a) => std::cell::OnceCell::from(Some(a)),
+            None => std::cell::OnceCell::new(),
+        },
         connection: c.id,
         connection_requests: c.requests,
         start_ms: clock::unix_millis(),

@@ -25,7 +25,9 @@
 //! // Err: no live peer, queue full or timed out (502), client gone (499).
 //! let peer = up.select(key, &mut tried, req.fd).await?;
 //! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
-//! // … write the request, read the reply on `conn` (AsyncRead + AsyncWrite) …
+//! // … write the request (and body), then wait for the reply head unless the
+//! // client leaves first (`*_ignore_client_abort off`): …
+//! let head = upstream::unless_client_leaves(!ignore, body, read_head(&conn)).await;
 //! up.responded(peer, attempt_start);            // response head in (latency figures)
 //! up.finished(peer, ok);                        // passive health (max_fails)
 //! up.release(peer, conn);                       // back to the keep-alive pool
@@ -212,6 +214,37 @@ impl Upstream {
     pub fn addr_name(&self, peer: usize) -> &str {
         &self.names[peer]
     }
+}
+
+/// Run `wait` (the wait for an upstream's reply head, once the request body
+/// is sent) unless the client leaves first, as nginx does with
+/// `proxy_ignore_client_abort off` (`watch`): `None` then, and `wait` is
+/// dropped with the connection it borrows, which the caller closes instead
+/// of pooling it, so the application sees the client go and no pooled
+/// connection is left with a reply nobody waits for.
+pub async fn unless_client_leaves<T>(
+    watch: bool,
+    body: &mut dyn crate::core::request::RequestBody,
+    wait: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    if !watch {
+        return Some(wait.await);
+    }
+    tokio::select! {
+        biased;
+        r = wait => Some(r),
+        () = body.gone() => None,
+    }
+}
+
+/// The error_log line of a request given up because its client left while
+/// the upstream was thinking (info, as nginx logs a client that closes).
+pub fn log_client_left(req: &crate::core::request::Request<'_>, upstream: &str) {
+    crate::error_log!(
+        Info,
+        "client closed the connection while waiting for the upstream's response header, so the upstream connection is closed too{}, upstream: \"{upstream}\"",
+        req.log_context()
+    );
 }
 
 /// A resolved `upstream` reference held by a handler.

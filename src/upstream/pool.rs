@@ -15,7 +15,7 @@
 
 use super::PeerAddr;
 use rustc_hash::FxHashMap;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -43,9 +43,47 @@ pub struct UpConn {
     /// The attempt it carries, counted toward the peer's max_conns until
     /// the connection is pooled or closed.
     hold: Option<super::queue::Hold>,
+    /// Nagle's algorithm, see [`UpConn::before_write`].
+    nagle: Cell<Nagle>,
+}
+
+/// Nagle's algorithm holds a small segment back only while earlier bytes are
+/// unacknowledged. The first write of an exchange never waits: whatever the
+/// connection sent before was acknowledged by the reply read since. So a
+/// connection gets TCP_NODELAY (a syscall) only when it writes twice without
+/// a read in between (a streamed body, a tunnel), not on every connect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Nagle {
+    /// Nothing written since the last read.
+    Clear,
+    /// Written since the last read: the next write may wait for an ACK.
+    Unacked,
+    /// TCP_NODELAY is set (or the socket has no Nagle: unix).
+    Off,
 }
 
 impl UpConn {
+    /// Called before each write: set TCP_NODELAY when bytes written since the
+    /// last read may still be unacknowledged, then note that bytes go out.
+    fn before_write(&self) {
+        match self.nagle.get() {
+            Nagle::Off => {}
+            Nagle::Clear => self.nagle.set(Nagle::Unacked),
+            Nagle::Unacked => {
+                if let Sock::Tcp(s) = &self.sock {
+                    // On failure the socket is failing: its write says so.
+                    let _ = s.set_nodelay(true);
+                }
+                self.nagle.set(Nagle::Off);
+            }
+        }
+    }
+    /// Called after a read that returned bytes: what was sent is acknowledged.
+    fn after_read(&self) {
+        if self.nagle.get() == Nagle::Unacked {
+            self.nagle.set(Nagle::Clear);
+        }
+    }
     /// Requests this connection has carried (counting the current one).
     pub fn uses(&self) -> u64 {
         self.uses
@@ -61,10 +99,14 @@ impl UpConn {
     }
     /// Read what is there without waiting (`WouldBlock` when nothing is).
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match &self.sock {
+        let n = match &self.sock {
             Sock::Tcp(s) => s.try_read(buf),
             Sock::Unix(s) => s.try_read(buf),
+        }?;
+        if n > 0 {
+            self.after_read();
         }
+        Ok(n)
     }
     /// Read into `buf`'s spare capacity without waiting. After a short read
     /// the read readiness is cleared without a syscall: the socket is drained,
@@ -75,6 +117,9 @@ impl UpConn {
             Sock::Tcp(s) => s.try_read_buf(buf),
             Sock::Unix(s) => s.try_read_buf(buf),
         }?;
+        if n > 0 {
+            self.after_read();
+        }
         if n > 0 && n < spare {
             // Sound only here, with no await since the read: bytes arriving
             // later raise a new epoll event.
@@ -102,12 +147,14 @@ impl UpConn {
         }
     }
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.before_write();
         match &self.sock {
             Sock::Tcp(s) => s.try_write(buf),
             Sock::Unix(s) => s.try_write(buf),
         }
     }
     pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.before_write();
         match &self.sock {
             Sock::Tcp(s) => s.try_write_vectored(bufs),
             Sock::Unix(s) => s.try_write_vectored(bufs),
@@ -134,6 +181,7 @@ impl UpConn {
     /// when nothing could be written; an error is left for the next write to
     /// find.
     pub fn write_now(&self, buf: &[u8]) -> usize {
+        self.before_write();
         crate::sys::send(self.fd(), buf, false).unwrap_or(0)
     }
     /// Whether bytes (or the end of stream) are queued, whatever tokio's
@@ -163,10 +211,16 @@ impl AsyncRead for UpConn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().sock {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = match &mut this.sock {
             Sock::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Sock::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        };
+        if buf.filled().len() > before {
+            this.after_read();
         }
+        r
     }
 }
 
@@ -176,6 +230,7 @@ impl AsyncWrite for UpConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.before_write();
         match &mut self.get_mut().sock {
             Sock::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Sock::Unix(s) => Pin::new(s).poll_write(cx, buf),
@@ -203,15 +258,11 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
     let slot = crate::server::worker::upstream_slot(deadline).await?;
     let fut = async {
         Ok::<_, io::Error>(match addr {
-            PeerAddr::Tcp(a) => {
-                let s = connect_tcp(*a).await?;
-                s.set_nodelay(true)?;
-                Sock::Tcp(s)
-            }
-            PeerAddr::Unix(p) => Sock::Unix(UnixStream::connect(p).await?),
+            PeerAddr::Tcp(a) => (Sock::Tcp(connect_tcp(*a).await?), Nagle::Clear),
+            PeerAddr::Unix(p) => (Sock::Unix(UnixStream::connect(p).await?), Nagle::Off),
         })
     };
-    let sock = tokio::time::timeout_at(deadline.into(), fut)
+    let (sock, nagle) = tokio::time::timeout_at(deadline.into(), fut)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "upstream timed out"))??;
     Ok(UpConn {
@@ -220,6 +271,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
         reused: false,
         _slot: slot,
         hold: None,
+        nagle: Cell::new(nagle),
     })
 }
 
@@ -319,6 +371,42 @@ pub fn idle_count(addr: &PeerAddr) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn nodelay(c: &UpConn) -> bool {
+        match &c.sock {
+            Sock::Tcp(s) => s.nodelay().unwrap(),
+            Sock::Unix(_) => unreachable!(),
+        }
+    }
+
+    /// TCP_NODELAY only once a connection writes twice without reading.
+    #[test]
+    fn nodelay_only_for_a_second_write_before_a_read() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = PeerAddr::Tcp(l.local_addr().unwrap());
+            let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 16];
+            for _ in 0..3 {
+                // An exchange: one write, the reply read.
+                assert_eq!(c.write_now(b"ask"), 3);
+                std::io::Read::read_exact(&mut s, &mut b[..3]).unwrap();
+                std::io::Write::write_all(&mut s, b"reply").unwrap();
+                c.readable().await.unwrap();
+                assert_eq!(c.try_read(&mut b).unwrap(), 5);
+                assert!(!nodelay(&c), "set on a write after a read");
+            }
+            assert_eq!(c.try_write(b"one").unwrap(), 3);
+            assert!(!nodelay(&c));
+            assert_eq!(c.try_write(b"two").unwrap(), 3);
+            assert!(nodelay(&c), "not set for a second write before a read");
+        });
+    }
 
     #[test]
     fn connect_send_at_once_low_water_mark_and_refusal() {

@@ -7,11 +7,10 @@
 
 use super::chunked::{Chunk, ChunkedDecoder};
 use super::parse::{self, BodyFraming, Method, ParseError, RequestHead, Version};
-use crate::conf::load::Config;
+use crate::conf::load::{Config, Listener};
 use crate::conf::model::{CoreConf, Lingering};
 pub use crate::core::request::Peer;
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
-use crate::core::route::VirtualHosts;
 use crate::http::pipeline::{self, ClientBody, ConnRef, Ran, host_of};
 use crate::http::response::{Body, Response, write_head};
 use crate::server::Shared;
@@ -244,7 +243,7 @@ impl<S: Stream> Conn<S> {
         let listener = cfg.listener(self.listener);
         let host = host_of(head);
         let peer = self.peer;
-        let mut req = self.request(&listener.vhosts, head, &host, &peer);
+        let mut req = self.request(listener, head, &host, &peer);
         let (mut resp, close) = match pipeline::admit(&mut req) {
             Err(resp) => (resp, true),
             Ok(core) => {
@@ -292,7 +291,7 @@ impl<S: Stream> Conn<S> {
     /// The request context for `head` on this connection, at the server level.
     fn request<'a>(
         &self,
-        vhosts: &'a VirtualHosts,
+        listener: &'a Listener,
         head: &'a RequestHead,
         host: &'a str,
         peer: &'a Peer,
@@ -300,11 +299,12 @@ impl<S: Stream> Conn<S> {
         let c = ConnRef {
             peer,
             fd: std::os::fd::AsRawFd::as_raw_fd(&self.s),
+            local: listener.local_addr(),
             id: self.id,
             requests: self.requests,
             tls: self.s.tls().cloned(),
         };
-        pipeline::request(c, vhosts, head, host)
+        pipeline::request(c, &listener.vhosts, head, host)
     }
 
     /// Write the response and log the request. The body bytes that actually
@@ -606,10 +606,11 @@ impl<S: Stream> Conn<S> {
             e.reason,
             e.status
         );
-        let vhosts = &cfg.listener(self.listener).vhosts;
+        let listener = cfg.listener(self.listener);
+        let vhosts = &listener.vhosts;
         let head = RequestHead::unparsed(&io.buf);
         let peer = self.peer;
-        let req = self.request(vhosts, &head, "", &peer);
+        let req = self.request(listener, &head, "", &peer);
         let mut resp = req.error(e.status);
         if self.respond(io, &req, &mut resp, false).await.is_ok() {
             self.close(io, &vhosts.default.conf.core, true).await;

@@ -341,11 +341,13 @@ async fn stream(
     busy.writing();
     let c = &conn.info;
     let cfg = c.shared.config.load_full();
-    let vhosts = &cfg.listener(c.listener).vhosts;
+    let listener = cfg.listener(c.listener);
+    let vhosts = &listener.vhosts;
     let (parts, recv) = req.into_parts();
     let cref = ConnRef {
         peer: &c.peer,
         fd: c.fd,
+        local: listener.local_addr(),
         id: c.id,
         requests: n,
         tls: c.tls.clone(),

@@ -59,6 +59,7 @@ settings! {
         pub index: Option<Arc<str>> = None,
         pub split_path_info: Option<Arc<Re>> = None,
         pub intercept_errors: bool = false,
+        pub ignore_client_abort: bool = false,
         pub connect_timeout: Duration = Duration::from_secs(60),
         pub send_timeout: Duration = Duration::from_secs(60),
         pub read_timeout: Duration = Duration::from_secs(60),
@@ -218,6 +219,18 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_intercept_errors on | off;",
         default: "off",
         doc: "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.",
+    },
+    Def {
+        name: "fastcgi_ignore_client_abort",
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().fastcgi.ignore_client_abort = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_ignore_client_abort on | off;",
+        default: "off",
+        doc: "When off (the default), a client that closes its connection while the request waits for the application's response head ends the request: the connection to the application is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the application goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.",
     },
     Def {
         name: "fastcgi_connect_timeout",

@@ -643,7 +643,19 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             None => None,
         };
         let res = match send_request(&mut up, &first, src, conf.send_timeout, read_cap).await {
-            Ok(()) => read_head(&mut up, conf.buffer_size).await,
+            Ok(()) => {
+                let wait = read_head(&mut up, conf.buffer_size);
+                match crate::upstream::unless_client_leaves(!conf.ignore_client_abort, body, wait)
+                    .await
+                {
+                    Some(r) => r,
+                    None => {
+                        upstream.finished(peer, true);
+                        crate::upstream::log_client_left(req, &up.name);
+                        return Outcome::Respond(crate::http::response::Response::new(499));
+                    }
+                }
+            }
             Err(f) => Err(f),
         };
         // The client's body cannot be sent twice.

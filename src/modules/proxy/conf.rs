@@ -74,6 +74,7 @@ crate::settings! {
         pub next_upstream_tries: u32 = 0,
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
+        pub ignore_client_abort: bool = false,
     }
 }
 
@@ -528,5 +529,17 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_intercept_errors on | off;",
         default: "off",
         doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.",
+    },
+    Def {
+        name: "proxy_ignore_client_abort",
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).ignore_client_abort = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_ignore_client_abort on | off;",
+        default: "off",
+        doc: "When off (the default), a client that closes its connection while the request waits for the upstream's response head ends the request: the upstream connection is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the upstream goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.",
     },
 ];

@@ -25,7 +25,7 @@ use crate::http::response::{Body, BodyStream, ClientIo, Response, Value};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
-use crate::upstream::{Attempt, UpConn, UpstreamRef, UpstreamVars};
+use crate::upstream::{self, Attempt, UpConn, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::{ProxyConf, Redirect, next};
 use std::cell::RefCell;
@@ -179,7 +179,6 @@ impl Proxy {
         let mut tried = Tried::default();
         let mut tries = 0u32;
         let mut last: Option<Fail> = None;
-        let mut body = Some(body);
         loop {
             let peer = match up.select(&key, &mut tried, req.fd).await {
                 Ok(p) => p,
@@ -206,11 +205,24 @@ impl Proxy {
             let t0 = Instant::now();
             let started = *started.get_or_insert(t0);
             let r = self
-                .attempt(req, pc, peer, &head, &plan, body.take(), upgrade, &vars, t0)
+                .attempt(req, pc, peer, &head, &plan, &mut *body, upgrade, &vars, t0)
                 .await;
             match r {
                 Ok(resp) => return resp,
-                Err(f) => {
+                Err(Gave::Up) => {
+                    up.finished(peer, true);
+                    upstream::log_client_left(
+                        req,
+                        &format!("http://{addr}{}", String::from_utf8_lossy(&uri)),
+                    );
+                    vars.borrow_mut()
+                        .attempts
+                        .last_mut()
+                        .expect("pushed above")
+                        .response_ms = Some(t0.elapsed().as_millis() as u64);
+                    return Response::new(499);
+                }
+                Err(Gave::Fail(f)) => {
                     if f.resp.is_none() && f.kind != 0 {
                         up.finished(peer, false);
                     } else if f.kind == 0 {
@@ -253,11 +265,11 @@ impl Proxy {
         peer: usize,
         head: &[u8],
         plan: &ReqBody,
-        body: Option<&mut dyn RequestBody>,
+        body: &mut dyn RequestBody,
         upgrade: bool,
         vars: &Rc<RefCell<UpstreamVars>>,
         t0: Instant,
-    ) -> Result<Response, Fail> {
+    ) -> Result<Response, Gave> {
         let up = self.up.get();
         let streamed = matches!(plan, ReqBody::Stream(_));
         let is_head = req.method() == Method::Head;
@@ -276,10 +288,13 @@ impl Proxy {
         };
         vars.borrow_mut().attempts.last_mut().unwrap().connect_ms = Some(connect_ms);
         let mut buf = BytesMut::new();
+        let watch = !pc.ignore_client_abort;
         let h = loop {
-            let r = self
-                .exchange(&conn, pc, head, plan, body.is_some(), is_head, &mut buf)
-                .await;
+            // A streamed body is sent before the wait is watched (below).
+            let exchange = self.exchange(&conn, pc, head, plan, is_head, &mut buf);
+            let r = upstream::unless_client_leaves(watch && !streamed, body, exchange)
+                .await
+                .ok_or(Gave::Up)?;
             match r {
                 Ok(h) => break h,
                 // A kept-alive connection the peer closed meanwhile: once more on a new one.
@@ -294,14 +309,17 @@ impl Proxy {
                         next::ERROR,
                         502,
                         "upstream prematurely closed connection while reading response header from upstream",
-                    ));
+                    )
+                    .into());
                 }
-                Err(Retry::Fail(f)) => return Err(f),
+                Err(Retry::Fail(f)) => return Err(f.into()),
                 Err(Retry::Body(conn_body)) => {
                     // Streamed body: send it, then read the head.
-                    let body = body.expect("streamed plan has a body");
                     self.send_stream(&conn, pc, body, conn_body).await?;
-                    break self.read_head(&conn, pc, is_head, &mut buf).await?;
+                    let wait = self.read_head(&conn, pc, is_head, &mut buf);
+                    break upstream::unless_client_leaves(watch, body, wait)
+                        .await
+                        .ok_or(Gave::Up)??;
                 }
             }
         };
@@ -313,20 +331,21 @@ impl Proxy {
                 next::INVALID_HEADER,
                 502,
                 "upstream sent unexpected 101 while reading response header from upstream",
-            ));
+            )
+            .into());
         }
         let status_bit = next::of_status(h.status);
         let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
         let resp = self.response(req, pc, &h);
         if status_bit != 0 && pc.next_upstream & status_bit != 0 {
-            return Err(Fail {
+            return Err(Gave::Fail(Fail {
                 kind: status_bit,
                 code: h.status,
                 msg: String::new(),
                 resp: Some(
                     self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, true, unbuffered),
                 ),
-            });
+            }));
         }
         if pc.intercept_errors
             && h.status >= 300
@@ -374,7 +393,6 @@ impl Proxy {
         pc: &ProxyConf,
         head: &[u8],
         plan: &ReqBody,
-        has_stream: bool,
         is_head: bool,
         buf: &mut BytesMut,
     ) -> Result<UpstreamHead, Retry> {
@@ -398,17 +416,11 @@ impl Proxy {
                 .await
                 .map_err(stale)?,
             ReqBody::Stream(len) => {
-                if has_stream {
-                    write_all(conn, head, pc.send_timeout)
-                        .await
-                        .map_err(|e| Retry::Fail(io_fail(&e, "sending request to upstream")))?;
-                    return Err(Retry::Body(len.is_none()));
-                }
-                return Err(Retry::Fail(fail(
-                    next::ERROR,
-                    502,
-                    "request body already sent",
-                )));
+                // Sent once: a streamed body is never retried (`handle`).
+                write_all(conn, head, pc.send_timeout)
+                    .await
+                    .map_err(|e| Retry::Fail(io_fail(&e, "sending request to upstream")))?;
+                return Err(Retry::Body(len.is_none()));
             }
         }
         match self.read_head(conn, pc, is_head, buf).await {
@@ -803,6 +815,19 @@ impl Proxy {
             String::from_utf8_lossy(uri),
             req.host
         );
+    }
+}
+
+/// Why an attempt ended without a response for the client.
+enum Gave {
+    Fail(Fail),
+    /// The client left while the upstream was thinking (499).
+    Up,
+}
+
+impl From<Fail> for Gave {
+    fn from(f: Fail) -> Self {
+        Gave::Fail(f)
     }
 }
 
