@@ -23,7 +23,7 @@
 //! let up: &Upstream = up.get();
 //! let mut tried = Tried::default();
 //! // Err: no live peer, queue full or timed out (502), client gone (499).
-//! let peer = up.select(key, &mut tried, req.fd).await?;
+//! let peer = up.select(key, &mut tried, Some(body)).await?;
 //! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
 //! // … write the request (and body), then wait for the reply head unless the
 //! // client leaves first (`*_ignore_client_abort off`): …
@@ -153,12 +153,12 @@ impl Upstream {
 
     /// `pick`, but with `queue N` in the upstream block a request that finds
     /// every peer it could use at max_conns waits in the queue for one
-    /// (leaving it if the client on socket `client` closes its connection).
+    /// (leaving it if the client whose request body is `client` leaves).
     pub async fn select(
         &self,
         key: &[u8],
         tried: &mut Tried,
-        client: std::os::fd::RawFd,
+        client: Option<&mut dyn crate::core::request::RequestBody>,
     ) -> Result<usize, queue::Unavailable> {
         if let Some(p) = self.pick(key, tried) {
             return Ok(p);

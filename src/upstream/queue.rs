@@ -16,10 +16,10 @@
 
 use super::Upstream;
 use super::balance::Tried;
+use crate::core::request::RequestBody;
 use rustc_hash::FxHashMap;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -89,35 +89,16 @@ pub fn waiting(id: u64) -> usize {
     LINES.with(|l| l.borrow().get(&id).map_or(0, VecDeque::len))
 }
 
-/// How often a waiting request looks whether its client closed the
-/// connection (HTTP/1 reads nothing from the client meanwhile; an HTTP/2
-/// stream reset drops the waiting request at once).
-const CLIENT_CHECK: Duration = Duration::from_secs(1);
-
-/// Has the client closed the connection on `fd` (end of stream or reset
-/// waiting to be read)? Bytes pipelined after the request say no.
-fn client_gone(fd: RawFd) -> bool {
-    if fd < 0 {
-        return false;
-    }
-    match crate::sys::peek(fd, &mut [0u8; 1]) {
-        Ok(n) => n == 0,
-        Err(e) => matches!(
-            e.kind(),
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-        ),
-    }
-}
-
 /// Wait in `up`'s line until [`serve`] hands this request a peer (marked in
-/// `tried`), the line is full, `conf.timeout` passes, or the client on
-/// `client` (a socket; negative: none) closes its connection.
+/// `tried`), the line is full, `conf.timeout` passes, or the client whose
+/// request body this is closes its connection (seen when it happens:
+/// [`RequestBody::gone`]; bytes pipelined after the request hide it).
 pub(super) async fn wait(
     up: &Upstream,
     conf: &Conf,
     key: &[u8],
     tried: &mut Tried,
-    client: RawFd,
+    client: Option<&mut dyn RequestBody>,
 ) -> Result<usize, Unavailable> {
     if waiting(up.id) >= conf.size {
         return Err(Unavailable::Full);
@@ -138,27 +119,25 @@ pub(super) async fn wait(
     let deadline = Instant::now() + conf.timeout;
     // A grant stores a permit, so one made before this await is not lost;
     // one made in the same turn as the deadline still counts.
-    let mut woken = std::pin::pin!(place.ticket.woken.notified());
-    let mut why = Unavailable::TimedOut;
-    loop {
-        let until = deadline.min(Instant::now() + CLIENT_CHECK);
-        if tokio::time::timeout_at(until.into(), &mut woken)
-            .await
-            .is_ok()
-            || until >= deadline
-        {
-            break;
+    let woken = place.ticket.woken.notified();
+    let gone = async {
+        match client {
+            Some(body) => body.gone().await,
+            None => std::future::pending().await,
         }
-        if client_gone(client) {
+    };
+    let why = tokio::select! {
+        biased;
+        _ = tokio::time::timeout_at(deadline.into(), woken) => Unavailable::TimedOut,
+        () = gone => {
             crate::error_log!(
                 Info,
                 "client closed connection while waiting in upstream queue \"{}\"",
                 up.name
             );
-            why = Unavailable::ClientGone;
-            break;
+            Unavailable::ClientGone
         }
-    }
+    };
     let granted = place.ticket.granted.take();
     *tried = place.ticket.tried.take();
     granted.ok_or(why)
@@ -262,13 +241,13 @@ mod tests {
             let local = tokio::task::LocalSet::new();
             local
                 .run_until(async {
-                    assert_eq!(up.select(b"", &mut Tried::default(), -1).await, Ok(0));
+                    assert_eq!(up.select(b"", &mut Tried::default(), None).await, Ok(0));
                     let order = Rc::new(RefCell::new(Vec::new()));
                     let mut tasks = Vec::new();
                     for n in 0..2 {
                         let (up, order) = (up.clone(), order.clone());
                         tasks.push(tokio::task::spawn_local(async move {
-                            let peer = up.select(b"", &mut Tried::default(), -1).await;
+                            let peer = up.select(b"", &mut Tried::default(), None).await;
                             order.borrow_mut().push(n);
                             peer
                         }));
@@ -276,7 +255,7 @@ mod tests {
                     }
                     assert_eq!(waiting(up.id), 2);
                     // A third finds the line full.
-                    let third = up.select(b"", &mut Tried::default(), -1).await;
+                    let third = up.select(b"", &mut Tried::default(), None).await;
                     assert_eq!(third, Err(Unavailable::Full));
                     up.finished(0, true);
                     // The place went to the first waiter; a newcomer cannot take it.
@@ -299,16 +278,16 @@ mod tests {
             let local = tokio::task::LocalSet::new();
             local
                 .run_until(async {
-                    assert_eq!(up.select(b"", &mut Tried::default(), -1).await, Ok(0));
+                    assert_eq!(up.select(b"", &mut Tried::default(), None).await, Ok(0));
                     let t0 = Instant::now();
-                    let r = up.select(b"", &mut Tried::default(), -1).await;
+                    let r = up.select(b"", &mut Tried::default(), None).await;
                     assert_eq!(r, Err(Unavailable::TimedOut));
                     assert!(t0.elapsed() >= Duration::from_millis(50));
                     assert_eq!(waiting(up.id), 0);
                     // A waiter dropped (its client left) leaves the line...
                     let u = up.clone();
                     let gone = tokio::task::spawn_local(async move {
-                        u.select(b"", &mut Tried::default(), -1).await
+                        u.select(b"", &mut Tried::default(), None).await
                     });
                     tokio::task::yield_now().await;
                     assert_eq!(waiting(up.id), 1);
@@ -318,7 +297,7 @@ mod tests {
                     // ...and one granted a peer but dropped gives it back.
                     let u = up.clone();
                     let granted = tokio::task::spawn_local(async move {
-                        u.select(b"", &mut Tried::default(), -1).await
+                        u.select(b"", &mut Tried::default(), None).await
                     });
                     tokio::task::yield_now().await;
                     up.finished(0, true);
@@ -335,7 +314,7 @@ mod tests {
         let up = upstream(0, 10, Duration::from_secs(1));
         let mut tried = Tried::default();
         tried.mark(0);
-        let r = rt().block_on(up.select(b"", &mut tried, -1));
+        let r = rt().block_on(up.select(b"", &mut tried, None));
         assert_eq!(r, Err(Unavailable::NoLive));
     }
 }

@@ -568,7 +568,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 if conf.next_upstream_tries > 0 && tries >= conf.next_upstream_tries {
                     break_fail!(last, req);
                 }
-                match upstream.select(&key, &mut tried, req.fd).await {
+                match upstream.select(&key, &mut tried, Some(&mut *body)).await {
                     Ok(p) => p,
                     Err(e) if e.status() != 502 => return Outcome::Respond(req.error(e.status())),
                     Err(e) => {

@@ -180,7 +180,7 @@ impl Proxy {
         let mut tries = 0u32;
         let mut last: Option<Fail> = None;
         loop {
-            let peer = match up.select(&key, &mut tried, req.fd).await {
+            let peer = match up.select(&key, &mut tried, Some(&mut *body)).await {
                 Ok(p) => p,
                 Err(e) if e.status() != 502 => return req.error(e.status()),
                 Err(e) => {
