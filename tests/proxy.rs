@@ -92,6 +92,19 @@ fn serve(s: TcpStream, h: Handler, reqs: Arc<AtomicUsize>, port: u16) {
     }
 }
 
+/// Read a request head into `buf` (what follows it may be read too); false
+/// if the connection ends first.
+fn read_head(s: &mut TcpStream, buf: &mut [u8]) -> bool {
+    let mut n = 0;
+    while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(m) => n += m,
+        }
+    }
+    true
+}
+
 fn ok(body: &str) -> Vec<u8> {
     format!(
         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nX-Backend: yes\r\n\r\n{body}",
@@ -264,12 +277,8 @@ fn idle_upstream_connections_that_spoke_or_closed_are_dropped() {
             c2.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(m) => n += m,
-                    }
+                if !read_head(&mut s, &mut buf) {
+                    return;
                 }
                 let body = format!("conn{i}");
                 let _ = s.write_all(
@@ -1194,12 +1203,8 @@ fn thinking_backend(secs: u64) -> (u16, std::sync::mpsc::Receiver<bool>) {
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(m) => n += m,
-                    }
+                if !read_head(&mut s, &mut buf) {
+                    return;
                 }
                 // Body bytes are read and dropped; the end of stream is the close.
                 s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();

@@ -4,7 +4,8 @@
 //! writev per request and, with open_file_cache, no open or stat; a large file
 //! goes out with sendfile(2) (tcp_nopush: its head with MSG_MORE, so head and
 //! file leave together, as TCP_CORK would have them); sendfile off reads the
-//! file instead; tcp_nodelay sets TCP_NODELAY on each new connection;
+//! file instead; tcp_nodelay sets TCP_NODELAY on each kept-alive connection
+//! (not on one closed after its response, nor is it shut down before close);
 //! multi_accept on takes every queued connection at once, off one per turn.
 
 mod common;
@@ -20,7 +21,8 @@ use std::time::Duration;
 /// The calls counted: opening and inspecting files, reading and writing
 /// sockets and files, socket options.
 const CALLS: &str = "openat,open,statx,newfstatat,fstat,stat,lstat,read,pread64,readv,\
-                     recvfrom,recvmsg,write,writev,sendto,sendmsg,sendfile,setsockopt,accept4";
+                     recvfrom,recvmsg,write,writev,sendto,sendmsg,sendfile,setsockopt,accept4,\
+                     shutdown";
 
 /// Can strace trace here? scripts/test installs it; without it, or where ptrace
 /// is not allowed (some containers), these tests say so and pass.
@@ -331,16 +333,13 @@ fn sendfile_off_reads_the_file() {
 }
 
 #[test]
-fn tcp_nodelay_is_set_on_each_connection_unless_off() {
+fn tcp_nodelay_is_set_on_each_kept_alive_connection_unless_off() {
     if !have_strace() {
         return;
     }
-    // The end mark's connection is counted too.
-    for (conf, want) in [
-        ("", N + 1),
-        ("tcp_nodelay on;", N + 1),
-        ("tcp_nodelay off;", 0),
-    ] {
+    // Set once a request on the connection is read (the end mark's comes
+    // after the traced span).
+    for (conf, want) in [("", N), ("tcp_nodelay on;", N), ("tcp_nodelay off;", 0)] {
         let v = server(conf);
         let t = Trace::attach(&v);
         Client::new(&v).get("/mark-start");
@@ -358,6 +357,21 @@ fn tcp_nodelay_is_set_on_each_connection_unless_off() {
             "{conf:?}: {nodelay} TCP_NODELAY for {N} connections: {calls:?}"
         );
     }
+    // Closed after one response, as nginx: no TCP_NODELAY (the response
+    // leaves in one write) and no shutdown before the close.
+    let v = server("");
+    let t = Trace::attach(&v);
+    Client::new(&v).get("/mark-start");
+    for _ in 0..N {
+        let mut s = v.connect();
+        s.write_all(b"GET /two HTTP/1.0\r\n\r\n").unwrap();
+        assert!(read_to_close(&mut s).ends_with(b"ok"));
+    }
+    Client::new(&v).get("/mark-end");
+    let calls = t.finish();
+    let c = count(&calls);
+    assert_eq!(c.get("writev").copied().unwrap_or(0), N, "{calls:?}");
+    assert_none(&calls, &["setsockopt", "shutdown"]);
 }
 
 /// The calls a worker makes when `K` connections, each with its request

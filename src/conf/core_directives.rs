@@ -453,7 +453,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().core.tcp_nodelay, flag(d, 0)?, d),
         syntax: "tcp_nodelay on | off;",
         default: "on",
-        doc: "Sets TCP_NODELAY on client connections.",
+        doc: "Sets TCP_NODELAY on client connections, as nginx: on a TLS connection at once, on a plain one when it is kept alive after a response or a response streams (several writes). A connection closed after a single response, which leaves in one write that Nagle's algorithm does not hold back, saves the syscall.",
     },
     Def {
         name: "tcp_nopush",

@@ -372,6 +372,17 @@ pub fn idle_count(addr: &PeerAddr) -> usize {
 mod tests {
     use super::*;
 
+    /// A current-thread runtime and a listener to connect to.
+    fn setup() -> (tokio::runtime::Runtime, std::net::TcpListener, PeerAddr) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = PeerAddr::Tcp(l.local_addr().unwrap());
+        (rt, l, addr)
+    }
+
     fn nodelay(c: &UpConn) -> bool {
         match &c.sock {
             Sock::Tcp(s) => s.nodelay().unwrap(),
@@ -382,13 +393,8 @@ mod tests {
     /// TCP_NODELAY only once a connection writes twice without reading.
     #[test]
     fn nodelay_only_for_a_second_write_before_a_read() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (rt, l, addr) = setup();
         rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = PeerAddr::Tcp(l.local_addr().unwrap());
             let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
             let (mut s, _) = l.accept().unwrap();
             let mut b = [0u8; 16];
@@ -410,13 +416,8 @@ mod tests {
 
     #[test]
     fn connect_send_at_once_low_water_mark_and_refusal() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (rt, l, addr) = setup();
         rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = PeerAddr::Tcp(l.local_addr().unwrap());
             let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
             assert_eq!(c.write_now(b"hello"), 5);
             let (mut s, _) = l.accept().unwrap();

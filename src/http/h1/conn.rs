@@ -48,6 +48,11 @@ struct Conn<S> {
     /// its read readiness was cleared, so the next read waits for epoll instead of
     /// costing a syscall that would only say EAGAIN (nginx's `rev->ready = 0`).
     drained: bool,
+    /// TCP_NODELAY is still to be set when `tcp_nodelay` asks for it: on a
+    /// plain connection, as nginx, only once it is kept alive or a response
+    /// streams (several writes); a lone response leaves in one write, which
+    /// Nagle's algorithm never holds back.
+    nodelay_unset: bool,
 }
 
 /// A connection's buffers: bytes read and not yet parsed, and the response head
@@ -76,15 +81,17 @@ pub fn serve<S: Stream>(
     shared: Arc<Shared>,
     slot: Slot,
 ) -> impl Future<Output = ()> + use<S> {
-    if shared
-        .config
-        .load()
-        .listener(listener)
-        .vhosts
-        .default
-        .conf
-        .core
-        .tcp_nodelay
+    // TLS records: set at once, as nginx does on SSL connections.
+    if !S::PLAIN
+        && shared
+            .config
+            .load()
+            .listener(listener)
+            .vhosts
+            .default
+            .conf
+            .core
+            .tcp_nodelay
     {
         s.set_nodelay();
     }
@@ -99,6 +106,7 @@ pub fn serve<S: Stream>(
         requests: 0,
         reset: false,
         drained: false,
+        nodelay_unset: S::PLAIN,
     };
     ConnTask(Task::Active(Box::pin(c.step_owned())))
 }
@@ -276,6 +284,13 @@ impl<S: Stream> Conn<S> {
             && !idle::stopping()
             // Bytes after a refused Upgrade must not be read as a request.
             && (resp.status == 101 || head.header("upgrade").is_none());
+        if self.nodelay_unset
+            && core.tcp_nodelay
+            && (keep_alive || matches!(resp.body, Body::Stream { .. }))
+        {
+            self.s.set_nodelay();
+            self.nodelay_unset = false;
+        }
         match self.respond(io, &req, &mut resp, keep_alive).await {
             Ok(()) if keep_alive => Next::KeepAlive,
             Ok(()) => Next::Close(close),
@@ -629,6 +644,12 @@ impl<S: Stream> Conn<S> {
             Lingering::On => unread || !io.buf.is_empty(),
             Lingering::Always => true,
         };
+        if !linger && S::PLAIN {
+            // close() sends the FIN after what is queued, as shutdown would:
+            // one syscall fewer per connection (a TLS stream still sends its
+            // close_notify).
+            return;
+        }
         let _ = self.s.shutdown().await;
         if !linger {
             return;
