@@ -28,6 +28,7 @@
 //! // … write the request (and body), then wait for the reply head unless the
 //! // client leaves first (`*_ignore_client_abort off`): …
 //! let head = upstream::unless_client_leaves(!ignore, body, read_head(&conn)).await;
+//! // None: the client left; `up.client_left(peer, req, name)`, answer 499.
 //! up.responded(peer, attempt_start);            // response head in (latency figures)
 //! up.finished(peer, ok);                        // passive health (max_fails)
 //! up.release(peer, conn);                       // back to the keep-alive pool
@@ -184,6 +185,24 @@ impl Upstream {
         }
     }
 
+    /// The attempt on `peer` was given up because its client left while the
+    /// upstream was thinking ([`unless_client_leaves`]): not the peer's
+    /// failure; logged at info, as nginx logs a client that closes.
+    /// `upstream` names the peer (and URI) for the log line.
+    pub fn client_left(
+        &self,
+        peer: usize,
+        req: &crate::core::request::Request<'_>,
+        upstream: &str,
+    ) {
+        self.finished(peer, true);
+        crate::error_log!(
+            Info,
+            "client closed the connection while waiting for the upstream's response header, so the upstream connection is closed too{}, upstream: \"{upstream}\"",
+            req.log_context()
+        );
+    }
+
     /// The response head of the attempt on `peer` that began at `started`
     /// arrived (the upstream latency figures).
     pub fn responded(&self, peer: usize, started: Instant) {
@@ -235,16 +254,6 @@ pub async fn unless_client_leaves<T>(
         r = wait => Some(r),
         () = body.gone() => None,
     }
-}
-
-/// The error_log line of a request given up because its client left while
-/// the upstream was thinking (info, as nginx logs a client that closes).
-pub fn log_client_left(req: &crate::core::request::Request<'_>, upstream: &str) {
-    crate::error_log!(
-        Info,
-        "client closed the connection while waiting for the upstream's response header, so the upstream connection is closed too{}, upstream: \"{upstream}\"",
-        req.log_context()
-    );
 }
 
 /// A resolved `upstream` reference held by a handler.

@@ -650,8 +650,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 {
                     Some(r) => r,
                     None => {
-                        upstream.finished(peer, true);
-                        crate::upstream::log_client_left(req, &up.name);
+                        upstream.client_left(peer, req, &up.name);
                         return Outcome::Respond(crate::http::response::Response::new(499));
                     }
                 }

@@ -210,11 +210,8 @@ impl Proxy {
             match r {
                 Ok(resp) => return resp,
                 Err(Gave::Up) => {
-                    up.finished(peer, true);
-                    upstream::log_client_left(
-                        req,
-                        &format!("http://{addr}{}", String::from_utf8_lossy(&uri)),
-                    );
+                    let name = format!("http://{addr}{}", String::from_utf8_lossy(&uri));
+                    up.client_left(peer, req, &name);
                     vars.borrow_mut()
                         .attempts
                         .last_mut()
