@@ -13,10 +13,11 @@ use std::path::{Component, Path};
 use bytes::BytesMut;
 
 use crate::conf::ast::Directive;
+use crate::core::path::push_clean;
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::http::h1::parse::{self, Limits, ParseError, RequestHead};
 use crate::modules::fastcgi::{cgi_head, record};
-use crate::modules::static_files::{handler::push_clean, uri};
+use crate::modules::static_files::uri;
 use crate::upstream::response;
 
 /// One target's body.

@@ -80,7 +80,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "--directives-md" => {
-                print!("{}", vireo::conf::table::reference_markdown());
+                print!(
+                    "{}",
+                    vireo::conf::table::reference_markdown(vireo::modules::MODULES)
+                );
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "-t" => cli.test = true,
@@ -161,7 +164,12 @@ fn main() -> ExitCode {
             }
         },
     };
-    let config = match load::load(&source, &prefix, cli.global.as_deref()) {
+    let config = match load::load(
+        &source,
+        &prefix,
+        cli.global.as_deref(),
+        vireo::modules::MODULES,
+    ) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("vireo: [emerg] {e}");

@@ -6,10 +6,10 @@ use super::model::{
     HttpConf, Keepalive, Lingering, ListenAddr, ListenSpec, LocKind, LocationConf, ServerConf,
     SockOpts,
 };
-use super::table::{Arity, Ctx, Def, MANY, ONE, Scope};
+use super::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use super::values::{bad_arg, flag, number, parse_size, parse_time, set_once, size, time};
 use crate::core::errlog::Level;
-use crate::modules::static_files::mime::MimeTypes;
+use crate::core::mime::MimeTypes;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
@@ -212,7 +212,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "server_name",
         ctx: Ctx::SERVER,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| {
+        set: |s, d, e| {
             let Scope::Server(srv) = s else {
                 unreachable!()
             };
@@ -227,7 +227,7 @@ pub static DIRECTIVES: &[Def] = &[
                     }
                     // The regex keeps its case (`\D` is not `\d`); it matches caselessly.
                     // Its captures (numbered and named) are variables of the request.
-                    let compiled = crate::core::vars::Re::new(re, true)
+                    let compiled = crate::core::vars::Re::new(re, true, &mut e.vars)
                         .map_err(|e| ConfError::new(e, &d.span))?;
                     srv.phases.name_regex.push(compiled);
                     srv.names.push(name.to_string());
@@ -262,10 +262,10 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::block(1, 2),
         set: |s, d, e| {
-            let mut loc = location(d)?;
+            let mut loc = location(d, e)?;
             e.walk(block(d), &mut Scope::Location(&mut loc))?;
-            crate::core::vars::registry::at(&d.span);
-            alias_vars(&mut loc, d)?;
+            e.vars.at(&d.span);
+            alias_vars(&mut loc, d, e)?;
             match s {
                 Scope::Server(srv) => srv.locations.push(loc),
                 Scope::Location(parent) => {
@@ -739,7 +739,9 @@ pub const fn ignored(
         ctx,
         arity,
         set: |_, d, e| {
-            let why = lookup_why(&d.name);
+            let why = e
+                .lookup(&d.name)
+                .map_or("no effect in vireo", |def| def.doc);
             e.ignore(d, why);
             Ok(())
         },
@@ -747,13 +749,6 @@ pub const fn ignored(
         default: "—",
         doc: why,
     }
-}
-
-/// The reason text recorded in the table entry (a `const fn` cannot capture it in the setter).
-fn lookup_why(name: &str) -> &'static str {
-    super::table::all()
-        .find(|d| d.name == name)
-        .map_or("no effect in vireo", |d| d.doc)
 }
 
 fn block(d: &Directive) -> &[Directive] {
@@ -952,7 +947,7 @@ pub fn regex_error(pattern: &str, err: &regex::Error, d: &Directive) -> ConfErro
     ConfError::new(crate::core::vars::regex_message(pattern, err), &d.span)
 }
 
-fn location(d: &Directive) -> Result<LocationConf, ConfError> {
+fn location(d: &Directive, e: &mut Env) -> Result<LocationConf, ConfError> {
     let (kind, pattern) = match (d.args.len(), d.arg(0)) {
         (2, "=") => (LocKind::Exact, d.arg(1)),
         (2, "^~") => (LocKind::PrefixNoRegex, d.arg(1)),
@@ -982,7 +977,7 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
     };
     let regex = match kind {
         LocKind::Regex { caseless } => Some(
-            crate::core::vars::Re::new(pattern, caseless)
+            crate::core::vars::Re::new(pattern, caseless, &mut e.vars)
                 .map_err(|e| ConfError::new(e, &d.span))?,
         ),
         _ => None,
@@ -1002,13 +997,13 @@ fn location(d: &Directive) -> Result<LocationConf, ConfError> {
 
 /// An `alias` with variables, or in a regex location (where the alias is
 /// the whole file name), is rendered per request.
-fn alias_vars(loc: &mut LocationConf, d: &Directive) -> Result<(), ConfError> {
+fn alias_vars(loc: &mut LocationConf, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let Some(alias) = &loc.alias else {
         return Ok(());
     };
     if alias.contains('$') {
-        let t =
-            crate::core::vars::Template::compile(alias).map_err(|e| ConfError::new(e, &d.span))?;
+        let t = crate::core::vars::Template::compile(alias, &mut e.vars)
+            .map_err(|e| ConfError::new(e, &d.span))?;
         loc.phases.alias_vars = Some(t);
     }
     Ok(())

@@ -9,9 +9,9 @@ use super::model::{
 use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
 use crate::core::errlog::{ErrorLog, Level, errno_text};
+use crate::core::module::{Extensions, ListenBuild, Module, Pipeline, ServerBuild};
 use crate::core::route::{Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
-use crate::modules::log::conf::default_logs;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -98,8 +98,9 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// Accepted-but-ignored directives, to log once the error log is open.
     pub notices: Vec<String>,
-    /// Every access log file, for reopening after rotation (SIGUSR1).
-    pub log_files: Vec<Arc<crate::modules::log::LogFile>>,
+    /// What the modules' per-load registries hold at the end of the load
+    /// (the access log files to reopen after rotation, …).
+    pub ext: Extensions,
     /// `user`: name, uid, gid to switch to after binding when started as root.
     pub user: Option<(String, u32, u32)>,
     pub daemon: bool,
@@ -137,8 +138,14 @@ impl Config {
     }
 }
 
-/// Load and validate a configuration. `extra` holds `-g` directives.
-pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Config, ConfError> {
+/// Load and validate a configuration with `modules`. `extra` holds `-g`
+/// directives.
+pub fn load(
+    source: &Source,
+    prefix: &Path,
+    extra: Option<&str>,
+    modules: &'static [&'static Module],
+) -> Result<Config, ConfError> {
     let Parsed {
         mut directives,
         files,
@@ -155,17 +162,14 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
     if let Some(g) = extra {
         directives.extend(parser::parse_str(g, "<command line>", prefix)?.directives);
     }
-    let mut env = Env {
-        prefix: prefix.to_path_buf(),
-        ..Env::default()
-    };
+    let mut env = Env::new(prefix.to_path_buf(), modules);
     let mut main = MainConf::default();
-    let vars = crate::core::vars::registry::begin();
-    let upstreams = crate::upstream::conf::begin();
     env.walk(&directives, &mut Scope::Main(&mut main))?;
-    let vars = Arc::new(crate::core::vars::registry::finish(vars)?);
-    crate::upstream::conf::finish(upstreams)?;
-    std::mem::take(&mut env.zones).finish()?;
+    let vars = std::mem::replace(&mut env.vars, crate::core::vars::Vars::new(&[]));
+    let vars = Arc::new(vars.finish()?);
+    for loaded in modules.iter().filter_map(|m| m.hooks.loaded) {
+        loaded(&mut env)?;
+    }
     if !main.events_seen {
         return Err(ConfError::bare("no \"events\" section in configuration"));
     }
@@ -195,8 +199,8 @@ pub fn load(source: &Source, prefix: &Path, extra: Option<&str>) -> Result<Confi
         error_log_at: main.error_log_at,
         listeners,
         files,
-        log_files: env.log.files(),
-        notices: env.notices,
+        notices: std::mem::take(&mut env.notices),
+        ext: env.ext,
         user: main.user,
         daemon: main.daemon.unwrap_or(false),
         shutdown_timeout: main.worker_shutdown_timeout,
@@ -212,18 +216,18 @@ fn build_http(
     env: &mut Env,
     vars: &Arc<VarTable>,
 ) -> Result<Vec<Listener>, ConfError> {
-    let mut base = LocConf::default();
-    base.static_files.root = Arc::new(env.path("html"));
-    if http.conf.log.access_log.is_none() {
-        http.conf.log.access_log = Some(default_logs(env)?);
+    let mut base = LocConf::defaults(env.modules);
+    base.core.root = Arc::new(env.path("html"));
+    for hook in env.modules.iter().filter_map(|m| m.hooks.http) {
+        hook(&mut http.conf, env)?;
     }
     let http_conf = http.conf.resolve(&base);
+    let pipeline = Arc::new(Pipeline::new(env.modules));
 
     // Servers in order, and for each address the servers listening on it.
     let mut by_addr: Vec<AddrServers> = Vec::new();
-    let mut key_files = crate::modules::ssl::config::KeyFiles::default();
     for srv in http.servers {
-        let (server, listens) = build_server(srv, &http_conf, vars, &mut key_files)?;
+        let (server, listens) = build_server(srv, &http_conf, vars, &pipeline, env)?;
         for l in listens {
             match by_addr.iter_mut().find(|(s, ..)| s.addr == l.addr) {
                 Some((spec, servers, default)) => {
@@ -264,11 +268,8 @@ fn build_http(
         }
     }
     for (spec, servers, _) in &by_addr {
-        if let Some(s) = servers.iter().find(|s| spec.ssl && s.tls.is_none()) {
-            return Err(crate::modules::ssl::config::no_certificate(
-                &spec.span,
-                s.name(),
-            ));
+        for hook in env.modules.iter().filter_map(|m| m.hooks.listen) {
+            hook(&ListenBuild { spec, servers })?;
         }
     }
     Ok(by_addr
@@ -295,10 +296,10 @@ fn build_server(
     srv: ServerConf,
     http: &LocConf,
     vars: &Arc<VarTable>,
-    key_files: &mut crate::modules::ssl::config::KeyFiles,
+    pipeline: &Arc<Pipeline>,
+    env: &mut Env,
 ) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
     let conf = srv.conf.resolve(http);
-    let tls = crate::modules::ssl::config::build(&conf.ssl, key_files)?.map(Arc::new);
     let mut listens = srv.listens;
     if listens.is_empty() {
         // nginx listens on *:80 when run as root, *:8000 otherwise.
@@ -317,9 +318,14 @@ fn build_server(
             }),
         });
     }
-    // `http2 on` in a server: its addresses speak HTTP/2 (nginx ≥ 1.25.1).
-    for l in &mut listens {
-        l.http2 |= conf.http2.http2;
+    let mut ext = Extensions::default();
+    for hook in env.modules.iter().filter_map(|m| m.hooks.server) {
+        hook(&mut ServerBuild {
+            conf: &conf,
+            listens: &mut listens,
+            ext: &mut ext,
+            env,
+        })?;
     }
     let mut names = srv.names;
     if names.is_empty() {
@@ -358,7 +364,8 @@ fn build_server(
         named,
         phases: srv.phases,
         vars: vars.clone(),
-        tls,
+        ext,
+        pipeline: pipeline.clone(),
     };
     Ok((Arc::new(server), listens))
 }

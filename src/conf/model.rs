@@ -2,10 +2,8 @@
 //! and the `settings!` macro that gives each module its inheritable settings.
 
 use super::ast::Span;
-use crate::modules::{
-    autoindex, cgi, compress, error_page, fastcgi, headers, log, rewrite, static_files,
-};
-use std::collections::HashMap;
+use crate::core::module::{AnySet, Module, Settings, SettingsKind, SettingsSet};
+use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -34,6 +32,23 @@ macro_rules! settings {
                 } ),* }
             }
         }
+        impl $crate::core::module::Settings for $name {
+            fn slot() -> &'static $crate::core::module::Slot {
+                static SLOT: $crate::core::module::Slot = $crate::core::module::Slot::new();
+                &SLOT
+            }
+        }
+        impl $crate::core::module::SettingsSet for $set {
+            type Resolved = $name;
+            fn resolve(&self, parent: &$name) -> $name {
+                $set::resolve(self, parent)
+            }
+        }
+        impl $name {
+            /// How the load finds and makes these settings.
+            pub const KIND: $crate::core::module::SettingsKind =
+                $crate::core::module::SettingsKind::of::<$name>();
+        }
     };
 }
 
@@ -58,8 +73,16 @@ settings! {
         pub tcp_nopush: bool = false,
         pub server_tokens: bool = true,
         pub default_type: Arc<str> = Arc::from("text/plain"),
-        pub types: Arc<static_files::mime::MimeTypes> =
-            Arc::new(static_files::mime::MimeTypes::embedded()),
+        pub types: Arc<crate::core::mime::MimeTypes> =
+            Arc::new(crate::core::mime::MimeTypes::embedded()),
+        /// `root`; relative to the prefix.
+        pub root: Arc<PathBuf> = Arc::new(PathBuf::from("html")),
+        /// A level with `error_page` directives uses only its own; a level
+        /// without inherits its parent's, as nginx.
+        pub error_pages: Option<Arc<crate::core::error_page::ErrorPages>> = None,
+        pub recursive_error_pages: bool = false,
+        /// Warn when a `set` variable is read before it was given a value.
+        pub uninitialized_variable_warning: bool = true,
     }
 }
 
@@ -71,74 +94,92 @@ pub enum Lingering {
     Always,
 }
 
-/// Everything that inherits http → server → location, one part per module.
-#[derive(Clone, Debug, Default)]
+/// Everything that inherits http → server → location, as written at one
+/// level: the core's settings and each module's (see [`Settings`]), a
+/// module's only once one of its directives stands at this level.
+#[derive(Debug, Default)]
 pub struct LocConfSet {
     pub core: CoreConfSet,
-    pub static_files: static_files::conf::StaticConfSet,
-    pub log: log::conf::LogConfSet,
-    pub rewrite: rewrite::conf::RewriteConfSet,
-    pub error_page: error_page::conf::ErrorPageConfSet,
-    pub headers: headers::conf::HeadersConfSet,
-    pub autoindex: autoindex::conf::AutoindexConfSet,
-    pub compress: compress::conf::CompressConfSet,
-    pub fastcgi: fastcgi::conf::FastcgiConfSet,
-    pub cgi: cgi::conf::CgiConfSet,
-    pub proxy: crate::modules::proxy::conf::ProxyConfSet,
-    pub ssl: crate::modules::ssl::conf::SslConfSet,
-    pub access: crate::modules::access::conf::AccessConfSet,
-    pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConfSet,
-    pub realip: crate::modules::realip::conf::RealipConfSet,
-    pub http2: crate::http::h2::conf::Http2ConfSet,
-    pub limit_req: crate::modules::limit_req::conf::LimitReqConfSet,
-    pub limit_conn: crate::modules::limit_conn::conf::LimitConnConfSet,
+    mods: Vec<Option<Box<dyn AnySet>>>,
 }
 
-/// Resolved settings of one level.
-#[derive(Clone, Debug, Default)]
+/// Resolved settings of one level: the core's and each registered module's,
+/// in the order of their slots. A level that sets nothing of a module shares
+/// its parent's value.
+#[derive(Clone, Debug)]
 pub struct LocConf {
     pub core: CoreConf,
-    pub static_files: static_files::conf::StaticConf,
-    pub log: log::conf::LogConf,
-    pub rewrite: rewrite::conf::RewriteConf,
-    pub error_page: error_page::conf::ErrorPageConf,
-    pub headers: headers::conf::HeadersConf,
-    pub autoindex: autoindex::conf::AutoindexConf,
-    pub compress: compress::conf::CompressConf,
-    pub fastcgi: fastcgi::conf::FastcgiConf,
-    pub cgi: cgi::conf::CgiConf,
-    pub proxy: crate::modules::proxy::conf::ProxyConf,
-    pub ssl: crate::modules::ssl::conf::SslConf,
-    pub access: crate::modules::access::conf::AccessConf,
-    pub auth_basic: crate::modules::auth_basic::conf::AuthBasicConf,
-    pub realip: crate::modules::realip::conf::RealipConf,
-    pub http2: crate::http::h2::conf::Http2Conf,
-    pub limit_req: crate::modules::limit_req::conf::LimitReqConf,
-    pub limit_conn: crate::modules::limit_conn::conf::LimitConnConf,
+    mods: Box<[Arc<dyn Any + Send + Sync>]>,
 }
 
 impl LocConfSet {
+    /// A module's settings at this level, made empty (all inherited) on first use.
+    pub fn get_mut<S: SettingsSet>(&mut self) -> &mut S {
+        let i = <S::Resolved as Settings>::slot().index();
+        if self.mods.len() <= i {
+            self.mods.resize_with(i + 1, || None);
+        }
+        self.mods[i]
+            .get_or_insert_with(|| Box::new(S::default()))
+            .as_any_mut()
+            .downcast_mut::<S>()
+            .expect("a slot holds its own module's settings")
+    }
+
+    /// A module's settings as written at this level, if any was.
+    pub fn get<S: SettingsSet>(&self) -> Option<&S> {
+        let i = <S::Resolved as Settings>::slot().index();
+        let set: &dyn AnySet = &**self.mods.get(i)?.as_ref()?;
+        (set as &dyn Any).downcast_ref::<S>()
+    }
+
     pub fn resolve(&self, parent: &LocConf) -> LocConf {
         LocConf {
             core: self.core.resolve(&parent.core),
-            static_files: self.static_files.resolve(&parent.static_files),
-            log: self.log.resolve(&parent.log),
-            rewrite: self.rewrite.resolve(&parent.rewrite),
-            error_page: self.error_page.resolve(&parent.error_page),
-            headers: self.headers.resolve(&parent.headers),
-            autoindex: self.autoindex.resolve(&parent.autoindex),
-            compress: self.compress.resolve(&parent.compress),
-            fastcgi: self.fastcgi.resolve(&parent.fastcgi),
-            cgi: self.cgi.resolve(&parent.cgi),
-            proxy: self.proxy.resolve(&parent.proxy),
-            ssl: self.ssl.resolve(&parent.ssl),
-            access: self.access.resolve(&parent.access),
-            auth_basic: self.auth_basic.resolve(&parent.auth_basic),
-            realip: self.realip.resolve(&parent.realip),
-            http2: self.http2.resolve(&parent.http2),
-            limit_req: self.limit_req.resolve(&parent.limit_req),
-            limit_conn: self.limit_conn.resolve(&parent.limit_conn),
+            mods: parent
+                .mods
+                .iter()
+                .enumerate()
+                .map(|(i, p)| match self.mods.get(i) {
+                    Some(Some(set)) => set.resolve_any(&**p),
+                    _ => p.clone(),
+                })
+                .collect(),
         }
+    }
+}
+
+fn settings_kinds<'a>(
+    modules: &'a [&'static Module],
+) -> impl Iterator<Item = &'static SettingsKind> + 'a {
+    modules.iter().filter_map(|m| m.settings)
+}
+
+/// Give each module's settings of `modules` its slot (its place in every
+/// level's list). The same list gives the same slots, so loads can follow
+/// each other while requests read the settings of earlier ones.
+pub fn assign_slots(modules: &[&'static Module]) {
+    for (i, k) in settings_kinds(modules).enumerate() {
+        (k.slot)().assign(i);
+    }
+}
+
+impl LocConf {
+    /// The defaults of the core and of every module of `modules`, whose
+    /// settings take their slots here.
+    pub fn defaults(modules: &[&'static Module]) -> LocConf {
+        LocConf {
+            core: CoreConf::default(),
+            mods: settings_kinds(modules).map(|k| (k.default)()).collect(),
+        }
+    }
+
+    /// A module's settings at this level.
+    #[inline]
+    pub fn get<T: Settings>(&self) -> &T {
+        let any: &dyn Any = &*self.mods[T::slot().index()];
+        any.downcast_ref::<T>()
+            .expect("a slot holds its own module's settings")
     }
 }
 
@@ -167,7 +208,6 @@ pub struct MainConf {
 pub struct HttpConf {
     pub conf: LocConfSet,
     pub servers: Vec<ServerConf>,
-    pub log_formats: HashMap<String, Arc<log::LogFormat>>,
 }
 
 /// One `listen` directive.

@@ -81,7 +81,7 @@ fn embedded(path: &Path) -> Option<String> {
         "fastcgi_params" => Some(FASTCGI_PARAMS.to_string()),
         "mime.types" => Some(format!(
             "types {{\n{}\n}}\n",
-            crate::modules::static_files::mime::EMBEDDED_MIME_TYPES
+            crate::core::mime::EMBEDDED_MIME_TYPES
         )),
         _ => None,
     }

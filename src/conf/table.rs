@@ -4,6 +4,9 @@
 
 use super::ast::{ConfError, Directive};
 use super::model::{HttpConf, LocConfSet, LocationConf, MainConf, ServerConf};
+use crate::core::module::{Extensions, Module};
+use crate::core::vars::Vars;
+use std::collections::HashMap;
 
 /// Contexts a directive may stand in (a bit set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +82,15 @@ pub enum Scope<'a> {
 }
 
 impl Scope<'_> {
+    /// The modules' own data of a server or location level (not inherited).
+    pub fn level_ext(&mut self) -> &mut Extensions {
+        match self {
+            Scope::Server(s) => &mut s.phases.ext,
+            Scope::Location(l) => &mut l.phases.ext,
+            _ => unreachable!("table declares this directive for server/location only"),
+        }
+    }
+
     pub fn ctx(&self) -> Ctx {
         match self {
             Scope::Main(_) => Ctx::MAIN,
@@ -127,28 +139,52 @@ pub struct Def {
     pub doc: &'static str,
 }
 
-/// State carried while walking the configuration tree.
-#[derive(Default)]
+/// State carried while walking the configuration tree: the modules of this
+/// load and what their directives collected so far.
 pub struct Env {
     /// Folder relative paths resolve against (`-p` prefix).
     pub prefix: std::path::PathBuf,
     /// Notices to write to the error log once it is open (accepted-but-ignored directives).
     pub notices: Vec<String>,
-    /// Log formats defined so far and log files opened so far.
-    pub log: crate::modules::log::conf::LogEnv,
-    /// Shared zones declared and referenced so far (limit_req, limit_conn).
-    pub zones: crate::modules::zone::Declared,
+    /// The modules of this load, in registry order.
+    pub modules: &'static [&'static Module],
+    /// Every directive by name: the core's and the modules'.
+    defs: HashMap<&'static str, &'static Def>,
+    /// The variables declared and referenced so far.
+    pub vars: Vars,
+    /// Modules' per-load registries (log files, shared zones, upstreams …).
+    pub ext: Extensions,
 }
 
 impl Env {
+    /// The environment of one load with `modules`: their settings take their
+    /// slots, their directives and variables become known.
+    pub fn new(prefix: std::path::PathBuf, modules: &'static [&'static Module]) -> Env {
+        super::model::assign_slots(modules);
+        let defs = tables(modules).flatten().map(|d| (d.name, d)).collect();
+        Env {
+            prefix,
+            notices: Vec::new(),
+            modules,
+            defs,
+            vars: Vars::new(modules),
+            ext: Extensions::default(),
+        }
+    }
+
+    /// The directive called `name`.
+    pub fn lookup(&self, name: &str) -> Option<&'static Def> {
+        self.defs.get(name).copied()
+    }
+
     /// Apply each directive of `dirs` to `scope` through the table.
     pub fn walk(&mut self, dirs: &[Directive], scope: &mut Scope<'_>) -> Result<(), ConfError> {
         for d in dirs {
-            let def = lookup(&d.name).ok_or_else(|| {
+            let def = self.lookup(&d.name).ok_or_else(|| {
                 ConfError::new(format!("unknown directive \"{}\"", d.name), &d.span)
             })?;
             check(def, d, scope.ctx())?;
-            crate::core::vars::registry::at(&d.span);
+            self.vars.at(&d.span);
             (def.set)(scope, d, self)?;
         }
         Ok(())
@@ -200,48 +236,28 @@ fn check(def: &Def, d: &Directive, ctx: Ctx) -> Result<(), ConfError> {
     }
 }
 
-/// Every directive table, one per module.
-pub fn tables() -> [&'static [Def]; 25] {
-    [
-        super::core_directives::DIRECTIVES,
-        super::core_directives::IGNORED,
-        crate::modules::static_files::conf::DIRECTIVES,
-        crate::modules::log::conf::DIRECTIVES,
-        crate::server::conf::DIRECTIVES,
-        crate::modules::status::conf::DIRECTIVES,
-        crate::modules::rewrite::conf::DIRECTIVES,
-        crate::modules::map::conf::DIRECTIVES,
-        crate::modules::try_files::conf::DIRECTIVES,
-        crate::modules::error_page::conf::DIRECTIVES,
-        crate::modules::headers::conf::DIRECTIVES,
-        crate::modules::autoindex::conf::DIRECTIVES,
-        crate::modules::compress::conf::DIRECTIVES,
-        crate::upstream::conf::DIRECTIVES,
-        crate::modules::proxy::conf::DIRECTIVES,
-        crate::modules::fastcgi::conf::DIRECTIVES,
-        crate::modules::cgi::conf::DIRECTIVES,
-        crate::modules::ssl::conf::DIRECTIVES,
-        crate::modules::ssl::conf::IGNORED,
-        crate::modules::access::conf::DIRECTIVES,
-        crate::modules::auth_basic::conf::DIRECTIVES,
-        crate::modules::realip::conf::DIRECTIVES,
-        crate::http::h2::conf::DIRECTIVES,
-        crate::modules::limit_req::conf::DIRECTIVES,
-        crate::modules::limit_conn::conf::DIRECTIVES,
-    ]
+/// The core's directive tables.
+const CORE: &[&[Def]] = &[
+    super::core_directives::DIRECTIVES,
+    super::core_directives::IGNORED,
+    crate::core::error_page::DIRECTIVES,
+];
+
+/// Every directive table: the core's, then each module's.
+pub fn tables<'a>(modules: &'a [&'static Module]) -> impl Iterator<Item = &'static [Def]> + 'a {
+    CORE.iter()
+        .copied()
+        .chain(modules.iter().flat_map(|m| m.directives.iter().copied()))
 }
 
-pub fn all() -> impl Iterator<Item = &'static Def> {
-    tables().into_iter().flatten()
-}
-
-pub fn lookup(name: &str) -> Option<&'static Def> {
-    all().find(|d| d.name == name)
+/// Every directive, the core's and each module's.
+pub fn all<'a>(modules: &'a [&'static Module]) -> impl Iterator<Item = &'static Def> + 'a {
+    tables(modules).flatten()
 }
 
 /// docs/directives.md, generated from the table.
-pub fn reference_markdown() -> String {
-    let mut defs: Vec<&Def> = all().collect();
+pub fn reference_markdown(modules: &[&'static Module]) -> String {
+    let mut defs: Vec<&Def> = all(modules).collect();
     defs.sort_by_key(|d| d.name);
     let mut out = String::from(
         "# Directive reference\n\nGenerated from the directive table (`vireo --directives-md`); \
@@ -273,56 +289,4 @@ pub fn reference_markdown() -> String {
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashSet;
-
-    #[test]
-    fn names_are_unique_and_documented() {
-        let mut seen = HashSet::new();
-        for d in all() {
-            assert!(seen.insert(d.name), "duplicate table entry {}", d.name);
-            assert!(
-                !d.doc.is_empty() && !d.syntax.is_empty(),
-                "{} lacks docs",
-                d.name
-            );
-            assert!(d.syntax.starts_with(d.name), "{} syntax line", d.name);
-            assert!(d.arity.min <= d.arity.max, "{} arity", d.name);
-        }
-    }
-
-    #[test]
-    fn every_directive_has_an_example() {
-        for d in all() {
-            assert!(
-                d.doc.contains("```nginx") || super::super::examples::example(d.name).is_some(),
-                "{}: add an example (a ```nginx block in its doc, or a line in conf/examples.rs)",
-                d.name
-            );
-        }
-        for (name, _) in super::super::examples::EXAMPLES {
-            assert!(
-                lookup(name).is_some(),
-                "conf/examples.rs names no directive {name}"
-            );
-        }
-    }
-
-    #[test]
-    fn reference_doc_is_in_step() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/directives.md");
-        let want = reference_markdown();
-        if std::env::var_os("VIREO_UPDATE_DOCS").is_some() {
-            std::fs::write(path, &want).unwrap();
-        }
-        let have = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            have == want,
-            "docs/directives.md is stale: run `VIREO_UPDATE_DOCS=1 cargo test --lib reference_doc`"
-        );
-    }
 }

@@ -1,18 +1,24 @@
 //! The request context every phase and module works on, and the fixed phase
 //! pipeline, in nginx's order:
 //!
-//! 1. server rewrite: the server level's `rewrite`/`return`/`set`/`if`
-//!    script (again after each internal redirect, as in nginx);
+//! 0. post-read: the modules' post-read hooks (realip), once;
+//! 1. server rewrite: the modules' rewrite hooks with the server level's
+//!    data (again after each internal redirect, as in nginx);
 //! 2. find location (`=`, longest prefix, `^~`, regex in order, nested),
 //!    refusing `internal` locations to external requests;
-//! 3. location rewrite: the location's script; a changed URI (`last`, or a
-//!    rewrite without flag) goes back to 2;
-//! 4. preaccess and access ([`crate::modules::access_phases`]);
-//! 5. pre-content: `try_files`;
-//! 6. content: the location's handler ([`Content`]), static files when none;
+//! 3. location rewrite: the rewrite hooks with the location's data; a
+//!    changed URI (`last`, or a rewrite without flag) goes back to 2;
+//! 4. preaccess and access: the modules' access hooks in their order
+//!    (limits, then allow/deny and authentication);
+//! 5. pre-content: the modules' pre-content hooks (`try_files`);
+//! 6. content: the location's handler ([`Content`]), else the default
+//!    content hook (static files);
 //! 7. error pages: a response vireo generated (through [`Request::error`])
 //!    whose status has an `error_page` is replaced by an internal redirect;
-//! 8. response filters.
+//! 8. response filters: the modules' filters in their order.
+//!
+//! The hooks come from the modules of the load ([`Pipeline`]); this file
+//! names none of them.
 //!
 //! Internal redirects (rewrite, try_files, index, error_page, named
 //! locations) are limited to [`MAX_REDIRECTS`] per request, as nginx's
@@ -20,15 +26,12 @@
 
 use crate::conf::model::LocConf;
 use crate::core::clock;
+use crate::core::error_page::Overwrite;
+use crate::core::module::{Extensions, Phase, Pipeline, Precontent, RequestExt, Rewrite};
 use crate::core::route::{Found, Location, Server};
-use crate::core::vars::{
-    Captures, Re, SslField, UserKind, Var, VarSource, find_arg, find_cookie, push_u64,
-};
+use crate::core::vars::{Captures, Re, UserKind, Var, VarSource, find_arg, find_cookie, push_u64};
 use crate::http::h1::parse::{Method, ParseError, RequestHead};
 use crate::http::response::{Response, Value};
-use crate::modules::error_page::conf::Overwrite;
-use crate::modules::rewrite::script::{self, Flow};
-use crate::modules::{static_files, try_files};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -107,6 +110,22 @@ impl std::fmt::Display for Peer {
     }
 }
 
+/// What a request can learn of its TLS connection (`$https`, `$scheme`, the
+/// ssl module's `$ssl_*` variables).
+#[derive(Debug)]
+pub struct TlsInfo {
+    /// `TLSv1.2` or `TLSv1.3`.
+    pub protocol: &'static str,
+    /// The suite in OpenSSL's naming (as nginx's `$ssl_cipher`).
+    pub cipher: String,
+    /// The name the client asked for (SNI).
+    pub server_name: Option<Box<str>>,
+    /// ALPN chose `h2`.
+    pub h2: bool,
+    /// The handshake resumed a session (`$ssl_session_reused`).
+    pub resumed: bool,
+}
+
 /// URI changes (rewrites that search locations again, internal redirects by
 /// try_files, index, error_page, named locations) allowed per request, as
 /// nginx; the next one is a 500.
@@ -156,18 +175,13 @@ pub struct State {
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
-    /// `$upstream_*` and `$proxy_*` values, set by proxy-like handlers
-    /// (shared with the response body, which completes the timings).
-    pub upstream: Option<std::rc::Rc<RefCell<crate::upstream::UpstreamVars>>>,
     /// The client address realip took from a header (set at most once per
     /// request); see [`Request::client_addr`].
     pub real_ip: Option<SocketAddr>,
-    /// What limit_req decided (`$limit_req_status`); once set, later
-    /// locations do not apply limit_req again.
-    pub limit_req: Option<crate::modules::zone::Status>,
-    /// What limit_conn decided, and the counts held until the request is
-    /// dropped (after its response is sent and logged).
-    pub limit_conn: crate::modules::limit_conn::Held,
+    /// What modules keep for this request (their decisions, upstream
+    /// timings, counts held until the request is dropped after its
+    /// response is sent and logged).
+    pub ext: RequestExt,
 }
 
 pub struct Request<'a> {
@@ -195,7 +209,7 @@ pub struct Request<'a> {
     /// Routing state (rewrites, variables, captures, redirects).
     pub state: State,
     /// The TLS connection's details, on one.
-    pub tls: Option<std::sync::Arc<crate::modules::ssl::stream::TlsInfo>>,
+    pub tls: Option<std::sync::Arc<TlsInfo>>,
 }
 
 /// Where processing goes on after a URI change.
@@ -232,7 +246,10 @@ impl<'a> Request<'a> {
 
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
-        crate::modules::realip::apply(self);
+        let pipeline: &'a Pipeline = &self.server.pipeline;
+        for hook in &pipeline.post_read {
+            hook(self);
+        }
         self.server_name_captures();
         let mut resp = self.process(body, Jump::Server).await;
         // As in nginx, a Location or WWW-Authenticate set before an error
@@ -263,26 +280,38 @@ impl<'a> Request<'a> {
         if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
             resp.status = s;
         }
-        crate::modules::filter_response(self, &mut resp);
+        for filter in &pipeline.filters {
+            filter(self, &mut resp);
+        }
         resp
+    }
+
+    /// The rewrite hooks with the data of one level.
+    fn rewrite(&mut self, data: &Extensions, location: bool) -> Rewrite {
+        let pipeline: &'a Pipeline = &self.server.pipeline;
+        for hook in &pipeline.rewrite {
+            match hook(self, data, location) {
+                Rewrite::Next => {}
+                done => return done,
+            }
+        }
+        Rewrite::Next
     }
 
     /// Phases from `jump` to a response.
     async fn process(&mut self, body: &mut dyn RequestBody, mut jump: Jump<'a>) -> Response {
         self.state.generated.set(0);
-        loop {
+        'phases: loop {
             let server: &'a Server = self.server;
             let found = match jump {
                 Jump::Server => {
                     self.location = None;
                     self.conf = &server.conf;
-                    if !server.phases.rewrite.is_empty() {
-                        self.state.uri_changed = false;
-                        if let Flow::Respond(r) = script::run(self, &server.phases.rewrite, false) {
-                            return r;
-                        }
-                        self.state.uri_changed = false;
+                    self.state.uri_changed = false;
+                    if let Rewrite::Respond(r) = self.rewrite(&server.phases.ext, false) {
+                        return r;
                     }
+                    self.state.uri_changed = false;
                     self.find()
                 }
                 Jump::Find => self.find(),
@@ -304,35 +333,44 @@ impl<'a> Request<'a> {
                 if l.phases.internal && !self.state.internal {
                     return self.error(404);
                 }
-                if !l.phases.rewrite.is_empty() {
-                    self.state.uri_changed = false;
-                    match script::run(self, &l.phases.rewrite, true) {
-                        Flow::Respond(r) => return r,
-                        Flow::Break => self.state.uri_changed = false,
-                        Flow::Last | Flow::Next => {}
+                self.state.uri_changed = false;
+                match self.rewrite(&l.phases.ext, true) {
+                    Rewrite::Respond(r) => return r,
+                    Rewrite::Break => self.state.uri_changed = false,
+                    Rewrite::Last | Rewrite::Next => {}
+                }
+                if std::mem::take(&mut self.state.uri_changed) {
+                    if let Some(r) = self.count_change() {
+                        return r;
                     }
-                    if std::mem::take(&mut self.state.uri_changed) {
-                        if let Some(r) = self.count_change() {
+                    jump = Jump::Find;
+                    continue;
+                }
+            }
+            let pipeline: &'a Pipeline = &server.pipeline;
+            for hook in &pipeline.access {
+                match hook(self, body) {
+                    Phase::Next => {}
+                    Phase::Respond(r) => return r,
+                    Phase::Wait(decide) => {
+                        if let Some(r) = decide.await {
                             return r;
                         }
-                        jump = Jump::Find;
-                        continue;
                     }
                 }
             }
-            if let Some(r) = crate::modules::access_phases(self, body).await {
-                return r;
-            }
-            let tf = match loc {
-                Some(l) => l.phases.try_files.as_ref(),
-                None => server.phases.try_files.as_ref(),
+            let data = match loc {
+                Some(l) => &l.phases.ext,
+                None => &server.phases.ext,
             };
-            if let Some(tf) = tf
-                && !self.state.in_if
-            {
-                match try_files::run(self, tf) {
-                    try_files::Next::Found => {}
-                    try_files::Next::Redirect(uri, args) => {
+            let precontent = match self.state.in_if {
+                true => &[][..],
+                false => &pipeline.precontent[..],
+            };
+            for hook in precontent {
+                match hook(self, data) {
+                    Precontent::Next => {}
+                    Precontent::Redirect(uri, args) => {
                         if let Some(r) = self.count_change() {
                             return r;
                         }
@@ -340,22 +378,23 @@ impl<'a> Request<'a> {
                         self.state.args = Some(args);
                         self.state.internal = true;
                         jump = Jump::Server;
-                        continue;
+                        continue 'phases;
                     }
-                    try_files::Next::Named(name) => match self.named(&name) {
+                    Precontent::Named(name) => match self.named(&name) {
                         Ok(l) => {
                             jump = Jump::Named(l);
-                            continue;
+                            continue 'phases;
                         }
                         Err(r) => return r,
                     },
-                    try_files::Next::Status(code) => return self.error(code),
+                    Precontent::Status(code) => return self.error(code),
                 }
             }
             let handler = loc.and_then(|l| l.content.as_deref());
-            let outcome = match handler {
-                Some(h) => h.content(self, body).await,
-                None => static_files::handler::content(self),
+            let outcome = match (handler, pipeline.default_content) {
+                (Some(h), _) => h.content(self, body).await,
+                (None, Some(default)) => default(self),
+                (None, None) => Outcome::Respond(self.error(404)),
             };
             match outcome {
                 Outcome::Respond(r) => return r,
@@ -433,9 +472,8 @@ impl<'a> Request<'a> {
             return None;
         }
         let conf: &'a LocConf = self.conf;
-        let ep = &conf.error_page;
-        let page = ep.pages.as_deref()?.find(resp.status)?;
-        if !ep.recursive {
+        let page = conf.core.error_pages.as_deref()?.find(resp.status)?;
+        if !conf.core.recursive_error_pages {
             self.state.in_error_page = true;
         }
         let mut target = Vec::new();
@@ -651,7 +689,7 @@ impl<'a> Request<'a> {
                     self.set_var(index, out[start..].to_vec());
                 }
             }
-            Some(UserKind::Set) if self.conf.rewrite.uninitialized_variable_warning => {
+            Some(UserKind::Set) if self.conf.core.uninitialized_variable_warning => {
                 crate::error_log!(
                     Warn,
                     "using uninitialized \"{}\" variable",
@@ -670,7 +708,7 @@ impl<'a> Request<'a> {
                 Some(t) => t.render(self, out),
                 None => out.extend_from_slice(alias.as_bytes()),
             },
-            None => out.extend_from_slice(self.conf.static_files.root.as_os_str().as_bytes()),
+            None => out.extend_from_slice(self.conf.core.root.as_os_str().as_bytes()),
         }
     }
 
@@ -701,65 +739,13 @@ impl<'a> Request<'a> {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RemoteUser => {
-                if let Some(c) = crate::modules::auth_basic::credentials(head) {
-                    out.extend_from_slice(c.user());
-                }
-            }
             Var::RequestBody => {}
             Var::Https => {
                 if self.tls.is_some() {
                     out.extend_from_slice(b"on");
                 }
             }
-            Var::Ssl(f) => {
-                if let Some(t) = &self.tls {
-                    match f {
-                        SslField::Protocol => out.extend_from_slice(t.protocol.as_bytes()),
-                        SslField::Cipher => out.extend_from_slice(t.cipher.as_bytes()),
-                        SslField::ServerName => {
-                            out.extend_from_slice(t.server_name.as_deref().unwrap_or("").as_bytes())
-                        }
-                        SslField::SessionReused => out.push(if t.resumed { b'r' } else { b'.' }),
-                    }
-                }
-            }
-            Var::Upstream(f) => {
-                if let Some(u) = &self.state.upstream {
-                    u.borrow().render(*f, out);
-                }
-            }
-            Var::ProxyHost | Var::ProxyPort => {
-                if let Some(u) = &self.state.upstream {
-                    let u = u.borrow();
-                    let v = if *var == Var::ProxyHost {
-                        &u.proxy_host
-                    } else {
-                        &u.proxy_port
-                    };
-                    out.extend_from_slice(v.as_bytes());
-                }
-            }
-            Var::ProxyAddXForwardedFor => {
-                for (_, x) in head
-                    .headers()
-                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
-                {
-                    out.extend_from_slice(x);
-                    out.extend_from_slice(b", ");
-                }
-                self.var_into(&Var::RemoteAddr, out, outer);
-            }
-            Var::LimitReqStatus => {
-                if let Some(s) = self.state.limit_req {
-                    out.extend_from_slice(s.as_str().as_bytes());
-                }
-            }
-            Var::LimitConnStatus => {
-                if let Some(s) = self.state.limit_conn.status {
-                    out.extend_from_slice(s.as_str().as_bytes());
-                }
-            }
+            Var::Module(m) => (m.def.get)(self, &m.arg, out),
             Var::Capture(n) => self.capture(*n as usize, out),
             Var::User(u) => self.user_var(u.index, out, outer),
             Var::TimeLocal => clock::with_time_local(|t| out.extend_from_slice(t.as_bytes())),
@@ -822,8 +808,6 @@ impl<'a> Request<'a> {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
             Var::DocumentRoot => self.document_root(out),
-            Var::FastcgiScriptName => crate::modules::fastcgi::script_name(self, false, out),
-            Var::FastcgiPathInfo => crate::modules::fastcgi::script_name(self, true, out),
             Var::RealpathRoot => {
                 use std::os::unix::ffi::{OsStrExt, OsStringExt};
                 let mut root = Vec::new();
@@ -841,7 +825,7 @@ impl<'a> Request<'a> {
             }
             Var::RequestFilename => {
                 let mut f = Vec::new();
-                if static_files::handler::map_uri(self, &self.uri, &mut f).is_ok() {
+                if crate::core::path::map_uri(self, &self.uri, &mut f).is_ok() {
                     out.extend_from_slice(&f);
                 }
             }

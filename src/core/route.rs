@@ -3,18 +3,19 @@
 //! `=` then longest prefix, `^~`, then regex in order, nested locations).
 
 use crate::conf::model::{LocConf, LocKind};
+use crate::core::module::{Extensions, Pipeline};
 use crate::core::vars::{Quick, Re, Template, VarTable};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Routing data of one level (server or location) that is not inherited, as
-/// in nginx: the rewrite-phase script, `try_files`, `internal`, a variable
-/// alias, and a server's regex names.
+/// in nginx: `internal`, a variable alias, a server's regex names, and the
+/// modules' own data of the level (the rewrite script, `try_files`), which
+/// their phase hooks are given.
 #[derive(Debug, Default)]
 pub struct Phases {
-    /// `rewrite`, `return`, `set`, `if`, `break` in the order written.
-    pub rewrite: Vec<crate::modules::rewrite::script::Op>,
-    pub try_files: Option<crate::modules::try_files::TryFiles>,
+    /// Modules' data of this level.
+    pub ext: Extensions,
     /// `internal`: only internal redirects reach the location.
     pub internal: bool,
     /// `alias` with variables or in a regex location: rendered per request.
@@ -252,8 +253,10 @@ pub struct Server {
     pub phases: Phases,
     /// The variables the configuration declares (`set`, `map`, captures).
     pub vars: Arc<VarTable>,
-    /// TLS side, when the server has certificates (or rejects handshakes).
-    pub tls: Option<Arc<crate::modules::ssl::config::ServerTls>>,
+    /// Modules' data of this server, built when it was resolved (TLS).
+    pub ext: Extensions,
+    /// The hooks a request runs.
+    pub pipeline: Arc<Pipeline>,
 }
 
 impl Server {
@@ -346,14 +349,16 @@ mod tests {
 
     fn loc(kind: LocKind, pattern: &str, nested: Vec<Location>) -> Location {
         let regex = match kind {
-            LocKind::Regex { caseless } => Some(Re::new(pattern, caseless).unwrap()),
+            LocKind::Regex { caseless } => {
+                Some(Re::new(pattern, caseless, &mut crate::core::vars::Vars::new(&[])).unwrap())
+            }
             _ => None,
         };
         Location {
             kind,
             pattern: pattern.into(),
             regex,
-            conf: Arc::default(),
+            conf: Arc::new(LocConf::defaults(&[])),
             alias: None,
             content: None,
             auto_redirect: false,
@@ -453,12 +458,13 @@ mod tests {
         let mk = |names: &[&str]| {
             Arc::new(Server {
                 names: names.iter().map(|s| s.to_string()).collect(),
-                conf: Arc::default(),
+                conf: Arc::new(LocConf::defaults(&[])),
                 locations: Locations::default(),
                 named: HashMap::new(),
                 phases: Phases::default(),
                 vars: Arc::default(),
-                tls: None,
+                ext: Extensions::default(),
+                pipeline: Arc::default(),
             })
         };
         let a = mk(&["example.com", "www.example.com"]);

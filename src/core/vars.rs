@@ -6,6 +6,9 @@
 //! (the request context) for each variable's bytes. Rendering allocates
 //! nothing beyond growing the caller's output buffer.
 
+use crate::conf::ast::{ConfError, Span};
+use crate::core::module::{Module, VarDef};
+use std::collections::HashMap;
 use std::fmt;
 
 /// A variable a template can refer to.
@@ -22,8 +25,6 @@ pub enum Var {
     BinaryRemoteAddr,
     /// `$remote_port`
     RemotePort,
-    /// `$remote_user` (basic-auth user name)
-    RemoteUser,
     /// `$realip_remote_addr`: the connection's own client address, whatever
     /// realip set.
     RealipRemoteAddr,
@@ -93,31 +94,6 @@ pub enum Var {
     RequestBody,
     /// `$https`: "on" on TLS connections, empty otherwise
     Https,
-    /// `$ssl_protocol`, `$ssl_cipher`, `$ssl_server_name`,
-    /// `$ssl_session_reused`: empty on plain connections
-    Ssl(SslField),
-    /// `$fastcgi_script_name`: the URI, or the first capture of
-    /// `fastcgi_split_path_info`, with `fastcgi_index` after a trailing slash
-    FastcgiScriptName,
-    /// `$fastcgi_path_info`: the second capture of `fastcgi_split_path_info`
-    FastcgiPathInfo,
-    /// `$upstream_addr`, `$upstream_status`, `$upstream_connect_time`,
-    /// `$upstream_header_time`, `$upstream_response_time`: one value per
-    /// upstream attempt, joined by ", ".
-    Upstream(crate::upstream::Field),
-    /// `$limit_req_status`: what limit_req did (`PASSED`, `DELAYED`,
-    /// `REJECTED`, `DELAYED_DRY_RUN`, `REJECTED_DRY_RUN`)
-    LimitReqStatus,
-    /// `$limit_conn_status`: what limit_conn did (`PASSED`, `REJECTED`,
-    /// `REJECTED_DRY_RUN`)
-    LimitConnStatus,
-    /// `$proxy_host`: the upstream name or host:port of `proxy_pass`
-    ProxyHost,
-    /// `$proxy_port`
-    ProxyPort,
-    /// `$proxy_add_x_forwarded_for`: the client's X-Forwarded-For with
-    /// `$remote_addr` appended
-    ProxyAddXForwardedFor,
     /// `$1` .. `$9`: a regex capture of the last successful regex match
     /// with groups (location, rewrite, `if`, `map`, server name).
     Capture(u8),
@@ -133,10 +109,42 @@ pub enum Var {
     Cookie(Box<str>),
     /// `$sent_http_NAME`: response header; lowercase, `_` turned to `-`.
     SentHttp(Box<str>),
+    /// A variable a module provides.
+    Module(ModVar),
+}
+
+/// A module's variable: its declaration and, for a prefix variable, the
+/// rest of the name (lowercased).
+#[derive(Clone)]
+pub struct ModVar {
+    pub def: &'static VarDef,
+    pub arg: Box<str>,
+}
+
+impl PartialEq for ModVar {
+    fn eq(&self, o: &ModVar) -> bool {
+        std::ptr::eq(self.def, o.def) && self.arg == o.arg
+    }
+}
+
+impl Eq for ModVar {}
+
+impl std::hash::Hash for ModVar {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.def.name.hash(h);
+        self.arg.hash(h);
+    }
+}
+
+impl fmt::Debug for ModVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "${}{}", self.def.name, self.arg)
+    }
 }
 
 impl Var {
-    /// Resolve a variable name (without the `$`). Unknown names give `None`.
+    /// Resolve the name (without the `$`) of a variable the core provides.
+    /// Other names give `None`.
     pub fn lookup(name: &str) -> Option<Var> {
         let lower = name.to_ascii_lowercase();
         let n = lower.as_str();
@@ -144,7 +152,6 @@ impl Var {
             "remote_addr" => Var::RemoteAddr,
             "binary_remote_addr" => Var::BinaryRemoteAddr,
             "remote_port" => Var::RemotePort,
-            "remote_user" => Var::RemoteUser,
             "realip_remote_addr" => Var::RealipRemoteAddr,
             "realip_remote_port" => Var::RealipRemotePort,
             "time_local" => Var::TimeLocal,
@@ -179,22 +186,6 @@ impl Var {
             "realpath_root" => Var::RealpathRoot,
             "request_body" => Var::RequestBody,
             "https" => Var::Https,
-            "ssl_protocol" => Var::Ssl(SslField::Protocol),
-            "ssl_cipher" => Var::Ssl(SslField::Cipher),
-            "ssl_server_name" => Var::Ssl(SslField::ServerName),
-            "ssl_session_reused" => Var::Ssl(SslField::SessionReused),
-            "fastcgi_script_name" => Var::FastcgiScriptName,
-            "fastcgi_path_info" => Var::FastcgiPathInfo,
-            "upstream_addr" => Var::Upstream(crate::upstream::Field::Addr),
-            "upstream_status" => Var::Upstream(crate::upstream::Field::Status),
-            "upstream_connect_time" => Var::Upstream(crate::upstream::Field::ConnectTime),
-            "upstream_header_time" => Var::Upstream(crate::upstream::Field::HeaderTime),
-            "upstream_response_time" => Var::Upstream(crate::upstream::Field::ResponseTime),
-            "limit_req_status" => Var::LimitReqStatus,
-            "limit_conn_status" => Var::LimitConnStatus,
-            "proxy_host" => Var::ProxyHost,
-            "proxy_port" => Var::ProxyPort,
-            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             _ => {
                 if let Some(h) = n.strip_prefix("http_") {
                     Var::Http(header_name(h))
@@ -219,7 +210,6 @@ impl Var {
             Var::RemoteAddr => "remote_addr",
             Var::BinaryRemoteAddr => "binary_remote_addr",
             Var::RemotePort => "remote_port",
-            Var::RemoteUser => "remote_user",
             Var::RealipRemoteAddr => "realip_remote_addr",
             Var::RealipRemotePort => "realip_remote_port",
             Var::TimeLocal => "time_local",
@@ -254,24 +244,13 @@ impl Var {
             Var::RealpathRoot => "realpath_root",
             Var::RequestBody => "request_body",
             Var::Https => "https",
-            Var::Ssl(SslField::Protocol) => "ssl_protocol",
-            Var::Ssl(SslField::Cipher) => "ssl_cipher",
-            Var::Ssl(SslField::ServerName) => "ssl_server_name",
-            Var::Ssl(SslField::SessionReused) => "ssl_session_reused",
-            Var::FastcgiScriptName => "fastcgi_script_name",
-            Var::FastcgiPathInfo => "fastcgi_path_info",
-            Var::Upstream(f) => f.var_name(),
-            Var::LimitReqStatus => "limit_req_status",
-            Var::LimitConnStatus => "limit_conn_status",
-            Var::ProxyHost => "proxy_host",
-            Var::ProxyPort => "proxy_port",
-            Var::ProxyAddXForwardedFor => "proxy_add_x_forwarded_for",
             Var::Capture(_)
             | Var::User(_)
             | Var::Arg(_)
             | Var::Http(_)
             | Var::Cookie(_)
-            | Var::SentHttp(_) => {
+            | Var::SentHttp(_)
+            | Var::Module(_) => {
                 return None;
             }
         })
@@ -291,6 +270,7 @@ impl fmt::Display for Var {
             Var::Cookie(c) => write!(f, "$cookie_{c}"),
             Var::Http(h) => write!(f, "$http_{}", h.replace('-', "_")),
             Var::SentHttp(h) => write!(f, "$sent_http_{}", h.replace('-', "_")),
+            Var::Module(m) => write!(f, "{m:?}"),
             _ => Ok(()),
         }
     }
@@ -347,8 +327,8 @@ impl Template {
     /// is missing`; an unknown name → `unknown "name" variable`. While a
     /// configuration loads, a name that is not built in is taken as a
     /// variable the configuration declares (`set`, `map`, named capture),
-    /// checked once the whole configuration is read (see [`registry`]).
-    pub fn compile(s: &str) -> Result<Template, String> {
+    /// checked once the whole configuration is read (see [`Vars`]).
+    pub fn compile(s: &str, vars: &mut Vars) -> Result<Template, String> {
         let b = s.as_bytes();
         let mut segments = Vec::new();
         let mut lit = Vec::new();
@@ -379,7 +359,7 @@ impl Template {
             };
 
             if (b'1'..=b'9').contains(&next) {
-                registry::note_captures();
+                vars.captures = true;
                 flush(&mut lit, &mut segments);
                 segments.push(Segment::Var(Var::Capture(next - b'0')));
                 i += 1;
@@ -410,9 +390,7 @@ impl Template {
             if name.is_empty() {
                 return Err(INVALID_NAME.to_string());
             }
-            let var = Var::lookup(name)
-                .or_else(|| registry::reference(name))
-                .ok_or_else(|| format!("unknown \"{name}\" variable"))?;
+            let var = vars.reference(name);
             flush(&mut lit, &mut segments);
             segments.push(Segment::Var(var));
         }
@@ -427,10 +405,10 @@ impl Template {
     /// Compile several strings as one template, each on its own (so a `$`
     /// or `\` at the end of one part does not combine with the next), the
     /// way nginx compiles a multi-string `log_format`.
-    pub fn compile_parts(parts: &[&str]) -> Result<Template, String> {
+    pub fn compile_parts(parts: &[&str], vars: &mut Vars) -> Result<Template, String> {
         let mut segments: Vec<Segment> = Vec::new();
         for part in parts {
-            let t = Template::compile(part)?;
+            let t = Template::compile(part, vars)?;
             for seg in t.segments.into_vec() {
                 match (segments.last_mut(), seg) {
                     (Some(Segment::Lit(prev)), Segment::Lit(l)) => {
@@ -546,15 +524,6 @@ pub fn find_cookie<'a>(cookie_header: &'a [u8], name: &str) -> Option<&'a [u8]> 
 }
 
 /// Append `n` in decimal to `out` without allocating.
-/// What `$ssl_*` variables tell of a TLS connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SslField {
-    Protocol,
-    Cipher,
-    ServerName,
-    SessionReused,
-}
-
 pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
@@ -612,143 +581,124 @@ pub struct VarTable {
     pub captures: bool,
 }
 
-/// Variables declared while one configuration loads. Directives declare
-/// (`set`, `map`, named captures) and reference (any template) variables in
-/// any order, as in nginx; a name referenced but never declared is an error
-/// at the end of the load, reported at the directive that first used it.
-///
-/// The registry lives in a thread-local installed by [`registry::begin`] for
-/// the duration of one load, so `Template::compile` keeps its simple
-/// signature for every module; outside a load only built-in names compile.
-pub mod registry {
-    use super::{UserKind, UserVar, Var, VarTable};
-    use crate::conf::ast::{ConfError, Span};
-    use std::cell::RefCell;
-    use std::collections::HashMap;
+/// The variables of one configuration load: the modules' names, and the
+/// ones the configuration declares (`set`, `map`, named captures) and
+/// references (any template), in any order, as in nginx. A name referenced
+/// but never declared is an error at the end of the load, reported at the
+/// directive that first used it.
+pub struct Vars {
+    modules: Vec<&'static VarDef>,
+    entries: Vec<Entry>,
+    by_name: HashMap<Box<str>, u32>,
+    /// Where a first use is reported: the directive being applied.
+    span: Option<Span>,
+    /// Some template reads `$1`..`$9`.
+    pub captures: bool,
+}
 
-    struct Entry {
-        name: Box<str>,
-        kind: Option<UserKind>,
-        first_use: Option<Span>,
-    }
+struct Entry {
+    name: Box<str>,
+    kind: Option<UserKind>,
+    first_use: Option<Span>,
+}
 
-    #[derive(Default)]
-    struct Registry {
-        entries: Vec<Entry>,
-        by_name: HashMap<Box<str>, u32>,
-        span: Option<Span>,
-        captures: bool,
-    }
-
-    thread_local! {
-        static REG: RefCell<Option<Registry>> = const { RefCell::new(None) };
-    }
-
-    /// Removes the registry when dropped (also when a load fails part way).
-    pub struct Guard(());
-
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            REG.with(|r| r.borrow_mut().take());
+impl Vars {
+    pub fn new(modules: &[&'static Module]) -> Vars {
+        Vars {
+            modules: modules.iter().flat_map(|m| m.variables.iter()).collect(),
+            entries: Vec::new(),
+            by_name: HashMap::new(),
+            span: None,
+            captures: false,
         }
-    }
-
-    /// Start collecting the variables of one configuration load.
-    pub fn begin() -> Guard {
-        REG.with(|r| *r.borrow_mut() = Some(Registry::default()));
-        Guard(())
     }
 
     /// The directive being applied: where a first use is reported.
-    pub fn at(span: &Span) {
-        REG.with(|r| {
-            if let Some(reg) = r.borrow_mut().as_mut() {
-                reg.span = Some(span.clone());
-            }
-        });
+    pub fn at(&mut self, span: &Span) {
+        self.span = Some(span.clone());
     }
 
-    /// A template reads a numbered capture.
-    pub fn note_captures() {
-        REG.with(|r| {
-            if let Some(reg) = r.borrow_mut().as_mut() {
-                reg.captures = true;
-            }
-        });
-    }
-
-    fn slot(reg: &mut Registry, name: &str) -> u32 {
+    /// A variable the core or a module provides.
+    pub fn provided(&self, name: &str) -> Option<Var> {
+        if let Some(v) = Var::lookup(name) {
+            return Some(v);
+        }
         let lower = name.to_ascii_lowercase();
-        if let Some(&i) = reg.by_name.get(lower.as_str()) {
+        self.modules.iter().find_map(|&def| {
+            let arg = match def.prefix {
+                true => lower.strip_prefix(def.name)?,
+                false if lower == def.name => "",
+                false => return None,
+            };
+            Some(Var::Module(ModVar {
+                def,
+                arg: arg.into(),
+            }))
+        })
+    }
+
+    fn slot(&mut self, name: &str) -> u32 {
+        let lower = name.to_ascii_lowercase();
+        if let Some(&i) = self.by_name.get(lower.as_str()) {
             return i;
         }
-        let i = reg.entries.len() as u32;
-        reg.entries.push(Entry {
+        let i = self.entries.len() as u32;
+        self.entries.push(Entry {
             name: lower.clone().into(),
             kind: None,
             first_use: None,
         });
-        reg.by_name.insert(lower.into(), i);
+        self.by_name.insert(lower.into(), i);
         i
     }
 
-    /// A template names a variable that is not built in: during a load it
-    /// becomes a declared variable (checked at the end); `None` otherwise.
-    pub fn reference(name: &str) -> Option<Var> {
-        REG.with(|r| {
-            let mut r = r.borrow_mut();
-            let reg = r.as_mut()?;
-            let i = slot(reg, name);
-            let span = reg.span.clone();
-            let e = &mut reg.entries[i as usize];
-            if e.first_use.is_none() {
-                e.first_use = span;
-            }
-            Some(Var::User(UserVar {
-                index: i,
-                name: e.name.clone(),
-            }))
+    /// A template names a variable: one provided, or one the configuration
+    /// declares (checked at the end of the load).
+    pub fn reference(&mut self, name: &str) -> Var {
+        if let Some(v) = self.provided(name) {
+            return v;
+        }
+        let i = self.slot(name);
+        let span = self.span.clone();
+        let e = &mut self.entries[i as usize];
+        if e.first_use.is_none() {
+            e.first_use = span;
+        }
+        Var::User(UserVar {
+            index: i,
+            name: e.name.clone(),
         })
     }
 
-    /// Declare a variable. A built-in name is refused as nginx does ("the
+    /// Declare a variable. A provided name is refused as nginx does ("the
     /// duplicate ... variable"); a computed declaration replaces a plain
-    /// one, and two computed ones for one name are refused. `None` outside
-    /// a load.
-    pub fn declare(name: &str, kind: UserKind) -> Result<Option<UserVar>, String> {
-        if Var::lookup(name).is_some() {
+    /// one, and two computed ones for one name are refused.
+    pub fn declare(&mut self, name: &str, kind: UserKind) -> Result<UserVar, String> {
+        if self.provided(name).is_some() {
             return Err(format!("the duplicate \"{name}\" variable"));
         }
-        REG.with(|r| {
-            let mut r = r.borrow_mut();
-            let Some(reg) = r.as_mut() else {
-                return Ok(None);
-            };
-            let i = slot(reg, name);
-            let e = &mut reg.entries[i as usize];
-            match (&e.kind, kind) {
-                (Some(UserKind::Computed(_)), UserKind::Computed(_)) => {
-                    return Err(format!("the duplicate \"{name}\" variable"));
-                }
-                (Some(UserKind::Computed(_)), UserKind::Set) => {}
-                (_, k) => e.kind = Some(k),
+        let i = self.slot(name);
+        let e = &mut self.entries[i as usize];
+        match (&e.kind, kind) {
+            (Some(UserKind::Computed(_)), UserKind::Computed(_)) => {
+                return Err(format!("the duplicate \"{name}\" variable"));
             }
-            Ok(Some(UserVar {
-                index: i,
-                name: e.name.clone(),
-            }))
+            (Some(UserKind::Computed(_)), UserKind::Set) => {}
+            (_, k) => e.kind = Some(k),
+        }
+        Ok(UserVar {
+            index: i,
+            name: e.name.clone(),
         })
     }
 
     /// End the load: every referenced variable must have been declared.
-    pub fn finish(guard: Guard) -> Result<VarTable, ConfError> {
-        let reg = REG.with(|r| r.borrow_mut().take()).unwrap_or_default();
-        drop(guard);
+    pub fn finish(self) -> Result<VarTable, ConfError> {
         let mut t = VarTable {
-            captures: reg.captures,
+            captures: self.captures,
             ..Default::default()
         };
-        for e in reg.entries {
+        for e in self.entries {
             let Some(kind) = e.kind else {
                 let msg = format!("unknown \"{}\" variable", e.name);
                 return Err(match &e.first_use {
@@ -955,7 +905,7 @@ fn contains_lower(s: &[u8], l: &[u8]) -> bool {
 
 impl Re {
     /// Compile; the error reads as nginx's (`regex "…" compile failed: …`).
-    pub fn new(pattern: &str, caseless: bool) -> Result<Re, String> {
+    pub fn new(pattern: &str, caseless: bool, vars: &mut Vars) -> Result<Re, String> {
         let build = |unicode: bool| {
             regex::bytes::RegexBuilder::new(pattern)
                 .case_insensitive(caseless)
@@ -968,10 +918,8 @@ impl Re {
         };
         let mut named = Vec::new();
         for (i, name) in re.capture_names().enumerate() {
-            if let Some(n) = name
-                && let Some(v) = registry::declare(n, UserKind::Set)?
-            {
-                named.push((i, v.index));
+            if let Some(n) = name {
+                named.push((i, vars.declare(n, UserKind::Set)?.index));
             }
         }
         Ok(Re {
@@ -1090,7 +1038,7 @@ mod tests {
     }
 
     fn render(t: &str) -> String {
-        let t = Template::compile(t).unwrap();
+        let t = Template::compile(t, &mut Vars::new(&[])).unwrap();
         let mut out = Vec::new();
         t.render(&src(), &mut out);
         String::from_utf8(out).unwrap()
@@ -1150,7 +1098,7 @@ mod tests {
 
     #[test]
     fn captures() {
-        let t = Template::compile("/$1/$12").unwrap();
+        let t = Template::compile("/$1/$12", &mut Vars::new(&[])).unwrap();
         assert_eq!(
             t.segments(),
             &[
@@ -1163,15 +1111,17 @@ mod tests {
         );
         assert_eq!(render("$1-$9"), "cap1-");
         // "$0" is a name, not a capture, and there is no such variable.
+        let mut vars = Vars::new(&[]);
+        Template::compile("$0", &mut vars).unwrap();
         assert_eq!(
-            Template::compile("$0").unwrap_err(),
+            vars.finish().unwrap_err().to_string(),
             "unknown \"0\" variable"
         );
     }
 
     #[test]
     fn escaped_dollar() {
-        let t = Template::compile(r"cost \$5 \n").unwrap();
+        let t = Template::compile(r"cost \$5 \n", &mut Vars::new(&[])).unwrap();
         assert!(t.is_literal());
         assert_eq!(t.literal(), Some(&br"cost $5 \n"[..]));
         assert_eq!(render(r"\$uri=$uri"), "$uri=/index.html");
@@ -1179,14 +1129,14 @@ mod tests {
 
     #[test]
     fn literal_checks() {
-        let t = Template::compile("abc").unwrap();
+        let t = Template::compile("abc", &mut Vars::new(&[])).unwrap();
         assert!(t.is_literal());
         assert_eq!(t.literal(), Some(&b"abc"[..]));
         assert_eq!(t.source(), "abc");
-        let e = Template::compile("").unwrap();
+        let e = Template::compile("", &mut Vars::new(&[])).unwrap();
         assert!(e.is_literal());
         assert_eq!(e.literal(), Some(&b""[..]));
-        let v = Template::compile("a$uri").unwrap();
+        let v = Template::compile("a$uri", &mut Vars::new(&[])).unwrap();
         assert!(!v.is_literal());
         assert_eq!(v.literal(), None);
         assert_eq!(v.to_string(), "a$uri");
@@ -1194,7 +1144,7 @@ mod tests {
 
     #[test]
     fn parts() {
-        let t = Template::compile_parts(&["a $uri", " b", " c"]).unwrap();
+        let t = Template::compile_parts(&["a $uri", " b", " c"], &mut Vars::new(&[])).unwrap();
         assert_eq!(
             t.segments(),
             &[
@@ -1205,17 +1155,21 @@ mod tests {
         );
         assert_eq!(t.source(), "a $uri b c");
         assert_eq!(
-            Template::compile_parts(&["x$", "uri"]).unwrap_err(),
+            Template::compile_parts(&["x$", "uri"], &mut Vars::new(&[])).unwrap_err(),
             "invalid variable name"
         );
-        let t = Template::compile_parts(&["\\", "$uri"]).unwrap();
+        let t = Template::compile_parts(&["\\", "$uri"], &mut Vars::new(&[])).unwrap();
         assert_eq!(t.segments()[1], Segment::Var(Var::Uri));
-        assert!(Template::compile_parts(&[]).unwrap().is_literal());
+        assert!(
+            Template::compile_parts(&[], &mut Vars::new(&[]))
+                .unwrap()
+                .is_literal()
+        );
     }
 
     #[test]
     fn errors() {
-        let err = |s: &str| Template::compile(s).unwrap_err();
+        let err = |s: &str| Template::compile(s, &mut Vars::new(&[])).unwrap_err();
         assert_eq!(err("abc$"), "invalid variable name");
         assert_eq!(err("$ x"), "invalid variable name");
         assert_eq!(err("${}"), "invalid variable name");
@@ -1228,8 +1182,6 @@ mod tests {
             err("${uri-x}"),
             "the closing bracket in \"uri\" variable is missing"
         );
-        assert_eq!(err("$nosuch"), "unknown \"nosuch\" variable");
-        assert_eq!(err("${foo_bar}x"), "unknown \"foo_bar\" variable");
     }
 
     #[test]
@@ -1309,7 +1261,7 @@ mod tests {
         ];
         for p in pats {
             for caseless in [false, true] {
-                let re = Re::new(p, caseless).unwrap();
+                let re = Re::new(p, caseless, &mut Vars::new(&[])).unwrap();
                 for s in subjects {
                     assert_eq!(
                         re.is_match(s),
@@ -1321,15 +1273,21 @@ mod tests {
             }
         }
         assert!(matches!(
-            Re::new(r"\.php$", true).unwrap().quick(),
+            Re::new(r"\.php$", true, &mut Vars::new(&[]))
+                .unwrap()
+                .quick(),
             Quick::Last(_)
         ));
         assert!(matches!(
-            Re::new(r"^/api/", false).unwrap().quick(),
+            Re::new(r"^/api/", false, &mut Vars::new(&[]))
+                .unwrap()
+                .quick(),
             Quick::At(1, _)
         ));
         assert!(matches!(
-            Re::new(r"/\.ht", false).unwrap().quick(),
+            Re::new(r"/\.ht", false, &mut Vars::new(&[]))
+                .unwrap()
+                .quick(),
             Quick::Any
         ));
     }
@@ -1337,24 +1295,57 @@ mod tests {
     #[test]
     fn registry_declares_and_checks() {
         use crate::conf::ast::Span;
-        let g = registry::begin();
-        registry::at(&Span::new("t.conf", 3));
-        let t = Template::compile("$later-$1").unwrap();
+        let mut vars = Vars::new(&[]);
+        vars.at(&Span::new("t.conf", 3));
+        let t = Template::compile("$later-$1", &mut vars).unwrap();
         assert!(matches!(&t.segments()[0], Segment::Var(Var::User(u)) if &*u.name == "later"));
-        assert!(registry::declare("uri", UserKind::Set).is_err());
-        let v = registry::declare("Later", UserKind::Set).unwrap().unwrap();
+        assert!(vars.declare("uri", UserKind::Set).is_err());
+        let v = vars.declare("Later", UserKind::Set).unwrap();
         assert_eq!(&*v.name, "later");
-        let table = registry::finish(g).unwrap();
+        let table = vars.finish().unwrap();
         assert!(table.captures);
         assert_eq!(table.names.len(), 1);
-        // Outside a load only built-in names compile.
-        assert!(Template::compile("$later").is_err());
 
-        let g = registry::begin();
-        registry::at(&Span::new("t.conf", 7));
-        Template::compile("$nope").unwrap();
-        let err = registry::finish(g).unwrap_err();
+        let mut vars = Vars::new(&[]);
+        vars.at(&Span::new("t.conf", 7));
+        Template::compile("$nope", &mut vars).unwrap();
+        let err = vars.finish().unwrap_err();
         assert_eq!(err.to_string(), "unknown \"nope\" variable in t.conf:7");
+    }
+
+    #[test]
+    fn module_variables_by_name_and_prefix() {
+        static VARS: &[VarDef] = &[
+            VarDef {
+                name: "up_status",
+                prefix: false,
+                get: |_, _, out| out.extend_from_slice(b"200"),
+            },
+            VarDef {
+                name: "up_http_",
+                prefix: true,
+                get: |_, arg, out| out.extend_from_slice(arg.as_bytes()),
+            },
+        ];
+        static M: Module = Module {
+            name: "m",
+            variables: VARS,
+            ..Module::EMPTY
+        };
+        let mut vars = Vars::new(&[&M]);
+        let Var::Module(v) = vars.reference("Up_Status") else {
+            panic!("a module's variable");
+        };
+        assert!(std::ptr::eq(v.def, &VARS[0]) && v.arg.is_empty());
+        let Var::Module(v) = vars.reference("up_http_X_Id") else {
+            panic!("a module's prefix variable");
+        };
+        assert!(std::ptr::eq(v.def, &VARS[1]) && &*v.arg == "x_id");
+        assert_eq!(
+            vars.declare("up_status", UserKind::Set).unwrap_err(),
+            "the duplicate \"up_status\" variable"
+        );
+        assert!(vars.finish().unwrap().names.is_empty());
     }
 
     #[test]

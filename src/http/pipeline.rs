@@ -6,11 +6,11 @@
 
 use crate::conf::model::CoreConf;
 use crate::core::clock;
+use crate::core::request::TlsInfo;
 use crate::core::request::{BodyError, Peer, Request, RequestBody};
 use crate::core::route::VirtualHosts;
 use crate::http::h1::parse::{BodyFraming, Limits, RequestHead};
 use crate::http::response::Response;
-use crate::modules::ssl::stream::TlsInfo;
 use crate::modules::static_files::uri;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub fn request<'a>(
         conf: &server.conf,
         // Root, URI and an index name fit without regrowing.
         filename: Vec::with_capacity(
-            server.conf.static_files.root.as_os_str().len() + head.path().len() + 32,
+            server.conf.core.root.as_os_str().len() + head.path().len() + 32,
         ),
         body_read: 0,
         state: Default::default(),

@@ -1,11 +1,12 @@
-//! Feature modules: each one holds its runtime and its directives.
+//! Feature modules: each one a folder holding its runtime, its directives
+//! and its `MODULE` declaration ([`crate::core::module::Module`]), and one
+//! line in [`MODULES`].
 
 pub mod access;
 pub mod auth_basic;
 pub mod autoindex;
 pub mod cgi;
 pub mod compress;
-pub mod error_page;
 pub mod fastcgi;
 pub mod headers;
 pub mod limit_conn;
@@ -21,47 +22,135 @@ pub mod status;
 pub mod try_files;
 pub mod zone;
 
-/// Response filters, in order, run on every response a request produces
-/// (header changes, body transformations). Each feature adds its own here.
-pub fn filter_response(
-    req: &crate::core::request::Request<'_>,
-    resp: &mut crate::http::response::Response,
-) {
-    headers::filter(req, resp);
-    compress::filter(req, resp);
-}
+use crate::core::module::Module;
 
-/// The preaccess and access phases (nginx's order: limits first, then
-/// allow/deny and authentication), run for the location a request ended up in,
-/// after its rewrite phase and before try_files. `Some` answers the request.
-pub async fn access_phases(
-    req: &mut crate::core::request::Request<'_>,
-    body: &mut dyn crate::core::request::RequestBody,
-) -> Option<crate::http::response::Response> {
-    // realip first (nginx's preaccess order): limits and access see its address.
-    realip::apply(req);
-    if let Some(r) = limit_req::apply(req, body).await {
-        return Some(r);
-    }
-    if let Some(r) = limit_conn::apply(req) {
-        return Some(r);
-    }
-    // access
-    access::phase(req).await
-}
+/// Every module, in the order their hooks of one kind run when their
+/// declared orders tie. A configuration load, the directive reference and
+/// `-V` walk this list.
+pub static MODULES: &[&Module] = &[
+    &crate::server::MODULE,
+    &static_files::MODULE,
+    &log::MODULE,
+    &status::MODULE,
+    &rewrite::MODULE,
+    &map::MODULE,
+    &try_files::MODULE,
+    &headers::MODULE,
+    &autoindex::MODULE,
+    &compress::MODULE,
+    &crate::upstream::MODULE,
+    &proxy::MODULE,
+    &fastcgi::MODULE,
+    &cgi::MODULE,
+    &ssl::MODULE,
+    &access::MODULE,
+    &auth_basic::MODULE,
+    &realip::MODULE,
+    &crate::http::h2::MODULE,
+    &zone::MODULE,
+    &limit_req::MODULE,
+    &limit_conn::MODULE,
+];
 
-/// Per-worker housekeeping, once a second: flush access-log buffers, drop
-/// inactive open-file cache entries.
+/// Per-worker housekeeping: every module's tick, once a second.
 pub async fn timers() {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         tick.tick().await;
-        log::flush_due();
-        static_files::cache::sweep();
+        for t in MODULES.iter().filter_map(|m| m.hooks.tick) {
+            t();
+        }
     }
 }
 
-/// A worker is about to exit: write out what is buffered.
+/// A worker is about to exit: every module's exit hook (write out buffers).
 pub fn worker_exit() {
-    log::flush_all();
+    for f in MODULES.iter().filter_map(|m| m.hooks.worker_exit) {
+        f();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MODULES;
+    use crate::conf::table::{all, reference_markdown};
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_module_folder_is_registered() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/modules");
+        let names: HashSet<&str> = MODULES.iter().map(|m| m.name).collect();
+        assert_eq!(names.len(), MODULES.len(), "two modules share a name");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            if !entry.file_type().unwrap().is_dir() {
+                continue;
+            }
+            let folder = entry.file_name().into_string().unwrap();
+            assert!(
+                names.contains(folder.as_str()),
+                "src/modules/{folder} is not in modules::MODULES (its MODULE's name must be \"{folder}\")"
+            );
+        }
+    }
+
+    #[test]
+    fn directive_names_are_unique_and_documented() {
+        let mut seen = HashSet::new();
+        for d in all(MODULES) {
+            assert!(seen.insert(d.name), "duplicate table entry {}", d.name);
+            assert!(
+                !d.doc.is_empty() && !d.syntax.is_empty(),
+                "{} lacks docs",
+                d.name
+            );
+            assert!(d.syntax.starts_with(d.name), "{} syntax line", d.name);
+            assert!(d.arity.min <= d.arity.max, "{} arity", d.name);
+        }
+    }
+
+    #[test]
+    fn every_directive_has_an_example() {
+        let names: HashSet<&str> = all(MODULES).map(|d| d.name).collect();
+        for d in all(MODULES) {
+            assert!(
+                d.doc.contains("```nginx") || crate::conf::examples::example(d.name).is_some(),
+                "{}: add an example (a ```nginx block in its doc, or a line in conf/examples.rs)",
+                d.name
+            );
+        }
+        for (name, _) in crate::conf::examples::EXAMPLES {
+            assert!(
+                names.contains(name),
+                "conf/examples.rs names no directive {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn variable_names_are_unique() {
+        let mut seen = HashSet::new();
+        for v in MODULES.iter().flat_map(|m| m.variables) {
+            assert!(seen.insert(v.name), "two modules declare ${}", v.name);
+            assert!(
+                crate::core::vars::Var::lookup(v.name).is_none(),
+                "${} is also a core variable",
+                v.name
+            );
+        }
+    }
+
+    #[test]
+    fn reference_doc_is_in_step() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/directives.md");
+        let want = reference_markdown(MODULES);
+        if std::env::var_os("VIREO_UPDATE_DOCS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/directives.md is stale: run `VIREO_UPDATE_DOCS=1 cargo test --lib reference_doc`"
+        );
+    }
 }

@@ -22,6 +22,7 @@ use crate::conf::ast::Span;
 use crate::conf::load::{self, Config, Listener, Source};
 use crate::conf::model::{ListenAddr, SockOpts};
 use crate::core::errlog::{self, Level, errno_text};
+use crate::core::module::Module;
 use crate::error_log;
 use arc_swap::ArcSwap;
 use socket::Bound;
@@ -584,6 +585,7 @@ impl Master {
             &self.opts.source,
             &self.opts.prefix,
             self.opts.global.as_deref(),
+            crate::modules::MODULES,
         )
         .map_err(|e| e.to_string())?;
         let old = self.shared.config.load_full();
@@ -1005,7 +1007,9 @@ fn reopen_logs(shared: &Shared) {
     if let Err(e) = crate::core::errlog::reopen() {
         error_log!(Alert, "reopening the error log failed ({})", errno_text(&e));
     }
-    for f in &shared.config.load().log_files {
+    let config = shared.config.load();
+    let logs = config.ext.get::<crate::modules::log::conf::LogEnv>();
+    for f in logs.map(|l| l.files()).unwrap_or_default() {
         if let Err(e) = f.reopen() {
             error_log!(
                 Alert,
@@ -1016,3 +1020,10 @@ fn reopen_logs(shared: &Shared) {
         }
     }
 }
+
+/// The directives of processes and listening: workers, pid, user, events.
+pub static MODULE: Module = Module {
+    name: "server",
+    directives: &[conf::DIRECTIVES],
+    ..Module::EMPTY
+};

@@ -187,7 +187,7 @@ pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
         Ok(())
     }
     /// The TLS connection's details, on a TLS stream.
-    fn tls(&self) -> Option<&std::sync::Arc<crate::modules::ssl::stream::TlsInfo>> {
+    fn tls(&self) -> Option<&std::sync::Arc<crate::core::request::TlsInfo>> {
         None
     }
     /// TCP options; no-ops on unix sockets.

@@ -9,45 +9,27 @@
 //! with http-level directives (`server`, `keepalive_timeout`), so the block
 //! reads its own directives rather than going through the main table.
 //!
-//! Blocks and references are collected in a thread-local registry while one
-//! configuration loads ([`begin`] … [`finish`]); a reference may come before
-//! the block it names, as in nginx.
+//! Blocks and references are collected in the load's [`Registry`] (in
+//! `Env::ext`) and resolved when the load ends ([`finish`]); a reference may
+//! come before the block it names, as in nginx.
 
 use super::balance::{Method, PeerSpec};
 use super::health::Check;
 use super::{PeerAddr, Upstream, UpstreamRef};
 use crate::conf::ast::{ConfError, Directive, Span};
-use crate::conf::table::{Arity, Ctx, Def};
+use crate::conf::table::{Arity, Ctx, Def, Env};
 use crate::conf::values::{self, option, parse_time};
-use std::cell::RefCell;
+use crate::core::vars::{Template, Vars};
 use std::net::ToSocketAddrs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// The upstream blocks and references of one load.
 #[derive(Default)]
-struct Registry {
+pub struct Registry {
     blocks: Vec<(Arc<Upstream>, Span)>,
     refs: Vec<(String, u16, Span, UpstreamRef)>,
-}
-
-thread_local! {
-    static REG: RefCell<Option<Registry>> = const { RefCell::new(None) };
-}
-
-/// Removes the registry when dropped (also when a load fails part way).
-pub struct Guard(());
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        REG.with(|r| r.borrow_mut().take());
-    }
-}
-
-/// Start collecting the upstreams of one configuration load.
-pub fn begin() -> Guard {
-    REG.with(|r| *r.borrow_mut() = Some(Registry::default()));
-    Guard(())
 }
 
 fn next_id() -> u64 {
@@ -57,29 +39,25 @@ fn next_id() -> u64 {
 
 /// A handler names an upstream: a block name, `host[:port]`, `ip:port`, or
 /// `unix:/path`; `port` is the default port for an implicit upstream.
-/// Resolved by [`finish`]. Outside a load (unit tests) an address is
-/// resolved at once.
-pub fn reference(name: &str, port: u16, span: &Span) -> Result<UpstreamRef, ConfError> {
+/// Resolved by [`finish`].
+pub fn reference(
+    env: &mut Env,
+    name: &str,
+    port: u16,
+    span: &Span,
+) -> Result<UpstreamRef, ConfError> {
     let r = UpstreamRef(Arc::new(OnceLock::new()));
-    let queued = REG.with(|reg| match reg.borrow_mut().as_mut() {
-        Some(reg) => {
-            reg.refs
-                .push((name.to_string(), port, span.clone(), r.clone()));
-            true
-        }
-        None => false,
-    });
-    if !queued {
-        let _ = r.0.set(implicit(name, port, span)?);
-    }
+    env.ext
+        .entry::<Registry>()
+        .refs
+        .push((name.to_string(), port, span.clone(), r.clone()));
     Ok(r)
 }
 
 /// End the load: resolve every reference. Starts active health checks of
 /// the upstreams in use and shows the upstreams in /metrics.
-pub fn finish(guard: Guard) -> Result<(), ConfError> {
-    let reg = REG.with(|r| r.borrow_mut().take()).unwrap_or_default();
-    drop(guard);
+pub fn finish(env: &mut Env) -> Result<(), ConfError> {
+    let reg = env.ext.remove::<Registry>().unwrap_or_default();
     for (i, (u, span)) in reg.blocks.iter().enumerate() {
         if reg.blocks[..i].iter().any(|(o, _)| o.name == u.name) {
             return Err(ConfError::new(
@@ -226,7 +204,7 @@ fn arity(d: &Directive, min: usize, max: usize) -> Result<(), ConfError> {
     Ok(())
 }
 
-fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
+fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError> {
     let name = d.arg(0).to_string();
     let mut peers = Vec::new();
     let mut addrs = Vec::new();
@@ -238,7 +216,7 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
     let mut health = None;
     let mut queue: Option<super::queue::Conf> = None;
     for c in d.block.as_deref().unwrap_or(&[]) {
-        crate::core::vars::registry::at(&c.span);
+        vars.at(&c.span);
         let set_method = |m: &mut Option<Method>, v: Method| {
             if m.is_some() {
                 return Err(err(c, "load balancing method redefined"));
@@ -295,8 +273,7 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
                     v => return Err(values::bad_arg(c, v)),
                 };
                 set_method(&mut method, Method::Hash { consistent })?;
-                hash_key =
-                    Some(crate::core::vars::Template::compile(c.arg(0)).map_err(|e| err(c, e))?);
+                hash_key = Some(Template::compile(c.arg(0), vars).map_err(|e| err(c, e))?);
             }
             "random" => {
                 arity(c, 0, 1)?;
@@ -383,13 +360,12 @@ pub static DIRECTIVES: &[Def] = &[Def {
     name: "upstream",
     ctx: Ctx::HTTP,
     arity: Arity::block(1, 1),
-    set: |_, d, _| {
-        let u = upstream_block(d)?;
-        REG.with(|r| {
-            if let Some(reg) = r.borrow_mut().as_mut() {
-                reg.blocks.push((Arc::new(u), d.span.clone()));
-            }
-        });
+    set: |_, d, e| {
+        let u = upstream_block(d, &mut e.vars)?;
+        e.ext
+            .entry::<Registry>()
+            .blocks
+            .push((Arc::new(u), d.span.clone()));
         Ok(())
     },
     syntax: "upstream name { … }",

@@ -56,14 +56,17 @@ pub mod queue;
 pub mod response;
 pub mod stats;
 
+use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::core::module::{Hooks, Module, VarDef};
 pub use pool::UpConn;
 
 /// Where a peer listens.
@@ -375,4 +378,62 @@ pub fn intern_header_name(name: &str) -> Option<&'static str> {
     };
     LOCAL.with(|l| l.borrow_mut().insert(name.into(), n));
     Some(n)
+}
+
+/// The `upstream {}` block, balancing, keep-alive pools, health checks and
+/// the `$upstream_*` variables of proxy-like handlers.
+pub static MODULE: Module = Module {
+    name: "upstream",
+    nginx_default: &[
+        "http_upstream_hash_module",
+        "http_upstream_ip_hash_module",
+        "http_upstream_least_conn_module",
+        "http_upstream_random_module",
+        "http_upstream_keepalive_module",
+        "http_upstream_zone_module",
+    ],
+    directives: &[conf::DIRECTIVES],
+    variables: &[
+        VarDef {
+            name: "upstream_addr",
+            prefix: false,
+            get: |req, _, out| render(req, Field::Addr, out),
+        },
+        VarDef {
+            name: "upstream_status",
+            prefix: false,
+            get: |req, _, out| render(req, Field::Status, out),
+        },
+        VarDef {
+            name: "upstream_connect_time",
+            prefix: false,
+            get: |req, _, out| render(req, Field::ConnectTime, out),
+        },
+        VarDef {
+            name: "upstream_header_time",
+            prefix: false,
+            get: |req, _, out| render(req, Field::HeaderTime, out),
+        },
+        VarDef {
+            name: "upstream_response_time",
+            prefix: false,
+            get: |req, _, out| render(req, Field::ResponseTime, out),
+        },
+    ],
+    hooks: Hooks {
+        loaded: Some(conf::finish),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
+
+/// The `$upstream_*` values of a request a proxy-like handler served.
+pub fn vars<'r>(req: &'r Request<'_>) -> Option<&'r Rc<RefCell<UpstreamVars>>> {
+    req.state.ext.get::<Rc<RefCell<UpstreamVars>>>()
+}
+
+fn render(req: &Request<'_>, what: Field, out: &mut Vec<u8>) {
+    if let Some(u) = vars(req) {
+        u.borrow().render(what, out);
+    }
 }

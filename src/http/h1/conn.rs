@@ -13,6 +13,7 @@ pub use crate::core::request::Peer;
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::http::pipeline::{self, ClientBody, ConnRef, Ran, host_of};
 use crate::http::response::{Body, Response, write_head};
+use crate::modules::static_files::conf::StaticConf;
 use crate::server::Shared;
 use crate::server::idle::{self, Expired, IdleTimer};
 use crate::server::socket::Stream;
@@ -348,7 +349,7 @@ impl<S: Stream> Conn<S> {
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
-        let sf = &req.conf.static_files;
+        let sf = &req.conf.get::<StaticConf>();
         let sendfile = (sf.sendfile && S::PLAIN).then_some(sf.sendfile_max_chunk);
         let how = How {
             head_only,

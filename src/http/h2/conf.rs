@@ -39,7 +39,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "http2",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().http2.http2, flag(d, 0)?, d),
+        set: |s, d, _| set_once(&mut s.loc().get_mut::<Http2ConfSet>().http2, flag(d, 0)?, d),
         syntax: "http2 on | off;",
         default: "off",
         doc: "Speaks HTTP/2 on this server's addresses, as `listen … http2` does: an address speaks it when any of its servers says so (nginx ≥ 1.25.1). Cleartext connections that open with the HTTP/2 preface (prior knowledge, `curl --http2-prior-knowledge`) get HTTP/2; HTTP/1 clients on the same address keep working. See docs/http2.md.",
@@ -50,7 +50,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = bounded(d, number(d, 0)?, 1, u32::MAX.into())?;
-            set_once(&mut s.loc().http2.max_concurrent_streams, n as u32, d)
+            set_once(
+                &mut s.loc().get_mut::<Http2ConfSet>().max_concurrent_streams,
+                n as u32,
+                d,
+            )
         },
         syntax: "http2_max_concurrent_streams number;",
         default: "128",
@@ -62,7 +66,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = bounded(d, size(d, 0)?, 1, MAX_WINDOW)?;
-            set_once(&mut s.loc().http2.chunk_size, n as usize, d)
+            set_once(
+                &mut s.loc().get_mut::<Http2ConfSet>().chunk_size,
+                n as usize,
+                d,
+            )
         },
         syntax: "http2_chunk_size size;",
         default: "8k",
@@ -74,7 +82,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = bounded(d, size(d, 0)?, 0, MAX_WINDOW)?;
-            set_once(&mut s.loc().http2.body_preread_size, n as u32, d)
+            set_once(
+                &mut s.loc().get_mut::<Http2ConfSet>().body_preread_size,
+                n as u32,
+                d,
+            )
         },
         syntax: "http2_body_preread_size size;",
         default: "64k",

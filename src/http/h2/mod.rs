@@ -20,10 +20,11 @@ pub mod conf;
 mod send;
 
 use crate::conf::model::{CoreConf, Lingering};
+use crate::core::module::{Hooks, Module};
 use crate::core::request::Peer;
+use crate::core::request::TlsInfo;
 use crate::http::h1::parse::{self, RequestHead};
 use crate::http::pipeline::{self, ConnRef, Ran};
-use crate::modules::ssl::stream::TlsInfo;
 use crate::server::Shared;
 use crate::server::idle::{Expired, IdleTimer};
 use crate::server::worker::Slot;
@@ -69,7 +70,7 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
     let _slot = slot;
     let cfg = info.shared.config.load_full();
     let conf = &cfg.listener(info.listener).vhosts.default.conf;
-    let (core, h2c) = (&conf.core, &conf.http2);
+    let (core, h2c) = (&conf.core, &conf.get::<conf::Http2Conf>());
     let mut b = h2::server::Builder::new();
     b.max_concurrent_streams(h2c.max_concurrent_streams)
         .initial_window_size(h2c.body_preread_size)
@@ -415,3 +416,23 @@ async fn discard_rest(mut recv: h2::RecvStream, core: &CoreConf) {
         }
     }
 }
+
+/// HTTP/2 (`listen … http2`, `http2 on`) and its settings.
+pub static MODULE: Module = Module {
+    name: "http2",
+    nginx: &["http_v2_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::Http2Conf::KIND),
+    hooks: Hooks {
+        // `http2 on` in a server: its addresses speak HTTP/2 (nginx ≥ 1.25.1).
+        server: Some(|b| {
+            let on = b.conf.get::<conf::Http2Conf>().http2;
+            for l in b.listens.iter_mut() {
+                l.http2 |= on;
+            }
+            Ok(())
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

@@ -5,6 +5,7 @@
 //! from an upstream, so a slow reader holds back the file reads and the
 //! upstream instead of filling memory.
 
+use super::conf::Http2Conf;
 use crate::core::clock;
 use crate::core::request::Request;
 use crate::http::h1::parse::Method;
@@ -51,7 +52,7 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     if let Ok(stream) = tx.send_response(head, no_body) {
         let mut out = Out {
             s: stream,
-            chunk: req.conf.http2.chunk_size,
+            chunk: req.conf.get::<Http2Conf>().chunk_size,
             timeout: core.send_timeout,
             sent: 0,
         };

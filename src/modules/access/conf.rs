@@ -57,7 +57,10 @@ fn add_rule(s: &mut Scope<'_>, d: &Directive, env: &mut Env, deny: bool) -> Resu
     } else {
         Who::Net(parse_net(d, env)?)
     };
-    crate::conf::values::push(&mut s.loc().access.rules, Rule { who, deny });
+    crate::conf::values::push(
+        &mut s.loc().get_mut::<AccessConfSet>().rules,
+        Rule { who, deny },
+    );
     Ok(())
 }
 
@@ -99,7 +102,7 @@ pub static DIRECTIVES: &[Def] = &[
                     ));
                 }
             };
-            set_once(&mut s.loc().access.satisfy, v, d)
+            set_once(&mut s.loc().get_mut::<AccessConfSet>().satisfy, v, d)
         },
         syntax: "satisfy all | any;",
         default: "all",

@@ -19,10 +19,12 @@
 pub mod cidr;
 pub mod conf;
 
+use crate::core::module::{Hooks, Module, Ordered, Phase};
 use crate::core::request::{Peer, Request};
 use crate::http::response::Response;
 use crate::modules::auth_basic::{self, Auth};
 pub use cidr::{Cidr, Client};
+use conf::AccessConf;
 use conf::{Rule, Satisfy, Who};
 
 /// What the rules say about a client.
@@ -62,7 +64,7 @@ pub fn check(rules: &[Rule], client: Peer) -> Verdict {
 /// The access phase: allow/deny, then basic authentication, combined as
 /// `satisfy` says. `Some` answers the request.
 pub async fn phase(req: &mut Request<'_>) -> Option<Response> {
-    let conf = &req.conf.access;
+    let conf = &req.conf.get::<AccessConf>();
     let verdict = check(&conf.rules, req.client_addr());
     match conf.satisfy {
         Satisfy::All => {
@@ -90,6 +92,31 @@ pub async fn phase(req: &mut Request<'_>) -> Option<Response> {
         }
     }
 }
+
+/// allow/deny, then basic authentication, combined by `satisfy`.
+pub static MODULE: Module = Module {
+    name: "access",
+    nginx_default: &["http_access_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::AccessConf::KIND),
+    hooks: Hooks {
+        access: Some(Ordered {
+            order: 30,
+            run: |req, _| {
+                let c = req.conf.get::<conf::AccessConf>();
+                let a = req
+                    .conf
+                    .get::<crate::modules::auth_basic::conf::AuthBasicConf>();
+                if c.rules.is_empty() && a.realm.is_none() {
+                    return Phase::Next;
+                }
+                Phase::Wait(Box::pin(phase(req)))
+            },
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {

@@ -20,13 +20,16 @@ pub static DIRECTIVES: &[Def] = &[
         name: "auth_basic",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| {
+        set: |s, d, e| {
             let v = if d.arg(0) == "off" {
                 None
             } else {
-                Some(Template::compile(d.arg(0)).map_err(|e| ConfError::new(e, &d.span))?)
+                Some(
+                    Template::compile(d.arg(0), &mut e.vars)
+                        .map_err(|e| ConfError::new(e, &d.span))?,
+                )
             };
-            set_once(&mut s.loc().auth_basic.realm, v, d)
+            set_once(&mut s.loc().get_mut::<AuthBasicConfSet>().realm, v, d)
         },
         syntax: "auth_basic string | off;",
         default: "off",
@@ -38,9 +41,13 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, env| {
             let path = env.path(d.arg(0));
-            let t = Template::compile(&path.to_string_lossy())
+            let t = Template::compile(&path.to_string_lossy(), &mut env.vars)
                 .map_err(|e| ConfError::new(e, &d.span))?;
-            set_once(&mut s.loc().auth_basic.user_file, Some(t), d)
+            set_once(
+                &mut s.loc().get_mut::<AuthBasicConfSet>().user_file,
+                Some(t),
+                d,
+            )
         },
         syntax: "auth_basic_user_file file;",
         default: "—",

@@ -16,10 +16,12 @@ pub mod conf;
 pub mod hash;
 pub mod users;
 
+use crate::core::module::{Module, VarDef};
 use crate::core::request::Request;
 use crate::http::h1::parse::RequestHead;
 use crate::http::response::{Response, Value};
 use base64::Engine;
+use conf::AuthBasicConf;
 use std::io::ErrorKind;
 
 /// What basic authentication decided.
@@ -84,7 +86,7 @@ fn challenge(req: &Request<'_>, realm: Vec<u8>) -> Auth {
 
 /// Check the request's credentials against the location's user file.
 pub async fn check(req: &Request<'_>) -> Auth {
-    let conf = &req.conf.auth_basic;
+    let conf = &req.conf.get::<AuthBasicConf>();
     let (Some(realm_t), Some(file_t)) = (&conf.realm, &conf.user_file) else {
         return Auth::Declined;
     };
@@ -142,3 +144,22 @@ pub async fn check(req: &Request<'_>) -> Auth {
     );
     challenge(req, realm)
 }
+
+/// `auth_basic` and `auth_basic_user_file` (checked by the access module's
+/// hook, which `satisfy` combines with allow/deny), and `$remote_user`.
+pub static MODULE: Module = Module {
+    name: "auth_basic",
+    nginx_default: &["http_auth_basic_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::AuthBasicConf::KIND),
+    variables: &[VarDef {
+        name: "remote_user",
+        prefix: false,
+        get: |req, _, out| {
+            if let Some(c) = credentials(req.head) {
+                out.extend_from_slice(c.user());
+            }
+        },
+    }],
+    ..Module::EMPTY
+};

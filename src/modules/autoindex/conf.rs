@@ -29,7 +29,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "autoindex",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().autoindex.autoindex, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<AutoindexConfSet>().autoindex,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "autoindex on | off;",
         default: "off",
         doc: "Lists a directory asked for with a URI ending in `/` when none of its `index` files exists (instead of answering 403). Names starting with `.` are left out; directories come first, then files, each group in byte order of the name. Example: `location /pub/ { autoindex on; }`.",
@@ -46,7 +52,7 @@ pub static DIRECTIVES: &[Def] = &[
                 "xml" => Format::Xml,
                 v => return Err(bad_arg(d, v)),
             };
-            set_once(&mut s.loc().autoindex.format, f, d)
+            set_once(&mut s.loc().get_mut::<AutoindexConfSet>().format, f, d)
         },
         syntax: "autoindex_format html | json | jsonp | xml;",
         default: "html",
@@ -56,7 +62,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "autoindex_exact_size",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().autoindex.exact_size, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<AutoindexConfSet>().exact_size,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "autoindex_exact_size on | off;",
         default: "on",
         doc: "HTML listing only: sizes in bytes, or with `off` rounded to kibibytes, mebibytes or gibibytes (`10K`, `3M`, `2G`) from 10000 bytes up. Example: `autoindex_exact_size off;`.",
@@ -65,7 +77,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "autoindex_localtime",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().autoindex.localtime, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<AutoindexConfSet>().localtime,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "autoindex_localtime on | off;",
         default: "off",
         doc: "HTML listing only: modification times in the server's local time zone instead of UTC (JSON and XML always use UTC). Example: `autoindex_localtime on;`.",

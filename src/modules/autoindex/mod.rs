@@ -7,6 +7,7 @@
 
 pub mod conf;
 
+use crate::core::module::Module;
 use crate::core::request::Request;
 use crate::http::response::{Body, Response, Value};
 use bytes::Bytes;
@@ -104,7 +105,7 @@ pub fn read(path: &[u8]) -> std::io::Result<Vec<Entry>> {
 
 /// The listing of the request's directory (`req.filename`, ending in `/`).
 pub fn respond(req: &Request<'_>) -> Response {
-    let ac = &req.conf.autoindex;
+    let ac = &req.conf.get::<AutoindexConf>();
     let entries = match read(&req.filename) {
         Ok(e) => e,
         Err(e) => {
@@ -336,6 +337,15 @@ fn xml(entries: &[Entry]) -> String {
     out.push_str("</list>\n");
     out
 }
+
+/// Directory listings, answered by the static files module.
+pub static MODULE: Module = Module {
+    name: "autoindex",
+    nginx_default: &["http_autoindex_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::AutoindexConf::KIND),
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 
 use super::Cgi;
 use crate::conf::ast::{ConfError, Directive};
-use crate::conf::table::{Arity, Ctx, Def, Scope};
+use crate::conf::table::{Arity, Ctx, Def, Env, Scope};
 use crate::conf::values::{bad_arg, number, size, time};
 use crate::core::vars::Template;
 use crate::modules::fastcgi::conf::Param;
@@ -20,12 +20,12 @@ settings! {
     }
 }
 
-fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let name = d.arg(0);
     if name.is_empty() || name.bytes().any(|b| b.is_ascii_control() || b == b'=') {
         return Err(bad_arg(d, name));
     }
-    let value = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+    let value = Template::compile(d.arg(1), &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
     let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
         None => false,
         Some("if_not_empty") => true,
@@ -33,7 +33,7 @@ fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
     };
     let list = s
         .loc()
-        .cgi
+        .get_mut::<CgiConfSet>()
         .params
         .get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(Param {
@@ -58,7 +58,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "cgi_param",
         ctx: Ctx::HSL,
         arity: Arity::args(2, 3),
-        set: |s, d, _| push_param(s, d),
+        set: push_param,
         syntax: "cgi_param name value [if_not_empty];",
         default: "—",
         doc: "An environment variable for CGI programs (replacing one of the same name); the value may hold variables.",
@@ -68,7 +68,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().cgi.read_timeout = Some(time(d, 0)?);
+            s.loc().get_mut::<CgiConfSet>().read_timeout = Some(time(d, 0)?);
             Ok(())
         },
         syntax: "cgi_read_timeout time;",
@@ -80,7 +80,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().cgi.max_processes = Some(number(d, 0)?.max(1) as usize);
+            s.loc().get_mut::<CgiConfSet>().max_processes = Some(number(d, 0)?.max(1) as usize);
             Ok(())
         },
         syntax: "cgi_max_processes number;",
@@ -92,7 +92,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().cgi.buffer_size = Some(size(d, 0)?.max(512) as usize);
+            s.loc().get_mut::<CgiConfSet>().buffer_size = Some(size(d, 0)?.max(512) as usize);
             Ok(())
         },
         syntax: "cgi_buffer_size size;",

@@ -6,10 +6,12 @@
 
 pub mod conf;
 
+use crate::core::module::Module;
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::http::response::{Body, BodyStream};
 use crate::modules::fastcgi::respond::{self, Head};
 use bytes::{Bytes, BytesMut};
+use conf::CgiConf;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
@@ -111,7 +113,7 @@ fn env(req: &Request<'_>, script: &[u8], body_len: Option<u64>) -> Vec<(Vec<u8>,
         }
         e.push((name, v.to_vec()));
     }
-    for p in req.conf.cgi.params.iter() {
+    for p in req.conf.get::<CgiConf>().params.iter() {
         let mut out = Vec::new();
         p.value.render(req, &mut out);
         if p.if_not_empty && out.is_empty() {
@@ -124,9 +126,9 @@ fn env(req: &Request<'_>, script: &[u8], body_len: Option<u64>) -> Vec<(Vec<u8>,
 }
 
 async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
-    let conf = req.conf.cgi.clone();
+    let conf = req.conf.get::<CgiConf>().clone();
     let mut script = Vec::new();
-    if crate::modules::static_files::handler::map_uri(req, &req.uri, &mut script).is_err()
+    if crate::core::path::map_uri(req, &req.uri, &mut script).is_err()
         || crate::modules::fastcgi::handler::escapes(&script)
     {
         return Outcome::Respond(req.error(404));
@@ -376,3 +378,11 @@ impl BodyStream for CgiBody {
         Box::pin(self.next_piece())
     }
 }
+
+/// `cgi_pass`: CGI programs run per request.
+pub static MODULE: Module = Module {
+    name: "cgi",
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::CgiConf::KIND),
+    ..Module::EMPTY
+};

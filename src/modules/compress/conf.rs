@@ -260,7 +260,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "gzip on | off;",
         default: "off",
         doc: "Compress responses with gzip on the fly: responses with status 200, 403 or 404 whose type is in `gzip_types` and whose length is at least `gzip_min_length` (or unknown), to clients whose Accept-Encoding allows gzip, when `gzip_http_version`, `gzip_proxied` and `gzip_disable` let it. The body is compressed as it is sent (files are read in pieces, streamed bodies piece by piece) and goes out chunked; an unbuffered upstream response (`proxy_buffering off`, `fastcgi_buffering off`, `X-Accel-Buffering: no`) is flushed whenever the upstream pauses; bodies up to 256 KiB are compressed at once and keep a Content-Length. Compressed responses carry `Content-Encoding`, a weak ETag (`W/`) and no `Accept-Ranges`. HEAD requests, ranges (206), 304 and responses that already have a Content-Encoding are left alone. When brotli or zstd are on too, the client's q-values choose; equal ones go br, then zstd, then gzip.",
@@ -269,7 +275,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_types",
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip_types, types(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_types,
+                types(d)?,
+                d,
+            )
+        },
         syntax: "gzip_types mime-type …;",
         default: "text/html",
         doc: "MIME types compressed with gzip, besides `text/html` which always is; `*` is any type. Parameters of the response's Content-Type (`; charset=…`) are ignored.",
@@ -278,7 +290,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_min_length",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip_min_length, size(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_min_length,
+                size(d, 0)?,
+                d,
+            )
+        },
         syntax: "gzip_min_length length;",
         default: "20",
         doc: "Responses shorter than this (by their known length) are sent uncompressed.",
@@ -287,7 +305,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_comp_level",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip_comp_level, level(d, 1, 9)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_comp_level,
+                level(d, 1, 9)?,
+                d,
+            )
+        },
         syntax: "gzip_comp_level level;",
         default: "1",
         doc: "gzip compression level, 1 (fastest) to 9 (smallest). The encoder is zlib-rs, whose levels 3–6 use zlib-ng's faster \"medium\" strategy.",
@@ -311,7 +335,11 @@ pub static DIRECTIVES: &[Def] = &[
                 "1.1" => Version::Http11,
                 v => return Err(bad_arg(d, v)),
             };
-            set_once(&mut s.loc().compress.gzip_http_version, v, d)
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_http_version,
+                v,
+                d,
+            )
         },
         syntax: "gzip_http_version 1.0 | 1.1;",
         default: "1.1",
@@ -321,7 +349,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_proxied",
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip_proxied, proxied(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_proxied,
+                proxied(d)?,
+                d,
+            )
+        },
         syntax: "gzip_proxied off | expired | no-cache | no-store | private | no_last_modified | no_etag | auth | any …;",
         default: "off",
         doc: "Whether to compress responses to proxied requests (those with a `Via` header), as nginx decides it: `off` never; `any` always; `auth` when the request has Authorization; otherwise a response with `Expires` is compressed only with `expired` and an expiry before its Date, one with `Cache-Control` only when it says `no-cache`, `no-store` or `private` and that flag is listed; with neither, `no_last_modified` and `no_etag` refuse responses that have those headers. Applies to every coding and to `*_static on`.",
@@ -330,7 +364,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_disable",
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| disable(&mut s.loc().compress.gzip_disable, d),
+        set: |s, d, _| disable(&mut s.loc().get_mut::<CompressConfSet>().gzip_disable, d),
         syntax: "gzip_disable regex …;",
         default: "—",
         doc: "No compression (any coding, and no `*_static on` variant) for requests whose User-Agent matches one of these case-insensitive regular expressions. The mask `msie6` stands for MSIE 4–6 without SV1, as nginx detects them.",
@@ -339,7 +373,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_vary",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip_vary, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_vary,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "gzip_vary on | off;",
         default: "off",
         doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant where some `*_static` is `on` (not with `always` alone, whose answer is the same for every client, as nginx); for every coding.",
@@ -348,7 +388,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "gzip_static",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.gzip_static, static_mode(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_static,
+                static_mode(d)?,
+                d,
+            )
+        },
         syntax: "gzip_static on | off | always;",
         default: "off",
         doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used; as in nginx, a variant is served (GET and HEAD) even when the file itself does not exist, so a site may ship only `file.gz`. Without a variant, on-the-fly compression applies as usual.",
@@ -357,7 +403,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "brotli",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.brotli, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().brotli,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "brotli on | off;",
         default: "off",
         doc: "Compress responses with brotli on the fly, under the same rules as `gzip` (statuses, `gzip_http_version`, `gzip_proxied`, `gzip_disable`, `gzip_vary`) with its own types, minimum length and level.",
@@ -366,7 +418,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "brotli_types",
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| set_once(&mut s.loc().compress.brotli_types, types(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().brotli_types,
+                types(d)?,
+                d,
+            )
+        },
         syntax: "brotli_types mime-type …;",
         default: "text/html",
         doc: "MIME types compressed with brotli, besides `text/html`; `*` is any type.",
@@ -375,7 +433,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "brotli_min_length",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.brotli_min_length, size(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().brotli_min_length,
+                size(d, 0)?,
+                d,
+            )
+        },
         syntax: "brotli_min_length length;",
         default: "20",
         doc: "Responses shorter than this are not compressed with brotli.",
@@ -384,7 +448,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "brotli_comp_level",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.brotli_comp_level, level(d, 0, 11)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().brotli_comp_level,
+                level(d, 0, 11)?,
+                d,
+            )
+        },
         syntax: "brotli_comp_level level;",
         default: "6",
         doc: "brotli quality, 0 to 11.",
@@ -393,7 +463,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "brotli_window",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.brotli_window, window(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().brotli_window,
+                window(d)?,
+                d,
+            )
+        },
         syntax: "brotli_window size;",
         default: "512k",
         doc: "brotli window, a power of two from 1k to 16m; smaller for bodies of known smaller length.",
@@ -411,7 +487,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "brotli_static",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.brotli_static, static_mode(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().brotli_static,
+                static_mode(d)?,
+                d,
+            )
+        },
         syntax: "brotli_static on | off | always;",
         default: "off",
         doc: "As `gzip_static`, for `file.br` and `Content-Encoding: br`. When several variants exist, the client's q-values choose, equal ones in the order br, zstd, gzip.",
@@ -420,7 +502,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "zstd",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.zstd, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().zstd,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "zstd on | off;",
         default: "off",
         doc: "Compress responses with zstd on the fly, under the same rules as `gzip`, with its own types, minimum length and level. The window stays within the 8 MB that RFC 9659 allows for HTTP.",
@@ -429,7 +517,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "zstd_types",
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| set_once(&mut s.loc().compress.zstd_types, types(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().zstd_types,
+                types(d)?,
+                d,
+            )
+        },
         syntax: "zstd_types mime-type …;",
         default: "text/html",
         doc: "MIME types compressed with zstd, besides `text/html`; `*` is any type.",
@@ -438,7 +532,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "zstd_min_length",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.zstd_min_length, size(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().zstd_min_length,
+                size(d, 0)?,
+                d,
+            )
+        },
         syntax: "zstd_min_length length;",
         default: "20",
         doc: "Responses shorter than this are not compressed with zstd.",
@@ -447,7 +547,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "zstd_comp_level",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.zstd_comp_level, level(d, 1, 22)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().zstd_comp_level,
+                level(d, 1, 22)?,
+                d,
+            )
+        },
         syntax: "zstd_comp_level level;",
         default: "1",
         doc: "zstd compression level, 1 to 22.",
@@ -465,7 +571,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "zstd_static",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().compress.zstd_static, static_mode(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().zstd_static,
+                static_mode(d)?,
+                d,
+            )
+        },
         syntax: "zstd_static on | off | always;",
         default: "off",
         doc: "As `gzip_static`, for `file.zst` and `Content-Encoding: zstd`.",
@@ -476,7 +588,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let v = if d.arg(0) == "off" { 0 } else { size(d, 0)? };
-            set_once(&mut s.loc().compress.compress_cache, v, d)
+            set_once(
+                &mut s.loc().get_mut::<CompressConfSet>().compress_cache,
+                v,
+                d,
+            )
         },
         syntax: "compress_cache size | off;",
         default: "16m",

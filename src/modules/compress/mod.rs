@@ -17,10 +17,12 @@ pub mod conf;
 pub mod encoder;
 pub mod negotiate;
 
+use crate::core::module::{Hooks, Module, Ordered};
 use crate::core::request::Request;
 use crate::http::h1::parse::Method;
 use crate::http::response::{Body, Response, Value};
 use crate::modules::static_files::cache::FileInfo;
+use crate::modules::static_files::conf::StaticConf;
 use bytes::Bytes;
 use conf::{CompressConf, StaticMode};
 use encoder::{Encoder, FileStream, Params, WrapStream};
@@ -108,7 +110,7 @@ fn add_vary(resp: &mut Response) {
 
 /// The response filter: compress `resp` on the fly when the rules allow.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
-    let c = &req.conf.compress;
+    let c = &req.conf.get::<CompressConf>();
     if !c.any_dynamic()
         || !matches!(resp.status, 200 | 403 | 404)
         || req.method() == Method::Head
@@ -299,7 +301,7 @@ impl Variant {
 /// (`on`) or any (`always`) that exists as a regular file and is not older
 /// than the original.
 pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
-    let c = &req.conf.compress;
+    let c = &req.conf.get::<CompressConf>();
     let mut v = Variant::default();
     if !c.any_static() {
         return v;
@@ -336,7 +338,8 @@ pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
         path.clear();
         path.extend_from_slice(&req.filename);
         path.extend_from_slice(coding.ext().as_bytes());
-        let Ok(i) = crate::modules::static_files::cache::open(&path, &req.conf.static_files) else {
+        let Ok(i) = crate::modules::static_files::cache::open(&path, &req.conf.get::<StaticConf>())
+        else {
             continue;
         };
         if !i.is_file || info.is_some_and(|o| i.mtime < o.mtime) {
@@ -351,3 +354,20 @@ pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
     }
     v
 }
+
+/// gzip, brotli and zstd, dynamic and precompressed.
+pub static MODULE: Module = Module {
+    name: "compress",
+    nginx: &["http_gzip_static_module", "http_gunzip_module"],
+    nginx_default: &["http_gzip_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::CompressConf::KIND),
+    hooks: Hooks {
+        filter: Some(Ordered {
+            order: 20,
+            run: filter,
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

@@ -3,7 +3,7 @@
 
 use super::handler::FastcgiPass;
 use crate::conf::ast::{ConfError, Directive};
-use crate::conf::table::{Arity, Ctx, Def, Scope};
+use crate::conf::table::{Arity, Ctx, Def, Env, Scope};
 use crate::conf::values::{bad_arg, flag, size, time};
 use crate::core::vars::{Re, Template};
 use crate::settings;
@@ -98,20 +98,20 @@ pub fn set_content(
     Ok(())
 }
 
-fn set_pass(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+fn set_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let a = d.arg(0);
     let a = a.strip_prefix("fastcgi://").unwrap_or(a);
     // php-fpm's customary port when a host is written without one.
-    let up = crate::upstream::conf::reference(a, 9000, &d.span)?;
+    let up = crate::upstream::conf::reference(e, a, 9000, &d.span)?;
     set_content(s, d, Arc::new(FastcgiPass { up }))
 }
 
-fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let name = d.arg(0);
     if name.is_empty() || name.bytes().any(|b| b.is_ascii_control()) {
         return Err(bad_arg(d, name));
     }
-    let value = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+    let value = Template::compile(d.arg(1), &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
     let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
         None => false,
         Some("if_not_empty") => true,
@@ -119,7 +119,7 @@ fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
     };
     let list = s
         .loc()
-        .fastcgi
+        .get_mut::<FastcgiConfSet>()
         .params
         .get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(Param {
@@ -160,7 +160,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "fastcgi_pass",
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
-        set: |s, d, _| set_pass(s, d),
+        set: set_pass,
         syntax: "fastcgi_pass address;",
         default: "—",
         doc: "Makes a FastCGI application (php-fpm) the location's content handler. The address is `host:port`, `unix:/path/to/socket`, or the name of an `upstream` block. The request body streams to the application as it arrives (a chunked body is read first, bounded by client_max_body_size, so that CONTENT_LENGTH can be sent); the response streams back to the client with backpressure and never goes through temporary files. The application's `Status:` and `Location:` headers set the status; a local `Location: /path` without a status, or an `X-Accel-Redirect` header, is an internal redirect (to an `internal` location, say). STDERR records are written to the error log. A URI holding a CR or LF is refused with 400 (the CVE-2019-11043 pattern) and a SCRIPT_FILENAME with a `..` segment with 403. Failures: cannot connect → 502, timeouts → 504, a malformed reply → 502 (logged). See docs/fastcgi.md.\n\n```nginx\nlocation ~ \\.php$ {\n    try_files $uri =404;\n    include fastcgi_params;\n    fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;\n    fastcgi_pass 127.0.0.1:9000;\n}\n```",
@@ -169,7 +169,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "fastcgi_param",
         ctx: Ctx::HSL,
         arity: Arity::args(2, 3),
-        set: |s, d, _| push_param(s, d),
+        set: push_param,
         syntax: "fastcgi_param parameter value [if_not_empty];",
         default: "—",
         doc: "A parameter sent to the FastCGI application; the value may hold variables. With `if_not_empty` the parameter is left out when its value is empty. A level with any `fastcgi_param` drops the ones it would inherit. The request's headers are sent too, as `HTTP_*` parameters (not those a `fastcgi_param` already sets, not names with `_`, and never `Proxy`).",
@@ -179,7 +179,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.index = Some(Some(Arc::from(d.arg(0))));
+            s.loc().get_mut::<FastcgiConfSet>().index = Some(Some(Arc::from(d.arg(0))));
             Ok(())
         },
         syntax: "fastcgi_index name;",
@@ -190,8 +190,9 @@ pub static DIRECTIVES: &[Def] = &[
         name: "fastcgi_split_path_info",
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
-        set: |s, d, _| {
-            let re = Re::new(d.arg(0), false).map_err(|e| ConfError::new(e, &d.span))?;
+        set: |s, d, e| {
+            let re =
+                Re::new(d.arg(0), false, &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
             if re.groups() != 2 {
                 return Err(ConfError::new(
                     format!(
@@ -201,7 +202,7 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
-            s.loc().fastcgi.split_path_info = Some(Some(Arc::new(re)));
+            s.loc().get_mut::<FastcgiConfSet>().split_path_info = Some(Some(Arc::new(re)));
             Ok(())
         },
         syntax: "fastcgi_split_path_info regex;",
@@ -213,7 +214,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.intercept_errors = Some(flag(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().intercept_errors = Some(flag(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_intercept_errors on | off;",
@@ -225,7 +226,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.ignore_client_abort = Some(flag(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().ignore_client_abort = Some(flag(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_ignore_client_abort on | off;",
@@ -237,7 +238,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.connect_timeout = Some(time(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().connect_timeout = Some(time(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_connect_timeout time;",
@@ -249,7 +250,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.send_timeout = Some(time(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().send_timeout = Some(time(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_send_timeout time;",
@@ -261,7 +262,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.read_timeout = Some(time(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().read_timeout = Some(time(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_read_timeout time;",
@@ -273,7 +274,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.keep_conn = Some(flag(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().keep_conn = Some(flag(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_keep_conn on | off;",
@@ -285,7 +286,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.buffering = Some(flag(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().buffering = Some(flag(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_buffering on | off;",
@@ -302,7 +303,7 @@ pub static DIRECTIVES: &[Def] = &[
             if n == 0 || sz == 0 {
                 return Err(bad_arg(d, d.arg(0)));
             }
-            s.loc().fastcgi.buffers = Some((n as usize, sz as usize));
+            s.loc().get_mut::<FastcgiConfSet>().buffers = Some((n as usize, sz as usize));
             Ok(())
         },
         syntax: "fastcgi_buffers number size;",
@@ -314,7 +315,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.buffer_size = Some(size(d, 0)?.max(512) as usize);
+            s.loc().get_mut::<FastcgiConfSet>().buffer_size = Some(size(d, 0)?.max(512) as usize);
             Ok(())
         },
         syntax: "fastcgi_buffer_size size;",
@@ -326,7 +327,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            push_name(&mut s.loc().fastcgi.hide_header, d);
+            push_name(&mut s.loc().get_mut::<FastcgiConfSet>().hide_header, d);
             Ok(())
         },
         syntax: "fastcgi_hide_header field;",
@@ -338,7 +339,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            push_name(&mut s.loc().fastcgi.pass_header, d);
+            push_name(&mut s.loc().get_mut::<FastcgiConfSet>().pass_header, d);
             Ok(())
         },
         syntax: "fastcgi_pass_header field;",
@@ -350,7 +351,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 9),
         set: |s, d, _| {
-            s.loc().fastcgi.next_upstream = Some(next_upstream(d)?);
+            s.loc().get_mut::<FastcgiConfSet>().next_upstream = Some(next_upstream(d)?);
             Ok(())
         },
         syntax: "fastcgi_next_upstream error | timeout | invalid_header | http_500 | http_503 | http_403 | http_404 | http_429 | non_idempotent | off ...;",
@@ -362,7 +363,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.next_upstream_tries =
+            s.loc().get_mut::<FastcgiConfSet>().next_upstream_tries =
                 Some(crate::conf::values::number(d, 0)?.min(u32::MAX as u64) as u32);
             Ok(())
         },
@@ -375,7 +376,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.pass_request_headers = Some(flag(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().pass_request_headers = Some(flag(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_pass_request_headers on | off;",
@@ -387,7 +388,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
-            s.loc().fastcgi.pass_request_body = Some(flag(d, 0)?);
+            s.loc().get_mut::<FastcgiConfSet>().pass_request_body = Some(flag(d, 0)?);
             Ok(())
         },
         syntax: "fastcgi_pass_request_body on | off;",

@@ -8,4 +8,26 @@ pub mod handler;
 pub mod record;
 pub mod respond;
 
+use crate::core::module::{Module, VarDef};
 pub use handler::script_name;
+
+/// `fastcgi_pass` and its settings, `$fastcgi_script_name`, `$fastcgi_path_info`.
+pub static MODULE: Module = Module {
+    name: "fastcgi",
+    nginx_default: &["http_fastcgi_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::FastcgiConf::KIND),
+    variables: &[
+        VarDef {
+            name: "fastcgi_script_name",
+            prefix: false,
+            get: |req, _, out| script_name(req, false, out),
+        },
+        VarDef {
+            name: "fastcgi_path_info",
+            prefix: false,
+            get: |req, _, out| script_name(req, true, out),
+        },
+    ],
+    ..Module::EMPTY
+};

@@ -87,8 +87,8 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         && status >= 300
         && req
             .conf
-            .error_page
-            .pages
+            .core
+            .error_pages
             .as_deref()
             .is_some_and(|p| p.find(status).is_some())
     {

@@ -3,8 +3,10 @@
 
 pub mod conf;
 
+use crate::core::module::{Hooks, Module, Ordered};
 use crate::core::request::{Finished, Request};
 use crate::http::response::{Response, Value};
+use conf::HeadersConf;
 use conf::{AddHeader, Expires, Placement};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,7 +20,7 @@ pub fn applies(status: u16) -> bool {
 
 /// The response filter: `expires` first, then each `add_header` in order.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
-    let hc = &req.conf.headers;
+    let hc = &req.conf.get::<HeadersConf>();
     if hc.add_header.is_empty() && hc.expires == Expires::Off {
         return;
     }
@@ -163,6 +165,22 @@ fn next_daily(now: i64, tod: u32) -> i64 {
     }
     now + 86_400
 }
+
+/// `add_header` and `expires`.
+pub static MODULE: Module = Module {
+    name: "headers",
+    nginx_default: &["http_headers_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::HeadersConf::KIND),
+    hooks: Hooks {
+        filter: Some(Ordered {
+            order: 10,
+            run: filter,
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {

@@ -43,12 +43,17 @@ pub(super) fn limit_conn_zone(d: &Directive, env: &mut Env) -> Result<(), ConfEr
         return Err(bad_arg(d, a));
     }
     let zone = zone::parse_zone(d, a)?;
-    let key = zone::parse_key(d)?;
-    env.zones.declare::<ConnNode>(d, zone, key, ())
+    let key = zone::parse_key(d, &mut env.vars)?;
+    env.ext
+        .entry::<crate::modules::zone::Declared>()
+        .declare::<ConnNode>(d, zone, key, ())
 }
 
 pub(super) fn limit_conn(d: &Directive, env: &mut Env) -> Result<ConnLimit, ConfError> {
-    let zone = env.zones.reference::<ConnNode>(d.arg(0), d)?;
+    let zone = env
+        .ext
+        .entry::<crate::modules::zone::Declared>()
+        .reference::<ConnNode>(d.arg(0), d)?;
     let n = d.arg(1);
     let max = match n.parse::<u64>() {
         Ok(m) if m > 0 && n.bytes().all(|b| b.is_ascii_digit()) => m,
@@ -87,7 +92,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(2, 2),
         set: |s, d, env| {
             let l = limit_conn(d, env)?;
-            let slot = &mut s.loc().limit_conn.limits;
+            let slot = &mut s.loc().get_mut::<LimitConnConfSet>().limits;
             if slot
                 .as_deref()
                 .is_some_and(|ls| ls.iter().any(|o| o.zone == l.zone))
@@ -110,7 +115,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_status(d)?;
-            set_once(&mut s.loc().limit_conn.status, v, d)
+            set_once(&mut s.loc().get_mut::<LimitConnConfSet>().status, v, d)
         },
         syntax: "limit_conn_status code;",
         default: "503",
@@ -122,7 +127,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_log_level(d)?;
-            set_once(&mut s.loc().limit_conn.log_level, v, d)
+            set_once(&mut s.loc().get_mut::<LimitConnConfSet>().log_level, v, d)
         },
         syntax: "limit_conn_log_level info | notice | warn | error;",
         default: "error",
@@ -134,7 +139,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_dry_run(d)?;
-            set_once(&mut s.loc().limit_conn.dry_run, v, d)
+            set_once(&mut s.loc().get_mut::<LimitConnConfSet>().dry_run, v, d)
         },
         syntax: "limit_conn_dry_run on | off;",
         default: "off",
@@ -152,7 +157,7 @@ mod tests {
 
     #[test]
     fn parameters() {
-        let mut env = Env::default();
+        let mut env = Env::new(Default::default(), crate::modules::MODULES);
         limit_conn_zone(
             &dir("limit_conn_zone", &["$uri", "zone=lcc_a:1m"]),
             &mut env,
@@ -183,14 +188,14 @@ mod tests {
                 "invalid parameter \"x\"",
             ),
             (&["$uri", "lcc_b:1m"][..], "invalid parameter \"lcc_b:1m\""),
-            (
-                &["$nosuch", "zone=lcc_b:1m"][..],
-                "unknown \"nosuch\" variable",
-            ),
         ] {
             let e = limit_conn_zone(&dir("limit_conn_zone", args), &mut env).unwrap_err();
             assert!(e.to_string().contains(msg), "{e}");
         }
-        env.zones.finish().unwrap();
+        env.ext
+            .remove::<crate::modules::zone::Declared>()
+            .unwrap()
+            .finish()
+            .unwrap();
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod conf;
 
+use crate::core::module::{Hooks, Module, Ordered, Phase, VarDef};
 use crate::core::request::Request;
 use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table, Zone};
@@ -90,8 +91,14 @@ fn release(t: &mut Table<ConnNode>, key: &[u8]) {
 /// Apply the location's `limit_conn`s: `Some` is the rejection.
 pub fn apply(req: &mut Request<'_>) -> Option<Response> {
     let loc: &crate::conf::model::LocConf = req.conf;
-    let conf = &loc.limit_conn;
-    if conf.limits.is_empty() || req.state.limit_conn.status.is_some() {
+    let conf = loc.get::<conf::LimitConnConf>();
+    if conf.limits.is_empty()
+        || req
+            .state
+            .ext
+            .get::<Held>()
+            .is_some_and(|h| h.status.is_some())
+    {
         return None;
     }
     let mut key = Vec::new();
@@ -111,10 +118,11 @@ pub fn apply(req: &mut Request<'_>) -> Option<Response> {
             );
             continue;
         }
-        req.state.limit_conn.status = Some(Status::Passed);
+        let held = req.state.ext.entry::<Held>();
+        held.status = Some(Status::Passed);
         let refused = acquire(&mut zone.lock(), &key, limit.max);
         match refused {
-            Ok(()) => req.state.limit_conn.slots.push(Slot {
+            Ok(()) => held.slots.push(Slot {
                 zone: zone.clone(),
                 key: key.as_slice().into(),
             }),
@@ -135,14 +143,43 @@ pub fn apply(req: &mut Request<'_>) -> Option<Response> {
                         zone.name
                     ),
                 }
-                req.state.limit_conn.slots.clear();
-                req.state.limit_conn.status = Some(Status::rejected(conf.dry_run));
+                let held = req.state.ext.entry::<Held>();
+                held.slots.clear();
+                held.status = Some(Status::rejected(conf.dry_run));
                 return (!conf.dry_run).then(|| req.error(conf.status));
             }
         }
     }
     None
 }
+
+/// `limit_conn` and `$limit_conn_status`.
+pub static MODULE: Module = Module {
+    name: "limit_conn",
+    nginx_default: &["http_limit_conn_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::LimitConnConf::KIND),
+    variables: &[VarDef {
+        name: "limit_conn_status",
+        prefix: false,
+        get: |req, _, out| {
+            if let Some(s) = req.state.ext.get::<Held>().and_then(|h| h.status) {
+                out.extend_from_slice(s.as_str().as_bytes());
+            }
+        },
+    }],
+    hooks: Hooks {
+        access: Some(Ordered {
+            order: 20,
+            run: |req, _| match apply(req) {
+                Some(r) => Phase::Respond(r),
+                None => Phase::Next,
+            },
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {

@@ -68,8 +68,10 @@ pub(super) fn limit_req_zone(d: &Directive, env: &mut Env) -> Result<(), ConfErr
     let zone = zone.ok_or_else(|| {
         ConfError::new("\"limit_req_zone\" must have \"zone\" parameter", &d.span)
     })?;
-    let key = zone::parse_key(d)?;
-    env.zones.declare::<ReqNode>(d, zone, key, rate)
+    let key = zone::parse_key(d, &mut env.vars)?;
+    env.ext
+        .entry::<crate::modules::zone::Declared>()
+        .declare::<ReqNode>(d, zone, key, rate)
 }
 
 pub(super) fn limit_req(d: &Directive, env: &mut Env) -> Result<ReqLimit, ConfError> {
@@ -87,7 +89,11 @@ pub(super) fn limit_req(d: &Directive, env: &mut Env) -> Result<ReqLimit, ConfEr
     let mut delay = 0;
     for a in d.arg_strs() {
         if let Some(name) = option(a, "zone") {
-            zone = Some(env.zones.reference::<ReqNode>(name, d)?);
+            zone = Some(
+                env.ext
+                    .entry::<crate::modules::zone::Declared>()
+                    .reference::<ReqNode>(name, d)?,
+            );
         } else if let Some(n) = option(a, "burst") {
             burst = count(n, "burst")?;
         } else if let Some(n) = option(a, "delay") {
@@ -119,7 +125,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 3),
         set: |s, d, env| {
             let l = limit_req(d, env)?;
-            let slot = &mut s.loc().limit_req.limits;
+            let slot = &mut s.loc().get_mut::<LimitReqConfSet>().limits;
             if slot
                 .as_deref()
                 .is_some_and(|ls| ls.iter().any(|o| o.zone == l.zone))
@@ -142,7 +148,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_status(d)?;
-            set_once(&mut s.loc().limit_req.status, v, d)
+            set_once(&mut s.loc().get_mut::<LimitReqConfSet>().status, v, d)
         },
         syntax: "limit_req_status code;",
         default: "503",
@@ -154,7 +160,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_log_level(d)?;
-            set_once(&mut s.loc().limit_req.log_level, v, d)
+            set_once(&mut s.loc().get_mut::<LimitReqConfSet>().log_level, v, d)
         },
         syntax: "limit_req_log_level info | notice | warn | error;",
         default: "error",
@@ -166,7 +172,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_dry_run(d)?;
-            set_once(&mut s.loc().limit_req.dry_run, v, d)
+            set_once(&mut s.loc().get_mut::<LimitReqConfSet>().dry_run, v, d)
         },
         syntax: "limit_req_dry_run on | off;",
         default: "off",
@@ -207,7 +213,7 @@ mod tests {
 
     #[test]
     fn limit_req_parameters() {
-        let mut env = Env::default();
+        let mut env = Env::new(Default::default(), crate::modules::MODULES);
         let z = dir("limit_req_zone", &["$uri", "zone=lrc_a:32k", "rate=2r/s"]);
         limit_req_zone(&z, &mut env).unwrap();
         let p = |env: &mut Env, a: &[&str]| limit_req(&dir("limit_req", a), env);
@@ -255,6 +261,10 @@ mod tests {
                 .to_string()
                 .contains("NGINX Plus")
         );
-        env.zones.finish().unwrap();
+        env.ext
+            .remove::<crate::modules::zone::Declared>()
+            .unwrap()
+            .finish()
+            .unwrap();
     }
 }

@@ -17,6 +17,7 @@
 pub mod conf;
 
 use crate::core::errlog::Level;
+use crate::core::module::{Hooks, Module, Ordered, Phase, VarDef};
 use crate::core::request::{Request, RequestBody};
 use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table};
@@ -219,13 +220,17 @@ fn delay_level(l: Level) -> Level {
     }
 }
 
+/// What limit_req decided for a request (`$limit_req_status`); once
+/// decided, later locations do not apply limit_req again.
+struct Decided(Status);
+
 /// Apply the location's `limit_req`s: `Some` is the rejection. A delayed
 /// request returns after its delay; `body` is watched meanwhile, and a client
 /// that leaves ends the request at once with 499 (no answer), as nginx does.
 pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<Response> {
     let loc: &crate::conf::model::LocConf = req.conf;
-    let conf = &loc.limit_req;
-    if conf.limits.is_empty() || req.state.limit_req.is_some() {
+    let conf = loc.get::<conf::LimitReqConf>();
+    if conf.limits.is_empty() || req.state.ext.get::<Decided>().is_some() {
         return None;
     }
     let keys: Vec<Option<Vec<u8>>> = conf
@@ -269,7 +274,7 @@ pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<
                 ),
             }
             let status = Status::rejected(conf.dry_run);
-            req.state.limit_req = Some(status);
+            req.state.ext.insert(Decided(status));
             return (!conf.dry_run).then(|| req.error(conf.status));
         }
         Verdict::Delay { ms, excess, at } => {
@@ -289,7 +294,7 @@ pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<
             }
         }
     };
-    req.state.limit_req = Some(status);
+    req.state.ext.insert(Decided(status));
     if wait > 0 {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
@@ -305,6 +310,37 @@ pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<
     None
 }
 
+/// `limit_req` and `$limit_req_status`.
+pub static MODULE: Module = Module {
+    name: "limit_req",
+    nginx_default: &["http_limit_req_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::LimitReqConf::KIND),
+    variables: &[VarDef {
+        name: "limit_req_status",
+        prefix: false,
+        get: |req, _, out| {
+            if let Some(Decided(s)) = req.state.ext.get::<Decided>() {
+                out.extend_from_slice(s.as_str().as_bytes());
+            }
+        },
+    }],
+    hooks: Hooks {
+        access: Some(Ordered {
+            order: 10,
+            run: |req, body| {
+                let limits = &req.conf.get::<conf::LimitReqConf>().limits;
+                if limits.is_empty() || req.state.ext.get::<Decided>().is_some() {
+                    return Phase::Next;
+                }
+                Phase::Wait(Box::pin(apply(req, body)))
+            },
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,7 +350,7 @@ mod tests {
     /// Zones and limits for `decide`, from configuration lines.
     fn limits(zones: &[&str], lines: &[&[&str]]) -> (Env, Vec<ReqLimit>) {
         let dir = |name: &str, args: &[&str]| Directive::test(name, args, 1);
-        let mut env = Env::default();
+        let mut env = Env::new(Default::default(), crate::modules::MODULES);
         for z in zones {
             let args: Vec<&str> = z.split(' ').collect();
             conf::limit_req_zone(&dir("limit_req_zone", &args), &mut env).unwrap();

@@ -126,7 +126,7 @@ impl Drop for AccessLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::vars::Var;
+    use crate::core::vars::{Var, Vars};
     use crate::modules::log::Escape;
     use std::path::PathBuf;
 
@@ -167,7 +167,7 @@ mod tests {
     }
 
     fn uri_format() -> Arc<LogFormat> {
-        Arc::new(LogFormat::new("u", Escape::Default, &["GET $uri"]).unwrap())
+        Arc::new(LogFormat::new("u", Escape::Default, &["GET $uri"], &mut Vars::new(&[])).unwrap())
     }
 
     #[test]

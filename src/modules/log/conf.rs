@@ -2,6 +2,7 @@
 
 use super::{Escape, LogFile, LogFormat};
 use crate::conf::ast::{ConfError, Directive};
+use crate::conf::model::LocConfSet;
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY};
 use crate::conf::values::{bad_arg, option, parse_size, parse_time, set_once};
 use crate::settings;
@@ -36,16 +37,19 @@ pub struct LogEnv {
 }
 
 impl LogEnv {
-    pub fn format(&mut self, name: &str) -> Option<Arc<LogFormat>> {
+    /// The format called `name`; `combined` is compiled on first use.
+    pub fn format(env: &mut Env, name: &str) -> Option<Arc<LogFormat>> {
+        let Env { ext, vars, .. } = env;
+        let formats = &mut ext.entry::<LogEnv>().formats;
         if name == "combined" {
             return Some(
-                self.formats
+                formats
                     .entry("combined".into())
-                    .or_insert_with(|| Arc::new(LogFormat::combined()))
+                    .or_insert_with(|| Arc::new(LogFormat::combined(vars)))
                     .clone(),
             );
         }
-        self.formats.get(name).cloned()
+        formats.get(name).cloned()
     }
 
     /// Every access log file opened, for reopening after rotation (SIGUSR1).
@@ -63,17 +67,29 @@ impl LogEnv {
     }
 }
 
+/// The http block names no access log: `logs/access.log combined` under the
+/// prefix, inherited by servers and locations that name none either.
+pub fn default_access_log(http: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError> {
+    if http
+        .get::<LogConfSet>()
+        .is_none_or(|l| l.access_log.is_none())
+    {
+        http.get_mut::<LogConfSet>().access_log = Some(default_logs(env)?);
+    }
+    Ok(())
+}
+
 /// The access log used where none is configured: `logs/access.log combined` under the prefix.
 pub fn default_logs(env: &mut Env) -> Result<AccessLogs, ConfError> {
     let path = env.path("logs/access.log");
-    let file = env.log.open(path.clone()).map_err(|e| {
+    let file = env.ext.entry::<LogEnv>().open(path.clone()).map_err(|e| {
         ConfError::bare(format!(
             "open() \"{}\" failed ({}) for the default access log; set \"access_log\" in the http block",
             path.display(),
             crate::core::errlog::errno_text(&e)
         ))
     })?;
-    let format = env.log.format("combined").expect("combined is built in");
+    let format = LogEnv::format(env, "combined").expect("combined is built in");
     Ok(Some(Arc::from(vec![Arc::new(AccessLogTarget {
         file,
         format,
@@ -96,9 +112,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
         ));
     }
     let fmt_name = d.args.get(1).map_or("combined", |a| a.value.as_str());
-    let format = env
-        .log
-        .format(fmt_name)
+    let format = LogEnv::format(env, fmt_name)
         .ok_or_else(|| ConfError::new(format!("unknown log format \"{fmt_name}\""), &d.span))?;
     let (mut buffer, mut flush) = (None, None);
     for a in d.arg_strs().skip(2) {
@@ -121,7 +135,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
         p @ ("/dev/stdout" | "/dev/stderr") => PathBuf::from(p),
         p => env.path(p),
     };
-    let file = env.log.open(path.clone()).map_err(|e| {
+    let file = env.ext.entry::<LogEnv>().open(path.clone()).map_err(|e| {
         ConfError::new(
             format!(
                 "open() \"{}\" failed ({})",
@@ -160,14 +174,18 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
-            if e.log.formats.contains_key(name) || name == "combined" {
+            if e.ext.entry::<LogEnv>().formats.contains_key(name) || name == "combined" {
                 return Err(ConfError::new(
                     format!("duplicate \"log_format\" name \"{name}\""),
                     &d.span,
                 ));
             }
-            let f = LogFormat::new(name, escape, &parts).map_err(|m| ConfError::new(m, &d.span))?;
-            e.log.formats.insert(name.to_string(), Arc::new(f));
+            let f = LogFormat::new(name, escape, &parts, &mut e.vars)
+                .map_err(|m| ConfError::new(m, &d.span))?;
+            e.ext
+                .entry::<LogEnv>()
+                .formats
+                .insert(name.to_string(), Arc::new(f));
             Ok(())
         },
         syntax: "log_format name [escape=default|json|none] string …;",
@@ -180,7 +198,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 4),
         set: |s, d, e| {
             let new = access_log(d, e)?;
-            let slot = &mut s.loc().log.access_log;
+            let slot = &mut s.loc().get_mut::<LogConfSet>().access_log;
             match (slot.as_mut(), new) {
                 (Some(Some(have)), Some(add)) if !have.is_empty() && !add.is_empty() => {
                     *have = have.iter().chain(add.iter()).cloned().collect();

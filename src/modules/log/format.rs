@@ -1,6 +1,6 @@
 //! `log_format`: compiled line templates and nginx's value escaping.
 
-use crate::core::vars::{Segment, Template, VarSource};
+use crate::core::vars::{Segment, Template, VarSource, Vars};
 
 /// How variable values are escaped in a log line (`log_format ... escape=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +42,13 @@ impl LogFormat {
     /// Compile a format; `parts` are the directive's string arguments,
     /// joined without separator as nginx does (each part is parsed on its
     /// own, so a variable cannot straddle two parts).
-    pub fn new(name: &str, escape: Escape, parts: &[&str]) -> Result<LogFormat, String> {
-        let template = Template::compile_parts(parts)?;
+    pub fn new(
+        name: &str,
+        escape: Escape,
+        parts: &[&str],
+        vars: &mut Vars,
+    ) -> Result<LogFormat, String> {
+        let template = Template::compile_parts(parts, vars)?;
         Ok(LogFormat {
             name: name.to_string(),
             template,
@@ -52,8 +57,8 @@ impl LogFormat {
     }
 
     /// The predefined `combined` format.
-    pub fn combined() -> LogFormat {
-        LogFormat::new("combined", Escape::Default, &[COMBINED])
+    pub fn combined(vars: &mut Vars) -> LogFormat {
+        LogFormat::new("combined", Escape::Default, &[COMBINED], vars)
             .expect("the combined format compiles")
     }
 
@@ -225,7 +230,7 @@ mod tests {
 
     #[test]
     fn combined_text() {
-        let f = LogFormat::combined();
+        let f = LogFormat::combined(&mut Vars::new(crate::modules::MODULES));
         assert_eq!(f.name, "combined");
         assert_eq!(f.escape, Escape::Default);
         assert_eq!(
@@ -250,23 +255,37 @@ mod tests {
 
     #[test]
     fn multi_part_and_errors() {
-        let f = LogFormat::new("m", Escape::None, &["$status ", "${uri}x"]).unwrap();
+        let f = LogFormat::new(
+            "m",
+            Escape::None,
+            &["$status ", "${uri}x"],
+            &mut Vars::new(crate::modules::MODULES),
+        )
+        .unwrap();
         let s = src(&[("status", b"404"), ("uri", b"/u")]);
         assert_eq!(line(&f, &s), "404 /ux\n");
-        assert_eq!(
-            LogFormat::new("bad", Escape::Default, &["$nope"]).unwrap_err(),
-            "unknown \"nope\" variable"
-        );
         // A variable cannot straddle two parts: "$" ends the first.
         assert_eq!(
-            LogFormat::new("bad", Escape::Default, &["$", "uri"]).unwrap_err(),
+            LogFormat::new(
+                "bad",
+                Escape::Default,
+                &["$", "uri"],
+                &mut Vars::new(crate::modules::MODULES)
+            )
+            .unwrap_err(),
             "invalid variable name"
         );
     }
 
     #[test]
     fn default_escaping() {
-        let f = LogFormat::new("d", Escape::Default, &["\"$http_user_agent\" \\ $uri"]).unwrap();
+        let f = LogFormat::new(
+            "d",
+            Escape::Default,
+            &["\"$http_user_agent\" \\ $uri"],
+            &mut Vars::new(crate::modules::MODULES),
+        )
+        .unwrap();
         let s = src(&[
             ("http_user_agent", b"a\"b\\c\x01\x7f\xe9 ~"),
             ("uri", b"/plain"),
@@ -283,6 +302,7 @@ mod tests {
             "j",
             Escape::Json,
             &["{\"ua\":\"$http_user_agent\",\"u\":\"$remote_user\"}"],
+            &mut Vars::new(crate::modules::MODULES),
         )
         .unwrap();
         let s = src(&[(
@@ -297,7 +317,13 @@ mod tests {
 
     #[test]
     fn no_escaping() {
-        let f = LogFormat::new("n", Escape::None, &["[$http_x] [$remote_user]"]).unwrap();
+        let f = LogFormat::new(
+            "n",
+            Escape::None,
+            &["[$http_x] [$remote_user]"],
+            &mut Vars::new(crate::modules::MODULES),
+        )
+        .unwrap();
         let s = src(&[("http_x", b"a\"b\\\x01")]);
         assert_eq!(line(&f, &s), "[a\"b\\\x01] []\n");
     }
@@ -312,7 +338,13 @@ mod tests {
 
     #[test]
     fn render_appends() {
-        let f = LogFormat::new("a", Escape::Default, &["$uri"]).unwrap();
+        let f = LogFormat::new(
+            "a",
+            Escape::Default,
+            &["$uri"],
+            &mut Vars::new(crate::modules::MODULES),
+        )
+        .unwrap();
         let s = src(&[("uri", b"/\"")]);
         let mut out = b"prefix\"".to_vec();
         f.render(&s, &mut out);

@@ -17,4 +17,21 @@ pub use format::{Escape, LogFormat};
 pub mod conf;
 mod runtime;
 
+use crate::core::module::{Hooks, Module};
 pub use runtime::{flush_all, flush_due, log_request};
+
+/// `log_format` and `access_log`; buffers flushed once a second and when a
+/// worker exits.
+pub static MODULE: Module = Module {
+    name: "log",
+    nginx_default: &["http_log_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::LogConf::KIND),
+    hooks: Hooks {
+        http: Some(conf::default_access_log),
+        tick: Some(flush_due),
+        worker_exit: Some(flush_all),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

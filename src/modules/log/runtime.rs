@@ -3,6 +3,7 @@
 
 use super::AccessLog;
 use super::conf::AccessLogTarget;
+use super::conf::LogConf;
 use crate::core::request::{Finished, Request};
 use crate::http::response::Response;
 use std::cell::RefCell;
@@ -17,7 +18,7 @@ thread_local! {
 
 /// Write the access log lines for a finished request.
 pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_bytes: u64) {
-    let Some(targets) = &req.conf.log.access_log else {
+    let Some(targets) = &req.conf.get::<LogConf>().access_log else {
         return;
     };
     if targets.is_empty() {

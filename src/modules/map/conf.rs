@@ -3,10 +3,10 @@
 use super::Map;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def};
-use crate::core::vars::{Re, Template, UserKind, registry};
+use crate::core::vars::{Re, Template, UserKind, Vars};
 use std::sync::Arc;
 
-fn parse(d: &Directive) -> Result<Map, ConfError> {
+fn parse(d: &Directive, vars: &mut Vars) -> Result<Map, ConfError> {
     let err = |m: String, at: &Directive| ConfError::new(m, &at.span);
     let target = d
         .arg(1)
@@ -14,7 +14,7 @@ fn parse(d: &Directive) -> Result<Map, ConfError> {
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .ok_or_else(|| err(format!("invalid variable name \"{}\"", d.arg(1)), d))?;
     let mut map = Map {
-        source: Template::compile(d.arg(0)).map_err(|e| err(e, d))?,
+        source: Template::compile(d.arg(0), vars).map_err(|e| err(e, d))?,
         ..Map::default()
     };
     let entries = d.block.as_deref().unwrap_or(&[]);
@@ -24,7 +24,7 @@ fn parse(d: &Directive) -> Result<Map, ConfError> {
         .any(|e| e.name == "hostnames" && e.args.is_empty() && e.block.is_none());
     let mut seen = std::collections::HashSet::new();
     for e in entries {
-        registry::at(&e.span);
+        vars.at(&e.span);
         if e.block.is_some() {
             return Err(err(format!("unexpected \"{{\" after \"{}\"", e.name), e));
         }
@@ -37,7 +37,7 @@ fn parse(d: &Directive) -> Result<Map, ConfError> {
             (_, 1) => {}
             _ => return Err(err("invalid number of the map parameters".into(), e)),
         }
-        let value = Template::compile(e.arg(0)).map_err(|m| err(m, e))?;
+        let value = Template::compile(e.arg(0), vars).map_err(|m| err(m, e))?;
         let key = e.name.as_str();
         if key == "default" {
             if map.default.is_some() {
@@ -52,7 +52,7 @@ fn parse(d: &Directive) -> Result<Map, ConfError> {
                 None => (re, false),
             };
             map.regex
-                .push((Re::new(re, caseless).map_err(|m| err(m, e))?, value));
+                .push((Re::new(re, caseless, vars).map_err(|m| err(m, e))?, value));
             continue;
         }
         let key = key.strip_prefix('\\').unwrap_or(key).to_ascii_lowercase();
@@ -83,7 +83,7 @@ fn parse(d: &Directive) -> Result<Map, ConfError> {
     }
     map.lead_wild.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
     map.trail_wild.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
-    registry::at(&d.span);
+    vars.at(&d.span);
     let _ = target;
     Ok(map)
 }
@@ -92,10 +92,11 @@ pub static DIRECTIVES: &[Def] = &[Def {
     name: "map",
     ctx: Ctx::HTTP,
     arity: Arity::block(2, 2),
-    set: |_, d, _| {
-        let map = parse(d)?;
+    set: |_, d, e| {
+        let map = parse(d, &mut e.vars)?;
         let name = &d.arg(1)[1..];
-        registry::declare(name, UserKind::Computed(Arc::new(map)))
+        e.vars
+            .declare(name, UserKind::Computed(Arc::new(map)))
             .map_err(|e| ConfError::new(e, &d.span))?;
         Ok(())
     },

@@ -5,6 +5,7 @@
 
 pub mod conf;
 
+use crate::core::module::Module;
 use crate::core::request::Request;
 use crate::core::vars::{Computed, Re, Template, VarSource};
 use std::collections::HashMap;
@@ -67,3 +68,11 @@ impl Computed for Map {
         self.volatile
     }
 }
+
+/// `map`: variables computed from others.
+pub static MODULE: Module = Module {
+    name: "map",
+    nginx_default: &["http_map_module"],
+    directives: &[conf::DIRECTIVES],
+    ..Module::EMPTY
+};

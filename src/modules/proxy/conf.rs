@@ -4,7 +4,7 @@
 use super::Proxy;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::model::LocKind;
-use crate::conf::table::{Arity, Ctx, Def, ONE, Scope};
+use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values;
 use crate::core::vars::Template;
 use std::sync::Arc;
@@ -79,14 +79,14 @@ crate::settings! {
 }
 
 fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxyConfSet {
-    &mut s.loc().proxy
+    s.loc().get_mut::<ProxyConfSet>()
 }
 
 fn time(d: &Directive) -> Result<Duration, ConfError> {
     values::time(d, 0)
 }
 
-fn proxy_pass(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let Scope::Location(l) = s else {
         unreachable!("table declares proxy_pass for location only")
     };
@@ -158,7 +158,7 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
         };
         (host, p.to_string())
     };
-    let up = crate::upstream::conf::reference(authority, 80, &d.span)?;
+    let up = crate::upstream::conf::reference(e, authority, 80, &d.span)?;
     let uri = uri.map(|u| u.as_bytes().to_vec());
     let default_redirect = match (&uri, l.kind) {
         (_, LocKind::Regex { .. } | LocKind::Named) => None,
@@ -234,7 +234,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "proxy_pass",
         ctx: Ctx::LOCATION,
         arity: ONE,
-        set: |s, d, _| proxy_pass(s, d),
+        set: proxy_pass,
         syntax: "proxy_pass URL;",
         default: "—",
         doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). Request and response bodies stream both ways. See docs/proxy.md.",
@@ -259,9 +259,10 @@ pub static DIRECTIVES: &[Def] = &[
         name: "proxy_set_header",
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
-        set: |s, d, _| {
+        set: |s, d, e| {
             let name = header_name(d)?;
-            let t = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+            let t =
+                Template::compile(d.arg(1), &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
             push(&mut loc(s).set_headers, (name, t));
             Ok(())
         },
@@ -323,7 +324,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "proxy_redirect",
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
-        set: |s, d, _| {
+        set: |s, d, e| {
             let l = loc(s);
             match (d.args.len(), d.arg(0)) {
                 (1, "off") => l.redirect = Some(Redirect::Off),
@@ -336,7 +337,8 @@ pub static DIRECTIVES: &[Def] = &[
                     l.redirect = Some(Redirect::List(Arc::from(list)));
                 }
                 (2, from) => {
-                    let to = Template::compile(d.arg(1)).map_err(|e| ConfError::new(e, &d.span))?;
+                    let to = Template::compile(d.arg(1), &mut e.vars)
+                        .map_err(|e| ConfError::new(e, &d.span))?;
                     let mut list = match &l.redirect {
                         Some(Redirect::List(v)) => v.to_vec(),
                         _ => Vec::new(),

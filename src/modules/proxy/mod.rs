@@ -18,6 +18,7 @@
 
 pub mod conf;
 
+use crate::core::module::{Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::http::h1::parse::{BodyFraming, Method};
@@ -126,13 +127,13 @@ enum ReqBody {
 impl Proxy {
     async fn handle(&self, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Response {
         let conf = req.conf;
-        let pc = &conf.proxy;
+        let pc = &conf.get::<ProxyConf>();
         let vars = Rc::new(RefCell::new(UpstreamVars {
             proxy_host: self.host.clone(),
             proxy_port: self.port.clone(),
             ..Default::default()
         }));
-        req.state.upstream = Some(vars.clone());
+        req.state.ext.insert(vars.clone());
         let uri = self.upstream_uri(req);
 
         // The body: held (small, or for an HTTP/1.0 upstream without a length), or streamed.
@@ -348,8 +349,8 @@ impl Proxy {
             && h.status >= 300
             && req
                 .conf
-                .error_page
-                .pages
+                .core
+                .error_pages
                 .as_deref()
                 .is_some_and(|p| p.find(h.status).is_some())
         {
@@ -1363,3 +1364,49 @@ impl crate::http::response::Tunnel for Tunnel {
         })
     }
 }
+
+/// `proxy_pass` and its settings, `$proxy_host`, `$proxy_port`,
+/// `$proxy_add_x_forwarded_for`.
+pub static MODULE: Module = Module {
+    name: "proxy",
+    nginx_default: &["http_proxy_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::ProxyConf::KIND),
+    variables: &[
+        VarDef {
+            name: "proxy_host",
+            prefix: false,
+            get: |req, _, out| {
+                if let Some(u) = upstream::vars(req) {
+                    out.extend_from_slice(u.borrow().proxy_host.as_bytes());
+                }
+            },
+        },
+        VarDef {
+            name: "proxy_port",
+            prefix: false,
+            get: |req, _, out| {
+                if let Some(u) = upstream::vars(req) {
+                    out.extend_from_slice(u.borrow().proxy_port.as_bytes());
+                }
+            },
+        },
+        VarDef {
+            name: "proxy_add_x_forwarded_for",
+            prefix: false,
+            get: |req, _, out| {
+                for (_, x) in req
+                    .head
+                    .headers()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
+                {
+                    out.extend_from_slice(x);
+                    out.extend_from_slice(b", ");
+                }
+                use crate::core::vars::VarSource;
+                req.var(&crate::core::vars::Var::RemoteAddr, out);
+            },
+        },
+    ],
+    ..Module::EMPTY
+};

@@ -41,7 +41,7 @@ pub static DIRECTIVES: &[Def] = &[
                 ));
             }
             let net = parse_net(d, env)?;
-            crate::conf::values::push(&mut s.loc().realip.from, net);
+            crate::conf::values::push(&mut s.loc().get_mut::<RealipConfSet>().from, net);
             Ok(())
         },
         syntax: "set_real_ip_from address | CIDR | unix:;",
@@ -73,7 +73,7 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             };
-            set_once(&mut s.loc().realip.header, v, d)
+            set_once(&mut s.loc().get_mut::<RealipConfSet>().header, v, d)
         },
         syntax: "real_ip_header field | X-Real-IP | X-Forwarded-For;",
         default: "X-Real-IP",
@@ -83,7 +83,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "real_ip_recursive",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().realip.recursive, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<RealipConfSet>().recursive,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "real_ip_recursive on | off;",
         default: "off",
         doc: "With `off`, the last address of the header is the client when the connection comes from a trusted address. With `on`, the header is read from its end and every trusted address is skipped: the client is the last untrusted one (or the first of the list when all are trusted).",

@@ -20,15 +20,17 @@
 
 pub mod conf;
 
+use crate::core::module::{Hooks, Module, Ordered, Phase};
 use crate::core::request::{Peer, Request};
 use crate::modules::access::{Cidr, Client};
 use conf::RealIpHeader;
+use conf::RealipConf;
 use std::net::{IpAddr, SocketAddr};
 
 /// Take the client address from the configured header, if the request has
 /// none yet and the peer is trusted at this level.
 pub fn apply(req: &mut Request<'_>) {
-    let conf = &req.conf.realip;
+    let conf = &req.conf.get::<RealipConf>();
     if conf.from.is_empty() || req.state.real_ip.is_some() {
         return;
     }
@@ -129,6 +131,31 @@ fn parse_addr_port(s: &[u8]) -> Option<SocketAddr> {
     }
     s.parse().ok()
 }
+
+/// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`: applied when
+/// the request is read (server level) and again in its location, first of
+/// the access hooks.
+pub static MODULE: Module = Module {
+    name: "realip",
+    nginx: &["http_realip_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::RealipConf::KIND),
+    hooks: Hooks {
+        post_read: Some(Ordered {
+            order: 10,
+            run: apply,
+        }),
+        access: Some(Ordered {
+            order: 0,
+            run: |req, _| {
+                apply(req);
+                Phase::Next
+            },
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {

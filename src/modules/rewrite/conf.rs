@@ -1,42 +1,37 @@
 //! Directives of the rewrite module, compiled into script instructions.
 
-use super::script::{Cond, FileTest, Flag, Op, Return, Rewrite, SetTarget};
+use super::script::{Cond, FileTest, Flag, Op, Return, Rewrite, Script, SetTarget};
 use crate::conf::ast::{ConfError, Directive};
-use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
+use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use crate::conf::values::{flag, set_once};
-use crate::core::vars::{Re, Template, UserKind, registry};
+use crate::core::vars::{Re, Template, UserKind, Vars};
 use crate::settings;
 
 settings! {
     pub struct RewriteConf / RewriteConfSet {
         pub rewrite_log: bool = false,
-        pub uninitialized_variable_warning: bool = true,
     }
 }
 
 /// The script of the level a directive stands in.
 fn ops<'s>(s: &'s mut Scope<'_>) -> &'s mut Vec<Op> {
-    match s {
-        Scope::Server(srv) => &mut srv.phases.rewrite,
-        Scope::Location(l) => &mut l.phases.rewrite,
-        _ => unreachable!("table declares rewrite directives for server/location only"),
-    }
+    &mut s.level_ext().entry::<Script>().0
 }
 
 fn err(msg: impl Into<String>, d: &Directive) -> ConfError {
     ConfError::new(msg, &d.span)
 }
 
-fn template(s: &str, d: &Directive) -> Result<Template, ConfError> {
-    Template::compile(s).map_err(|e| err(e, d))
+fn template(s: &str, d: &Directive, vars: &mut Vars) -> Result<Template, ConfError> {
+    Template::compile(s, vars).map_err(|e| err(e, d))
 }
 
-fn regex(pattern: &str, caseless: bool, d: &Directive) -> Result<Re, ConfError> {
-    Re::new(pattern, caseless).map_err(|e| err(e, d))
+fn regex(pattern: &str, caseless: bool, d: &Directive, vars: &mut Vars) -> Result<Re, ConfError> {
+    Re::new(pattern, caseless, vars).map_err(|e| err(e, d))
 }
 
-fn compile_rewrite(d: &Directive) -> Result<Op, ConfError> {
-    let re = regex(d.arg(0), false, d)?;
+fn compile_rewrite(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
+    let re = regex(d.arg(0), false, d, vars)?;
     let mut repl = d.arg(1);
     let mut flag = match d.args.get(2).map(|a| a.value.as_str()) {
         None => Flag::None,
@@ -63,14 +58,14 @@ fn compile_rewrite(d: &Directive) -> Result<Op, ConfError> {
     };
     Ok(Op::Rewrite(Box::new(Rewrite {
         re,
-        uri: template(uri, d)?,
-        args: args.map(|a| template(a, d)).transpose()?,
+        uri: template(uri, d, vars)?,
+        args: args.map(|a| template(a, d, vars)).transpose()?,
         add_args,
         flag,
     })))
 }
 
-fn compile_return(d: &Directive) -> Result<Op, ConfError> {
+fn compile_return(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
     let code_of = |s: &str| -> Option<u16> {
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return None;
@@ -105,30 +100,31 @@ fn compile_return(d: &Directive) -> Result<Op, ConfError> {
     }
     Ok(Op::Return(Box::new(Return {
         code,
-        text: text.map(|t| template(t, d)).transpose()?,
+        text: text.map(|t| template(t, d, vars)).transpose()?,
     })))
 }
 
-fn compile_set(d: &Directive) -> Result<Op, ConfError> {
+fn compile_set(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
     let name = d
         .arg(0)
         .strip_prefix('$')
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .ok_or_else(|| err(format!("invalid variable name \"{}\"", d.arg(0)), d))?;
-    let value = template(d.arg(1), d)?;
+    let value = template(d.arg(1), d, vars)?;
     let target = match name.to_ascii_lowercase().as_str() {
         "args" | "query_string" => SetTarget::Args,
-        _ => match registry::declare(name, UserKind::Set).map_err(|e| err(e, d))? {
-            Some(v) => SetTarget::Var(v.index),
-            None => return Err(err("\"set\" outside a configuration load", d)),
-        },
+        _ => SetTarget::Var(
+            vars.declare(name, UserKind::Set)
+                .map_err(|e| err(e, d))?
+                .index,
+        ),
     };
     Ok(Op::Set(target, value))
 }
 
 /// Parse an `if` condition as nginx splits it: `(` opens the first word or
 /// is one, `)` closes the last word or is one.
-fn compile_cond(d: &Directive) -> Result<Cond, ConfError> {
+fn compile_cond(d: &Directive, vars: &mut Vars) -> Result<Cond, ConfError> {
     let mut words: Vec<&str> = d.arg_strs().collect();
     let invalid = |w: &str| err(format!("invalid condition \"{w}\""), d);
     let first = words[0];
@@ -151,16 +147,16 @@ fn compile_cond(d: &Directive) -> Result<Cond, ConfError> {
     }
     match words.as_slice() {
         [] => Err(invalid(first)),
-        [v] if v.starts_with('$') => Ok(Cond::Var(template(v, d)?)),
+        [v] if v.starts_with('$') => Ok(Cond::Var(template(v, d, vars)?)),
         [v, op, rhs] if v.starts_with('$') => {
-            let left = template(v, d)?;
+            let left = template(v, d, vars)?;
             Ok(match *op {
-                "=" => Cond::Eq(left, template(rhs, d)?, false),
-                "!=" => Cond::Eq(left, template(rhs, d)?, true),
-                "~" => Cond::Regex(left, regex(rhs, false, d)?, false),
-                "~*" => Cond::Regex(left, regex(rhs, true, d)?, false),
-                "!~" => Cond::Regex(left, regex(rhs, false, d)?, true),
-                "!~*" => Cond::Regex(left, regex(rhs, true, d)?, true),
+                "=" => Cond::Eq(left, template(rhs, d, vars)?, false),
+                "!=" => Cond::Eq(left, template(rhs, d, vars)?, true),
+                "~" => Cond::Regex(left, regex(rhs, false, d, vars)?, false),
+                "~*" => Cond::Regex(left, regex(rhs, true, d, vars)?, false),
+                "!~" => Cond::Regex(left, regex(rhs, false, d, vars)?, true),
+                "!~*" => Cond::Regex(left, regex(rhs, true, d, vars)?, true),
                 _ => return Err(err(format!("unexpected \"{op}\" in condition"), d)),
             })
         }
@@ -177,7 +173,7 @@ fn compile_cond(d: &Directive) -> Result<Cond, ConfError> {
                 "-x" => FileTest::Exec,
                 _ => return Err(err(format!("invalid condition \"{test}\""), d)),
             };
-            Ok(Cond::File(template(path, d)?, t, negate))
+            Ok(Cond::File(template(path, d, vars)?, t, negate))
         }
         [w, ..] => Err(err(format!("invalid condition \"{w}\""), d)),
     }
@@ -188,16 +184,16 @@ const IN_IF: &[&str] = &["rewrite", "return", "set", "break"];
 
 /// Compile the directives inside an `if` block: only the script
 /// directives; anything else nginx would accept there is refused.
-fn compile_block(block: &[Directive]) -> Result<Vec<Op>, ConfError> {
+fn compile_block(block: &[Directive], e: &mut Env) -> Result<Vec<Op>, ConfError> {
     let mut out = Vec::new();
     for d in block {
-        registry::at(&d.span);
+        e.vars.at(&d.span);
         let def = DIRECTIVES.iter().find(|def| def.name == d.name);
         let Some(def) = def.filter(|def| IN_IF.contains(&def.name)) else {
             if d.name == "if" {
                 return Err(err("\"if\" directive is not allowed here", d));
             }
-            if crate::conf::table::lookup(&d.name).is_some() {
+            if e.lookup(&d.name).is_some() {
                 return Err(err(
                     format!(
                         "\"{}\" inside \"if\" is not supported by vireo (only rewrite, return, set and break are)",
@@ -222,9 +218,9 @@ fn compile_block(block: &[Directive]) -> Result<Vec<Op>, ConfError> {
             ));
         }
         out.push(match d.name.as_str() {
-            "rewrite" => compile_rewrite(d)?,
-            "return" => compile_return(d)?,
-            "set" => compile_set(d)?,
+            "rewrite" => compile_rewrite(d, &mut e.vars)?,
+            "return" => compile_return(d, &mut e.vars)?,
+            "set" => compile_set(d, &mut e.vars)?,
             _ => Op::Break,
         });
     }
@@ -236,8 +232,8 @@ pub static DIRECTIVES: &[Def] = &[
         name: "rewrite",
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 3),
-        set: |s, d, _| {
-            let op = compile_rewrite(d)?;
+        set: |s, d, e| {
+            let op = compile_rewrite(d, &mut e.vars)?;
             ops(s).push(op);
             Ok(())
         },
@@ -249,8 +245,8 @@ pub static DIRECTIVES: &[Def] = &[
         name: "return",
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(1, 2),
-        set: |s, d, _| {
-            let op = compile_return(d)?;
+        set: |s, d, e| {
+            let op = compile_return(d, &mut e.vars)?;
             ops(s).push(op);
             Ok(())
         },
@@ -262,8 +258,8 @@ pub static DIRECTIVES: &[Def] = &[
         name: "set",
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 2),
-        set: |s, d, _| {
-            let op = compile_set(d)?;
+        set: |s, d, e| {
+            let op = compile_set(d, &mut e.vars)?;
             ops(s).push(op);
             Ok(())
         },
@@ -275,9 +271,9 @@ pub static DIRECTIVES: &[Def] = &[
         name: "if",
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::block(1, MANY),
-        set: |s, d, _| {
-            let cond = compile_cond(d)?;
-            let body = compile_block(d.block.as_deref().unwrap_or(&[]))?;
+        set: |s, d, e| {
+            let cond = compile_cond(d, &mut e.vars)?;
+            let body = compile_block(d.block.as_deref().unwrap_or(&[]), e)?;
             ops(s).push(Op::If(Box::new(cond), body));
             Ok(())
         },
@@ -301,7 +297,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "rewrite_log",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().rewrite.rewrite_log, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<RewriteConfSet>().rewrite_log,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "rewrite_log on | off;",
         default: "off",
         doc: "Logs each `rewrite` regex test and its result to the error log at the `notice` level.\n\n```nginx\nerror_log logs/error.log notice;\nrewrite_log on;\n```",
@@ -312,7 +314,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             set_once(
-                &mut s.loc().rewrite.uninitialized_variable_warning,
+                &mut s.loc().core.uninitialized_variable_warning,
                 flag(d, 0)?,
                 d,
             )

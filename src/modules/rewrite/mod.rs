@@ -5,3 +5,21 @@
 
 pub mod conf;
 pub mod script;
+use crate::core::module::{Hooks, Module, Rewrite};
+
+/// `rewrite`, `return`, `set`, `if`, `break`, `rewrite_log`,
+/// `uninitialized_variable_warning`.
+pub static MODULE: Module = Module {
+    name: "rewrite",
+    nginx_default: &["http_rewrite_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::RewriteConf::KIND),
+    hooks: Hooks {
+        rewrite: Some(|req, data, location| match data.get::<script::Script>() {
+            Some(s) => script::run(req, &s.0, location),
+            None => Rewrite::Next,
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

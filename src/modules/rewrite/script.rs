@@ -2,6 +2,8 @@
 //! `set`, `if` and `break`, and the interpreter that runs them in a rewrite
 //! phase.
 
+use super::conf::RewriteConf;
+use crate::core::module::Rewrite as Flow;
 use crate::core::request::Request;
 use crate::core::vars::{Re, Segment, Template, Var, VarSource};
 use crate::http::response::{Body, Response, Value};
@@ -100,17 +102,10 @@ pub enum FileTest {
     Exec,
 }
 
-/// How a script run ended.
-pub enum Flow {
-    /// It ran to its end.
-    Next,
-    /// `rewrite … last`.
-    Last,
-    /// `break`, `rewrite … break`.
-    Break,
-    /// `return`, a redirecting `rewrite`, or an error.
-    Respond(Response),
-}
+/// The rewrite directives of one server or location level, in the order
+/// written (not inherited, as in nginx).
+#[derive(Debug, Default)]
+pub struct Script(pub Vec<Op>);
 
 /// Run `ops` for `req`. `location` is false in the server-rewrite phase.
 pub fn run(req: &mut Request<'_>, ops: &[Op], location: bool) -> Flow {
@@ -170,7 +165,7 @@ fn render(req: &Request<'_>, t: &Template, escape: Option<&'static AsciiSet>, ou
 }
 
 fn rewrite(req: &mut Request<'_>, rw: &Rewrite) -> Flow {
-    let log = req.conf.rewrite.rewrite_log;
+    let log = req.conf.get::<RewriteConf>().rewrite_log;
     let matched = req.regex_exec(&rw.re, &req.uri);
     if log {
         crate::error_log!(

@@ -213,7 +213,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_certificate",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, e| push_file(&mut s.loc().ssl.certificates, d, e),
+        set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().certificates, d, e),
         syntax: "ssl_certificate file;",
         default: "—",
         doc: "A PEM file with the server's certificate followed by its chain (intermediates). May be given more than once (an RSA and an ECDSA certificate, say): each handshake gets the first whose key can sign with a scheme the client offers. Paired in order with `ssl_certificate_key`. Read when the configuration is loaded or reloaded, so a reload picks up renewed certificates; an unreadable file, one with no certificate, or a key that does not belong to the certificate is an error naming the directive's file:line. Every server on an address with `listen … ssl` needs one (or `ssl_reject_handshake on`).",
@@ -222,7 +222,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_certificate_key",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, e| push_file(&mut s.loc().ssl.keys, d, e),
+        set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().keys, d, e),
         syntax: "ssl_certificate_key file;",
         default: "—",
         doc: "A PEM file with the private key of the `ssl_certificate` in the same position: PKCS#8, PKCS#1 (RSA) or SEC1 (EC); it may be the certificate's own file. Encrypted keys are not supported.",
@@ -233,7 +233,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let p = protocols(d, e)?;
-            set_once(&mut s.loc().ssl.protocols, p, d)
+            set_once(&mut s.loc().get_mut::<SslConfSet>().protocols, p, d)
         },
         syntax: "ssl_protocols [SSLv2] [SSLv3] [TLSv1] [TLSv1.1] [TLSv1.2] [TLSv1.3];",
         default: "TLSv1.2 TLSv1.3",
@@ -245,7 +245,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let c = ciphers(d)?;
-            set_once(&mut s.loc().ssl.ciphers, Some((c, d.span.clone())), d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().ciphers,
+                Some((c, d.span.clone())),
+                d,
+            )
         },
         syntax: "ssl_ciphers ciphers;",
         default: "HIGH:!aNULL:!MD5",
@@ -255,7 +259,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_prefer_server_ciphers",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().ssl.prefer_server_ciphers, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().prefer_server_ciphers,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "ssl_prefer_server_ciphers on | off;",
         default: "off",
         doc: "With `on` the server's order of cipher suites wins over the client's.",
@@ -266,7 +276,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let c = ecdh_curve(d)?;
-            set_once(&mut s.loc().ssl.ecdh_curve, c, d)
+            set_once(&mut s.loc().get_mut::<SslConfSet>().ecdh_curve, c, d)
         },
         syntax: "ssl_ecdh_curve auto | curve[:curve…];",
         default: "auto",
@@ -278,7 +288,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 2),
         set: |s, d, _| {
             let c = session_cache(d)?;
-            set_once(&mut s.loc().ssl.session_cache, c, d)
+            set_once(&mut s.loc().get_mut::<SslConfSet>().session_cache, c, d)
         },
         syntax: "ssl_session_cache off | none | [builtin[:size]] [shared:name:size];",
         default: "none",
@@ -288,7 +298,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_session_timeout",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().ssl.session_timeout, time(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().session_timeout,
+                time(d, 0)?,
+                d,
+            )
+        },
         syntax: "ssl_session_timeout time;",
         default: "5m",
         doc: "How long a session, from the cache or a ticket, may be resumed.",
@@ -297,7 +313,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_session_tickets",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().ssl.session_tickets, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().session_tickets,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "ssl_session_tickets on | off;",
         default: "on",
         doc: "Resumption by session tickets (RFC 5077, TLS 1.3 tickets). The ticket keys are made at start-up, shared by all workers, kept across reloads and rotated by rustls; they are never written to disk.",
@@ -317,7 +339,11 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
-            set_once(&mut s.loc().ssl.buffer_size, n as usize, d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().buffer_size,
+                n as usize,
+                d,
+            )
         },
         syntax: "ssl_buffer_size size;",
         default: "16k",
@@ -327,7 +353,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_handshake_timeout",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().ssl.handshake_timeout, time(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().handshake_timeout,
+                time(d, 0)?,
+                d,
+            )
+        },
         syntax: "ssl_handshake_timeout time;",
         default: "60s",
         doc: "How long a TLS handshake may take. Handshakes in progress count against `worker_connections` like any connection, so a flood of slow handshakes is bounded by both.",
@@ -336,7 +368,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "ssl_reject_handshake",
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().ssl.reject_handshake, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().reject_handshake,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "ssl_reject_handshake on | off;",
         default: "off",
         doc: "With `on`, a handshake whose server name selects this server is refused with an `unrecognized_name` alert; such a server needs no certificate. The usual use: a `default_server` that answers no unknown names.\n\n```nginx\nserver {\n    listen 443 ssl default_server;\n    ssl_reject_handshake on;\n}\n```",

@@ -4,6 +4,8 @@
 
 use super::conf::{CipherRule, PemFile, SessionCache, SslConf};
 use crate::conf::ast::{ConfError, Span};
+use crate::core::module::{ListenBuild, ServerBuild};
+use crate::core::route::Server;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, StoresServerSessions};
 use rustls::sign::CertifiedKey;
@@ -389,7 +391,30 @@ impl ProducesTickets for Expiring<dyn ProducesTickets> {
 }
 
 /// A server on a TLS address without a certificate: nginx's message.
-pub fn no_certificate(listen: &Span, server: &str) -> ConfError {
+/// A server was resolved: its TLS side, from its ssl settings, in its
+/// module data (`Arc<ServerTls>`) when it has certificates.
+pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
+    let files = b.env.ext.entry::<KeyFiles>();
+    if let Some(tls) = build(b.conf.get::<SslConf>(), files)? {
+        b.ext.insert(Arc::new(tls));
+    }
+    Ok(())
+}
+
+/// The TLS side of a server, when it has one.
+pub fn of(server: &Server) -> Option<&Arc<ServerTls>> {
+    server.ext.get::<Arc<ServerTls>>()
+}
+
+/// Every server on a `listen … ssl` address needs a certificate.
+pub fn check_listen(l: &ListenBuild<'_>) -> Result<(), ConfError> {
+    match l.servers.iter().find(|s| l.spec.ssl && of(s).is_none()) {
+        Some(s) => Err(no_certificate(&l.spec.span, s.name())),
+        None => Ok(()),
+    }
+}
+
+fn no_certificate(listen: &Span, server: &str) -> ConfError {
     ConfError::new(
         format!(
             "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive (server \"{server}\")"

@@ -13,3 +13,57 @@
 pub mod conf;
 pub mod config;
 pub mod stream;
+use crate::core::module::{Hooks, Module, VarDef};
+
+/// TLS on listeners (rustls): certificates per server chosen by SNI, and
+/// the `$ssl_*` variables.
+pub static MODULE: Module = Module {
+    name: "ssl",
+    nginx: &["http_ssl_module"],
+    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    settings: Some(&conf::SslConf::KIND),
+    variables: &[
+        VarDef {
+            name: "ssl_protocol",
+            prefix: false,
+            get: |req, _, out| {
+                if let Some(t) = &req.tls {
+                    out.extend_from_slice(t.protocol.as_bytes());
+                }
+            },
+        },
+        VarDef {
+            name: "ssl_cipher",
+            prefix: false,
+            get: |req, _, out| {
+                if let Some(t) = &req.tls {
+                    out.extend_from_slice(t.cipher.as_bytes());
+                }
+            },
+        },
+        VarDef {
+            name: "ssl_server_name",
+            prefix: false,
+            get: |req, _, out| {
+                if let Some(n) = req.tls.as_ref().and_then(|t| t.server_name.as_deref()) {
+                    out.extend_from_slice(n.as_bytes());
+                }
+            },
+        },
+        VarDef {
+            name: "ssl_session_reused",
+            prefix: false,
+            get: |req, _, out| {
+                if let Some(t) = &req.tls {
+                    out.push(if t.resumed { b'r' } else { b'.' });
+                }
+            },
+        },
+    ],
+    hooks: Hooks {
+        server: Some(config::build_server),
+        listen: Some(config::check_listen),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

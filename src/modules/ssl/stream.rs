@@ -7,7 +7,9 @@
 //! memory, and [`Stream::try_flush`] pushes out the last ones. Plaintext that
 //! rustls has decrypted but nobody read yet counts as readable.
 
+use super::conf::SslConf;
 use super::config::ServerTls;
+use crate::core::request::TlsInfo;
 use crate::core::route::VirtualHosts;
 use crate::server::socket::Stream;
 use crate::sys::FdIo;
@@ -22,21 +24,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
-
-/// What a request can learn of its TLS connection (`$ssl_*` variables).
-#[derive(Debug)]
-pub struct TlsInfo {
-    /// `TLSv1.2` or `TLSv1.3`.
-    pub protocol: &'static str,
-    /// The suite in OpenSSL's naming (as nginx's `$ssl_cipher`).
-    pub cipher: String,
-    /// The name the client asked for (SNI).
-    pub server_name: Option<Box<str>>,
-    /// ALPN chose `h2`.
-    pub h2: bool,
-    /// The handshake resumed a session (`$ssl_session_reused`).
-    pub resumed: bool,
-}
 
 pub struct TlsStream {
     tcp: TcpStream,
@@ -297,7 +284,8 @@ pub async fn accept(
     };
     let server_name: Option<Box<str>> = accepted.client_hello().server_name().map(Into::into);
     let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
-    let config = match server.tls.as_deref().or(vhosts.default.tls.as_deref()) {
+    let tls = super::config::of(server).or(super::config::of(&vhosts.default));
+    let config = match tls.map(|t| &**t) {
         Some(ServerTls::Accept { h1, h2, .. }) => {
             if http2 {
                 h2.clone()
@@ -373,5 +361,5 @@ pub async fn accept(
 /// How long the handshake on `vhosts`'s address may take (its default
 /// server's `ssl_handshake_timeout`).
 pub fn handshake_timeout(vhosts: &VirtualHosts) -> std::time::Duration {
-    vhosts.default.conf.ssl.handshake_timeout
+    vhosts.default.conf.get::<SslConf>().handshake_timeout
 }

@@ -4,7 +4,6 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, number, option, set_once, size, time};
 use crate::settings;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,6 @@ pub struct OpenFileCacheSpec {
 
 settings! {
     pub struct StaticConf / StaticConfSet {
-        pub root: Arc<PathBuf> = Arc::new(PathBuf::from("html")),
         pub index: Arc<[Box<str>]> = Arc::from(vec![Box::from("index.html")]),
         pub sendfile: bool = false,
         pub sendfile_max_chunk: usize = 2 << 20,
@@ -59,7 +57,7 @@ pub static DIRECTIVES: &[Def] = &[
                 ));
             }
             let p = Arc::new(e.path(d.arg(0)));
-            set_once(&mut s.loc().static_files.root, p, d)
+            set_once(&mut s.loc().core.root, p, d)
         },
         syntax: "root path;",
         default: "html",
@@ -71,7 +69,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             // Variables are checked here, where an error names this line.
-            crate::core::vars::Template::compile(d.arg(0))
+            crate::core::vars::Template::compile(d.arg(0), &mut e.vars)
                 .map_err(|err| ConfError::new(err, &d.span))?;
             let Scope::Location(l) = s else {
                 unreachable!()
@@ -82,7 +80,7 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
-            if l.conf.static_files.root.is_some() {
+            if l.conf.core.root.is_some() {
                 return Err(ConfError::new(
                     "\"alias\" directive is duplicate, \"root\" directive was specified earlier",
                     &d.span,
@@ -101,7 +99,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
             let v: Arc<[Box<str>]> = d.arg_strs().map(Box::from).collect();
-            set_once(&mut s.loc().static_files.index, v, d)
+            set_once(&mut s.loc().get_mut::<StaticConfSet>().index, v, d)
         },
         syntax: "index file …;",
         default: "index.html",
@@ -111,7 +109,13 @@ pub static DIRECTIVES: &[Def] = &[
         name: "sendfile",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().static_files.sendfile, flag(d, 0)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<StaticConfSet>().sendfile,
+                flag(d, 0)?,
+                d,
+            )
+        },
         syntax: "sendfile on | off;",
         default: "off",
         doc: "Send file bodies with sendfile(2) (plain TCP); `off` reads them into a buffer and writes that.",
@@ -122,7 +126,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = usize::try_from(size(d, 0)?).map_err(|_| bad_arg(d, d.arg(0)))?;
-            set_once(&mut s.loc().static_files.sendfile_max_chunk, n, d)
+            set_once(
+                &mut s.loc().get_mut::<StaticConfSet>().sendfile_max_chunk,
+                n,
+                d,
+            )
         },
         syntax: "sendfile_max_chunk size;",
         default: "2m",
@@ -162,7 +170,11 @@ pub static DIRECTIVES: &[Def] = &[
                 }
                 Some(spec)
             };
-            set_once(&mut s.loc().static_files.open_file_cache, v, d)
+            set_once(
+                &mut s.loc().get_mut::<StaticConfSet>().open_file_cache,
+                v,
+                d,
+            )
         },
         syntax: "open_file_cache off | max=N [inactive=time];",
         default: "off",
@@ -174,7 +186,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             set_once(
-                &mut s.loc().static_files.open_file_cache_valid,
+                &mut s.loc().get_mut::<StaticConfSet>().open_file_cache_valid,
                 time(d, 0)?,
                 d,
             )
@@ -189,7 +201,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             let n = number(d, 0)?.clamp(1, u32::MAX as u64) as u32;
-            set_once(&mut s.loc().static_files.open_file_cache_min_uses, n, d)
+            set_once(
+                &mut s.loc().get_mut::<StaticConfSet>().open_file_cache_min_uses,
+                n,
+                d,
+            )
         },
         syntax: "open_file_cache_min_uses number;",
         default: "1",
@@ -201,7 +217,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             set_once(
-                &mut s.loc().static_files.open_file_cache_errors,
+                &mut s.loc().get_mut::<StaticConfSet>().open_file_cache_errors,
                 flag(d, 0)?,
                 d,
             )
@@ -214,7 +230,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "etag",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().static_files.etag, flag(d, 0)?, d),
+        set: |s, d, _| set_once(&mut s.loc().get_mut::<StaticConfSet>().etag, flag(d, 0)?, d),
         syntax: "etag on | off;",
         default: "on",
         doc: "Send an ETag (mtime-size) with static files and honour If-None-Match.",
@@ -230,7 +246,11 @@ pub static DIRECTIVES: &[Def] = &[
                 "before" => IfModifiedSince::Before,
                 v => return Err(bad_arg(d, v)),
             };
-            set_once(&mut s.loc().static_files.if_modified_since, v, d)
+            set_once(
+                &mut s.loc().get_mut::<StaticConfSet>().if_modified_since,
+                v,
+                d,
+            )
         },
         syntax: "if_modified_since off | exact | before;",
         default: "exact",
@@ -242,7 +262,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, _| {
             set_once(
-                &mut s.loc().static_files.max_ranges,
+                &mut s.loc().get_mut::<StaticConfSet>().max_ranges,
                 Some(number(d, 0)? as usize),
                 d,
             )

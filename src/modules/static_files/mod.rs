@@ -5,6 +5,21 @@ pub mod cache;
 pub mod conditional;
 pub mod conf;
 pub mod handler;
-pub mod mime;
 pub mod range;
 pub mod uri;
+use crate::core::module::{Hooks, Module};
+
+/// Files from root or alias: the content of a location without a handler of
+/// its own; `index`, `sendfile`, the open-file cache, ranges, conditionals.
+pub static MODULE: Module = Module {
+    name: "static_files",
+    nginx_default: &["http_static_module", "http_index_module"],
+    directives: &[conf::DIRECTIVES],
+    settings: Some(&conf::StaticConf::KIND),
+    hooks: Hooks {
+        default_content: Some(handler::content),
+        tick: Some(cache::sweep),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

@@ -10,6 +10,7 @@
 
 pub mod conf;
 
+use crate::core::module::Module;
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::http::h1::parse::Method;
 use crate::http::response::{Body, Response, Value};
@@ -379,6 +380,14 @@ pub fn metrics_text() -> String {
     }
     e.into_string()
 }
+
+/// `stub_status` and the Prometheus `/metrics` page.
+pub static MODULE: Module = Module {
+    name: "status",
+    nginx: &["http_stub_status_module"],
+    directives: &[conf::DIRECTIVES],
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {

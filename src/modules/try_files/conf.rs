@@ -2,26 +2,22 @@
 
 use super::{Fallback, TryFiles};
 use crate::conf::ast::ConfError;
-use crate::conf::table::{Arity, Ctx, Def, MANY, Scope};
+use crate::conf::table::{Arity, Ctx, Def, MANY};
 use crate::core::vars::Template;
 
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "try_files",
     ctx: Ctx::SERVER.or(Ctx::LOCATION),
     arity: Arity::args(2, MANY),
-    set: |s, d, _| {
-        let slot = match s {
-            Scope::Server(srv) => &mut srv.phases.try_files,
-            Scope::Location(l) => &mut l.phases.try_files,
-            _ => unreachable!("table declares try_files for server/location only"),
-        };
-        if slot.is_some() {
+    set: |s, d, e| {
+        if s.level_ext().get::<TryFiles>().is_some() {
             return Err(ConfError::new(
                 "\"try_files\" directive is duplicate",
                 &d.span,
             ));
         }
-        let compile = |v: &str| Template::compile(v).map_err(|e| ConfError::new(e, &d.span));
+        let mut compile =
+            |v: &str| Template::compile(v, &mut e.vars).map_err(|e| ConfError::new(e, &d.span));
         let n = d.args.len();
         let mut files = Vec::with_capacity(n - 1);
         for a in d.arg_strs().take(n - 1) {
@@ -43,7 +39,7 @@ pub static DIRECTIVES: &[Def] = &[Def {
         } else {
             Fallback::Uri(compile(last)?)
         };
-        *slot = Some(TryFiles { files, fallback });
+        s.level_ext().insert(TryFiles { files, fallback });
         Ok(())
     },
     syntax: "try_files file … uri | try_files file … =code;",

@@ -6,9 +6,10 @@
 pub mod conf;
 
 use crate::conf::model::LocKind;
+use crate::core::module::{Hooks, Module, Precontent};
+use crate::core::path::push_clean;
 use crate::core::request::{Request, split_args};
 use crate::core::vars::Template;
-use crate::modules::static_files::handler::push_clean;
 
 /// One `try_files` directive.
 #[derive(Debug)]
@@ -30,17 +31,7 @@ pub enum Fallback {
     Status(u16),
 }
 
-/// What the pre-content phase decided.
-pub enum Next {
-    /// A file matched; the URI now names it.
-    Found,
-    /// Internal redirect to (URI, args).
-    Redirect(Vec<u8>, Vec<u8>),
-    Named(Vec<u8>),
-    Status(u16),
-}
-
-pub fn run(req: &mut Request<'_>, tf: &TryFiles) -> Next {
+pub fn run(req: &mut Request<'_>, tf: &TryFiles) -> Precontent {
     let mut name = Vec::new();
     let mut path = Vec::new();
     for (t, dir) in &tf.files {
@@ -70,19 +61,19 @@ pub fn run(req: &mut Request<'_>, tf: &TryFiles) -> Next {
                 }
             }
         }
-        return Next::Found;
+        return Precontent::Next;
     }
     let mut last = Vec::new();
     match &tf.fallback {
-        Fallback::Status(c) => Next::Status(*c),
+        Fallback::Status(c) => Precontent::Status(*c),
         Fallback::Named(t) => {
             t.render(&*req, &mut last);
-            Next::Named(last)
+            Precontent::Named(last)
         }
         Fallback::Uri(t) => {
             t.render(&*req, &mut last);
             let (u, a) = split_args(&last);
-            Next::Redirect(u.to_vec(), a.to_vec())
+            Precontent::Redirect(u.to_vec(), a.to_vec())
         }
     }
 }
@@ -107,7 +98,7 @@ fn file_path(req: &Request<'_>, name: &[u8], path: &mut Vec<u8>) -> Option<NewUr
     path.clear();
     let loc = req.location.filter(|l| l.alias.is_some());
     let Some(l) = loc else {
-        path.extend_from_slice(req.conf.static_files.root.as_os_str().as_bytes());
+        path.extend_from_slice(req.conf.core.root.as_os_str().as_bytes());
         return push_clean(path, name).then_some(NewUri::Name);
     };
     req.document_root(path);
@@ -124,3 +115,18 @@ fn as_path(b: &[u8]) -> &std::path::Path {
     use std::os::unix::ffi::OsStrExt;
     std::path::Path::new(std::ffi::OsStr::from_bytes(b))
 }
+
+/// `try_files`, in the pre-content phase.
+pub static MODULE: Module = Module {
+    name: "try_files",
+    nginx_default: &["http_try_files_module"],
+    directives: &[conf::DIRECTIVES],
+    hooks: Hooks {
+        precontent: Some(|req, data| match data.get::<TryFiles>() {
+            Some(tf) => run(req, tf),
+            None => Precontent::Next,
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};

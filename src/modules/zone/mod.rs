@@ -22,7 +22,8 @@
 use crate::conf::ast::{ConfError, Directive, Span};
 use crate::conf::values::{flag, parse_size};
 use crate::core::errlog::Level;
-use crate::core::vars::Template;
+use crate::core::module::{Hooks, Module};
+use crate::core::vars::{Template, Vars};
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::hash::RandomState;
@@ -198,7 +199,7 @@ impl<T: Node> fmt::Debug for ZoneRef<T> {
 }
 
 type AnyZone = Arc<dyn Any + Send + Sync>;
-type Resolve = Box<dyn FnOnce(&AnyZone)>;
+type Resolve = Box<dyn FnOnce(&AnyZone) + Send + Sync>;
 
 /// One zone name during a load.
 struct Entry {
@@ -397,8 +398,8 @@ pub fn parse_zone(d: &Directive, arg: &str) -> Result<(String, u64), ConfError> 
 }
 
 /// The key of a `…_zone` directive (text with variables).
-pub fn parse_key(d: &Directive) -> Result<Template, ConfError> {
-    Template::compile(d.arg(0)).map_err(|e| ConfError::new(e, &d.span))
+pub fn parse_key(d: &Directive, vars: &mut Vars) -> Result<Template, ConfError> {
+    Template::compile(d.arg(0), vars).map_err(|e| ConfError::new(e, &d.span))
 }
 
 /// `…_status CODE`: 400 to 599.
@@ -464,6 +465,20 @@ pub fn log(level: Level, req: &crate::core::request::Request<'_>, msg: fmt::Argu
         crate::core::errlog::log(level, format_args!("{msg}{}", req.log_context()));
     }
 }
+
+/// The shared-memory zones of limit_req and limit_conn: every zone a
+/// directive references must be declared by the end of the load.
+pub static MODULE: Module = Module {
+    name: "zone",
+    hooks: Hooks {
+        loaded: Some(|env| match env.ext.remove::<Declared>() {
+            Some(d) => d.finish(),
+            None => Ok(()),
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
 
 #[cfg(test)]
 mod tests {
@@ -532,7 +547,7 @@ mod tests {
 
     #[test]
     fn declarations_and_references() {
-        let key = || Template::compile("$remote_addr").unwrap();
+        let key = || Template::compile("$remote_addr", &mut Vars::new(&[])).unwrap();
         let zone = |s: &str| {
             let d = dir("test_zone", &["$remote_addr", s]);
             parse_zone(&d, s).map(|z| (d, z))
@@ -589,7 +604,12 @@ mod tests {
             let arg = format!("zone=zt_keep:{size}");
             let d = dir("test_zone", &[key, &arg]);
             let z = parse_zone(&d, &arg).unwrap();
-            reg.declare::<N>(&d, z, Template::compile(key).unwrap(), ())?;
+            reg.declare::<N>(
+                &d,
+                z,
+                Template::compile(key, &mut Vars::new(&[])).unwrap(),
+                (),
+            )?;
             Ok::<_, ConfError>(reg.reference::<N>("zt_keep", &d).unwrap())
         };
         let mut first = Declared::default();

@@ -1,10 +1,12 @@
-//! Directives of error pages.
+//! `error_page` and `recursive_error_pages`: when a response vireo generated
+//! (an error or redirect made through `Request::error`) has a status with a
+//! page, the request is redirected internally (as a GET) to that page, to a
+//! named location, or answered with a redirect. `core::request` applies them.
 
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
 use crate::conf::values::{flag, set_once};
-use crate::core::vars::Template;
-use crate::settings;
+use crate::core::vars::{Template, Vars};
 use std::sync::Arc;
 
 /// The status an error page is answered with.
@@ -38,16 +40,7 @@ impl ErrorPages {
     }
 }
 
-settings! {
-    pub struct ErrorPageConf / ErrorPageConfSet {
-        /// A level with `error_page` directives uses only its own; a level
-        /// without inherits its parent's, as nginx.
-        pub pages: Option<Arc<ErrorPages>> = None,
-        pub recursive: bool = false,
-    }
-}
-
-fn parse(d: &Directive) -> Result<Page, ConfError> {
+fn parse(d: &Directive, vars: &mut Vars) -> Result<Page, ConfError> {
     let bad = |v: &str| ConfError::new(format!("invalid value \"{v}\""), &d.span);
     let n = d.args.len();
     let mut codes = Vec::new();
@@ -88,7 +81,7 @@ fn parse(d: &Directive) -> Result<Page, ConfError> {
             &d.span,
         ));
     }
-    let uri = Template::compile(d.arg(n - 1)).map_err(|e| ConfError::new(e, &d.span))?;
+    let uri = Template::compile(d.arg(n - 1), vars).map_err(|e| ConfError::new(e, &d.span))?;
     Ok(Page {
         codes,
         overwrite,
@@ -101,12 +94,12 @@ pub static DIRECTIVES: &[Def] = &[
         name: "error_page",
         ctx: Ctx::HSL,
         arity: Arity::args(2, MANY),
-        set: |s, d, _| {
-            let page = parse(d)?;
+        set: |s, d, e| {
+            let page = parse(d, &mut e.vars)?;
             let pages = s
                 .loc()
-                .error_page
-                .pages
+                .core
+                .error_pages
                 .get_or_insert_with(|| Some(Arc::default()))
                 .get_or_insert_with(Arc::default);
             Arc::make_mut(pages).0.push(page);
@@ -120,7 +113,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "recursive_error_pages",
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut s.loc().error_page.recursive, flag(d, 0)?, d),
+        set: |s, d, _| set_once(&mut s.loc().core.recursive_error_pages, flag(d, 0)?, d),
         syntax: "recursive_error_pages on | off;",
         default: "off",
         doc: "Lets an error page's own errors go to error pages too (still within the 10 internal redirects of a request).\n\n```nginx\nrecursive_error_pages on;\n```",

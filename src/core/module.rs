@@ -1,0 +1,386 @@
+//! What a module declares, and the type-keyed stores modules keep their own
+//! data in.
+//!
+//! A module is one static [`Module`]: its name, its directive table, its
+//! settings (which inherit http → server → location), its variables, its
+//! phase hooks and filters with their order, and its per-worker hooks.
+//! The one list of modules is handed to the configuration load
+//! (`conf::load::load`), which builds from it the directive lookup, the
+//! variable names and the [`Pipeline`] every request runs; nothing in `conf`
+//! or `core` names a module.
+
+use crate::conf::ast::ConfError;
+use crate::conf::table::{Def, Env};
+use crate::core::request::{BoxFuture, Outcome, Request, RequestBody};
+use crate::http::response::Response;
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One module's declaration.
+pub struct Module {
+    pub name: &'static str,
+    /// nginx's `configure` flag for what this module provides (`-V`), e.g.
+    /// `http_ssl_module` for `--with-http_ssl_module`; empty for what nginx
+    /// builds by default.
+    pub nginx: &'static [&'static str],
+    /// nginx modules built by default that this module stands for (`-V`
+    /// names the default ones no module stands for as `--without-…`).
+    pub nginx_default: &'static [&'static str],
+    /// Directive tables (most modules have one).
+    pub directives: &'static [&'static [Def]],
+    /// Settings that inherit http → server → location ([`Settings`]).
+    pub settings: Option<&'static SettingsKind>,
+    pub variables: &'static [VarDef],
+    pub hooks: Hooks,
+}
+
+impl Module {
+    /// A module with nothing declared yet (a base for `..Module::EMPTY`).
+    pub const EMPTY: Module = Module {
+        name: "",
+        nginx: &[],
+        nginx_default: &[],
+        directives: &[],
+        settings: None,
+        variables: &[],
+        hooks: Hooks::NONE,
+    };
+}
+
+/// A hook with its place among the other modules' hooks of the same kind
+/// (lower runs first).
+#[derive(Clone, Copy)]
+pub struct Ordered<F> {
+    pub order: u16,
+    pub run: F,
+}
+
+/// What a phase hook decided.
+pub enum Phase<'r> {
+    /// Go on with the next hook.
+    Next,
+    /// Answer the request with this response.
+    Respond(Response),
+    /// Wait for this to decide (`Some` answers the request).
+    Wait(BoxFuture<'r, Option<Response>>),
+}
+
+/// What a rewrite-phase hook decided.
+pub enum Rewrite {
+    /// Ran to its end (the URI may have changed: `Request::state.uri_changed`).
+    Next,
+    /// `last`: search locations again with the changed URI.
+    Last,
+    /// `break`: stop rewriting, stay in this location.
+    Break,
+    Respond(Response),
+}
+
+/// What a pre-content hook (try_files) decided.
+pub enum Precontent {
+    /// Go on to the content handler with the URI as it is now.
+    Next,
+    /// Internal redirect to (URI, args).
+    Redirect(Vec<u8>, Vec<u8>),
+    /// Jump to a named location.
+    Named(Vec<u8>),
+    /// Answer with this status (error pages apply).
+    Status(u16),
+}
+
+/// Post-read: before anything else looks at the request (realip).
+pub type PostReadHook = fn(&mut Request<'_>);
+/// Rewrite phase: `location` is false at the server level. `data` is the
+/// level's own (not inherited) module data.
+pub type RewriteHook = fn(&mut Request<'_>, data: &Extensions, location: bool) -> Rewrite;
+/// Preaccess and access phases.
+pub type AccessHook = for<'r, 'a> fn(&'r mut Request<'a>, &'r mut dyn RequestBody) -> Phase<'r>;
+/// Pre-content phase, with the level's own module data.
+pub type PrecontentHook = fn(&mut Request<'_>, data: &Extensions) -> Precontent;
+/// The content of a location without a handler of its own (static files).
+pub type DefaultContentHook = fn(&mut Request<'_>) -> Outcome;
+/// A response filter: runs on every response a request produces.
+pub type FilterHook = fn(&Request<'_>, &mut Response);
+/// At the end of a load, after every directive was read: resolve what
+/// directives referenced, check what must be complete.
+pub type LoadedHook = fn(&mut Env) -> Result<(), ConfError>;
+/// The http block was read: fill in defaults that need the load (files).
+pub type HttpHook = fn(&mut crate::conf::model::LocConfSet, &mut Env) -> Result<(), ConfError>;
+/// A server was resolved: build its module data from its settings.
+pub type ServerHook = fn(&mut ServerBuild<'_>) -> Result<(), ConfError>;
+/// A listening address with its servers is complete: check it.
+pub type ListenHook = fn(&ListenBuild<'_>) -> Result<(), ConfError>;
+
+/// What a module does at each phase and in each worker.
+#[derive(Clone, Copy)]
+pub struct Hooks {
+    pub post_read: Option<Ordered<PostReadHook>>,
+    pub rewrite: Option<RewriteHook>,
+    pub access: Option<Ordered<AccessHook>>,
+    pub precontent: Option<PrecontentHook>,
+    pub default_content: Option<DefaultContentHook>,
+    pub filter: Option<Ordered<FilterHook>>,
+    pub loaded: Option<LoadedHook>,
+    pub http: Option<HttpHook>,
+    pub server: Option<ServerHook>,
+    pub listen: Option<ListenHook>,
+    /// Once a second in every worker (flush buffers, sweep caches).
+    pub tick: Option<fn()>,
+    /// A worker is about to exit.
+    pub worker_exit: Option<fn()>,
+    /// Append this module's figures to /metrics (Prometheus text).
+    pub metrics: Option<fn(&mut String)>,
+}
+
+impl Hooks {
+    pub const NONE: Hooks = Hooks {
+        post_read: None,
+        rewrite: None,
+        access: None,
+        precontent: None,
+        default_content: None,
+        filter: None,
+        loaded: None,
+        http: None,
+        server: None,
+        listen: None,
+        tick: None,
+        worker_exit: None,
+        metrics: None,
+    };
+}
+
+/// A server being built: its resolved settings, and where its module data goes.
+pub struct ServerBuild<'a> {
+    pub conf: &'a crate::conf::model::LocConf,
+    pub listens: &'a mut Vec<crate::conf::model::ListenSpec>,
+    pub ext: &'a mut Extensions,
+    pub env: &'a mut Env,
+}
+
+/// A listening address and the servers reached through it.
+pub struct ListenBuild<'a> {
+    pub spec: &'a crate::conf::model::ListenSpec,
+    pub servers: &'a [Arc<crate::core::route::Server>],
+}
+
+/// The hooks of every module, in order: what a request runs.
+#[derive(Default)]
+pub struct Pipeline {
+    pub post_read: Vec<PostReadHook>,
+    pub rewrite: Vec<RewriteHook>,
+    pub access: Vec<AccessHook>,
+    pub precontent: Vec<PrecontentHook>,
+    pub default_content: Option<DefaultContentHook>,
+    pub filters: Vec<FilterHook>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("post_read", &self.post_read.len())
+            .field("rewrite", &self.rewrite.len())
+            .field("access", &self.access.len())
+            .field("precontent", &self.precontent.len())
+            .field("filters", &self.filters.len())
+            .finish()
+    }
+}
+
+impl Pipeline {
+    pub fn new(modules: &[&'static Module]) -> Pipeline {
+        fn ordered<F: Copy>(
+            modules: &[&'static Module],
+            pick: impl Fn(&Hooks) -> Option<Ordered<F>>,
+        ) -> Vec<F> {
+            let mut v: Vec<Ordered<F>> = modules.iter().filter_map(|m| pick(&m.hooks)).collect();
+            v.sort_by_key(|h| h.order);
+            v.into_iter().map(|h| h.run).collect()
+        }
+        Pipeline {
+            post_read: ordered(modules, |h| h.post_read),
+            rewrite: modules.iter().filter_map(|m| m.hooks.rewrite).collect(),
+            access: ordered(modules, |h| h.access),
+            precontent: modules.iter().filter_map(|m| m.hooks.precontent).collect(),
+            default_content: modules.iter().find_map(|m| m.hooks.default_content),
+            filters: ordered(modules, |h| h.filter),
+        }
+    }
+}
+
+/// A variable a module provides: `$name`, or every `$name…` with `prefix`
+/// (the rest of the name is passed to the getter, lowercased).
+pub struct VarDef {
+    pub name: &'static str,
+    pub prefix: bool,
+    pub get: VarGetter,
+}
+
+/// Append the variable's value for the request (nothing when unset).
+pub type VarGetter = fn(&Request<'_>, arg: &str, out: &mut Vec<u8>);
+
+/// Where a settings type sits in every level's list of module settings:
+/// assigned when the module list is registered for a load, the same for
+/// every load of a process.
+pub struct Slot(AtomicUsize);
+
+impl Slot {
+    pub const fn new() -> Slot {
+        Slot(AtomicUsize::new(usize::MAX))
+    }
+
+    pub fn index(&self) -> usize {
+        let i = self.0.load(Ordering::Relaxed);
+        debug_assert!(
+            i != usize::MAX,
+            "a module's settings are read before its module is registered"
+        );
+        i
+    }
+
+    pub fn assign(&self, i: usize) {
+        self.0.store(i, Ordering::Relaxed);
+    }
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot::new()
+    }
+}
+
+/// A module's settings, resolved at one level (see `settings!`).
+pub trait Settings: Any + Send + Sync + Clone + Default + std::fmt::Debug {
+    fn slot() -> &'static Slot;
+}
+
+/// A module's settings as written at one level, every field optional.
+pub trait SettingsSet: Any + Send + Sync + Default + std::fmt::Debug {
+    type Resolved: Settings;
+    fn resolve(&self, parent: &Self::Resolved) -> Self::Resolved;
+}
+
+/// A settings set behind a pointer: resolve against the parent's value.
+pub trait AnySet: Any + Send + Sync + std::fmt::Debug {
+    fn resolve_any(&self, parent: &(dyn Any + Send + Sync)) -> Arc<dyn Any + Send + Sync>;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<S: SettingsSet> AnySet for S {
+    fn resolve_any(&self, parent: &(dyn Any + Send + Sync)) -> Arc<dyn Any + Send + Sync> {
+        let p = (parent as &dyn Any)
+            .downcast_ref::<S::Resolved>()
+            .expect("a level's settings resolve against the same module's");
+        Arc::new(self.resolve(p))
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// What the load needs to know of a settings type.
+pub struct SettingsKind {
+    pub slot: fn() -> &'static Slot,
+    /// The defaults, resolved.
+    pub default: fn() -> Arc<dyn Any + Send + Sync>,
+}
+
+impl SettingsKind {
+    pub const fn of<T: Settings>() -> SettingsKind {
+        SettingsKind {
+            slot: T::slot,
+            default: || Arc::new(T::default()),
+        }
+    }
+}
+
+macro_rules! type_map {
+    ($(#[$m:meta])* $name:ident, $($bound:tt)*) => {
+        $(#[$m])*
+        #[derive(Default)]
+        pub struct $name(Vec<Box<dyn $($bound)*>>);
+
+        impl $name {
+            /// The value of type `T`, if one was put in.
+            pub fn get<T: $($bound)*>(&self) -> Option<&T> {
+                self.0.iter().find_map(|b| (&**b as &dyn Any).downcast_ref::<T>())
+            }
+
+            pub fn get_mut<T: $($bound)*>(&mut self) -> Option<&mut T> {
+                self.0
+                    .iter_mut()
+                    .find_map(|b| (&mut **b as &mut dyn Any).downcast_mut::<T>())
+            }
+
+            /// The value of type `T`, made with `Default` on first use.
+            pub fn entry<T: $($bound)* + Default>(&mut self) -> &mut T {
+                let i = match self.0.iter().position(|b| (&**b as &dyn Any).is::<T>()) {
+                    Some(i) => i,
+                    None => {
+                        self.0.push(Box::new(T::default()));
+                        self.0.len() - 1
+                    }
+                };
+                (&mut *self.0[i] as &mut dyn Any)
+                    .downcast_mut::<T>()
+                    .expect("the entry holds a T")
+            }
+
+            /// Put in `v`, replacing a value of the same type.
+            pub fn insert<T: $($bound)*>(&mut self, v: T) {
+                match self.get_mut::<T>() {
+                    Some(old) => *old = v,
+                    None => self.0.push(Box::new(v)),
+                }
+            }
+
+            /// Take the value of type `T` out.
+            pub fn remove<T: $($bound)*>(&mut self) -> Option<T> {
+                let i = self.0.iter().position(|b| (&**b as &dyn Any).is::<T>())?;
+                let b: Box<dyn Any> = self.0.swap_remove(i);
+                b.downcast::<T>().ok().map(|b| *b)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}({} entries)", stringify!($name), self.0.len())
+            }
+        }
+    };
+}
+
+type_map!(
+    /// Module data of a configuration level, a server or a load, one value
+    /// per type (shared by workers).
+    Extensions,
+    Any + Send + Sync
+);
+
+type_map!(
+    /// Module data of one request, one value per type (what a module
+    /// decided, upstream timings, counts held until the request ends).
+    RequestExt,
+    Any
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_maps_keep_one_value_per_type() {
+        let mut e = Extensions::default();
+        assert!(e.get::<u32>().is_none());
+        *e.entry::<u32>() += 2;
+        *e.entry::<u32>() += 3;
+        e.insert(String::from("x"));
+        assert_eq!(e.get::<u32>(), Some(&5));
+        assert_eq!(e.remove::<String>().as_deref(), Some("x"));
+        assert!(e.get::<String>().is_none());
+        let mut r = RequestExt::default();
+        r.insert(std::rc::Rc::new(7u8));
+        assert_eq!(**r.get::<std::rc::Rc<u8>>().unwrap(), 7);
+    }
+}

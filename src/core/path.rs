@@ -1,0 +1,99 @@
+//! Where a URI is on disk: root (or alias) + URI, never above the root.
+
+use crate::conf::model::LocKind;
+use crate::core::request::Request;
+
+/// The file `uri` maps to (`$request_filename`), as nginx builds it: root +
+/// URI; in a prefix location with `alias`, the alias in place of the
+/// location's prefix; in a regex location with `alias`, the alias rendered
+/// with the captures, alone (or + URI after try_files matched there).
+///
+/// `Err(404)` when the URI would climb out of the root or alias: with
+/// `location /a` and `alias /srv/x/;` the URI `/a../secret` would map to
+/// `/srv/x/../secret` (nginx serves that; we refuse it), and a rewritten
+/// URI's `.`/`..` segments are resolved without leaving the root.
+/// `Err(500)` when a rewrite took the URI out of an alias location's
+/// prefix, as nginx.
+pub fn map_uri(req: &Request<'_>, uri: &[u8], out: &mut Vec<u8>) -> Result<(), u16> {
+    out.clear();
+    let Some(l) = req.location.filter(|l| l.alias.is_some()) else {
+        use std::os::unix::ffi::OsStrExt;
+        out.extend_from_slice(req.conf.core.root.as_os_str().as_bytes());
+        return if uri.first() == Some(&b'/') && push_clean(out, uri) {
+            Ok(())
+        } else {
+            Err(404)
+        };
+    };
+    req.document_root(out);
+    if matches!(l.kind, LocKind::Regex { .. }) {
+        if l.phases.alias_vars.is_some() && has_dot_segment(out) {
+            return Err(404);
+        }
+        if req.state.add_uri_to_alias && !push_clean(out, uri) {
+            return Err(404);
+        }
+        return Ok(());
+    }
+    let Some(rest) = uri.strip_prefix(l.pattern.as_bytes()) else {
+        crate::error_log!(
+            Error,
+            "\"alias\" cannot be used in location \"{}\" where URI was rewritten",
+            l.pattern
+        );
+        return Err(500);
+    };
+    if push_clean(out, rest) {
+        Ok(())
+    } else {
+        Err(404)
+    }
+}
+
+/// Does `p` have a `.` or `..` segment?
+fn has_dot_segment(p: &[u8]) -> bool {
+    if p.first() != Some(&b'.') && memchr::memmem::find(p, b"/.").is_none() {
+        return false;
+    }
+    p.split(|&b| b == b'/').any(|s| s == b"." || s == b"..")
+}
+
+/// Append `part` to `path`, resolving its `.` and `..` segments; false when
+/// `..` would climb above the start of `part`.
+pub fn push_clean(path: &mut Vec<u8>, part: &[u8]) -> bool {
+    if !has_dot_segment(part) {
+        path.extend_from_slice(part);
+        return true;
+    }
+    let mut segs = part.split(|&b| b == b'/');
+    let lead = segs.next().unwrap_or_default();
+    if lead == b"." || lead == b".." {
+        return false;
+    }
+    let mut stack: Vec<&[u8]> = Vec::new();
+    let mut segs = segs.peekable();
+    while let Some(s) = segs.next() {
+        let last = segs.peek().is_none();
+        match s {
+            b"." => {}
+            b".." => {
+                if stack.pop().is_none() {
+                    return false;
+                }
+            }
+            s => {
+                stack.push(s);
+                continue;
+            }
+        }
+        if last {
+            stack.push(b"");
+        }
+    }
+    path.extend_from_slice(lead);
+    for s in stack {
+        path.push(b'/');
+        path.extend_from_slice(s);
+    }
+    true
+}
