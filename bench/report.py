@@ -460,7 +460,7 @@ def section(name, data, link):
            f" ({data.get('elapsed_s', 0) / 60:.1f} min). Raw: `bench/results/{data['date'][:10]}-{name}.json`.\n\n"]
     vireo = data.get("machine", {}).get("versions", {}).get("vireo")
     if vireo and "vireo" in o.get("servers", []):
-        out.append(f"vireo: {vireo.replace('vireo version: ', '')}. ")
+        out.append(f"vireo: {vireo.replace('nginx version: ', '').replace('vireo version: ', '')}. ")
     if name in METHOD:
         out.append("Method: " + METHOD[name](o))
     out[-1] = out[-1].rstrip() + "\n\n"

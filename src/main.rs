@@ -71,12 +71,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "-v" => {
-                eprintln!("vireo version: vireo/{}", env!("CARGO_PKG_VERSION"));
+                eprintln!("nginx version: vireo/{}", env!("CARGO_PKG_VERSION"));
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "-V" => {
-                eprintln!("vireo version: vireo/{}", env!("CARGO_PKG_VERSION"));
-                eprintln!("built-in modules: core, static_files, log, status");
+                eprint!("{}", vireo::modules::version_text(vireo::modules::MODULES));
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "--directives-md" => {

@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod errlog;
 pub mod error_page;
+pub mod metrics;
 pub mod mime;
 pub mod module;
 pub mod path;

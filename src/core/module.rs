@@ -14,6 +14,8 @@ use crate::conf::table::{Def, Env};
 use crate::core::request::{BoxFuture, Outcome, Request, RequestBody};
 use crate::http::response::Response;
 use std::any::Any;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -129,8 +131,8 @@ pub struct Hooks {
     pub tick: Option<fn()>,
     /// A worker is about to exit.
     pub worker_exit: Option<fn()>,
-    /// Append this module's figures to /metrics (Prometheus text).
-    pub metrics: Option<fn(&mut String)>,
+    /// Write this module's figure families into a /metrics scrape.
+    pub metrics: Option<fn(&mut crate::core::metrics::Exposition)>,
 }
 
 impl Hooks {
@@ -209,12 +211,50 @@ impl Pipeline {
     }
 }
 
-/// A variable a module provides: `$name`, or every `$name…` with `prefix`
-/// (the rest of the name is passed to the getter, lowercased).
+/// A variable a module provides.
 pub struct VarDef {
     pub name: &'static str,
-    pub prefix: bool,
+    pub kind: VarKind,
     pub get: VarGetter,
+}
+
+/// How a module's variable is named and set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarKind {
+    /// `$name`.
+    Name,
+    /// Every `$name…`: the rest of the name, lowercased, is the getter's
+    /// argument.
+    Prefix,
+    /// `$name`, which the configuration may declare itself (`set`, `map`):
+    /// the getter gives the value where it does not.
+    Changeable,
+}
+
+impl VarDef {
+    pub const fn name(name: &'static str, get: VarGetter) -> VarDef {
+        VarDef {
+            name,
+            kind: VarKind::Name,
+            get,
+        }
+    }
+
+    pub const fn prefix(name: &'static str, get: VarGetter) -> VarDef {
+        VarDef {
+            name,
+            kind: VarKind::Prefix,
+            get,
+        }
+    }
+
+    pub const fn changeable(name: &'static str, get: VarGetter) -> VarDef {
+        VarDef {
+            name,
+            kind: VarKind::Changeable,
+            get,
+        }
+    }
 }
 
 /// Append the variable's value for the request (nothing when unset).
@@ -295,75 +335,98 @@ impl SettingsKind {
     }
 }
 
-macro_rules! type_map {
-    ($(#[$m:meta])* $name:ident, $($bound:tt)*) => {
-        $(#[$m])*
-        #[derive(Default)]
-        pub struct $name(Vec<Box<dyn $($bound)*>>);
+/// Module data of a configuration level, a server or a load, one value per
+/// type (shared by workers).
+#[derive(Default)]
+pub struct Extensions(Vec<Box<dyn Any + Send + Sync>>);
 
-        impl $name {
-            /// The value of type `T`, if one was put in.
-            pub fn get<T: $($bound)*>(&self) -> Option<&T> {
-                self.0.iter().find_map(|b| (&**b as &dyn Any).downcast_ref::<T>())
-            }
+impl Extensions {
+    /// The value of type `T`, if one was put in.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.0
+            .iter()
+            .find_map(|b| (&**b as &dyn Any).downcast_ref::<T>())
+    }
 
-            pub fn get_mut<T: $($bound)*>(&mut self) -> Option<&mut T> {
-                self.0
-                    .iter_mut()
-                    .find_map(|b| (&mut **b as &mut dyn Any).downcast_mut::<T>())
-            }
+    fn position<T: Any + Send + Sync>(&self) -> Option<usize> {
+        self.0.iter().position(|b| (&**b as &dyn Any).is::<T>())
+    }
 
-            /// The value of type `T`, made with `Default` on first use.
-            pub fn entry<T: $($bound)* + Default>(&mut self) -> &mut T {
-                let i = match self.0.iter().position(|b| (&**b as &dyn Any).is::<T>()) {
-                    Some(i) => i,
-                    None => {
-                        self.0.push(Box::new(T::default()));
-                        self.0.len() - 1
-                    }
-                };
-                (&mut *self.0[i] as &mut dyn Any)
-                    .downcast_mut::<T>()
-                    .expect("the entry holds a T")
+    /// The value of type `T`, made with `Default` on first use.
+    pub fn entry<T: Any + Send + Sync + Default>(&mut self) -> &mut T {
+        let i = match self.position::<T>() {
+            Some(i) => i,
+            None => {
+                self.0.push(Box::new(T::default()));
+                self.0.len() - 1
             }
+        };
+        (&mut *self.0[i] as &mut dyn Any)
+            .downcast_mut::<T>()
+            .expect("the entry holds a T")
+    }
 
-            /// Put in `v`, replacing a value of the same type.
-            pub fn insert<T: $($bound)*>(&mut self, v: T) {
-                match self.get_mut::<T>() {
-                    Some(old) => *old = v,
-                    None => self.0.push(Box::new(v)),
-                }
-            }
-
-            /// Take the value of type `T` out.
-            pub fn remove<T: $($bound)*>(&mut self) -> Option<T> {
-                let i = self.0.iter().position(|b| (&**b as &dyn Any).is::<T>())?;
-                let b: Box<dyn Any> = self.0.swap_remove(i);
-                b.downcast::<T>().ok().map(|b| *b)
-            }
+    /// Put in `v`, replacing a value of the same type.
+    pub fn insert<T: Any + Send + Sync>(&mut self, v: T) {
+        match self.position::<T>() {
+            Some(i) => self.0[i] = Box::new(v),
+            None => self.0.push(Box::new(v)),
         }
+    }
 
-        impl std::fmt::Debug for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "{}({} entries)", stringify!($name), self.0.len())
-            }
-        }
-    };
+    /// Take the value of type `T` out.
+    pub fn remove<T: Any + Send + Sync>(&mut self) -> Option<T> {
+        let b: Box<dyn Any> = self.0.swap_remove(self.position::<T>()?);
+        b.downcast::<T>().ok().map(|b| *b)
+    }
 }
 
-type_map!(
-    /// Module data of a configuration level, a server or a load, one value
-    /// per type (shared by workers).
-    Extensions,
-    Any + Send + Sync
-);
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Extensions({} entries)", self.0.len())
+    }
+}
 
-type_map!(
-    /// Module data of one request, one value per type (what a module
-    /// decided, upstream timings, counts held until the request ends).
-    RequestExt,
-    Any
-);
+/// Module data of one request, one value per type, reachable from a shared
+/// reference (a variable's getter) as nginx's per-request module contexts:
+/// what a module decided, upstream timings, counts held until the request
+/// is dropped. A value that changes holds its own `Cell`/`RefCell`.
+#[derive(Default)]
+pub struct RequestExt(RefCell<Vec<Rc<dyn Any>>>);
+
+impl RequestExt {
+    /// The value of type `T`, if one was put in.
+    pub fn get<T: Any>(&self) -> Option<Rc<T>> {
+        let v = self.0.borrow();
+        let found = v.iter().find(|b| (***b).is::<T>())?.clone();
+        found.downcast::<T>().ok()
+    }
+
+    /// The value of type `T`, made by `make` when there is none.
+    pub fn get_or_insert_with<T: Any>(&self, make: impl FnOnce() -> T) -> Rc<T> {
+        if let Some(v) = self.get::<T>() {
+            return v;
+        }
+        let v = Rc::new(make());
+        self.0.borrow_mut().push(v.clone());
+        v
+    }
+
+    /// Put in `v`, replacing a value of the same type.
+    pub fn insert<T: Any>(&self, v: Rc<T>) {
+        let mut all = self.0.borrow_mut();
+        match all.iter().position(|b| (**b).is::<T>()) {
+            Some(i) => all[i] = v,
+            None => all.push(v),
+        }
+    }
+}
+
+impl std::fmt::Debug for RequestExt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RequestExt({} entries)", self.0.borrow().len())
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -379,8 +442,11 @@ mod tests {
         assert_eq!(e.get::<u32>(), Some(&5));
         assert_eq!(e.remove::<String>().as_deref(), Some("x"));
         assert!(e.get::<String>().is_none());
-        let mut r = RequestExt::default();
-        r.insert(std::rc::Rc::new(7u8));
-        assert_eq!(**r.get::<std::rc::Rc<u8>>().unwrap(), 7);
+        let r = RequestExt::default();
+        assert!(r.get::<u8>().is_none());
+        assert_eq!(*r.get_or_insert_with(|| 7u8), 7);
+        assert_eq!(*r.get_or_insert_with(|| 8u8), 7);
+        r.insert(Rc::new(9u8));
+        assert_eq!(r.get::<u8>().as_deref(), Some(&9));
     }
 }

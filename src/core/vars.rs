@@ -7,7 +7,7 @@
 //! nothing beyond growing the caller's output buffer.
 
 use crate::conf::ast::{ConfError, Span};
-use crate::core::module::{Module, VarDef};
+use crate::core::module::{Module, VarDef, VarKind};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -618,17 +618,18 @@ impl Vars {
         self.span = Some(span.clone());
     }
 
-    /// A variable the core or a module provides.
+    /// A variable the core or a module provides, and that the configuration
+    /// may not declare itself.
     pub fn provided(&self, name: &str) -> Option<Var> {
         if let Some(v) = Var::lookup(name) {
             return Some(v);
         }
         let lower = name.to_ascii_lowercase();
         self.modules.iter().find_map(|&def| {
-            let arg = match def.prefix {
-                true => lower.strip_prefix(def.name)?,
-                false if lower == def.name => "",
-                false => return None,
+            let arg = match def.kind {
+                VarKind::Prefix => lower.strip_prefix(def.name)?,
+                VarKind::Name if lower == def.name => "",
+                VarKind::Name | VarKind::Changeable => return None,
             };
             Some(Var::Module(ModVar {
                 def,
@@ -699,7 +700,16 @@ impl Vars {
             ..Default::default()
         };
         for e in self.entries {
-            let Some(kind) = e.kind else {
+            let provided = self
+                .modules
+                .iter()
+                .find(|d| d.kind == VarKind::Changeable && *d.name == *e.name);
+            let kind = match (e.kind, provided) {
+                (Some(k), _) => Some(k),
+                (None, Some(def)) => Some(UserKind::Computed(std::sync::Arc::new(Provided(def)))),
+                (None, None) => None,
+            };
+            let Some(kind) = kind else {
                 let msg = format!("unknown \"{}\" variable", e.name);
                 return Err(match &e.first_use {
                     Some(span) => ConfError::new(msg, span),
@@ -710,6 +720,31 @@ impl Vars {
             t.kinds.push(kind);
         }
         Ok(t)
+    }
+}
+
+/// A module's changeable variable the configuration did not declare: its
+/// getter gives the value, on every read.
+struct Provided(&'static VarDef);
+
+impl fmt::Debug for Provided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "${}", self.0.name)
+    }
+}
+
+impl Computed for Provided {
+    fn compute(
+        &self,
+        req: &crate::core::request::Request<'_>,
+        _outer: &dyn VarSource,
+        out: &mut Vec<u8>,
+    ) {
+        (self.0.get)(req, "", out)
+    }
+
+    fn volatile(&self) -> bool {
+        true
     }
 }
 
@@ -1316,16 +1351,11 @@ mod tests {
     #[test]
     fn module_variables_by_name_and_prefix() {
         static VARS: &[VarDef] = &[
-            VarDef {
-                name: "up_status",
-                prefix: false,
-                get: |_, _, out| out.extend_from_slice(b"200"),
-            },
-            VarDef {
-                name: "up_http_",
-                prefix: true,
-                get: |_, arg, out| out.extend_from_slice(arg.as_bytes()),
-            },
+            VarDef::name("up_status", |_, _, out| out.extend_from_slice(b"200")),
+            VarDef::prefix("up_http_", |_, arg, out| {
+                out.extend_from_slice(arg.as_bytes())
+            }),
+            VarDef::changeable("up_reset", |_, _, out| out.push(b'0')),
         ];
         static M: Module = Module {
             name: "m",
@@ -1333,6 +1363,9 @@ mod tests {
             ..Module::EMPTY
         };
         let mut vars = Vars::new(&[&M]);
+        let Var::User(reset) = vars.reference("up_reset") else {
+            panic!("a changeable variable is the configuration's");
+        };
         let Var::Module(v) = vars.reference("Up_Status") else {
             panic!("a module's variable");
         };
@@ -1345,7 +1378,15 @@ mod tests {
             vars.declare("up_status", UserKind::Set).unwrap_err(),
             "the duplicate \"up_status\" variable"
         );
-        assert!(vars.finish().unwrap().names.is_empty());
+        let table = vars.finish().unwrap();
+        // Not declared: the module's getter gives its value.
+        assert_eq!(&*table.names[reset.index as usize], "up_reset");
+        assert!(matches!(&table.kinds[0], UserKind::Computed(c) if c.volatile()));
+        // Declared by the configuration: its own.
+        let mut vars = Vars::new(&[&M]);
+        vars.reference("up_reset");
+        vars.declare("up_reset", UserKind::Set).unwrap();
+        assert!(matches!(vars.finish().unwrap().kinds[0], UserKind::Set));
     }
 
     #[test]

@@ -52,6 +52,60 @@ pub static MODULES: &[&Module] = &[
     &limit_conn::MODULE,
 ];
 
+/// The HTTP modules nginx builds unless `configure` is told `--without-…`.
+const NGINX_DEFAULTS: &[&str] = &[
+    "http_charset_module",
+    "http_gzip_module",
+    "http_ssi_module",
+    "http_userid_module",
+    "http_access_module",
+    "http_auth_basic_module",
+    "http_mirror_module",
+    "http_autoindex_module",
+    "http_geo_module",
+    "http_map_module",
+    "http_split_clients_module",
+    "http_referer_module",
+    "http_rewrite_module",
+    "http_proxy_module",
+    "http_fastcgi_module",
+    "http_uwsgi_module",
+    "http_scgi_module",
+    "http_grpc_module",
+    "http_memcached_module",
+    "http_limit_conn_module",
+    "http_limit_req_module",
+    "http_empty_gif_module",
+    "http_browser_module",
+    "http_upstream_hash_module",
+    "http_upstream_ip_hash_module",
+    "http_upstream_least_conn_module",
+    "http_upstream_random_module",
+    "http_upstream_keepalive_module",
+    "http_upstream_zone_module",
+];
+
+/// What `vireo -V` prints, in nginx's layout: tools that read `nginx -V`
+/// learn from its `configure arguments` which modules vireo has
+/// (`--with-…` for each nginx module beyond the defaults that a vireo module
+/// provides, `--without-…` for each default that none provides).
+pub fn version_text(modules: &[&Module]) -> String {
+    let mut args: Vec<String> = Vec::new();
+    for m in modules {
+        args.extend(m.nginx.iter().map(|n| format!("--with-{n}")));
+    }
+    for d in NGINX_DEFAULTS {
+        if !modules.iter().any(|m| m.nginx_default.contains(d)) {
+            args.push(format!("--without-{d}"));
+        }
+    }
+    format!(
+        "nginx version: vireo/{}\nbuilt with rustls\nTLS SNI support enabled\nconfigure arguments: {}\n",
+        env!("CARGO_PKG_VERSION"),
+        args.join(" ")
+    )
+}
+
 /// Per-worker housekeeping: every module's tick, once a second.
 pub async fn timers() {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -91,6 +145,42 @@ mod tests {
                 names.contains(folder.as_str()),
                 "src/modules/{folder} is not in modules::MODULES (its MODULE's name must be \"{folder}\")"
             );
+        }
+    }
+
+    #[test]
+    fn version_names_nginx_modules_as_configure_does() {
+        let v = super::version_text(MODULES);
+        assert!(v.starts_with("nginx version: vireo/"), "{v}");
+        let args = v
+            .lines()
+            .find_map(|l| l.strip_prefix("configure arguments: "));
+        let args: HashSet<&str> = args.unwrap().split(' ').collect();
+        for flag in [
+            "--with-http_ssl_module",
+            "--with-http_v2_module",
+            "--with-http_realip_module",
+            "--with-http_stub_status_module",
+            "--with-http_gzip_static_module",
+            "--without-http_ssi_module",
+            "--without-http_uwsgi_module",
+        ] {
+            assert!(args.contains(flag), "{flag} missing from {v}");
+        }
+        for flag in [
+            "--without-http_proxy_module",
+            "--without-http_rewrite_module",
+        ] {
+            assert!(!args.contains(flag), "{flag} in {v}");
+        }
+        for m in MODULES {
+            for d in m.nginx_default {
+                assert!(
+                    super::NGINX_DEFAULTS.contains(d),
+                    "{}: {d} is no nginx default",
+                    m.name
+                );
+            }
         }
     }
 

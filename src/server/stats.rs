@@ -8,12 +8,10 @@
 //! never a torn one. Figures of workers that have exited stay in the registry, so
 //! counters never go back.
 
+use crate::core::metrics::{DURATION_BUCKETS_MS, HistogramSnapshot};
 use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// Upper bounds (ms) of the request-duration buckets; one more bucket is +Inf.
-pub const DURATION_BUCKETS_MS: [u64; 11] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
 /// A latency histogram with [`DURATION_BUCKETS_MS`] bounds, one writer. The
 /// sum is kept in microseconds, so sub-millisecond latencies (an upstream on
@@ -59,19 +57,6 @@ impl Histogram {
 impl Default for Histogram {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// A histogram read out: per-bucket counts (not cumulative) and the sum in µs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HistogramSnapshot {
-    pub buckets: [u64; DURATION_BUCKETS_MS.len() + 1],
-    pub sum_us: u64,
-}
-
-impl HistogramSnapshot {
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().sum()
     }
 }
 

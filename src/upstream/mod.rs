@@ -394,42 +394,31 @@ pub static MODULE: Module = Module {
     ],
     directives: &[conf::DIRECTIVES],
     variables: &[
-        VarDef {
-            name: "upstream_addr",
-            prefix: false,
-            get: |req, _, out| render(req, Field::Addr, out),
-        },
-        VarDef {
-            name: "upstream_status",
-            prefix: false,
-            get: |req, _, out| render(req, Field::Status, out),
-        },
-        VarDef {
-            name: "upstream_connect_time",
-            prefix: false,
-            get: |req, _, out| render(req, Field::ConnectTime, out),
-        },
-        VarDef {
-            name: "upstream_header_time",
-            prefix: false,
-            get: |req, _, out| render(req, Field::HeaderTime, out),
-        },
-        VarDef {
-            name: "upstream_response_time",
-            prefix: false,
-            get: |req, _, out| render(req, Field::ResponseTime, out),
-        },
+        VarDef::name("upstream_addr", |req, _, out| render(req, Field::Addr, out)),
+        VarDef::name("upstream_status", |req, _, out| {
+            render(req, Field::Status, out)
+        }),
+        VarDef::name("upstream_connect_time", |req, _, out| {
+            render(req, Field::ConnectTime, out)
+        }),
+        VarDef::name("upstream_header_time", |req, _, out| {
+            render(req, Field::HeaderTime, out)
+        }),
+        VarDef::name("upstream_response_time", |req, _, out| {
+            render(req, Field::ResponseTime, out)
+        }),
     ],
     hooks: Hooks {
         loaded: Some(conf::finish),
+        metrics: Some(stats::collect),
         ..Hooks::NONE
     },
     ..Module::EMPTY
 };
 
 /// The `$upstream_*` values of a request a proxy-like handler served.
-pub fn vars<'r>(req: &'r Request<'_>) -> Option<&'r Rc<RefCell<UpstreamVars>>> {
-    req.state.ext.get::<Rc<RefCell<UpstreamVars>>>()
+pub fn vars(req: &Request<'_>) -> Option<Rc<RefCell<UpstreamVars>>> {
+    req.state.ext.get::<RefCell<UpstreamVars>>()
 }
 
 fn render(req: &Request<'_>, what: Field, out: &mut Vec<u8>) {

@@ -10,11 +10,11 @@
 //! scrape adds them up by (upstream, peer, worker number).
 
 use super::Upstream;
-use crate::modules::status::{Collector, Exposition};
-use crate::server::stats::{self, Histogram, HistogramSnapshot, bump};
+use crate::core::metrics::{Exposition, HistogramSnapshot};
+use crate::server::stats::{self, Histogram, bump};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 /// One worker's figures for one peer of one upstream.
@@ -101,8 +101,6 @@ pub fn figures(u: &Upstream) -> Box<[&'static PeerFigures]> {
 
 /// A loaded upstream, shown by /metrics while a live configuration holds it.
 pub fn track(u: &Arc<Upstream>) {
-    static REGISTER: Once = Once::new();
-    REGISTER.call_once(|| crate::modules::status::register(Arc::new(UpstreamCollector)));
     let mut list = UPSTREAMS.lock().unwrap_or_else(|e| e.into_inner());
     list.retain(|w| w.strong_count() > 0);
     list.push(Arc::downgrade(u));
@@ -118,112 +116,109 @@ struct Series {
     failed_now: bool,
 }
 
-struct UpstreamCollector;
+/// The upstream figures of a /metrics scrape.
+pub fn collect(e: &mut Exposition) {
+    let figures = FIGURES.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let now_ms = crate::sys::coarse_unix_millis();
+    let mut series: Vec<((&str, &str, usize), Series)> = Vec::new();
+    let mut histograms: Vec<((&str, &str), HistogramSnapshot)> = Vec::new();
+    for f in &figures {
+        let key = (&*f.upstream, &*f.peer, f.worker);
+        let i = match series.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                series.push((key, Series::default()));
+                series.len() - 1
+            }
+        };
+        let s = &mut series[i].1;
+        s.ok += f.ok.load(Relaxed);
+        s.failed += f.failed.load(Relaxed);
+        s.conns += f.conns.load(Relaxed);
+        s.failed_now |= f.failed_until_ms.load(Relaxed) > now_ms;
+        let hk = (&*f.upstream, &*f.peer);
+        let j = match histograms.iter().position(|(k, _)| *k == hk) {
+            Some(j) => j,
+            None => {
+                histograms.push((hk, HistogramSnapshot::default()));
+                histograms.len() - 1
+            }
+        };
+        f.header.add_to(&mut histograms[j].1);
+    }
+    series.sort_by(|a, b| a.0.cmp(&b.0));
+    histograms.sort_by(|a, b| a.0.cmp(&b.0));
 
-impl Collector for UpstreamCollector {
-    fn collect(&self, e: &mut Exposition) {
-        let figures = FIGURES.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let now_ms = crate::sys::coarse_unix_millis();
-        let mut series: Vec<((&str, &str, usize), Series)> = Vec::new();
-        let mut histograms: Vec<((&str, &str), HistogramSnapshot)> = Vec::new();
-        for f in &figures {
-            let key = (&*f.upstream, &*f.peer, f.worker);
-            let i = match series.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => {
-                    series.push((key, Series::default()));
-                    series.len() - 1
-                }
-            };
-            let s = &mut series[i].1;
-            s.ok += f.ok.load(Relaxed);
-            s.failed += f.failed.load(Relaxed);
-            s.conns += f.conns.load(Relaxed);
-            s.failed_now |= f.failed_until_ms.load(Relaxed) > now_ms;
-            let hk = (&*f.upstream, &*f.peer);
-            let j = match histograms.iter().position(|(k, _)| *k == hk) {
-                Some(j) => j,
-                None => {
-                    histograms.push((hk, HistogramSnapshot::default()));
-                    histograms.len() - 1
-                }
-            };
-            f.header.add_to(&mut histograms[j].1);
+    e.family(
+        "vireo_upstream_peer_up",
+        "gauge",
+        "1 while the peer is in service; 0 when marked down or failing active health checks.",
+    );
+    for (name, peers) in live_upstreams() {
+        for (peer, up) in peers {
+            e.sample(
+                "vireo_upstream_peer_up",
+                &[("upstream", &name), ("peer", &peer)],
+                u8::from(up),
+            );
         }
-        series.sort_by(|a, b| a.0.cmp(&b.0));
-        histograms.sort_by(|a, b| a.0.cmp(&b.0));
-
-        e.family(
-            "vireo_upstream_peer_up",
-            "gauge",
-            "1 while the peer is in service; 0 when marked down or failing active health checks.",
-        );
-        for (name, peers) in live_upstreams() {
-            for (peer, up) in peers {
+    }
+    let per =
+        |e: &mut Exposition, name: &str, kind: &str, help: &str, f: &dyn Fn(&Series) -> u64| {
+            e.family(name, kind, help);
+            for ((u, p, w), s) in &series {
                 e.sample(
-                    "vireo_upstream_peer_up",
-                    &[("upstream", &name), ("peer", &peer)],
-                    u8::from(up),
+                    name,
+                    &[("upstream", u), ("peer", p), ("worker", &w.to_string())],
+                    f(s),
                 );
             }
-        }
-        let per =
-            |e: &mut Exposition, name: &str, kind: &str, help: &str, f: &dyn Fn(&Series) -> u64| {
-                e.family(name, kind, help);
-                for ((u, p, w), s) in &series {
-                    e.sample(
-                        name,
-                        &[("upstream", u), ("peer", p), ("worker", &w.to_string())],
-                        f(s),
-                    );
-                }
-            };
-        per(
-            e,
-            "vireo_upstream_peer_failed",
-            "gauge",
-            "1 while the worker holds the peer failed (max_fails failures within fail_timeout).",
-            &|s| u64::from(s.failed_now),
-        );
-        per(
-            e,
-            "vireo_upstream_peer_connections",
-            "gauge",
-            "Connections to the peer in use by the worker's requests.",
-            &|s| s.conns,
-        );
-        e.family(
+        };
+    per(
+        e,
+        "vireo_upstream_peer_failed",
+        "gauge",
+        "1 while the worker holds the peer failed (max_fails failures within fail_timeout).",
+        &|s| u64::from(s.failed_now),
+    );
+    per(
+        e,
+        "vireo_upstream_peer_connections",
+        "gauge",
+        "Connections to the peer in use by the worker's requests.",
+        &|s| s.conns,
+    );
+    e.family(
             "vireo_upstream_requests_total",
             "counter",
             "Attempts on the peer by result: ok, or failed (error, timeout, or a status listed in proxy_next_upstream/fastcgi_next_upstream).",
         );
-        for ((u, p, w), s) in &series {
-            let w = w.to_string();
-            for (result, v) in [("ok", s.ok), ("failed", s.failed)] {
-                e.sample(
-                    "vireo_upstream_requests_total",
-                    &[
-                        ("upstream", u),
-                        ("peer", p),
-                        ("worker", &w),
-                        ("result", result),
-                    ],
-                    v,
-                );
-            }
+    for ((u, p, w), s) in &series {
+        let w = w.to_string();
+        for (result, v) in [("ok", s.ok), ("failed", s.failed)] {
+            e.sample(
+                "vireo_upstream_requests_total",
+                &[
+                    ("upstream", u),
+                    ("peer", p),
+                    ("worker", &w),
+                    ("result", result),
+                ],
+                v,
+            );
         }
-        e.family(
+    }
+    e.family(
             "vireo_upstream_header_duration_seconds",
             "histogram",
             "Time from the start of an attempt (connecting included) to the peer's response head (all workers).",
         );
-        for ((u, p), h) in &histograms {
-            e.histogram(
-                "vireo_upstream_header_duration_seconds",
-                &[("upstream", u), ("peer", p)],
-                h,
-            );
-        }
+    for ((u, p), h) in &histograms {
+        e.histogram(
+            "vireo_upstream_header_duration_seconds",
+            &[("upstream", u), ("peer", p)],
+            h,
+        );
     }
 }
 

@@ -349,7 +349,7 @@ impl<S: Stream> Conn<S> {
         let head_len = io.out.len() as u64;
         let head_only = req.head.method == Method::Head;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
-        let sf = &req.conf.get::<StaticConf>();
+        let sf = req.conf.get::<StaticConf>();
         let sendfile = (sf.sendfile && S::PLAIN).then_some(sf.sendfile_max_chunk);
         let how = How {
             head_only,

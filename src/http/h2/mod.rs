@@ -70,7 +70,7 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
     let _slot = slot;
     let cfg = info.shared.config.load_full();
     let conf = &cfg.listener(info.listener).vhosts.default.conf;
-    let (core, h2c) = (&conf.core, &conf.get::<conf::Http2Conf>());
+    let (core, h2c) = (&conf.core, conf.get::<conf::Http2Conf>());
     let mut b = h2::server::Builder::new();
     b.max_concurrent_streams(h2c.max_concurrent_streams)
         .initial_window_size(h2c.body_preread_size)

@@ -64,7 +64,7 @@ pub fn check(rules: &[Rule], client: Peer) -> Verdict {
 /// The access phase: allow/deny, then basic authentication, combined as
 /// `satisfy` says. `Some` answers the request.
 pub async fn phase(req: &mut Request<'_>) -> Option<Response> {
-    let conf = &req.conf.get::<AccessConf>();
+    let conf = req.conf.get::<AccessConf>();
     let verdict = check(&conf.rules, req.client_addr());
     match conf.satisfy {
         Satisfy::All => {

@@ -86,7 +86,7 @@ fn challenge(req: &Request<'_>, realm: Vec<u8>) -> Auth {
 
 /// Check the request's credentials against the location's user file.
 pub async fn check(req: &Request<'_>) -> Auth {
-    let conf = &req.conf.get::<AuthBasicConf>();
+    let conf = req.conf.get::<AuthBasicConf>();
     let (Some(realm_t), Some(file_t)) = (&conf.realm, &conf.user_file) else {
         return Auth::Declined;
     };
@@ -152,14 +152,10 @@ pub static MODULE: Module = Module {
     nginx_default: &["http_auth_basic_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::AuthBasicConf::KIND),
-    variables: &[VarDef {
-        name: "remote_user",
-        prefix: false,
-        get: |req, _, out| {
-            if let Some(c) = credentials(req.head) {
-                out.extend_from_slice(c.user());
-            }
-        },
-    }],
+    variables: &[VarDef::name("remote_user", |req, _, out| {
+        if let Some(c) = credentials(req.head) {
+            out.extend_from_slice(c.user());
+        }
+    })],
     ..Module::EMPTY
 };

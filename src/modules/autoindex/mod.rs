@@ -105,7 +105,7 @@ pub fn read(path: &[u8]) -> std::io::Result<Vec<Entry>> {
 
 /// The listing of the request's directory (`req.filename`, ending in `/`).
 pub fn respond(req: &Request<'_>) -> Response {
-    let ac = &req.conf.get::<AutoindexConf>();
+    let ac = req.conf.get::<AutoindexConf>();
     let entries = match read(&req.filename) {
         Ok(e) => e,
         Err(e) => {

@@ -110,7 +110,7 @@ fn add_vary(resp: &mut Response) {
 
 /// The response filter: compress `resp` on the fly when the rules allow.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
-    let c = &req.conf.get::<CompressConf>();
+    let c = req.conf.get::<CompressConf>();
     if !c.any_dynamic()
         || !matches!(resp.status, 200 | 403 | 404)
         || req.method() == Method::Head
@@ -301,7 +301,7 @@ impl Variant {
 /// (`on`) or any (`always`) that exists as a regular file and is not older
 /// than the original.
 pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
-    let c = &req.conf.get::<CompressConf>();
+    let c = req.conf.get::<CompressConf>();
     let mut v = Variant::default();
     if !c.any_static() {
         return v;
@@ -338,7 +338,7 @@ pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
         path.clear();
         path.extend_from_slice(&req.filename);
         path.extend_from_slice(coding.ext().as_bytes());
-        let Ok(i) = crate::modules::static_files::cache::open(&path, &req.conf.get::<StaticConf>())
+        let Ok(i) = crate::modules::static_files::cache::open(&path, req.conf.get::<StaticConf>())
         else {
             continue;
         };
@@ -358,7 +358,7 @@ pub fn precompressed(req: &Request<'_>, info: Option<&FileInfo>) -> Variant {
 /// gzip, brotli and zstd, dynamic and precompressed.
 pub static MODULE: Module = Module {
     name: "compress",
-    nginx: &["http_gzip_static_module", "http_gunzip_module"],
+    nginx: &["http_gzip_static_module"],
     nginx_default: &["http_gzip_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::CompressConf::KIND),

@@ -280,7 +280,7 @@ fn log_stderr(b: &[u8], upstream: &str) {
 
 /// `$fastcgi_script_name` (`path_info` false) or `$fastcgi_path_info` (true).
 pub fn script_name(req: &Request<'_>, path_info: bool, out: &mut Vec<u8>) {
-    let conf = &req.conf.get::<FastcgiConf>();
+    let conf = req.conf.get::<FastcgiConf>();
     let uri = &req.uri;
     let (script, info): (&[u8], &[u8]) = match &conf.split_path_info {
         Some(re) => match re.regex().captures(uri) {
@@ -496,7 +496,7 @@ async fn read_head(
 }
 
 async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
-    let conf: &FastcgiConf = &req.conf.get::<FastcgiConf>();
+    let conf: &FastcgiConf = req.conf.get::<FastcgiConf>();
     let upstream_name = format!("fastcgi://{}", pass.up.get().name);
     if req.uri.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
         crate::error_log!(

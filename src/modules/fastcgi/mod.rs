@@ -18,16 +18,12 @@ pub static MODULE: Module = Module {
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::FastcgiConf::KIND),
     variables: &[
-        VarDef {
-            name: "fastcgi_script_name",
-            prefix: false,
-            get: |req, _, out| script_name(req, false, out),
-        },
-        VarDef {
-            name: "fastcgi_path_info",
-            prefix: false,
-            get: |req, _, out| script_name(req, true, out),
-        },
+        VarDef::name("fastcgi_script_name", |req, _, out| {
+            script_name(req, false, out)
+        }),
+        VarDef::name("fastcgi_path_info", |req, _, out| {
+            script_name(req, true, out)
+        }),
     ],
     ..Module::EMPTY
 };

@@ -20,7 +20,7 @@ pub fn applies(status: u16) -> bool {
 
 /// The response filter: `expires` first, then each `add_header` in order.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
-    let hc = &req.conf.get::<HeadersConf>();
+    let hc = req.conf.get::<HeadersConf>();
     if hc.add_header.is_empty() && hc.expires == Expires::Off {
         return;
     }
@@ -169,7 +169,6 @@ fn next_daily(now: i64, tod: u32) -> i64 {
 /// `add_header` and `expires`.
 pub static MODULE: Module = Module {
     name: "headers",
-    nginx_default: &["http_headers_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::HeadersConf::KIND),
     hooks: Hooks {

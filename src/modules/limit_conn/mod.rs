@@ -14,6 +14,8 @@ use crate::core::module::{Hooks, Module, Ordered, Phase, VarDef};
 use crate::core::request::Request;
 use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table, Zone};
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// A key's requests in progress.
@@ -88,17 +90,16 @@ fn release(t: &mut Table<ConnNode>, key: &[u8]) {
     }
 }
 
+/// What limit_conn did for this request, once it did something.
+fn held(req: &Request<'_>) -> Option<Rc<RefCell<Held>>> {
+    req.state.ext.get::<RefCell<Held>>()
+}
+
 /// Apply the location's `limit_conn`s: `Some` is the rejection.
 pub fn apply(req: &mut Request<'_>) -> Option<Response> {
     let loc: &crate::conf::model::LocConf = req.conf;
     let conf = loc.get::<conf::LimitConnConf>();
-    if conf.limits.is_empty()
-        || req
-            .state
-            .ext
-            .get::<Held>()
-            .is_some_and(|h| h.status.is_some())
-    {
+    if conf.limits.is_empty() || held(req).is_some_and(|h| h.borrow().status.is_some()) {
         return None;
     }
     let mut key = Vec::new();
@@ -118,11 +119,11 @@ pub fn apply(req: &mut Request<'_>) -> Option<Response> {
             );
             continue;
         }
-        let held = req.state.ext.entry::<Held>();
-        held.status = Some(Status::Passed);
+        let held = req.state.ext.get_or_insert_with(RefCell::<Held>::default);
+        held.borrow_mut().status = Some(Status::Passed);
         let refused = acquire(&mut zone.lock(), &key, limit.max);
         match refused {
-            Ok(()) => held.slots.push(Slot {
+            Ok(()) => held.borrow_mut().slots.push(Slot {
                 zone: zone.clone(),
                 key: key.as_slice().into(),
             }),
@@ -143,7 +144,7 @@ pub fn apply(req: &mut Request<'_>) -> Option<Response> {
                         zone.name
                     ),
                 }
-                let held = req.state.ext.entry::<Held>();
+                let mut held = held.borrow_mut();
                 held.slots.clear();
                 held.status = Some(Status::rejected(conf.dry_run));
                 return (!conf.dry_run).then(|| req.error(conf.status));
@@ -159,15 +160,11 @@ pub static MODULE: Module = Module {
     nginx_default: &["http_limit_conn_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::LimitConnConf::KIND),
-    variables: &[VarDef {
-        name: "limit_conn_status",
-        prefix: false,
-        get: |req, _, out| {
-            if let Some(s) = req.state.ext.get::<Held>().and_then(|h| h.status) {
-                out.extend_from_slice(s.as_str().as_bytes());
-            }
-        },
-    }],
+    variables: &[VarDef::name("limit_conn_status", |req, _, out| {
+        if let Some(s) = held(req).and_then(|h| h.borrow().status) {
+            out.extend_from_slice(s.as_str().as_bytes());
+        }
+    })],
     hooks: Hooks {
         access: Some(Ordered {
             order: 20,

@@ -22,6 +22,7 @@ use crate::core::request::{Request, RequestBody};
 use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table};
 use conf::ReqLimit;
+use std::rc::Rc;
 
 /// A key's state in a `limit_req_zone`.
 #[derive(Debug)]
@@ -274,7 +275,7 @@ pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<
                 ),
             }
             let status = Status::rejected(conf.dry_run);
-            req.state.ext.insert(Decided(status));
+            req.state.ext.insert(Rc::new(Decided(status)));
             return (!conf.dry_run).then(|| req.error(conf.status));
         }
         Verdict::Delay { ms, excess, at } => {
@@ -294,7 +295,7 @@ pub async fn apply(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Option<
             }
         }
     };
-    req.state.ext.insert(Decided(status));
+    req.state.ext.insert(Rc::new(Decided(status)));
     if wait > 0 {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
@@ -316,15 +317,11 @@ pub static MODULE: Module = Module {
     nginx_default: &["http_limit_req_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::LimitReqConf::KIND),
-    variables: &[VarDef {
-        name: "limit_req_status",
-        prefix: false,
-        get: |req, _, out| {
-            if let Some(Decided(s)) = req.state.ext.get::<Decided>() {
-                out.extend_from_slice(s.as_str().as_bytes());
-            }
-        },
-    }],
+    variables: &[VarDef::name("limit_req_status", |req, _, out| {
+        if let Some(Decided(s)) = req.state.ext.get::<Decided>().as_deref() {
+            out.extend_from_slice(s.as_str().as_bytes());
+        }
+    })],
     hooks: Hooks {
         access: Some(Ordered {
             order: 10,

@@ -24,7 +24,6 @@ pub use runtime::{flush_all, flush_due, log_request};
 /// worker exits.
 pub static MODULE: Module = Module {
     name: "log",
-    nginx_default: &["http_log_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::LogConf::KIND),
     hooks: Hooks {

@@ -127,7 +127,7 @@ enum ReqBody {
 impl Proxy {
     async fn handle(&self, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Response {
         let conf = req.conf;
-        let pc = &conf.get::<ProxyConf>();
+        let pc = conf.get::<ProxyConf>();
         let vars = Rc::new(RefCell::new(UpstreamVars {
             proxy_host: self.host.clone(),
             proxy_port: self.port.clone(),
@@ -1373,40 +1373,28 @@ pub static MODULE: Module = Module {
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
-        VarDef {
-            name: "proxy_host",
-            prefix: false,
-            get: |req, _, out| {
-                if let Some(u) = upstream::vars(req) {
-                    out.extend_from_slice(u.borrow().proxy_host.as_bytes());
-                }
-            },
-        },
-        VarDef {
-            name: "proxy_port",
-            prefix: false,
-            get: |req, _, out| {
-                if let Some(u) = upstream::vars(req) {
-                    out.extend_from_slice(u.borrow().proxy_port.as_bytes());
-                }
-            },
-        },
-        VarDef {
-            name: "proxy_add_x_forwarded_for",
-            prefix: false,
-            get: |req, _, out| {
-                for (_, x) in req
-                    .head
-                    .headers()
-                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
-                {
-                    out.extend_from_slice(x);
-                    out.extend_from_slice(b", ");
-                }
-                use crate::core::vars::VarSource;
-                req.var(&crate::core::vars::Var::RemoteAddr, out);
-            },
-        },
+        VarDef::name("proxy_host", |req, _, out| {
+            if let Some(u) = upstream::vars(req) {
+                out.extend_from_slice(u.borrow().proxy_host.as_bytes());
+            }
+        }),
+        VarDef::name("proxy_port", |req, _, out| {
+            if let Some(u) = upstream::vars(req) {
+                out.extend_from_slice(u.borrow().proxy_port.as_bytes());
+            }
+        }),
+        VarDef::name("proxy_add_x_forwarded_for", |req, _, out| {
+            for (_, x) in req
+                .head
+                .headers()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
+            {
+                out.extend_from_slice(x);
+                out.extend_from_slice(b", ");
+            }
+            use crate::core::vars::VarSource;
+            req.var(&crate::core::vars::Var::RemoteAddr, out);
+        }),
     ],
     ..Module::EMPTY
 };

@@ -30,7 +30,7 @@ use std::net::{IpAddr, SocketAddr};
 /// Take the client address from the configured header, if the request has
 /// none yet and the peer is trusted at this level.
 pub fn apply(req: &mut Request<'_>) {
-    let conf = &req.conf.get::<RealipConf>();
+    let conf = req.conf.get::<RealipConf>();
     if conf.from.is_empty() || req.state.real_ip.is_some() {
         return;
     }

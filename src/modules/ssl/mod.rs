@@ -23,42 +23,26 @@ pub static MODULE: Module = Module {
     directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::SslConf::KIND),
     variables: &[
-        VarDef {
-            name: "ssl_protocol",
-            prefix: false,
-            get: |req, _, out| {
-                if let Some(t) = &req.tls {
-                    out.extend_from_slice(t.protocol.as_bytes());
-                }
-            },
-        },
-        VarDef {
-            name: "ssl_cipher",
-            prefix: false,
-            get: |req, _, out| {
-                if let Some(t) = &req.tls {
-                    out.extend_from_slice(t.cipher.as_bytes());
-                }
-            },
-        },
-        VarDef {
-            name: "ssl_server_name",
-            prefix: false,
-            get: |req, _, out| {
-                if let Some(n) = req.tls.as_ref().and_then(|t| t.server_name.as_deref()) {
-                    out.extend_from_slice(n.as_bytes());
-                }
-            },
-        },
-        VarDef {
-            name: "ssl_session_reused",
-            prefix: false,
-            get: |req, _, out| {
-                if let Some(t) = &req.tls {
-                    out.push(if t.resumed { b'r' } else { b'.' });
-                }
-            },
-        },
+        VarDef::name("ssl_protocol", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.extend_from_slice(t.protocol.as_bytes());
+            }
+        }),
+        VarDef::name("ssl_cipher", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.extend_from_slice(t.cipher.as_bytes());
+            }
+        }),
+        VarDef::name("ssl_server_name", |req, _, out| {
+            if let Some(n) = req.tls.as_ref().and_then(|t| t.server_name.as_deref()) {
+                out.extend_from_slice(n.as_bytes());
+            }
+        }),
+        VarDef::name("ssl_session_reused", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.push(if t.resumed { b'r' } else { b'.' });
+            }
+        }),
     ],
     hooks: Hooks {
         server: Some(config::build_server),

@@ -43,7 +43,7 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
     if req.uri.ends_with(b"/") {
         return index(req);
     }
-    let sf = &req.conf.get::<StaticConf>();
+    let sf = req.conf.get::<StaticConf>();
     let info = match cache::open(&req.filename, sf) {
         Ok(i) => i,
         // gzip_static & co. serve `file.gz` even when `file` itself is
@@ -72,7 +72,7 @@ fn index(req: &mut Request<'_>) -> Outcome {
     for name in req.conf.get::<StaticConf>().index.iter() {
         req.filename.truncate(dir_len);
         req.filename.extend_from_slice(name.as_bytes());
-        match cache::open(&req.filename, &req.conf.get::<StaticConf>()) {
+        match cache::open(&req.filename, req.conf.get::<StaticConf>()) {
             Ok(i) if i.is_file => {
                 let mut uri = req.uri.clone();
                 uri.extend_from_slice(name.as_bytes());
@@ -85,7 +85,7 @@ fn index(req: &mut Request<'_>) -> Outcome {
     }
     req.filename.truncate(dir_len);
     let dir_exists =
-        cache::open(&req.filename, &req.conf.get::<StaticConf>()).is_ok_and(|i| i.is_dir);
+        cache::open(&req.filename, req.conf.get::<StaticConf>()).is_ok_and(|i| i.is_dir);
     if dir_exists && req.conf.get::<AutoindexConf>().autoindex {
         Outcome::Respond(crate::modules::autoindex::respond(req))
     } else if dir_exists {
@@ -148,7 +148,7 @@ fn respond_file(req: &Request<'_>, info: Option<&Rc<FileInfo>>) -> Option<Respon
 }
 
 fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
-    let sf = &req.conf.get::<StaticConf>();
+    let sf = req.conf.get::<StaticConf>();
     let head = req.head;
     let etag = if sf.etag { info.etag.as_ref() } else { "" };
     let with_validators = |mut r: Response| {

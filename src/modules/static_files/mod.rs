@@ -13,7 +13,6 @@ use crate::core::module::{Hooks, Module};
 /// its own; `index`, `sendfile`, the open-file cache, ranges, conditionals.
 pub static MODULE: Module = Module {
     name: "static_files",
-    nginx_default: &["http_static_module", "http_index_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::StaticConf::KIND),
     hooks: Hooks {

@@ -3,20 +3,19 @@
 //! `server::stats`, added up at read time; reading takes one short lock on the
 //! list of workers, never anything a request being served needs.
 //!
-//! Other modules add metric families through [`register`]: a [`Collector`] writes
-//! its families into the [`Exposition`] of each scrape (`upstream::stats`
-//! registers its peer health, attempts and latency figures this way, keeping
-//! per-worker [`crate::server::stats::Histogram`]s added up in its collector).
+//! Other modules add metric families through their `metrics` hook, which
+//! writes into the [`Exposition`] of each scrape (the upstream module's
+//! peer health, attempts and latency figures, per-worker
+//! [`crate::server::stats::Histogram`]s added up at read time).
 
 pub mod conf;
 
+use crate::core::metrics::{Exposition, HistogramSnapshot};
 use crate::core::module::Module;
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::http::h1::parse::Method;
 use crate::http::response::{Body, Response, Value};
-use crate::server::stats::{self, DURATION_BUCKETS_MS, HistogramSnapshot, Snapshot};
-use std::fmt::{Display, Write};
-use std::sync::{Arc, Mutex};
+use crate::server::stats::{self, Snapshot};
 
 /// The `stub_status` handler.
 #[derive(Debug)]
@@ -77,99 +76,6 @@ pub fn stub_status_text() -> String {
         s.writing,
         s.waiting()
     )
-}
-
-/// Something that adds metric families to every scrape.
-pub trait Collector: Send + Sync {
-    fn collect(&self, out: &mut Exposition);
-}
-
-static COLLECTORS: Mutex<Vec<Arc<dyn Collector>>> = Mutex::new(Vec::new());
-
-/// Add a collector for the life of the process.
-pub fn register(c: Arc<dyn Collector>) {
-    COLLECTORS.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-}
-
-/// A Prometheus text-format page being written.
-#[derive(Default)]
-pub struct Exposition {
-    out: String,
-}
-
-impl Exposition {
-    /// Start a family: its HELP and TYPE lines (`kind`: counter, gauge, histogram).
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.out, "# HELP {name} {help}");
-        let _ = writeln!(self.out, "# TYPE {name} {kind}");
-    }
-
-    /// One sample line.
-    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
-        self.out.push_str(name);
-        self.labels(labels, None);
-        let _ = writeln!(self.out, " {value}");
-    }
-
-    /// A histogram with [`DURATION_BUCKETS_MS`] bounds, in seconds: cumulative
-    /// `_bucket` lines, `_sum` and `_count`.
-    pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &HistogramSnapshot) {
-        let mut cumulative = 0;
-        for (i, n) in h.buckets.iter().enumerate() {
-            cumulative += n;
-            let le = match DURATION_BUCKETS_MS.get(i) {
-                Some(ms) => seconds(ms * 1000),
-                None => "+Inf".to_string(),
-            };
-            let _ = write!(self.out, "{name}_bucket");
-            self.labels(labels, Some(&le));
-            let _ = writeln!(self.out, " {cumulative}");
-        }
-        let _ = write!(self.out, "{name}_sum");
-        self.labels(labels, None);
-        let _ = writeln!(self.out, " {}", seconds(h.sum_us));
-        let _ = write!(self.out, "{name}_count");
-        self.labels(labels, None);
-        let _ = writeln!(self.out, " {cumulative}");
-    }
-
-    fn labels(&mut self, labels: &[(&str, &str)], le: Option<&str>) {
-        if labels.is_empty() && le.is_none() {
-            return;
-        }
-        self.out.push('{');
-        let mut first = true;
-        for (k, v) in labels.iter().copied().chain(le.map(|le| ("le", le))) {
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            let _ = write!(self.out, "{k}=\"");
-            for c in v.chars() {
-                match c {
-                    '\\' => self.out.push_str("\\\\"),
-                    '"' => self.out.push_str("\\\""),
-                    '\n' => self.out.push_str("\\n"),
-                    c => self.out.push(c),
-                }
-            }
-            self.out.push('"');
-        }
-        self.out.push('}');
-    }
-
-    pub fn into_string(self) -> String {
-        self.out
-    }
-}
-
-/// Microseconds as seconds, without trailing zeros (`250_000` → `0.25`).
-fn seconds(us: u64) -> String {
-    if us.is_multiple_of(1_000_000) {
-        return (us / 1_000_000).to_string();
-    }
-    let s = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
-    s.trim_end_matches('0').to_string()
 }
 
 /// Every worker's figures, merged by worker number (a number reused after the
@@ -374,9 +280,8 @@ pub fn metrics_text() -> String {
         "Panics while serving requests (answered 500, or the connection ended if the head was out; the worker went on).",
         |s| s.panics,
     );
-    let collectors = COLLECTORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    for c in collectors {
-        c.collect(&mut e);
+    for collect in super::MODULES.iter().filter_map(|m| m.hooks.metrics) {
+        collect(&mut e);
     }
     e.into_string()
 }
@@ -392,38 +297,6 @@ pub static MODULE: Module = Module {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exposition_format() {
-        let mut e = Exposition::default();
-        e.family("x_total", "counter", "An x.");
-        e.sample("x_total", &[("a", "q\"\\\n")], 3);
-        e.sample("y", &[], 1);
-        let mut h = HistogramSnapshot::default();
-        h.buckets[0] = 2;
-        h.buckets[11] = 1;
-        h.sum_us = 12_345_678;
-        e.histogram("d", &[("w", "0")], &h);
-        let t = e.into_string();
-        assert!(t.starts_with("# HELP x_total An x.\n# TYPE x_total counter\n"));
-        assert!(t.contains("x_total{a=\"q\\\"\\\\\\n\"} 3\n"), "{t}");
-        assert!(t.contains("\ny 1\n"));
-        assert!(t.contains("d_bucket{w=\"0\",le=\"0.005\"} 2\n"), "{t}");
-        assert!(t.contains("d_bucket{w=\"0\",le=\"0.25\"} 2\n"), "{t}");
-        assert!(t.contains("d_bucket{w=\"0\",le=\"10\"} 2\n"), "{t}");
-        assert!(t.contains("d_bucket{w=\"0\",le=\"+Inf\"} 3\n"), "{t}");
-        assert!(t.contains("d_sum{w=\"0\"} 12.345678\n"), "{t}");
-        assert!(t.contains("d_count{w=\"0\"} 3\n"), "{t}");
-    }
-
-    #[test]
-    fn seconds_text() {
-        assert_eq!(seconds(5_000), "0.005");
-        assert_eq!(seconds(250_000), "0.25");
-        assert_eq!(seconds(1_000_000), "1");
-        assert_eq!(seconds(2_500_000), "2.5");
-        assert_eq!(seconds(312), "0.000312");
-    }
 
     #[test]
     fn stub_status_layout() {

@@ -119,7 +119,6 @@ fn as_path(b: &[u8]) -> &std::path::Path {
 /// `try_files`, in the pre-content phase.
 pub static MODULE: Module = Module {
     name: "try_files",
-    nginx_default: &["http_try_files_module"],
     directives: &[conf::DIRECTIVES],
     hooks: Hooks {
         precontent: Some(|req, data| match data.get::<TryFiles>() {
