@@ -115,6 +115,29 @@ impl Scope<'_> {
         }
     }
 
+    /// Make `handler` the location's content handler (not inherited by
+    /// nested locations); a second one is refused.
+    pub fn set_content(
+        &mut self,
+        d: &Directive,
+        handler: std::sync::Arc<dyn crate::core::request::Content>,
+    ) -> Result<(), ConfError> {
+        let Scope::Location(l) = self else {
+            unreachable!("table declares this directive for location only")
+        };
+        if l.content.is_some() {
+            return Err(ConfError::new(
+                format!(
+                    "\"{}\" directive is duplicate: the location already has a content handler",
+                    d.name
+                ),
+                &d.span,
+            ));
+        }
+        l.content = Some(handler);
+        Ok(())
+    }
+
     /// The main configuration, from the main or events level.
     pub fn main(&mut self) -> &mut MainConf {
         match self {

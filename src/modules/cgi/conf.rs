@@ -49,7 +49,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "cgi",
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 0),
-        set: |s, d, _| crate::modules::fastcgi::conf::set_content(s, d, Arc::new(Cgi)),
+        set: |s, d, _| s.set_content(d, Arc::new(Cgi)),
         syntax: "cgi;",
         default: "—",
         doc: "vireo's own (nginx has no CGI): runs the file the URI maps to (root or alias + URI, which never leaves the root) as a CGI/1.1 program (RFC 3875) and answers with its output. A missing file is 404, one without execute permission 403. The environment is built from the request only (GATEWAY_INTERFACE, REQUEST_METHOD, QUERY_STRING, SCRIPT_NAME, SCRIPT_FILENAME, SERVER_*, REMOTE_ADDR, CONTENT_LENGTH, CONTENT_TYPE, HTTP_* headers, a fixed PATH) plus `cgi_param`. The body streams to the program's stdin while its stdout streams back with backpressure; its stderr goes to the error log; `Status:`, `Location:` (a local one is an internal redirect) and `X-Accel-Redirect` are honoured. A client that goes away gets the process killed.\n\n```nginx\nlocation /cgi-bin/ {\n    cgi;\n    cgi_read_timeout 30s;\n}\n```",

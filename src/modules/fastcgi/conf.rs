@@ -76,34 +76,13 @@ settings! {
     }
 }
 
-/// Make `handler` the location's content handler.
-pub fn set_content(
-    s: &mut Scope<'_>,
-    d: &Directive,
-    handler: Arc<dyn crate::core::request::Content>,
-) -> Result<(), ConfError> {
-    let Scope::Location(l) = s else {
-        unreachable!("table declares this directive for location only")
-    };
-    if l.content.is_some() {
-        return Err(ConfError::new(
-            format!(
-                "\"{}\" directive is duplicate: the location already has a content handler",
-                d.name
-            ),
-            &d.span,
-        ));
-    }
-    l.content = Some(handler);
-    Ok(())
-}
 
 fn set_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let a = d.arg(0);
     let a = a.strip_prefix("fastcgi://").unwrap_or(a);
     // php-fpm's customary port when a host is written without one.
     let up = crate::upstream::conf::reference(e, a, 9000, &d.span)?;
-    set_content(s, d, Arc::new(FastcgiPass { up }))
+    s.set_content(d, Arc::new(FastcgiPass { up }))
 }
 
 fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {

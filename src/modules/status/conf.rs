@@ -7,27 +7,6 @@ use crate::conf::table::{Arity, Ctx, Def, Scope};
 use crate::core::request::Content;
 use std::sync::Arc;
 
-/// Make `handler` the location's content handler (not inherited by nested locations).
-fn set_content(
-    s: &mut Scope<'_>,
-    d: &Directive,
-    handler: Arc<dyn Content>,
-) -> Result<(), ConfError> {
-    let Scope::Location(l) = s else {
-        unreachable!("table declares this directive for location only")
-    };
-    if l.content.is_some() {
-        return Err(ConfError::new(
-            format!(
-                "\"{}\" directive is duplicate: the location already has a content handler",
-                d.name
-            ),
-            &d.span,
-        ));
-    }
-    l.content = Some(handler);
-    Ok(())
-}
 
 pub static DIRECTIVES: &[Def] = &[
     Def {
@@ -36,7 +15,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(0, 1),
         set: |s, d, _| {
             // `stub_status on;` is the old spelling; any argument is accepted, as nginx.
-            set_content(s, d, Arc::new(StubStatus))
+            s.set_content(d, Arc::new(StubStatus))
         },
         syntax: "stub_status;",
         default: "—",
@@ -46,7 +25,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "metrics",
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 0),
-        set: |s, d, _| set_content(s, d, Arc::new(Metrics)),
+        set: |s, d, _| s.set_content(d, Arc::new(Metrics)),
         syntax: "metrics;",
         default: "—",
         doc: "vireo's own: answers GET and HEAD in this location with the server's figures in the Prometheus text format (requests by status class, bytes sent, connections, request durations, per-worker figures, open-file cache, reloads and upgrades, upstream peer health, attempts and response-head latency). The families are listed in docs/operations.md.",
