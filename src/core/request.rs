@@ -20,12 +20,12 @@
 
 use crate::conf::model::LocConf;
 use crate::core::clock;
+use crate::core::message::head::{Method, ParseError, RequestHead};
+use crate::core::message::response::{Response, Value};
 use crate::core::route::{Found, Location, Server};
 use crate::core::vars::{
     Captures, Re, SslField, UserKind, Var, VarSource, find_arg, find_cookie, push_u64,
 };
-use crate::http::h1::parse::{Method, ParseError, RequestHead};
-use crate::http::response::{Response, Value};
 use crate::modules::error_page::conf::Overwrite;
 use crate::modules::rewrite::script::{self, Flow};
 use crate::modules::{static_files, try_files};

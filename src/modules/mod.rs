@@ -25,7 +25,7 @@ pub mod zone;
 /// (header changes, body transformations). Each feature adds its own here.
 pub fn filter_response(
     req: &crate::core::request::Request<'_>,
-    resp: &mut crate::http::response::Response,
+    resp: &mut crate::core::message::response::Response,
 ) {
     headers::filter(req, resp);
     compress::filter(req, resp);
@@ -37,7 +37,7 @@ pub fn filter_response(
 pub async fn access_phases(
     req: &mut crate::core::request::Request<'_>,
     body: &mut dyn crate::core::request::RequestBody,
-) -> Option<crate::http::response::Response> {
+) -> Option<crate::core::message::response::Response> {
     // realip first (nginx's preaccess order): limits and access see its address.
     realip::apply(req);
     if let Some(r) = limit_req::apply(req, body).await {

@@ -6,13 +6,15 @@
 //! would block, so the hot path sets no timers.
 
 use super::chunked::{Chunk, ChunkedDecoder};
-use super::parse::{self, BodyFraming, Method, ParseError, RequestHead, Version};
+use super::parse;
+use super::write::write_head;
 use crate::conf::load::{Config, Listener};
 use crate::conf::model::{CoreConf, Lingering};
+use crate::core::message::head::{BodyFraming, Method, ParseError, RequestHead, Version};
+use crate::core::message::response::{Body, Response};
 pub use crate::core::request::Peer;
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::http::pipeline::{self, ClientBody, ConnRef, Ran, host_of};
-use crate::http::response::{Body, Response, write_head};
 use crate::server::Shared;
 use crate::server::idle::{self, Expired, IdleTimer};
 use crate::server::socket::Stream;
@@ -677,7 +679,7 @@ impl<S: Stream> Conn<S> {
 /// The client socket handed to an upgrade tunnel.
 struct Client<'s, S>(&'s S);
 
-impl<S: Stream> crate::http::response::ClientIo for Client<'_, S> {
+impl<S: Stream> crate::core::message::response::ClientIo for Client<'_, S> {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
         self.0.try_read_buf(buf)
     }

@@ -1,5 +1,7 @@
-//! HTTP/1.x: sans-IO request head parser, chunked body decoder, and the connection loop.
+//! HTTP/1.x: sans-IO request head parser, chunked body decoder, the connection
+//! loop, and the response writer.
 
 pub mod chunked;
 pub mod conn;
 pub mod parse;
+mod write;

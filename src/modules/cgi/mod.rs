@@ -6,8 +6,8 @@
 
 pub mod conf;
 
+use crate::core::message::response::{Body, BodyStream};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
-use crate::http::response::{Body, BodyStream};
 use crate::modules::fastcgi::respond::{self, Head};
 use bytes::{Bytes, BytesMut};
 use std::cell::Cell;
@@ -82,7 +82,7 @@ fn env(req: &Request<'_>, script: &[u8], body_len: Option<u64>) -> Vec<(Vec<u8>,
     push("GATEWAY_INTERFACE", b"CGI/1.1");
     push(
         "SERVER_SOFTWARE",
-        crate::http::response::server_name(true).as_bytes(),
+        crate::core::message::response::server_name(true).as_bytes(),
     );
     push("SCRIPT_NAME", &req.uri);
     push("SCRIPT_FILENAME", script);

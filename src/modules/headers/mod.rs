@@ -3,8 +3,8 @@
 
 pub mod conf;
 
+use crate::core::message::response::{Response, Value};
 use crate::core::request::{Finished, Request};
-use crate::http::response::{Response, Value};
 use conf::{AddHeader, Expires, Placement};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

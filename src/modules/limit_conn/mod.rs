@@ -10,8 +10,8 @@
 
 pub mod conf;
 
+use crate::core::message::response::Response;
 use crate::core::request::Request;
-use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table, Zone};
 use std::sync::Arc;
 

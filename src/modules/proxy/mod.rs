@@ -18,10 +18,10 @@
 
 pub mod conf;
 
+use crate::core::message::head::{BodyFraming, Method};
+use crate::core::message::response::{Body, BodyStream, ClientIo, Response, Value};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
-use crate::http::h1::parse::{BodyFraming, Method};
-use crate::http::response::{Body, BodyStream, ClientIo, Response, Value};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
@@ -1259,10 +1259,10 @@ impl BodyStream for Upgrade {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(async { Ok(None) })
     }
-    fn upgrade(&mut self) -> Option<Box<dyn crate::http::response::Tunnel>> {
+    fn upgrade(&mut self) -> Option<Box<dyn crate::core::message::response::Tunnel>> {
         self.0
             .take()
-            .map(|t| Box::new(t) as Box<dyn crate::http::response::Tunnel>)
+            .map(|t| Box::new(t) as Box<dyn crate::core::message::response::Tunnel>)
     }
 }
 
@@ -1278,7 +1278,7 @@ struct Tunnel {
     idle: Duration,
 }
 
-impl crate::http::response::Tunnel for Tunnel {
+impl crate::core::message::response::Tunnel for Tunnel {
     fn run<'a>(self: Box<Self>, client: &'a dyn ClientIo, pending: BytesMut) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Tunnel {

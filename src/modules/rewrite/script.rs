@@ -2,9 +2,9 @@
 //! `set`, `if` and `break`, and the interpreter that runs them in a rewrite
 //! phase.
 
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::Request;
 use crate::core::vars::{Re, Segment, Template, Var, VarSource};
-use crate::http::response::{Body, Response, Value};
 use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 
 /// Bytes of a regex capture escaped in the path of a redirect, when the

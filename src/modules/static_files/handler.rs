@@ -4,9 +4,9 @@
 use super::cache::{self, FileInfo};
 use super::{conditional, range};
 use crate::conf::model::LocKind;
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{Outcome, Request};
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, Response, Value};
 use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 use std::io::ErrorKind;
 use std::rc::Rc;

@@ -10,9 +10,9 @@
 
 pub mod conf;
 
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, Response, Value};
 use crate::server::stats::{self, DURATION_BUCKETS_MS, HistogramSnapshot, Snapshot};
 use std::fmt::{Display, Write};
 use std::sync::{Arc, Mutex};
