@@ -51,6 +51,20 @@ pub enum BodyError {
     Closed,
 }
 
+impl BodyError {
+    /// The status a request whose body failed ends with: 413, the framing
+    /// error's own, 408, or 499 for a client that closed (nginx's
+    /// NGX_HTTP_CLIENT_CLOSED_REQUEST; a 499 response is never sent).
+    pub fn status(&self) -> u16 {
+        match self {
+            BodyError::TooLarge => 413,
+            BodyError::Bad(e) => e.status,
+            BodyError::TimedOut => 408,
+            BodyError::Closed => 499,
+        }
+    }
+}
+
 /// The request body as a content handler reads it: decoded (no chunked
 /// framing), bounded by client_max_body_size; `Expect: 100-continue` is
 /// answered on the first read. Whatever a handler leaves unread is discarded.

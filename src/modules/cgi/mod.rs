@@ -7,7 +7,7 @@
 pub mod conf;
 
 use crate::core::message::response::{Body, BodyStream};
-use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
+use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::fastcgi::respond::{self, Head};
 use bytes::{Bytes, BytesMut};
 use std::cell::Cell;
@@ -164,7 +164,7 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
                     q.push_back(b);
                 }
                 Ok(None) => break,
-                Err(e) => return Outcome::Respond(req.error(body_status(&e))),
+                Err(e) => return Outcome::Respond(req.error(e.status())),
             }
         }
         body_len = Some(n);
@@ -265,7 +265,7 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
                 r = &mut writer, if !wrote => {
                     wrote = true;
                     if let Err(e) = r {
-                        return Outcome::Respond(req.error(body_status(&e)));
+                        return Outcome::Respond(req.error(e.status()));
                     }
                 }
                 h = &mut reader => break h,
@@ -314,15 +314,6 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
         len: reply.declared_len,
     };
     Outcome::Respond(resp)
-}
-
-fn body_status(e: &BodyError) -> u16 {
-    match e {
-        BodyError::TooLarge => 413,
-        BodyError::Bad(p) => p.status,
-        BodyError::TimedOut => 408,
-        BodyError::Closed => 400,
-    }
 }
 
 /// The script's output after its head. Dropping it (client gone) kills the

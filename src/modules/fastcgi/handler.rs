@@ -62,10 +62,7 @@ impl Fail {
     pub fn status(&self) -> u16 {
         match self {
             Fail::Timeout(_) => 504,
-            Fail::Client(BodyError::TooLarge) => 413,
-            Fail::Client(BodyError::Bad(e)) => e.status,
-            Fail::Client(BodyError::TimedOut) => 408,
-            Fail::Client(BodyError::Closed) => 400,
+            Fail::Client(e) => e.status(),
             Fail::Status(s) => *s,
             _ => 502,
         }

@@ -20,7 +20,7 @@ pub mod conf;
 
 use crate::core::message::head::{BodyFraming, Method};
 use crate::core::message::response::{Body, BodyStream, ClientIo, Response, Value};
-use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
+use crate::core::request::{BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
@@ -152,7 +152,7 @@ impl Proxy {
                 match body.chunk().await {
                     Ok(Some(b)) => pieces.push(b),
                     Ok(None) => break,
-                    Err(e) => return body_error(req, e),
+                    Err(e) => return req.error(e.status()),
                 }
             }
         }
@@ -440,14 +440,8 @@ impl Proxy {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(e) => {
-                    let code = match e {
-                        BodyError::TooLarge => 413,
-                        BodyError::Bad(p) => p.status,
-                        BodyError::TimedOut => 408,
-                        BodyError::Closed => 499,
-                    };
                     // Not the peer's fault: no next upstream, no failure counted.
-                    return Err(fail(0, code, "client request body failed"));
+                    return Err(fail(0, e.status(), "client request body failed"));
                 }
             };
             if piece.is_empty() {
@@ -834,15 +828,6 @@ enum Retry {
     Fail(Fail),
     /// The head went out; the streamed body follows (true: chunked).
     Body(bool),
-}
-
-fn body_error(req: &Request<'_>, e: BodyError) -> Response {
-    match e {
-        BodyError::TooLarge => req.error(413),
-        BodyError::Bad(p) => req.error(p.status),
-        BodyError::TimedOut => req.error(408),
-        BodyError::Closed => req.error(400),
-    }
 }
 
 fn trim(s: &[u8]) -> &[u8] {
