@@ -13,9 +13,10 @@ use std::path::{Component, Path};
 use bytes::BytesMut;
 
 use crate::conf::ast::Directive;
+use crate::core::message::head::{BodyFraming, ParseError, RequestHead, Version};
 use crate::core::path::push_clean;
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
-use crate::http::h1::parse::{self, Limits, ParseError, RequestHead};
+use crate::http::h1::parse::{self, Limits};
 use crate::modules::fastcgi::{cgi_head, record};
 use crate::modules::static_files::uri;
 use crate::upstream::response;
@@ -71,13 +72,13 @@ fn feed<T>(
 struct HeadView {
     line: Vec<u8>,
     method: String,
-    version: parse::Version,
+    version: Version,
     target: Vec<u8>,
     path: Vec<u8>,
     query: Option<Vec<u8>>,
     host: Option<Vec<u8>>,
     headers: Vec<(Vec<u8>, Vec<u8>)>,
-    framing: parse::BodyFraming,
+    framing: BodyFraming,
     keep_alive: bool,
     expect_continue: bool,
 }

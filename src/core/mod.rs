@@ -1,8 +1,10 @@
-//! Request core: clock, variables and templates.
+//! Request core: request head and response, phases, routing, clock, variables
+//! and templates, error log.
 
 pub mod clock;
 pub mod errlog;
 pub mod error_page;
+pub mod message;
 pub mod metrics;
 pub mod mime;
 pub mod module;

@@ -11,8 +11,8 @@
 
 use crate::conf::ast::ConfError;
 use crate::conf::table::{Def, Env};
+use crate::core::message::response::Response;
 use crate::core::request::{BoxFuture, Outcome, Request, RequestBody};
-use crate::http::response::Response;
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;

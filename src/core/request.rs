@@ -27,11 +27,11 @@
 use crate::conf::model::LocConf;
 use crate::core::clock;
 use crate::core::error_page::Overwrite;
+use crate::core::message::head::{Method, ParseError, RequestHead};
+use crate::core::message::response::{Response, Value};
 use crate::core::module::{Extensions, Phase, Pipeline, Precontent, RequestExt, Rewrite};
 use crate::core::route::{Found, Location, Server};
 use crate::core::vars::{Captures, Re, UserKind, Var, VarSource, find_arg, find_cookie, push_u64};
-use crate::http::h1::parse::{Method, ParseError, RequestHead};
-use crate::http::response::{Response, Value};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -52,6 +52,20 @@ pub enum BodyError {
     TimedOut,
     /// The client went away or the socket failed.
     Closed,
+}
+
+impl BodyError {
+    /// The status a request whose body failed ends with: 413, the framing
+    /// error's own, 408, or 499 for a client that closed (nginx's
+    /// NGX_HTTP_CLIENT_CLOSED_REQUEST; a 499 response is never sent).
+    pub fn status(&self) -> u16 {
+        match self {
+            BodyError::TooLarge => 413,
+            BodyError::Bad(e) => e.status,
+            BodyError::TimedOut => 408,
+            BodyError::Closed => 499,
+        }
+    }
 }
 
 /// The request body as a content handler reads it: decoded (no chunked

@@ -1,10 +1,9 @@
-//! HTTP protocol layer: codecs and response building, and the choice of
-//! protocol for a new connection.
+//! HTTP protocol layer: the HTTP/1 and HTTP/2 codecs and connections, the
+//! pipeline both share, and the choice of protocol for a new connection.
 
 pub mod h1;
 pub mod h2;
 pub mod pipeline;
-pub mod response;
 
 use crate::core::request::Peer;
 use crate::server::Shared;

@@ -6,11 +6,12 @@
 
 use crate::conf::model::CoreConf;
 use crate::core::clock;
+use crate::core::message::head::{BodyFraming, RequestHead};
+use crate::core::message::response::Response;
 use crate::core::request::TlsInfo;
 use crate::core::request::{BodyError, Peer, Request, RequestBody};
 use crate::core::route::VirtualHosts;
-use crate::http::h1::parse::{BodyFraming, Limits, RequestHead};
-use crate::http::response::Response;
+use crate::http::h1::parse::Limits;
 use crate::modules::static_files::uri;
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -6,8 +6,8 @@
 //! out): it ends that connection's task (HTTP/2: that stream's), which tokio
 //! isolates; the worker goes on, and the panic is logged and counted the same way.
 
+use crate::core::message::response::Response;
 use crate::core::request::{Request, RequestBody};
-use crate::http::response::Response;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::task::Poll;
@@ -81,7 +81,7 @@ fn test_trigger(uri: &[u8]) {
 #[cfg(debug_assertions)]
 fn test_body_trigger(uri: &[u8], resp: &mut Response) {
     if triggered(1, uri) {
-        resp.body = crate::http::response::Body::Stream {
+        resp.body = crate::core::message::response::Body::Stream {
             stream: Box::new(PanicBody(false)),
             len: None,
         };
@@ -94,7 +94,7 @@ fn test_body_trigger(uri: &[u8], resp: &mut Response) {
 struct PanicBody(bool);
 
 #[cfg(debug_assertions)]
-impl crate::http::response::BodyStream for PanicBody {
+impl crate::core::message::response::BodyStream for PanicBody {
     fn next(
         &mut self,
     ) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<bytes::Bytes>>> {

@@ -5,7 +5,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::parse::ParseError;
+use crate::core::message::head::ParseError;
 
 /// Longest chunk-size line, extensions and CRLF included.
 const MAX_SIZE_LINE: usize = 4096;

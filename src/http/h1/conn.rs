@@ -1,36 +1,33 @@
-//! One HTTP/1.x connection: read heads, run the request pipeline, discard or
-//! read bodies, write responses (writev for small bodies, sendfile for files),
-//! keep-alive, pipelining, timeouts and lingering close.
+//! One HTTP/1.x connection: read heads, run the request pipeline (the body
+//! read through `body::ConnBody`), write responses (`write`), keep-alive,
+//! pipelining, timeouts and lingering close.
 //!
 //! I/O is attempted without waiting first; a timer is armed only when the socket
 //! would block, so the hot path sets no timers.
 
-use super::chunked::{Chunk, ChunkedDecoder};
-use super::parse::{self, BodyFraming, Method, ParseError, RequestHead, Version};
+use super::body::ConnBody;
+use super::parse;
+use super::write::{self, How, write_head};
 use crate::conf::load::{Config, Listener};
 use crate::conf::model::{CoreConf, Lingering};
+use crate::core::message::head::{Method, ParseError, RequestHead, Version};
+use crate::core::message::response::{Body, Response};
 pub use crate::core::request::Peer;
-use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
-use crate::http::pipeline::{self, ClientBody, ConnRef, Ran, host_of};
-use crate::http::response::{Body, Response, write_head};
+use crate::core::request::{BodyError, BoxFuture, Request};
+use crate::http::pipeline::{self, ConnRef, Ran, host_of};
 use crate::modules::static_files::conf::StaticConf;
 use crate::server::Shared;
 use crate::server::idle::{self, Expired, IdleTimer};
 use crate::server::socket::Stream;
 use crate::server::worker::Slot;
 use bytes::BytesMut;
-use std::fs::File;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
-use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncWriteExt, Interest};
-
-/// Chunk size when a file body is read and written (sendfile off).
-const READ_CHUNK: usize = 64 * 1024;
 
 struct Conn<S> {
     _slot: Slot,
@@ -257,7 +254,7 @@ impl<S: Stream> Conn<S> {
             Err(resp) => (resp, true),
             Ok(core) => {
                 let max = core.client_max_body_size;
-                let mut body = ConnBody::new(&self.s, io, head, core);
+                let mut body = ConnBody::new(&self.s, &mut io.buf, head, core);
                 let ran = pipeline::run(&mut req, &mut body, max).await;
                 if body.used_socket {
                     self.drained = false;
@@ -362,7 +359,7 @@ impl<S: Stream> Conn<S> {
             && let Some(tunnel) = stream.upgrade()
         {
             // Upgrade: the head, then the tunnel owns the socket until it ends.
-            let r = write_all(&self.s, &io.out, core.send_timeout).await;
+            let r = write::write_all(&self.s, &io.out, core.send_timeout).await;
             if r.is_ok() {
                 tunnel
                     .run(&Client(&self.s), std::mem::take(&mut io.buf))
@@ -371,9 +368,15 @@ impl<S: Stream> Conn<S> {
             pipeline::finished(req, resp, head_len, 0);
             return Err(io::Error::other("connection upgraded"));
         }
-        let r = self
-            .send(io, &mut resp.body, how, core, &mut body_sent)
-            .await;
+        let r = write::send(
+            &self.s,
+            &mut io.out,
+            &mut resp.body,
+            how,
+            core,
+            &mut body_sent,
+        )
+        .await;
         pipeline::finished(req, resp, head_len, body_sent);
         r
     }
@@ -431,181 +434,6 @@ impl<S: Stream> Conn<S> {
             });
         }
         self.drained = true;
-    }
-
-    /// Write the head in `io.out` and the body; `sent` counts the body bytes
-    /// that went out, also when an error stops it part way.
-    async fn send(
-        &self,
-        io: &mut Io,
-        body: &mut Body,
-        how: How,
-        core: &CoreConf,
-        sent: &mut u64,
-    ) -> io::Result<()> {
-        let t = core.send_timeout;
-        let How {
-            head_only,
-            chunked,
-            sendfile,
-        } = how;
-        if head_only {
-            return write_all(&self.s, &io.out, t).await;
-        }
-        match body {
-            Body::Empty => write_all(&self.s, &io.out, t).await,
-            Body::Bytes(b) => write_vectored_all(&self.s, &io.out, b, t, sent).await,
-            Body::File { file, range } => {
-                self.send_file(io, file, range.clone(), core, sendfile, sent)
-                    .await
-            }
-            Body::Multipart { file, parts } => {
-                for (part_head, range) in &parts.parts {
-                    io.out.extend_from_slice(part_head);
-                    self.send_file(io, file, range.clone(), core, sendfile, sent)
-                        .await?;
-                    *sent += part_head.len() as u64;
-                }
-                io.out.extend_from_slice(&parts.trailer);
-                write_all(&self.s, &io.out, t).await?;
-                *sent += parts.trailer.len() as u64;
-                Ok(())
-            }
-            Body::Stream { stream, .. } => {
-                // The head leaves with the first piece; the pieces the stream
-                // has at hand after a wait leave together in one writev, and
-                // the next wait starts only when they are written.
-                let mut first = true;
-                let mut batch: Vec<(usize, bytes::Bytes)> = Vec::new();
-                let mut next = match stream.ready() {
-                    Some(r) => r,
-                    None => stream.next().await,
-                };
-                loop {
-                    let mut end = false;
-                    let mut failed = None;
-                    loop {
-                        match next {
-                            Err(e) => {
-                                failed = Some(e);
-                                break;
-                            }
-                            Ok(None) => {
-                                end = true;
-                                break;
-                            }
-                            Ok(Some(piece)) if piece.is_empty() => {}
-                            Ok(Some(piece)) => {
-                                if chunked {
-                                    if !first {
-                                        io.out.extend_from_slice(b"\r\n");
-                                    }
-                                    // Writing into a Vec cannot fail.
-                                    let _ = std::io::Write::write_fmt(
-                                        &mut io.out,
-                                        format_args!("{:x}\r\n", piece.len()),
-                                    );
-                                }
-                                first = false;
-                                batch.push((io.out.len(), piece));
-                            }
-                        }
-                        if batch.len() == GATHER_PIECES {
-                            break;
-                        }
-                        match stream.ready() {
-                            Some(r) => next = r,
-                            None => break,
-                        }
-                    }
-                    if end && chunked {
-                        io.out.extend_from_slice(if first {
-                            b"0\r\n\r\n".as_slice()
-                        } else {
-                            b"\r\n0\r\n\r\n"
-                        });
-                    }
-                    if !batch.is_empty() || end {
-                        let mut segs = [(&[][..], false); 2 * GATHER_PIECES + 1];
-                        let mut at = 0;
-                        for (i, (mark, piece)) in batch.iter().enumerate() {
-                            segs[2 * i] = (&io.out[at..*mark], false);
-                            segs[2 * i + 1] = (&piece[..], true);
-                            at = *mark;
-                        }
-                        segs[2 * batch.len()] = (&io.out[at..], false);
-                        write_segments(&self.s, &mut segs[..2 * batch.len() + 1], t, sent).await?;
-                        io.out.clear();
-                        batch.clear();
-                    }
-                    if let Some(e) = failed {
-                        return Err(e);
-                    }
-                    if end {
-                        return Ok(());
-                    }
-                    next = stream.next().await;
-                }
-            }
-        }
-    }
-
-    /// Send what is pending in `io.out`, then `range` of `file`; `sent` counts
-    /// the file bytes written. Small pieces are read into the buffer and leave
-    /// with the head in one write.
-    async fn send_file(
-        &self,
-        io: &mut Io,
-        file: &File,
-        range: std::ops::Range<u64>,
-        core: &CoreConf,
-        sendfile: Option<usize>,
-        sent: &mut u64,
-    ) -> io::Result<()> {
-        let t = core.send_timeout;
-        let len = range.end - range.start;
-        let small = len <= crate::modules::static_files::cache::SMALL_BODY;
-        let Some(max_chunk) = sendfile.filter(|_| !small) else {
-            // Bytes at the front of `out` that are not file data (the head).
-            let mut not_file = io.out.len();
-            let mut off = range.start;
-            while off < range.end {
-                let want = ((range.end - off) as usize).min(READ_CHUNK);
-                let at = io.out.len();
-                io.out.resize(at + want, 0);
-                let n = file.read_at(&mut io.out[at..], off)?;
-                io.out.truncate(at + n);
-                if n == 0 {
-                    return Err(io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "file shrank while sending",
-                    ));
-                }
-                off += n as u64;
-                if io.out.len() >= READ_CHUNK || off == range.end {
-                    write_all(&self.s, &io.out, t).await?;
-                    *sent += (io.out.len() - not_file) as u64;
-                    not_file = 0;
-                    io.out.clear();
-                }
-            }
-            if !io.out.is_empty() {
-                // An empty range: the head is still waiting to go out.
-                write_all(&self.s, &io.out, t).await?;
-                io.out.clear();
-            }
-            return Ok(());
-        };
-        // tcp_nopush: the head is sent with MSG_MORE, so the kernel holds it back
-        // and it leaves together with the start of the file, as TCP_CORK around
-        // head + sendfile would, without the two setsockopt calls per response.
-        if core.tcp_nopush {
-            send_more(&self.s, &io.out, t).await?;
-        } else {
-            write_all(&self.s, &io.out, t).await?;
-        }
-        io.out.clear();
-        sendfile_all(&self.s, file, range, max_chunk, t, sent).await
     }
 
     /// Close with a reset (SO_LINGER 0) once the connection is dropped.
@@ -678,7 +506,7 @@ impl<S: Stream> Conn<S> {
 /// The client socket handed to an upgrade tunnel.
 struct Client<'s, S>(&'s S);
 
-impl<S: Stream> crate::http::response::ClientIo for Client<'_, S> {
+impl<S: Stream> crate::core::message::response::ClientIo for Client<'_, S> {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
         self.0.try_read_buf(buf)
     }
@@ -696,174 +524,6 @@ impl<S: Stream> crate::http::response::ClientIo for Client<'_, S> {
     }
 }
 
-/// How a response body goes out.
-#[derive(Clone, Copy)]
-struct How {
-    /// HEAD: the head only.
-    head_only: bool,
-    /// Chunked framing (unknown length, connection kept).
-    chunked: bool,
-    /// `sendfile on` for file bodies: at most this many bytes per sendfile(2)
-    /// call (`sendfile_max_chunk`, 0 for no limit).
-    sendfile: Option<usize>,
-}
-
-/// The request body as read from this connection: handlers pull it through
-/// `RequestBody`; what they leave is discarded afterwards.
-struct ConnBody<'c, S> {
-    s: &'c S,
-    io: &'c mut Io,
-    framing: BodyFraming,
-    /// Content-Length framing: bytes still to come.
-    left: u64,
-    dec: ChunkedDecoder,
-    max: u64,
-    timeout: Duration,
-    send_timeout: Duration,
-    /// `Expect: 100-continue` not answered yet.
-    expect_continue: bool,
-    done: bool,
-    /// Body bytes taken from the connection, framing included.
-    read: u64,
-    /// Body bytes after decoding.
-    decoded: u64,
-    used_socket: bool,
-}
-
-impl<'c, S: Stream> ConnBody<'c, S> {
-    fn new(s: &'c S, io: &'c mut Io, head: &RequestHead, core: &CoreConf) -> Self {
-        let (left, done) = match head.framing {
-            BodyFraming::None | BodyFraming::Length(0) => (0, true),
-            BodyFraming::Length(n) => (n, false),
-            BodyFraming::Chunked => (0, false),
-        };
-        ConnBody {
-            s,
-            io,
-            framing: head.framing,
-            left,
-            dec: ChunkedDecoder::new(),
-            max: core.client_max_body_size,
-            timeout: core.client_body_timeout,
-            send_timeout: core.send_timeout,
-            expect_continue: head.expect_continue && !done,
-            done,
-            read: 0,
-            decoded: 0,
-            used_socket: false,
-        }
-    }
-
-    async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, BodyError> {
-        if self.done {
-            return Ok(None);
-        }
-        if std::mem::take(&mut self.expect_continue) && self.io.buf.is_empty() {
-            write_all(self.s, b"HTTP/1.1 100 Continue\r\n\r\n", self.send_timeout)
-                .await
-                .map_err(|_| BodyError::Closed)?;
-        }
-        loop {
-            if let BodyFraming::Chunked = self.framing {
-                let before = self.io.buf.len();
-                let piece = self.dec.decode(&mut self.io.buf).map_err(BodyError::Bad)?;
-                self.read += (before - self.io.buf.len()) as u64;
-                match piece {
-                    Chunk::Data(d) => {
-                        self.decoded += d.len() as u64;
-                        if self.max != 0 && self.decoded > self.max {
-                            return Err(BodyError::TooLarge);
-                        }
-                        return Ok(Some(d));
-                    }
-                    Chunk::Done => {
-                        self.done = true;
-                        return Ok(None);
-                    }
-                    Chunk::NeedMore => {}
-                }
-            } else if self.left == 0 {
-                self.done = true;
-                return Ok(None);
-            } else if !self.io.buf.is_empty() {
-                let take = (self.io.buf.len() as u64).min(self.left) as usize;
-                self.left -= take as u64;
-                self.read += take as u64;
-                self.decoded += take as u64;
-                return Ok(Some(self.io.buf.split_to(take).freeze()));
-            }
-            self.fill().await?;
-        }
-    }
-
-    /// Read more from the socket, waiting at most client_body_timeout.
-    async fn fill(&mut self) -> Result<(), BodyError> {
-        self.used_socket = true;
-        self.io.buf.reserve(16 * 1024);
-        loop {
-            match self.s.try_read_buf(&mut self.io.buf) {
-                Ok(0) => return Err(BodyError::Closed),
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    match tokio::time::timeout(self.timeout, self.s.readable()).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => return Err(BodyError::Closed),
-                        Err(_) => return Err(BodyError::TimedOut),
-                    }
-                }
-                Err(_) => return Err(BodyError::Closed),
-            }
-        }
-    }
-}
-
-impl<S: Stream> ClientBody for ConnBody<'_, S> {
-    fn read(&self) -> u64 {
-        self.read
-    }
-    fn decoded(&self) -> u64 {
-        self.decoded
-    }
-}
-
-impl<S: Stream> RequestBody for ConnBody<'_, S> {
-    fn chunk(&mut self) -> BoxFuture<'_, Result<Option<bytes::Bytes>, BodyError>> {
-        Box::pin(self.next_chunk())
-    }
-
-    fn declared_len(&self) -> Option<u64> {
-        match self.framing {
-            BodyFraming::Length(n) => Some(n),
-            _ => None,
-        }
-    }
-
-    fn gone(&mut self) -> BoxFuture<'_, ()> {
-        Box::pin(client_gone(self.s))
-    }
-}
-
-/// Resolves when the client closes or resets the connection: a peek of one
-/// byte when it turns readable sees the end (0) or the error. Bytes waiting
-/// (the next request, a body) say nothing about it: pending for ever then.
-async fn client_gone<S: Stream>(s: &S) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
-    let mut b = [0u8; 1];
-    loop {
-        if s.readable().await.is_err() {
-            return;
-        }
-        match s.try_io(Interest::READABLE, || crate::sys::peek(fd, &mut b)) {
-            Ok(0) => return,
-            // A TLS stream is readable while it holds decrypted bytes.
-            Ok(_) => return std::future::pending().await,
-            Err(e) if e.kind() == ErrorKind::WouldBlock && S::PLAIN => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::future::pending().await,
-            Err(_) => return,
-        }
-    }
-}
-
 enum Read {
     Head(RequestHead),
     Idle,
@@ -873,151 +533,4 @@ enum Read {
 enum ReadError {
     Parse(ParseError),
     TimedOut,
-}
-
-fn timed_out() -> io::Error {
-    io::Error::new(ErrorKind::TimedOut, "send_timeout")
-}
-
-async fn wait_writable<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
-    tokio::time::timeout(t, s.writable())
-        .await
-        .map_err(|_| timed_out())?
-}
-
-/// Write all of `data`; `t` bounds each wait for the socket.
-pub async fn write_all<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result<()> {
-    while !data.is_empty() {
-        match s.try_write_vectored(&[IoSlice::new(data)]) {
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
-            Err(e) => return Err(e),
-        }
-    }
-    flush(s, t).await
-}
-
-/// Wait until what the stream queued itself (TLS records) has left.
-async fn flush<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
-    if S::PLAIN {
-        return Ok(());
-    }
-    loop {
-        match s.try_flush() {
-            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
-            r => return r,
-        }
-    }
-}
-
-/// Write all of `data` with MSG_MORE: more of the response follows at once.
-async fn send_more<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result<()> {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
-    while !data.is_empty() {
-        match s.try_io(Interest::WRITABLE, || crate::sys::send(fd, data, true)) {
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Write `a` then `b` with writev, as one piece when the socket takes it;
-/// `sent_b` counts the bytes of `b` written.
-async fn write_vectored_all<S: Stream>(
-    s: &S,
-    a: &[u8],
-    b: &[u8],
-    t: Duration,
-    sent_b: &mut u64,
-) -> io::Result<()> {
-    write_segments(s, &mut [(a, false), (b, true)], t, sent_b).await
-}
-
-/// Most body pieces gathered into one writev (each with its chunk framing).
-const GATHER_PIECES: usize = 16;
-
-/// Write `segs` in order with writev; `sent` counts the bytes written of the
-/// segments marked `true` (body bytes, not framing).
-async fn write_segments<S: Stream>(
-    s: &S,
-    segs: &mut [(&[u8], bool)],
-    t: Duration,
-    sent: &mut u64,
-) -> io::Result<()> {
-    let mut iov = [IoSlice::new(&[]); 2 * GATHER_PIECES + 1];
-    let mut i = 0;
-    loop {
-        while i < segs.len() && segs[i].0.is_empty() {
-            i += 1;
-        }
-        if i == segs.len() {
-            break;
-        }
-        let rest = &segs[i..];
-        for (v, (b, _)) in iov.iter_mut().zip(rest) {
-            *v = IoSlice::new(b);
-        }
-        match s.try_write_vectored(&iov[..rest.len().min(iov.len())]) {
-            Ok(mut n) => {
-                for (b, body) in segs[i..].iter_mut() {
-                    if n == 0 {
-                        break;
-                    }
-                    let k = n.min(b.len());
-                    *b = &b[k..];
-                    if *body {
-                        *sent += k as u64;
-                    }
-                    n -= k;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
-            Err(e) => return Err(e),
-        }
-    }
-    flush(s, t).await
-}
-
-/// sendfile(2) `range` of `file`, at most `max_chunk` bytes a call (0: no
-/// limit); `sent` counts the bytes that went out. After a full chunk the task
-/// yields, so one fast client does not keep the worker from the others
-/// (nginx's `sendfile_max_chunk`).
-async fn sendfile_all<S: Stream>(
-    s: &S,
-    file: &File,
-    range: std::ops::Range<u64>,
-    max_chunk: usize,
-    t: Duration,
-    sent: &mut u64,
-) -> io::Result<()> {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
-    let chunk = match max_chunk {
-        0 => 1 << 30,
-        n => n.min(1 << 30),
-    };
-    let mut off = range.start;
-    while off < range.end {
-        let count = ((range.end - off) as usize).min(chunk);
-        match s.try_io(Interest::WRITABLE, || {
-            crate::sys::sendfile(fd, file, &mut off, count)
-        }) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "file shrank while sending",
-                ));
-            }
-            Ok(n) => {
-                *sent += n as u64;
-                if n == chunk && off < range.end {
-                    tokio::task::yield_now().await;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

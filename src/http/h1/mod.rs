@@ -1,5 +1,8 @@
-//! HTTP/1.x: sans-IO request head parser, chunked body decoder, and the connection loop.
+//! HTTP/1.x: sans-IO request head parser, chunked body decoder, the connection
+//! loop, and the response writer.
 
+mod body;
 pub mod chunked;
 pub mod conn;
 pub mod parse;
+mod write;

@@ -4,69 +4,9 @@
 //! (bare LF line endings, length limits, framing rules) and records header
 //! positions as offsets into the frozen head, so no header is copied.
 
-use bytes::{Buf, Bytes, BytesMut};
-use std::fmt;
+use crate::core::message::head::{BodyFraming, Method, ParseError, RequestHead, Spans, Version};
+use bytes::{Buf, BytesMut};
 use std::ops::Range;
-
-/// HTTP protocol version of a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Version {
-    Http10,
-    Http11,
-    /// A request that came over HTTP/2 (see [`from_h2`]).
-    Http2,
-}
-
-impl Version {
-    /// "HTTP/1.0" or "HTTP/1.1".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::Http10 => "HTTP/1.0",
-            Version::Http11 => "HTTP/1.1",
-            Version::Http2 => "HTTP/2.0",
-        }
-    }
-}
-
-/// Request method; any other valid token is `Other` (see `RequestHead::method_str`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Head,
-    Post,
-    Put,
-    Delete,
-    Options,
-    Patch,
-    Trace,
-    Connect,
-    Other,
-}
-
-impl Method {
-    fn from_token(t: &[u8]) -> Method {
-        match t {
-            b"GET" => Method::Get,
-            b"HEAD" => Method::Head,
-            b"POST" => Method::Post,
-            b"PUT" => Method::Put,
-            b"DELETE" => Method::Delete,
-            b"OPTIONS" => Method::Options,
-            b"PATCH" => Method::Patch,
-            b"TRACE" => Method::Trace,
-            b"CONNECT" => Method::Connect,
-            _ => Method::Other,
-        }
-    }
-}
-
-/// How the request body is delimited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BodyFraming {
-    None,
-    Length(u64),
-    Chunked,
-}
 
 /// Limits in nginx terms: client_header_buffer_size (default 1024) and
 /// large_client_header_buffers NUMBER SIZE (default 4 8192).
@@ -96,49 +36,6 @@ impl Limits {
     }
 }
 
-/// A parse failure: the status to answer with (the connection is then closed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ParseError {
-    pub status: u16,
-    pub reason: &'static str,
-}
-
-impl ParseError {
-    pub const BAD_REQUEST: ParseError = ParseError {
-        status: 400,
-        reason: "Bad Request",
-    };
-    pub const URI_TOO_LONG: ParseError = ParseError {
-        status: 414,
-        reason: "URI Too Long",
-    };
-    pub const HEADERS_TOO_LARGE: ParseError = ParseError {
-        status: 431,
-        reason: "Request Header Fields Too Large",
-    };
-    pub const NOT_IMPLEMENTED: ParseError = ParseError {
-        status: 501,
-        reason: "Not Implemented",
-    };
-    pub const VERSION_NOT_SUPPORTED: ParseError = ParseError {
-        status: 505,
-        reason: "HTTP Version Not Supported",
-    };
-    /// A complete first line whose last word is not an HTTP version at all.
-    pub const NOT_HTTP1: ParseError = ParseError {
-        status: 400,
-        reason: "Bad Request (no HTTP version)",
-    };
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.status, self.reason)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
 const BAD: ParseError = ParseError::BAD_REQUEST;
 
 /// Most header fields accepted in one head.
@@ -146,107 +43,6 @@ const MAX_HEADERS: usize = 100;
 
 /// Most empty lines (CRLF) skipped before a request line.
 const MAX_LEADING_EMPTY_LINES: usize = 8;
-
-/// A parsed request head. Header names and values are ranges into `raw`.
-#[derive(Clone, Debug)]
-pub struct RequestHead {
-    raw: Bytes,
-    pub method: Method,
-    pub version: Version,
-    target: Range<usize>,
-    headers: Vec<(Range<usize>, Range<usize>)>,
-    pub framing: BodyFraming,
-    /// HTTP/1.1: true unless "Connection: close"; HTTP/1.0: only with "Connection: keep-alive".
-    pub keep_alive: bool,
-    /// "Expect: 100-continue" on an HTTP/1.1 request with a body.
-    pub expect_continue: bool,
-    method_end: usize,
-    line_end: usize,
-    path: Range<usize>,
-    query: Option<Range<usize>>,
-    host: Option<Range<usize>>,
-}
-
-impl RequestHead {
-    /// The whole head, request line through the blank line.
-    pub fn raw(&self) -> &Bytes {
-        &self.raw
-    }
-
-    /// The method as sent, e.g. "GET".
-    pub fn method_str(&self) -> &str {
-        // httparse only accepts token characters here, which are ASCII.
-        std::str::from_utf8(&self.raw[..self.method_end]).unwrap_or("")
-    }
-
-    /// The request-target as sent.
-    pub fn target(&self) -> &[u8] {
-        &self.raw[self.target.clone()]
-    }
-
-    /// Target up to '?'; for absolute-form the path part ("/" when empty);
-    /// "*" for asterisk-form.
-    pub fn path(&self) -> &[u8] {
-        if self.path.is_empty() {
-            b"/"
-        } else {
-            &self.raw[self.path.clone()]
-        }
-    }
-
-    /// The part after the first '?', None if there is no '?'.
-    pub fn query(&self) -> Option<&[u8]> {
-        self.query.clone().map(|r| &self.raw[r])
-    }
-
-    /// First header with this name (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
-        let name = name.as_bytes();
-        self.headers
-            .iter()
-            .find(|(n, _)| self.raw[n.clone()].eq_ignore_ascii_case(name))
-            .map(|(_, v)| &self.raw[v.clone()])
-    }
-
-    /// All headers in order, as (name, value).
-    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.headers
-            .iter()
-            .map(|(n, v)| (&self.raw[n.clone()], &self.raw[v.clone()]))
-    }
-
-    /// Authority of an absolute-form target, else the Host header; as sent (port kept).
-    pub fn host(&self) -> Option<&[u8]> {
-        self.host.clone().map(|r| &self.raw[r])
-    }
-
-    /// The request line without CRLF.
-    pub fn line(&self) -> &[u8] {
-        &self.raw[..self.line_end]
-    }
-
-    /// Stand-in for a request that could not be parsed, so it can still be
-    /// logged: its request line is the first line of what arrived (at most 2 KiB).
-    pub fn unparsed(buffered: &[u8]) -> RequestHead {
-        let line = &buffered[..buffered.len().min(2048)];
-        let line_end = memchr::memchr2(b'\r', b'\n', line).unwrap_or(line.len());
-        RequestHead {
-            raw: Bytes::copy_from_slice(&line[..line_end]),
-            method: Method::Other,
-            version: Version::Http11,
-            target: 0..0,
-            headers: Vec::new(),
-            framing: BodyFraming::None,
-            keep_alive: false,
-            expect_continue: false,
-            method_end: 0,
-            line_end,
-            path: 0..0,
-            query: None,
-            host: None,
-        }
-    }
-}
 
 /// Try to parse one request head from the front of `buf`.
 ///
@@ -428,87 +224,24 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
     buf.advance(start);
     let raw = buf.split_to(head_len).freeze();
 
-    Ok(Some(RequestHead {
-        raw,
-        method,
-        version,
-        target,
-        headers: fields,
-        framing,
-        keep_alive,
-        expect_continue,
+    let spans = Spans {
         method_end,
         line_end,
+        target,
         path,
         query,
         host,
-    }))
-}
-
-/// The head of a request that came over HTTP/2, checked as an HTTP/1.1 head
-/// would be: the pseudo-headers and fields are written out as an HTTP/1.1 head
-/// (`:authority` as Host, split Cookie fields joined with "; " as RFC 9113
-/// §8.2.3 asks) and parsed by [`parse`] with the same `limits`, so both
-/// protocols meet one set of rules. The version then reads HTTP/2.0 (`$request`,
-/// `$server_protocol`). `body`: the stream did not end with its HEADERS; a body
-/// without content-length is framed as chunked (its length is unknown).
-pub fn from_h2(
-    parts: &http::request::Parts,
-    body: bool,
-    limits: &Limits,
-) -> Result<RequestHead, ParseError> {
-    let authority = parts.uri.authority().map(|a| a.as_str());
-    let target = match parts.uri.path_and_query() {
-        Some(p) => p.as_str(),
-        None if parts.method == http::Method::CONNECT => authority.unwrap_or(""),
-        None => "/",
+        headers: fields,
     };
-    let mut text = BytesMut::with_capacity(256);
-    for piece in [parts.method.as_str(), " ", target, " HTTP/1.1\r\n"] {
-        text.extend_from_slice(piece.as_bytes());
-    }
-    if let Some(a) = authority {
-        text.extend_from_slice(b"Host: ");
-        text.extend_from_slice(a.as_bytes());
-        text.extend_from_slice(b"\r\n");
-    }
-    let mut cookies = parts.headers.get_all(http::header::COOKIE).iter();
-    if let Some(first) = cookies.next() {
-        text.extend_from_slice(b"Cookie: ");
-        text.extend_from_slice(first.as_bytes());
-        for c in cookies {
-            text.extend_from_slice(b"; ");
-            text.extend_from_slice(c.as_bytes());
-        }
-        text.extend_from_slice(b"\r\n");
-    }
-    for (name, value) in &parts.headers {
-        if name == http::header::COOKIE || (authority.is_some() && name == http::header::HOST) {
-            continue;
-        }
-        text.extend_from_slice(name.as_str().as_bytes());
-        text.extend_from_slice(b": ");
-        text.extend_from_slice(value.as_bytes());
-        text.extend_from_slice(b"\r\n");
-    }
-    text.extend_from_slice(b"\r\n");
-    let mut head = parse(&mut text, limits)?.ok_or(BAD)?;
-    drop(text);
-    // "HTTP/1.1" and "HTTP/2.0" have the same length: the offsets stay.
-    let mut raw = head
-        .raw
-        .try_into_mut()
-        .unwrap_or_else(|b| BytesMut::from(&b[..]));
-    raw[head.line_end - 8..head.line_end].copy_from_slice(b"HTTP/2.0");
-    head.raw = raw.freeze();
-    head.version = Version::Http2;
-    head.keep_alive = true;
-    head.framing = match head.framing {
-        BodyFraming::None if body => BodyFraming::Chunked,
-        BodyFraming::Length(n) if n > 0 && !body => return Err(BAD),
-        f => f,
-    };
-    Ok(head)
+    Ok(Some(RequestHead::new(
+        raw,
+        spans,
+        method,
+        version,
+        framing,
+        keep_alive,
+        expect_continue,
+    )))
 }
 
 /// What `scan_lines` learned about the bytes so far.
@@ -698,20 +431,6 @@ fn check_transfer_encoding(te: &[u8]) -> Result<(), ParseError> {
         }
     }
     Err(ParseError::NOT_IMPLEMENTED)
-}
-
-#[cfg(test)]
-mod unparsed_tests {
-    use super::*;
-
-    #[test]
-    fn unparsed_keeps_the_first_line() {
-        let h = RequestHead::unparsed(b"GARBAGE LINE\r\nHost: x\r\n");
-        assert_eq!(h.line(), b"GARBAGE LINE");
-        assert_eq!(h.method_str(), "");
-        assert!(h.header("host").is_none());
-        assert_eq!(RequestHead::unparsed(&[b'a'; 5000]).line().len(), 2048);
-    }
 }
 
 #[cfg(test)]
@@ -1331,64 +1050,5 @@ mod tests {
             !ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: something\r\nContent-Length: 3\r\n\r\n")
                 .expect_continue
         );
-    }
-
-    #[test]
-    fn error_display() {
-        assert_eq!(ParseError::BAD_REQUEST.to_string(), "400 Bad Request");
-        assert_eq!(Version::Http11.as_str(), "HTTP/1.1");
-    }
-}
-
-#[cfg(test)]
-mod h2_tests {
-    use super::*;
-
-    fn h2(req: http::request::Builder, body: bool) -> Result<RequestHead, ParseError> {
-        let (parts, ()) = req.body(()).unwrap().into_parts();
-        from_h2(&parts, body, &Limits::default())
-    }
-
-    #[test]
-    fn pseudo_headers_become_an_http2_head() {
-        let h = h2(
-            http::Request::builder()
-                .method("GET")
-                .uri("http://Example.org:8080/a/b?x=1")
-                .header("cookie", "a=1")
-                .header("accept", "*/*")
-                .header("cookie", "b=2"),
-            false,
-        )
-        .unwrap();
-        assert_eq!(h.line(), b"GET /a/b?x=1 HTTP/2.0");
-        assert_eq!(h.version, Version::Http2);
-        assert_eq!(h.version.as_str(), "HTTP/2.0");
-        assert_eq!(h.host(), Some(&b"Example.org:8080"[..]));
-        assert_eq!(h.path(), b"/a/b");
-        assert_eq!(h.query(), Some(&b"x=1"[..]));
-        // Split cookies are joined (RFC 9113 §8.2.3).
-        assert_eq!(h.header("cookie"), Some(&b"a=1; b=2"[..]));
-        assert_eq!(h.header("accept"), Some(&b"*/*"[..]));
-        assert_eq!(h.framing, BodyFraming::None);
-    }
-
-    #[test]
-    fn body_framing_and_checks() {
-        let post = || http::Request::builder().method("POST").uri("http://x/up");
-        // A body without content-length has an unknown length.
-        assert_eq!(h2(post(), true).unwrap().framing, BodyFraming::Chunked);
-        let h = h2(post().header("content-length", "5"), true).unwrap();
-        assert_eq!(h.framing, BodyFraming::Length(5));
-        // A declared body on a stream that already ended.
-        assert!(h2(post().header("content-length", "5"), false).is_err());
-        assert!(h2(post().header("content-length", "x"), true).is_err());
-        // The same limits as HTTP/1: an oversized field is 431.
-        let big = "v".repeat(9000);
-        let e = h2(post().header("x-big", big.as_str()), false).unwrap_err();
-        assert_eq!(e.status, 431);
-        // No :authority and no Host: 400, as for HTTP/1.1.
-        let e = h2(http::Request::builder().uri("/"), false).unwrap_err();
-        assert_eq!(e.status, 400);
     }
 }

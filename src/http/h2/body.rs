@@ -5,8 +5,8 @@
 //! (PROTOCOL_ERROR) on a mismatch: the read then fails as a gone client's.
 
 use crate::conf::model::CoreConf;
+use crate::core::message::head::{BodyFraming, RequestHead};
 use crate::core::request::{BodyError, BoxFuture, RequestBody};
-use crate::http::h1::parse::{BodyFraming, RequestHead};
 use crate::http::pipeline::ClientBody;
 use bytes::Bytes;
 use h2::RecvStream;

@@ -17,13 +17,14 @@
 
 mod body;
 pub mod conf;
+mod head;
 mod send;
 
 use crate::conf::model::{CoreConf, Lingering};
+use crate::core::message::head::RequestHead;
 use crate::core::module::{Hooks, Module};
 use crate::core::request::Peer;
 use crate::core::request::TlsInfo;
-use crate::http::h1::parse::{self, RequestHead};
 use crate::http::pipeline::{self, ConnRef, Ran};
 use crate::server::Shared;
 use crate::server::idle::{Expired, IdleTimer};
@@ -354,7 +355,7 @@ async fn stream(
         tls: c.tls.clone(),
     };
     let limits = pipeline::limits(&vhosts.default.conf.core);
-    let head = match parse::from_h2(&parts, !recv.is_end_stream(), &limits) {
+    let head = match head::from_h2(&parts, !recv.is_end_stream(), &limits) {
         Ok(h) => h,
         Err(e) => {
             crate::error_log!(

@@ -7,10 +7,10 @@
 
 use super::conf::Http2Conf;
 use crate::core::clock;
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, server_name};
 use crate::core::request::Request;
-use crate::http::h1::parse::Method;
 use crate::http::pipeline;
-use crate::http::response::{Body, Response, server_name};
 use bytes::{Bytes, BytesMut};
 use h2::SendStream;
 use h2::server::SendResponse;

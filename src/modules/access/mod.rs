@@ -19,9 +19,9 @@
 pub mod cidr;
 pub mod conf;
 
+use crate::core::message::response::Response;
 use crate::core::module::{Hooks, Module, Ordered, Phase};
 use crate::core::request::{Peer, Request};
-use crate::http::response::Response;
 use crate::modules::auth_basic::{self, Auth};
 pub use cidr::{Cidr, Client};
 use conf::AccessConf;

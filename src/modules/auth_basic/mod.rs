@@ -16,10 +16,10 @@ pub mod conf;
 pub mod hash;
 pub mod users;
 
+use crate::core::message::head::RequestHead;
+use crate::core::message::response::{Response, Value};
 use crate::core::module::{Module, VarDef};
 use crate::core::request::Request;
-use crate::http::h1::parse::RequestHead;
-use crate::http::response::{Response, Value};
 use base64::Engine;
 use conf::AuthBasicConf;
 use std::io::ErrorKind;

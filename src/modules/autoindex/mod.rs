@@ -7,9 +7,9 @@
 
 pub mod conf;
 
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::module::Module;
 use crate::core::request::Request;
-use crate::http::response::{Body, Response, Value};
 use bytes::Bytes;
 use chrono::{DateTime, Local, TimeZone, Utc};
 use conf::{AutoindexConf, Format};

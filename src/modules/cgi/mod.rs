@@ -6,9 +6,9 @@
 
 pub mod conf;
 
+use crate::core::message::response::{Body, BodyStream};
 use crate::core::module::Module;
-use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
-use crate::http::response::{Body, BodyStream};
+use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::fastcgi::respond::{self, Head};
 use bytes::{Bytes, BytesMut};
 use conf::CgiConf;
@@ -84,7 +84,7 @@ fn env(req: &Request<'_>, script: &[u8], body_len: Option<u64>) -> Vec<(Vec<u8>,
     push("GATEWAY_INTERFACE", b"CGI/1.1");
     push(
         "SERVER_SOFTWARE",
-        crate::http::response::server_name(true).as_bytes(),
+        crate::core::message::response::server_name(true).as_bytes(),
     );
     push("SCRIPT_NAME", &req.uri);
     push("SCRIPT_FILENAME", script);
@@ -166,7 +166,7 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
                     q.push_back(b);
                 }
                 Ok(None) => break,
-                Err(e) => return Outcome::Respond(req.error(body_status(&e))),
+                Err(e) => return Outcome::Respond(req.error(e.status())),
             }
         }
         body_len = Some(n);
@@ -267,7 +267,7 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
                 r = &mut writer, if !wrote => {
                     wrote = true;
                     if let Err(e) = r {
-                        return Outcome::Respond(req.error(body_status(&e)));
+                        return Outcome::Respond(req.error(e.status()));
                     }
                 }
                 h = &mut reader => break h,
@@ -316,15 +316,6 @@ async fn run(req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
         len: reply.declared_len,
     };
     Outcome::Respond(resp)
-}
-
-fn body_status(e: &BodyError) -> u16 {
-    match e {
-        BodyError::TooLarge => 413,
-        BodyError::Bad(p) => p.status,
-        BodyError::TimedOut => 408,
-        BodyError::Closed => 400,
-    }
 }
 
 /// The script's output after its head. Dropping it (client gone) kills the

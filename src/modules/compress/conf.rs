@@ -6,7 +6,7 @@ use super::Coding;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
 use crate::conf::values::{bad_arg, flag, number, parse_size, set_once, size};
-use crate::http::h1::parse::Version;
+use crate::core::message::head::Version;
 use crate::settings;
 use std::sync::Arc;
 

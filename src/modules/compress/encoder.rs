@@ -3,8 +3,8 @@
 //! piece by piece.
 
 use super::Coding;
+use crate::core::message::response::BodyStream;
 use crate::core::request::BoxFuture;
-use crate::http::response::BodyStream;
 use brotli::enc::StandardAlloc;
 use brotli::enc::encode::{
     BrotliEncoderOperation, BrotliEncoderParameter, BrotliEncoderStateStruct,

@@ -17,10 +17,10 @@ pub mod conf;
 pub mod encoder;
 pub mod negotiate;
 
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::module::{Hooks, Module, Ordered};
 use crate::core::request::Request;
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, Response, Value};
 use crate::modules::static_files::cache::FileInfo;
 use crate::modules::static_files::conf::StaticConf;
 use bytes::Bytes;

@@ -4,8 +4,8 @@
 
 use super::Coding;
 use super::conf::{CompressConf, Proxied};
-use crate::http::h1::parse::{RequestHead, Version};
-use crate::http::response::Value;
+use crate::core::message::head::{RequestHead, Version};
+use crate::core::message::response::Value;
 
 /// The weights (0–1000) a client gives each coding vireo knows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -76,7 +76,6 @@ settings! {
     }
 }
 
-
 fn set_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let a = d.arg(0);
     let a = a.strip_prefix("fastcgi://").unwrap_or(a);

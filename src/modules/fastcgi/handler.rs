@@ -7,9 +7,9 @@
 use super::conf::{FastcgiConf, NextUpstream};
 use super::record::{self, Params, Record, Type};
 use super::respond::{self, Head, Reply};
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, BodyStream};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, BodyStream};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
 use crate::upstream::{UpConn, UpstreamRef};
 use bytes::{Bytes, BytesMut};
@@ -62,10 +62,7 @@ impl Fail {
     pub fn status(&self) -> u16 {
         match self {
             Fail::Timeout(_) => 504,
-            Fail::Client(BodyError::TooLarge) => 413,
-            Fail::Client(BodyError::Bad(e)) => e.status,
-            Fail::Client(BodyError::TimedOut) => 408,
-            Fail::Client(BodyError::Closed) => 400,
+            Fail::Client(e) => e.status(),
             Fail::Status(s) => *s,
             _ => 502,
         }
@@ -651,7 +648,9 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                     Some(r) => r,
                     None => {
                         upstream.client_left(peer, req, &up.name);
-                        return Outcome::Respond(crate::http::response::Response::new(499));
+                        return Outcome::Respond(crate::core::message::response::Response::new(
+                            499,
+                        ));
                     }
                 }
             }

@@ -3,9 +3,9 @@
 //! `Location`), intercepted errors; and the body helpers both handlers share.
 
 use super::cgi_head::CgiHead;
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{Outcome, Request};
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, Response, Value};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;

@@ -3,9 +3,9 @@
 
 pub mod conf;
 
+use crate::core::message::response::{Response, Value};
 use crate::core::module::{Hooks, Module, Ordered};
 use crate::core::request::{Finished, Request};
-use crate::http::response::{Response, Value};
 use conf::HeadersConf;
 use conf::{AddHeader, Expires, Placement};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -10,9 +10,9 @@
 
 pub mod conf;
 
+use crate::core::message::response::Response;
 use crate::core::module::{Hooks, Module, Ordered, Phase, VarDef};
 use crate::core::request::Request;
-use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table, Zone};
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -17,9 +17,9 @@
 pub mod conf;
 
 use crate::core::errlog::Level;
+use crate::core::message::response::Response;
 use crate::core::module::{Hooks, Module, Ordered, Phase, VarDef};
 use crate::core::request::{Request, RequestBody};
-use crate::http::response::Response;
 use crate::modules::zone::{self, Node, Status, Table};
 use conf::ReqLimit;
 use std::rc::Rc;

@@ -4,8 +4,8 @@
 use super::AccessLog;
 use super::conf::AccessLogTarget;
 use super::conf::LogConf;
+use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
-use crate::http::response::Response;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

@@ -18,11 +18,11 @@
 
 pub mod conf;
 
+use crate::core::message::head::{BodyFraming, Method};
+use crate::core::message::response::{Body, BodyStream, ClientIo, Response, Value};
 use crate::core::module::{Module, VarDef};
-use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
+use crate::core::request::{BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
-use crate::http::h1::parse::{BodyFraming, Method};
-use crate::http::response::{Body, BodyStream, ClientIo, Response, Value};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
@@ -153,7 +153,7 @@ impl Proxy {
                 match body.chunk().await {
                     Ok(Some(b)) => pieces.push(b),
                     Ok(None) => break,
-                    Err(e) => return body_error(req, e),
+                    Err(e) => return req.error(e.status()),
                 }
             }
         }
@@ -441,14 +441,8 @@ impl Proxy {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(e) => {
-                    let code = match e {
-                        BodyError::TooLarge => 413,
-                        BodyError::Bad(p) => p.status,
-                        BodyError::TimedOut => 408,
-                        BodyError::Closed => 499,
-                    };
                     // Not the peer's fault: no next upstream, no failure counted.
-                    return Err(fail(0, code, "client request body failed"));
+                    return Err(fail(0, e.status(), "client request body failed"));
                 }
             };
             if piece.is_empty() {
@@ -835,15 +829,6 @@ enum Retry {
     Fail(Fail),
     /// The head went out; the streamed body follows (true: chunked).
     Body(bool),
-}
-
-fn body_error(req: &Request<'_>, e: BodyError) -> Response {
-    match e {
-        BodyError::TooLarge => req.error(413),
-        BodyError::Bad(p) => req.error(p.status),
-        BodyError::TimedOut => req.error(408),
-        BodyError::Closed => req.error(400),
-    }
 }
 
 fn trim(s: &[u8]) -> &[u8] {
@@ -1260,10 +1245,10 @@ impl BodyStream for Upgrade {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(async { Ok(None) })
     }
-    fn upgrade(&mut self) -> Option<Box<dyn crate::http::response::Tunnel>> {
+    fn upgrade(&mut self) -> Option<Box<dyn crate::core::message::response::Tunnel>> {
         self.0
             .take()
-            .map(|t| Box::new(t) as Box<dyn crate::http::response::Tunnel>)
+            .map(|t| Box::new(t) as Box<dyn crate::core::message::response::Tunnel>)
     }
 }
 
@@ -1279,7 +1264,7 @@ struct Tunnel {
     idle: Duration,
 }
 
-impl crate::http::response::Tunnel for Tunnel {
+impl crate::core::message::response::Tunnel for Tunnel {
     fn run<'a>(self: Box<Self>, client: &'a dyn ClientIo, pending: BytesMut) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Tunnel {

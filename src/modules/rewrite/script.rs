@@ -3,10 +3,10 @@
 //! phase.
 
 use super::conf::RewriteConf;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::module::Rewrite as Flow;
 use crate::core::request::Request;
 use crate::core::vars::{Re, Segment, Template, Var, VarSource};
-use crate::http::response::{Body, Response, Value};
 use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 
 /// Bytes of a regex capture escaped in the path of a redirect, when the

@@ -4,9 +4,9 @@
 use super::cache::{self, FileInfo};
 use super::conf::StaticConf;
 use super::{conditional, range};
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{Outcome, Request};
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, Response, Value};
 use crate::modules::autoindex::conf::AutoindexConf;
 use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 use std::io::ErrorKind;
@@ -240,7 +240,7 @@ fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
             r
         }
         range::RangeSpec::Partial(ranges) => {
-            let parts = range::Multipart::new(
+            let parts = range::multipart(
                 &ranges,
                 info.size,
                 ct.as_str(),

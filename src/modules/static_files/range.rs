@@ -1,5 +1,6 @@
 //! `Range` request header parsing and `multipart/byteranges` framing.
 
+use crate::core::message::response::Multipart;
 use std::fmt::Write as _;
 use std::ops::Range;
 
@@ -158,61 +159,38 @@ fn push_content_range(s: &mut String, r: &Range<u64>, size: u64) {
     let _ = write!(s, "bytes {}-{}/{}", r.start, r.end.saturating_sub(1), size);
 }
 
-/// Framing of a `multipart/byteranges` body: the body is, in order, each
-/// part's header bytes followed by the bytes of its range, then `trailer`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Multipart {
-    pub boundary: String,
-    /// For each range: `"\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: bytes a-b/size\r\n\r\n"`
-    /// (the `Content-Type` line is omitted when the type is empty).
-    pub parts: Vec<(Vec<u8>, Range<u64>)>,
-    /// `"\r\n--BOUNDARY--\r\n"`.
-    pub trailer: Vec<u8>,
-}
-
-impl Multipart {
-    /// Build the framing for `ranges` of a `size`-byte representation of type
-    /// `content_type`. The boundary is derived from `boundary_seed` (pass
-    /// something unpredictable, e.g. a per-process random value mixed with a
-    /// request counter).
-    pub fn new(ranges: &[Range<u64>], size: u64, content_type: &str, boundary_seed: u64) -> Self {
-        let boundary = format!("{:016x}", mix(boundary_seed));
-        let mut parts = Vec::with_capacity(ranges.len());
-        for r in ranges {
-            let mut h = String::with_capacity(80 + content_type.len());
-            h.push_str("\r\n--");
-            h.push_str(&boundary);
+/// The framing for `ranges` of a `size`-byte representation of type
+/// `content_type`. The boundary is derived from `boundary_seed` (pass
+/// something unpredictable, e.g. a per-process random value mixed with a
+/// request counter).
+pub fn multipart(
+    ranges: &[Range<u64>],
+    size: u64,
+    content_type: &str,
+    boundary_seed: u64,
+) -> Multipart {
+    let boundary = format!("{:016x}", mix(boundary_seed));
+    let mut parts = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let mut h = String::with_capacity(80 + content_type.len());
+        h.push_str("\r\n--");
+        h.push_str(&boundary);
+        h.push_str("\r\n");
+        if !content_type.is_empty() {
+            h.push_str("Content-Type: ");
+            h.push_str(content_type);
             h.push_str("\r\n");
-            if !content_type.is_empty() {
-                h.push_str("Content-Type: ");
-                h.push_str(content_type);
-                h.push_str("\r\n");
-            }
-            h.push_str("Content-Range: ");
-            push_content_range(&mut h, r, size);
-            h.push_str("\r\n\r\n");
-            parts.push((h.into_bytes(), r.clone()));
         }
-        let trailer = format!("\r\n--{boundary}--\r\n").into_bytes();
-        Multipart {
-            boundary,
-            parts,
-            trailer,
-        }
+        h.push_str("Content-Range: ");
+        push_content_range(&mut h, r, size);
+        h.push_str("\r\n\r\n");
+        parts.push((h.into_bytes(), r.clone()));
     }
-
-    /// Total body length: part headers, range bytes and trailer.
-    pub fn content_length(&self) -> u64 {
-        self.parts
-            .iter()
-            .map(|(h, r)| h.len() as u64 + (r.end - r.start))
-            .sum::<u64>()
-            + self.trailer.len() as u64
-    }
-
-    /// `Content-Type` of the whole response: `multipart/byteranges; boundary=…`.
-    pub fn content_type(&self) -> String {
-        format!("multipart/byteranges; boundary={}", self.boundary)
+    let trailer = format!("\r\n--{boundary}--\r\n").into_bytes();
+    Multipart {
+        boundary,
+        parts,
+        trailer,
     }
 }
 
@@ -377,7 +355,7 @@ mod tests {
     fn multipart_framing() {
         let body: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
         let ranges = [0..10, 500..600, 990..1000];
-        let m = Multipart::new(&ranges, 1000, "text/plain", 42);
+        let m = multipart(&ranges, 1000, "text/plain", 42);
         assert_eq!(m.boundary.len(), 16);
         assert_eq!(
             m.content_type(),
@@ -408,9 +386,9 @@ mod tests {
             ranges
         );
 
-        let other = Multipart::new(&ranges, 1000, "text/plain", 43);
+        let other = multipart(&ranges, 1000, "text/plain", 43);
         assert_ne!(other.boundary, m.boundary);
-        let untyped = Multipart::new(&ranges[..1], 1000, "", 1);
+        let untyped = multipart(&ranges[..1], 1000, "", 1);
         assert!(
             !untyped.parts[0]
                 .0

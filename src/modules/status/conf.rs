@@ -2,11 +2,8 @@
 //! content handler of the location it stands in.
 
 use super::{Metrics, StubStatus};
-use crate::conf::ast::{ConfError, Directive};
-use crate::conf::table::{Arity, Ctx, Def, Scope};
-use crate::core::request::Content;
+use crate::conf::table::{Arity, Ctx, Def};
 use std::sync::Arc;
-
 
 pub static DIRECTIVES: &[Def] = &[
     Def {

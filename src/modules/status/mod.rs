@@ -10,11 +10,11 @@
 
 pub mod conf;
 
+use crate::core::message::head::Method;
+use crate::core::message::response::{Body, Response, Value};
 use crate::core::metrics::{Exposition, HistogramSnapshot};
 use crate::core::module::Module;
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
-use crate::http::h1::parse::Method;
-use crate::http::response::{Body, Response, Value};
 use crate::server::stats::{self, Snapshot};
 
 /// The `stub_status` handler.

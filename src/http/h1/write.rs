@@ -1,0 +1,439 @@
+//! Writing HTTP/1 responses: the head, then the body by writev (bytes, and
+//! file pieces read into the buffer), by sendfile (at most `sendfile_max_chunk`
+//! a call; with tcp_nopush the head goes first with MSG_MORE), or as a
+//! stream's pieces gathered a batch at a time, chunked when its length is
+//! unknown. A timer is armed only when the socket would block (`send_timeout`).
+
+use crate::conf::model::CoreConf;
+use crate::core::clock;
+use crate::core::message::response::{Body, Response, reason, server_name};
+use crate::server::socket::Stream;
+use std::fs::File;
+use std::io::{self, ErrorKind, IoSlice};
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+use tokio::io::Interest;
+
+/// Chunk size when a file body is read and written (sendfile off).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Write the status line and headers of `r` into `out`.
+///
+/// The status line says HTTP/1.1 whatever the request's version, as nginx does:
+/// a server answers with the highest version it conforms to (RFC 9110 §6.2).
+///
+/// `keep_alive`: the connection stays open, `Some(header)` with the
+/// `Keep-Alive: timeout=N` header of keepalive_timeout's second value if set;
+/// `None`: it closes.
+pub(super) fn write_head(
+    out: &mut Vec<u8>,
+    r: &Response,
+    keep_alive: Option<Option<std::time::Duration>>,
+    tokens: bool,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let mut n = itoa::Buffer::new();
+    out.extend_from_slice(n.format(r.status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason(r.status).as_bytes());
+    out.extend_from_slice(b"\r\nServer: ");
+    out.extend_from_slice(server_name(tokens).as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    clock::with_http_date(|d| out.extend_from_slice(d.as_bytes()));
+    if let Some(ct) = &r.content_type {
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(ct.as_str().as_bytes());
+    }
+    if r.status != 304 && !(100..200).contains(&r.status) && r.status != 204 {
+        match r.body.size() {
+            Some(len) => {
+                out.extend_from_slice(b"\r\nContent-Length: ");
+                out.extend_from_slice(n.format(len).as_bytes());
+            }
+            None if r.chunked(keep_alive.is_some()) => {
+                out.extend_from_slice(b"\r\nTransfer-Encoding: chunked");
+            }
+            // Unknown length on a closing connection: the close ends the body.
+            None => {}
+        }
+    }
+    for (name, v) in &r.headers {
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_str().as_bytes());
+    }
+    match keep_alive {
+        _ if r.status == 101 => out.extend_from_slice(b"\r\nConnection: upgrade\r\n\r\n"),
+        Some(Some(header)) if !header.is_zero() => {
+            out.extend_from_slice(b"\r\nConnection: keep-alive\r\nKeep-Alive: timeout=");
+            out.extend_from_slice(n.format(header.as_secs()).as_bytes());
+            out.extend_from_slice(b"\r\n\r\n");
+        }
+        Some(_) => out.extend_from_slice(b"\r\nConnection: keep-alive\r\n\r\n"),
+        None => out.extend_from_slice(b"\r\nConnection: close\r\n\r\n"),
+    }
+}
+
+/// How a response body goes out.
+#[derive(Clone, Copy)]
+pub(super) struct How {
+    /// HEAD: the head only.
+    pub(super) head_only: bool,
+    /// Chunked framing (unknown length, connection kept).
+    pub(super) chunked: bool,
+    /// `sendfile on` for file bodies: at most this many bytes per sendfile(2)
+    /// call (`sendfile_max_chunk`, 0 for no limit).
+    pub(super) sendfile: Option<usize>,
+}
+
+/// Write the head in `out` and the body; `sent` counts the body bytes
+/// that went out, also when an error stops it part way.
+pub(super) async fn send<S: Stream>(
+    s: &S,
+    out: &mut Vec<u8>,
+    body: &mut Body,
+    how: How,
+    core: &CoreConf,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let t = core.send_timeout;
+    let How {
+        head_only,
+        chunked,
+        sendfile,
+    } = how;
+    if head_only {
+        return write_all(s, out, t).await;
+    }
+    match body {
+        Body::Empty => write_all(s, out, t).await,
+        Body::Bytes(b) => write_vectored_all(s, out, b, t, sent).await,
+        Body::File { file, range } => {
+            send_file(s, out, file, range.clone(), core, sendfile, sent).await
+        }
+        Body::Multipart { file, parts } => {
+            for (part_head, range) in &parts.parts {
+                out.extend_from_slice(part_head);
+                send_file(s, out, file, range.clone(), core, sendfile, sent).await?;
+                *sent += part_head.len() as u64;
+            }
+            out.extend_from_slice(&parts.trailer);
+            write_all(s, out, t).await?;
+            *sent += parts.trailer.len() as u64;
+            Ok(())
+        }
+        Body::Stream { stream, .. } => {
+            // The head leaves with the first piece; the pieces the stream
+            // has at hand after a wait leave together in one writev, and
+            // the next wait starts only when they are written.
+            let mut first = true;
+            let mut batch: Vec<(usize, bytes::Bytes)> = Vec::new();
+            let mut next = match stream.ready() {
+                Some(r) => r,
+                None => stream.next().await,
+            };
+            loop {
+                let mut end = false;
+                let mut failed = None;
+                loop {
+                    match next {
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        Ok(None) => {
+                            end = true;
+                            break;
+                        }
+                        Ok(Some(piece)) if piece.is_empty() => {}
+                        Ok(Some(piece)) => {
+                            if chunked {
+                                if !first {
+                                    out.extend_from_slice(b"\r\n");
+                                }
+                                // Writing into a Vec cannot fail.
+                                let _ = std::io::Write::write_fmt(
+                                    out,
+                                    format_args!("{:x}\r\n", piece.len()),
+                                );
+                            }
+                            first = false;
+                            batch.push((out.len(), piece));
+                        }
+                    }
+                    if batch.len() == GATHER_PIECES {
+                        break;
+                    }
+                    match stream.ready() {
+                        Some(r) => next = r,
+                        None => break,
+                    }
+                }
+                if end && chunked {
+                    out.extend_from_slice(if first {
+                        b"0\r\n\r\n".as_slice()
+                    } else {
+                        b"\r\n0\r\n\r\n"
+                    });
+                }
+                if !batch.is_empty() || end {
+                    let mut segs = [(&[][..], false); 2 * GATHER_PIECES + 1];
+                    let mut at = 0;
+                    for (i, (mark, piece)) in batch.iter().enumerate() {
+                        segs[2 * i] = (&out[at..*mark], false);
+                        segs[2 * i + 1] = (&piece[..], true);
+                        at = *mark;
+                    }
+                    segs[2 * batch.len()] = (&out[at..], false);
+                    write_segments(s, &mut segs[..2 * batch.len() + 1], t, sent).await?;
+                    out.clear();
+                    batch.clear();
+                }
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                if end {
+                    return Ok(());
+                }
+                next = stream.next().await;
+            }
+        }
+    }
+}
+
+/// Send what is pending in `out`, then `range` of `file`; `sent` counts
+/// the file bytes written. Small pieces are read into the buffer and leave
+/// with the head in one write.
+async fn send_file<S: Stream>(
+    s: &S,
+    out: &mut Vec<u8>,
+    file: &File,
+    range: std::ops::Range<u64>,
+    core: &CoreConf,
+    sendfile: Option<usize>,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let t = core.send_timeout;
+    let len = range.end - range.start;
+    let small = len <= crate::modules::static_files::cache::SMALL_BODY;
+    let Some(max_chunk) = sendfile.filter(|_| !small) else {
+        // Bytes at the front of `out` that are not file data (the head).
+        let mut not_file = out.len();
+        let mut off = range.start;
+        while off < range.end {
+            let want = ((range.end - off) as usize).min(READ_CHUNK);
+            let at = out.len();
+            out.resize(at + want, 0);
+            let n = file.read_at(&mut out[at..], off)?;
+            out.truncate(at + n);
+            if n == 0 {
+                return Err(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "file shrank while sending",
+                ));
+            }
+            off += n as u64;
+            if out.len() >= READ_CHUNK || off == range.end {
+                write_all(s, out, t).await?;
+                *sent += (out.len() - not_file) as u64;
+                not_file = 0;
+                out.clear();
+            }
+        }
+        if !out.is_empty() {
+            // An empty range: the head is still waiting to go out.
+            write_all(s, out, t).await?;
+            out.clear();
+        }
+        return Ok(());
+    };
+    // tcp_nopush: the head is sent with MSG_MORE, so the kernel holds it back
+    // and it leaves together with the start of the file, as TCP_CORK around
+    // head + sendfile would, without the two setsockopt calls per response.
+    if core.tcp_nopush {
+        send_more(s, out, t).await?;
+    } else {
+        write_all(s, out, t).await?;
+    }
+    out.clear();
+    sendfile_all(s, file, range, max_chunk, t, sent).await
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(ErrorKind::TimedOut, "send_timeout")
+}
+
+async fn wait_writable<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
+    tokio::time::timeout(t, s.writable())
+        .await
+        .map_err(|_| timed_out())?
+}
+
+/// Write all of `data`; `t` bounds each wait for the socket.
+pub(super) async fn write_all<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result<()> {
+    while !data.is_empty() {
+        match s.try_write_vectored(&[IoSlice::new(data)]) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            Err(e) => return Err(e),
+        }
+    }
+    flush(s, t).await
+}
+
+/// Wait until what the stream queued itself (TLS records) has left.
+async fn flush<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
+    if S::PLAIN {
+        return Ok(());
+    }
+    loop {
+        match s.try_flush() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            r => return r,
+        }
+    }
+}
+
+/// Write all of `data` with MSG_MORE: more of the response follows at once.
+async fn send_more<S: Stream>(s: &S, mut data: &[u8], t: Duration) -> io::Result<()> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    while !data.is_empty() {
+        match s.try_io(Interest::WRITABLE, || crate::sys::send(fd, data, true)) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Write `a` then `b` with writev, as one piece when the socket takes it;
+/// `sent_b` counts the bytes of `b` written.
+async fn write_vectored_all<S: Stream>(
+    s: &S,
+    a: &[u8],
+    b: &[u8],
+    t: Duration,
+    sent_b: &mut u64,
+) -> io::Result<()> {
+    write_segments(s, &mut [(a, false), (b, true)], t, sent_b).await
+}
+
+/// Most body pieces gathered into one writev (each with its chunk framing).
+const GATHER_PIECES: usize = 16;
+
+/// Write `segs` in order with writev; `sent` counts the bytes written of the
+/// segments marked `true` (body bytes, not framing).
+async fn write_segments<S: Stream>(
+    s: &S,
+    segs: &mut [(&[u8], bool)],
+    t: Duration,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let mut iov = [IoSlice::new(&[]); 2 * GATHER_PIECES + 1];
+    let mut i = 0;
+    loop {
+        while i < segs.len() && segs[i].0.is_empty() {
+            i += 1;
+        }
+        if i == segs.len() {
+            break;
+        }
+        let rest = &segs[i..];
+        for (v, (b, _)) in iov.iter_mut().zip(rest) {
+            *v = IoSlice::new(b);
+        }
+        match s.try_write_vectored(&iov[..rest.len().min(iov.len())]) {
+            Ok(mut n) => {
+                for (b, body) in segs[i..].iter_mut() {
+                    if n == 0 {
+                        break;
+                    }
+                    let k = n.min(b.len());
+                    *b = &b[k..];
+                    if *body {
+                        *sent += k as u64;
+                    }
+                    n -= k;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            Err(e) => return Err(e),
+        }
+    }
+    flush(s, t).await
+}
+
+/// sendfile(2) `range` of `file`, at most `max_chunk` bytes a call (0: no
+/// limit); `sent` counts the bytes that went out. After a full chunk the task
+/// yields, so one fast client does not keep the worker from the others
+/// (nginx's `sendfile_max_chunk`).
+async fn sendfile_all<S: Stream>(
+    s: &S,
+    file: &File,
+    range: std::ops::Range<u64>,
+    max_chunk: usize,
+    t: Duration,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(s);
+    let chunk = match max_chunk {
+        0 => 1 << 30,
+        n => n.min(1 << 30),
+    };
+    let mut off = range.start;
+    while off < range.end {
+        let count = ((range.end - off) as usize).min(chunk);
+        match s.try_io(Interest::WRITABLE, || {
+            crate::sys::sendfile(fd, file, &mut off, count)
+        }) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "file shrank while sending",
+                ));
+            }
+            Ok(n) => {
+                *sent += n as u64;
+                if n == chunk && off < range.end {
+                    tokio::task::yield_now().await;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_writable(s, t).await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::message::response::Value;
+
+    #[test]
+    fn head_layout() {
+        let r = Response::new(200).header("ETag", Value::Static("\"1-2\""));
+        let mut out = Vec::new();
+        write_head(&mut out, &r, Some(None), false);
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.starts_with("HTTP/1.1 200 OK\r\nServer: vireo\r\nDate: "),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("\r\nContent-Length: 0\r\nETag: \"1-2\"\r\nConnection: keep-alive\r\n\r\n"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn not_modified_has_no_length() {
+        let mut out = Vec::new();
+        write_head(&mut out, &Response::new(304), None, true);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.1 304 Not Modified\r\nServer: vireo/"));
+        assert!(!s.contains("Content-Length"));
+    }
+}
