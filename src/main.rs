@@ -17,7 +17,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MALLOC_CONF: &Option<&std::ffi::c_char> = &vireo::sys::MALLOC_CONF;
 
 const USAGE: &str = "\
-Usage: vireo [-h] [-v] [-V] [-t] [-T] [-s signal] [-p prefix] [-c file] [-g directives]
+Usage: vireo [-h] [-v] [-V] [-t] [-T] [-s signal] [-p prefix] [-e file] [-c file] [-g directives]
 
 With no -c, vireo serves its embedded default site on 127.0.0.1:8080.
 
@@ -31,6 +31,8 @@ Options:
                 configuration): stop, quit, reopen, reload; reload first tests
                 the configuration and fails, sending nothing, if it is bad
   -p prefix     prefix for relative paths (default: the current folder)
+  -e file       error log when the configuration names none at its main level
+                (default: stderr; `stderr` is stderr)
   -c file       configuration file (default: the embedded configuration)
   -g directives global directives added to the configuration
   --directives-md  print the directive reference (docs/directives.md)
@@ -39,6 +41,7 @@ Options:
 struct Cli {
     conf: Option<PathBuf>,
     prefix: Option<PathBuf>,
+    error_log: Option<PathBuf>,
     global: Option<String>,
     test: bool,
     dump: bool,
@@ -54,6 +57,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
     let mut cli = Cli {
         conf: None,
         prefix: None,
+        error_log: None,
         global: None,
         test: false,
         dump: false,
@@ -92,6 +96,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
             }
             "-c" => cli.conf = Some(value("-c")?.into()),
             "-p" => cli.prefix = Some(value("-p")?.into()),
+            "-e" => cli.error_log = Some(value("-e")?.into()),
             "-g" => cli.global = Some(value("-g")?),
             "-s" => {
                 let name = value("-s")?;
@@ -163,12 +168,12 @@ fn main() -> ExitCode {
             }
         },
     };
-    let config = match load::load(
-        &source,
-        &prefix,
-        cli.global.as_deref(),
-        vireo::modules::MODULES,
-    ) {
+    let cmd = load::Cmdline {
+        prefix,
+        globals: cli.global,
+        error_log: cli.error_log,
+    };
+    let config = match load::load(&source, &cmd, vireo::modules::MODULES) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("vireo: [emerg] {e}");
@@ -224,8 +229,7 @@ fn main() -> ExitCode {
     }
     let opts = vireo::server::Options {
         source,
-        prefix,
-        global: cli.global,
+        cmd,
         inherited,
     };
     match vireo::server::run(config, opts) {

@@ -138,14 +138,25 @@ impl Config {
     }
 }
 
-/// Load and validate a configuration with `modules`. `extra` holds `-g`
-/// directives.
+/// How vireo was started: what the command line adds to a configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Cmdline {
+    /// `-p`: the folder relative paths are taken from.
+    pub prefix: PathBuf,
+    /// `-g`: directives added to the main level.
+    pub globals: Option<String>,
+    /// `-e`: the error log when the configuration names none at the main
+    /// level (stderr without it); `stderr` is stderr.
+    pub error_log: Option<PathBuf>,
+}
+
+/// Load and validate a configuration with `modules`.
 pub fn load(
     source: &Source,
-    prefix: &Path,
-    extra: Option<&str>,
+    cmd: &Cmdline,
     modules: &'static [&'static Module],
 ) -> Result<Config, ConfError> {
+    let (prefix, extra) = (cmd.prefix.as_path(), cmd.globals.as_deref());
     let Parsed {
         mut directives,
         files,
@@ -186,7 +197,10 @@ pub fn load(
     let error_log = match main.error_log {
         Some((p, l)) if p.as_os_str() == "stderr" => (None, l),
         Some((p, l)) => (Some(p), l),
-        None => (None, Level::Error),
+        None => match &cmd.error_log {
+            Some(p) if p.as_os_str() != "stderr" => (Some(prefix.join(p)), Level::Error),
+            _ => (None, Level::Error),
+        },
     };
     Ok(Config {
         workers,

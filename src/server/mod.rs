@@ -51,8 +51,8 @@ impl Shared {
 /// How the configuration was loaded, to load it again on reload.
 pub struct Options {
     pub source: Source,
-    pub prefix: PathBuf,
-    pub global: Option<String>,
+    /// `-p`, `-g`, `-e`: applied again to every reload.
+    pub cmd: load::Cmdline,
     /// Sockets handed over at start (upgrade, systemd); see [`inherit::collect`].
     pub inherited: inherit::Inherited,
 }
@@ -581,13 +581,8 @@ impl Master {
     }
 
     fn try_reload(&mut self) -> Result<(), String> {
-        let mut new = load::load(
-            &self.opts.source,
-            &self.opts.prefix,
-            self.opts.global.as_deref(),
-            crate::modules::MODULES,
-        )
-        .map_err(|e| e.to_string())?;
+        let mut new = load::load(&self.opts.source, &self.opts.cmd, crate::modules::MODULES)
+            .map_err(|e| e.to_string())?;
         let old = self.shared.config.load_full();
         // Everything that can fail comes first.
         let errlog = if new.error_log != self.error_log {

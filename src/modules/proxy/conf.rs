@@ -142,7 +142,8 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
     }
     let unix = authority.starts_with("unix:");
     let (host, port) = if unix {
-        (authority.to_string(), String::new())
+        // As nginx: `Host: localhost` ($proxy_host) to a unix socket.
+        ("localhost".to_string(), String::new())
     } else {
         let (h, p) = crate::upstream::conf::split_host_port(authority, 80)
             .map_err(|e| ConfError::new(format!("{e} in \"{url}\""), &d.span))?;
