@@ -20,6 +20,7 @@ pub mod ssl;
 pub mod static_files;
 pub mod status;
 pub mod try_files;
+pub mod userid;
 pub mod zone;
 
 use crate::core::module::Module;
@@ -36,6 +37,7 @@ pub static MODULES: &[&Module] = &[
     &map::MODULE,
     &try_files::MODULE,
     &headers::MODULE,
+    &userid::MODULE,
     &autoindex::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
