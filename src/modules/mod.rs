@@ -7,6 +7,7 @@ pub mod auth_basic;
 pub mod autoindex;
 pub mod cgi;
 pub mod compress;
+pub mod empty_gif;
 pub mod fastcgi;
 pub mod headers;
 pub mod limit_conn;
@@ -52,6 +53,7 @@ pub static MODULES: &[&Module] = &[
     &zone::MODULE,
     &limit_req::MODULE,
     &limit_conn::MODULE,
+    &empty_gif::MODULE,
 ];
 
 /// The HTTP modules nginx builds unless `configure` is told `--without-…`.
