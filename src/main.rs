@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use vireo::conf::load::{self, Source};
-use vireo::core::errlog::{self, Level};
+use vireo::errlog::{self, Level};
 use vireo::error_log;
+use vireo::load::{self, Source};
 
 /// jemalloc: tokio's task cells and I/O slots are 128-byte aligned, which glibc
 /// serves with padding holes; jemalloc's size classes fit them, cutting the memory
@@ -12,9 +12,9 @@ use vireo::error_log;
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Links jemalloc's options (`vireo::sys::MALLOC_CONF`) into the binary.
+/// Links jemalloc's options (`vireo::MALLOC_CONF`) into the binary.
 #[used]
-static MALLOC_CONF: &Option<&std::ffi::c_char> = &vireo::sys::MALLOC_CONF;
+static MALLOC_CONF: &Option<&std::ffi::c_char> = &vireo::MALLOC_CONF;
 
 const USAGE: &str = "\
 Usage: vireo [-h] [-v] [-V] [-t] [-T] [-s signal] [-p prefix] [-e file] [-c file] [-g directives]
@@ -79,14 +79,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "-V" => {
-                eprint!("{}", vireo::modules::version_text(vireo::modules::MODULES));
+                eprint!("{}", vireo::version_text(vireo::MODULES));
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "--directives-md" => {
-                print!(
-                    "{}",
-                    vireo::conf::table::reference_markdown(vireo::modules::MODULES)
-                );
+                print!("{}", vireo::reference_markdown(vireo::MODULES));
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "-t" => cli.test = true,
@@ -139,9 +136,9 @@ fn main() -> ExitCode {
     // Sockets handed over by an old binary or systemd are adopted before this
     // process opens anything, so their descriptor numbers are still theirs.
     let inherited = if cli.test || cli.signal.is_some() {
-        vireo::server::inherit::Inherited::default()
+        vireo::inherit::Inherited::default()
     } else {
-        vireo::server::inherit::collect()
+        vireo::inherit::collect()
     };
     // An absolute prefix, so that every path in messages and in `-T` is absolute.
     let prefix = match cli
@@ -173,7 +170,7 @@ fn main() -> ExitCode {
         globals: cli.global,
         error_log: cli.error_log,
     };
-    let config = match load::load(&source, &cmd, vireo::modules::MODULES) {
+    let config = match load::load(&source, &cmd, vireo::MODULES) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("vireo: [emerg] {e}");
@@ -227,12 +224,12 @@ fn main() -> ExitCode {
     for n in &config.notices {
         errlog::log(Level::Notice, format_args!("{n}"));
     }
-    let opts = vireo::server::Options {
+    let opts = vireo::Options {
         source,
         cmd,
         inherited,
     };
-    match vireo::server::run(config, opts) {
+    match vireo::run(config, opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error_log!(Emerg, "{e}");
@@ -274,7 +271,7 @@ fn send_signal(config: &load::Config, name: &str, sig: i32) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match vireo::sys::kill(pid, sig) {
+    match vireo::kill(pid, sig) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(
@@ -290,7 +287,7 @@ fn send_signal(config: &load::Config, name: &str, sig: i32) -> ExitCode {
 /// one request ends that request or connection only; the worker goes on).
 fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
-        vireo::server::stats::panicked();
+        vireo::panicked();
         let msg = info
             .payload()
             .downcast_ref::<&str>()

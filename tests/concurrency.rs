@@ -63,7 +63,7 @@ fn read_ok(s: &mut TcpStream, body: &[u8]) -> Result<(), String> {
 fn fifteen_thousand_concurrent_clients() {
     let (soft, hard) = nofile_limits();
     if soft < hard {
-        vireo::sys::raise_nofile(hard).expect("raise RLIMIT_NOFILE to the hard limit");
+        vireo::raise_nofile(hard).expect("raise RLIMIT_NOFILE to the hard limit");
     }
     let (soft, _) = nofile_limits();
     // Both this process and the server need one descriptor per connection, plus a margin.

@@ -804,17 +804,17 @@ fn user_directive_with_a_group() {
 /// Start as root with `user nobody [group]` on a port below 1024; check the
 /// process's ids once it serves (skips, saying so, when not root).
 fn drop_privileges_to(group: Option<&str>) {
-    if !vireo::sys::is_root() {
+    if !vireo::is_root() {
         eprintln!("not root: privilege drop not tested");
         return;
     }
-    let Some((uid, primary)) = vireo::sys::lookup_user("nobody").unwrap() else {
+    let Some((uid, primary)) = vireo::lookup_user("nobody").unwrap() else {
         eprintln!("no user nobody: privilege drop not tested");
         return;
     };
     let gid = match group {
         None => primary,
-        Some(g) => match vireo::sys::lookup_group(g).unwrap() {
+        Some(g) => match vireo::lookup_group(g).unwrap() {
             Some(gid) => gid,
             None => {
                 eprintln!("no group {g}: privilege drop not tested");

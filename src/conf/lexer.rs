@@ -87,11 +87,6 @@ impl<'a> Lexer<'a> {
         &self.file
     }
 
-    /// The line the lexer is currently on.
-    pub fn line(&self) -> u32 {
-        self.line
-    }
-
     /// A span at the current line.
     pub fn span(&self) -> Span {
         Span {

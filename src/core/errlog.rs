@@ -257,9 +257,9 @@ fn format_line(level: Level, msg: fmt::Arguments, out: &mut Vec<u8>) {
 #[macro_export]
 macro_rules! error_log {
     ($lvl:ident, $($t:tt)*) => {{
-        let lvl = $crate::core::errlog::Level::$lvl;
-        if $crate::core::errlog::enabled(lvl) {
-            $crate::core::errlog::log(lvl, ::std::format_args!($($t)*));
+        let lvl = $crate::errlog::Level::$lvl;
+        if $crate::errlog::enabled(lvl) {
+            $crate::errlog::log(lvl, ::std::format_args!($($t)*));
         }
     }};
 }

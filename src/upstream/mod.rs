@@ -325,17 +325,7 @@ pub enum Field {
     ResponseTime,
 }
 
-impl Field {
-    pub fn var_name(self) -> &'static str {
-        match self {
-            Field::Addr => "upstream_addr",
-            Field::Status => "upstream_status",
-            Field::ConnectTime => "upstream_connect_time",
-            Field::HeaderTime => "upstream_header_time",
-            Field::ResponseTime => "upstream_response_time",
-        }
-    }
-}
+impl Field {}
 
 /// Whether an upstream's response is buffered: `X-Accel-Buffering: yes | no`
 /// from the upstream overrides the location's `*_buffering`, as in nginx.

@@ -112,6 +112,7 @@ impl Cache {
 }
 
 /// (entries, bytes) in this worker's cache.
+#[cfg(test)]
 pub fn stats() -> (usize, usize) {
     CACHE.with(|c| {
         let c = c.borrow();

@@ -56,17 +56,8 @@ impl AccessLog {
         }
     }
 
-    /// The file written to.
-    pub fn file(&self) -> &Arc<LogFile> {
-        &self.file
-    }
-
-    /// The format lines are rendered with.
-    pub fn format(&self) -> &Arc<LogFormat> {
-        &self.format
-    }
-
     /// Bytes rendered but not yet written.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.buf.len()
     }

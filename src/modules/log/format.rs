@@ -14,18 +14,6 @@ pub enum Escape {
     None,
 }
 
-impl Escape {
-    /// Parse the value of `escape=`: `default`, `json` or `none`.
-    pub fn parse(s: &str) -> Option<Escape> {
-        match s {
-            "default" => Some(Escape::Default),
-            "json" => Some(Escape::Json),
-            "none" => Some(Escape::None),
-            _ => None,
-        }
-    }
-}
-
 /// A named, compiled `log_format`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogFormat {
@@ -326,14 +314,6 @@ mod tests {
         .unwrap();
         let s = src(&[("http_x", b"a\"b\\\x01")]);
         assert_eq!(line(&f, &s), "[a\"b\\\x01] []\n");
-    }
-
-    #[test]
-    fn escape_parse() {
-        assert_eq!(Escape::parse("json"), Some(Escape::Json));
-        assert_eq!(Escape::parse("none"), Some(Escape::None));
-        assert_eq!(Escape::parse("default"), Some(Escape::Default));
-        assert_eq!(Escape::parse("JSON"), None);
     }
 
     #[test]

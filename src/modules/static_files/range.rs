@@ -150,11 +150,6 @@ pub fn content_range(r: &Range<u64>, size: u64) -> String {
     s
 }
 
-/// `Content-Range` value for a 416 response: `bytes */1000`.
-pub fn unsatisfied_content_range(size: u64) -> String {
-    format!("bytes */{size}")
-}
-
 fn push_content_range(s: &mut String, r: &Range<u64>, size: u64) {
     let _ = write!(s, "bytes {}-{}/{}", r.start, r.end.saturating_sub(1), size);
 }
@@ -348,7 +343,6 @@ mod tests {
     fn content_range_format() {
         assert_eq!(content_range(&(0..100), 1000), "bytes 0-99/1000");
         assert_eq!(content_range(&(999..1000), 1000), "bytes 999-999/1000");
-        assert_eq!(unsatisfied_content_range(1000), "bytes */1000");
     }
 
     #[test]

@@ -119,10 +119,12 @@ impl<T: Node> Table<T> {
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -146,6 +148,7 @@ impl<T: Node> Zone<T> {
     }
 
     /// Same table (kept over a reload).
+    #[cfg(test)]
     pub fn shares_table(&self, o: &Zone<T>) -> bool {
         Arc::ptr_eq(&self.table, &o.table)
     }
