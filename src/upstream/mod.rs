@@ -51,6 +51,7 @@
 pub mod balance;
 pub mod conf;
 pub mod health;
+pub mod next;
 pub mod pool;
 pub mod queue;
 pub mod response;

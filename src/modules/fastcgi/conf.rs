@@ -7,6 +7,7 @@ use crate::conf::table::{Arity, Ctx, Def, Scope};
 use crate::conf::values::{bad_arg, flag, size, time};
 use crate::core::vars::{Re, Template};
 use crate::settings;
+use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,38 +17,6 @@ pub struct Param {
     pub name: Box<[u8]>,
     pub value: Template,
     pub if_not_empty: bool,
-}
-
-/// `fastcgi_next_upstream` conditions (a bit set).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NextUpstream(pub u16);
-
-impl NextUpstream {
-    pub const ERROR: u16 = 1;
-    pub const TIMEOUT: u16 = 2;
-    pub const INVALID_HEADER: u16 = 4;
-    pub const HTTP_500: u16 = 8;
-    pub const HTTP_503: u16 = 16;
-    pub const HTTP_403: u16 = 32;
-    pub const HTTP_404: u16 = 64;
-    pub const HTTP_429: u16 = 128;
-    pub const NON_IDEMPOTENT: u16 = 256;
-
-    pub fn has(self, bit: u16) -> bool {
-        self.0 & bit != 0
-    }
-
-    /// The bit for a status the application answered with, if it is listed.
-    pub fn status_bit(status: u16) -> u16 {
-        match status {
-            500 => Self::HTTP_500,
-            503 => Self::HTTP_503,
-            403 => Self::HTTP_403,
-            404 => Self::HTTP_404,
-            429 => Self::HTTP_429,
-            _ => 0,
-        }
-    }
 }
 
 settings! {
@@ -69,7 +38,7 @@ settings! {
         pub buffer_size: usize = 8192,
         pub hide_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
         pub pass_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
-        pub next_upstream: NextUpstream = NextUpstream(NextUpstream::ERROR | NextUpstream::TIMEOUT),
+        pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
         pub next_upstream_tries: u32 = 0,
         pub pass_request_headers: bool = true,
         pub pass_request_body: bool = true,
@@ -133,26 +102,6 @@ fn push_param(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
 fn push_name(slot: &mut Option<Arc<Vec<Box<str>>>>, d: &Directive) {
     let list = slot.get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(d.arg(0).to_ascii_lowercase().into());
-}
-
-fn next_upstream(d: &Directive) -> Result<NextUpstream, ConfError> {
-    let mut bits = 0;
-    for a in d.arg_strs() {
-        bits |= match a {
-            "off" if d.args.len() == 1 => 0,
-            "error" => NextUpstream::ERROR,
-            "timeout" => NextUpstream::TIMEOUT,
-            "invalid_header" => NextUpstream::INVALID_HEADER,
-            "http_500" => NextUpstream::HTTP_500,
-            "http_503" => NextUpstream::HTTP_503,
-            "http_403" => NextUpstream::HTTP_403,
-            "http_404" => NextUpstream::HTTP_404,
-            "http_429" => NextUpstream::HTTP_429,
-            "non_idempotent" => NextUpstream::NON_IDEMPOTENT,
-            v => return Err(bad_arg(d, v)),
-        };
-    }
-    Ok(NextUpstream(bits))
 }
 
 pub static DIRECTIVES: &[Def] = &[
@@ -350,7 +299,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 9),
         set: |s, d, _| {
-            s.loc().fastcgi.next_upstream = Some(next_upstream(d)?);
+            s.loc().fastcgi.next_upstream = Some(NextUpstream::parse(d, NextUpstream::FASTCGI)?);
             Ok(())
         },
         syntax: "fastcgi_next_upstream error | timeout | invalid_header | http_500 | http_503 | http_403 | http_404 | http_429 | non_idempotent | off ...;",

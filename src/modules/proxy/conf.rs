@@ -7,37 +7,9 @@ use crate::conf::model::LocKind;
 use crate::conf::table::{Arity, Ctx, Def, ONE, Scope};
 use crate::conf::values;
 use crate::core::vars::Template;
+use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `proxy_next_upstream` conditions (a bit set).
-pub mod next {
-    pub const ERROR: u16 = 1;
-    pub const TIMEOUT: u16 = 2;
-    pub const INVALID_HEADER: u16 = 4;
-    pub const HTTP_500: u16 = 8;
-    pub const HTTP_502: u16 = 16;
-    pub const HTTP_503: u16 = 32;
-    pub const HTTP_504: u16 = 64;
-    pub const HTTP_403: u16 = 128;
-    pub const HTTP_404: u16 = 256;
-    pub const HTTP_429: u16 = 512;
-    pub const NON_IDEMPOTENT: u16 = 1024;
-
-    /// The condition bit of an upstream status, if it has one.
-    pub fn of_status(s: u16) -> u16 {
-        match s {
-            500 => HTTP_500,
-            502 => HTTP_502,
-            503 => HTTP_503,
-            504 => HTTP_504,
-            403 => HTTP_403,
-            404 => HTTP_404,
-            429 => HTTP_429,
-            _ => 0,
-        }
-    }
-}
 
 /// `proxy_redirect`.
 #[derive(Clone, Debug)]
@@ -70,7 +42,7 @@ crate::settings! {
         pub buffer_size: usize = 8192,
         pub buffers: (usize, usize) = (8, 8192),
         pub request_buffering: bool = true,
-        pub next_upstream: u16 = next::ERROR | next::TIMEOUT,
+        pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
         pub next_upstream_tries: u32 = 0,
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
@@ -176,28 +148,6 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
         default_redirect,
     }));
     Ok(())
-}
-
-fn next_upstream(d: &Directive) -> Result<u16, ConfError> {
-    let mut bits = 0;
-    for a in d.arg_strs() {
-        bits |= match a {
-            "off" if d.args.len() == 1 => return Ok(0),
-            "error" => next::ERROR,
-            "timeout" => next::TIMEOUT,
-            "invalid_header" => next::INVALID_HEADER,
-            "http_500" => next::HTTP_500,
-            "http_502" => next::HTTP_502,
-            "http_503" => next::HTTP_503,
-            "http_504" => next::HTTP_504,
-            "http_403" => next::HTTP_403,
-            "http_404" => next::HTTP_404,
-            "http_429" => next::HTTP_429,
-            "non_idempotent" => next::NON_IDEMPOTENT,
-            v => return Err(values::bad_arg(d, v)),
-        };
-    }
-    Ok(bits)
 }
 
 fn push<T: Clone>(slot: &mut Option<Arc<[T]>>, v: T) {
@@ -487,7 +437,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 12),
         set: |s, d, _| {
-            loc(s).next_upstream = Some(next_upstream(d)?);
+            loc(s).next_upstream = Some(NextUpstream::parse(d, NextUpstream::PROXY)?);
             Ok(())
         },
         syntax: "proxy_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
