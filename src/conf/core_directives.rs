@@ -947,11 +947,6 @@ pub fn parse_listen_addr(a: &str) -> Result<SocketAddr, &'static str> {
         .ok_or("host not found")
 }
 
-/// `regex "(" compile failed: unclosed group`, on one line.
-pub fn regex_error(pattern: &str, err: &regex::Error, d: &Directive) -> ConfError {
-    ConfError::new(crate::core::vars::regex_message(pattern, err), &d.span)
-}
-
 fn location(d: &Directive) -> Result<LocationConf, ConfError> {
     let (kind, pattern) = match (d.args.len(), d.arg(0)) {
         (2, "=") => (LocKind::Exact, d.arg(1)),

@@ -74,11 +74,6 @@ pub fn begin_request(out: &mut BytesMut, id: u16, keep_conn: bool) {
     out.put_bytes(0, 5);
 }
 
-/// ABORT_REQUEST: the client went away.
-pub fn abort_request(out: &mut BytesMut, id: u16) {
-    header(out, Type::AbortRequest, id, 0);
-}
-
 /// One stream's content (PARAMS or STDIN), split into records of at most
 /// `MAX_CONTENT` bytes. An empty `data` writes the stream's end record.
 pub fn stream(out: &mut BytesMut, t: Type, id: u16, mut data: &[u8]) {
