@@ -149,7 +149,6 @@ impl Upstream {
             keepalive_timeout: Duration::from_secs(60),
             keepalive_requests: 1000,
             health: None,
-            implicit: true,
             queue: None,
         }
     }
@@ -374,7 +373,6 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
         keepalive_timeout,
         keepalive_requests,
         health,
-        implicit: false,
         queue,
     })
 }

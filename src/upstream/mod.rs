@@ -103,8 +103,6 @@ pub struct Upstream {
     pub health: Option<health::Check>,
     /// Per peer: passing active health checks (all true without checks).
     pub healthy: Box<[AtomicBool]>,
-    /// Made from a `proxy_pass` address, not an `upstream` block.
-    pub implicit: bool,
     /// `queue N [timeout=T]`: requests wait for a peer at max_conns.
     pub queue: Option<queue::Conf>,
 }
