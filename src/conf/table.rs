@@ -117,6 +117,9 @@ pub type Setter = fn(&mut Scope<'_>, &Directive, &mut Env) -> Result<(), ConfErr
 /// One directive: the data that drives parsing and documentation.
 pub struct Def {
     pub name: &'static str,
+    /// Accepted for nginx compatibility and ignored: its setter logs a notice
+    /// giving `doc` as the reason, and the reference says so.
+    pub ignored: bool,
     pub ctx: Ctx,
     pub arity: Arity,
     pub set: Setter,
@@ -248,10 +251,7 @@ pub fn reference_markdown() -> String {
          a test keeps this file in step with the code.\n\n",
     );
     for d in defs {
-        let ignored = super::core_directives::IGNORED
-            .iter()
-            .any(|i| i.name == d.name);
-        let doc = if ignored {
+        let doc = if d.ignored {
             format!(
                 "Accepted for nginx compatibility and ignored, with a notice in the error log: {}.",
                 d.doc
@@ -310,6 +310,23 @@ mod tests {
                 "conf/examples.rs names no directive {name}"
             );
         }
+    }
+
+    #[test]
+    fn ignored_entries_are_marked() {
+        let lists = [
+            super::super::core_directives::IGNORED,
+            crate::modules::ssl::conf::IGNORED,
+        ];
+        for d in all() {
+            let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));
+            assert_eq!(d.ignored, listed, "{}", d.name);
+        }
+        assert!(reference_markdown().contains(
+            "## ssl_dhparam\n\n- Syntax: `ssl_dhparam file;`\n- Default: `—`\n- Context: http, server\n\n\
+             Accepted for nginx compatibility and ignored, with a notice in the error log: \
+             rustls has no finite-field Diffie-Hellman suites."
+        ));
     }
 
     #[test]

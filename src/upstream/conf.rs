@@ -379,6 +379,7 @@ fn upstream_block(d: &Directive) -> Result<Upstream, ConfError> {
 
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "upstream",
+    ignored: false,
     ctx: Ctx::HTTP,
     arity: Arity::block(1, 1),
     set: |_, d, _| {

@@ -66,6 +66,7 @@ const RULE_DOC: &str = "Rules are checked in the order written, `allow` and `den
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "allow",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, env| add_rule(s, d, env, false),
@@ -75,6 +76,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "deny",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, env| add_rule(s, d, env, true),
@@ -84,6 +86,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "satisfy",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

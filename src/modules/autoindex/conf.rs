@@ -27,6 +27,7 @@ settings! {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "autoindex",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().autoindex.autoindex, flag(d, 0)?, d),
@@ -36,6 +37,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "autoindex_format",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -54,6 +56,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "autoindex_exact_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().autoindex.exact_size, flag(d, 0)?, d),
@@ -63,6 +66,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "autoindex_localtime",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().autoindex.localtime, flag(d, 0)?, d),

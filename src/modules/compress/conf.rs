@@ -258,6 +258,7 @@ const TWO: Arity = Arity::args(2, 2);
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "gzip",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.gzip, flag(d, 0)?, d),
@@ -267,6 +268,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_types, types(d)?, d),
@@ -276,6 +278,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_min_length",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_min_length, size(d, 0)?, d),
@@ -285,6 +288,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_comp_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_comp_level, level(d, 1, 9)?, d),
@@ -294,6 +298,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: TWO,
         set: |_, d, _| buffers(d),
@@ -303,6 +308,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_http_version",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -319,6 +325,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_proxied",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_proxied, proxied(d)?, d),
@@ -328,6 +335,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_disable",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| disable(&mut s.loc().compress.gzip_disable, d),
@@ -337,6 +345,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_vary",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_vary, flag(d, 0)?, d),
@@ -346,6 +355,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_static",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.gzip_static, static_mode(d)?, d),
@@ -355,6 +365,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.brotli, flag(d, 0)?, d),
@@ -364,6 +375,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| set_once(&mut s.loc().compress.brotli_types, types(d)?, d),
@@ -373,6 +385,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_min_length",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.brotli_min_length, size(d, 0)?, d),
@@ -382,6 +395,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_comp_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.brotli_comp_level, level(d, 0, 11)?, d),
@@ -391,6 +405,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_window",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.brotli_window, window(d)?, d),
@@ -400,6 +415,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: TWO,
         set: |_, d, _| buffers(d),
@@ -409,6 +425,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_static",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.brotli_static, static_mode(d)?, d),
@@ -418,6 +435,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.zstd, flag(d, 0)?, d),
@@ -427,6 +445,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| set_once(&mut s.loc().compress.zstd_types, types(d)?, d),
@@ -436,6 +455,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_min_length",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.zstd_min_length, size(d, 0)?, d),
@@ -445,6 +465,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_comp_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.zstd_comp_level, level(d, 1, 22)?, d),
@@ -454,6 +475,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: TWO,
         set: |_, d, _| buffers(d),
@@ -463,6 +485,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_static",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().compress.zstd_static, static_mode(d)?, d),
@@ -472,6 +495,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "compress_cache",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -99,6 +99,7 @@ fn parse(d: &Directive) -> Result<Page, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "error_page",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, MANY),
         set: |s, d, _| {
@@ -118,6 +119,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "recursive_error_pages",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().error_page.recursive, flag(d, 0)?, d),

@@ -107,6 +107,7 @@ fn push_name(slot: &mut Option<Arc<Vec<Box<str>>>>, d: &Directive) {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "fastcgi_pass",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
         set: |s, d, _| set_pass(s, d),
@@ -116,6 +117,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_param",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 3),
         set: |s, d, _| push_param(s, d),
@@ -125,6 +127,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_index",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -137,6 +140,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_split_path_info",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -159,6 +163,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_intercept_errors",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -171,6 +176,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_ignore_client_abort",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -183,6 +189,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_connect_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -195,6 +202,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_send_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -207,6 +215,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_read_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -219,6 +228,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_keep_conn",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -231,6 +241,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_buffering",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -243,6 +254,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -260,6 +272,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_buffer_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -272,6 +285,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_hide_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -284,6 +298,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_pass_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -296,6 +311,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_next_upstream",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 9),
         set: |s, d, _| {
@@ -308,6 +324,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_next_upstream_tries",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -321,6 +338,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_pass_request_headers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -333,6 +351,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_pass_request_body",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

@@ -74,6 +74,7 @@ pub(super) fn limit_conn(d: &Directive, env: &mut Env) -> Result<ConnLimit, Conf
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_conn_zone",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::args(2, 3),
         set: |_, d, env| limit_conn_zone(d, env),
@@ -83,6 +84,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, env| {
@@ -106,6 +108,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn_status",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -118,6 +121,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn_log_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -130,6 +134,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn_dry_run",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

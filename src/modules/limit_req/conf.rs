@@ -106,6 +106,7 @@ pub(super) fn limit_req(d: &Directive, env: &mut Env) -> Result<ReqLimit, ConfEr
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_req_zone",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::args(3, 4),
         set: |_, d, env| limit_req_zone(d, env),
@@ -115,6 +116,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 3),
         set: |s, d, env| {
@@ -138,6 +140,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req_status",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -150,6 +153,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req_log_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -162,6 +166,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req_dry_run",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

@@ -142,6 +142,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "log_format",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::args(2, MANY),
         set: |_, d, e| {
@@ -176,6 +177,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "access_log",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 4),
         set: |s, d, e| {

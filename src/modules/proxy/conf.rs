@@ -182,6 +182,7 @@ fn pair_or_off(d: &Directive) -> Result<Option<(String, String)>, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "proxy_pass",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: ONE,
         set: |s, d, _| proxy_pass(s, d),
@@ -191,6 +192,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_http_version",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -207,6 +209,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_set_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -221,6 +224,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_hide_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -234,6 +238,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_pass_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -247,6 +252,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_pass_request_headers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -259,6 +265,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_pass_request_body",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -271,6 +278,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_redirect",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -304,6 +312,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_cookie_domain",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -326,6 +335,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_cookie_path",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -348,6 +358,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_connect_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -360,6 +371,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_send_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -372,6 +384,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_read_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -384,6 +397,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_buffering",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -396,6 +410,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_buffer_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -408,6 +423,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -422,6 +438,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_request_buffering",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -434,6 +451,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_next_upstream",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 12),
         set: |s, d, _| {
@@ -446,6 +464,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_next_upstream_tries",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -458,6 +477,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_next_upstream_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -470,6 +490,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_intercept_errors",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -482,6 +503,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_ignore_client_abort",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -234,6 +234,7 @@ fn compile_block(block: &[Directive]) -> Result<Vec<Op>, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "rewrite",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 3),
         set: |s, d, _| {
@@ -247,6 +248,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "return",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -260,6 +262,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "set",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -273,6 +276,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "if",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::block(1, MANY),
         set: |s, d, _| {
@@ -287,6 +291,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "break",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(0, 0),
         set: |s, _, _| {
@@ -299,6 +304,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "rewrite_log",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().rewrite.rewrite_log, flag(d, 0)?, d),
@@ -308,6 +314,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "uninitialized_variable_warning",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -211,6 +211,7 @@ fn ecdh_curve(d: &Directive) -> Result<Option<Arc<[&'static str]>>, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_certificate",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, e| push_file(&mut s.loc().ssl.certificates, d, e),
@@ -220,6 +221,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_certificate_key",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, e| push_file(&mut s.loc().ssl.keys, d, e),
@@ -229,6 +231,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_protocols",
+        ignored: false,
         ctx: Ctx::HS,
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
@@ -241,6 +244,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_ciphers",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -253,6 +257,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_prefer_server_ciphers",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().ssl.prefer_server_ciphers, flag(d, 0)?, d),
@@ -262,6 +267,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_ecdh_curve",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -274,6 +280,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_session_cache",
+        ignored: false,
         ctx: Ctx::HS,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -286,6 +293,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_session_timeout",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().ssl.session_timeout, time(d, 0)?, d),
@@ -295,6 +303,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_session_tickets",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().ssl.session_tickets, flag(d, 0)?, d),
@@ -304,6 +313,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_buffer_size",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -325,6 +335,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_handshake_timeout",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().ssl.handshake_timeout, time(d, 0)?, d),
@@ -334,6 +345,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_reject_handshake",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().ssl.reject_handshake, flag(d, 0)?, d),

@@ -46,6 +46,7 @@ fn no_variables(d: &Directive) -> Result<(), ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "root",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
@@ -67,6 +68,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "alias",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: ONE,
         set: |s, d, e| {
@@ -97,6 +99,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "index",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -109,6 +112,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "sendfile",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().static_files.sendfile, flag(d, 0)?, d),
@@ -118,6 +122,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "sendfile_max_chunk",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -130,6 +135,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -170,6 +176,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache_valid",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -185,6 +192,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache_min_uses",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -197,6 +205,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache_errors",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -212,6 +221,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "etag",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().static_files.etag, flag(d, 0)?, d),
@@ -221,6 +231,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "if_modified_since",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -238,6 +249,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "max_ranges",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -32,6 +32,7 @@ fn set_content(
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "stub_status",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 1),
         set: |s, d, _| {
@@ -44,6 +45,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "metrics",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 0),
         set: |s, d, _| set_content(s, d, Arc::new(Metrics)),
