@@ -759,7 +759,8 @@ pub static IGNORED: &[Def] = &[
     ),
 ];
 
-/// An accepted-and-ignored directive entry.
+/// An accepted-and-ignored directive entry: `why` is its doc, which the
+/// walker's notice gives as the reason.
 pub const fn ignored(
     name: &'static str,
     ctx: Ctx,
@@ -772,22 +773,12 @@ pub const fn ignored(
         ignored: true,
         ctx,
         arity,
-        set: |_, d, e| {
-            let why = lookup_why(&d.name);
-            e.ignore(d, why);
-            Ok(())
-        },
+        // Not called: the walker logs the notice.
+        set: |_, _, _| Ok(()),
         syntax,
         default: "—",
         doc: why,
     }
-}
-
-/// The reason text recorded in the table entry (a `const fn` cannot capture it in the setter).
-fn lookup_why(name: &str) -> &'static str {
-    super::table::all()
-        .find(|d| d.name == name)
-        .map_or("no effect in vireo", |d| d.doc)
 }
 
 fn block(d: &Directive) -> &[Directive] {

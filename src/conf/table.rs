@@ -117,8 +117,9 @@ pub type Setter = fn(&mut Scope<'_>, &Directive, &mut Env) -> Result<(), ConfErr
 /// One directive: the data that drives parsing and documentation.
 pub struct Def {
     pub name: &'static str,
-    /// Accepted for nginx compatibility and ignored: its setter logs a notice
-    /// giving `doc` as the reason, and the reference says so.
+    /// Accepted for nginx compatibility and ignored: the walker logs a notice
+    /// giving `doc` as the reason instead of calling `set`, and the reference
+    /// says so.
     pub ignored: bool,
     pub ctx: Ctx,
     pub arity: Arity,
@@ -152,7 +153,11 @@ impl Env {
             })?;
             check(def, d, scope.ctx())?;
             crate::core::vars::registry::at(&d.span);
-            (def.set)(scope, d, self)?;
+            if def.ignored {
+                self.ignore(d, def.doc);
+            } else {
+                (def.set)(scope, d, self)?;
+            }
         }
         Ok(())
     }
