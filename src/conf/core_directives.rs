@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "worker_processes",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: ONE,
         set: |s, d, _| {
@@ -31,6 +32,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "worker_rlimit_nofile",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.main().worker_rlimit_nofile, number(d, 0)?, d),
@@ -40,6 +42,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "pid",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: ONE,
         set: |s, d, e| {
@@ -54,6 +57,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "error_log",
+        ignored: false,
         ctx: Ctx::MAIN.or(Ctx::HSL),
         arity: Arity::args(1, 2),
         set: |s, d, e| {
@@ -91,6 +95,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "daemon",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.main().daemon, flag(d, 0)?, d),
@@ -100,6 +105,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "include",
+        ignored: false,
         ctx: Ctx(0xffff),
         arity: ONE,
         set: |_, _, _| Ok(()),
@@ -109,6 +115,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "events",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: Arity::block(0, 0),
         set: |s, d, e| {
@@ -125,6 +132,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "worker_connections",
+        ignored: false,
         ctx: Ctx::EVENTS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.main().worker_connections, number(d, 0)? as usize, d),
@@ -134,6 +142,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "use",
+        ignored: false,
         ctx: Ctx::EVENTS,
         arity: ONE,
         set: |_, d, _| match d.arg(0) {
@@ -149,6 +158,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "multi_accept",
+        ignored: false,
         ctx: Ctx::EVENTS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.main().multi_accept, flag(d, 0)?, d),
@@ -158,6 +168,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "http",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: Arity::block(0, 0),
         set: |s, d, e| {
@@ -176,6 +187,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "server",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::block(0, 0),
         set: |s, d, e| {
@@ -194,6 +206,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "listen",
+        ignored: false,
         ctx: Ctx::SERVER,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -210,6 +223,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "server_name",
+        ignored: false,
         ctx: Ctx::SERVER,
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
@@ -259,6 +273,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "location",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::block(1, 2),
         set: |s, d, e| {
@@ -282,6 +297,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::block(0, 0),
         set: |s, d, _| {
@@ -305,6 +321,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "default_type",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.default_type, Arc::from(d.arg(0)), d),
@@ -314,6 +331,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "keepalive_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -329,6 +347,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "keepalive_requests",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.keepalive_requests, number(d, 0)?, d),
@@ -338,6 +357,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "client_header_timeout",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.client_header_timeout, time(d, 0)?, d),
@@ -347,6 +367,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "client_body_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.client_body_timeout, time(d, 0)?, d),
@@ -356,6 +377,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "send_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.send_timeout, time(d, 0)?, d),
@@ -365,6 +387,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "reset_timedout_connection",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.reset_timedout_connection, flag(d, 0)?, d),
@@ -374,6 +397,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "client_max_body_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.client_max_body_size, size(d, 0)?, d),
@@ -383,6 +407,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "client_header_buffer_size",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -398,6 +423,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "large_client_header_buffers",
+        ignored: false,
         ctx: Ctx::HS,
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -413,6 +439,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "lingering_close",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -430,6 +457,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "lingering_time",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.lingering_time, time(d, 0)?, d),
@@ -439,6 +467,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "lingering_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.lingering_timeout, time(d, 0)?, d),
@@ -448,6 +477,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "tcp_nodelay",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.tcp_nodelay, flag(d, 0)?, d),
@@ -457,6 +487,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "tcp_nopush",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.tcp_nopush, flag(d, 0)?, d),
@@ -466,6 +497,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "server_tokens",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -490,6 +522,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "internal",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 0),
         set: |s, _, _| {
@@ -726,7 +759,8 @@ pub static IGNORED: &[Def] = &[
     ),
 ];
 
-/// An accepted-and-ignored directive entry.
+/// An accepted-and-ignored directive entry: `why` is its doc, which the
+/// walker's notice gives as the reason.
 pub const fn ignored(
     name: &'static str,
     ctx: Ctx,
@@ -736,15 +770,11 @@ pub const fn ignored(
 ) -> Def {
     Def {
         name,
+        ignored: true,
         ctx,
         arity,
-        set: |_, d, e| {
-            let why = e
-                .lookup(&d.name)
-                .map_or("no effect in vireo", |def| def.doc);
-            e.ignore(d, why);
-            Ok(())
-        },
+        // Not called: the walker logs the notice.
+        set: |_, _, _| Ok(()),
         syntax,
         default: "—",
         doc: why,
@@ -940,11 +970,6 @@ pub fn parse_listen_addr(a: &str) -> Result<SocketAddr, &'static str> {
         .ok()
         .and_then(|mut it| it.find(SocketAddr::is_ipv4))
         .ok_or("host not found")
-}
-
-/// `regex "(" compile failed: unclosed group`, on one line.
-pub fn regex_error(pattern: &str, err: &regex::Error, d: &Directive) -> ConfError {
-    ConfError::new(crate::core::vars::regex_message(pattern, err), &d.span)
 }
 
 fn location(d: &Directive, e: &mut Env) -> Result<LocationConf, ConfError> {

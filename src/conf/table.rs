@@ -152,6 +152,10 @@ pub type Setter = fn(&mut Scope<'_>, &Directive, &mut Env) -> Result<(), ConfErr
 /// One directive: the data that drives parsing and documentation.
 pub struct Def {
     pub name: &'static str,
+    /// Accepted for nginx compatibility and ignored: the walker logs a notice
+    /// giving `doc` as the reason instead of calling `set`, and the reference
+    /// says so.
+    pub ignored: bool,
     pub ctx: Ctx,
     pub arity: Arity,
     pub set: Setter,
@@ -208,7 +212,11 @@ impl Env {
             })?;
             check(def, d, scope.ctx())?;
             self.vars.at(&d.span);
-            (def.set)(scope, d, self)?;
+            if def.ignored {
+                self.ignore(d, def.doc);
+            } else {
+                (def.set)(scope, d, self)?;
+            }
         }
         Ok(())
     }
@@ -287,10 +295,7 @@ pub fn reference_markdown(modules: &[&'static Module]) -> String {
          a test keeps this file in step with the code.\n\n",
     );
     for d in defs {
-        let ignored = super::core_directives::IGNORED
-            .iter()
-            .any(|i| i.name == d.name);
-        let doc = if ignored {
+        let doc = if d.ignored {
             format!(
                 "Accepted for nginx compatibility and ignored, with a notice in the error log: {}.",
                 d.doc

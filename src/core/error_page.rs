@@ -92,6 +92,7 @@ fn parse(d: &Directive, vars: &mut Vars) -> Result<Page, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "error_page",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, MANY),
         set: |s, d, e| {
@@ -111,6 +112,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "recursive_error_pages",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.recursive_error_pages, flag(d, 0)?, d),

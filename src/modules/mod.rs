@@ -235,6 +235,23 @@ mod tests {
     }
 
     #[test]
+    fn ignored_entries_are_marked() {
+        let lists = [
+            crate::conf::core_directives::IGNORED,
+            crate::modules::ssl::conf::IGNORED,
+        ];
+        for d in all(MODULES) {
+            let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));
+            assert_eq!(d.ignored, listed, "{}", d.name);
+        }
+        assert!(reference_markdown(MODULES).contains(
+            "## ssl_dhparam\n\n- Syntax: `ssl_dhparam file;`\n- Default: `—`\n- Context: http, server\n\n\
+             Accepted for nginx compatibility and ignored, with a notice in the error log: \
+             rustls has no finite-field Diffie-Hellman suites."
+        ));
+    }
+
+    #[test]
     fn reference_doc_is_in_step() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/directives.md");
         let want = reference_markdown(MODULES);

@@ -7,6 +7,7 @@ use crate::conf::values::{set_once, time};
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "user",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -52,6 +53,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "worker_shutdown_timeout",
+        ignored: false,
         ctx: Ctx::MAIN,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.main().worker_shutdown_timeout, time(d, 0)?, d),

@@ -126,10 +126,6 @@ impl Balancer {
         }
     }
 
-    pub fn peers(&self) -> &[PeerSpec] {
-        &self.peers
-    }
-
     /// Connections this worker has open to peer `i`.
     pub fn conns(&self, i: usize) -> u32 {
         self.state[i].conns

@@ -127,7 +127,6 @@ impl Upstream {
             keepalive_timeout: Duration::from_secs(60),
             keepalive_requests: 1000,
             health: None,
-            implicit: true,
             queue: None,
         }
     }
@@ -351,13 +350,13 @@ fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError>
         keepalive_timeout,
         keepalive_requests,
         health,
-        implicit: false,
         queue,
     })
 }
 
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "upstream",
+    ignored: false,
     ctx: Ctx::HTTP,
     arity: Arity::block(1, 1),
     set: |_, d, e| {

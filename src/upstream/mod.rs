@@ -51,6 +51,7 @@
 pub mod balance;
 pub mod conf;
 pub mod health;
+pub mod next;
 pub mod pool;
 pub mod queue;
 pub mod response;
@@ -105,8 +106,6 @@ pub struct Upstream {
     pub health: Option<health::Check>,
     /// Per peer: passing active health checks (all true without checks).
     pub healthy: Box<[AtomicBool]>,
-    /// Made from a `proxy_pass` address, not an `upstream` block.
-    pub implicit: bool,
     /// `queue N [timeout=T]`: requests wait for a peer at max_conns.
     pub queue: Option<queue::Conf>,
 }

@@ -363,11 +363,6 @@ pub fn put(addr: &PeerAddr, mut conn: UpConn, max: usize) {
     });
 }
 
-/// Idle connections this worker holds for `addr` (tests, status).
-pub fn idle_count(addr: &PeerAddr) -> usize {
-    POOL.with(|p| p.borrow().get(addr).map_or(0, VecDeque::len))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

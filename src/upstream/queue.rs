@@ -222,7 +222,6 @@ mod tests {
     fn upstream(max_conns: u32, size: usize, timeout: Duration) -> Upstream {
         let mut u = Upstream::round_robin("q", vec![PeerAddr::Tcp("127.0.0.1:9".parse().unwrap())]);
         u.peers[0].max_conns = max_conns;
-        u.implicit = false;
         u.queue = Some(Conf { size, timeout });
         u
     }

@@ -37,6 +37,7 @@ fn bounded(d: &Directive, v: u64, min: u64, max: u64) -> Result<u64, ConfError> 
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "http2",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().get_mut::<Http2ConfSet>().http2, flag(d, 0)?, d),
@@ -46,6 +47,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "http2_max_concurrent_streams",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -62,6 +64,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "http2_chunk_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -78,6 +81,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "http2_body_preread_size",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {

@@ -69,6 +69,7 @@ const RULE_DOC: &str = "Rules are checked in the order written, `allow` and `den
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "allow",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, env| add_rule(s, d, env, false),
@@ -78,6 +79,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "deny",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, env| add_rule(s, d, env, true),
@@ -87,6 +89,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "satisfy",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -18,6 +18,7 @@ settings! {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "auth_basic",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
@@ -37,6 +38,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "auth_basic_user_file",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, env| {

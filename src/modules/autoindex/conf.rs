@@ -27,6 +27,7 @@ settings! {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "autoindex",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -42,6 +43,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "autoindex_format",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -60,6 +62,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "autoindex_exact_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -75,6 +78,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "autoindex_localtime",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -47,6 +47,7 @@ fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "cgi",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 0),
         set: |s, d, _| s.set_content(d, Arc::new(Cgi)),
@@ -56,6 +57,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "cgi_param",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 3),
         set: push_param,
@@ -65,6 +67,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "cgi_read_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -77,6 +80,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "cgi_max_processes",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -89,6 +93,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "cgi_buffer_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

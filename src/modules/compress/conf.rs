@@ -258,6 +258,7 @@ const TWO: Arity = Arity::args(2, 2);
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "gzip",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -273,6 +274,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -288,6 +290,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_min_length",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -303,6 +306,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_comp_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -318,6 +322,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: TWO,
         set: |_, d, _| buffers(d),
@@ -327,6 +332,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_http_version",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -347,6 +353,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_proxied",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -362,6 +369,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_disable",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| disable(&mut s.loc().get_mut::<CompressConfSet>().gzip_disable, d),
@@ -371,6 +379,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_vary",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -386,6 +395,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "gzip_static",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -401,6 +411,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -416,6 +427,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -431,6 +443,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_min_length",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -446,6 +459,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_comp_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -461,6 +475,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_window",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -476,6 +491,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: TWO,
         set: |_, d, _| buffers(d),
@@ -485,6 +501,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "brotli_static",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -500,6 +517,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -515,6 +533,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_types",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -530,6 +549,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_min_length",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -545,6 +565,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_comp_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -560,6 +581,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: TWO,
         set: |_, d, _| buffers(d),
@@ -569,6 +591,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "zstd_static",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -584,6 +607,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "compress_cache",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

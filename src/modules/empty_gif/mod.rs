@@ -45,6 +45,7 @@ impl Content for EmptyGif {
 
 static DIRECTIVES: &[Def] = &[Def {
     name: "empty_gif",
+    ignored: false,
     ctx: Ctx::LOCATION,
     arity: Arity::args(0, 0),
     set: |s, d, _| s.set_content(d, Arc::new(EmptyGif)),

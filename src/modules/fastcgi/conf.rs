@@ -7,6 +7,7 @@ use crate::conf::table::{Arity, Ctx, Def, Env, Scope};
 use crate::conf::values::{bad_arg, flag, size, time};
 use crate::core::vars::{Re, Template};
 use crate::settings;
+use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,38 +17,6 @@ pub struct Param {
     pub name: Box<[u8]>,
     pub value: Template,
     pub if_not_empty: bool,
-}
-
-/// `fastcgi_next_upstream` conditions (a bit set).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NextUpstream(pub u16);
-
-impl NextUpstream {
-    pub const ERROR: u16 = 1;
-    pub const TIMEOUT: u16 = 2;
-    pub const INVALID_HEADER: u16 = 4;
-    pub const HTTP_500: u16 = 8;
-    pub const HTTP_503: u16 = 16;
-    pub const HTTP_403: u16 = 32;
-    pub const HTTP_404: u16 = 64;
-    pub const HTTP_429: u16 = 128;
-    pub const NON_IDEMPOTENT: u16 = 256;
-
-    pub fn has(self, bit: u16) -> bool {
-        self.0 & bit != 0
-    }
-
-    /// The bit for a status the application answered with, if it is listed.
-    pub fn status_bit(status: u16) -> u16 {
-        match status {
-            500 => Self::HTTP_500,
-            503 => Self::HTTP_503,
-            403 => Self::HTTP_403,
-            404 => Self::HTTP_404,
-            429 => Self::HTTP_429,
-            _ => 0,
-        }
-    }
 }
 
 settings! {
@@ -69,7 +38,7 @@ settings! {
         pub buffer_size: usize = 8192,
         pub hide_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
         pub pass_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
-        pub next_upstream: NextUpstream = NextUpstream(NextUpstream::ERROR | NextUpstream::TIMEOUT),
+        pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
         pub next_upstream_tries: u32 = 0,
         pub pass_request_headers: bool = true,
         pub pass_request_body: bool = true,
@@ -113,29 +82,10 @@ fn push_name(slot: &mut Option<Arc<Vec<Box<str>>>>, d: &Directive) {
     Arc::make_mut(list).push(d.arg(0).to_ascii_lowercase().into());
 }
 
-fn next_upstream(d: &Directive) -> Result<NextUpstream, ConfError> {
-    let mut bits = 0;
-    for a in d.arg_strs() {
-        bits |= match a {
-            "off" if d.args.len() == 1 => 0,
-            "error" => NextUpstream::ERROR,
-            "timeout" => NextUpstream::TIMEOUT,
-            "invalid_header" => NextUpstream::INVALID_HEADER,
-            "http_500" => NextUpstream::HTTP_500,
-            "http_503" => NextUpstream::HTTP_503,
-            "http_403" => NextUpstream::HTTP_403,
-            "http_404" => NextUpstream::HTTP_404,
-            "http_429" => NextUpstream::HTTP_429,
-            "non_idempotent" => NextUpstream::NON_IDEMPOTENT,
-            v => return Err(bad_arg(d, v)),
-        };
-    }
-    Ok(NextUpstream(bits))
-}
-
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "fastcgi_pass",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
         set: set_pass,
@@ -145,6 +95,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_param",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 3),
         set: push_param,
@@ -154,6 +105,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_index",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -166,6 +118,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_split_path_info",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
         set: |s, d, e| {
@@ -189,6 +142,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_intercept_errors",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -201,6 +155,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_ignore_client_abort",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -213,6 +168,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_connect_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -225,6 +181,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_send_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -237,6 +194,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_read_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -249,6 +207,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_keep_conn",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -261,6 +220,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_buffering",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -273,6 +233,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -290,6 +251,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_buffer_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -302,6 +264,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_hide_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -314,6 +277,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_pass_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -326,10 +290,12 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_next_upstream",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 9),
         set: |s, d, _| {
-            s.loc().get_mut::<FastcgiConfSet>().next_upstream = Some(next_upstream(d)?);
+            s.loc().get_mut::<FastcgiConfSet>().next_upstream =
+                Some(NextUpstream::parse(d, NextUpstream::FASTCGI)?);
             Ok(())
         },
         syntax: "fastcgi_next_upstream error | timeout | invalid_header | http_500 | http_503 | http_403 | http_404 | http_429 | non_idempotent | off ...;",
@@ -338,6 +304,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_next_upstream_tries",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -351,6 +318,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_pass_request_headers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -363,6 +331,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "fastcgi_pass_request_body",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

@@ -4,13 +4,14 @@
 //! with backpressure (or, when it fits the buffers, read whole and sent with a
 //! Content-Length in one write).
 
-use super::conf::{FastcgiConf, NextUpstream};
+use super::conf::FastcgiConf;
 use super::record::{self, Params, Record, Type};
 use super::respond::{self, Head, Reply};
 use crate::core::message::head::Method;
 use crate::core::message::response::{Body, BodyStream};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
+use crate::upstream::next::NextUpstream;
 use crate::upstream::{UpConn, UpstreamRef};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -662,8 +663,8 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         match res {
             Ok((cgi, rest)) => {
                 upstream.responded(peer, started);
-                let bit = NextUpstream::status_bit(cgi.status);
-                if bit != 0 && conf.next_upstream.has(bit) && replayable {
+                let kind = NextUpstream::of_status(cgi.status);
+                if conf.next_upstream.has(kind) && replayable {
                     upstream.finished(peer, false);
                     last = Some(Fail::Status(cgi.status));
                     continue;

@@ -23,7 +23,8 @@ pub enum Type {
     Data = 8,
     GetValues = 9,
     GetValuesResult = 10,
-    UnknownType = 11,
+    /// FCGI_UNKNOWN_TYPE.
+    Unknown = 11,
 }
 
 impl Type {
@@ -39,7 +40,7 @@ impl Type {
             8 => Type::Data,
             9 => Type::GetValues,
             10 => Type::GetValuesResult,
-            11 => Type::UnknownType,
+            11 => Type::Unknown,
             _ => return None,
         })
     }
@@ -72,11 +73,6 @@ pub fn begin_request(out: &mut BytesMut, id: u16, keep_conn: bool) {
     out.put_u16(ROLE_RESPONDER);
     out.put_u8(if keep_conn { FLAG_KEEP_CONN } else { 0 });
     out.put_bytes(0, 5);
-}
-
-/// ABORT_REQUEST: the client went away.
-pub fn abort_request(out: &mut BytesMut, id: u16) {
-    header(out, Type::AbortRequest, id, 0);
 }
 
 /// One stream's content (PARAMS or STDIN), split into records of at most

@@ -207,6 +207,7 @@ pub fn parse_expires(d: &Directive) -> Result<Expires, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "add_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 3),
         set: |s, d, e| {
@@ -220,6 +221,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "expires",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {

@@ -79,6 +79,7 @@ pub(super) fn limit_conn(d: &Directive, env: &mut Env) -> Result<ConnLimit, Conf
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_conn_zone",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::args(2, 3),
         set: |_, d, env| limit_conn_zone(d, env),
@@ -88,6 +89,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, env| {
@@ -111,6 +113,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn_status",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -123,6 +126,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn_log_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -135,6 +139,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_conn_dry_run",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

@@ -112,6 +112,7 @@ pub(super) fn limit_req(d: &Directive, env: &mut Env) -> Result<ReqLimit, ConfEr
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_req_zone",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::args(3, 4),
         set: |_, d, env| limit_req_zone(d, env),
@@ -121,6 +122,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 3),
         set: |s, d, env| {
@@ -144,6 +146,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req_status",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -156,6 +159,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req_log_level",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {
@@ -168,6 +172,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "limit_req_dry_run",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 1),
         set: |s, d, _| {

@@ -156,6 +156,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "log_format",
+        ignored: false,
         ctx: Ctx::HTTP,
         arity: Arity::args(2, MANY),
         set: |_, d, e| {
@@ -194,6 +195,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "access_log",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 4),
         set: |s, d, e| {

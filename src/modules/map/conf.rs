@@ -90,6 +90,7 @@ fn parse(d: &Directive, vars: &mut Vars) -> Result<Map, ConfError> {
 
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "map",
+    ignored: false,
     ctx: Ctx::HTTP,
     arity: Arity::block(2, 2),
     set: |_, d, e| {

@@ -7,37 +7,9 @@ use crate::conf::model::LocKind;
 use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values;
 use crate::core::vars::Template;
+use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `proxy_next_upstream` conditions (a bit set).
-pub mod next {
-    pub const ERROR: u16 = 1;
-    pub const TIMEOUT: u16 = 2;
-    pub const INVALID_HEADER: u16 = 4;
-    pub const HTTP_500: u16 = 8;
-    pub const HTTP_502: u16 = 16;
-    pub const HTTP_503: u16 = 32;
-    pub const HTTP_504: u16 = 64;
-    pub const HTTP_403: u16 = 128;
-    pub const HTTP_404: u16 = 256;
-    pub const HTTP_429: u16 = 512;
-    pub const NON_IDEMPOTENT: u16 = 1024;
-
-    /// The condition bit of an upstream status, if it has one.
-    pub fn of_status(s: u16) -> u16 {
-        match s {
-            500 => HTTP_500,
-            502 => HTTP_502,
-            503 => HTTP_503,
-            504 => HTTP_504,
-            403 => HTTP_403,
-            404 => HTTP_404,
-            429 => HTTP_429,
-            _ => 0,
-        }
-    }
-}
 
 /// `proxy_redirect`.
 #[derive(Clone, Debug)]
@@ -70,7 +42,7 @@ crate::settings! {
         pub buffer_size: usize = 8192,
         pub buffers: (usize, usize) = (8, 8192),
         pub request_buffering: bool = true,
-        pub next_upstream: u16 = next::ERROR | next::TIMEOUT,
+        pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
         pub next_upstream_tries: u32 = 0,
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
@@ -179,28 +151,6 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
     Ok(())
 }
 
-fn next_upstream(d: &Directive) -> Result<u16, ConfError> {
-    let mut bits = 0;
-    for a in d.arg_strs() {
-        bits |= match a {
-            "off" if d.args.len() == 1 => return Ok(0),
-            "error" => next::ERROR,
-            "timeout" => next::TIMEOUT,
-            "invalid_header" => next::INVALID_HEADER,
-            "http_500" => next::HTTP_500,
-            "http_502" => next::HTTP_502,
-            "http_503" => next::HTTP_503,
-            "http_504" => next::HTTP_504,
-            "http_403" => next::HTTP_403,
-            "http_404" => next::HTTP_404,
-            "http_429" => next::HTTP_429,
-            "non_idempotent" => next::NON_IDEMPOTENT,
-            v => return Err(values::bad_arg(d, v)),
-        };
-    }
-    Ok(bits)
-}
-
 fn push<T: Clone>(slot: &mut Option<Arc<[T]>>, v: T) {
     let mut list: Vec<T> = slot.as_deref().map(<[T]>::to_vec).unwrap_or_default();
     list.push(v);
@@ -233,6 +183,7 @@ fn pair_or_off(d: &Directive) -> Result<Option<(String, String)>, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "proxy_pass",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: ONE,
         set: proxy_pass,
@@ -242,6 +193,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_http_version",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -258,6 +210,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_set_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, e| {
@@ -273,6 +226,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_hide_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -286,6 +240,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_pass_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -299,6 +254,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_pass_request_headers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -311,6 +267,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_pass_request_body",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -323,6 +280,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_redirect",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, e| {
@@ -357,6 +315,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_cookie_domain",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -379,6 +338,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_cookie_path",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -401,6 +361,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_connect_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -413,6 +374,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_send_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -425,6 +387,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_read_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -437,6 +400,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_buffering",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -449,6 +413,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_buffer_size",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -461,6 +426,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_buffers",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(2, 2),
         set: |s, d, _| {
@@ -475,6 +441,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_request_buffering",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -487,10 +454,11 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_next_upstream",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 12),
         set: |s, d, _| {
-            loc(s).next_upstream = Some(next_upstream(d)?);
+            loc(s).next_upstream = Some(NextUpstream::parse(d, NextUpstream::PROXY)?);
             Ok(())
         },
         syntax: "proxy_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
@@ -499,6 +467,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_next_upstream_tries",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -511,6 +480,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_next_upstream_timeout",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -523,6 +493,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_intercept_errors",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -535,6 +506,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "proxy_ignore_client_abort",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

@@ -25,10 +25,11 @@ use crate::core::request::{BoxFuture, Content, Outcome, Peer, Request, RequestBo
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
+use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
 use crate::upstream::{self, Attempt, UpConn, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
-use conf::{ProxyConf, Redirect, next};
+use conf::{ProxyConf, Redirect};
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
@@ -77,8 +78,9 @@ impl Content for Proxy {
 
 /// Why an attempt failed.
 struct Fail {
-    /// The `proxy_next_upstream` condition.
-    kind: u16,
+    /// The failure's `proxy_next_upstream` kind (`OFF`: not the peer's
+    /// fault, never retried).
+    kind: NextUpstream,
     /// 502 or 504 (or the upstream's own status).
     code: u16,
     msg: String,
@@ -87,7 +89,7 @@ struct Fail {
     resp: Option<Response>,
 }
 
-fn fail(kind: u16, code: u16, msg: impl Into<String>) -> Fail {
+fn fail(kind: NextUpstream, code: u16, msg: impl Into<String>) -> Fail {
     Fail {
         kind,
         code,
@@ -99,16 +101,16 @@ fn fail(kind: u16, code: u16, msg: impl Into<String>) -> Fail {
 fn io_fail(e: &io::Error, while_: &str) -> Fail {
     if crate::server::worker::is_no_slot(e) {
         // A local shortage: 500, not held against the peer, not retried.
-        fail(0, 500, format!("{e} while {while_}"))
+        fail(NextUpstream::OFF, 500, format!("{e} while {while_}"))
     } else if e.kind() == ErrorKind::TimedOut {
         fail(
-            next::TIMEOUT,
+            NextUpstream::TIMEOUT,
             504,
             format!("upstream timed out (110: Connection timed out) while {while_}"),
         )
     } else {
         fail(
-            next::ERROR,
+            NextUpstream::ERROR,
             502,
             format!("{} while {while_}", crate::core::errlog::errno_text(e)),
         )
@@ -221,9 +223,9 @@ impl Proxy {
                     return Response::new(499);
                 }
                 Err(Gave::Fail(f)) => {
-                    if f.resp.is_none() && f.kind != 0 {
+                    if f.resp.is_none() && f.kind != NextUpstream::OFF {
                         up.finished(peer, false);
-                    } else if f.kind == 0 {
+                    } else if f.kind == NextUpstream::OFF {
                         up.finished(peer, true);
                     }
                     {
@@ -236,12 +238,14 @@ impl Proxy {
                         self.log(req, addr, &uri, &f.msg);
                     }
                     let sent = !f.msg.contains("while connecting");
-                    let can = pc.next_upstream & f.kind != 0
+                    let can = pc.next_upstream.has(f.kind)
                         && !streamed
                         && (pc.next_upstream_tries == 0 || tries < pc.next_upstream_tries)
                         && (pc.next_upstream_timeout.is_zero()
                             || started.elapsed() < pc.next_upstream_timeout)
-                        && (idempotent || pc.next_upstream & next::NON_IDEMPOTENT != 0 || !sent);
+                        && (idempotent
+                            || pc.next_upstream.has(NextUpstream::NON_IDEMPOTENT)
+                            || !sent);
                     if !can {
                         return match f.resp {
                             Some(r) => r,
@@ -304,7 +308,7 @@ impl Proxy {
                 }
                 Err(Retry::Stale) => {
                     return Err(fail(
-                        next::ERROR,
+                        NextUpstream::ERROR,
                         502,
                         "upstream prematurely closed connection while reading response header from upstream",
                     )
@@ -326,18 +330,18 @@ impl Proxy {
         up.responded(peer, t0);
         if h.upgrade && !upgrade {
             return Err(fail(
-                next::INVALID_HEADER,
+                NextUpstream::INVALID_HEADER,
                 502,
                 "upstream sent unexpected 101 while reading response header from upstream",
             )
             .into());
         }
-        let status_bit = next::of_status(h.status);
+        let status_kind = NextUpstream::of_status(h.status);
         let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
         let resp = self.response(req, pc, &h);
-        if status_bit != 0 && pc.next_upstream & status_bit != 0 {
+        if pc.next_upstream.has(status_kind) {
             return Err(Gave::Fail(Fail {
-                kind: status_bit,
+                kind: status_kind,
                 code: h.status,
                 msg: String::new(),
                 resp: Some(
@@ -423,7 +427,7 @@ impl Proxy {
         }
         match self.read_head(conn, pc, is_head, buf).await {
             Ok(h) => Ok(h),
-            Err(f) if f.kind == next::ERROR && buf.is_empty() => Err(Retry::Stale),
+            Err(f) if f.kind == NextUpstream::ERROR && buf.is_empty() => Err(Retry::Stale),
             Err(f) => Err(Retry::Fail(f)),
         }
     }
@@ -442,7 +446,11 @@ impl Proxy {
                 Ok(None) => break,
                 Err(e) => {
                     // Not the peer's fault: no next upstream, no failure counted.
-                    return Err(fail(0, e.status(), "client request body failed"));
+                    return Err(fail(
+                        NextUpstream::OFF,
+                        e.status(),
+                        "client request body failed",
+                    ));
                 }
             };
             if piece.is_empty() {
@@ -488,7 +496,7 @@ impl Proxy {
                     Ok(None) => {}
                     Err(e) => {
                         return Err(fail(
-                            next::INVALID_HEADER,
+                            NextUpstream::INVALID_HEADER,
                             502,
                             format!("{e} while {WHILE}"),
                         ));
@@ -510,7 +518,7 @@ impl Proxy {
             match read_some(conn, buf, pc.read_timeout).await {
                 Ok(0) => {
                     return Err(fail(
-                        next::ERROR,
+                        NextUpstream::ERROR,
                         502,
                         format!("upstream prematurely closed connection while {WHILE}"),
                     ));

@@ -31,6 +31,7 @@ settings! {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "set_real_ip_from",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, env| {
@@ -50,6 +51,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "real_ip_header",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -81,6 +83,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "real_ip_recursive",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

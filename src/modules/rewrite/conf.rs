@@ -230,6 +230,7 @@ fn compile_block(block: &[Directive], e: &mut Env) -> Result<Vec<Op>, ConfError>
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "rewrite",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 3),
         set: |s, d, e| {
@@ -243,6 +244,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "return",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(1, 2),
         set: |s, d, e| {
@@ -256,6 +258,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "set",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 2),
         set: |s, d, e| {
@@ -269,6 +272,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "if",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::block(1, MANY),
         set: |s, d, e| {
@@ -283,6 +287,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "break",
+        ignored: false,
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(0, 0),
         set: |s, _, _| {
@@ -295,6 +300,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "rewrite_log",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -310,6 +316,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "uninitialized_variable_warning",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

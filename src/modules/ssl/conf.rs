@@ -211,6 +211,7 @@ fn ecdh_curve(d: &Directive) -> Result<Option<Arc<[&'static str]>>, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_certificate",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().certificates, d, e),
@@ -220,6 +221,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_certificate_key",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().keys, d, e),
@@ -229,6 +231,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_protocols",
+        ignored: false,
         ctx: Ctx::HS,
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
@@ -241,6 +244,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_ciphers",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -257,6 +261,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_prefer_server_ciphers",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -272,6 +277,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_ecdh_curve",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -284,6 +290,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_session_cache",
+        ignored: false,
         ctx: Ctx::HS,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -296,6 +303,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_session_timeout",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -311,6 +319,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_session_tickets",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -326,6 +335,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_buffer_size",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -351,6 +361,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_handshake_timeout",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
@@ -366,6 +377,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "ssl_reject_handshake",
+        ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {

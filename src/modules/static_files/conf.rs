@@ -44,6 +44,7 @@ fn no_variables(d: &Directive) -> Result<(), ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "root",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
@@ -65,6 +66,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "alias",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: ONE,
         set: |s, d, e| {
@@ -95,6 +97,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "index",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
@@ -107,6 +110,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "sendfile",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -122,6 +126,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "sendfile_max_chunk",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -138,6 +143,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, _| {
@@ -182,6 +188,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache_valid",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -197,6 +204,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache_min_uses",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -213,6 +221,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "open_file_cache_errors",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -228,6 +237,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "etag",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().get_mut::<StaticConfSet>().etag, flag(d, 0)?, d),
@@ -237,6 +247,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "if_modified_since",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -258,6 +269,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "max_ranges",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {

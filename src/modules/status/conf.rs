@@ -8,6 +8,7 @@ use std::sync::Arc;
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "stub_status",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 1),
         set: |s, d, _| {
@@ -20,6 +21,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "metrics",
+        ignored: false,
         ctx: Ctx::LOCATION,
         arity: Arity::args(0, 0),
         set: |s, d, _| s.set_content(d, Arc::new(Metrics)),

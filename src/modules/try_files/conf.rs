@@ -7,6 +7,7 @@ use crate::core::vars::Template;
 
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "try_files",
+    ignored: false,
     ctx: Ctx::SERVER.or(Ctx::LOCATION),
     arity: Arity::args(2, MANY),
     set: |s, d, e| {

@@ -87,6 +87,7 @@ fn flags(d: &Directive) -> Result<String, ConfError> {
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "userid",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
@@ -109,6 +110,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_name",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut loc(s).name, Arc::from(d.arg(0)), d),
@@ -118,6 +120,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_domain",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -133,6 +136,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_path",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| set_once(&mut loc(s).path, Arc::from(d.arg(0)), d),
@@ -142,6 +146,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_expires",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -164,6 +169,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_p3p",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -179,6 +185,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_mark",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -195,6 +202,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_service",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
@@ -207,6 +215,7 @@ pub static DIRECTIVES: &[Def] = &[
     },
     Def {
         name: "userid_flags",
+        ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
