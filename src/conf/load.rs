@@ -235,7 +235,7 @@ fn build_http(
     for hook in env.modules.iter().filter_map(|m| m.hooks.http) {
         hook(&mut http.conf, env)?;
     }
-    let http_conf = http.conf.resolve(&base);
+    let http_conf = http.conf.resolve(&base).with_hooks(env.modules);
     let pipeline = Arc::new(Pipeline::new(env.modules));
 
     // Servers in order, and for each address the servers listening on it.
@@ -313,7 +313,7 @@ fn build_server(
     pipeline: &Arc<Pipeline>,
     env: &mut Env,
 ) -> Result<(Arc<Server>, Vec<ListenSpec>), ConfError> {
-    let conf = srv.conf.resolve(http);
+    let conf = srv.conf.resolve(http).with_hooks(env.modules);
     let mut listens = srv.listens;
     if listens.is_empty() {
         // nginx listens on *:80 when run as root, *:8000 otherwise.
@@ -349,7 +349,7 @@ fn build_server(
     let mut locs = Vec::new();
     for l in srv.locations {
         let span = l.span.clone();
-        let built = build_location(l, &conf);
+        let built = build_location(l, &conf, env.modules);
         if built.kind == LocKind::Named {
             if named.contains_key(&built.pattern) {
                 return Err(ConfError::new(
@@ -384,12 +384,16 @@ fn build_server(
     Ok((Arc::new(server), listens))
 }
 
-fn build_location(l: LocationConf, parent: &LocConf) -> Location {
-    let conf = l.conf.resolve(parent);
+fn build_location(
+    l: LocationConf,
+    parent: &LocConf,
+    modules: &'static [&'static Module],
+) -> Location {
+    let conf = l.conf.resolve(parent).with_hooks(modules);
     let nested = l
         .locations
         .into_iter()
-        .map(|n| build_location(n, &conf))
+        .map(|n| build_location(n, &conf, modules))
         .collect();
     Location {
         kind: l.kind,

@@ -2,7 +2,7 @@
 //! and the `settings!` macro that gives each module its inheritable settings.
 
 use super::ast::Span;
-use crate::core::module::{AnySet, Module, Settings, SettingsKind, SettingsSet};
+use crate::core::module::{AnySet, LevelHooks, Module, Settings, SettingsKind, SettingsSet};
 use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -110,6 +110,9 @@ pub struct LocConfSet {
 pub struct LocConf {
     pub core: CoreConf,
     mods: Box<[Arc<dyn Any + Send + Sync>]>,
+    /// The modules' ordered hooks these settings use (see `LevelHooks`),
+    /// set when the level is built.
+    pub hooks: Arc<LevelHooks>,
 }
 
 impl LocConfSet {
@@ -133,8 +136,11 @@ impl LocConfSet {
         (set as &dyn Any).downcast_ref::<S>()
     }
 
+    /// This level's settings over its parent's; `hooks` are the parent's
+    /// until the load sets this level's own (`LocConf::with_hooks`).
     pub fn resolve(&self, parent: &LocConf) -> LocConf {
         LocConf {
+            hooks: parent.hooks.clone(),
             core: self.core.resolve(&parent.core),
             mods: parent
                 .mods
@@ -171,7 +177,14 @@ impl LocConf {
         LocConf {
             core: CoreConf::default(),
             mods: settings_kinds(modules).map(|k| (k.default)()).collect(),
+            hooks: Arc::default(),
         }
+    }
+
+    /// These settings with the hooks of `modules` they use.
+    pub fn with_hooks(mut self, modules: &[&'static Module]) -> LocConf {
+        self.hooks = Arc::new(LevelHooks::new(modules, &self));
+        self
     }
 
     /// A module's settings at this level.

@@ -10,6 +10,7 @@
 //! or `core` names a module.
 
 use crate::conf::ast::ConfError;
+use crate::conf::model::LocConf;
 use crate::conf::table::{Def, Env};
 use crate::core::message::response::Response;
 use crate::core::request::{BoxFuture, Outcome, Request, RequestBody};
@@ -51,11 +52,13 @@ impl Module {
 }
 
 /// A hook with its place among the other modules' hooks of the same kind
-/// (lower runs first).
+/// (lower runs first), and the test of whether a level's settings use it: a
+/// level's requests run only the hooks it uses.
 #[derive(Clone, Copy)]
 pub struct Ordered<F> {
     pub order: u16,
     pub run: F,
+    pub active: fn(&LocConf) -> bool,
 }
 
 /// What a phase hook decided.
@@ -167,46 +170,73 @@ pub struct ListenBuild<'a> {
     pub servers: &'a [Arc<crate::core::route::Server>],
 }
 
-/// The hooks of every module, in order: what a request runs.
+/// The hooks every level of a load runs: those that act on a level's own
+/// data (the rewrite script, try_files) and the default content.
 #[derive(Default)]
 pub struct Pipeline {
-    pub post_read: Vec<PostReadHook>,
     pub rewrite: Vec<RewriteHook>,
-    pub access: Vec<AccessHook>,
     pub precontent: Vec<PrecontentHook>,
     pub default_content: Option<DefaultContentHook>,
-    pub filters: Vec<FilterHook>,
 }
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("post_read", &self.post_read.len())
             .field("rewrite", &self.rewrite.len())
-            .field("access", &self.access.len())
             .field("precontent", &self.precontent.len())
-            .field("filters", &self.filters.len())
             .finish()
     }
 }
 
 impl Pipeline {
     pub fn new(modules: &[&'static Module]) -> Pipeline {
-        fn ordered<F: Copy>(
+        Pipeline {
+            rewrite: modules.iter().filter_map(|m| m.hooks.rewrite).collect(),
+            precontent: modules.iter().filter_map(|m| m.hooks.precontent).collect(),
+            default_content: modules.iter().find_map(|m| m.hooks.default_content),
+        }
+    }
+}
+
+/// The ordered hooks one level's settings use, in order: a location
+/// without limits, access rules or header changes runs none of theirs.
+#[derive(Default)]
+pub struct LevelHooks {
+    pub post_read: Vec<PostReadHook>,
+    pub access: Vec<AccessHook>,
+    pub filters: Vec<FilterHook>,
+}
+
+impl std::fmt::Debug for LevelHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelHooks")
+            .field("post_read", &self.post_read.len())
+            .field("access", &self.access.len())
+            .field("filters", &self.filters.len())
+            .finish()
+    }
+}
+
+impl LevelHooks {
+    /// The hooks of `modules` that the settings `conf` use.
+    pub fn new(modules: &[&'static Module], conf: &LocConf) -> LevelHooks {
+        fn active<F: Copy>(
             modules: &[&'static Module],
+            conf: &LocConf,
             pick: impl Fn(&Hooks) -> Option<Ordered<F>>,
         ) -> Vec<F> {
-            let mut v: Vec<Ordered<F>> = modules.iter().filter_map(|m| pick(&m.hooks)).collect();
+            let mut v: Vec<Ordered<F>> = modules
+                .iter()
+                .filter_map(|m| pick(&m.hooks))
+                .filter(|h| (h.active)(conf))
+                .collect();
             v.sort_by_key(|h| h.order);
             v.into_iter().map(|h| h.run).collect()
         }
-        Pipeline {
-            post_read: ordered(modules, |h| h.post_read),
-            rewrite: modules.iter().filter_map(|m| m.hooks.rewrite).collect(),
-            access: ordered(modules, |h| h.access),
-            precontent: modules.iter().filter_map(|m| m.hooks.precontent).collect(),
-            default_content: modules.iter().find_map(|m| m.hooks.default_content),
-            filters: ordered(modules, |h| h.filter),
+        LevelHooks {
+            post_read: active(modules, conf, |h| h.post_read),
+            access: active(modules, conf, |h| h.access),
+            filters: active(modules, conf, |h| h.filter),
         }
     }
 }

@@ -260,8 +260,8 @@ impl<'a> Request<'a> {
 
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
-        let pipeline: &'a Pipeline = &self.server.pipeline;
-        for hook in &pipeline.post_read {
+        let server: &'a Server = self.server;
+        for hook in &server.conf.hooks.post_read {
             hook(self);
         }
         self.server_name_captures();
@@ -294,7 +294,8 @@ impl<'a> Request<'a> {
         if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
             resp.status = s;
         }
-        for filter in &pipeline.filters {
+        let conf: &'a LocConf = self.conf;
+        for filter in &conf.hooks.filters {
             filter(self, &mut resp);
         }
         resp
@@ -362,7 +363,8 @@ impl<'a> Request<'a> {
                 }
             }
             let pipeline: &'a Pipeline = &server.pipeline;
-            for hook in &pipeline.access {
+            let conf: &'a LocConf = self.conf;
+            for hook in &conf.hooks.access {
                 match hook(self, body) {
                     Phase::Next => {}
                     Phase::Respond(r) => return r,

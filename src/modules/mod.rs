@@ -153,6 +153,22 @@ mod tests {
     }
 
     #[test]
+    fn a_level_runs_only_the_hooks_its_settings_use() {
+        use crate::conf::model::{LocConf, LocConfSet, assign_slots};
+        use crate::core::module::LevelHooks;
+        assign_slots(MODULES);
+        let defaults = LocConf::defaults(MODULES);
+        let none = LevelHooks::new(MODULES, &defaults);
+        assert!(none.post_read.is_empty() && none.access.is_empty() && none.filters.is_empty());
+        let mut set = LocConfSet::default();
+        set.get_mut::<headers::conf::HeadersConfSet>().expires = Some(headers::conf::Expires::Max);
+        set.get_mut::<userid::conf::UseridConfSet>().enable = Some(userid::conf::Enable::On);
+        let some = LevelHooks::new(MODULES, &set.resolve(&defaults));
+        assert_eq!(some.filters.len(), 2);
+        assert!(some.access.is_empty());
+    }
+
+    #[test]
     fn version_names_nginx_modules_as_configure_does() {
         let v = super::version_text(MODULES);
         assert!(v.starts_with("nginx version: vireo/"), "{v}");

@@ -102,15 +102,12 @@ pub static MODULE: Module = Module {
     hooks: Hooks {
         access: Some(Ordered {
             order: 30,
-            run: |req, _| {
-                let c = req.conf.get::<conf::AccessConf>();
-                let a = req
-                    .conf
-                    .get::<crate::modules::auth_basic::conf::AuthBasicConf>();
-                if c.rules.is_empty() && a.realm.is_none() {
-                    return Phase::Next;
-                }
-                Phase::Wait(Box::pin(phase(req)))
+            run: |req, _| Phase::Wait(Box::pin(phase(req))),
+            active: |c| {
+                !c.get::<conf::AccessConf>().rules.is_empty()
+                    || c.get::<crate::modules::auth_basic::conf::AuthBasicConf>()
+                        .realm
+                        .is_some()
             },
         }),
         ..Hooks::NONE

@@ -366,6 +366,7 @@ pub static MODULE: Module = Module {
         filter: Some(Ordered {
             order: 20,
             run: filter,
+            active: |c| c.get::<CompressConf>().any_dynamic(),
         }),
         ..Hooks::NONE
     },

@@ -175,6 +175,10 @@ pub static MODULE: Module = Module {
         filter: Some(Ordered {
             order: 10,
             run: filter,
+            active: |c| {
+                let h = c.get::<HeadersConf>();
+                !h.add_header.is_empty() || h.expires != Expires::Off
+            },
         }),
         ..Hooks::NONE
     },

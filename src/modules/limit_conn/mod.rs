@@ -172,6 +172,7 @@ pub static MODULE: Module = Module {
                 Some(r) => Phase::Respond(r),
                 None => Phase::Next,
             },
+            active: |c| !c.get::<conf::LimitConnConf>().limits.is_empty(),
         }),
         ..Hooks::NONE
     },

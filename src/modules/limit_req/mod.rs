@@ -325,13 +325,11 @@ pub static MODULE: Module = Module {
     hooks: Hooks {
         access: Some(Ordered {
             order: 10,
-            run: |req, body| {
-                let limits = &req.conf.get::<conf::LimitReqConf>().limits;
-                if limits.is_empty() || req.state.ext.get::<Decided>().is_some() {
-                    return Phase::Next;
-                }
-                Phase::Wait(Box::pin(apply(req, body)))
+            run: |req, body| match req.state.ext.get::<Decided>() {
+                Some(_) => Phase::Next,
+                None => Phase::Wait(Box::pin(apply(req, body))),
             },
+            active: |c| !c.get::<conf::LimitReqConf>().limits.is_empty(),
         }),
         ..Hooks::NONE
     },

@@ -132,6 +132,11 @@ fn parse_addr_port(s: &[u8]) -> Option<SocketAddr> {
     s.parse().ok()
 }
 
+/// Some `set_real_ip_from` applies at this level.
+fn active(c: &crate::conf::model::LocConf) -> bool {
+    !c.get::<RealipConf>().from.is_empty()
+}
+
 /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`: applied when
 /// the request is read (server level) and again in its location, first of
 /// the access hooks.
@@ -144,6 +149,7 @@ pub static MODULE: Module = Module {
         post_read: Some(Ordered {
             order: 10,
             run: apply,
+            active,
         }),
         access: Some(Ordered {
             order: 0,
@@ -151,6 +157,7 @@ pub static MODULE: Module = Module {
                 apply(req);
                 Phase::Next
             },
+            active,
         }),
         ..Hooks::NONE
     },

@@ -274,6 +274,7 @@ pub static MODULE: Module = Module {
         filter: Some(Ordered {
             order: 15,
             run: filter,
+            active: |c| c.get::<UseridConf>().enable >= Enable::V1,
         }),
         ..Hooks::NONE
     },
