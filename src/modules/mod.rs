@@ -161,8 +161,10 @@ mod tests {
         let none = LevelHooks::new(MODULES, &defaults);
         assert!(none.post_read.is_empty() && none.access.is_empty() && none.filters.is_empty());
         let mut set = LocConfSet::default();
-        set.get_mut::<headers::conf::HeadersConfSet>().expires = Some(headers::conf::Expires::Max);
-        set.get_mut::<userid::conf::UseridConfSet>().enable = Some(userid::conf::Enable::On);
+        set.get_mut::<super::headers::conf::HeadersConfSet>()
+            .expires = Some(headers::conf::Expires::Max);
+        set.get_mut::<super::userid::conf::UseridConfSet>().enable =
+            Some(super::userid::conf::Enable::On);
         let some = LevelHooks::new(MODULES, &set.resolve(&defaults));
         assert_eq!(some.filters.len(), 2);
         assert!(some.access.is_empty());
