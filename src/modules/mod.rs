@@ -162,7 +162,7 @@ mod tests {
         assert!(none.post_read.is_empty() && none.access.is_empty() && none.filters.is_empty());
         let mut set = LocConfSet::default();
         set.get_mut::<super::headers::conf::HeadersConfSet>()
-            .expires = Some(headers::conf::Expires::Max);
+            .expires = Some(super::headers::conf::Expires::Max);
         set.get_mut::<super::userid::conf::UseridConfSet>().enable =
             Some(super::userid::conf::Enable::On);
         let some = LevelHooks::new(MODULES, &set.resolve(&defaults));
