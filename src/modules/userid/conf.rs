@@ -54,6 +54,11 @@ fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut UseridConfSet {
     s.loc().get_mut::<UseridConfSet>()
 }
 
+/// The argument, or `None` for `none`.
+fn unless_none(d: &Directive) -> Option<&str> {
+    Some(d.arg(0)).filter(|v| *v != "none")
+}
+
 fn flags(d: &Directive) -> Result<String, ConfError> {
     if d.args.len() == 1 && d.arg(0) == "off" {
         return Ok(String::new());
@@ -124,10 +129,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            let v = match d.arg(0) {
-                "none" => None,
-                v => Some(Arc::from(format!("; domain={v}"))),
-            };
+            let v = unless_none(d).map(|v| Arc::from(format!("; domain={v}")));
             set_once(&mut loc(s).domain, v, d)
         },
         syntax: "userid_domain name | none;",
@@ -172,13 +174,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| {
-            let v = match d.arg(0) {
-                "none" => None,
-                v => Some(Arc::from(v)),
-            };
-            set_once(&mut loc(s).p3p, v, d)
-        },
+        set: |s, d, _| set_once(&mut loc(s).p3p, unless_none(d).map(Arc::from), d),
         syntax: "userid_p3p string | none;",
         default: "none",
         doc: "A `P3P` header sent with the cookie.\n\n```nginx\nuserid_p3p 'policyref=\"/w3c/p3p.xml\", CP=\"CUR ADM OUR NOR STA NID\"';\n```",
