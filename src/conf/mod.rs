@@ -2,7 +2,6 @@
 
 pub mod ast;
 pub mod core_directives;
-pub mod examples;
 pub mod lexer;
 pub mod load;
 pub mod model;

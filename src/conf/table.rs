@@ -153,8 +153,8 @@ pub type Setter = fn(&mut Scope<'_>, &Directive, &mut Env) -> Result<(), ConfErr
 pub struct Def {
     pub name: &'static str,
     /// Accepted for nginx compatibility and ignored: the walker logs a notice
-    /// giving `doc` as the reason instead of calling `set`, and the reference
-    /// says so.
+    /// giving `doc` up to its example block as the reason instead of calling
+    /// `set`, and the reference says so.
     pub ignored: bool,
     pub ctx: Ctx,
     pub arity: Arity,
@@ -163,7 +163,16 @@ pub struct Def {
     pub syntax: &'static str,
     /// Default as nginx documents it, or "—".
     pub default: &'static str,
+    /// Markdown for the reference, ending in a ```` ```nginx ```` example block.
     pub doc: &'static str,
+}
+
+impl Def {
+    /// `doc` split before its example block: (text, "\n\n```nginx …```").
+    fn doc_and_example(&self) -> (&'static str, &'static str) {
+        let doc = self.doc;
+        doc.split_at(doc.find("\n\n```").unwrap_or(doc.len()))
+    }
 }
 
 /// State carried while walking the configuration tree: the modules of this
@@ -213,7 +222,7 @@ impl Env {
             check(def, d, scope.ctx())?;
             self.vars.at(&d.span);
             if def.ignored {
-                self.ignore(d, def.doc);
+                self.ignore(d, def.doc_and_example().0);
             } else {
                 (def.set)(scope, d, self)?;
             }
@@ -296,19 +305,15 @@ pub fn reference_markdown(modules: &[&'static Module]) -> String {
     );
     for d in defs {
         let doc = if d.ignored {
+            let (why, example) = d.doc_and_example();
             format!(
-                "Accepted for nginx compatibility and ignored, with a notice in the error log: {}.",
-                d.doc
+                "Accepted for nginx compatibility and ignored, with a notice in the error log: {why}.{example}"
             )
         } else {
             d.doc.to_string()
         };
-        let example = match super::examples::example(d.name) {
-            Some(e) if !d.doc.contains("```") => format!("\n\n```nginx\n{e}\n```"),
-            _ => String::new(),
-        };
         out.push_str(&format!(
-            "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}{example}\n\n",
+            "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}\n\n",
             d.name,
             d.syntax,
             d.default,
@@ -317,4 +322,21 @@ pub fn reference_markdown(modules: &[&'static Module]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignored_notice_gives_the_reason_without_the_example() {
+        let mut env = Env::new(std::path::PathBuf::new(), &[]);
+        let mut main = MainConf::default();
+        let d = Directive::test("pcre_jit", &["on"], 3);
+        env.walk(&[d], &mut Scope::Main(&mut main)).unwrap();
+        assert_eq!(
+            env.notices,
+            ["\"pcre_jit\" directive is ignored: vireo's regex engine needs no JIT in t.conf:3"]
+        );
+    }
 }

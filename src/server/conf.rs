@@ -49,7 +49,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "user user [group];",
         default: "— (stay as started)",
-        doc: "When started as root: after the listening sockets are bound, the pid file written and the logs opened, switch to this user and group (the user's primary group when omitted) before serving. Ignored, with a notice, when not started as root. See docs/operations.md for what this means for reloads and upgrades.",
+        doc: "When started as root: after the listening sockets are bound, the pid file written and the logs opened, switch to this user and group (the user's primary group when omitted) before serving. Ignored, with a notice, when not started as root. See docs/operations.md for what this means for reloads and upgrades.\n\n```nginx\nuser www-data;\n```",
     },
     Def {
         name: "worker_shutdown_timeout",
@@ -59,6 +59,6 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.main().worker_shutdown_timeout, time(d, 0)?, d),
         syntax: "worker_shutdown_timeout time;",
         default: "— (wait for every connection)",
-        doc: "The drain timeout: how long a draining worker (graceful stop, the old binary after an upgrade, a worker retired by a reload) waits for its connections, long downloads and other long-lived ones included, before closing them.",
+        doc: "The drain timeout: how long a draining worker (graceful stop, the old binary after an upgrade, a worker retired by a reload) waits for its connections, long downloads and other long-lived ones included, before closing them.\n\n```nginx\nworker_shutdown_timeout 30s;\n```",
     },
 ];

@@ -43,7 +43,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().get_mut::<Http2ConfSet>().http2, flag(d, 0)?, d),
         syntax: "http2 on | off;",
         default: "off",
-        doc: "Speaks HTTP/2 on this server's addresses, as `listen … http2` does: an address speaks it when any of its servers says so (nginx ≥ 1.25.1). Cleartext connections that open with the HTTP/2 preface (prior knowledge, `curl --http2-prior-knowledge`) get HTTP/2; HTTP/1 clients on the same address keep working. See docs/http2.md.",
+        doc: "Speaks HTTP/2 on this server's addresses, as `listen … http2` does: an address speaks it when any of its servers says so (nginx ≥ 1.25.1). Cleartext connections that open with the HTTP/2 preface (prior knowledge, `curl --http2-prior-knowledge`) get HTTP/2; HTTP/1 clients on the same address keep working. See docs/http2.md.\n\n```nginx\nserver { listen 80; http2 on; }\n```",
     },
     Def {
         name: "http2_max_concurrent_streams",
@@ -60,7 +60,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "http2_max_concurrent_streams number;",
         default: "128",
-        doc: "Most streams (requests) a client may have open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused with RST_STREAM(REFUSED_STREAM).",
+        doc: "Most streams (requests) a client may have open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused with RST_STREAM(REFUSED_STREAM).\n\n```nginx\nhttp2_max_concurrent_streams 64;\n```",
     },
     Def {
         name: "http2_chunk_size",
@@ -77,7 +77,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "http2_chunk_size size;",
         default: "8k",
-        doc: "Most response body bytes sent in one piece on a stream before the other streams get a turn (and before a file is read further).",
+        doc: "Most response body bytes sent in one piece on a stream before the other streams get a turn (and before a file is read further).\n\n```nginx\nhttp2_chunk_size 16k;\n```",
     },
     Def {
         name: "http2_body_preread_size",
@@ -94,6 +94,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "http2_body_preread_size size;",
         default: "64k",
-        doc: "Request body bytes a client may send on a stream before the handler reads them: the initial stream window (SETTINGS_INITIAL_WINDOW_SIZE). The window is reopened as the handler consumes the body.",
+        doc: "Request body bytes a client may send on a stream before the handler reads them: the initial stream window (SETTINGS_INITIAL_WINDOW_SIZE). The window is reopened as the handler consumes the body.\n\n```nginx\nhttp2_body_preread_size 128k;\n```",
     },
 ];

@@ -64,7 +64,12 @@ fn add_rule(s: &mut Scope<'_>, d: &Directive, env: &mut Env, deny: bool) -> Resu
     Ok(())
 }
 
-const RULE_DOC: &str = "Rules are checked in the order written, `allow` and `deny` together; the first that matches the client address decides, and a client no rule matches is allowed. The argument is an address (`192.168.1.1`, `2001:db8::1`), a network (`10.0.0.0/8`, `2001:db8::/32`), `unix:` (clients on a unix socket) or `all`. A rule only concerns clients of its family (an IPv4 network never matches an IPv6 client; `all` matches every client). A level with any `allow`/`deny` replaces all the rules it would inherit. The address is the one realip set, when it did. A denied request gets 403 and the error log line `access forbidden by rule`.";
+/// The doc `allow` and `deny` share (a macro, so each can `concat!` its own example).
+macro_rules! rule_doc {
+    () => {
+        "Rules are checked in the order written, `allow` and `deny` together; the first that matches the client address decides, and a client no rule matches is allowed. The argument is an address (`192.168.1.1`, `2001:db8::1`), a network (`10.0.0.0/8`, `2001:db8::/32`), `unix:` (clients on a unix socket) or `all`. A rule only concerns clients of its family (an IPv4 network never matches an IPv6 client; `all` matches every client). A level with any `allow`/`deny` replaces all the rules it would inherit. The address is the one realip set, when it did. A denied request gets 403 and the error log line `access forbidden by rule`."
+    };
+}
 
 pub static DIRECTIVES: &[Def] = &[
     Def {
@@ -75,7 +80,10 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, env| add_rule(s, d, env, false),
         syntax: "allow address | CIDR | unix: | all;",
         default: "—",
-        doc: RULE_DOC,
+        doc: concat!(
+            rule_doc!(),
+            "\n\n```nginx\nlocation /admin/ {\n    allow 192.168.1.0/24;\n    allow 2001:db8::/32;\n    deny all;\n}\n```"
+        ),
     },
     Def {
         name: "deny",
@@ -85,7 +93,10 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, env| add_rule(s, d, env, true),
         syntax: "deny address | CIDR | unix: | all;",
         default: "—",
-        doc: RULE_DOC,
+        doc: concat!(
+            rule_doc!(),
+            "\n\n```nginx\ndeny 192.168.1.1;\nallow 192.168.1.0/24;\ndeny all;\n```"
+        ),
     },
     Def {
         name: "satisfy",
@@ -109,6 +120,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "satisfy all | any;",
         default: "all",
-        doc: "How `allow`/`deny` and `auth_basic` combine: with `all` the request needs every one of them that has something to check to let it through; with `any` one is enough. When none lets it through under `any`, an authentication failure (401 with the `WWW-Authenticate` challenge) wins over a denial by address (403), as in nginx.",
+        doc: "How `allow`/`deny` and `auth_basic` combine: with `all` the request needs every one of them that has something to check to let it through; with `any` one is enough. When none lets it through under `any`, an authentication failure (401 with the `WWW-Authenticate` challenge) wins over a denial by address (403), as in nginx.\n\n```nginx\nlocation /private/ {\n    satisfy any;\n    allow 10.0.0.0/8;\n    deny all;\n    auth_basic \"Staff\";\n    auth_basic_user_file conf/htpasswd;\n}\n```",
     },
 ];

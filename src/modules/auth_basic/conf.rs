@@ -34,7 +34,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "auth_basic string | off;",
         default: "off",
-        doc: "Asks for a user name and password (HTTP basic authentication) checked against `auth_basic_user_file`; the string is the realm sent in `WWW-Authenticate: Basic realm=\"…\"` and may hold variables. A request without credentials, or with a wrong user or password, gets 401 with that challenge; one that passes sets `$remote_user`. `off` cancels an inherited `auth_basic`. How it combines with `allow`/`deny` is `satisfy`'s business.",
+        doc: "Asks for a user name and password (HTTP basic authentication) checked against `auth_basic_user_file`; the string is the realm sent in `WWW-Authenticate: Basic realm=\"…\"` and may hold variables. A request without credentials, or with a wrong user or password, gets 401 with that challenge; one that passes sets `$remote_user`. `off` cancels an inherited `auth_basic`. How it combines with `allow`/`deny` is `satisfy`'s business.\n\n```nginx\nauth_basic \"Restricted area\";\nauth_basic_user_file conf/htpasswd;\n```",
     },
     Def {
         name: "auth_basic_user_file",
@@ -53,6 +53,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "auth_basic_user_file file;",
         default: "—",
-        doc: "The password file, in Apache's htpasswd format: `user:password[:comment]` lines, `#` comments; the first line with the user's name counts. Passwords may be bcrypt (`$2y$`, `$2a$`, `$2b$`), Apache MD5 (`$apr1$`), `{SHA}`, `{SSHA}`, `{PLAIN}`, or anything the system's crypt(3) knows (DES, `$1$` MD5, `$5$` SHA-256, `$6$` SHA-512, `$y$` yescrypt); `htpasswd -B` or `openssl passwd -6` make them. A relative path is taken from the prefix; the path may hold variables. The file is read again when it changes. A file that does not exist gives 403, one that cannot be read 500, both logged.",
+        doc: "The password file, in Apache's htpasswd format: `user:password[:comment]` lines, `#` comments; the first line with the user's name counts. Passwords may be bcrypt (`$2y$`, `$2a$`, `$2b$`), Apache MD5 (`$apr1$`), `{SHA}`, `{SSHA}`, `{PLAIN}`, or anything the system's crypt(3) knows (DES, `$1$` MD5, `$5$` SHA-256, `$6$` SHA-512, `$y$` yescrypt); `htpasswd -B` or `openssl passwd -6` make them. A relative path is taken from the prefix; the path may hold variables. The file is read again when it changes. A file that does not exist gives 403, one that cannot be read 500, both logged.\n\n```nginx\nauth_basic_user_file /etc/vireo/htpasswd;\n```",
     },
 ];

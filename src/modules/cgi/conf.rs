@@ -63,7 +63,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: push_param,
         syntax: "cgi_param name value [if_not_empty];",
         default: "—",
-        doc: "An environment variable for CGI programs (replacing one of the same name); the value may hold variables.",
+        doc: "An environment variable for CGI programs (replacing one of the same name); the value may hold variables.\n\n```nginx\ncgi_param APP_ENV production;\ncgi_param HTTP_X_USER $remote_user if_not_empty;\n```",
     },
     Def {
         name: "cgi_read_timeout",
@@ -76,7 +76,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "cgi_read_timeout time;",
         default: "60s",
-        doc: "How long a CGI program may stay silent: before its head this answers 504; later it ends the response and the process is killed.",
+        doc: "How long a CGI program may stay silent: before its head this answers 504; later it ends the response and the process is killed.\n\n```nginx\ncgi_read_timeout 30s;\n```",
     },
     Def {
         name: "cgi_max_processes",
@@ -89,7 +89,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "cgi_max_processes number;",
         default: "32",
-        doc: "CGI processes one worker runs at once; a request beyond is answered with 503.",
+        doc: "CGI processes one worker runs at once; a request beyond is answered with 503.\n\n```nginx\ncgi_max_processes 32;\n```",
     },
     Def {
         name: "cgi_buffer_size",
@@ -102,6 +102,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "cgi_buffer_size size;",
         default: "8k",
-        doc: "The largest response head a CGI program may write; a bigger one is answered with 502.",
+        doc: "The largest response head a CGI program may write; a bigger one is answered with 502.\n\n```nginx\ncgi_buffer_size 8k;\n```",
     },
 ];

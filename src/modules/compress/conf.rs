@@ -270,7 +270,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip on | off;",
         default: "off",
-        doc: "Compress responses with gzip on the fly: responses with status 200, 403 or 404 whose type is in `gzip_types` and whose length is at least `gzip_min_length` (or unknown), to clients whose Accept-Encoding allows gzip, when `gzip_http_version`, `gzip_proxied` and `gzip_disable` let it. The body is compressed as it is sent (files are read in pieces, streamed bodies piece by piece) and goes out chunked; an unbuffered upstream response (`proxy_buffering off`, `fastcgi_buffering off`, `X-Accel-Buffering: no`) is flushed whenever the upstream pauses; bodies up to 256 KiB are compressed at once and keep a Content-Length. Compressed responses carry `Content-Encoding`, a weak ETag (`W/`) and no `Accept-Ranges`. HEAD requests, ranges (206), 304 and responses that already have a Content-Encoding are left alone. When brotli or zstd are on too, the client's q-values choose; equal ones go br, then zstd, then gzip.",
+        doc: "Compress responses with gzip on the fly: responses with status 200, 403 or 404 whose type is in `gzip_types` and whose length is at least `gzip_min_length` (or unknown), to clients whose Accept-Encoding allows gzip, when `gzip_http_version`, `gzip_proxied` and `gzip_disable` let it. The body is compressed as it is sent (files are read in pieces, streamed bodies piece by piece) and goes out chunked; an unbuffered upstream response (`proxy_buffering off`, `fastcgi_buffering off`, `X-Accel-Buffering: no`) is flushed whenever the upstream pauses; bodies up to 256 KiB are compressed at once and keep a Content-Length. Compressed responses carry `Content-Encoding`, a weak ETag (`W/`) and no `Accept-Ranges`. HEAD requests, ranges (206), 304 and responses that already have a Content-Encoding are left alone. When brotli or zstd are on too, the client's q-values choose; equal ones go br, then zstd, then gzip.\n\n```nginx\ngzip on;\n```",
     },
     Def {
         name: "gzip_types",
@@ -286,7 +286,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_types mime-type …;",
         default: "text/html",
-        doc: "MIME types compressed with gzip, besides `text/html` which always is; `*` is any type. Parameters of the response's Content-Type (`; charset=…`) are ignored.",
+        doc: "MIME types compressed with gzip, besides `text/html` which always is; `*` is any type. Parameters of the response's Content-Type (`; charset=…`) are ignored.\n\n```nginx\ngzip_types text/css application/javascript application/json image/svg+xml;\n```",
     },
     Def {
         name: "gzip_min_length",
@@ -302,7 +302,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_min_length length;",
         default: "20",
-        doc: "Responses shorter than this (by their known length) are sent uncompressed.",
+        doc: "Responses shorter than this (by their known length) are sent uncompressed.\n\n```nginx\ngzip_min_length 1000;\n```",
     },
     Def {
         name: "gzip_comp_level",
@@ -318,7 +318,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_comp_level level;",
         default: "1",
-        doc: "gzip compression level, 1 (fastest) to 9 (smallest). The encoder is zlib-rs, whose levels 3–6 use zlib-ng's faster \"medium\" strategy.",
+        doc: "gzip compression level, 1 (fastest) to 9 (smallest). The encoder is zlib-rs, whose levels 3–6 use zlib-ng's faster \"medium\" strategy.\n\n```nginx\ngzip_comp_level 5;\n```",
     },
     Def {
         name: "gzip_buffers",
@@ -328,7 +328,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |_, d, _| buffers(d),
         syntax: "gzip_buffers number size;",
         default: "32 4k | 16 8k",
-        doc: "Accepted for compatibility and checked, without effect: the encoders work on 64 KiB pieces of input and hand each piece of output to the connection as it is produced.",
+        doc: "Accepted for compatibility and checked, without effect: the encoders work on 64 KiB pieces of input and hand each piece of output to the connection as it is produced.\n\n```nginx\ngzip_buffers 16 8k;\n```",
     },
     Def {
         name: "gzip_http_version",
@@ -349,7 +349,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_http_version 1.0 | 1.1;",
         default: "1.1",
-        doc: "Lowest HTTP version of a request whose response is compressed (by any coding, and for `*_static on`). An HTTP/1.0 response of unknown compressed length ends with the connection.",
+        doc: "Lowest HTTP version of a request whose response is compressed (by any coding, and for `*_static on`). An HTTP/1.0 response of unknown compressed length ends with the connection.\n\n```nginx\ngzip_http_version 1.0;\n```",
     },
     Def {
         name: "gzip_proxied",
@@ -365,7 +365,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_proxied off | expired | no-cache | no-store | private | no_last_modified | no_etag | auth | any …;",
         default: "off",
-        doc: "Whether to compress responses to proxied requests (those with a `Via` header), as nginx decides it: `off` never; `any` always; `auth` when the request has Authorization; otherwise a response with `Expires` is compressed only with `expired` and an expiry before its Date, one with `Cache-Control` only when it says `no-cache`, `no-store` or `private` and that flag is listed; with neither, `no_last_modified` and `no_etag` refuse responses that have those headers. Applies to every coding and to `*_static on`.",
+        doc: "Whether to compress responses to proxied requests (those with a `Via` header), as nginx decides it: `off` never; `any` always; `auth` when the request has Authorization; otherwise a response with `Expires` is compressed only with `expired` and an expiry before its Date, one with `Cache-Control` only when it says `no-cache`, `no-store` or `private` and that flag is listed; with neither, `no_last_modified` and `no_etag` refuse responses that have those headers. Applies to every coding and to `*_static on`.\n\n```nginx\ngzip_proxied expired no-cache no-store private auth;\n```",
     },
     Def {
         name: "gzip_disable",
@@ -375,7 +375,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| disable(&mut s.loc().get_mut::<CompressConfSet>().gzip_disable, d),
         syntax: "gzip_disable regex …;",
         default: "—",
-        doc: "No compression (any coding, and no `*_static on` variant) for requests whose User-Agent matches one of these case-insensitive regular expressions. The mask `msie6` stands for MSIE 4–6 without SV1, as nginx detects them.",
+        doc: "No compression (any coding, and no `*_static on` variant) for requests whose User-Agent matches one of these case-insensitive regular expressions. The mask `msie6` stands for MSIE 4–6 without SV1, as nginx detects them.\n\n```nginx\ngzip_disable \"msie6\";\n```",
     },
     Def {
         name: "gzip_vary",
@@ -391,7 +391,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_vary on | off;",
         default: "off",
-        doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant where some `*_static` is `on` (not with `always` alone, whose answer is the same for every client, as nginx); for every coding.",
+        doc: "Add `Vary: Accept-Encoding` to responses that could have been compressed (by type, status and length, whatever the client accepted) and to files that have a precompressed variant where some `*_static` is `on` (not with `always` alone, whose answer is the same for every client, as nginx); for every coding.\n\n```nginx\ngzip_vary on;\n```",
     },
     Def {
         name: "gzip_static",
@@ -407,7 +407,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gzip_static on | off | always;",
         default: "off",
-        doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used; as in nginx, a variant is served (GET and HEAD) even when the file itself does not exist, so a site may ship only `file.gz`. Without a variant, on-the-fly compression applies as usual.",
+        doc: "Serve `file.gz` in place of `file` to clients that accept gzip (`on`, which also applies the gzip_http_version, gzip_proxied and gzip_disable checks) or to every client (`always`), with `Content-Encoding: gzip` and the variant's own Content-Length, ETag and Last-Modified; ranges and conditional requests apply to the variant. Unlike nginx, a variant older than the file is not used; as in nginx, a variant is served (GET and HEAD) even when the file itself does not exist, so a site may ship only `file.gz`. Without a variant, on-the-fly compression applies as usual.\n\n```nginx\ngzip_static on;\n```",
     },
     Def {
         name: "brotli",
@@ -423,7 +423,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "brotli on | off;",
         default: "off",
-        doc: "Compress responses with brotli on the fly, under the same rules as `gzip` (statuses, `gzip_http_version`, `gzip_proxied`, `gzip_disable`, `gzip_vary`) with its own types, minimum length and level.",
+        doc: "Compress responses with brotli on the fly, under the same rules as `gzip` (statuses, `gzip_http_version`, `gzip_proxied`, `gzip_disable`, `gzip_vary`) with its own types, minimum length and level.\n\n```nginx\nbrotli on;\n```",
     },
     Def {
         name: "brotli_types",
@@ -439,7 +439,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "brotli_types mime-type …;",
         default: "text/html",
-        doc: "MIME types compressed with brotli, besides `text/html`; `*` is any type.",
+        doc: "MIME types compressed with brotli, besides `text/html`; `*` is any type.\n\n```nginx\nbrotli_types text/css application/javascript image/svg+xml;\n```",
     },
     Def {
         name: "brotli_min_length",
@@ -455,7 +455,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "brotli_min_length length;",
         default: "20",
-        doc: "Responses shorter than this are not compressed with brotli.",
+        doc: "Responses shorter than this are not compressed with brotli.\n\n```nginx\nbrotli_min_length 256;\n```",
     },
     Def {
         name: "brotli_comp_level",
@@ -471,7 +471,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "brotli_comp_level level;",
         default: "6",
-        doc: "brotli quality, 0 to 11.",
+        doc: "brotli quality, 0 to 11.\n\n```nginx\nbrotli_comp_level 5;\n```",
     },
     Def {
         name: "brotli_window",
@@ -487,7 +487,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "brotli_window size;",
         default: "512k",
-        doc: "brotli window, a power of two from 1k to 16m; smaller for bodies of known smaller length.",
+        doc: "brotli window, a power of two from 1k to 16m; smaller for bodies of known smaller length.\n\n```nginx\nbrotli_window 512k;\n```",
     },
     Def {
         name: "brotli_buffers",
@@ -497,7 +497,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |_, d, _| buffers(d),
         syntax: "brotli_buffers number size;",
         default: "32 4k | 16 8k",
-        doc: "Accepted for compatibility and checked, without effect (as in ngx_brotli, where it is deprecated).",
+        doc: "Accepted for compatibility and checked, without effect (as in ngx_brotli, where it is deprecated).\n\n```nginx\nbrotli_buffers 16 8k;\n```",
     },
     Def {
         name: "brotli_static",
@@ -513,7 +513,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "brotli_static on | off | always;",
         default: "off",
-        doc: "As `gzip_static`, for `file.br` and `Content-Encoding: br`. When several variants exist, the client's q-values choose, equal ones in the order br, zstd, gzip.",
+        doc: "As `gzip_static`, for `file.br` and `Content-Encoding: br`. When several variants exist, the client's q-values choose, equal ones in the order br, zstd, gzip.\n\n```nginx\nbrotli_static on;\n```",
     },
     Def {
         name: "zstd",
@@ -529,7 +529,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "zstd on | off;",
         default: "off",
-        doc: "Compress responses with zstd on the fly, under the same rules as `gzip`, with its own types, minimum length and level. The window stays within the 8 MB that RFC 9659 allows for HTTP.",
+        doc: "Compress responses with zstd on the fly, under the same rules as `gzip`, with its own types, minimum length and level. The window stays within the 8 MB that RFC 9659 allows for HTTP.\n\n```nginx\nzstd on;\n```",
     },
     Def {
         name: "zstd_types",
@@ -545,7 +545,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "zstd_types mime-type …;",
         default: "text/html",
-        doc: "MIME types compressed with zstd, besides `text/html`; `*` is any type.",
+        doc: "MIME types compressed with zstd, besides `text/html`; `*` is any type.\n\n```nginx\nzstd_types text/css application/javascript application/json;\n```",
     },
     Def {
         name: "zstd_min_length",
@@ -561,7 +561,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "zstd_min_length length;",
         default: "20",
-        doc: "Responses shorter than this are not compressed with zstd.",
+        doc: "Responses shorter than this are not compressed with zstd.\n\n```nginx\nzstd_min_length 256;\n```",
     },
     Def {
         name: "zstd_comp_level",
@@ -577,7 +577,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "zstd_comp_level level;",
         default: "1",
-        doc: "zstd compression level, 1 to 22.",
+        doc: "zstd compression level, 1 to 22.\n\n```nginx\nzstd_comp_level 3;\n```",
     },
     Def {
         name: "zstd_buffers",
@@ -587,7 +587,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |_, d, _| buffers(d),
         syntax: "zstd_buffers number size;",
         default: "32 4k | 16 8k",
-        doc: "Accepted for compatibility and checked, without effect.",
+        doc: "Accepted for compatibility and checked, without effect.\n\n```nginx\nzstd_buffers 16 8k;\n```",
     },
     Def {
         name: "zstd_static",
@@ -603,7 +603,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "zstd_static on | off | always;",
         default: "off",
-        doc: "As `gzip_static`, for `file.zst` and `Content-Encoding: zstd`.",
+        doc: "As `gzip_static`, for `file.zst` and `Content-Encoding: zstd`.\n\n```nginx\nzstd_static on;\n```",
     },
     Def {
         name: "compress_cache",
@@ -620,6 +620,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "compress_cache size | off;",
         default: "16m",
-        doc: "vireo's own: each worker keeps the compressed bytes of static files of up to 256 KiB that it compressed on the fly, keyed by the file's device, inode, modification time and size and by coding and level, so a hot file is compressed once rather than per request. `size` bounds the compressed bytes one worker holds (an entry may use at most an eighth of it); past it, the least recently used entries go. Small files served from the open-file cache are keyed by that cached body and count it too. `off` compresses every response afresh, as nginx does.",
+        doc: "vireo's own: each worker keeps the compressed bytes of static files of up to 256 KiB that it compressed on the fly, keyed by the file's device, inode, modification time and size and by coding and level, so a hot file is compressed once rather than per request. `size` bounds the compressed bytes one worker holds (an entry may use at most an eighth of it); past it, the least recently used entries go. Small files served from the open-file cache are keyed by that cached body and count it too. `off` compresses every response afresh, as nginx does.\n\n```nginx\ncompress_cache 32m;\n```",
     },
 ];

@@ -101,7 +101,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: push_param,
         syntax: "fastcgi_param parameter value [if_not_empty];",
         default: "—",
-        doc: "A parameter sent to the FastCGI application; the value may hold variables. With `if_not_empty` the parameter is left out when its value is empty. A level with any `fastcgi_param` drops the ones it would inherit. The request's headers are sent too, as `HTTP_*` parameters (not those a `fastcgi_param` already sets, not names with `_`, and never `Proxy`).",
+        doc: "A parameter sent to the FastCGI application; the value may hold variables. With `if_not_empty` the parameter is left out when its value is empty. A level with any `fastcgi_param` drops the ones it would inherit. The request's headers are sent too, as `HTTP_*` parameters (not those a `fastcgi_param` already sets, not names with `_`, and never `Proxy`).\n\n```nginx\nfastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;\nfastcgi_param HTTPS $https if_not_empty;\n```",
     },
     Def {
         name: "fastcgi_index",
@@ -114,7 +114,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_index name;",
         default: "—",
-        doc: "File name appended to `$fastcgi_script_name` when the URI ends with a slash.",
+        doc: "File name appended to `$fastcgi_script_name` when the URI ends with a slash.\n\n```nginx\nfastcgi_index index.php;\n```",
     },
     Def {
         name: "fastcgi_split_path_info",
@@ -151,7 +151,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_intercept_errors on | off;",
         default: "off",
-        doc: "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.",
+        doc: "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.\n\n```nginx\nfastcgi_intercept_errors on;\nerror_page 500 502 503 /50x.html;\n```",
     },
     Def {
         name: "fastcgi_ignore_client_abort",
@@ -164,7 +164,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_ignore_client_abort on | off;",
         default: "off",
-        doc: "When off (the default), a client that closes its connection while the request waits for the application's response head ends the request: the connection to the application is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the application goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.",
+        doc: "When off (the default), a client that closes its connection while the request waits for the application's response head ends the request: the connection to the application is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the application goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.\n\n```nginx\nfastcgi_ignore_client_abort on;\n```",
     },
     Def {
         name: "fastcgi_connect_timeout",
@@ -177,7 +177,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_connect_timeout time;",
         default: "60s",
-        doc: "How long connecting to the application may take; past it the request is answered with 504.",
+        doc: "How long connecting to the application may take; past it the request is answered with 504.\n\n```nginx\nfastcgi_connect_timeout 5s;\n```",
     },
     Def {
         name: "fastcgi_send_timeout",
@@ -190,7 +190,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_send_timeout time;",
         default: "60s",
-        doc: "How long one write to the application may wait (between two successful writes, not for the whole request); past it the request is answered with 504.",
+        doc: "How long one write to the application may wait (between two successful writes, not for the whole request); past it the request is answered with 504.\n\n```nginx\nfastcgi_send_timeout 60s;\n```",
     },
     Def {
         name: "fastcgi_read_timeout",
@@ -203,7 +203,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_read_timeout time;",
         default: "60s",
-        doc: "How long the application may stay silent between two reads. Before the response head this answers 504; later it ends the response early.",
+        doc: "How long the application may stay silent between two reads. Before the response head this answers 504; later it ends the response early.\n\n```nginx\nfastcgi_read_timeout 120s;\n```",
     },
     Def {
         name: "fastcgi_keep_conn",
@@ -216,7 +216,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_keep_conn on | off;",
         default: "off",
-        doc: "Asks the application to keep the connection open after a request (FCGI_KEEP_CONN), so that it can be reused from the worker's pool of the `upstream` block (`keepalive N`). Without an upstream keep-alive pool, connections are closed after each request.",
+        doc: "Asks the application to keep the connection open after a request (FCGI_KEEP_CONN), so that it can be reused from the worker's pool of the `upstream` block (`keepalive N`). Without an upstream keep-alive pool, connections are closed after each request.\n\n```nginx\nfastcgi_keep_conn on;\n```",
     },
     Def {
         name: "fastcgi_buffering",
@@ -229,7 +229,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_buffering on | off;",
         default: "on",
-        doc: "When on, up to the size of `fastcgi_buffers` of the response is read from the application before the response starts, so that a response that fits is sent with a Content-Length in one write and the application is freed at once; the rest of a larger response streams with backpressure (never into temporary files). When off, each piece goes to the client as it comes, also through compression (the encoder is flushed whenever the application pauses). The application can choose per response with `X-Accel-Buffering: yes | no`.",
+        doc: "When on, up to the size of `fastcgi_buffers` of the response is read from the application before the response starts, so that a response that fits is sent with a Content-Length in one write and the application is freed at once; the rest of a larger response streams with backpressure (never into temporary files). When off, each piece goes to the client as it comes, also through compression (the encoder is flushed whenever the application pauses). The application can choose per response with `X-Accel-Buffering: yes | no`.\n\n```nginx\nfastcgi_buffering off;\n```",
     },
     Def {
         name: "fastcgi_buffers",
@@ -247,7 +247,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_buffers number size;",
         default: "8 8k",
-        doc: "How much of a response is read ahead with `fastcgi_buffering on`: number × size bytes, held in memory.",
+        doc: "How much of a response is read ahead with `fastcgi_buffering on`: number × size bytes, held in memory.\n\n```nginx\nfastcgi_buffers 16 16k;\n```",
     },
     Def {
         name: "fastcgi_buffer_size",
@@ -260,7 +260,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_buffer_size size;",
         default: "8k",
-        doc: "The largest response head the application may send; a bigger one is answered with 502 (\"upstream sent too big header\").",
+        doc: "The largest response head the application may send; a bigger one is answered with 502 (\"upstream sent too big header\").\n\n```nginx\nfastcgi_buffer_size 16k;\n```",
     },
     Def {
         name: "fastcgi_hide_header",
@@ -273,7 +273,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_hide_header field;",
         default: "—",
-        doc: "A header of the application's response not passed to the client. `Status`, `X-Accel-Redirect`, `X-Accel-Buffering`, `X-Accel-Charset`, `X-Accel-Expires` and `X-Accel-Limit-Rate` are hidden already.",
+        doc: "A header of the application's response not passed to the client. `Status`, `X-Accel-Redirect`, `X-Accel-Buffering`, `X-Accel-Charset`, `X-Accel-Expires` and `X-Accel-Limit-Rate` are hidden already.\n\n```nginx\nfastcgi_hide_header X-Powered-By;\n```",
     },
     Def {
         name: "fastcgi_pass_header",
@@ -286,7 +286,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_pass_header field;",
         default: "—",
-        doc: "Passes a header that is hidden by default (one of the `X-Accel-*` ones) to the client.",
+        doc: "Passes a header that is hidden by default (one of the `X-Accel-*` ones) to the client.\n\n```nginx\nfastcgi_pass_header X-Accel-Buffering;\n```",
     },
     Def {
         name: "fastcgi_next_upstream",
@@ -300,7 +300,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_next_upstream error | timeout | invalid_header | http_500 | http_503 | http_403 | http_404 | http_429 | non_idempotent | off ...;",
         default: "error timeout",
-        doc: "When `fastcgi_pass` names an upstream with several servers: the failures after which the request is tried on the next server. A request is never retried once part of the response went to the client, nor (without `non_idempotent`) a POST, LOCK or PATCH once its body was sent.",
+        doc: "When `fastcgi_pass` names an upstream with several servers: the failures after which the request is tried on the next server. A request is never retried once part of the response went to the client, nor (without `non_idempotent`) a POST, LOCK or PATCH once its body was sent.\n\n```nginx\nfastcgi_next_upstream error timeout;\n```",
     },
     Def {
         name: "fastcgi_next_upstream_tries",
@@ -314,7 +314,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_next_upstream_tries number;",
         default: "0",
-        doc: "Limits the tries of `fastcgi_next_upstream` (0: as many as there are servers).",
+        doc: "Limits the tries of `fastcgi_next_upstream` (0: as many as there are servers).\n\n```nginx\nfastcgi_next_upstream_tries 2;\n```",
     },
     Def {
         name: "fastcgi_pass_request_headers",
@@ -327,7 +327,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_pass_request_headers on | off;",
         default: "on",
-        doc: "Whether the request's headers are sent as `HTTP_*` parameters.",
+        doc: "Whether the request's headers are sent as `HTTP_*` parameters.\n\n```nginx\nfastcgi_pass_request_headers off;\n```",
     },
     Def {
         name: "fastcgi_pass_request_body",
@@ -340,6 +340,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "fastcgi_pass_request_body on | off;",
         default: "on",
-        doc: "Whether the request body is sent to the application.",
+        doc: "Whether the request body is sent to the application.\n\n```nginx\nfastcgi_pass_request_body off;\n```",
     },
 ];

@@ -217,7 +217,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "add_header name value [always];",
         default: "—",
-        doc: "Adds a response header field when the status is 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308, or whatever the status with `always`. The value may hold variables; a value that comes out empty adds nothing. `Last-Modified` and `ETag` replace the response's own field (an empty value removes it); any other name is appended, so a second `Cache-Control` or `Content-Type` line can go out. Several may stand at one level; a level with none inherits all of its parent's, a level with any inherits none. `Content-Length`, `Transfer-Encoding` and `Connection` are refused. Example: `add_header X-Frame-Options DENY always;`.",
+        doc: "Adds a response header field when the status is 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308, or whatever the status with `always`. The value may hold variables; a value that comes out empty adds nothing. `Last-Modified` and `ETag` replace the response's own field (an empty value removes it); any other name is appended, so a second `Cache-Control` or `Content-Type` line can go out. Several may stand at one level; a level with none inherits all of its parent's, a level with any inherits none. `Content-Length`, `Transfer-Encoding` and `Connection` are refused. Example: `add_header X-Frame-Options DENY always;`.\n\n```nginx\nadd_header X-Frame-Options SAMEORIGIN;\nadd_header Cache-Control \"no-store\" always;\n```",
     },
     Def {
         name: "expires",
@@ -230,7 +230,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "expires [modified] time | @time-of-day | epoch | max | off;",
         default: "off",
-        doc: "Sets `Expires` and `Cache-Control` (replacing any the response has) on responses with status 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308. `time` counts from now (`expires 1h;` gives `max-age=3600`); with `modified` it counts from the response's Last-Modified. A negative time, or an expiry already past, sends `Cache-Control: no-cache`; `0` sends `max-age=0`. `@15h30m` expires at the next 15:30 local time. `epoch` expires in 1970 with `no-cache`; `max` at the end of 2037 with a ten-year max-age. Example: `expires modified +24h;`.",
+        doc: "Sets `Expires` and `Cache-Control` (replacing any the response has) on responses with status 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308. `time` counts from now (`expires 1h;` gives `max-age=3600`); with `modified` it counts from the response's Last-Modified. A negative time, or an expiry already past, sends `Cache-Control: no-cache`; `0` sends `max-age=0`. `@15h30m` expires at the next 15:30 local time. `epoch` expires in 1970 with `no-cache`; `max` at the end of 2037 with a ten-year max-age. Example: `expires modified +24h;`.\n\n```nginx\nlocation ~* \\.(css|js|png)$ { expires 30d; }\nexpires epoch;\n```",
     },
 ];
 

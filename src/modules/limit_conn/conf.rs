@@ -85,7 +85,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |_, d, env| limit_conn_zone(d, env),
         syntax: "limit_conn_zone key zone=name:size;",
         default: "—",
-        doc: "Declares a zone shared by all workers that counts, per value of `key` (text with variables, usually `$binary_remote_addr`), the requests in progress. A request whose key comes out empty is not counted. `size` (at least 32k) bounds the keys counted at once: one takes 64 bytes for a key of up to 28 bytes, so `1m` holds 16384; when the zone is full a request with a new key is rejected. A reload keeps the counts when the zone's name and size stay the same (changing the key then is refused, as nginx does). `sync` (NGINX Plus) is refused.",
+        doc: "Declares a zone shared by all workers that counts, per value of `key` (text with variables, usually `$binary_remote_addr`), the requests in progress. A request whose key comes out empty is not counted. `size` (at least 32k) bounds the keys counted at once: one takes 64 bytes for a key of up to 28 bytes, so `1m` holds 16384; when the zone is full a request with a new key is rejected. A reload keeps the counts when the zone's name and size stay the same (changing the key then is refused, as nginx does). `sync` (NGINX Plus) is refused.\n\n```nginx\nlimit_conn_zone $binary_remote_addr zone=perip:10m;\nlimit_conn_zone $server_name zone=perserver:1m;\n```",
     },
     Def {
         name: "limit_conn",
@@ -109,7 +109,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_conn zone number;",
         default: "—",
-        doc: "Allows at most `number` requests in progress per key of the zone; one more is answered with `limit_conn_status` (503). A request counts from the moment it reaches the location until its response is sent and logged. With HTTP/1 a connection has one request in progress at a time, so this limits busy connections per key. Several `limit_conn` may stand at one level (each zone once): all apply. A level with any `limit_conn` inherits none. Applied once per request, after `limit_req` (a delayed request counts once its delay is over). `$limit_conn_status` is `PASSED`, `REJECTED` or `REJECTED_DRY_RUN`.",
+        doc: "Allows at most `number` requests in progress per key of the zone; one more is answered with `limit_conn_status` (503). A request counts from the moment it reaches the location until its response is sent and logged. With HTTP/1 a connection has one request in progress at a time, so this limits busy connections per key. Several `limit_conn` may stand at one level (each zone once): all apply. A level with any `limit_conn` inherits none. Applied once per request, after `limit_req` (a delayed request counts once its delay is over). `$limit_conn_status` is `PASSED`, `REJECTED` or `REJECTED_DRY_RUN`.\n\n```nginx\nlimit_conn_zone $binary_remote_addr zone=perip:10m;\nlocation /download/ {\n    limit_conn perip 2;\n}\n```",
     },
     Def {
         name: "limit_conn_status",
@@ -122,7 +122,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_conn_status code;",
         default: "503",
-        doc: "The status of requests `limit_conn` rejects (400 to 599); `error_page` applies to it.",
+        doc: "The status of requests `limit_conn` rejects (400 to 599); `error_page` applies to it.\n\n```nginx\nlimit_conn_status 429;\n```",
     },
     Def {
         name: "limit_conn_log_level",
@@ -135,7 +135,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_conn_log_level info | notice | warn | error;",
         default: "error",
-        doc: "The error-log level of `limiting connections by zone \"…\"` lines.",
+        doc: "The error-log level of `limiting connections by zone \"…\"` lines.\n\n```nginx\nlimit_conn_log_level warn;\n```",
     },
     Def {
         name: "limit_conn_dry_run",
@@ -148,7 +148,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_conn_dry_run on | off;",
         default: "off",
-        doc: "Counts and logs (`limiting connections, dry run, by zone \"…\"`) as `limit_conn` would, but never rejects; `$limit_conn_status` says `REJECTED_DRY_RUN`. A request over the limit then holds no count.",
+        doc: "Counts and logs (`limiting connections, dry run, by zone \"…\"`) as `limit_conn` would, but never rejects; `$limit_conn_status` says `REJECTED_DRY_RUN`. A request over the limit then holds no count.\n\n```nginx\nlimit_conn_dry_run on;\n```",
     },
 ];
 

@@ -118,7 +118,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |_, d, env| limit_req_zone(d, env),
         syntax: "limit_req_zone key zone=name:size rate=rate;",
         default: "—",
-        doc: "Declares a zone shared by all workers that keeps, per value of `key` (text with variables, usually `$binary_remote_addr`), how far requests run ahead of `rate` (`Nr/s` or `Nr/m`). A request whose key comes out empty is not counted. `size` (at least 32k) bounds the states kept: one takes 128 bytes for a key of up to 48 bytes (twice that for longer keys), so `1m` keeps 8192; when the zone is full the least recently used state is dropped. A reload keeps the zone's states when its name and size stay the same (the rate may change; changing the key then is refused, as nginx does). `sync` (NGINX Plus) is refused.",
+        doc: "Declares a zone shared by all workers that keeps, per value of `key` (text with variables, usually `$binary_remote_addr`), how far requests run ahead of `rate` (`Nr/s` or `Nr/m`). A request whose key comes out empty is not counted. `size` (at least 32k) bounds the states kept: one takes 128 bytes for a key of up to 48 bytes (twice that for longer keys), so `1m` keeps 8192; when the zone is full the least recently used state is dropped. A reload keeps the zone's states when its name and size stay the same (the rate may change; changing the key then is refused, as nginx does). `sync` (NGINX Plus) is refused.\n\n```nginx\nlimit_req_zone $binary_remote_addr zone=one:10m rate=10r/s;\nlimit_req_zone $http_x_api_key zone=keys:1m rate=60r/m;\n```",
     },
     Def {
         name: "limit_req",
@@ -142,7 +142,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_req zone=name [burst=number] [nodelay | delay=number];",
         default: "—",
-        doc: "Limits the rate of requests per key of the zone, with nginx's leaky bucket: a request beyond the rate is excess; up to `burst` excess requests wait (the request is delayed, the worker is not) so that they go out at the rate, and a request beyond `burst` is answered with `limit_req_status` (503). `nodelay` serves the excess within `burst` at once; `delay=N` serves the first N at once and delays the rest. Several `limit_req` may stand at one level (each zone once): all apply, a request rejected by any is rejected, and it waits the longest delay they ask for. A level with any `limit_req` inherits none. Applied once per request, in the location the request is in when it first reaches one (internal redirects do not count it again). `$limit_req_status` tells what happened: `PASSED`, `DELAYED`, `REJECTED`, `DELAYED_DRY_RUN`, `REJECTED_DRY_RUN`.",
+        doc: "Limits the rate of requests per key of the zone, with nginx's leaky bucket: a request beyond the rate is excess; up to `burst` excess requests wait (the request is delayed, the worker is not) so that they go out at the rate, and a request beyond `burst` is answered with `limit_req_status` (503). `nodelay` serves the excess within `burst` at once; `delay=N` serves the first N at once and delays the rest. Several `limit_req` may stand at one level (each zone once): all apply, a request rejected by any is rejected, and it waits the longest delay they ask for. A level with any `limit_req` inherits none. Applied once per request, in the location the request is in when it first reaches one (internal redirects do not count it again). `$limit_req_status` tells what happened: `PASSED`, `DELAYED`, `REJECTED`, `DELAYED_DRY_RUN`, `REJECTED_DRY_RUN`.\n\n```nginx\nlimit_req_zone $binary_remote_addr zone=one:10m rate=10r/s;\nlocation /api/ {\n    limit_req zone=one burst=20 nodelay;\n}\nlocation /login {\n    limit_req zone=one burst=5 delay=2;\n}\n```",
     },
     Def {
         name: "limit_req_status",
@@ -155,7 +155,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_req_status code;",
         default: "503",
-        doc: "The status of requests `limit_req` rejects (400 to 599); `error_page` applies to it.",
+        doc: "The status of requests `limit_req` rejects (400 to 599); `error_page` applies to it.\n\n```nginx\nlimit_req_status 429;\n```",
     },
     Def {
         name: "limit_req_log_level",
@@ -168,7 +168,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_req_log_level info | notice | warn | error;",
         default: "error",
-        doc: "The error-log level of `limiting requests, excess: … by zone \"…\"` lines for rejected requests; delayed requests are logged (`delaying request, excess: …, by zone \"…\"`) one level lower (`warn` for `error`, `info` for `info`).",
+        doc: "The error-log level of `limiting requests, excess: … by zone \"…\"` lines for rejected requests; delayed requests are logged (`delaying request, excess: …, by zone \"…\"`) one level lower (`warn` for `error`, `info` for `info`).\n\n```nginx\nlimit_req_log_level warn;\n```",
     },
     Def {
         name: "limit_req_dry_run",
@@ -181,7 +181,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "limit_req_dry_run on | off;",
         default: "off",
-        doc: "Counts and logs (with `, dry run`) as `limit_req` would, but neither delays nor rejects; `$limit_req_status` says `DELAYED_DRY_RUN` or `REJECTED_DRY_RUN`. A rejected request does not count against the zone.",
+        doc: "Counts and logs (with `, dry run`) as `limit_req` would, but neither delays nor rejects; `$limit_req_status` says `DELAYED_DRY_RUN` or `REJECTED_DRY_RUN`. A rejected request does not count against the zone.\n\n```nginx\nlimit_req_dry_run on;\n```",
     },
 ];
 

@@ -191,7 +191,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "log_format name [escape=default|json|none] string …;",
         default: "combined \"…\"",
-        doc: "Defines a named access log line made of text and variables; the strings are joined.",
+        doc: "Defines a named access log line made of text and variables; the strings are joined.\n\n```nginx\nlog_format main '$remote_addr - $remote_user [$time_local] \"$request\" '\n                '$status $body_bytes_sent \"$http_referer\" $request_time';\nlog_format json escape=json '{\"uri\":\"$uri\",\"status\":$status}';\n```",
     },
     Def {
         name: "access_log",
@@ -211,6 +211,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "access_log path [format [buffer=size] [flush=time]] | off;",
         default: "logs/access.log combined",
-        doc: "Writes a line per request in the named format (default `combined`); several may be given at one level. `buffer=` collects lines per worker and writes them when full, after `flush=` time, or at exit.",
+        doc: "Writes a line per request in the named format (default `combined`); several may be given at one level. `buffer=` collects lines per worker and writes them when full, after `flush=` time, or at exit.\n\n```nginx\naccess_log logs/access.log combined buffer=64k flush=5s;\naccess_log off;\n```",
     },
 ];

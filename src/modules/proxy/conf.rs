@@ -189,7 +189,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: proxy_pass,
         syntax: "proxy_pass URL;",
         default: "—",
-        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). Request and response bodies stream both ways. See docs/proxy.md.",
+        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\n```",
     },
     Def {
         name: "proxy_http_version",
@@ -206,7 +206,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_http_version 1.0 | 1.1;",
         default: "1.0",
-        doc: "HTTP version of requests to the upstream. 1.1 is needed for keep-alive upstream connections (with `proxy_set_header Connection \"\"`), chunked request bodies and WebSocket.",
+        doc: "HTTP version of requests to the upstream. 1.1 is needed for keep-alive upstream connections (with `proxy_set_header Connection \"\"`), chunked request bodies and WebSocket.\n\n```nginx\nproxy_http_version 1.1;\n```",
     },
     Def {
         name: "proxy_set_header",
@@ -222,7 +222,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_set_header field value;",
         default: "Host $proxy_host; Connection close",
-        doc: "Sets (or, with an empty value, removes) a request header sent to the upstream; the value may hold variables. A level with any `proxy_set_header` does not inherit those of the levels above, as nginx.",
+        doc: "Sets (or, with an empty value, removes) a request header sent to the upstream; the value may hold variables. A level with any `proxy_set_header` does not inherit those of the levels above, as nginx.\n\n```nginx\nproxy_set_header Host $host;\nproxy_set_header X-Forwarded-For $remote_addr;\n```",
     },
     Def {
         name: "proxy_hide_header",
@@ -236,7 +236,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_hide_header field;",
         default: "—",
-        doc: "A response header of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.",
+        doc: "A response header of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.\n\n```nginx\nproxy_hide_header X-Powered-By;\n```",
     },
     Def {
         name: "proxy_pass_header",
@@ -250,7 +250,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_pass_header field;",
         default: "—",
-        doc: "Passes a response header that is hidden by default (X-Accel-*, X-Pad; Date and Server are always vireo's own).",
+        doc: "Passes a response header that is hidden by default (X-Accel-*, X-Pad; Date and Server are always vireo's own).\n\n```nginx\nproxy_pass_header Server;\n```",
     },
     Def {
         name: "proxy_pass_request_headers",
@@ -263,7 +263,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_pass_request_headers on | off;",
         default: "on",
-        doc: "Whether the client's request headers go to the upstream (proxy_set_header ones always do).",
+        doc: "Whether the client's request headers go to the upstream (proxy_set_header ones always do).\n\n```nginx\nproxy_pass_request_headers off;\n```",
     },
     Def {
         name: "proxy_pass_request_body",
@@ -276,7 +276,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_pass_request_body on | off;",
         default: "on",
-        doc: "Whether the client's request body goes to the upstream.",
+        doc: "Whether the client's request body goes to the upstream.\n\n```nginx\nproxy_pass_request_body off;\n```",
     },
     Def {
         name: "proxy_redirect",
@@ -311,7 +311,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_redirect default | off | redirect replacement;",
         default: "default",
-        doc: "Rewrites the Location and Refresh headers of upstream responses: `default` replaces the proxy_pass URL with the location's prefix; `redirect replacement` replaces a leading `redirect` (the replacement may hold variables); `off` leaves them.",
+        doc: "Rewrites the Location and Refresh headers of upstream responses: `default` replaces the proxy_pass URL with the location's prefix; `redirect replacement` replaces a leading `redirect` (the replacement may hold variables); `off` leaves them.\n\n```nginx\nproxy_redirect http://127.0.0.1:8080/ /;\n```",
     },
     Def {
         name: "proxy_cookie_domain",
@@ -334,7 +334,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_cookie_domain off | domain replacement;",
         default: "off",
-        doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).",
+        doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).\n\n```nginx\nproxy_cookie_domain backend.internal example.com;\n```",
     },
     Def {
         name: "proxy_cookie_path",
@@ -357,7 +357,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_cookie_path off | path replacement;",
         default: "off",
-        doc: "Rewrites a leading `path` in the `path=` attribute of Set-Cookie headers from the upstream.",
+        doc: "Rewrites a leading `path` in the `path=` attribute of Set-Cookie headers from the upstream.\n\n```nginx\nproxy_cookie_path /app/ /;\n```",
     },
     Def {
         name: "proxy_connect_timeout",
@@ -370,7 +370,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_connect_timeout time;",
         default: "60s",
-        doc: "How long connecting to a peer may take; then the next peer is tried (next_upstream timeout) or the client gets 504.",
+        doc: "How long connecting to a peer may take; then the next peer is tried (next_upstream timeout) or the client gets 504.\n\n```nginx\nproxy_connect_timeout 5s;\n```",
     },
     Def {
         name: "proxy_send_timeout",
@@ -383,7 +383,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_send_timeout time;",
         default: "60s",
-        doc: "How long one write of the request to the upstream may wait.",
+        doc: "How long one write of the request to the upstream may wait.\n\n```nginx\nproxy_send_timeout 60s;\n```",
     },
     Def {
         name: "proxy_read_timeout",
@@ -396,7 +396,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_read_timeout time;",
         default: "60s",
-        doc: "How long one read from the upstream may wait (the response head: then 504; the body: the response is cut short). Also the idle timeout of WebSocket tunnels.",
+        doc: "How long one read from the upstream may wait (the response head: then 504; the body: the response is cut short). Also the idle timeout of WebSocket tunnels.\n\n```nginx\nproxy_read_timeout 300s;\n```",
     },
     Def {
         name: "proxy_buffering",
@@ -409,7 +409,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_buffering on | off;",
         default: "on",
-        doc: "With either value the response streams to the client with bounded memory (one buffer per request) and backpressure on the upstream. What `off` changes is compression: a compressed response (`gzip`, `brotli`, `zstd`) is flushed whenever the upstream pauses, so each piece reaches the client at once, as nginx flushes its gzip filter per piece when unbuffered; with `on` the encoder holds its output until it has a block. The upstream can choose per response with `X-Accel-Buffering: yes | no`. See docs/proxy.md.",
+        doc: "With either value the response streams to the client with bounded memory (one buffer per request) and backpressure on the upstream. What `off` changes is compression: a compressed response (`gzip`, `brotli`, `zstd`) is flushed whenever the upstream pauses, so each piece reaches the client at once, as nginx flushes its gzip filter per piece when unbuffered; with `on` the encoder holds its output until it has a block. The upstream can choose per response with `X-Accel-Buffering: yes | no`. See docs/proxy.md.\n\n```nginx\nproxy_buffering off;\n```",
     },
     Def {
         name: "proxy_buffer_size",
@@ -422,7 +422,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_buffer_size size;",
         default: "8k",
-        doc: "Largest upstream response head; a bigger one is answered with 502 (\"upstream sent too big header\").",
+        doc: "Largest upstream response head; a bigger one is answered with 502 (\"upstream sent too big header\").\n\n```nginx\nproxy_buffer_size 16k;\n```",
     },
     Def {
         name: "proxy_buffers",
@@ -437,7 +437,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_buffers number size;",
         default: "8 8k",
-        doc: "Accepted: number × size bounds the bytes read from the upstream ahead of the client (at most one piece of that size is held per request).",
+        doc: "Accepted: number × size bounds the bytes read from the upstream ahead of the client (at most one piece of that size is held per request).\n\n```nginx\nproxy_buffers 8 16k;\n```",
     },
     Def {
         name: "proxy_request_buffering",
@@ -450,7 +450,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_request_buffering on | off;",
         default: "on",
-        doc: "Accepted; request bodies always stream to the upstream as they arrive (no temporary file). Bodies up to 64 KiB are held so that another peer can be tried.",
+        doc: "Accepted; request bodies always stream to the upstream as they arrive (no temporary file). Bodies up to 64 KiB are held so that another peer can be tried.\n\n```nginx\nproxy_request_buffering off;\n```",
     },
     Def {
         name: "proxy_next_upstream",
@@ -463,7 +463,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
         default: "error timeout",
-        doc: "When to try the next peer: connection errors, timeouts, invalid reply heads, these statuses. POST, LOCK and PATCH requests are not retried once sent unless `non_idempotent` is given.",
+        doc: "When to try the next peer: connection errors, timeouts, invalid reply heads, these statuses. POST, LOCK and PATCH requests are not retried once sent unless `non_idempotent` is given.\n\n```nginx\nproxy_next_upstream error timeout http_502;\n```",
     },
     Def {
         name: "proxy_next_upstream_tries",
@@ -476,7 +476,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_next_upstream_tries number;",
         default: "0",
-        doc: "Most attempts per request (0: no limit beyond the peers).",
+        doc: "Most attempts per request (0: no limit beyond the peers).\n\n```nginx\nproxy_next_upstream_tries 3;\n```",
     },
     Def {
         name: "proxy_next_upstream_timeout",
@@ -489,7 +489,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_next_upstream_timeout time;",
         default: "0",
-        doc: "No further attempt starts after this long (0: no limit).",
+        doc: "No further attempt starts after this long (0: no limit).\n\n```nginx\nproxy_next_upstream_timeout 10s;\n```",
     },
     Def {
         name: "proxy_intercept_errors",
@@ -502,7 +502,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_intercept_errors on | off;",
         default: "off",
-        doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.",
+        doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\nproxy_intercept_errors on;\nerror_page 502 503 /maintenance.html;\n```",
     },
     Def {
         name: "proxy_ignore_client_abort",
@@ -515,6 +515,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_ignore_client_abort on | off;",
         default: "off",
-        doc: "When off (the default), a client that closes its connection while the request waits for the upstream's response head ends the request: the upstream connection is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the upstream goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.",
+        doc: "When off (the default), a client that closes its connection while the request waits for the upstream's response head ends the request: the upstream connection is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the upstream goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.\n\n```nginx\nproxy_ignore_client_abort on;\n```",
     },
 ];

@@ -47,7 +47,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "set_real_ip_from address | CIDR | unix:;",
         default: "—",
-        doc: "A trusted proxy: a request from this address or network (`unix:` for unix-socket clients) may name its client in `real_ip_header`. Several may be given. Host names are not accepted. The address found replaces the client address everywhere (`$remote_addr`, `$remote_port`, allow/deny, limits, logs, `$proxy_add_x_forwarded_for`); `$realip_remote_addr` and `$realip_remote_port` keep the connection's own. It is looked for when the request starts, with the server's settings, and again before the access checks with the location's.",
+        doc: "A trusted proxy: a request from this address or network (`unix:` for unix-socket clients) may name its client in `real_ip_header`. Several may be given. Host names are not accepted. The address found replaces the client address everywhere (`$remote_addr`, `$remote_port`, allow/deny, limits, logs, `$proxy_add_x_forwarded_for`); `$realip_remote_addr` and `$realip_remote_port` keep the connection's own. It is looked for when the request starts, with the server's settings, and again before the access checks with the location's.\n\n```nginx\nset_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::/32;\nset_real_ip_from unix:;\n```",
     },
     Def {
         name: "real_ip_header",
@@ -79,7 +79,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "real_ip_header field | X-Real-IP | X-Forwarded-For;",
         default: "X-Real-IP",
-        doc: "The request header holding the client address: `X-Real-IP`, `X-Forwarded-For` (all its lines, as one comma-separated list) or any other header (its first line). An address may carry a port (`192.0.2.1:4321`, `[2001:db8::1]:4321`), which becomes `$remote_port` (empty when there is none). `proxy_protocol` is refused: vireo has no PROXY protocol listener.",
+        doc: "The request header holding the client address: `X-Real-IP`, `X-Forwarded-For` (all its lines, as one comma-separated list) or any other header (its first line). An address may carry a port (`192.0.2.1:4321`, `[2001:db8::1]:4321`), which becomes `$remote_port` (empty when there is none). `proxy_protocol` is refused: vireo has no PROXY protocol listener.\n\n```nginx\nreal_ip_header X-Forwarded-For;\n```",
     },
     Def {
         name: "real_ip_recursive",
@@ -95,6 +95,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "real_ip_recursive on | off;",
         default: "off",
-        doc: "With `off`, the last address of the header is the client when the connection comes from a trusted address. With `on`, the header is read from its end and every trusted address is skipped: the client is the last untrusted one (or the first of the list when all are trusted).",
+        doc: "With `off`, the last address of the header is the client when the connection comes from a trusted address. With `on`, the header is read from its end and every trusted address is skipped: the client is the last untrusted one (or the first of the list when all are trusted).\n\n```nginx\nreal_ip_header X-Forwarded-For;\nreal_ip_recursive on;\n```",
     },
 ];

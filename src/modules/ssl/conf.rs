@@ -217,7 +217,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().certificates, d, e),
         syntax: "ssl_certificate file;",
         default: "—",
-        doc: "A PEM file with the server's certificate followed by its chain (intermediates). May be given more than once (an RSA and an ECDSA certificate, say): each handshake gets the first whose key can sign with a scheme the client offers. Paired in order with `ssl_certificate_key`. Read when the configuration is loaded or reloaded, so a reload picks up renewed certificates; an unreadable file, one with no certificate, or a key that does not belong to the certificate is an error naming the directive's file:line. Every server on an address with `listen … ssl` needs one (or `ssl_reject_handshake on`).",
+        doc: "A PEM file with the server's certificate followed by its chain (intermediates). May be given more than once (an RSA and an ECDSA certificate, say): each handshake gets the first whose key can sign with a scheme the client offers. Paired in order with `ssl_certificate_key`. Read when the configuration is loaded or reloaded, so a reload picks up renewed certificates; an unreadable file, one with no certificate, or a key that does not belong to the certificate is an error naming the directive's file:line. Every server on an address with `listen … ssl` needs one (or `ssl_reject_handshake on`).\n\n```nginx\nserver {\n    listen 443 ssl;\n    server_name example.com;\n    ssl_certificate     /etc/ssl/example.com.fullchain.pem;\n    ssl_certificate_key /etc/ssl/example.com.key;\n    ssl_certificate     /etc/ssl/example.com.ecdsa.pem;\n    ssl_certificate_key /etc/ssl/example.com.ecdsa.key;\n}\n```",
     },
     Def {
         name: "ssl_certificate_key",
@@ -227,7 +227,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().keys, d, e),
         syntax: "ssl_certificate_key file;",
         default: "—",
-        doc: "A PEM file with the private key of the `ssl_certificate` in the same position: PKCS#8, PKCS#1 (RSA) or SEC1 (EC); it may be the certificate's own file. Encrypted keys are not supported.",
+        doc: "A PEM file with the private key of the `ssl_certificate` in the same position: PKCS#8, PKCS#1 (RSA) or SEC1 (EC); it may be the certificate's own file. Encrypted keys are not supported.\n\n```nginx\nssl_certificate_key /etc/ssl/example.com.key;\n```",
     },
     Def {
         name: "ssl_protocols",
@@ -240,7 +240,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_protocols [SSLv2] [SSLv3] [TLSv1] [TLSv1.1] [TLSv1.2] [TLSv1.3];",
         default: "TLSv1.2 TLSv1.3",
-        doc: "TLS versions offered. rustls speaks TLSv1.2 and TLSv1.3 only: older names are skipped with a notice in the error log, and a list of nothing but older names is an error.",
+        doc: "TLS versions offered. rustls speaks TLSv1.2 and TLSv1.3 only: older names are skipped with a notice in the error log, and a list of nothing but older names is an error.\n\n```nginx\nssl_protocols TLSv1.2 TLSv1.3;\n```",
     },
     Def {
         name: "ssl_ciphers",
@@ -257,7 +257,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_ciphers ciphers;",
         default: "HIGH:!aNULL:!MD5",
-        doc: "TLS 1.2 cipher suites, in OpenSSL's cipher-string language, mapped onto the suites rustls has (ECDHE with AES-GCM or ChaCha20-Poly1305, RSA or ECDSA certificates; every one of them forward-secret and AEAD). Full names (`ECDHE-RSA-AES128-GCM-SHA256`) and components joined by `+` (`ECDHE+AESGCM`, `aECDSA`, `AES256`, `CHACHA20`, `SHA384`, `HIGH`, `ALL`, `DEFAULT`) select; `!x` and `-x` remove; `@STRENGTH`/`@SECLEVEL` are accepted. Names of suites rustls lacks (CBC, RC4, 3DES, DHE, static RSA…) select nothing, as OpenSSL skips unknown ones; a string that leaves no suite is an error naming its file:line. As with OpenSSL, TLS 1.3 suites are not affected.",
+        doc: "TLS 1.2 cipher suites, in OpenSSL's cipher-string language, mapped onto the suites rustls has (ECDHE with AES-GCM or ChaCha20-Poly1305, RSA or ECDSA certificates; every one of them forward-secret and AEAD). Full names (`ECDHE-RSA-AES128-GCM-SHA256`) and components joined by `+` (`ECDHE+AESGCM`, `aECDSA`, `AES256`, `CHACHA20`, `SHA384`, `HIGH`, `ALL`, `DEFAULT`) select; `!x` and `-x` remove; `@STRENGTH`/`@SECLEVEL` are accepted. Names of suites rustls lacks (CBC, RC4, 3DES, DHE, static RSA…) select nothing, as OpenSSL skips unknown ones; a string that leaves no suite is an error naming its file:line. As with OpenSSL, TLS 1.3 suites are not affected.\n\n```nginx\nssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE+CHACHA20;\n```",
     },
     Def {
         name: "ssl_prefer_server_ciphers",
@@ -273,7 +273,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_prefer_server_ciphers on | off;",
         default: "off",
-        doc: "With `on` the server's order of cipher suites wins over the client's.",
+        doc: "With `on` the server's order of cipher suites wins over the client's.\n\n```nginx\nssl_prefer_server_ciphers on;\n```",
     },
     Def {
         name: "ssl_ecdh_curve",
@@ -286,7 +286,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_ecdh_curve auto | curve[:curve…];",
         default: "auto",
-        doc: "Key-exchange groups in order of preference: `X25519`, `prime256v1` (P-256), `secp384r1` (P-384); `auto` is rustls's order (X25519 first).",
+        doc: "Key-exchange groups in order of preference: `X25519`, `prime256v1` (P-256), `secp384r1` (P-384); `auto` is rustls's order (X25519 first).\n\n```nginx\nssl_ecdh_curve X25519:prime256v1;\n```",
     },
     Def {
         name: "ssl_session_cache",
@@ -315,7 +315,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_session_timeout time;",
         default: "5m",
-        doc: "How long a session, from the cache or a ticket, may be resumed.",
+        doc: "How long a session, from the cache or a ticket, may be resumed.\n\n```nginx\nssl_session_timeout 1d;\n```",
     },
     Def {
         name: "ssl_session_tickets",
@@ -331,7 +331,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_session_tickets on | off;",
         default: "on",
-        doc: "Resumption by session tickets (RFC 5077, TLS 1.3 tickets). The ticket keys are made at start-up, shared by all workers, kept across reloads and rotated by rustls; they are never written to disk.",
+        doc: "Resumption by session tickets (RFC 5077, TLS 1.3 tickets). The ticket keys are made at start-up, shared by all workers, kept across reloads and rotated by rustls; they are never written to disk.\n\n```nginx\nssl_session_tickets off;\n```",
     },
     Def {
         name: "ssl_buffer_size",
@@ -357,7 +357,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_buffer_size size;",
         default: "16k",
-        doc: "The largest TLS record sent. Smaller records let a browser start on the first bytes sooner (time to first byte) at some CPU cost.",
+        doc: "The largest TLS record sent. Smaller records let a browser start on the first bytes sooner (time to first byte) at some CPU cost.\n\n```nginx\nssl_buffer_size 4k;\n```",
     },
     Def {
         name: "ssl_handshake_timeout",
@@ -373,7 +373,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_handshake_timeout time;",
         default: "60s",
-        doc: "How long a TLS handshake may take. Handshakes in progress count against `worker_connections` like any connection, so a flood of slow handshakes is bounded by both.",
+        doc: "How long a TLS handshake may take. Handshakes in progress count against `worker_connections` like any connection, so a flood of slow handshakes is bounded by both.\n\n```nginx\nssl_handshake_timeout 10s;\n```",
     },
     Def {
         name: "ssl_reject_handshake",
@@ -400,21 +400,21 @@ pub static IGNORED: &[Def] = &[
         Ctx::HS,
         ONE,
         "ssl_dhparam file;",
-        "rustls has no finite-field Diffie-Hellman suites",
+        "rustls has no finite-field Diffie-Hellman suites\n\n```nginx\nssl_dhparam /etc/ssl/dhparam.pem;\n```",
     ),
     crate::conf::core_directives::ignored(
         "ssl_stapling",
         Ctx::HS,
         ONE,
         "ssl_stapling on | off;",
-        "vireo does not fetch OCSP responses",
+        "vireo does not fetch OCSP responses\n\n```nginx\nssl_stapling on;\n```",
     ),
     crate::conf::core_directives::ignored(
         "ssl_stapling_verify",
         Ctx::HS,
         ONE,
         "ssl_stapling_verify on | off;",
-        "vireo does not fetch OCSP responses",
+        "vireo does not fetch OCSP responses\n\n```nginx\nssl_stapling_verify on;\n```",
     ),
 ];
 

@@ -62,7 +62,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "root path;",
         default: "html",
-        doc: "Document root: a request's file is root + URI. Relative paths are taken from the prefix (`-p`).",
+        doc: "Document root: a request's file is root + URI. Relative paths are taken from the prefix (`-p`).\n\n```nginx\nroot /var/www/example.com/public;\n```",
     },
     Def {
         name: "alias",
@@ -106,7 +106,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "index file …;",
         default: "index.html",
-        doc: "Files tried, in order, for a request URI ending in `/`.",
+        doc: "Files tried, in order, for a request URI ending in `/`.\n\n```nginx\nindex index.php index.html;\n```",
     },
     Def {
         name: "sendfile",
@@ -122,7 +122,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "sendfile on | off;",
         default: "off",
-        doc: "Send file bodies with sendfile(2) (plain TCP); `off` reads them into a buffer and writes that.",
+        doc: "Send file bodies with sendfile(2) (plain TCP); `off` reads them into a buffer and writes that.\n\n```nginx\nsendfile on;\n```",
     },
     Def {
         name: "sendfile_max_chunk",
@@ -139,7 +139,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "sendfile_max_chunk size;",
         default: "2m",
-        doc: "At most this many bytes per sendfile(2) call; after each such chunk the connection lets the worker serve others before it goes on. `0`: no limit.",
+        doc: "At most this many bytes per sendfile(2) call; after each such chunk the connection lets the worker serve others before it goes on. `0`: no limit.\n\n```nginx\nsendfile on;\nsendfile_max_chunk 512k;\n```",
     },
     Def {
         name: "open_file_cache",
@@ -184,7 +184,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "open_file_cache off | max=N [inactive=time];",
         default: "off",
-        doc: "Per-worker cache of open file descriptors, sizes and mtimes (and small file bodies), so a hot file costs no open/stat per request. Entries unused for `inactive` are dropped; past `max` the least recently used go.",
+        doc: "Per-worker cache of open file descriptors, sizes and mtimes (and small file bodies), so a hot file costs no open/stat per request. Entries unused for `inactive` are dropped; past `max` the least recently used go.\n\n```nginx\nopen_file_cache max=10000 inactive=30s;\n```",
     },
     Def {
         name: "open_file_cache_valid",
@@ -200,7 +200,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "open_file_cache_valid time;",
         default: "60s",
-        doc: "How long a cached entry is trusted before it is checked against the file system again.",
+        doc: "How long a cached entry is trusted before it is checked against the file system again.\n\n```nginx\nopen_file_cache_valid 60s;\n```",
     },
     Def {
         name: "open_file_cache_min_uses",
@@ -217,7 +217,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "open_file_cache_min_uses number;",
         default: "1",
-        doc: "Uses within `inactive` before a file's descriptor is kept open.",
+        doc: "Uses within `inactive` before a file's descriptor is kept open.\n\n```nginx\nopen_file_cache_min_uses 2;\n```",
     },
     Def {
         name: "open_file_cache_errors",
@@ -233,7 +233,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "open_file_cache_errors on | off;",
         default: "off",
-        doc: "Also cache lookup errors (not found, forbidden).",
+        doc: "Also cache lookup errors (not found, forbidden).\n\n```nginx\nopen_file_cache_errors on;\n```",
     },
     Def {
         name: "etag",
@@ -243,7 +243,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.loc().get_mut::<StaticConfSet>().etag, flag(d, 0)?, d),
         syntax: "etag on | off;",
         default: "on",
-        doc: "Send an ETag (mtime-size) with static files and honour If-None-Match.",
+        doc: "Send an ETag (mtime-size) with static files and honour If-None-Match.\n\n```nginx\netag off;\n```",
     },
     Def {
         name: "if_modified_since",
@@ -265,7 +265,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "if_modified_since off | exact | before;",
         default: "exact",
-        doc: "How If-Modified-Since is compared with a file's mtime to answer 304.",
+        doc: "How If-Modified-Since is compared with a file's mtime to answer 304.\n\n```nginx\nif_modified_since before;\n```",
     },
     Def {
         name: "max_ranges",
@@ -281,6 +281,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "max_ranges number;",
         default: "— (unlimited)",
-        doc: "Most ranges honoured in one Range request; more get the whole file. 0 disables ranges.",
+        doc: "Most ranges honoured in one Range request; more get the whole file. 0 disables ranges.\n\n```nginx\nmax_ranges 1;\n```",
     },
 ];

@@ -17,7 +17,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "stub_status;",
         default: "—",
-        doc: "Answers GET and HEAD in this location with the basic status page, in the format of nginx's stub_status (so its parsers and monitoring plug-ins read it): active connections; connections accepted and handled and requests since start; connections reading a request head, writing a response, and waiting idle. Figures cover all workers and survive reloads. See docs/operations.md.",
+        doc: "Answers GET and HEAD in this location with the basic status page, in the format of nginx's stub_status (so its parsers and monitoring plug-ins read it): active connections; connections accepted and handled and requests since start; connections reading a request head, writing a response, and waiting idle. Figures cover all workers and survive reloads. See docs/operations.md.\n\n```nginx\nlocation = /status { stub_status; }\n```",
     },
     Def {
         name: "metrics",
@@ -27,6 +27,6 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| s.set_content(d, Arc::new(Metrics)),
         syntax: "metrics;",
         default: "—",
-        doc: "vireo's own: answers GET and HEAD in this location with the server's figures in the Prometheus text format (requests by status class, bytes sent, connections, request durations, per-worker figures, open-file cache, reloads and upgrades, upstream peer health, attempts and response-head latency). The families are listed in docs/operations.md.",
+        doc: "vireo's own: answers GET and HEAD in this location with the server's figures in the Prometheus text format (requests by status class, bytes sent, connections, request durations, per-worker figures, open-file cache, reloads and upgrades, upstream peer health, attempts and response-head latency). The families are listed in docs/operations.md.\n\n```nginx\nlocation = /metrics { metrics; }\n```",
     },
 ];
