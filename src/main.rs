@@ -17,7 +17,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MALLOC_CONF: &Option<&std::ffi::c_char> = &vireo::MALLOC_CONF;
 
 const USAGE: &str = "\
-Usage: vireo [-h] [-v] [-V] [-t] [-T] [-s signal] [-p prefix] [-e file] [-c file] [-g directives]
+Usage: vireo [-h] [-v] [-V] [-t] [-T] [-q] [-s signal] [-p prefix] [-e file] [-c file] [-g directives]
 
 With no -c, vireo serves its embedded default site on 127.0.0.1:8080.
 
@@ -27,6 +27,7 @@ Options:
   -V            show version and built-in modules, and exit
   -t            test the configuration and exit (0 ok, 1 error)
   -T            test the configuration, print it, and exit
+  -q            while testing, print errors only
   -s signal     send a signal to the running server (its pid file, from the
                 configuration): stop, quit, reopen, reload; reload first tests
                 the configuration and fails, sending nothing, if it is bad
@@ -44,6 +45,8 @@ struct Cli {
     error_log: Option<PathBuf>,
     global: Option<String>,
     test: bool,
+    /// `-q`: only errors while testing.
+    quiet: bool,
     dump: bool,
     signal: Option<(String, i32)>,
 }
@@ -58,6 +61,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
         conf: None,
         prefix: None,
         error_log: None,
+        quiet: false,
         global: None,
         test: false,
         dump: false,
@@ -87,6 +91,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Action, String> {
                 return Ok(Action::Exit(ExitCode::SUCCESS));
             }
             "-t" => cli.test = true,
+            "-q" => cli.quiet = true,
             "-T" => {
                 cli.test = true;
                 cli.dump = true;
@@ -201,11 +206,13 @@ fn main() -> ExitCode {
             eprintln!("vireo: configuration file {name} test failed");
             return ExitCode::FAILURE;
         }
-        for n in &config.notices {
-            eprintln!("vireo: [notice] {n}");
+        if !cli.quiet {
+            for n in &config.notices {
+                eprintln!("vireo: [notice] {n}");
+            }
+            eprintln!("vireo: the configuration file {name} syntax is ok");
+            eprintln!("vireo: configuration file {name} test is successful");
         }
-        eprintln!("vireo: the configuration file {name} syntax is ok");
-        eprintln!("vireo: configuration file {name} test is successful");
         if cli.dump {
             dump(&config, &source);
         }

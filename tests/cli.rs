@@ -127,6 +127,48 @@ fn test_flag_reports_ok_and_failure() {
     );
 }
 
+#[test]
+fn quiet_testing_prints_errors_only_and_e_names_the_error_log() {
+    // No logs/ folder: the default access log's folder is made.
+    let dir = TempDir::new("cliq");
+    dir.write("q.conf", "events {}\nhttp { map_hash_max_size 1; }\n");
+    let o = vireo_in(&dir, &["-q", "-t", "-p", ".", "-c", "q.conf"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stderr), "");
+    assert!(dir.path().join("logs").is_dir());
+    dir.write("bad.conf", "events {}\nhttp { nope; }\n");
+    let o = vireo_in(&dir, &["-q", "-t", "-p", ".", "-c", "bad.conf"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("unknown directive \"nope\""));
+    // -e: where the error log goes when the configuration names none.
+    let port = free_port();
+    dir.write(
+        "e.conf",
+        format!("events {{}}\nhttp {{ server {{ listen 127.0.0.1:{port}; }} }}\n"),
+    );
+    let mut child = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["-p", ".", "-e", "startup.log", "-c", "e.conf"])
+        .spawn()
+        .unwrap();
+    let log = dir.path().join("startup.log");
+    let up = eventually(10, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    // A file that is not there is an error-level line, as in nginx.
+    if up {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(&mut s, b"GET /missing HTTP/1.0\r\n\r\n").unwrap();
+        read_to_close(&mut s);
+    }
+    let seen = eventually(10, || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("/missing"))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(seen, "nothing in {}", log.display());
+}
+
 /// Started without -t, a bad configuration stops vireo with exit 1 and the
 /// same file:line message, before it binds anything.
 #[test]

@@ -79,9 +79,15 @@ pub fn default_access_log(http: &mut LocConfSet, env: &mut Env) -> Result<(), Co
     Ok(())
 }
 
-/// The access log used where none is configured: `logs/access.log combined` under the prefix.
+/// The access log used where none is configured: `logs/access.log combined`
+/// under the prefix. The `logs` folder is made when it is missing, as
+/// nginx's packages make theirs, so a first configuration starts anywhere.
 pub fn default_logs(env: &mut Env) -> Result<AccessLogs, ConfError> {
     let path = env.path("logs/access.log");
+    if let Some(dir) = path.parent().filter(|d| !d.exists()) {
+        // A failure shows in the open below, with the file's name.
+        let _ = std::fs::create_dir_all(dir);
+    }
     let file = env.ext.entry::<LogEnv>().open(path.clone()).map_err(|e| {
         ConfError::bare(format!(
             "open() \"{}\" failed ({}) for the default access log; set \"access_log\" in the http block",
