@@ -83,14 +83,11 @@ fn content_length_spellings_are_refused() {
 fn chunk_lines_are_strict() {
     let v = server();
     for chunks in [
-        // Bare CR or LF in the size line, after the data, or ending the body.
+        // A bare CR in the size line, after the data, or ending the body.
         &b"3\rabc\r\n0\r\n\r\n"[..],
-        b"3;a=b\nabc\r\n0\r\n\r\n",
-        b"3\r\nabc\n0\r\n\r\n",
         b"3\r\nabc\r0\r\n\r\n",
-        b"0\n\n",
-        b"0\r\n\n",
         b"0\r\n\r\r\n",
+        b"3;a=b\rx\nabc\r\n0\r\n\r\n",
         // Size spellings.
         b" 3\r\nabc\r\n0\r\n\r\n",
         b"+3\r\nabc\r\n0\r\n\r\n",
@@ -109,6 +106,30 @@ fn chunk_lines_are_strict() {
         b"0\r\nX: a\rb\r\n\r\n",
     ] {
         refused(&v, &chunked(chunks), &[400]);
+    }
+}
+
+#[test]
+fn a_bare_lf_ends_chunk_lines_as_in_nginx_and_hides_no_request() {
+    let v = server();
+    for chunks in [
+        &b"3;a=b\nabc\r\n0\r\n\r\n"[..],
+        b"3\r\nabc\n0\r\n\r\n",
+        b"0\n\n",
+        b"0\r\n\n",
+        b"3\nabc\n0\nX-T: 1\n\n",
+    ] {
+        let mut req = chunked(chunks);
+        req.extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let raw = v.raw(&req);
+        let rs = Resp::parse_all(&raw);
+        let show = String::from_utf8_lossy(chunks);
+        assert_eq!(rs.len(), 2, "{show}: {}", String::from_utf8_lossy(&raw));
+        assert_eq!(
+            (rs[1].status, rs[1].text().as_str()),
+            (200, "hello"),
+            "{show}"
+        );
     }
 }
 

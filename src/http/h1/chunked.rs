@@ -2,6 +2,8 @@
 //!
 //! Body data is handed out as zero-copy slices of the input buffer.
 //! Chunk extensions are checked and ignored; trailers are checked and discarded.
+//! Lines end with CRLF or, as in the request head and nginx, a bare LF; a bare
+//! CR is refused.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -86,19 +88,20 @@ impl ChunkedDecoder {
                 }
                 State::DataEnd => match buf[..] {
                     [] | [b'\r'] => return Ok(Chunk::NeedMore),
-                    [b'\r', b'\n', ..] => {
-                        buf.advance(2);
+                    [b'\r', b'\n', ..] | [b'\n', ..] => {
+                        buf.advance(if buf[0] == b'\n' { 1 } else { 2 });
                         self.state = State::Size;
                     }
                     _ => return Err(BAD),
                 },
                 State::Trailers(total) => match buf[..] {
                     [] | [b'\r'] => return Ok(Chunk::NeedMore),
-                    [b'\r', b'\n', ..] => {
-                        if total + 2 > MAX_TRAILERS {
+                    [b'\r', b'\n', ..] | [b'\n', ..] => {
+                        let n = if buf[0] == b'\n' { 1 } else { 2 };
+                        if total + n > MAX_TRAILERS {
                             return Err(BAD);
                         }
-                        buf.advance(2);
+                        buf.advance(n);
                         self.state = State::Done;
                     }
                     [b'\r', ..] => return Err(BAD),
@@ -111,10 +114,10 @@ impl ChunkedDecoder {
                         }
                         Some(lf) => {
                             let used = total + lf + 1;
-                            if lf == 0 || buf[lf - 1] != b'\r' || used > MAX_TRAILERS {
+                            if used > MAX_TRAILERS {
                                 return Err(BAD);
                             }
-                            check_trailer_line(&buf[..lf - 1])?;
+                            check_trailer_line(line_before(buf, lf))?;
                             buf.advance(lf + 1);
                             self.state = State::Trailers(used);
                         }
@@ -123,6 +126,14 @@ impl ChunkedDecoder {
                 State::Done => return Ok(Chunk::Done),
             }
         }
+    }
+}
+
+/// The line that ends with the LF at `lf`, without its CR.
+fn line_before(buf: &[u8], lf: usize) -> &[u8] {
+    match lf.checked_sub(1) {
+        Some(cr) if buf[cr] == b'\r' => &buf[..cr],
+        _ => &buf[..lf],
     }
 }
 
@@ -137,10 +148,7 @@ fn parse_size_line(buf: &[u8]) -> Result<Option<(u64, usize)>, ParseError> {
         check_partial_size_line(buf)?;
         return Ok(None);
     };
-    if lf == 0 || buf[lf - 1] != b'\r' {
-        return Err(BAD);
-    }
-    let line = &buf[..lf - 1];
+    let line = line_before(buf, lf);
     let digits = hex_digits(line)?;
     if digits == 0 {
         return Err(BAD);
@@ -486,10 +494,8 @@ mod tests {
         bad(b"0\r\n: abc\r\n\r\n");
         bad(b"0\r\nX : abc\r\n\r\n");
         bad(b"0\r\nX: a\r\n b\r\n\r\n");
-        bad(b"0\r\nX: a\nY: b\r\n\r\n");
         bad(b"0\r\nX: a\rb\r\n\r\n");
         bad(b"0\r\nX: a\x00b\r\n\r\n");
-        bad(b"0\r\n\n");
         bad(b"0\r\n\rX");
     }
 
@@ -545,14 +551,21 @@ mod tests {
     }
 
     #[test]
-    fn crlf_required() {
-        bad(b"5\nhello\r\n0\r\n\r\n");
+    fn lines_end_with_crlf_or_a_bare_lf_never_a_bare_cr() {
+        for input in [
+            &b"5\nhello\n0\n\n"[..],
+            b"5\r\nhello\n0\nX: y\n\r\n",
+            b"5;a=b\nhello\r\n0\r\n\n",
+        ] {
+            let (body, rest) = decode_all(input).unwrap();
+            assert_eq!(body, b"hello", "{:?}", String::from_utf8_lossy(input));
+            assert!(rest.is_empty());
+        }
         bad(b"5\rhello\r\n0\r\n\r\n");
         bad(b"5\r\nhelloX\r\n0\r\n\r\n");
-        bad(b"5\r\nhello\n0\r\n\r\n");
         bad(b"5\r\nhello\r0\r\n\r\n");
-        bad(b"5\r\nhello\r\n0\n\r\n");
-        bad(b"5\r\nhello\r\n0\r\n\n");
         bad(b"5\r\nhello\r\n\r\n0\r\n\r\n");
+        bad(b"5\r\nhello\r\n\n0\r\n\r\n");
+        bad(b"5 \rx\nhello\r\n0\r\n\r\n");
     }
 }

@@ -1,8 +1,10 @@
 //! Strict, sans-IO HTTP/1.x request head parser.
 //!
-//! Tokenising is done by `httparse`; this module adds what it lets through
-//! (bare LF line endings, length limits, framing rules) and records header
-//! positions as offsets into the frozen head, so no header is copied.
+//! Tokenising is done by `httparse`; this module adds the checks it does not
+//! make (bare CR, NUL, length limits, framing rules) and records header
+//! positions as offsets into the frozen head, so no header is copied. A line
+//! ends with CRLF or, as RFC 9112 §2.2 lets a recipient and nginx do, a bare
+//! LF; a CR anywhere else is refused.
 
 use crate::core::message::head::{BodyFraming, Method, ParseError, RequestHead, Spans, Version};
 use bytes::{Buf, BytesMut};
@@ -41,7 +43,7 @@ const BAD: ParseError = ParseError::BAD_REQUEST;
 /// Most header fields accepted in one head.
 const MAX_HEADERS: usize = 100;
 
-/// Most empty lines (CRLF) skipped before a request line.
+/// Most empty lines (CRLF or LF) skipped before a request line.
 const MAX_LEADING_EMPTY_LINES: usize = 8;
 
 /// Try to parse one request head from the front of `buf`.
@@ -63,7 +65,13 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
                 }
                 start += 2;
             }
-            [b'\n', ..] => return Err(BAD),
+            [b'\n', ..] => {
+                empty_lines += 1;
+                if empty_lines > MAX_LEADING_EMPTY_LINES {
+                    return Err(BAD);
+                }
+                start += 1;
+            }
             _ => break,
         }
     }
@@ -246,7 +254,7 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
 
 /// What `scan_lines` learned about the bytes so far.
 struct LineScan {
-    /// End of the request line (index of its CR), once seen.
+    /// End of the request line (index of its CR, or of a bare LF), once seen.
     line_end: Option<usize>,
     /// Start of the line not yet terminated.
     line_start: usize,
@@ -254,7 +262,8 @@ struct LineScan {
     head_len: Option<usize>,
 }
 
-/// Checks line endings (CRLF only), NUL bytes and per-line lengths, and
+/// Checks line endings (CRLF or LF; a bare CR is refused), NUL bytes and
+/// per-line lengths, and
 /// finds the end of the head. As in nginx, a line longer than a large buffer
 /// is refused only when it does not end within the first
 /// `client_header_buffer_size` bytes: a head that fits the first buffer may
@@ -274,10 +283,12 @@ fn scan_lines(data: &[u8], limits: &Limits) -> Result<LineScan, ParseError> {
                 Some(_) => return Err(BAD),
             },
             b'\n' => {
-                if i == 0 || data[i - 1] != b'\r' {
-                    return Err(BAD);
-                }
-                let len = i - 1 - scan.line_start;
+                let end = if i > 0 && data[i - 1] == b'\r' {
+                    i - 1
+                } else {
+                    i
+                };
+                let len = end - scan.line_start;
                 if scan.line_end.is_none() {
                     if len == 0 {
                         return Err(BAD);
@@ -285,7 +296,7 @@ fn scan_lines(data: &[u8], limits: &Limits) -> Result<LineScan, ParseError> {
                     if too_long(len, i + 1) {
                         return Err(ParseError::URI_TOO_LONG);
                     }
-                    scan.line_end = Some(i - 1);
+                    scan.line_end = Some(end);
                 } else if len == 0 {
                     scan.head_len = Some(i + 1);
                     return Ok(scan);
@@ -565,7 +576,9 @@ mod tests {
         let mut many = b"\r\n".repeat(MAX_LEADING_EMPTY_LINES + 1);
         many.extend_from_slice(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         assert_eq!(status(&many), 400);
-        assert_eq!(status(b"\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        let mut lf = b"\n".repeat(MAX_LEADING_EMPTY_LINES + 1);
+        lf.extend_from_slice(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(status(&lf), 400);
         assert_eq!(status(b"\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
     }
 
@@ -669,16 +682,26 @@ mod tests {
     }
 
     #[test]
-    fn line_endings_must_be_crlf() {
-        assert_eq!(status(b"GET / HTTP/1.1\nHost: h\n\n"), 400);
-        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\n\r\n"), 400);
-        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\n\n"), 400);
+    fn lines_end_with_crlf_or_a_bare_lf_never_a_bare_cr() {
+        for req in [
+            &b"GET /a?b HTTP/1.1\nHost: h\nX: 1\n\n"[..],
+            b"GET /a?b HTTP/1.1\r\nHost: h\nX: 1\r\n\n",
+            b"\n\r\nGET /a?b HTTP/1.1\nHost: h\r\nX: 1\n\r\n",
+        ] {
+            let h = try_parse(req).unwrap().expect("complete");
+            assert_eq!(h.line(), b"GET /a?b HTTP/1.1");
+            assert_eq!(h.header("host"), Some(&b"h"[..]));
+            assert_eq!(h.header("x"), Some(&b"1"[..]));
+            assert_eq!(h.path(), b"/a");
+        }
         assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1\rHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\n\r\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\nHost: h\nX: a\rb\n\n"), 400);
         // Detected before the head is complete.
-        assert_eq!(status(b"GET / HTTP/1.1\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\rx"), 400);
+        incomplete(b"GET / HTTP/1.1\n");
+        incomplete(b"GET / HTTP/1.1\nHost: h\n");
     }
 
     #[test]
