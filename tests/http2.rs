@@ -94,6 +94,7 @@ http {
         rewrite ^/old/(.*)$ /new/$1 last;
         error_page 404 /404.html;
         location /new/ { return 200 \"new $uri $server_protocol\\n\"; }
+        location = /which { return 200 \"[$http2]\"; }
         location = /gone { return 301 /new/x; }
         location = /drop { return 444; }
         location = /small { client_max_body_size 1k; return 200 ok; }
@@ -163,6 +164,13 @@ fn static_files_over_h2() {
     // HTTP/1 on the same address.
     let r = v.get("/a.txt");
     assert_eq!((r.status, r.text().as_str()), (200, "0123456789abcdefghij"));
+}
+
+#[test]
+fn http2_variable_names_the_protocol() {
+    let v = site();
+    assert_eq!(h2(v.port, "/which").text(), "[h2c]");
+    assert_eq!(v.get("/which").text(), "[]");
 }
 
 #[test]

@@ -22,7 +22,7 @@ mod send;
 
 use crate::conf::model::{CoreConf, Lingering};
 use crate::core::message::head::RequestHead;
-use crate::core::module::{Hooks, Module};
+use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::Peer;
 use crate::core::request::TlsInfo;
 use crate::http::pipeline::{self, ConnRef, Ran};
@@ -418,12 +418,18 @@ async fn discard_rest(mut recv: h2::RecvStream, core: &CoreConf) {
     }
 }
 
-/// HTTP/2 (`listen … http2`, `http2 on`) and its settings.
+/// HTTP/2 (`listen … http2`, `http2 on`), its settings, and `$http2`.
 pub static MODULE: Module = Module {
     name: "http2",
     nginx: &["http_v2_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::Http2Conf::KIND),
+    // `h2` over TLS, `h2c` in clear text, empty for HTTP/1.
+    variables: &[VarDef::name("http2", |req, _, out| {
+        if req.head.version == crate::core::message::head::Version::Http2 {
+            out.extend_from_slice(if req.tls.is_some() { b"h2" } else { b"h2c" });
+        }
+    })],
     hooks: Hooks {
         // `http2 on` in a server: its addresses speak HTTP/2 (nginx ≥ 1.25.1).
         server: Some(|b| {
