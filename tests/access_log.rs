@@ -530,3 +530,23 @@ fn bytes_sent_counts_partial_responses() {
     // At least what this client read, minus the head.
     assert!(sent >= (1 << 20) - 512, "{}", l[0]);
 }
+
+#[test]
+fn if_condition_skips_requests_it_rules_out() {
+    let v = Vireo::start(
+        "events {}
+http {
+    map $status $loggable { ~^[23] 0; default 1; }
+    access_log {dir}/logs/errors.log combined if=$loggable;
+    access_log {dir}/logs/all.log combined;
+    server { listen 127.0.0.1:{port}; location / { return 200 ok; } location /x { return 404; } }
+}",
+    );
+    assert_eq!(v.get("/ok").status, 200);
+    assert_eq!(v.get("/x").status, 404);
+    let all = lines(&v, "logs/all.log", 2);
+    assert_eq!(all.len(), 2);
+    let errors = lines(&v, "logs/errors.log", 1);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("\"GET /x HTTP/1.1\" 404"), "{errors:?}");
+}

@@ -5,6 +5,7 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::model::LocConfSet;
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY};
 use crate::conf::values::{bad_arg, option, parse_size, parse_time, set_once};
+use crate::core::vars::Template;
 use crate::settings;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,6 +19,8 @@ pub struct AccessLogTarget {
     pub format: Arc<LogFormat>,
     pub buffer: Option<usize>,
     pub flush: Option<Duration>,
+    /// `if=condition`: a request whose condition is empty or `0` is not logged.
+    pub condition: Option<Template>,
 }
 
 /// The access logs of a level; `None` until set somewhere (then the default log applies).
@@ -101,6 +104,7 @@ pub fn default_logs(env: &mut Env) -> Result<AccessLogs, ConfError> {
         format,
         buffer: None,
         flush: None,
+        condition: None,
     })])))
 }
 
@@ -120,7 +124,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
     let fmt_name = d.args.get(1).map_or("combined", |a| a.value.as_str());
     let format = LogEnv::format(env, fmt_name)
         .ok_or_else(|| ConfError::new(format!("unknown log format \"{fmt_name}\""), &d.span))?;
-    let (mut buffer, mut flush) = (None, None);
+    let (mut buffer, mut flush, mut condition) = (None, None, None);
     for a in d.arg_strs().skip(2) {
         if let Some(v) = option(a, "buffer") {
             buffer = Some(
@@ -130,6 +134,9 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
             );
         } else if let Some(v) = option(a, "flush") {
             flush = Some(parse_time(v).ok_or_else(|| bad_arg(d, a))?);
+        } else if let Some(v) = option(a, "if") {
+            condition =
+                Some(Template::compile(v, &mut env.vars).map_err(|e| ConfError::new(e, &d.span))?);
         } else {
             return Err(bad_arg(d, a));
         }
@@ -156,6 +163,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
         format,
         buffer,
         flush,
+        condition,
     })])))
 }
 
@@ -215,8 +223,8 @@ pub static DIRECTIVES: &[Def] = &[
                 (_, new) => set_once(slot, new, d),
             }
         },
-        syntax: "access_log path [format [buffer=size] [flush=time]] | off;",
+        syntax: "access_log path [format [buffer=size] [flush=time] [if=condition]] | off;",
         default: "logs/access.log combined",
-        doc: "Writes a line per request in the named format (default `combined`); several may be given at one level. `buffer=` collects lines per worker and writes them when full, after `flush=` time, or at exit.\n\n```nginx\naccess_log logs/access.log combined buffer=64k flush=5s;\naccess_log off;\n```",
+        doc: "Writes a line per request in the named format (default `combined`); several may be given at one level. `buffer=` collects lines per worker and writes them when full, after `flush=` time, or at exit. `if=` skips a request whose condition (variables, read once the response is sent) comes out empty or `0`.\n\n```nginx\naccess_log logs/access.log combined buffer=64k flush=5s;\nmap $status $loggable { ~^[23] 0; default 1; }\naccess_log logs/errors.log combined if=$loggable;\naccess_log off;\n```",
     },
 ];

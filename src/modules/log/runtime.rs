@@ -33,6 +33,13 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
     WRITERS.with(|w| {
         let mut w = w.borrow_mut();
         for t in targets.iter() {
+            if let Some(c) = &t.condition {
+                let mut v = Vec::new();
+                c.render(&done, &mut v);
+                if v.is_empty() || v == b"0" {
+                    continue;
+                }
+            }
             let key = Arc::as_ptr(t) as usize;
             let (_, writer) = w.entry(key).or_insert_with(|| {
                 let writer = AccessLog::new(t.file.clone(), t.format.clone(), t.buffer, t.flush);
