@@ -236,6 +236,19 @@ fn fifty_megabytes_stream_without_buffering_whole() {
 }
 
 #[test]
+fn catch_stderr_makes_the_reply_invalid() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let v = start(&fpm, "fastcgi_catch_stderr \"note from\";");
+    // error_log() reaches stderr before the script's head goes out.
+    assert_eq!(v.get("/cookies.php").status, 502);
+    assert!(eventually(5, || v
+        .stderr()
+        .contains("upstream sent a string fastcgi_catch_stderr names")));
+    // A reply without the string is served.
+    assert_eq!(v.get("/s404.php").status, 404);
+}
+
+#[test]
 fn headers_cookies_status_and_stderr() {
     let Some(fpm) = Fpm::start(2) else { return };
     let v = start(

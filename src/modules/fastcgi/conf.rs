@@ -42,6 +42,9 @@ settings! {
         pub next_upstream_tries: u32 = 0,
         pub pass_request_headers: bool = true,
         pub pass_request_body: bool = true,
+        /// `fastcgi_catch_stderr`: strings that, sent in stderr before the
+        /// head, make the reply invalid.
+        pub catch_stderr: Arc<Vec<Box<[u8]>>> = Arc::new(Vec::new()),
     }
 }
 
@@ -341,5 +344,23 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_pass_request_body on | off;",
         default: "on",
         doc: "Whether the request body is sent to the application.\n\n```nginx\nfastcgi_pass_request_body off;\n```",
+    },
+    Def {
+        name: "fastcgi_catch_stderr",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            let list = s
+                .loc()
+                .get_mut::<FastcgiConfSet>()
+                .catch_stderr
+                .get_or_insert_with(|| Arc::new(Vec::new()));
+            Arc::make_mut(list).push(d.arg(0).as_bytes().into());
+            Ok(())
+        },
+        syntax: "fastcgi_catch_stderr string;",
+        default: "—",
+        doc: "A string which, found in what the application sends on stderr before its response head, makes the response invalid (`invalid_header` for `fastcgi_next_upstream`, else 502), as nginx. Several may be given; a level with any does not inherit its parent's.\n\n```nginx\nfastcgi_catch_stderr \"PHP Fatal error\";\nfastcgi_next_upstream error timeout invalid_header;\n```",
     },
 ];

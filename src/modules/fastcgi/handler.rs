@@ -119,6 +119,8 @@ pub struct Upstream {
     lowat: Lowat,
     /// For log lines.
     pub name: String,
+    /// `fastcgi_catch_stderr` while the head is read; `None` after it.
+    catch: Option<std::sync::Arc<Vec<Box<[u8]>>>>,
 }
 
 /// SO_RCVLOWAT on the connection to the application: with
@@ -156,7 +158,18 @@ impl Upstream {
         loop {
             match record::decode(&mut self.rbuf, ID) {
                 Err(m) => return Err(Fail::Malformed(m.0)),
-                Ok(Some(Record::Stderr(b))) => log_stderr(&b, &self.name),
+                Ok(Some(Record::Stderr(b))) => {
+                    log_stderr(&b, &self.name);
+                    let caught = self
+                        .catch
+                        .as_ref()
+                        .is_some_and(|c| c.iter().any(|s| memchr::memmem::find(&b, s).is_some()));
+                    if caught {
+                        return Err(Fail::Malformed(
+                            "upstream sent a string fastcgi_catch_stderr names",
+                        ));
+                    }
+                }
                 Ok(Some(Record::Other(_))) => {}
                 Ok(Some(r)) => {
                     if let Record::End { .. } = r {
@@ -481,12 +494,14 @@ async fn read_head(
         };
         if head.is_empty() {
             if let Some((h, used)) = parse(&b)? {
+                up.catch = None;
                 return Ok((h, b.slice(used..)));
             }
             head = BytesMut::from(&b[..]);
         } else {
             head.extend_from_slice(&b);
             if let Some((h, used)) = parse(&head)? {
+                up.catch = None;
                 return Ok((h, head.split_off(used).freeze()));
             }
         }
@@ -634,6 +649,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 false => Lowat::Off,
             },
             name,
+            catch: (!conf.catch_stderr.is_empty()).then(|| conf.catch_stderr.clone()),
         };
         let src = match &buffered {
             Some(q) => Some(BodySrc::Buffered(q.clone())),
