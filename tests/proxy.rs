@@ -1278,3 +1278,39 @@ http {{
     assert_eq!(seen.recv_timeout(Duration::from_secs(6)), Ok(false));
     assert_eq!(access_lines(&v, 3)[2], "/ignored 200 200");
 }
+
+#[test]
+fn upstream_header_and_cookie_variables() {
+    let b = backend(Arc::new(|_, _, _| {
+        Some(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Up-Name: hello\r\nSet-Cookie: a=1; Path=/\r\nSet-Cookie: sid=abc; HttpOnly\r\nX-Hidden: h\r\n\r\nok"
+                .to_vec(),
+        )
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    log_format up '$upstream_http_x_up_name|$upstream_cookie_sid|$upstream_http_x_hidden|$upstream_http_nope|';
+    access_log {{dir}}/logs/up.log up;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{
+            proxy_pass http://127.0.0.1:{p};
+            proxy_hide_header X-Hidden;
+            add_header X-Seen $upstream_http_x_up_name;
+        }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.get("/x");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-seen"), Some("hello"));
+    assert!(r.header("x-hidden").is_none());
+    // Hidden from the client, still the upstream's: the variable has it.
+    assert!(
+        eventually(5, || v.dir.read("logs/up.log").contains("hello|abc|h|-|")),
+        "{}",
+        v.dir.read("logs/up.log")
+    );
+}

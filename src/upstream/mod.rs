@@ -289,6 +289,58 @@ pub struct UpstreamVars {
     /// `$proxy_host`, `$proxy_port`.
     pub proxy_host: String,
     pub proxy_port: String,
+    /// The last reply's head text and its end-to-end header fields
+    /// (`$upstream_http_NAME`, `$upstream_cookie_NAME`).
+    pub head: Option<(Arc<str>, Vec<(response::Span, response::Span)>)>,
+}
+
+impl UpstreamVars {
+    /// The last reply's header fields, in order.
+    fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.head.iter().flat_map(|(text, fields)| {
+            let at = |(a, b): response::Span| &text[a as usize..b as usize];
+            fields.iter().map(move |&(n, v)| (at(n), at(v)))
+        })
+    }
+}
+
+/// `$upstream_http_NAME`: the first field whose name, lowercased with `-`
+/// as `_`, is NAME.
+fn upstream_header(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
+    if let Some(u) = vars(req) {
+        let same = |n: &str| {
+            n.len() == name.len()
+                && n.bytes().zip(name.bytes()).all(|(a, b)| {
+                    b == if a == b'-' {
+                        b'_'
+                    } else {
+                        a.to_ascii_lowercase()
+                    }
+                })
+        };
+        if let Some((_, v)) = u.borrow().fields().find(|(n, _)| same(n)) {
+            out.extend_from_slice(v.as_bytes());
+        }
+    }
+}
+
+/// `$upstream_cookie_NAME`: the value of cookie NAME in the reply's Set-Cookie fields.
+fn upstream_cookie(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
+    if let Some(u) = vars(req) {
+        let u = u.borrow();
+        let found = u
+            .fields()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+            .find_map(|(_, v)| {
+                let (n, rest) = v.split_once('=')?;
+                n.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| rest.split(';').next().unwrap_or(""))
+            });
+        if let Some(v) = found {
+            out.extend_from_slice(v.trim().as_bytes());
+        }
+    }
 }
 
 impl UpstreamVars {
@@ -396,6 +448,8 @@ pub static MODULE: Module = Module {
         VarDef::name("upstream_response_time", |req, _, out| {
             render(req, Field::ResponseTime, out)
         }),
+        VarDef::prefix("upstream_http_", upstream_header),
+        VarDef::prefix("upstream_cookie_", upstream_cookie),
     ],
     hooks: Hooks {
         loaded: Some(conf::finish),

@@ -339,6 +339,9 @@ impl Proxy {
         let status_kind = NextUpstream::of_status(h.status);
         let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
         let resp = self.response(req, pc, &h);
+        // The fields' values live on in the response; their spans serve $upstream_http_*.
+        let mut h = h;
+        vars.borrow_mut().head = Some((h.text.clone(), std::mem::take(&mut h.fields)));
         if pc.next_upstream.has(status_kind) {
             return Err(Gave::Fail(Fail {
                 kind: status_kind,
