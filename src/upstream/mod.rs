@@ -291,8 +291,11 @@ pub struct UpstreamVars {
     pub proxy_port: String,
     /// The last reply's head text and its end-to-end header fields
     /// (`$upstream_http_NAME`, `$upstream_cookie_NAME`).
-    pub head: Option<(Arc<str>, Vec<(response::Span, response::Span)>)>,
+    pub head: Option<ReplyHead>,
 }
+
+/// A reply head's text and the spans of its (name, value) fields.
+pub type ReplyHead = (Arc<str>, Vec<(response::Span, response::Span)>);
 
 impl UpstreamVars {
     /// The last reply's header fields, in order.
