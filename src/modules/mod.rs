@@ -250,6 +250,8 @@ mod tests {
         let lists = [
             crate::conf::core_directives::IGNORED,
             crate::modules::ssl::conf::IGNORED,
+            crate::modules::proxy::conf::IGNORED,
+            crate::modules::fastcgi::conf::IGNORED,
         ];
         for d in all(MODULES) {
             let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));

@@ -3,7 +3,7 @@
 
 use super::handler::FastcgiPass;
 use crate::conf::ast::{ConfError, Directive};
-use crate::conf::table::{Arity, Ctx, Def, Env, Scope};
+use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, size, time};
 use crate::core::vars::{Re, Template};
 use crate::settings;
@@ -363,4 +363,24 @@ pub static DIRECTIVES: &[Def] = &[
         default: "—",
         doc: "A string which, found in what the application sends on stderr before its response head, makes the response invalid (`invalid_header` for `fastcgi_next_upstream`, else 502), as nginx. Several may be given; a level with any does not inherit its parent's.\n\n```nginx\nfastcgi_catch_stderr \"PHP Fatal error\";\nfastcgi_next_upstream error timeout invalid_header;\n```",
     },
+];
+
+/// Accepted for nginx compatibility: vireo never writes an upstream's reply
+/// to a temporary file (it is sent on as the client takes it), which is what
+/// nginx does with `fastcgi_max_temp_file_size 0`.
+pub static IGNORED: &[Def] = &[
+    crate::conf::core_directives::ignored(
+        "fastcgi_max_temp_file_size",
+        Ctx::HSL,
+        ONE,
+        "fastcgi_max_temp_file_size size;",
+        "vireo never buffers a reply in a temporary file, as nginx with 0\n\n```nginx\nfastcgi_max_temp_file_size 0;\n```",
+    ),
+    crate::conf::core_directives::ignored(
+        "fastcgi_temp_file_write_size",
+        Ctx::HSL,
+        ONE,
+        "fastcgi_temp_file_write_size size;",
+        "vireo never buffers a reply in a temporary file\n\n```nginx\nfastcgi_temp_file_write_size 16k;\n```",
+    ),
 ];

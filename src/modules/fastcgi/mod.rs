@@ -15,7 +15,7 @@ pub use handler::script_name;
 pub static MODULE: Module = Module {
     name: "fastcgi",
     nginx_default: &["http_fastcgi_module"],
-    directives: &[conf::DIRECTIVES],
+    directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::FastcgiConf::KIND),
     variables: &[
         VarDef::name("fastcgi_script_name", |req, _, out| {

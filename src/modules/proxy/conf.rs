@@ -518,3 +518,23 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "When off (the default), a client that closes its connection while the request waits for the upstream's response head ends the request: the upstream connection is closed rather than kept (the application sees the client leave; a keep-alive pool is not filled with replies nobody waits for) and the request is logged with status 499. When on, the exchange with the upstream goes on to its end. The wait is watched once the request body has been sent; an HTTP/1 client that already sent more bytes (a pipelined request) is not seen leaving there.\n\n```nginx\nproxy_ignore_client_abort on;\n```",
     },
 ];
+
+/// Accepted for nginx compatibility: vireo never writes an upstream's reply
+/// to a temporary file (it is sent on as the client takes it), which is what
+/// nginx does with `proxy_max_temp_file_size 0`.
+pub static IGNORED: &[Def] = &[
+    crate::conf::core_directives::ignored(
+        "proxy_max_temp_file_size",
+        Ctx::HSL,
+        ONE,
+        "proxy_max_temp_file_size size;",
+        "vireo never buffers a reply in a temporary file, as nginx with 0\n\n```nginx\nproxy_max_temp_file_size 0;\n```",
+    ),
+    crate::conf::core_directives::ignored(
+        "proxy_temp_file_write_size",
+        Ctx::HSL,
+        ONE,
+        "proxy_temp_file_write_size size;",
+        "vireo never buffers a reply in a temporary file\n\n```nginx\nproxy_temp_file_write_size 16k;\n```",
+    ),
+];

@@ -1366,7 +1366,7 @@ impl crate::core::message::response::Tunnel for Tunnel {
 pub static MODULE: Module = Module {
     name: "proxy",
     nginx_default: &["http_proxy_module"],
-    directives: &[conf::DIRECTIVES],
+    directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
         VarDef::name("proxy_host", |req, _, out| {
