@@ -607,7 +607,8 @@ fn ignored_nginx_directives_give_notices() {
         &dir,
         "master_process on;\nevents {\n use epoll;\n accept_mutex off;\n}\nhttp {\n \
          client_body_temp_path /tmp/b 1 2;\n proxy_temp_path /tmp/p;\n types_hash_max_size 2048;\n output_buffers 2 32k;\n \
-         postpone_output 1460;\n server_names_hash_bucket_size 64;\n}\n",
+         postpone_output 1460;\n server_names_hash_bucket_size 64;\n proxy_max_temp_file_size 0;\n \
+         fastcgi_temp_file_write_size 16k;\n}\n",
     );
     let conf = dir.path().join("t.conf");
     for (name, line) in [
@@ -619,6 +620,8 @@ fn ignored_nginx_directives_give_notices() {
         ("output_buffers", 10),
         ("postpone_output", 11),
         ("server_names_hash_bucket_size", 12),
+        ("proxy_max_temp_file_size", 13),
+        ("fastcgi_temp_file_write_size", 14),
     ] {
         let want = format!("vireo: [notice] \"{name}\" directive is ignored");
         let at = format!(" in {}:{line}\n", conf.display());
