@@ -11,6 +11,7 @@ pub mod empty_gif;
 pub mod fastcgi;
 pub mod headers;
 pub mod limit_conn;
+pub mod limit_rate;
 pub mod limit_req;
 pub mod log;
 pub mod map;
@@ -54,6 +55,7 @@ pub static MODULES: &[&Module] = &[
     &limit_req::MODULE,
     &limit_conn::MODULE,
     &empty_gif::MODULE,
+    &limit_rate::MODULE,
 ];
 
 /// The HTTP modules nginx builds unless `configure` is told `--without-…`.

@@ -1,0 +1,225 @@
+//! `limit_rate` and `limit_rate_after`: a response is sent no faster than a
+//! rate, after its first bytes, as nginx's core does; `$limit_rate` is the
+//! rate. The filter turns the body into a stream the connection pulls piece
+//! by piece (it pulls the next piece only once the last is written), and a
+//! piece is handed out only when the bytes before it have had their time.
+
+use crate::conf::table::{Ctx, Def, ONE};
+use crate::conf::values::{set_once, size};
+use crate::core::message::response::{Body, BodyStream, Response};
+use crate::core::module::{Hooks, Module, Ordered, VarDef};
+use crate::core::request::{BoxFuture, Request};
+use crate::core::vars::push_u64;
+use crate::settings;
+use bytes::Bytes;
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+settings! {
+    pub struct LimitRateConf / LimitRateConfSet {
+        /// Bytes per second; 0 is no limit.
+        pub rate: u64 = 0,
+        /// Bytes sent before the limit applies.
+        pub after: u64 = 0,
+    }
+}
+
+/// Where the throttled bytes come from.
+#[derive(Debug)]
+enum Source {
+    Bytes(Bytes),
+    File {
+        file: Rc<File>,
+        range: Range<u64>,
+    },
+    Stream {
+        inner: Box<dyn BodyStream>,
+        held: Bytes,
+    },
+}
+
+/// A body handed out no faster than `rate` once `after` bytes have gone.
+#[derive(Debug)]
+struct Throttle {
+    src: Source,
+    rate: u64,
+    after: u64,
+    sent: u64,
+    start: Instant,
+    /// The most bytes one piece carries: an eighth of a second's worth.
+    piece: usize,
+}
+
+impl Throttle {
+    fn new(src: Source, rate: u64, after: u64) -> Throttle {
+        Throttle {
+            src,
+            rate,
+            after,
+            sent: 0,
+            start: Instant::now(),
+            piece: (rate / 8).clamp(1, 64 * 1024) as usize,
+        }
+    }
+
+    /// The next piece of at most `piece` bytes, before any wait.
+    async fn take(&mut self) -> io::Result<Option<Bytes>> {
+        // Bytes before `after` go at once, in one piece.
+        let max = match self.after.checked_sub(self.sent) {
+            Some(free) if free > 0 => free.min(1 << 20) as usize,
+            _ => self.piece,
+        };
+        match &mut self.src {
+            Source::Bytes(b) => Ok((!b.is_empty()).then(|| b.split_to(max.min(b.len())))),
+            Source::File { file, range } => {
+                if range.is_empty() {
+                    return Ok(None);
+                }
+                let want = (range.end - range.start).min(max as u64) as usize;
+                let mut buf = vec![0; want];
+                let n = file.read_at(&mut buf, range.start)?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while sending",
+                    ));
+                }
+                buf.truncate(n);
+                range.start += n as u64;
+                Ok(Some(Bytes::from(buf)))
+            }
+            Source::Stream { inner, held } => {
+                if held.is_empty() {
+                    match inner.next().await? {
+                        Some(b) => *held = b,
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(held.split_to(max.min(held.len()))))
+            }
+        }
+    }
+
+    /// When the bytes sent so far, past `after`, have had their time.
+    fn due(&self) -> Instant {
+        let limited = self.sent.saturating_sub(self.after);
+        self.start + Duration::from_micros(limited.saturating_mul(1_000_000) / self.rate)
+    }
+}
+
+impl BodyStream for Throttle {
+    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+        Box::pin(async move {
+            let due = self.due();
+            if due > Instant::now() {
+                tokio::time::sleep_until(due.into()).await;
+            }
+            let piece = self.take().await?;
+            if let Some(p) = &piece {
+                self.sent += p.len() as u64;
+            }
+            Ok(piece)
+        })
+    }
+}
+
+/// The filter: the body, when longer than `limit_rate_after`, becomes a
+/// throttled stream of the same length.
+fn filter(req: &Request<'_>, resp: &mut Response) {
+    let c = req.conf.get::<LimitRateConf>();
+    // A 101's body is the connection's tunnel, not bytes to pace.
+    if resp.status == 101 || resp.body.size().is_some_and(|n| n <= c.after) {
+        return;
+    }
+    let len = resp.body.size();
+    let src = match std::mem::replace(&mut resp.body, Body::Empty) {
+        Body::Bytes(b) => Source::Bytes(b),
+        Body::File { file, range } => Source::File { file, range },
+        Body::Stream { stream, .. } => Source::Stream {
+            inner: stream,
+            held: Bytes::new(),
+        },
+        other => {
+            resp.body = other;
+            return;
+        }
+    };
+    resp.body = Body::Stream {
+        stream: Box::new(Throttle::new(src, c.rate, c.after)),
+        len,
+    };
+}
+
+static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "limit_rate",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let rate = size(d, 0)?;
+            set_once(&mut s.loc().get_mut::<LimitRateConfSet>().rate, rate, d)
+        },
+        syntax: "limit_rate rate;",
+        default: "0",
+        doc: "Sends each response no faster than `rate` bytes per second (`k`, `m` suffixes), after its first `limit_rate_after` bytes; 0 is no limit. The body is handed to the connection in pieces of an eighth of a second's worth, each when the bytes before it have had their time.\n\n```nginx\nlocation /downloads/ { limit_rate_after 1m; limit_rate 200k; }\n```",
+    },
+    Def {
+        name: "limit_rate_after",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let after = size(d, 0)?;
+            set_once(&mut s.loc().get_mut::<LimitRateConfSet>().after, after, d)
+        },
+        syntax: "limit_rate_after size;",
+        default: "0",
+        doc: "How many bytes of a response go at full speed before `limit_rate` applies.\n\n```nginx\nlimit_rate_after 500k;\n```",
+    },
+];
+
+/// `limit_rate`, `limit_rate_after` and `$limit_rate`.
+pub static MODULE: Module = Module {
+    name: "limit_rate",
+    directives: &[DIRECTIVES],
+    settings: Some(&LimitRateConf::KIND),
+    variables: &[VarDef::name("limit_rate", |req, _, out| {
+        push_u64(out, req.conf.get::<LimitRateConf>().rate)
+    })],
+    hooks: Hooks {
+        filter: Some(Ordered {
+            order: 30,
+            run: filter,
+            active: |c| c.get::<LimitRateConf>().rate > 0,
+        }),
+        ..Hooks::NONE
+    },
+    ..Module::EMPTY
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_due_when_the_bytes_before_them_had_their_time() {
+        let mut t = Throttle::new(Source::Bytes(Bytes::from(vec![7; 5000])), 1000, 100);
+        assert_eq!(t.piece, 125);
+        assert_eq!(t.due(), t.start);
+        t.sent = 600;
+        assert_eq!(t.due(), t.start + Duration::from_millis(500));
+    }
+
+    #[tokio::test]
+    async fn the_first_bytes_go_in_one_piece_then_small_ones() {
+        let mut t = Throttle::new(Source::Bytes(Bytes::from(vec![7; 5000])), 8000, 3000);
+        assert_eq!(t.take().await.unwrap().unwrap().len(), 3000);
+        t.sent = 3000;
+        assert_eq!(t.take().await.unwrap().unwrap().len(), 1000);
+    }
+}
