@@ -43,9 +43,10 @@ pub fn hundredths(s: &str) -> Option<u32> {
 
 fn parse(d: &Directive, vars: &mut Vars) -> Result<Split, ConfError> {
     let err = |m: String, at: &Directive| ConfError::new(m, &at.span);
+    let entries = d.block.as_deref().unwrap_or(&[]);
     let mut percents = Vec::new();
     let mut values = Vec::new();
-    for e in d.block.as_deref().unwrap_or(&[]) {
+    for e in entries {
         if e.block.is_some() {
             return Err(err(format!("unexpected \"{{\" after \"{}\"", e.name), e));
         }
@@ -69,7 +70,10 @@ fn parse(d: &Directive, vars: &mut Vars) -> Result<Split, ConfError> {
         percents.push(percent);
         values.push(e.arg(0).as_bytes().into());
     }
-    let bounds = Split::bounds(&percents).map_err(|m| err(m.into(), d))?;
+    // nginx reports this at the block's end; the entry that goes over is
+    // more telling.
+    let bounds = Split::bounds(&percents)
+        .map_err(|i| err("percent total is greater than 100%".into(), &entries[i]))?;
     vars.at(&d.span);
     Ok(Split {
         source: Template::compile(d.arg(0), vars).map_err(|m| err(m, d))?,

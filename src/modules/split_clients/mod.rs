@@ -54,18 +54,19 @@ pub struct Split {
 
 impl Split {
     /// Turn percents (hundredths) into nginx's cumulative bounds: each part
-    /// adds `percent * 0xffffffff / 10000`. `Err` when they exceed 100%.
-    pub fn bounds(percents: &[Option<u32>]) -> Result<Vec<Option<u32>>, &'static str> {
+    /// adds `percent * 0xffffffff / 10000`. `Err(i)` when part `i` takes
+    /// the total over 100%.
+    pub fn bounds(percents: &[Option<u32>]) -> Result<Vec<Option<u32>>, usize> {
         let mut sum = 0u32;
         let mut last = 0u32;
         let mut out = Vec::with_capacity(percents.len());
-        for p in percents {
+        for (i, p) in percents.iter().enumerate() {
             sum = match p {
                 Some(p) => sum + p,
                 None => 10000,
             };
             if sum > 10000 {
-                return Err("percent total is greater than 100%");
+                return Err(i);
             }
             out.push(p.map(|p| {
                 last = last.wrapping_add((u64::from(p) * 0xffff_ffff / 10000) as u32);
