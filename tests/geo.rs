@@ -70,6 +70,12 @@ http {
         127.0.0.0-127.255.255.255  loopback;
         192.0.2.0-192.0.2.255      test;
     }
+    geo $geo_ranges_include {
+        ranges;
+        default                default;
+        include                {dir}/geo-ranges.conf;
+        192.0.2.0-192.0.2.255  test;
+    }
     geo $geo_unix {
         default          default;
         255.255.255.255  none;
@@ -90,6 +96,7 @@ http {
         add_header X-XFF $geo_proxy;
         add_header X-XFR $geo_proxy_recursive;
         add_header X-Ran $geo_ranges;
+        add_header X-RIn $geo_ranges_include;
         add_header X-Unix $geo_unix;
         add_header X-URa $geo_unix_ranges;
         location / { return 200 ok; }
@@ -108,6 +115,7 @@ fn start() -> Vireo {
     let dir = TempDir::new("geo");
     dir.write("geo.conf", "127.0.0.0/8  loopback;\n");
     dir.write("html/realip/index.html", "ok\n");
+    dir.write("geo-ranges.conf", "127.0.0.0-127.255.255.255  loopback;\n");
     Vireo::start_in(dir, CONF)
 }
 
@@ -131,6 +139,7 @@ fn networks_ranges_and_variables() {
     assert_eq!(h(&r, "x-inc"), "loopback");
     assert_eq!(h(&r, "x-del"), "world");
     assert_eq!(h(&r, "x-ran"), "loopback");
+    assert_eq!(h(&r, "x-rin"), "loopback");
     assert_eq!(h(&r, "x-unix"), "default");
     assert_eq!(h(&r, "x-ura"), "test");
     assert_eq!(get(&v, "/none", &[]).text(), "[]");
