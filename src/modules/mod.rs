@@ -9,6 +9,7 @@ pub mod cgi;
 pub mod compress;
 pub mod empty_gif;
 pub mod fastcgi;
+pub mod geo;
 pub mod headers;
 pub mod limit_conn;
 pub mod limit_rate;
@@ -18,6 +19,7 @@ pub mod map;
 pub mod proxy;
 pub mod realip;
 pub mod rewrite;
+pub mod split_clients;
 pub mod ssl;
 pub mod static_files;
 pub mod status;
@@ -37,6 +39,8 @@ pub static MODULES: &[&Module] = &[
     &status::MODULE,
     &rewrite::MODULE,
     &map::MODULE,
+    &geo::MODULE,
+    &split_clients::MODULE,
     &try_files::MODULE,
     &headers::MODULE,
     &userid::MODULE,
