@@ -147,6 +147,7 @@ pub fn h1_request(data: &[u8]) {
             header_buffer: 64,
             large_buffers: 2,
             large_buffer_size: 128,
+            ..Limits::default()
         },
     ] {
         let whole: HeadResult = {

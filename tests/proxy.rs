@@ -1314,3 +1314,30 @@ http {{
         v.dir.read("logs/up.log")
     );
 }
+
+#[test]
+fn header_fields_with_underscores_are_dropped_unless_allowed() {
+    let b = backend(echo());
+    let conf = |extra: &str| {
+        format!(
+            "events {{}}
+http {{
+    access_log off;
+    {extra}
+    server {{ listen 127.0.0.1:{{port}}; location / {{ proxy_pass http://127.0.0.1:{p}; }} }}
+}}",
+            p = b.port
+        )
+    };
+    let req = "GET /h HTTP/1.1\r\nHost: x\r\nX_Under: 1\r\nX-Dash: 2\r\nConnection: close\r\n\r\n";
+    let v = Vireo::start(&conf(""));
+    let seen = v.request(req).text();
+    assert!(
+        seen.contains("X-Dash: 2") && !seen.contains("X_Under"),
+        "{seen}"
+    );
+    let v = Vireo::start(&conf("underscores_in_headers on;"));
+    assert!(v.request(req).text().contains("X_Under: 1"));
+    let v = Vireo::start(&conf("ignore_invalid_headers off;"));
+    assert!(v.request(req).text().contains("X_Under: 1"));
+}

@@ -66,6 +66,10 @@ settings! {
         pub client_max_body_size: u64 = 1 << 20,
         pub client_header_buffer_size: usize = 1024,
         pub large_client_header_buffers: (usize, usize) = (4, 8192),
+        /// Request header fields with `_` in their names are kept.
+        pub underscores_in_headers: bool = false,
+        /// Request header fields with invalid names are dropped (else kept).
+        pub ignore_invalid_headers: bool = true,
         pub lingering_close: Lingering = Lingering::On,
         pub lingering_time: std::time::Duration = std::time::Duration::from_secs(30),
         pub lingering_timeout: std::time::Duration = std::time::Duration::from_secs(5),

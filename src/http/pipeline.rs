@@ -163,6 +163,8 @@ pub fn limits(core: &CoreConf) -> Limits {
         header_buffer: core.client_header_buffer_size,
         large_buffers: core.large_client_header_buffers.0,
         large_buffer_size: core.large_client_header_buffers.1,
+        underscores: core.underscores_in_headers,
+        ignore_invalid: core.ignore_invalid_headers,
     }
 }
 

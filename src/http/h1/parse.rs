@@ -17,6 +17,11 @@ pub struct Limits {
     pub header_buffer: usize,
     pub large_buffers: usize,
     pub large_buffer_size: usize,
+    /// `underscores_in_headers`: a field whose name has `_` is kept.
+    pub underscores: bool,
+    /// `ignore_invalid_headers`: a field whose name has `_` (without
+    /// `underscores_in_headers`) is dropped, as nginx does.
+    pub ignore_invalid: bool,
 }
 
 impl Default for Limits {
@@ -25,6 +30,8 @@ impl Default for Limits {
             header_buffer: 1024,
             large_buffers: 4,
             large_buffer_size: 8192,
+            underscores: false,
+            ignore_invalid: true,
         }
     }
 }
@@ -146,6 +153,11 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         let name = h.name.as_bytes();
         if name.is_empty() {
             return Err(BAD);
+        }
+        // As nginx: `X_Real_IP` would reach a FastCGI application as the same
+        // `HTTP_X_REAL_IP` as `X-Real-IP`; such fields are dropped.
+        if !limits.underscores && limits.ignore_invalid && name.contains(&b'_') {
+            continue;
         }
         let value = trim_ows(h.value);
         let name_start = offset(name);
@@ -566,6 +578,27 @@ mod tests {
     }
 
     #[test]
+    fn underscored_names_are_dropped_unless_allowed() {
+        let req = b"GET / HTTP/1.1\r\nHost: h\r\nX_A: 1\r\nX-B: 2\r\n\r\n";
+        let h = try_parse(req).unwrap().unwrap();
+        assert_eq!(h.headers().count(), 2);
+        assert!(h.header("x_a").is_none() && h.header("x-b").is_some());
+        for l in [
+            Limits {
+                underscores: true,
+                ..Limits::default()
+            },
+            Limits {
+                ignore_invalid: false,
+                ..Limits::default()
+            },
+        ] {
+            let h = parse(&mut BytesMut::from(&req[..]), &l).unwrap().unwrap();
+            assert_eq!(h.header("x_a"), Some(&b"1"[..]));
+        }
+    }
+
+    #[test]
     fn leading_empty_lines() {
         let mut buf = BytesMut::from(&b"\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"[..]);
         let h = parse(&mut buf, &Limits::default()).unwrap().unwrap();
@@ -812,6 +845,7 @@ mod tests {
             header_buffer: 4096,
             large_buffers: 4,
             large_buffer_size: 1024,
+            ..Limits::default()
         };
         let uri = "a".repeat(3000);
         let req = format!("GET /{uri} HTTP/1.1\r\nHost: h\r\n\r\n");
@@ -848,6 +882,7 @@ mod tests {
             header_buffer: 64,
             large_buffers: 2,
             large_buffer_size: 100,
+            ..Limits::default()
         };
         assert_eq!(l.max_head(), 200);
         let mut req = b"GET / HTTP/1.1\r\nHost: h\r\n".to_vec();
@@ -870,6 +905,7 @@ mod tests {
             header_buffer: 4096,
             large_buffers: 1,
             large_buffer_size: 100,
+            ..Limits::default()
         };
         assert_eq!(big.max_head(), 4096);
         assert!(
