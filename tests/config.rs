@@ -690,14 +690,20 @@ fn unopenable_error_log_fails_the_test() {
 
 #[test]
 fn unopenable_default_access_log_message() {
-    // No logs/ folder under the prefix and no access_log: the default log cannot open.
+    // No logs/ folder under the prefix and no access_log: it is made.
     let dir = TempDir::new("cf");
+    let out = test_conf(&dir, "events {}\nhttp {}\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.path().join("logs/access.log").is_file());
+    // A `logs` that is a file: the default log cannot open, and says so.
+    let dir = TempDir::new("cf");
+    dir.write("logs", "not a folder");
     let out = test_conf(&dir, "events {}\nhttp {}\n");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!(
-            "open() \"{}\" failed (2: No such file or directory)",
+            "open() \"{}\" failed (20: Not a directory) for the default access log",
             dir.path().join("logs/access.log").display()
         )),
         "{err}"
