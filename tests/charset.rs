@@ -128,6 +128,22 @@ fn content_types_and_recoding() {
     assert_eq!(r.header("content-length"), None);
     assert_eq!(body(&r), "aаб€?".repeat(20_000).as_bytes());
 
+    // Ranges: one-byte recoding keeps lengths, so a range is recoded; a
+    // range whose length would change is sent as it is, and logged.
+    let range = |p: &str| {
+        v.request(&format!(
+            "GET {p} HTTP/1.1\r\nHost: localhost\r\nRange: bytes=0-9\r\nConnection: close\r\n\r\n"
+        ))
+    };
+    let r = range("/t.html");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=A"));
+    assert_eq!(body(&r), b"YYYYYYYYYY");
+    let r = range("/koi/big.html");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert_eq!(body(&r), b"a\xc1\xc2\x80\xffa\xc1\xc2\x80\xff");
+
     // A `return` text, utf-8 to koi8-r; what koi8-r lacks as &#N;.
     let r = v.get("/ret");
     assert_eq!(r.header("content-type"), Some("text/plain; charset=koi8-r"));
@@ -143,6 +159,7 @@ fn content_types_and_recoding() {
         log.contains("no \"charset_map\" between the charsets \"cp866\" and \"utf-8\""),
         "{log}"
     );
+    assert!(log.contains("range response not recoded"), "{log}");
 }
 
 #[track_caller]

@@ -96,9 +96,7 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         return;
     };
     let same_length = rec.table().same_length();
-    if !same_length && matches!(resp.body, Body::Multipart { .. })
-        || resp.status == 206 && !same_length
-    {
+    if matches!(resp.body, Body::Multipart { .. }) || (resp.status == 206 && !same_length) {
         // The parts' ranges count source bytes: recoding would break them.
         crate::error_log!(
             Error,
@@ -128,16 +126,11 @@ fn recode(mut rec: Recoder, resp: &mut Response, same_length: bool) {
             stream: Box::new(WrapStream::new(stream, rec)),
             len: if same_length { len } else { None },
         },
-        // One-byte tables only (see the filter): the parts keep their ranges.
-        m @ Body::Multipart { .. } => {
-            crate::error_log!(Error, "multipart range response not recoded");
-            m
-        }
+        // Refused by the filter: the parts' ranges count source bytes.
+        m @ Body::Multipart { .. } => m,
     };
-    if !same_length {
-        if let Some(i) = find(&resp.headers, "accept-ranges") {
-            resp.headers.remove(i);
-        }
+    if !same_length && let Some(i) = find(&resp.headers, "accept-ranges") {
+        resp.headers.remove(i);
     }
     if let Some(i) = find(&resp.headers, "etag") {
         let v = resp.headers[i].1.as_str();
