@@ -43,6 +43,7 @@ http {
             proxy_pass http://127.0.0.1:{port}/;
         }
         location /koi/ { charset utf-8; source_charset koi8-r; }
+        location /win/ { charset utf-8; source_charset windows-1251; }
         location /nomap/ { charset utf-8; source_charset cp866; }
         location = /ret {
             charset koi8-r;
@@ -71,6 +72,7 @@ fn start() -> Vireo {
     dir.write("html/off/t.html", "");
     dir.write("html/t.html", "X".repeat(99));
     dir.write("html/nomap/t.html", "X");
+    dir.write("html/win/t.html", b"\xcf\xf0\xe8\xe2\xe5\xf2");
     // koi8-r text longer than a read piece: "aаб€?" each time.
     dir.write("html/koi/big.html", b"a\xc1\xc2\x80\xff".repeat(20_000));
     Vireo::start_in(dir, CONF)
@@ -143,6 +145,11 @@ fn content_types_and_recoding() {
     assert_eq!(r.status, 206);
     assert_eq!(r.header("content-type"), Some("text/html"));
     assert_eq!(body(&r), b"a\xc1\xc2\x80\xffa\xc1\xc2\x80\xff");
+
+    // A built-in table: windows-1251 to utf-8.
+    let r = v.get("/win/t.html");
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(body(&r), "Привет".as_bytes());
 
     // A `return` text, utf-8 to koi8-r; what koi8-r lacks as &#N;.
     let r = v.get("/ret");

@@ -150,6 +150,6 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| charset_map(s, d),
         syntax: "charset_map charset1 charset2 { … }",
         default: "—",
-        doc: "A recoding table between two charsets, used both ways: each line is a code in `charset1` and its code in `charset2`, in hexadecimal. When `charset2` is `utf-8`, the second value is the character's UTF-8 bytes in hex. Codes 80-FF without a line become `?`; characters a one-byte charset lacks become `&#NNNN;` when recoding from UTF-8.\n\n```nginx\ncharset_map koi8-r utf-8 {\n    C1 D0B0;   # а\n    C2 D0B1;   # б\n}\n```",
+        doc: "A recoding table between two charsets, used both ways: each line is a code in `charset1` and its code in `charset2`, in hexadecimal. When `charset2` is `utf-8`, the second value is the character's UTF-8 bytes in hex. Codes 80-FF without a line become `?`; characters a one-byte charset lacks become `&#NNNN;` when recoding from UTF-8. Without a map, `windows-1251` ↔ `utf-8` and `koi8-r` ↔ `utf-8` use built-in tables (as nginx's `win-utf` and `koi-utf` files); a `charset_map` for the pair replaces them.\n\n```nginx\ncharset_map koi8-r utf-8 {\n    C1 D0B0;   # а\n    C2 D0B1;   # б\n}\n```",
     },
 ];

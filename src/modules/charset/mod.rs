@@ -5,6 +5,7 @@
 //! memory at once, files and streams as they are sent. It runs before
 //! compression (order 12), so compressed bodies are recoded first.
 
+pub mod builtin;
 pub mod conf;
 pub mod recode;
 

@@ -141,7 +141,13 @@ pub struct Recoder {
 }
 
 impl Recoder {
+    /// A recoder through the configured `maps`, else a built-in one.
     pub fn new(maps: Arc<[Arc<CharsetMap>]>, src: &str, dst: &str) -> Option<Recoder> {
+        Self::within(maps, src, dst)
+            .or_else(|| Self::within(super::builtin::MAPS.clone(), src, dst))
+    }
+
+    fn within(maps: Arc<[Arc<CharsetMap>]>, src: &str, dst: &str) -> Option<Recoder> {
         let (map, forward) = maps.iter().enumerate().find_map(|(i, m)| {
             if m.from.eq_ignore_ascii_case(src) && m.to.eq_ignore_ascii_case(dst) {
                 Some((i, true))
