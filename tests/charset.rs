@@ -44,7 +44,7 @@ http {
         }
         location /koi/ { charset utf-8; source_charset koi8-r; }
         location /win/ { charset utf-8; source_charset windows-1251; }
-        location /nomap/ { charset utf-8; source_charset cp866; }
+        location /nomap/ { charset $arg_c; source_charset cp866; }
         location = /ret {
             charset koi8-r;
             source_charset utf-8;
@@ -157,7 +157,7 @@ fn content_types_and_recoding() {
     assert_eq!(body(&r), b"x\xc1\xc2 &#1078;x");
 
     // No map between the charsets: left alone, and logged.
-    let r = v.get("/nomap/t.html");
+    let r = v.get("/nomap/t.html?c=utf-8");
     assert_eq!(r.header("content-type"), Some("text/html"));
     assert_eq!(body(&r), b"X");
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -201,6 +201,11 @@ fn config_errors() {
         "events {}\nhttp {\n    server {\n        charset_map a b { }\n    }\n}\n",
         "\"charset_map\" directive is not allowed here",
         4,
+    );
+    fails_at(
+        "events {}\nhttp {\n    server {\n        location / {\n            charset utf-8;\n            source_charset cp866;\n        }\n    }\n}\n",
+        "no \"charset_map\" between the charsets \"cp866\" and \"utf-8\"",
+        6,
     );
     fails_at(
         "events {}\nhttp {\n    override_charset maybe;\n}\n",

@@ -1,7 +1,7 @@
 //! Directives of the charset filter.
 
 use super::recode::{CharsetMap, parse_map};
-use crate::conf::ast::{ConfError, Directive};
+use crate::conf::ast::{ConfError, Directive, Span};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, push, set_once};
 use crate::core::vars::Template;
@@ -55,6 +55,8 @@ settings! {
         /// `charset`: the name (maybe with variables), `None` for `off`.
         pub charset: Option<Template> = None,
         pub source_charset: Option<Arc<str>> = None,
+        /// Where `source_charset` was written, for the load's check.
+        pub source_at: Option<Span> = None,
         pub override_charset: bool = false,
         pub types: Arc<Types> = Arc::new(Types::of(DEFAULT_TYPES)),
         /// Every `charset_map` of the http block.
@@ -104,14 +106,18 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "charset charset | off;",
         default: "off",
-        doc: "Adds `; charset=NAME` to the `Content-Type` of responses whose MIME type is in `charset_types`, unless the Content-Type already names a charset (see `override_charset`). The name may hold variables. When `source_charset` (or, with `override_charset`, the response's own charset) differs and a `charset_map` links the two, the body is recoded on the fly, piece by piece. Without a map between them the response is left alone and an error is logged, as nginx does.\n\n```nginx\ncharset utf-8;\nsource_charset windows-1251;\n```",
+        doc: "Adds `; charset=NAME` to the `Content-Type` of responses whose MIME type is in `charset_types`, unless the Content-Type already names a charset (see `override_charset`). The name may hold variables. When `source_charset` (or, with `override_charset`, the response's own charset) differs and a `charset_map` links the two, the body is recoded on the fly, piece by piece. A fixed `charset` and `source_charset` that no map links are a configuration error; when the names come from variables or the response, the response is left alone and an error is logged, as nginx does.\n\n```nginx\ncharset utf-8;\nsource_charset windows-1251;\n```",
     },
     Def {
         name: "source_charset",
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, _| set_once(&mut loc(s).source_charset, Some(Arc::from(d.arg(0))), d),
+        set: |s, d, _| {
+            let l = loc(s);
+            l.source_at = Some(Some(d.span.clone()));
+            set_once(&mut l.source_charset, Some(Arc::from(d.arg(0))), d)
+        },
         syntax: "source_charset charset;",
         default: "—",
         doc: "The charset responses are written in; bodies are recoded from it to `charset` through a `charset_map`.\n\n```nginx\ncharset koi8-r;\nsource_charset utf-8;\n```",

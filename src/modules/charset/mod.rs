@@ -9,9 +9,12 @@ pub mod builtin;
 pub mod conf;
 pub mod recode;
 
+use crate::conf::ast::ConfError;
+use crate::conf::model::LocConf;
 use crate::core::message::response::{Body, Response, Value};
-use crate::core::module::{Hooks, Module, Ordered};
+use crate::core::module::{Hooks, ListenBuild, Module, Ordered};
 use crate::core::request::Request;
+use crate::core::route::Locations;
 use bytes::Bytes;
 use conf::CharsetConf;
 use recode::{FileStream, Recoder, WrapStream};
@@ -141,6 +144,44 @@ fn recode(mut rec: Recoder, resp: &mut Response, same_length: bool) {
     }
 }
 
+/// The load's check, as nginx's: a fixed `charset` and `source_charset`
+/// must be linked by a map.
+fn check(conf: &LocConf) -> Result<(), ConfError> {
+    let c = conf.get::<CharsetConf>();
+    let (Some(t), Some(src), Some(at)) = (&c.charset, &c.source_charset, &c.source_at) else {
+        return Ok(());
+    };
+    let Some(name) = t.literal().map(String::from_utf8_lossy) else {
+        return Ok(());
+    };
+    if src.eq_ignore_ascii_case(&name) || Recoder::new(c.maps.clone(), src, &name).is_some() {
+        return Ok(());
+    }
+    Err(ConfError::new(
+        format!("no \"charset_map\" between the charsets \"{src}\" and \"{name}\""),
+        at,
+    ))
+}
+
+fn check_locations(locs: &Locations) -> Result<(), ConfError> {
+    for l in locs.iter() {
+        check(&l.conf)?;
+        check_locations(&l.nested)?;
+    }
+    Ok(())
+}
+
+fn check_listen(lb: &ListenBuild<'_>) -> Result<(), ConfError> {
+    for s in lb.servers {
+        check(&s.conf)?;
+        check_locations(&s.locations)?;
+        for l in s.named.values() {
+            check(&l.conf)?;
+        }
+    }
+    Ok(())
+}
+
 /// The charset filter: its directives and the response filter.
 pub static MODULE: Module = Module {
     name: "charset",
@@ -153,6 +194,7 @@ pub static MODULE: Module = Module {
             run: filter,
             active: |c| c.get::<CharsetConf>().charset.is_some(),
         }),
+        listen: Some(check_listen),
         ..Hooks::NONE
     },
     ..Module::EMPTY
