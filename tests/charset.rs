@@ -42,6 +42,11 @@ http {
             charset B;
             proxy_pass http://127.0.0.1:{port}/;
         }
+        location /gz/ {
+            gzip_static on;
+            charset A;
+            source_charset B;
+        }
         location /koi/ { charset utf-8; source_charset koi8-r; }
         location /win/ { charset utf-8; source_charset windows-1251; }
         location /nomap/ { charset $arg_c; source_charset cp866; }
@@ -72,6 +77,8 @@ fn start() -> Vireo {
     dir.write("html/off/t.html", "");
     dir.write("html/t.html", "X".repeat(99));
     dir.write("html/nomap/t.html", "X");
+    dir.write("html/gz/t.html", "X".repeat(99));
+    dir.write("html/gz/t.html.gz", b"\x1f\x8bXXXX");
     dir.write("html/win/t.html", b"\xcf\xf0\xe8\xe2\xe5\xf2");
     // koi8-r text longer than a read piece: "aаб€?" each time.
     dir.write("html/koi/big.html", b"a\xc1\xc2\x80\xff".repeat(20_000));
@@ -145,6 +152,18 @@ fn content_types_and_recoding() {
     assert_eq!(r.status, 206);
     assert_eq!(r.header("content-type"), Some("text/html"));
     assert_eq!(body(&r), b"a\xc1\xc2\x80\xffa\xc1\xc2\x80\xff");
+
+    // A precompressed file cannot be recoded: sent as it is, without a
+    // charset (nginx's charset_gzip_static.t); the plain one is recoded.
+    let r = v.request(
+        "GET /gz/t.html HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert_eq!(body(&r), b"\x1f\x8bXXXX");
+    let r = v.get("/gz/t.html");
+    assert_eq!(r.header("content-type"), Some("text/html; charset=A"));
+    assert_eq!(body(&r), "Y".repeat(99).as_bytes());
 
     // A built-in table: windows-1251 to utf-8.
     let r = v.get("/win/t.html");

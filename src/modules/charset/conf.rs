@@ -106,7 +106,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "charset charset | off;",
         default: "off",
-        doc: "Adds `; charset=NAME` to the `Content-Type` of responses whose MIME type is in `charset_types`, unless the Content-Type already names a charset (see `override_charset`). The name may hold variables. When `source_charset` (or, with `override_charset`, the response's own charset) differs and a `charset_map` links the two, the body is recoded on the fly, piece by piece. A fixed `charset` and `source_charset` that no map links are a configuration error; when the names come from variables or the response, the response is left alone and an error is logged, as nginx does.\n\n```nginx\ncharset utf-8;\nsource_charset windows-1251;\n```",
+        doc: "Adds `; charset=NAME` to the `Content-Type` of responses whose MIME type is in `charset_types`, unless the Content-Type already names a charset (see `override_charset`). The name may hold variables. When `source_charset` (or, with `override_charset`, the response's own charset) differs and a `charset_map` links the two, the body is recoded on the fly, piece by piece. An encoded response (`gzip_static`, an upstream's gzip) that would need recoding is sent as it is, without a charset. A fixed `charset` and `source_charset` that no map links are a configuration error; when the names come from variables or the response, the response is left alone and an error is logged, as nginx does.\n\n```nginx\ncharset utf-8;\nsource_charset windows-1251;\n```",
     },
     Def {
         name: "source_charset",

@@ -91,6 +91,11 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         resp.content_type = Some(Value::Owned(new_ct));
         return;
     };
+    if find(&resp.headers, "content-encoding").is_some() {
+        // Encoded (gzip_static, an upstream's gzip): it cannot be recoded,
+        // and is left without a charset, as nginx does.
+        return;
+    }
     let Some(rec) = Recoder::new(conf.maps.clone(), &source, &name) else {
         crate::error_log!(
             Error,
