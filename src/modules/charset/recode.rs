@@ -323,10 +323,6 @@ impl BodyStream for FileStream {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(std::future::ready(self.step()))
     }
-
-    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
-        Some(self.step())
-    }
 }
 
 /// Another body stream (proxy, FastCGI), recoded piece by piece.
