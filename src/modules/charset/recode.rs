@@ -451,6 +451,37 @@ mod tests {
         assert_eq!(r.all(b"\xd0\xff\xd0"), b"???");
     }
 
+    #[derive(Debug)]
+    struct Pieces(std::collections::VecDeque<Bytes>);
+
+    impl BodyStream for Pieces {
+        fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+            Box::pin(std::future::ready(Ok(self.0.pop_front())))
+        }
+    }
+
+    #[test]
+    fn streams_never_send_empty_pieces() {
+        let m = maps(&map("koi8-r", "utf-8", &[("C1", "D0B0")]));
+        // "а" split across pieces: the first gives no output.
+        let pieces = [&b"\xd0"[..], b"\xb0x", b"\xd0"];
+        let inner = Pieces(pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect());
+        let rec = Recoder::new(m, "utf-8", "koi8-r").unwrap();
+        let mut s = WrapStream::new(Box::new(inner), rec);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let got = rt.block_on(async {
+            let mut got = Vec::new();
+            while let Some(p) = s.next().await.unwrap() {
+                assert!(!p.is_empty());
+                got.push(p.to_vec());
+            }
+            got
+        });
+        assert_eq!(got, vec![b"\xc1x".to_vec(), b"?".to_vec()]);
+    }
+
     #[test]
     fn bad_maps() {
         let e = parse_map(&map("a", "b", &[("100", "1")])).unwrap_err();
