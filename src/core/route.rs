@@ -141,6 +141,11 @@ impl Locations {
     }
 
     /// Find the location for `uri` (regex locations tested with plain matching).
+    /// Every location of this level (not the nested ones), prefix ones first.
+    pub fn iter(&self) -> impl Iterator<Item = &Location> {
+        self.prefix.iter().chain(self.regex.iter())
+    }
+
     pub fn find(&self, uri: &[u8]) -> Option<&Location> {
         match self.search(uri, &mut |re: &Re| re.is_match(uri)) {
             Found::Loc(l) => Some(l),

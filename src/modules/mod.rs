@@ -6,6 +6,7 @@ pub mod access;
 pub mod auth_basic;
 pub mod autoindex;
 pub mod cgi;
+pub mod charset;
 pub mod compress;
 pub mod empty_gif;
 pub mod fastcgi;
@@ -44,6 +45,7 @@ pub static MODULES: &[&Module] = &[
     &try_files::MODULE,
     &headers::MODULE,
     &userid::MODULE,
+    &charset::MODULE,
     &autoindex::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
