@@ -83,6 +83,14 @@ settings! {
         pub recursive_error_pages: bool = false,
         /// Warn when a `set` variable is read before it was given a value.
         pub uninitialized_variable_warning: bool = true,
+        /// `log_not_found`: log a missing file to the error log.
+        pub log_not_found: bool = true,
+        /// `absolute_redirect`: redirects vireo makes carry scheme and host.
+        pub absolute_redirect: bool = true,
+        /// `server_name_in_redirect`: the server's first name instead of Host.
+        pub server_name_in_redirect: bool = false,
+        /// `port_in_redirect`: the port in absolute redirects.
+        pub port_in_redirect: bool = true,
     }
 }
 
