@@ -561,6 +561,16 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "`off`: absolute redirects leave out the port the request came in on.\n\n```nginx\nport_in_redirect off;\n```",
     },
     Def {
+        name: "merge_slashes",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.merge_slashes, flag(d, 0)?, d),
+        syntax: "merge_slashes on | off;",
+        default: "on",
+        doc: "`off`: runs of slashes in the request URI are kept for location matching, `$uri` and the file path (`.` and `..` segments are still resolved, an empty segment counting as one, so the URI never climbs above `/`).\n\n```nginx\nmerge_slashes off;\n```",
+    },
+    Def {
         name: "internal",
         ignored: false,
         ctx: Ctx::LOCATION,

@@ -91,6 +91,8 @@ settings! {
         pub server_name_in_redirect: bool = false,
         /// `port_in_redirect`: the port in absolute redirects.
         pub port_in_redirect: bool = true,
+        /// `merge_slashes` (http, server): runs of slashes in the URI are merged.
+        pub merge_slashes: bool = true,
     }
 }
 
