@@ -356,6 +356,16 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Most requests served on one keep-alive connection; the last one is answered with `Connection: close`.\n\n```nginx\nkeepalive_requests 10000;\n```",
     },
     Def {
+        name: "keepalive_time",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.keepalive_time, time(d, 0)?, d),
+        syntax: "keepalive_time time;",
+        default: "1h",
+        doc: "Longest life of a keep-alive connection, as nginx: an HTTP/1 request that starts after it is answered with `Connection: close` and the connection closes (to a tenth of a second); an HTTP/2 stream that opens after it is the last, followed by GOAWAY.\n\n```nginx\nkeepalive_time 10m;\n```",
+    },
+    Def {
         name: "client_header_timeout",
         ignored: false,
         ctx: Ctx::HS,

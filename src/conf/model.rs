@@ -59,6 +59,8 @@ settings! {
         /// keepalive_timeout's second value: sent as `Keep-Alive: timeout=N`.
         pub keepalive_header: Option<std::time::Duration> = None,
         pub keepalive_requests: u64 = 1000,
+        /// `keepalive_time`: a connection older than this closes after its request.
+        pub keepalive_time: std::time::Duration = std::time::Duration::from_secs(3600),
         pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),
         pub client_body_timeout: std::time::Duration = std::time::Duration::from_secs(60),
         pub send_timeout: std::time::Duration = std::time::Duration::from_secs(60),
