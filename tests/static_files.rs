@@ -864,3 +864,35 @@ http {
     assert_eq!(loc("/noport/").as_deref(), Some("http://asked.example/z"));
     assert_eq!(loc("/both/").as_deref(), Some("http://first.example/w"));
 }
+
+#[test]
+fn two_types_blocks_at_one_level_add_up() {
+    let dir = TempDir::new("st");
+    dir.write("html/a.wasm", "w");
+    dir.write("html/a.html", "h");
+    dir.write("html/a.foo", "f");
+    let conf = "
+error_log logs/error.log info;
+events {}
+http {
+    access_log off;
+    types { text/html html; application/octet-stream wasm; }
+    types { application/wasm wasm; text/x-foo foo; }
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+    }
+}";
+    let v = Vireo::start_in(dir, conf);
+    let ct = |p: &str| v.get(p).header("content-type").map(str::to_string);
+    assert_eq!(ct("/a.html").as_deref(), Some("text/html"));
+    assert_eq!(ct("/a.wasm").as_deref(), Some("application/wasm"));
+    assert_eq!(ct("/a.foo").as_deref(), Some("text/x-foo"));
+    let log = error_log(&v);
+    assert!(
+        log.contains(
+            "duplicate extension \"wasm\", content type: \"application/wasm\", previous content type: \"application/octet-stream\" in "
+        ),
+        "{log}"
+    );
+}

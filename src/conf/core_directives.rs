@@ -300,8 +300,14 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::block(0, 0),
-        set: |s, d, _| {
-            let mut t = MimeTypes::default();
+        set: |s, d, e| {
+            // As nginx: a second block at one level adds to the first, and an
+            // extension given again takes its later type, with a warning.
+            let core = &mut s.loc().core;
+            let mut t = core
+                .types
+                .take()
+                .map_or_else(MimeTypes::default, |t| (*t).clone());
             for entry in block(d) {
                 if entry.block.is_some() || entry.args.is_empty() {
                     return Err(ConfError::new(
@@ -310,14 +316,20 @@ pub static DIRECTIVES: &[Def] = &[
                     ));
                 }
                 for ext in entry.arg_strs() {
-                    t.insert(&entry.name, ext);
+                    if let Some(old) = t.insert(&entry.name, ext) {
+                        e.notice(format!(
+                            "duplicate extension \"{ext}\", content type: \"{}\", previous content type: \"{old}\" in {}",
+                            entry.name, entry.span
+                        ));
+                    }
                 }
             }
-            set_once(&mut s.loc().core.types, Arc::new(t), d)
+            core.types = Some(Arc::new(t));
+            Ok(())
         },
         syntax: "types { mime/type extension …; … }",
         default: "the embedded table",
-        doc: "Maps file name extensions to MIME types; a `types` block replaces the inherited table.\n\n```nginx\ntypes {\n    text/html html htm;\n    application/wasm wasm;\n}\n```",
+        doc: "Maps file name extensions to MIME types; a `types` block replaces the inherited table. Several blocks at one level add up, as nginx: an extension given again takes its later type, with a \"duplicate extension\" notice.\n\n```nginx\ntypes {\n    text/html html htm;\n    application/wasm wasm;\n}\n```",
     },
     Def {
         name: "default_type",
