@@ -593,6 +593,16 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "`off`: runs of slashes in the request URI are kept for location matching, `$uri` and the file path (`.` and `..` segments are still resolved, an empty segment counting as one, so the URI never climbs above `/`).\n\n```nginx\nmerge_slashes off;\n```",
     },
     Def {
+        name: "auth_delay",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.auth_delay, time(d, 0)?, d),
+        syntax: "auth_delay time;",
+        default: "0s",
+        doc: "A request refused with 401 by the access phase (`auth_basic`) is answered only after this delay, as nginx, so guessing passwords gains nothing from timing.\n\n```nginx\nauth_delay 2s;\n```",
+    },
+    Def {
         name: "internal",
         ignored: false,
         ctx: Ctx::LOCATION,

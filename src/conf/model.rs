@@ -95,6 +95,8 @@ settings! {
         pub port_in_redirect: bool = true,
         /// `merge_slashes` (http, server): runs of slashes in the URI are merged.
         pub merge_slashes: bool = true,
+        /// `auth_delay`: how long a 401 from the access phase waits.
+        pub auth_delay: std::time::Duration = std::time::Duration::ZERO,
     }
 }
 
