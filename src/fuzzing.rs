@@ -280,6 +280,21 @@ fn check_uri(raw: &[u8]) {
     assert!(push_clean(&mut file, &out));
     assert_eq!(&file[ROOT.len()..], &out[..]);
     assert_under_root(&file);
+    // merge_slashes off: the same, slashes kept.
+    let mut kept = Vec::new();
+    if uri::normalize_with(raw, &mut kept, false).is_ok() {
+        assert_eq!(kept.first(), Some(&b'/'));
+        assert!(
+            !kept[1..]
+                .split(|&b| b == b'/')
+                .any(|s| s == b"." || s == b".."),
+            "dot segment in {kept:?}"
+        );
+        let mut file = ROOT.as_bytes().to_vec();
+        if push_clean(&mut file, &kept) {
+            assert_under_root(&file);
+        }
+    }
 }
 
 /// URI normalisation and the file path built from it: the result starts

@@ -272,3 +272,31 @@ fn satisfy_all_and_any() {
     // any: only the rules have an opinion.
     assert_eq!(get_as(&v, "/any-noauth/", None).status, 403);
 }
+
+#[test]
+fn auth_delay_holds_back_a_401_only() {
+    let dir = TempDir::new("auth");
+    dir.write("htpasswd", "user:{PLAIN}good\n");
+    dir.write("html/index.html", "in\n");
+    let conf = "
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location / {
+            auth_delay 1s;
+            auth_basic \"closed site\";
+            auth_basic_user_file htpasswd;
+        }
+    }
+}";
+    let v = Vireo::start_in(dir, conf);
+    let t = std::time::Instant::now();
+    assert_eq!(get_as(&v, "/", Some(&basic("user", "bad"))).status, 401);
+    assert!(t.elapsed() >= std::time::Duration::from_secs(1));
+    let t = std::time::Instant::now();
+    assert_eq!(get_as(&v, "/", Some(&basic("user", "good"))).status, 200);
+    assert!(t.elapsed() < std::time::Duration::from_millis(900));
+}

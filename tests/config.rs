@@ -608,7 +608,8 @@ fn ignored_nginx_directives_give_notices() {
         "master_process on;\nevents {\n use epoll;\n accept_mutex off;\n}\nhttp {\n \
          client_body_temp_path /tmp/b 1 2;\n proxy_temp_path /tmp/p;\n types_hash_max_size 2048;\n output_buffers 2 32k;\n \
          postpone_output 1460;\n server_names_hash_bucket_size 64;\n proxy_max_temp_file_size 0;\n \
-         fastcgi_temp_file_write_size 16k;\n}\n",
+         fastcgi_temp_file_write_size 16k;\n connection_pool_size 512;\n \
+         request_pool_size 4k;\n log_subrequest on;\n types_hash_bucket_size 64;\n}\n",
     );
     let conf = dir.path().join("t.conf");
     for (name, line) in [
@@ -622,6 +623,10 @@ fn ignored_nginx_directives_give_notices() {
         ("server_names_hash_bucket_size", 12),
         ("proxy_max_temp_file_size", 13),
         ("fastcgi_temp_file_write_size", 14),
+        ("connection_pool_size", 15),
+        ("request_pool_size", 16),
+        ("log_subrequest", 17),
+        ("types_hash_bucket_size", 18),
     ] {
         let want = format!("vireo: [notice] \"{name}\" directive is ignored");
         let at = format!(" in {}:{line}\n", conf.display());
@@ -1089,4 +1094,19 @@ http {
     assert_eq!(r.text(), "server root");
     assert!(r.header("etag").is_some(), "{}", r.head);
     assert_eq!(get(port2, "/late/f").text(), "late server root");
+}
+
+#[test]
+fn debug_connection_is_accepted_with_a_notice() {
+    let dir = TempDir::new("cf");
+    let err = passes(
+        &dir,
+        "events {\n debug_connection 192.168.1.0/24;\n}\nhttp {\n}\n",
+    );
+    assert!(
+        err.contains(
+            "[notice] \"debug_connection\" directive is ignored: vireo has no debug log in "
+        ),
+        "{err}"
+    );
 }

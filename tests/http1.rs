@@ -773,6 +773,23 @@ fn keepalive_requests_limits_requests_per_connection() {
 }
 
 #[test]
+fn keepalive_time_closes_an_old_connection_after_its_request() {
+    let v = server("keepalive_time 1s;");
+    let mut c = Client::new(&v);
+    c.send(get("/a.txt"));
+    assert_eq!(c.response(false).header("connection"), Some("keep-alive"));
+    c.send(get("/a.txt"));
+    assert_eq!(c.response(false).header("connection"), Some("keep-alive"));
+    std::thread::sleep(Duration::from_millis(1300));
+    // Older than keepalive_time: answered, then closed.
+    c.send(get("/a.txt"));
+    let r = c.response(false);
+    assert_eq!(r.text(), "hello");
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed_within(Duration::from_secs(3)));
+}
+
+#[test]
 fn client_body_timeout_closes_a_stalled_body() {
     let v = server("client_body_timeout 1s;");
     let mut s = v.connect();

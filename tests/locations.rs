@@ -234,3 +234,40 @@ http {
         Some(format!("http://localhost:{}/al/sub/", v.port).as_str())
     );
 }
+
+#[test]
+fn merge_slashes_off_keeps_them_for_matching_and_uri() {
+    let dir = TempDir::new("loc");
+    dir.write("html/d/f.txt", "file");
+    let conf = r#"
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        merge_slashes off;
+        root {dir}/html;
+        location = /a//b { return 200 "kept $uri"; }
+        location = /a/b { return 200 "merged $uri"; }
+        location /up/ { return 200 "up $uri"; }
+    }
+    server {
+        listen 127.0.0.1:{port};
+        server_name merged.test;
+        location = /a/b { return 200 "merged $uri"; }
+    }
+}"#;
+    let v = Vireo::start_in(dir, conf);
+    assert_eq!(v.get("/a//b").text(), "kept /a//b");
+    assert_eq!(v.get("/a/b").text(), "merged /a/b");
+    assert_eq!(v.get("/a%2F%2Fb").text(), "kept /a//b");
+    // `..` removes the empty segment, as nginx: never above the root.
+    assert_eq!(v.get("/a//../b").text(), "merged /a/b");
+    assert_eq!(v.get("/up//x").text(), "up /up//x");
+    assert_eq!(v.get("//../../a").status, 400);
+    // Files are still found through the doubled slash.
+    assert_eq!(v.get("/d//f.txt").text(), "file");
+    // The default (on) merges.
+    let r = v.request("GET /a//b HTTP/1.1\r\nHost: merged.test\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.text(), "merged /a/b");
+}

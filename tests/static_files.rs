@@ -795,3 +795,104 @@ fn symlink_inside_root_is_followed() {
     let v = Vireo::start_in(dir, CONF);
     assert_eq!(v.get("/link.txt").text(), "real");
 }
+
+#[test]
+fn log_not_found_off_keeps_missing_files_out_of_the_error_log() {
+    let dir = TempDir::new("st");
+    dir.write("html/quiet/x.txt", "x");
+    let conf = "
+error_log logs/error.log info;
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location /quiet/ { log_not_found off; }
+    }
+}";
+    let v = Vireo::start_in(dir, conf);
+    assert_eq!(v.get("/quiet/missing.txt").status, 404);
+    assert_eq!(v.get("/quiet/nodir/").status, 404);
+    assert_eq!(v.get("/loud.txt").status, 404);
+    assert_eq!(v.get("/loudir/").status, 404);
+    assert!(eventually(5, || error_log(&v).contains("loudir")));
+    let log = error_log(&v);
+    assert!(
+        log.contains("/html/loud.txt\" failed (2: No such file or directory)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("/html/loudir/index.html\" is not found (2: No such file or directory)"),
+        "{log}"
+    );
+    assert!(!log.contains("quiet"), "{log}");
+}
+
+#[test]
+fn redirect_settings_shape_the_location() {
+    let dir = TempDir::new("st");
+    dir.write("html/dir/index.html", "in dir");
+    let conf = "
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        server_name first.example second.example;
+        root {dir}/html;
+        location /rel/ { absolute_redirect off; return 301 /x; }
+        location /named/ { server_name_in_redirect on; return 302 /y; }
+        location /noport/ { port_in_redirect off; return 302 /z; }
+        location /both/ { server_name_in_redirect on; port_in_redirect off; return 302 /w; }
+        location /dir { absolute_redirect off; }
+    }
+}";
+    let v = Vireo::start_in(dir, conf);
+    let loc = |path: &str| {
+        let r = v.request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: asked.example\r\nConnection: close\r\n\r\n"
+        ));
+        r.header("location").map(str::to_string)
+    };
+    assert_eq!(loc("/rel/").as_deref(), Some("/x"));
+    assert_eq!(loc("/dir").as_deref(), Some("/dir/"));
+    assert_eq!(
+        loc("/named/"),
+        Some(format!("http://first.example:{}/y", v.port))
+    );
+    assert_eq!(loc("/noport/").as_deref(), Some("http://asked.example/z"));
+    assert_eq!(loc("/both/").as_deref(), Some("http://first.example/w"));
+}
+
+#[test]
+fn two_types_blocks_at_one_level_add_up() {
+    let dir = TempDir::new("st");
+    dir.write("html/a.wasm", "w");
+    dir.write("html/a.html", "h");
+    dir.write("html/a.foo", "f");
+    let conf = "
+error_log logs/error.log info;
+events {}
+http {
+    access_log off;
+    types { text/html html; application/octet-stream wasm; }
+    types { application/wasm wasm; text/x-foo foo; }
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+    }
+}";
+    let v = Vireo::start_in(dir, conf);
+    let ct = |p: &str| v.get(p).header("content-type").map(str::to_string);
+    assert_eq!(ct("/a.html").as_deref(), Some("text/html"));
+    assert_eq!(ct("/a.wasm").as_deref(), Some("application/wasm"));
+    assert_eq!(ct("/a.foo").as_deref(), Some("text/x-foo"));
+    let log = error_log(&v);
+    assert!(
+        log.contains(
+            "duplicate extension \"wasm\", content type: \"application/wasm\", previous content type: \"application/octet-stream\" in "
+        ),
+        "{log}"
+    );
+}

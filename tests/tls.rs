@@ -345,3 +345,21 @@ fn alpn_chooses_http2_where_the_address_speaks_it() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "1.1");
 }
+
+#[test]
+fn deprecated_ssl_on_makes_the_addresses_tls() {
+    let dir = TempDir::new("tls");
+    certs(&dir);
+    dir.write("html/index.html", "hello\n");
+    let conf = "error_log stderr info;\nevents {}\nhttp {\n  access_log off;\n  server {\n    listen 127.0.0.1:{port};\n    ssl on;\n    ssl_certificate ec.crt;\n    ssl_certificate_key ec.key;\n    root {dir}/html;\n  }\n}\n";
+    let v = Vireo::start_in(dir, conf);
+    let out = curl(&v, &[&format!("https://a.test:{}/", v.port)]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    assert!(
+        v.stderr().contains(
+            "the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in "
+        ),
+        "{}",
+        v.stderr()
+    );
+}

@@ -300,8 +300,14 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::block(0, 0),
-        set: |s, d, _| {
-            let mut t = MimeTypes::default();
+        set: |s, d, e| {
+            // As nginx: a second block at one level adds to the first, and an
+            // extension given again takes its later type, with a warning.
+            let core = &mut s.loc().core;
+            let mut t = core
+                .types
+                .take()
+                .map_or_else(MimeTypes::default, |t| (*t).clone());
             for entry in block(d) {
                 if entry.block.is_some() || entry.args.is_empty() {
                     return Err(ConfError::new(
@@ -310,14 +316,20 @@ pub static DIRECTIVES: &[Def] = &[
                     ));
                 }
                 for ext in entry.arg_strs() {
-                    t.insert(&entry.name, ext);
+                    if let Some(old) = t.insert(&entry.name, ext) {
+                        e.notice(format!(
+                            "duplicate extension \"{ext}\", content type: \"{}\", previous content type: \"{old}\" in {}",
+                            entry.name, entry.span
+                        ));
+                    }
                 }
             }
-            set_once(&mut s.loc().core.types, Arc::new(t), d)
+            core.types = Some(Arc::new(t));
+            Ok(())
         },
         syntax: "types { mime/type extension …; … }",
         default: "the embedded table",
-        doc: "Maps file name extensions to MIME types; a `types` block replaces the inherited table.\n\n```nginx\ntypes {\n    text/html html htm;\n    application/wasm wasm;\n}\n```",
+        doc: "Maps file name extensions to MIME types; a `types` block replaces the inherited table. Several blocks at one level add up, as nginx: an extension given again takes its later type, with a \"duplicate extension\" notice.\n\n```nginx\ntypes {\n    text/html html htm;\n    application/wasm wasm;\n}\n```",
     },
     Def {
         name: "default_type",
@@ -354,6 +366,16 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "keepalive_requests number;",
         default: "1000",
         doc: "Most requests served on one keep-alive connection; the last one is answered with `Connection: close`.\n\n```nginx\nkeepalive_requests 10000;\n```",
+    },
+    Def {
+        name: "keepalive_time",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.keepalive_time, time(d, 0)?, d),
+        syntax: "keepalive_time time;",
+        default: "1h",
+        doc: "Longest life of a keep-alive connection, as nginx: an HTTP/1 request that starts after it is answered with `Connection: close` and the connection closes (to a tenth of a second); an HTTP/2 stream that opens after it is the last, followed by GOAWAY.\n\n```nginx\nkeepalive_time 10m;\n```",
     },
     Def {
         name: "client_header_timeout",
@@ -541,6 +563,66 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Show vireo's version in the Server header and error pages (`build`: the same, vireo has no build name).\n\n```nginx\nserver_tokens off;\n```",
     },
     Def {
+        name: "log_not_found",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.log_not_found, flag(d, 0)?, d),
+        syntax: "log_not_found on | off;",
+        default: "on",
+        doc: "`off`: a file that does not exist (\"open() … failed (2: No such file or directory)\") is answered with 404 without an error log line.\n\n```nginx\nlocation = /favicon.ico { log_not_found off; }\n```",
+    },
+    Def {
+        name: "absolute_redirect",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.absolute_redirect, flag(d, 0)?, d),
+        syntax: "absolute_redirect on | off;",
+        default: "on",
+        doc: "`off`: the redirects vireo makes itself (a directory asked for without its slash, `return` and `rewrite` to a URI, `error_page` to a URI, a proxied location's slash) carry a relative `Location` (`/dir/`) instead of scheme, host and port.\n\n```nginx\nabsolute_redirect off;\n```",
+    },
+    Def {
+        name: "server_name_in_redirect",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.server_name_in_redirect, flag(d, 0)?, d),
+        syntax: "server_name_in_redirect on | off;",
+        default: "off",
+        doc: "`on`: absolute redirects name the server's first `server_name` rather than the request's Host.\n\n```nginx\nserver_name example.com;\nserver_name_in_redirect on;\n```",
+    },
+    Def {
+        name: "port_in_redirect",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.port_in_redirect, flag(d, 0)?, d),
+        syntax: "port_in_redirect on | off;",
+        default: "on",
+        doc: "`off`: absolute redirects leave out the port the request came in on.\n\n```nginx\nport_in_redirect off;\n```",
+    },
+    Def {
+        name: "merge_slashes",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.merge_slashes, flag(d, 0)?, d),
+        syntax: "merge_slashes on | off;",
+        default: "on",
+        doc: "`off`: runs of slashes in the request URI are kept for location matching, `$uri` and the file path (`.` and `..` segments are still resolved, an empty segment counting as one, so the URI never climbs above `/`).\n\n```nginx\nmerge_slashes off;\n```",
+    },
+    Def {
+        name: "auth_delay",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.auth_delay, time(d, 0)?, d),
+        syntax: "auth_delay time;",
+        default: "0s",
+        doc: "A request refused with 401 by the access phase (`auth_basic`) is answered only after this delay, as nginx, so guessing passwords gains nothing from timing.\n\n```nginx\nauth_delay 2s;\n```",
+    },
+    Def {
         name: "internal",
         ignored: false,
         ctx: Ctx::LOCATION,
@@ -692,6 +774,34 @@ pub static IGNORED: &[Def] = &[
         ONE,
         "types_hash_bucket_size size;",
         "vireo sizes its tables itself\n\n```nginx\ntypes_hash_bucket_size 64;\n```",
+    ),
+    ignored(
+        "connection_pool_size",
+        Ctx::HS,
+        ONE,
+        "connection_pool_size size;",
+        "vireo sizes its per-connection memory itself\n\n```nginx\nconnection_pool_size 512;\n```",
+    ),
+    ignored(
+        "request_pool_size",
+        Ctx::HS,
+        ONE,
+        "request_pool_size size;",
+        "vireo sizes its per-request memory itself\n\n```nginx\nrequest_pool_size 4k;\n```",
+    ),
+    ignored(
+        "log_subrequest",
+        Ctx::HSL,
+        ONE,
+        "log_subrequest on | off;",
+        "vireo makes no subrequests, so there are none to log\n\n```nginx\nlog_subrequest on;\n```",
+    ),
+    ignored(
+        "debug_connection",
+        Ctx::EVENTS,
+        ONE,
+        "debug_connection address | CIDR | unix:;",
+        "vireo has no debug log\n\n```nginx\nevents { debug_connection 192.168.1.0/24; }\n```",
     ),
     ignored(
         "variables_hash_max_size",

@@ -59,6 +59,8 @@ settings! {
         /// keepalive_timeout's second value: sent as `Keep-Alive: timeout=N`.
         pub keepalive_header: Option<std::time::Duration> = None,
         pub keepalive_requests: u64 = 1000,
+        /// `keepalive_time`: a connection older than this closes after its request.
+        pub keepalive_time: std::time::Duration = std::time::Duration::from_secs(3600),
         pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),
         pub client_body_timeout: std::time::Duration = std::time::Duration::from_secs(60),
         pub send_timeout: std::time::Duration = std::time::Duration::from_secs(60),
@@ -87,6 +89,18 @@ settings! {
         pub recursive_error_pages: bool = false,
         /// Warn when a `set` variable is read before it was given a value.
         pub uninitialized_variable_warning: bool = true,
+        /// `log_not_found`: log a missing file to the error log.
+        pub log_not_found: bool = true,
+        /// `absolute_redirect`: redirects vireo makes carry scheme and host.
+        pub absolute_redirect: bool = true,
+        /// `server_name_in_redirect`: the server's first name instead of Host.
+        pub server_name_in_redirect: bool = false,
+        /// `port_in_redirect`: the port in absolute redirects.
+        pub port_in_redirect: bool = true,
+        /// `merge_slashes` (http, server): runs of slashes in the URI are merged.
+        pub merge_slashes: bool = true,
+        /// `auth_delay`: how long a 401 from the access phase waits.
+        pub auth_delay: std::time::Duration = std::time::Duration::ZERO,
     }
 }
 

@@ -26,18 +26,21 @@ impl MimeTypes {
 
     /// Map `ext` (without the dot; matched case-insensitively) to `mime`.
     /// A later insert of the same extension replaces the earlier type. An
-    /// empty extension is ignored.
-    pub fn insert(&mut self, mime: &str, ext: &str) {
+    /// empty extension is ignored. The type it replaced, if any.
+    pub fn insert(&mut self, mime: &str, ext: &str) -> Option<std::sync::Arc<str>> {
         if ext.is_empty() {
-            return;
+            return None;
         }
         let key = ext.to_ascii_lowercase();
         match self
             .entries
             .binary_search_by(|(k, _)| k.as_bytes().cmp(key.as_bytes()))
         {
-            Ok(i) => self.entries[i].1 = mime.into(),
-            Err(i) => self.entries.insert(i, (key.into(), mime.into())),
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, mime.into())),
+            Err(i) => {
+                self.entries.insert(i, (key.into(), mime.into()));
+                None
+            }
         }
     }
 
@@ -66,7 +69,9 @@ impl MimeTypes {
                     // Token boundaries are ASCII bytes, hence char boundaries.
                     let token = &body[start..i];
                     match mime {
-                        Some(m) => self.insert(m, token),
+                        Some(m) => {
+                            self.insert(m, token);
+                        }
                         None => mime = Some(token),
                     }
                 }

@@ -572,13 +572,20 @@ impl<'a> Request<'a> {
         })
     }
 
-    /// Scheme, host and port for an absolute redirect, as nginx builds them
-    /// (`server_name_in_redirect off`): the request's host, or when it sent
-    /// none, the address the connection came in on; the port unless it is the
-    /// scheme's default (80, or 443 on TLS).
+    /// Scheme, host and port for an absolute redirect, as nginx builds them:
+    /// empty with `absolute_redirect off` (the Location stays relative); the
+    /// server's first name with `server_name_in_redirect on`, else the
+    /// request's host, or when it sent none, the address the connection came
+    /// in on; the port with `port_in_redirect on` unless it is the scheme's
+    /// default (80, or 443 on TLS).
     pub fn origin(&self) -> String {
+        let core = &self.conf.core;
+        if !core.absolute_redirect {
+            return String::new();
+        }
         let local = self.local_addr();
         let host = match (self.host, local) {
+            _ if core.server_name_in_redirect => self.server.name().to_string(),
             (h, _) if !h.is_empty() => h.to_string(),
             (_, Some(SocketAddr::V4(l))) => l.ip().to_string(),
             (_, Some(SocketAddr::V6(l))) => format!("[{}]", l.ip()),
@@ -590,7 +597,9 @@ impl<'a> Request<'a> {
             None => ("http", 80),
         };
         match local {
-            Some(l) if l.port() != default_port => format!("{scheme}://{host}:{}", l.port()),
+            Some(l) if core.port_in_redirect && l.port() != default_port => {
+                format!("{scheme}://{host}:{}", l.port())
+            }
             _ => format!("{scheme}://{host}"),
         }
     }

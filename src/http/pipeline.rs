@@ -81,7 +81,8 @@ pub fn request<'a>(
 /// of the location the URI first maps to (no body, no location search: that
 /// is left to the pipeline).
 pub fn admit<'a>(req: &mut Request<'a>) -> Result<&'a CoreConf, Response> {
-    if uri::normalize(req.head.path(), &mut req.uri).is_err() {
+    let merge = req.server.conf.core.merge_slashes;
+    if uri::normalize_with(req.head.path(), &mut req.uri, merge).is_err() {
         return Err(req.error(400));
     }
     let server = req.server;

@@ -51,6 +51,15 @@ struct Conn<S> {
     /// streams (several writes); a lone response leaves in one write, which
     /// Nagle's algorithm never holds back.
     nodelay_unset: bool,
+    /// When the connection was accepted, in tenths of a second of the
+    /// process's life (`keepalive_time`; four bytes, in padding).
+    born: u32,
+}
+
+/// Tenths of a second since the first call: a connection's age, coarse and small.
+fn tenths() -> u32 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    (START.get_or_init(Instant::now).elapsed().as_millis() / 100) as u32
 }
 
 /// A connection's buffers: bytes read and not yet parsed, and the response head
@@ -105,6 +114,7 @@ pub fn serve<S: Stream>(
         reset: false,
         drained: false,
         nodelay_unset: S::PLAIN,
+        born: tenths(),
     };
     ConnTask(Task::Active(Box::pin(c.step_owned())))
 }
@@ -277,6 +287,7 @@ impl<S: Stream> Conn<S> {
             && head.keep_alive
             && (resp.body.size().is_some() || head.version == Version::Http11)
             && self.requests < core.keepalive_requests
+            && u128::from(tenths().wrapping_sub(self.born)) * 100 < core.keepalive_time.as_millis()
             && !core.keepalive_timeout.is_zero()
             && !listener.retired
             && !idle::stopping()

@@ -82,10 +82,11 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
     let linger = (core.lingering_close != Lingering::Off)
         .then_some((core.lingering_timeout, core.lingering_time));
-    let (keepalive_timeout, keepalive_requests, send_timeout) = (
+    let (keepalive_timeout, keepalive_requests, send_timeout, keepalive_time) = (
         core.keepalive_timeout,
         core.keepalive_requests,
         core.send_timeout,
+        core.keepalive_time,
     );
     let sock = Rc::new(RefCell::new(Sock {
         io,
@@ -96,7 +97,12 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
     let hs = tokio::time::timeout(core.client_header_timeout, hs).await;
     drop(cfg);
     if let Ok(Ok(conn)) = hs {
-        let limits = (keepalive_timeout, keepalive_requests, send_timeout);
+        let limits = (
+            keepalive_timeout,
+            keepalive_requests,
+            send_timeout,
+            keepalive_time,
+        );
         drive(conn, sock.clone(), info, limits).await;
     }
     // The codec is gone: the socket is ours again, with what it last wrote.
@@ -116,8 +122,14 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     mut conn: h2::server::Connection<SharedIo<T>, Bytes>,
     sock: Rc<RefCell<Sock<T>>>,
     info: ConnInfo,
-    (keepalive_timeout, keepalive_requests, send_timeout): (Duration, u64, Duration),
+    (keepalive_timeout, keepalive_requests, send_timeout, keepalive_time): (
+        Duration,
+        u64,
+        Duration,
+        Duration,
+    ),
 ) {
+    let born = Instant::now();
     let info = Rc::new(Conn {
         info,
         calm: Cell::new(false),
@@ -165,7 +177,11 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
                 Some(Ok((req, respond))) => {
                     requests += 1;
                     streams.spawn_local(stream(info.clone(), requests, req, respond));
-                    if requests >= keepalive_requests && closing.is_none() {
+                    // As nginx: keepalive_requests streams, or a connection
+                    // older than keepalive_time, then GOAWAY.
+                    if (requests >= keepalive_requests || born.elapsed() >= keepalive_time)
+                        && closing.is_none()
+                    {
                         conn.graceful_shutdown();
                         closing = Some((Instant::now() + send_timeout, true));
                     }

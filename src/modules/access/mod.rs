@@ -64,6 +64,16 @@ pub fn check(rules: &[Rule], client: Peer) -> Verdict {
 /// The access phase: allow/deny, then basic authentication, combined as
 /// `satisfy` says. `Some` answers the request.
 pub async fn phase(req: &mut Request<'_>) -> Option<Response> {
+    let r = decide(req).await;
+    // auth_delay: a 401 waits before it goes out, as nginx's access phase.
+    let delay = req.conf.core.auth_delay;
+    if r.as_ref().is_some_and(|r| r.status == 401) && !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    r
+}
+
+async fn decide(req: &mut Request<'_>) -> Option<Response> {
     let conf = req.conf.get::<AccessConf>();
     let verdict = check(&conf.rules, req.client_addr());
     match conf.satisfy {

@@ -61,6 +61,8 @@ settings! {
         pub buffer_size: usize = 16 * 1024,
         pub handshake_timeout: Duration = Duration::from_secs(60),
         pub reject_handshake: bool = false,
+        /// `ssl on` (deprecated in nginx): the server's addresses are TLS ones.
+        pub enable: bool = false,
     }
 }
 
@@ -390,6 +392,22 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "ssl_reject_handshake on | off;",
         default: "off",
         doc: "With `on`, a handshake whose server name selects this server is refused with an `unrecognized_name` alert; such a server needs no certificate. The usual use: a `default_server` that answers no unknown names.\n\n```nginx\nserver {\n    listen 443 ssl default_server;\n    ssl_reject_handshake on;\n}\n```",
+    },
+    Def {
+        name: "ssl",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| {
+            e.notice(format!(
+                "the \"ssl\" directive is deprecated, use the \"listen ... ssl\" directive instead in {}",
+                d.span
+            ));
+            set_once(&mut s.loc().get_mut::<SslConfSet>().enable, flag(d, 0)?, d)
+        },
+        syntax: "ssl on | off;",
+        default: "off",
+        doc: "Deprecated in nginx (a notice says so): `on` makes every address of the server (of every server, in http) a TLS one, as `listen … ssl` does; each server on such an address then needs `ssl_certificate`.\n\n```nginx\nserver {\n    listen 443;\n    ssl on;\n    ssl_certificate cert.pem;\n    ssl_certificate_key cert.key;\n}\n```",
     },
 ];
 

@@ -394,6 +394,11 @@ impl ProducesTickets for Expiring<dyn ProducesTickets> {
 /// A server was resolved: its TLS side, from its ssl settings, in its
 /// module data (`Arc<ServerTls>`) when it has certificates.
 pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
+    if b.conf.get::<SslConf>().enable {
+        for l in b.listens.iter_mut() {
+            l.ssl = true;
+        }
+    }
     let files = b.env.ext.entry::<KeyFiles>();
     if let Some(tls) = build(b.conf.get::<SslConf>(), files)? {
         b.ext.insert(Arc::new(tls));

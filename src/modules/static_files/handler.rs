@@ -4,6 +4,7 @@
 use super::cache::{self, FileInfo};
 use super::conf::StaticConf;
 use super::{conditional, range};
+use crate::core::errlog::Level;
 use crate::core::message::head::Method;
 use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{Outcome, Request};
@@ -96,6 +97,20 @@ fn index(req: &mut Request<'_>) -> Outcome {
         );
         Outcome::Respond(req.error(403))
     } else {
+        // As nginx's index module: the first index file's path, when its
+        // directory is missing.
+        if req.conf.core.log_not_found && crate::core::errlog::enabled(Level::Error) {
+            let first = req.conf.get::<StaticConf>().index.first();
+            crate::core::errlog::log(
+                Level::Error,
+                format_args!(
+                    "\"{}{}\" is not found (2: No such file or directory){}",
+                    String::from_utf8_lossy(&req.filename),
+                    first.map_or("", |n| &**n),
+                    req.log_context()
+                ),
+            );
+        }
         Outcome::Respond(req.error(404))
     }
 }
@@ -111,7 +126,8 @@ fn open_error(req: &Request<'_>, e: std::io::Error) -> Response {
     } else {
         crate::core::errlog::Level::Crit
     };
-    if crate::core::errlog::enabled(level) {
+    let not_found = matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory);
+    if (!not_found || req.conf.core.log_not_found) && crate::core::errlog::enabled(level) {
         crate::core::errlog::log(
             level,
             format_args!(

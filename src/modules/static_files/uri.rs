@@ -24,11 +24,18 @@ pub struct BadUri;
 /// `out` is cleared first and receives the normalised path, which always
 /// starts with `/`.
 pub fn normalize(path: &[u8], out: &mut Vec<u8>) -> Result<(), BadUri> {
+    normalize_with(path, out, true)
+}
+
+/// [`normalize`], with `merge_slashes`: `false` keeps runs of slashes (each
+/// empty segment is a segment, which a `..` removes like any other, so the
+/// result still never climbs above `/`).
+pub fn normalize_with(path: &[u8], out: &mut Vec<u8>, merge: bool) -> Result<(), BadUri> {
     out.clear();
     if path.first() != Some(&b'/') {
         return Err(BadUri);
     }
-    if is_canonical(path) {
+    if is_canonical(path, merge) {
         out.extend_from_slice(path);
         return Ok(());
     }
@@ -49,26 +56,28 @@ pub fn normalize(path: &[u8], out: &mut Vec<u8>) -> Result<(), BadUri> {
         match c {
             0 | b'\r' | b'\n' => return Err(BadUri),
             b'/' => {
-                close_segment(out)?;
-                if out.last() != Some(&b'/') {
+                // A resolved `.`/`..` leaves its slash: no second one.
+                let dot = close_segment(out)?;
+                if (!merge && !dot) || out.last() != Some(&b'/') {
                     out.push(b'/');
                 }
             }
             _ => out.push(c),
         }
     }
-    close_segment(out)
+    close_segment(out).map(|_| ())
 }
 
 /// True when `path` needs neither decoding nor normalisation: no `%`, no
 /// forbidden byte, no `//` and no segment starting with `.`.
 #[inline]
-fn is_canonical(path: &[u8]) -> bool {
+fn is_canonical(path: &[u8], merge: bool) -> bool {
     let mut prev = 0u8;
     for &b in path {
         match b {
             b'%' | 0 | b'\r' | b'\n' => return false,
-            b'/' | b'.' if prev == b'/' => return false,
+            b'.' if prev == b'/' => return false,
+            b'/' if prev == b'/' && merge => return false,
             _ => {}
         }
         prev = b;
@@ -87,8 +96,8 @@ fn hex_value(b: u8) -> Result<u8, BadUri> {
 }
 
 /// Resolve the last segment of `out` (everything after its last `/`) if it is
-/// `.` or `..`. `out` always starts with `/`.
-fn close_segment(out: &mut Vec<u8>) -> Result<(), BadUri> {
+/// `.` or `..` (then true). `out` always starts with `/`.
+fn close_segment(out: &mut Vec<u8>) -> Result<bool, BadUri> {
     let slash = memchr::memrchr(b'/', out).unwrap_or(0);
     match &out[slash + 1..] {
         b"." => out.truncate(slash + 1),
@@ -99,9 +108,9 @@ fn close_segment(out: &mut Vec<u8>) -> Result<(), BadUri> {
             let parent = memchr::memrchr(b'/', &out[..slash]).unwrap_or(0);
             out.truncate(parent + 1);
         }
-        _ => {}
+        _ => return Ok(false),
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -164,6 +173,29 @@ mod tests {
         bad("/%0d%0a");
         bad("/a%0Ab");
         bad("/a\rb");
+    }
+
+    fn kept(p: &str, expect: &str) {
+        let mut out = Vec::new();
+        assert_eq!(
+            normalize_with(p.as_bytes(), &mut out, false).map(|()| out),
+            Ok(expect.as_bytes().to_vec()),
+            "input {p:?}"
+        );
+    }
+
+    #[test]
+    fn merge_slashes_off_keeps_them_and_stays_under_root() {
+        kept("/a//b", "/a//b");
+        kept("//", "//");
+        kept("/a//./b", "/a//b");
+        kept("/a%2f%2fb", "/a//b");
+        // `..` removes the empty segment before it, as any other.
+        kept("/a//../b", "/a/b");
+        kept("/a/b//..//c", "/a/b//c");
+        let mut out = Vec::new();
+        assert_eq!(normalize_with(b"//../..", &mut out, false), Err(BadUri));
+        assert_eq!(normalize_with(b"/..//", &mut out, false), Err(BadUri));
     }
 
     #[test]
