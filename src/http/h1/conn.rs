@@ -51,15 +51,15 @@ struct Conn<S> {
     /// streams (several writes); a lone response leaves in one write, which
     /// Nagle's algorithm never holds back.
     nodelay_unset: bool,
-    /// When the connection was accepted, in tenths of a second of the
-    /// process's life (`keepalive_time`; four bytes, in padding).
+    /// When the connection was accepted, in tenths of a second of the Unix
+    /// time, wrapping (`keepalive_time`; four bytes, in padding).
     born: u32,
 }
 
-/// Tenths of a second since the first call: a connection's age, coarse and small.
-fn tenths() -> u32 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    (START.get_or_init(Instant::now).elapsed().as_millis() / 100) as u32
+/// A Unix time in milliseconds as wrapping tenths of a second: a
+/// connection's age is the wrapping difference of two.
+fn tenths(unix_ms: u64) -> u32 {
+    (unix_ms / 100) as u32
 }
 
 /// A connection's buffers: bytes read and not yet parsed, and the response head
@@ -114,7 +114,7 @@ pub fn serve<S: Stream>(
         reset: false,
         drained: false,
         nodelay_unset: S::PLAIN,
-        born: tenths(),
+        born: tenths(crate::core::clock::unix_millis()),
     };
     ConnTask(Task::Active(Box::pin(c.step_owned())))
 }
@@ -287,7 +287,9 @@ impl<S: Stream> Conn<S> {
             && head.keep_alive
             && (resp.body.size().is_some() || head.version == Version::Http11)
             && self.requests < core.keepalive_requests
-            && u128::from(tenths().wrapping_sub(self.born)) * 100 < core.keepalive_time.as_millis()
+            // The request's start time serves: no clock is read here.
+            && u128::from(tenths(req.start_ms).wrapping_sub(self.born)) * 100
+                < core.keepalive_time.as_millis()
             && !core.keepalive_timeout.is_zero()
             && !listener.retired
             && !idle::stopping()

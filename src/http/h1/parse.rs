@@ -154,11 +154,6 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         if name.is_empty() {
             return Err(BAD);
         }
-        // As nginx: `X_Real_IP` would reach a FastCGI application as the same
-        // `HTTP_X_REAL_IP` as `X-Real-IP`; such fields are dropped.
-        if !limits.underscores && limits.ignore_invalid && name.contains(&b'_') {
-            continue;
-        }
         let value = trim_ows(h.value);
         let name_start = offset(name);
         let value_start = offset(value);
@@ -200,6 +195,16 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
             }
             _ => {}
         }
+    }
+
+    // As nginx: `X_Real_IP` would reach a FastCGI application as the same
+    // `HTTP_X_REAL_IP` as `X-Real-IP`; such fields are dropped. (No name the
+    // checks above look at has a `_`.) One search of the whole head first.
+    if !limits.underscores
+        && limits.ignore_invalid
+        && memchr::memchr(b'_', &head[line_end..]).is_some()
+    {
+        fields.retain(|(n, _)| !head[n.clone()].contains(&b'_'));
     }
 
     let framing = match (transfer_encoding, content_length) {
