@@ -102,6 +102,19 @@ pub trait Tunnel {
     ) -> crate::core::request::BoxFuture<'a, ()>;
 }
 
+/// Read a piece of a file body at `off` into `buf`: the bytes read, never 0
+/// (a file that ends before its range did shrank while it was sent).
+pub fn read_file_at(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    match file.read_at(buf, off)? {
+        0 => Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "file shrank while sending",
+        )),
+        n => Ok(n),
+    }
+}
+
 impl Body {
     /// Length in bytes; `None` for a stream of unknown length.
     pub fn size(&self) -> Option<u64> {

@@ -6,11 +6,11 @@
 
 use crate::conf::model::CoreConf;
 use crate::core::clock;
+use crate::core::message::response::read_file_at;
 use crate::core::message::response::{Body, Response, reason, server_name};
 use crate::server::socket::Stream;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
 use tokio::io::Interest;
 
@@ -225,14 +225,8 @@ async fn send_file<S: Stream>(
             let want = ((range.end - off) as usize).min(READ_CHUNK);
             let at = out.len();
             out.resize(at + want, 0);
-            let n = file.read_at(&mut out[at..], off)?;
+            let n = read_file_at(file, &mut out[at..], off).inspect_err(|_| out.truncate(at))?;
             out.truncate(at + n);
-            if n == 0 {
-                return Err(io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "file shrank while sending",
-                ));
-            }
             off += n as u64;
             if out.len() >= READ_CHUNK || off == range.end {
                 write_all(s, out, t).await?;

@@ -8,6 +8,7 @@
 use super::conf::Http2Conf;
 use crate::core::clock;
 use crate::core::message::head::Method;
+use crate::core::message::response::read_file_at;
 use crate::core::message::response::{Body, Response, server_name};
 use crate::core::request::Request;
 use crate::http::pipeline;
@@ -18,7 +19,6 @@ use http::header::{HeaderName, HeaderValue};
 use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 /// Fields that describe an HTTP/1 connection: never sent on a stream
@@ -185,13 +185,7 @@ impl Out {
         while off < range.end {
             let n = self.capacity((range.end - off) as usize).await?;
             let mut buf = BytesMut::zeroed(n);
-            let got = file.read_at(&mut buf, off)?;
-            if got == 0 {
-                return Err(io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "file shrank while sending",
-                ));
-            }
+            let got = read_file_at(file, &mut buf, off)?;
             buf.truncate(got);
             off += got as u64;
             self.send(buf.freeze(), end && off == range.end)?;

@@ -3,12 +3,12 @@
 
 use crate::conf::ast::{ConfError, Directive};
 use crate::core::message::response::BodyStream;
+use crate::core::message::response::read_file_at;
 use crate::core::request::BoxFuture;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -302,13 +302,7 @@ impl FileStream {
                 self.done = true;
             } else {
                 let mut buf = vec![0; ((self.end - self.off) as usize).min(READ_CHUNK)];
-                let n = self.file.read_at(&mut buf, self.off)?;
-                if n == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while sending",
-                    ));
-                }
+                let n = read_file_at(&self.file, &mut buf, self.off)?;
                 self.off += n as u64;
                 self.rec.write(&buf[..n], &mut out);
             }

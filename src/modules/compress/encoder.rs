@@ -4,6 +4,7 @@
 
 use super::Coding;
 use crate::core::message::response::BodyStream;
+use crate::core::message::response::read_file_at;
 use crate::core::request::BoxFuture;
 use brotli::enc::StandardAlloc;
 use brotli::enc::encode::{
@@ -13,7 +14,6 @@ use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress, Status};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use zstd::zstd_safe::{self, CCtx, CParameter, InBuffer, OutBuffer};
 
@@ -313,13 +313,7 @@ impl FileStream {
                 break;
             }
             let want = ((self.end - self.off) as usize).min(READ_CHUNK);
-            let n = self.file.read_at(&mut self.buf[..want], self.off)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shrank while sending",
-                ));
-            }
+            let n = read_file_at(&self.file, &mut self.buf[..want], self.off)?;
             self.off += n as u64;
             budget = budget.saturating_sub(n);
             self.enc.write(&self.buf[..n], &mut out)?;

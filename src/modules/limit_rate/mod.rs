@@ -6,6 +6,7 @@
 
 use crate::conf::table::{Ctx, Def, ONE};
 use crate::conf::values::{set_once, size};
+use crate::core::message::response::read_file_at;
 use crate::core::message::response::{Body, BodyStream, Response};
 use crate::core::module::{Hooks, Module, Ordered, VarDef};
 use crate::core::request::{BoxFuture, Request};
@@ -15,7 +16,6 @@ use bytes::Bytes;
 use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -81,13 +81,7 @@ impl Throttle {
                 }
                 let want = (range.end - range.start).min(max as u64) as usize;
                 let mut buf = vec![0; want];
-                let n = file.read_at(&mut buf, range.start)?;
-                if n == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shrank while sending",
-                    ));
-                }
+                let n = read_file_at(file, &mut buf, range.start)?;
                 buf.truncate(n);
                 range.start += n as u64;
                 Ok(Some(Bytes::from(buf)))
