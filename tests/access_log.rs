@@ -537,7 +537,7 @@ fn if_condition_skips_requests_it_rules_out() {
         "events {}
 http {
     map $status $loggable { ~^[23] 0; default 1; }
-    access_log {dir}/logs/errors.log combined if=$loggable;
+    access_log {dir}/logs/errors.log combined buffer=4k flush=1s if=$loggable;
     access_log {dir}/logs/all.log combined;
     server { listen 127.0.0.1:{port}; location / { return 200 ok; } location /x { return 404; } }
 }",

@@ -211,7 +211,7 @@ pub static DIRECTIVES: &[Def] = &[
         name: "access_log",
         ignored: false,
         ctx: Ctx::HSL,
-        arity: Arity::args(1, 4),
+        arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let new = access_log(d, e)?;
             let slot = &mut s.loc().get_mut::<LogConfSet>().access_log;
