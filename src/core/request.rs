@@ -942,3 +942,17 @@ pub fn hostname() -> &'static str {
             .unwrap_or_else(|_| "localhost".into())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_errors_answer_as_nginx() {
+        assert_eq!(BodyError::TooLarge.status(), 413);
+        assert_eq!(BodyError::TimedOut.status(), 408);
+        // A client that closed: nginx's 499.
+        assert_eq!(BodyError::Closed.status(), 499);
+        assert_eq!(BodyError::Bad(ParseError::NOT_IMPLEMENTED).status(), 501);
+    }
+}
