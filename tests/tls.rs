@@ -363,3 +363,26 @@ fn deprecated_ssl_on_makes_the_addresses_tls() {
         v.stderr()
     );
 }
+
+#[test]
+fn an_x509_version_1_certificate_is_served() {
+    // `openssl req -x509` with a configuration that names no extensions makes
+    // a version 1 certificate; OpenSSL-based servers serve it, and so does vireo.
+    let dir = TempDir::new("tls");
+    dir.write(
+        "openssl.conf",
+        "[ req ]\ndefault_bits = 2048\nencrypt_key = no\ndistinguished_name = dn\n[ dn ]\n",
+    );
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-new", "-config", "openssl.conf"])
+        .args(["-subj", "/CN=localhost/", "-out", "v1.crt", "-keyout", "v1.key"])
+        .current_dir(dir.path())
+        .output()
+        .expect("openssl");
+    assert!(out.status.success());
+    dir.write("html/index.html", "hello\n");
+    let conf = "error_log stderr info;\nevents {}\nhttp {\n  access_log off;\n  server {\n    listen 127.0.0.1:{port} ssl;\n    ssl_certificate v1.crt;\n    ssl_certificate_key v1.key;\n    root {dir}/html;\n  }\n}\n";
+    let v = Vireo::start_in(dir, conf);
+    let out = curl(&v, &[&format!("https://a.test:{}/", v.port)]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+}

@@ -283,7 +283,7 @@ fn load_pair(
         .load_private_key(der)
         .map_err(|e| err(key, format!("unusable private key ({e})")))?;
     let pair = CertifiedKey::new(chain, signing);
-    pair.keys_match().map_err(|_| {
+    keys_match(&pair).map_err(|_| {
         ConfError::new(
             format!(
                 "the key \"{}\" does not belong to the certificate \"{}\"",
@@ -294,6 +294,20 @@ fn load_pair(
         )
     })?;
     Ok(pair)
+}
+
+/// Does the private key belong to the end-entity certificate? rustls's own
+/// check parses the certificate with webpki, which refuses X.509 v1
+/// certificates (`openssl req -x509` without extensions makes those, and
+/// OpenSSL-based servers serve them); this one only reads its public key.
+fn keys_match(pair: &CertifiedKey) -> Result<(), ()> {
+    let key = pair.key.public_key().ok_or(())?;
+    let (_, cert) = x509_parser::parse_x509_certificate(pair.cert.first().ok_or(())?.as_ref())
+        .map_err(|_| ())?;
+    match cert.public_key().raw == key.as_ref() {
+        true => Ok(()),
+        false => Err(()),
+    }
 }
 
 fn pem_error(e: rustls_pki_types::pem::Error) -> String {
