@@ -425,12 +425,12 @@ fn unterminated_blocks_and_quotes() {
 fn regex_compile_failure_is_one_line_with_location() {
     fails_at(
         "events {}\nhttp {\n server {\n  location ~ \"(unclosed\" {}\n }\n}\n",
-        "regex \"(unclosed\" compile failed: unclosed group",
+        "regex \"(unclosed\" compile failed: missing closing parenthesis",
         4,
     );
     fails_at(
         "events {}\nhttp {\n server {\n  server_name ~^(www\\.;\n }\n}\n",
-        "regex \"^(www\\.\" compile failed: unclosed group",
+        "regex \"^(www\\.\" compile failed: missing closing parenthesis",
         4,
     );
     // nested location rules are checked too

@@ -181,7 +181,7 @@ fn refused_and_invalid() {
         ("if (-q $uri) { }", "invalid condition \"-q\""),
         (
             "if ($uri ~ \"(\") { }",
-            "regex \"(\" compile failed: unclosed group",
+            "regex \"(\" compile failed: missing closing parenthesis",
         ),
         ("if ($nosuch) { }", "unknown \"nosuch\" variable"),
         ("set uri 1;", "invalid variable name \"uri\""),

@@ -130,7 +130,7 @@ fn config_errors() {
         ("map $nosuch $b { }", "unknown \"nosuch\" variable", 3),
         (
             "map $uri $b { ~( 1; }",
-            "regex \"(\" compile failed: unclosed group",
+            "regex \"(\" compile failed: missing closing parenthesis",
             3,
         ),
         (

@@ -246,11 +246,11 @@ fn config_errors() {
         ),
         (
             "location / { rewrite ^/(a /b; }",
-            "regex \"^/(a\" compile failed: unclosed group",
+            "regex \"^/(a\" compile failed: missing closing parenthesis",
         ),
         (
-            "location / { rewrite (?=x) /b; }",
-            "regex \"(?=x)\" compile failed: look-around, including look-ahead and look-behind, is not supported",
+            "location / { rewrite (?<=x+) /b; }",
+            "regex \"(?<=x+)\" compile failed: length of lookbehind assertion is not limited",
         ),
         (
             "location / { rewrite ^ /$nosuch; }",
@@ -264,4 +264,43 @@ fn config_errors() {
         let want = format!("{msg} in {}:4", dir.path().join("t.conf").display());
         assert!(err.contains(&want), "{conf}: want {want}\n{err}");
     }
+}
+
+#[test]
+fn pcre_patterns_in_locations_rewrites_and_server_names() {
+    let v = Vireo::start(
+        r#"
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        server_name ~^(?'sub'\w+)\Q.example.com\E$;
+        location ~ /\.(?!well-known) { return 403; }
+        location ~ ^/(?<a>\w+)/\1$ { return 200 "twice $a\n"; }
+        location /p/ {
+            rewrite ^/p/(?>(\w+))(?<=x)/(.*+)$ /show/$2/$1 last;
+            return 200 "no rewrite\n";
+        }
+        location /show { return 200 "uri=$uri sub=$sub\n"; }
+        location / { return 200 "plain $uri\n"; }
+    }
+}
+"#,
+    );
+    let get = |host: &str, path: &str| {
+        let r = v.request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        ));
+        (r.status, r.text())
+    };
+    assert_eq!(get("x", "/.git/config").0, 403);
+    assert_eq!(get("x", "/.well-known/a").1, "plain /.well-known/a\n");
+    assert_eq!(get("x", "/ab/ab").1, "twice ab\n");
+    assert_eq!(get("x", "/ab/cd").1, "plain /ab/cd\n");
+    assert_eq!(
+        get("bob.example.com", "/p/abx/rest").1,
+        "uri=/show/rest/abx sub=bob\n"
+    );
+    assert_eq!(get("x", "/p/aby/rest").1, "no rewrite\n");
 }

@@ -72,7 +72,7 @@ fn location_config_errors() {
         ),
         (
             "location ~ ( { }",
-            "regex \"(\" compile failed: unclosed group",
+            "regex \"(\" compile failed: missing closing parenthesis",
         ),
         (
             "location / { internal x; }",

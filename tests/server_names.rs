@@ -125,7 +125,7 @@ fn config_errors() {
     for (conf, msg) in [
         (
             "server_name ~(;",
-            "regex \"(\" compile failed: unclosed group",
+            "regex \"(\" compile failed: missing closing parenthesis",
         ),
         ("server_name ~;", "empty regex in server name \"~\""),
     ] {

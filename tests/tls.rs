@@ -375,7 +375,14 @@ fn an_x509_version_1_certificate_is_served() {
     );
     let out = Command::new("openssl")
         .args(["req", "-x509", "-new", "-config", "openssl.conf"])
-        .args(["-subj", "/CN=localhost/", "-out", "v1.crt", "-keyout", "v1.key"])
+        .args([
+            "-subj",
+            "/CN=localhost/",
+            "-out",
+            "v1.crt",
+            "-keyout",
+            "v1.key",
+        ])
         .current_dir(dir.path())
         .output()
         .expect("openssl");

@@ -636,20 +636,21 @@ impl<'a> Request<'a> {
         }
         let named = re.named();
         let numbered = re.groups() > 0 && self.server.vars.captures;
-        let rx = re.regex();
         if named.is_empty() && !numbered {
-            return rx.is_match(subject);
+            return re.is_match(subject);
         }
-        let mut locs = rx.capture_locations();
-        if rx.captures_read(&mut locs, subject).is_none() {
+        let mut spans = Vec::with_capacity(re.groups() + 1);
+        if !re.captures(subject, &mut spans) {
             return false;
         }
         if numbered {
-            self.state.caps.borrow_mut().set(subject, &locs);
+            self.state.caps.borrow_mut().set(subject, &spans);
         }
         for &(group, var) in named {
-            let v = locs
+            let v = spans
                 .get(group)
+                .copied()
+                .flatten()
                 .map_or(Vec::new(), |(a, b)| subject[a..b].to_vec());
             self.set_var(var, v);
         }

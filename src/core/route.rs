@@ -284,7 +284,7 @@ pub struct VirtualHosts {
     lead_wild: Vec<(String, Arc<Server>)>,
     /// `www.example.*` stored as "www.example.", longest first.
     trail_wild: Vec<(String, Arc<Server>)>,
-    regex: Vec<(regex::Regex, Arc<Server>)>,
+    regex: Vec<(Re, Arc<Server>)>,
 }
 
 impl VirtualHosts {
@@ -299,11 +299,12 @@ impl VirtualHosts {
             regex: Vec::new(),
         };
         for s in servers {
+            // The `~` names, compiled in order (caseless) when the server was read.
+            v.regex
+                .extend(s.phases.name_regex.iter().map(|re| (re.clone(), s.clone())));
             for n in &s.names {
-                if let Some(re) = n.strip_prefix('~') {
-                    if let Ok(re) = regex::RegexBuilder::new(re).case_insensitive(true).build() {
-                        v.regex.push((re, s.clone()));
-                    }
+                if n.starts_with('~') {
+                    continue;
                 } else if let Some(rest) = n.strip_prefix("*.") {
                     v.lead_wild.push((format!(".{rest}"), s.clone()));
                 } else if let Some(rest) = n.strip_prefix('.') {
@@ -339,7 +340,7 @@ impl VirtualHosts {
                 }
             }
             for (re, s) in &self.regex {
-                if re.is_match(host) {
+                if re.is_match(host.as_bytes()) {
                     return s;
                 }
             }
@@ -461,12 +462,19 @@ mod tests {
     #[test]
     fn server_names() {
         let mk = |names: &[&str]| {
+            let mut phases = Phases::default();
+            for n in names {
+                if let Some(re) = n.strip_prefix('~') {
+                    let vars = &mut crate::core::vars::Vars::new(&[]);
+                    phases.name_regex.push(Re::new(re, true, vars).unwrap());
+                }
+            }
             Arc::new(Server {
                 names: names.iter().map(|s| s.to_string()).collect(),
                 conf: Arc::new(LocConf::defaults(&[])),
                 locations: Locations::default(),
                 named: HashMap::new(),
-                phases: Phases::default(),
+                phases,
                 vars: Arc::default(),
                 ext: Extensions::default(),
                 pipeline: Arc::default(),
@@ -476,7 +484,13 @@ mod tests {
         let b = mk(&["*.example.com"]);
         let c = mk(&["mail.*"]);
         let d = mk(&["~^(?<user>.+)\\.example\\.net$"]);
-        let vh = VirtualHosts::new(&[a.clone(), b.clone(), c.clone(), d.clone()], a.clone());
+        let e = mk(&["~^(?P<name>[a-z]+)\\Q.example.org\\E$"]);
+        let vh = VirtualHosts::new(
+            &[a.clone(), b.clone(), c.clone(), d.clone(), e.clone()],
+            a.clone(),
+        );
+        assert!(Arc::ptr_eq(vh.select("bob.example.org"), &e));
+        assert!(Arc::ptr_eq(vh.select("bob.exampleXorg"), &a));
         assert!(Arc::ptr_eq(vh.select("www.example.com"), &a));
         assert!(Arc::ptr_eq(vh.select("x.example.com"), &b));
         assert!(Arc::ptr_eq(vh.select("mail.example.org"), &c));

@@ -10,6 +10,7 @@ use crate::conf::ast::{ConfError, Span};
 use crate::core::module::{Module, VarDef, VarKind};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// A variable a template can refer to.
 ///
@@ -753,9 +754,14 @@ impl Computed for Provided {
 /// `.` is any byte, `\w`/`\d`/`\s` and case folding are ASCII. A pattern
 /// that needs Unicode (a non-ASCII character in a class) is compiled with
 /// Unicode semantics instead. Named groups declare variables.
+///
+/// Patterns the `regex` crate cannot take (look-around, back-references,
+/// atomic groups, possessive quantifiers, `\Q…\E`, `(?'n')` …) are
+/// compiled by PCRE2 with its JIT, nginx's own engine; both number
+/// captures by their opening parenthesis, as PCRE does.
 #[derive(Clone, Debug)]
 pub struct Re {
-    re: regex::bytes::Regex,
+    re: Engine,
     /// Capture groups, without the whole match.
     groups: usize,
     /// (group index, variable index) of each named group.
@@ -938,6 +944,13 @@ fn contains_lower(s: &[u8], l: &[u8]) -> bool {
     (n..s.len()).any(|i| s[i].to_ascii_lowercase() == last && eq_lower(&s[i - n..i], head))
 }
 
+/// The engine a pattern was compiled by.
+#[derive(Clone, Debug)]
+enum Engine {
+    Rust(regex::bytes::Regex),
+    Pcre(Arc<pcre2::bytes::Regex>),
+}
+
 impl Re {
     /// Compile; the error reads as nginx's (`regex "…" compile failed: …`).
     pub fn new(pattern: &str, caseless: bool, vars: &mut Vars) -> Result<Re, String> {
@@ -948,17 +961,28 @@ impl Re {
                 .build()
         };
         let (re, bytes_mode) = match build(false) {
-            Ok(re) => (re, true),
-            Err(_) => (build(true).map_err(|e| regex_message(pattern, &e))?, false),
+            // The regex crate reads `a++` as `(a+)+`; in PCRE it is possessive.
+            _ if has_possessive(pattern) => {
+                (Engine::Pcre(Arc::new(pcre(pattern, caseless)?)), false)
+            }
+            Ok(re) => (Engine::Rust(re), true),
+            Err(_) => match build(true) {
+                Ok(re) => (Engine::Rust(re), false),
+                Err(_) => (Engine::Pcre(Arc::new(pcre(pattern, caseless)?)), false),
+            },
+        };
+        let names: Vec<Option<String>> = match &re {
+            Engine::Rust(r) => r.capture_names().map(|n| n.map(str::to_string)).collect(),
+            Engine::Pcre(r) => r.capture_names().to_vec(),
         };
         let mut named = Vec::new();
-        for (i, name) in re.capture_names().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             if let Some(n) = name {
                 named.push((i, vars.declare(n, UserKind::Set)?.index));
             }
         }
         Ok(Re {
-            groups: re.captures_len() - 1,
+            groups: names.len() - 1,
             re,
             named: named.into(),
             // Unicode case folding is beyond the prefilter's ASCII compare.
@@ -970,17 +994,52 @@ impl Re {
         })
     }
 
-    pub fn regex(&self) -> &regex::bytes::Regex {
-        &self.re
-    }
-
     pub fn as_str(&self) -> &str {
-        self.re.as_str()
+        match &self.re {
+            Engine::Rust(r) => r.as_str(),
+            Engine::Pcre(r) => r.as_str(),
+        }
     }
 
     #[inline]
     pub fn is_match(&self, s: &[u8]) -> bool {
-        self.pre.allows(s) && self.re.is_match(s)
+        self.pre.allows(s) && self.engine_match(s)
+    }
+
+    /// The engine's answer, without the prefilter.
+    fn engine_match(&self, s: &[u8]) -> bool {
+        match &self.re {
+            Engine::Rust(r) => r.is_match(s),
+            // A match limit or JIT stack overflow is no match, as nginx
+            // treats a failed pcre_exec().
+            Engine::Pcre(r) => r.is_match(s).unwrap_or(false),
+        }
+    }
+
+    /// Match `s`; on a match, `spans` holds every group's span (index 0 is
+    /// the whole match, `None` for a group that did not take part).
+    pub fn captures(&self, s: &[u8], spans: &mut Vec<Option<(usize, usize)>>) -> bool {
+        spans.clear();
+        if !self.pre.allows(s) {
+            return false;
+        }
+        match &self.re {
+            Engine::Rust(r) => {
+                let mut locs = r.capture_locations();
+                if r.captures_read(&mut locs, s).is_none() {
+                    return false;
+                }
+                spans.extend((0..locs.len()).map(|i| locs.get(i)));
+            }
+            Engine::Pcre(r) => {
+                let mut locs = r.capture_locations();
+                if !matches!(r.captures_read(&mut locs, s), Ok(Some(_))) {
+                    return false;
+                }
+                spans.extend((0..locs.len()).map(|i| locs.get(i)));
+            }
+        }
+        true
     }
 
     /// What a subject's first, second or last byte must be for a match,
@@ -1011,16 +1070,52 @@ impl Re {
     }
 }
 
-/// `regex "(" compile failed: unclosed group`, on one line (the regex crate's
-/// own message spans several lines with a caret diagram).
-pub fn regex_message(pattern: &str, err: &regex::Error) -> String {
-    let full = err.to_string();
-    let why = full
-        .lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix("error: "))
-        .unwrap_or_else(|| full.lines().next().unwrap_or("invalid regex"));
-    format!("regex \"{pattern}\" compile failed: {why}")
+/// Does the pattern hold a quantifier followed by `+` (PCRE's possessive
+/// form) outside a character class?
+fn has_possessive(pattern: &str) -> bool {
+    let b = pattern.as_bytes();
+    let (mut i, mut class) = (0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'[' if !class => {
+                class = true;
+                // A `]` first in the class (after `^`) is a literal.
+                if b.get(i + 1) == Some(&b'^') {
+                    i += 1;
+                }
+                if b.get(i + 1) == Some(&b']') {
+                    i += 1;
+                }
+            }
+            b']' if class => class = false,
+            // `(?+…` is not a quantifier.
+            b'*' | b'+' | b'?' | b'}'
+                if !class
+                    && b.get(i + 1) == Some(&b'+')
+                    && !(b[i] == b'?' && i > 0 && b[i - 1] == b'(') =>
+            {
+                return true;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// PCRE2 with its JIT (when the platform has one), without UTF mode: bytes,
+/// as nginx compiles configuration regexes.
+fn pcre(pattern: &str, caseless: bool) -> Result<pcre2::bytes::Regex, String> {
+    pcre2::bytes::RegexBuilder::new()
+        .caseless(caseless)
+        .jit_if_available(true)
+        .build(pattern)
+        .map_err(|e| {
+            let why = e.to_string();
+            let why = why.rsplit_once(": ").map_or(why.as_str(), |(_, w)| w);
+            format!("regex \"{pattern}\" compile failed: {why}")
+        })
 }
 
 /// The numbered captures of the last regex match with groups: `$1`..`$9`
@@ -1033,11 +1128,11 @@ pub struct Captures {
 }
 
 impl Captures {
-    pub fn set(&mut self, subject: &[u8], locs: &regex::bytes::CaptureLocations) {
+    pub fn set(&mut self, subject: &[u8], spans: &[Option<(usize, usize)>]) {
         self.subject.clear();
         self.subject.extend_from_slice(subject);
         self.spans.clear();
-        self.spans.extend((0..locs.len()).map(|i| locs.get(i)));
+        self.spans.extend_from_slice(spans);
     }
 
     /// Capture `n` (0 is the whole match); `None` when it did not take part.
@@ -1252,6 +1347,56 @@ mod tests {
     }
 
     #[test]
+    fn pcre_syntax_the_regex_crate_lacks() {
+        let m = |p: &str, caseless: bool, s: &str| {
+            Re::new(p, caseless, &mut Vars::new(&[]))
+                .unwrap()
+                .is_match(s.as_bytes())
+        };
+        // look-ahead, look-behind (negative and positive)
+        assert!(m(r"/\.(?!well-known)", false, "/.git/config"));
+        assert!(!m(r"/\.(?!well-known)", false, "/.well-known/acme"));
+        assert!(m(r"(?<=/img/)\w+\.png$", false, "/img/a.png"));
+        assert!(!m(r"(?<!/img)/\w+\.png$", false, "/img/a.png"));
+        // \Q…\E quotes, caselessly too
+        assert!(m(r"^/\Q.a+b\E$", true, "/.A+B"));
+        assert!(!m(r"^/\Q.a+b\E$", false, "/xaab"));
+        // back-references, atomic groups, possessive quantifiers
+        assert!(m(r"^/(\w+)/\1$", false, "/ab/ab"));
+        assert!(!m(r"^/(\w+)/\1$", false, "/ab/cd"));
+        assert!(!m(r"^(?>a+)ab", false, "aaab"));
+        assert!(!m(r"^a++ab", false, "aaab"));
+        assert!(!m(r"^a{1,5}+ab", false, "aaab"));
+        assert!(m(r"^[a++]+b$", false, "a+b"));
+        assert!(m(r"^a\++b$", false, "a++b"));
+        assert!(has_possessive(r"x*+") && has_possessive(r"(a)?+"));
+        assert!(!has_possessive(r"[+*]+") && !has_possessive(r"\++") && !has_possessive(r"[]+]+"));
+        // bytes, not UTF-8: `.` is one byte
+        let re = Re::new(r"^/(?=.)(.)$", false, &mut Vars::new(&[])).unwrap();
+        assert!(re.is_match(b"/\xff"));
+        // Captures numbered as PCRE numbers them, names declared in every form.
+        let mut vars = Vars::new(&[]);
+        let re = Re::new(r"^/(?'a'\w+)/(?<b>\w+)(?=/)/(?P<c>\w+)$", false, &mut vars).unwrap();
+        assert_eq!(re.groups(), 3);
+        assert_eq!(
+            re.named().iter().map(|n| n.0).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        let mut spans = Vec::new();
+        assert!(re.captures(b"/x/y/z", &mut spans));
+        assert_eq!(
+            spans,
+            [Some((0, 6)), Some((1, 2)), Some((3, 4)), Some((5, 6))]
+        );
+        assert!(!re.captures(b"/x/y", &mut spans));
+        // Errors still read as nginx's.
+        let e = Re::new(r"(?<=a+)b", false, &mut Vars::new(&[])).unwrap_err();
+        assert!(e.starts_with(r#"regex "(?<=a+)b" compile failed: "#), "{e}");
+        let e = Re::new(r"(", false, &mut Vars::new(&[])).unwrap_err();
+        assert!(e.starts_with(r#"regex "(" compile failed: "#), "{e}");
+    }
+
+    #[test]
     fn prefilters_never_change_the_answer() {
         let pats = [
             r"\.php$",
@@ -1300,7 +1445,7 @@ mod tests {
                 for s in subjects {
                     assert_eq!(
                         re.is_match(s),
-                        re.regex().is_match(s),
+                        re.engine_match(s),
                         "{p} caseless={caseless} on {:?}",
                         String::from_utf8_lossy(s)
                     );

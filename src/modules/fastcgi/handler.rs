@@ -294,13 +294,21 @@ pub fn script_name(req: &Request<'_>, path_info: bool, out: &mut Vec<u8>) {
     let conf = req.conf.get::<FastcgiConf>();
     let uri = &req.uri;
     let (script, info): (&[u8], &[u8]) = match &conf.split_path_info {
-        Some(re) => match re.regex().captures(uri) {
-            Some(c) => (
-                c.get(1).map_or(&[][..], |m| m.as_bytes()),
-                c.get(2).map_or(&[][..], |m| m.as_bytes()),
-            ),
-            None => (uri, b""),
-        },
+        Some(re) => {
+            let mut spans = Vec::new();
+            if re.captures(uri, &mut spans) {
+                let group = |i: usize| {
+                    spans
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .map_or(&[][..], |(a, b)| &uri[a..b])
+                };
+                (group(1), group(2))
+            } else {
+                (uri, b"")
+            }
+        }
         None => (uri, b""),
     };
     if path_info {
