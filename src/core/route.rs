@@ -270,8 +270,11 @@ impl Server {
         self.locations.find(uri)
     }
 
+    /// The first name, as `$server_name` gives it: `.example.com` reads
+    /// `example.com`, as in nginx.
     pub fn name(&self) -> &str {
-        self.names.first().map_or("", String::as_str)
+        let n = self.names.first().map_or("", String::as_str);
+        n.strip_prefix('.').unwrap_or(n)
     }
 }
 
@@ -497,5 +500,6 @@ mod tests {
         assert!(Arc::ptr_eq(vh.select("bob.example.net"), &d));
         assert!(Arc::ptr_eq(vh.select("other.org"), &a));
         assert!(Arc::ptr_eq(vh.select(""), &a));
+        assert_eq!(mk(&[".dot.example.com"]).name(), "dot.example.com");
     }
 }
