@@ -1,8 +1,8 @@
 //! Validators and conditional requests: `ETag`, `If-None-Match`,
 //! `If-Modified-Since`, `If-Match`, `If-Unmodified-Since` and `If-Range`.
 //!
-//! Evaluation order for a GET/HEAD of a static file (RFC 9110 §13.2.2):
-//! first [`precondition_failed`] (→ 412), then [`not_modified`] (→ 304), then,
+//! Evaluation order for a GET/HEAD of a static file, nginx's: first
+//! [`precondition_failed`] (→ 412), then [`not_modified`] (→ 304), then,
 //! if a `Range` is present, [`if_range_matches`] decides whether to honour it.
 
 use std::time::UNIX_EPOCH;
@@ -48,12 +48,13 @@ pub enum IfModifiedSince {
     Before,
 }
 
-/// Should a GET/HEAD be answered with 304 Not Modified?
+/// Should a GET/HEAD be answered with 304 Not Modified? As nginx decides
+/// it: every validator the request carries must say "not modified".
 ///
-/// If `If-None-Match` is present it alone decides: 304 when it is `*` or
-/// lists an entity-tag weakly equal to `etag`; `If-Modified-Since` is then
-/// ignored. Otherwise `If-Modified-Since` is compared with `mtime_secs`
-/// according to `ims`; an unparseable date never yields 304.
+/// * `If-Modified-Since` is compared with `mtime_secs` according to `ims`
+///   (`off` and an unparseable date count as modified);
+/// * `If-None-Match` must be `*` or list an entity-tag weakly equal to
+///   `etag`; with no `etag` (`etag off`) it never matches.
 pub fn not_modified(
     if_none_match: Option<&[u8]>,
     if_modified_since: Option<&[u8]>,
@@ -61,37 +62,39 @@ pub fn not_modified(
     mtime_secs: i64,
     ims: IfModifiedSince,
 ) -> bool {
-    if let Some(list) = if_none_match {
-        return list_matches(list, etag, Comparison::Weak);
-    }
-    let Some(value) = if_modified_since else {
+    if if_none_match.is_none() && if_modified_since.is_none() {
         return false;
-    };
-    match ims {
-        IfModifiedSince::Off => false,
-        IfModifiedSince::Exact => http_date(value) == Some(mtime_secs),
-        IfModifiedSince::Before => http_date(value).is_some_and(|t| mtime_secs <= t),
     }
+    if let Some(value) = if_modified_since {
+        let unmodified = match ims {
+            IfModifiedSince::Off => false,
+            IfModifiedSince::Exact => http_date(value) == Some(mtime_secs),
+            IfModifiedSince::Before => http_date(value).is_some_and(|t| mtime_secs <= t),
+        };
+        if !unmodified {
+            return false;
+        }
+    }
+    if_none_match.is_none_or(|list| !etag.is_empty() && list_matches(list, etag, Comparison::Weak))
 }
 
-/// Should the request be answered with 412 Precondition Failed?
-///
-/// If `If-Match` is present it alone decides: it fails unless it is `*` or
-/// lists an entity-tag strongly equal to `etag` (weak tags never match).
-/// Otherwise `If-Unmodified-Since` fails when the file was modified after the
-/// date; an unparseable date is ignored.
+/// Should the request be answered with 412 Precondition Failed? As nginx
+/// decides it: `If-Unmodified-Since` fails when the file was modified after
+/// the date (or the date does not parse), and `If-Match` fails unless it is
+/// `*` or lists an entity-tag strongly equal to `etag` (weak tags never
+/// match); either failing is a 412.
 pub fn precondition_failed(
     if_match: Option<&[u8]>,
     if_unmodified_since: Option<&[u8]>,
     etag: &str,
     mtime_secs: i64,
 ) -> bool {
-    if let Some(list) = if_match {
-        return !list_matches(list, etag, Comparison::Strong);
+    if let Some(value) = if_unmodified_since
+        && !http_date(value).is_some_and(|t| mtime_secs <= t)
+    {
+        return true;
     }
-    if_unmodified_since
-        .and_then(http_date)
-        .is_some_and(|t| mtime_secs > t)
+    if_match.is_some_and(|list| !list_matches(list, etag, Comparison::Strong))
 }
 
 /// `If-Range`: may the `Range` header be honoured? True when the value is an
@@ -247,18 +250,20 @@ mod tests {
             T,
             Exact
         ));
-        // no etag: only "*" matches
+        // no etag (`etag off`): nothing matches, as in nginx
         assert!(!not_modified(Some(TAG.as_bytes()), None, "", T, Exact));
-        assert!(not_modified(Some(b"*"), None, "", T, Exact));
+        assert!(!not_modified(Some(b"*"), None, "", T, Exact));
     }
 
     #[test]
-    fn if_none_match_overrides_if_modified_since() {
+    fn every_validator_must_say_not_modified() {
         use IfModifiedSince::*;
         assert!(!nm(Some("\"other\""), Some(DATE), Exact));
-        assert!(nm(Some(TAG), Some(EARLIER), Exact));
-        assert!(nm(Some(TAG), Some(b"garbage"), Exact));
-        assert!(nm(Some(TAG), Some(EARLIER), Off));
+        assert!(nm(Some(TAG), Some(DATE), Exact));
+        assert!(!nm(Some(TAG), Some(EARLIER), Exact));
+        assert!(!nm(Some(TAG), Some(b"garbage"), Exact));
+        assert!(!nm(Some(TAG), Some(DATE), Off));
+        assert!(nm(Some(TAG), Some(LATER), Before));
     }
 
     #[test]
@@ -310,9 +315,10 @@ mod tests {
         assert!(!pf(None, Some(DATE)));
         assert!(!pf(None, Some(LATER)));
         assert!(pf(None, Some(EARLIER)));
-        assert!(!pf(None, Some(b"bogus")));
-        // If-Match takes precedence over If-Unmodified-Since
-        assert!(!pf(Some(TAG), Some(EARLIER)));
+        assert!(pf(None, Some(b"bogus")));
+        // Both are checked, as in nginx.
+        assert!(pf(Some(TAG), Some(EARLIER)));
+        assert!(!pf(Some(TAG), Some(LATER)));
         assert!(pf(Some("\"a\""), Some(LATER)));
     }
 

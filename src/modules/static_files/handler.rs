@@ -187,14 +187,9 @@ fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     {
         return req.error(412);
     }
-    let inm = if sf.etag {
-        head.header("if-none-match")
-    } else {
-        None
-    };
     if conditionals
         && conditional::not_modified(
-            inm,
+            head.header("if-none-match"),
             head.header("if-modified-since"),
             etag,
             info.mtime,

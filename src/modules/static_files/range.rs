@@ -16,13 +16,14 @@ pub enum RangeSpec {
     Unsatisfiable,
 }
 
-/// Parse a `Range` header value for a representation of `size` bytes.
+/// Parse a `Range` header value for a representation of `size` bytes, as
+/// nginx does.
 ///
-/// * Only the `bytes` unit (case-insensitive) is understood; anything else,
-///   and any syntax error, yields [`RangeSpec::Full`].
+/// * A value that does not start with `bytes=` (case-insensitive) followed
+///   by something is ignored: [`RangeSpec::Full`].
 /// * Specs are `a-b`, `a-` and `-n`, comma-separated, with optional
-///   whitespace around the items and around `-`. Numbers too large for `u64`
-///   saturate.
+///   whitespace around the items and around `-`. A syntax error, or a
+///   number too large, is [`RangeSpec::Unsatisfiable`] (416), as in nginx.
 /// * `b` past the end is clamped to the size; a suffix `-n` longer than the
 ///   representation selects all of it.
 /// * Specs that select nothing (start at/after `size`, `b < a`, `-0`) are
@@ -38,18 +39,23 @@ pub fn parse(header: &[u8], size: u64, max_ranges: Option<usize>) -> RangeSpec {
         return RangeSpec::Full;
     }
     let header = trim_ows(header);
-    if header.len() < 6 || !header[..6].eq_ignore_ascii_case(b"bytes=") {
+    if header.len() < 7 || !header[..6].eq_ignore_ascii_case(b"bytes=") {
         return RangeSpec::Full;
     }
     match parse_set(&header[6..], size, max_ranges) {
-        Some(ranges) if ranges.is_empty() => RangeSpec::Unsatisfiable,
-        Some(ranges) => RangeSpec::Partial(ranges),
-        None => RangeSpec::Full,
+        Ok(ranges) if ranges.is_empty() => RangeSpec::Unsatisfiable,
+        Ok(ranges) => RangeSpec::Partial(ranges),
+        Err(verdict) => verdict,
     }
 }
 
-/// Returns `None` when the header must be ignored.
-fn parse_set(s: &[u8], size: u64, max_ranges: Option<usize>) -> Option<Vec<Range<u64>>> {
+/// The ranges, or the verdict on the whole header.
+fn parse_set(
+    s: &[u8],
+    size: u64,
+    max_ranges: Option<usize>,
+) -> Result<Vec<Range<u64>>, RangeSpec> {
+    const BAD: RangeSpec = RangeSpec::Unsatisfiable;
     let mut cur = Cursor { s, i: 0 };
     let mut ranges = Vec::new();
     let mut total: u64 = 0;
@@ -57,43 +63,47 @@ fn parse_set(s: &[u8], size: u64, max_ranges: Option<usize>) -> Option<Vec<Range
         cur.skip_ows();
         let (start, end) = if cur.eat(b'-') {
             cur.skip_ows();
-            let n = cur.number()?;
+            let n = cur.number().ok_or(BAD)?;
             (size.saturating_sub(n), size)
         } else {
-            let first = cur.number()?;
+            let first = cur.number().ok_or(BAD)?;
             cur.skip_ows();
             if !cur.eat(b'-') {
-                return None;
+                return Err(BAD);
             }
             cur.skip_ows();
             let end = match cur.peek() {
                 None | Some(b',') => size,
-                Some(_) => cur.number()?.saturating_add(1).min(size),
+                Some(_) => cur.number().ok_or(BAD)?.saturating_add(1).min(size),
             };
             (first, end)
         };
         cur.skip_ows();
         if !matches!(cur.peek(), None | Some(b',')) {
-            return None;
+            return Err(BAD);
         }
 
         if start < end {
-            total = total.saturating_add(end - start);
-            if total > size || max_ranges.is_some_and(|max| ranges.len() >= max) {
-                return None;
+            if max_ranges.is_some_and(|max| ranges.len() >= max) {
+                return Err(RangeSpec::Full);
             }
+            total = total.saturating_add(end - start);
             if ranges.capacity() == 0 {
                 ranges.reserve_exact(1);
             }
             ranges.push(start..end);
         } else if start == 0 {
-            return None;
+            return Err(RangeSpec::Full);
         }
 
         if !cur.eat(b',') {
-            return Some(ranges);
+            break;
         }
     }
+    if total > size {
+        return Err(RangeSpec::Full);
+    }
+    Ok(ranges)
 }
 
 struct Cursor<'a> {
@@ -121,12 +131,15 @@ impl Cursor<'_> {
         }
     }
 
-    /// One or more digits; saturates at `u64::MAX`.
+    /// One or more digits, within `i64` (nginx's `off_t`).
     fn number(&mut self) -> Option<u64> {
         let begin = self.i;
         let mut n: u64 = 0;
         while let Some(d @ b'0'..=b'9') = self.peek() {
-            n = n.saturating_mul(10).saturating_add(u64::from(d - b'0'));
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            if n > i64::MAX as u64 {
+                return None;
+            }
             self.i += 1;
         }
         (self.i > begin).then_some(n)
@@ -226,10 +239,11 @@ mod tests {
     fn clamping() {
         assert_eq!(p("bytes=900-5000", 1000), part(&[900..1000]));
         assert_eq!(p("bytes=-5000", 1000), part(&[0..1000]));
-        assert_eq!(p("bytes=0-18446744073709551615", 10), part(&[0..10]));
-        assert_eq!(p("bytes=0-99999999999999999999999", 10), part(&[0..10]));
-        assert_eq!(p("bytes=-99999999999999999999999", 10), part(&[0..10]));
-        assert_eq!(p("bytes=99999999999999999999999-", 10), Unsatisfiable);
+        assert_eq!(p("bytes=0-9223372036854775807", 10), part(&[0..10]));
+        assert_eq!(p("bytes=-9223372036854775807", 10), part(&[0..10]));
+        // Past nginx's off_t: 416, as nginx.
+        assert_eq!(p("bytes=0-9223372036854775808", 10), Unsatisfiable);
+        assert_eq!(p("bytes=-99999999999999999999999", 10), Unsatisfiable);
     }
 
     #[test]
@@ -237,12 +251,10 @@ mod tests {
         assert_eq!(p("BYTES=0-1", 10), part(&[0..2]));
         assert_eq!(p("Bytes=0-1", 10), part(&[0..2]));
         assert_eq!(p("  bytes=0-1  ", 10), part(&[0..2]));
+        for ignored in ["", "bytes", "bytes=", "bytes =0-1", "items=0-1"] {
+            assert_eq!(p(ignored, 1000), Full, "{ignored:?}");
+        }
         for bad in [
-            "",
-            "bytes",
-            "bytes=",
-            "bytes =0-1",
-            "items=0-1",
             "bytes=a-b",
             "bytes=1",
             "bytes=-",
@@ -256,8 +268,10 @@ mod tests {
             "bytes=+1-2",
             "bytes=-+1",
             "bytes=0x10-20",
+            "bytes=99999999999999999999-",
+            "bytes=0-99999999999999999999",
         ] {
-            assert_eq!(p(bad, 1000), Full, "{bad:?}");
+            assert_eq!(p(bad, 1000), Unsatisfiable, "{bad:?}");
         }
     }
 
