@@ -72,6 +72,25 @@ fn index_list_first_existing_wins() {
 }
 
 #[test]
+fn index_names_with_variables_and_absolute_ones() {
+    let dir = TempDir::new("st");
+    dir.write("html/d/a.html", "by arg");
+    dir.write("html/fallback.html", "fallback");
+    let v = Vireo::start_in(
+        dir,
+        &conf(
+            "location /d/ { index $arg_i.html /fallback.html; }\n\
+             location /loop/ { index /loop/; }",
+        ),
+    );
+    assert_eq!(v.get("/d/?i=a").text(), "by arg");
+    // Not found: on to the absolute name, an internal redirect found or not.
+    assert_eq!(v.get("/d/?i=b").text(), "fallback");
+    // A name that leads back to itself ends in 500 after 10 URI changes.
+    assert_eq!(v.get("/loop/").status, 500);
+}
+
+#[test]
 fn directory_without_slash_redirects() {
     let dir = TempDir::new("st");
     dir.write("html/dir/index.html", "in dir");

@@ -427,6 +427,14 @@ impl Template {
         })
     }
 
+    /// A template of plain text, with no variables.
+    pub fn plain(s: &str) -> Template {
+        Template {
+            source: s.into(),
+            segments: Box::new([Segment::Lit(s.as_bytes().into())]),
+        }
+    }
+
     /// True when the template has no variables.
     pub fn is_literal(&self) -> bool {
         self.segments.iter().all(|s| matches!(s, Segment::Lit(_)))

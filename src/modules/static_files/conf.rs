@@ -3,6 +3,7 @@
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, number, option, set_once, size, time};
+use crate::core::vars::Template;
 use crate::settings;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,7 @@ pub struct OpenFileCacheSpec {
 
 settings! {
     pub struct StaticConf / StaticConfSet {
-        pub index: Arc<[Box<str>]> = Arc::from(vec![Box::from("index.html")]),
+        pub index: Arc<[Template]> = Arc::from(vec![Template::plain("index.html")]),
         pub sendfile: bool = false,
         pub sendfile_max_chunk: usize = 2 << 20,
         pub open_file_cache: Option<OpenFileCacheSpec> = None,
@@ -100,13 +101,16 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| {
-            let v: Arc<[Box<str>]> = d.arg_strs().map(Box::from).collect();
+        set: |s, d, e| {
+            let v = d
+                .arg_strs()
+                .map(|a| Template::compile(a, &mut e.vars).map_err(|m| ConfError::new(m, &d.span)))
+                .collect::<Result<Arc<[Template]>, _>>()?;
             set_once(&mut s.loc().get_mut::<StaticConfSet>().index, v, d)
         },
         syntax: "index file …;",
         default: "index.html",
-        doc: "Files tried, in order, for a request URI ending in `/`.\n\n```nginx\nindex index.php index.html;\n```",
+        doc: "Files tried, in order, for a request URI ending in `/`; the first that exists is served through an internal redirect to the URI plus its name. Names may hold variables. A name starting with `/` (usually the last) is an internal redirect to that URI whether or not the file exists.\n\n```nginx\nindex index.php index.html /fallback.php;\n```",
     },
     Def {
         name: "sendfile",

@@ -70,13 +70,26 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
 
 fn index(req: &mut Request<'_>) -> Outcome {
     let dir_len = req.filename.len();
+    let mut rendered = Vec::new();
     for name in req.conf.get::<StaticConf>().index.iter() {
+        let name = match name.literal() {
+            Some(l) => l,
+            None => {
+                rendered.clear();
+                name.render(&*req, &mut rendered);
+                &rendered
+            }
+        };
+        // An absolute name is a URI to go to, found or not (nginx's index).
+        if name.first() == Some(&b'/') {
+            return Outcome::Redirect(name.to_vec());
+        }
         req.filename.truncate(dir_len);
-        req.filename.extend_from_slice(name.as_bytes());
+        req.filename.extend_from_slice(name);
         match cache::open(&req.filename, req.conf.get::<StaticConf>()) {
             Ok(i) if i.is_file => {
                 let mut uri = req.uri.clone();
-                uri.extend_from_slice(name.as_bytes());
+                uri.extend_from_slice(name);
                 return Outcome::Redirect(uri);
             }
             Ok(_) => {}
@@ -106,7 +119,7 @@ fn index(req: &mut Request<'_>) -> Outcome {
                 format_args!(
                     "\"{}{}\" is not found (2: No such file or directory){}",
                     String::from_utf8_lossy(&req.filename),
-                    first.map_or("", |n| &**n),
+                    first.map_or("", |n| n.source()),
                     req.log_context()
                 ),
             );

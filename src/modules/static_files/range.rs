@@ -50,11 +50,7 @@ pub fn parse(header: &[u8], size: u64, max_ranges: Option<usize>) -> RangeSpec {
 }
 
 /// The ranges, or the verdict on the whole header.
-fn parse_set(
-    s: &[u8],
-    size: u64,
-    max_ranges: Option<usize>,
-) -> Result<Vec<Range<u64>>, RangeSpec> {
+fn parse_set(s: &[u8], size: u64, max_ranges: Option<usize>) -> Result<Vec<Range<u64>>, RangeSpec> {
     const BAD: RangeSpec = RangeSpec::Unsatisfiable;
     let mut cur = Cursor { s, i: 0 };
     let mut ranges = Vec::new();
