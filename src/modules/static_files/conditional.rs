@@ -90,7 +90,7 @@ pub fn precondition_failed(
     mtime_secs: i64,
 ) -> bool {
     if let Some(value) = if_unmodified_since
-        && !http_date(value).is_some_and(|t| mtime_secs <= t)
+        && http_date(value).is_none_or(|t| mtime_secs > t)
     {
         return true;
     }
