@@ -30,6 +30,13 @@ http {
         location /p11 { error_page 500 502 503 504 /err/50x.html; return 503; }
         location /p12 { error_page 503 /err/50x.html; return 503 "custom"; }
         location /p15 { error_page 404 =302 /err/404.html; }
+        location /p16 { error_page 404 /r405; return 404; }
+        location /p17 { error_page 405 /r302; return 405; }
+        location /p18 { error_page 405 /err; return 405; }
+        location /p19 { error_page 405 /r200; return 405; }
+        location /r405 { return 405; }
+        location /r302 { return 302 /there; }
+        location /r200 { return 200 "text"; }
         location @fb { return 200 "fallback uri=$uri args=$args method=$request_method\n"; }
         location /show { return 200 "show uri=$uri args=$args method=$request_method\n"; }
         location /err/ { internal; }
@@ -79,6 +86,14 @@ fn status_rules() {
     );
     // A redirect code with a local URI is still an internal redirect.
     assert_eq!(get(&v, "/p15"), (302, "E404 page\n".into()));
+    // A page that ends in an error or a redirect of its own sends that.
+    assert_eq!(get(&v, "/p16").0, 405);
+    let r = v.get("/p17");
+    assert_eq!(r.status, 302);
+    assert!(r.header("location").unwrap().ends_with("/there"));
+    assert_eq!(v.get("/p18").status, 301);
+    // Any other answer keeps the error's status.
+    assert_eq!(get(&v, "/p19"), (405, "text".into()));
 }
 
 #[test]

@@ -291,7 +291,12 @@ impl<'a> Request<'a> {
                 resp.headers.push((name, v));
             }
         }
-        if let Some(s) = self.state.err_status.filter(|s| *s != 0) {
+        // The error's status stays on the page's answer, unless the page
+        // itself ended in an error or a redirect vireo generated (`return
+        // 302 …`, a directory redirect, a missing page's 404): that one is
+        // sent, as nginx does.
+        let own = self.state.generated.get() == resp.status && resp.status >= 300;
+        if let Some(s) = self.state.err_status.filter(|s| *s != 0 && !own) {
             resp.status = s;
         }
         let conf: &'a LocConf = self.conf;
