@@ -385,7 +385,7 @@ fn classify_target(t: &[u8], method: Method) -> Result<TargetForm, ParseError> {
         .position(|&b| matches!(b, b'/' | b'?' | b'#'))
         .unwrap_or(rest.len());
     let auth = &rest[..auth_len];
-    if auth.is_empty() || auth.contains(&b'@') || !valid_host(auth) {
+    if !valid_authority(auth) {
         return Err(BAD);
     }
     Ok(TargetForm::Absolute {
@@ -404,10 +404,72 @@ fn split_query(s: &[u8], base: usize) -> (Range<usize>, Option<Range<usize>>) {
     }
 }
 
-/// Host values that could escape a path built from them are refused.
+/// A Host value (or a target's authority) as nginx checks it: no empty
+/// label (`..`), no path separator, control byte or space (values that could
+/// escape a path built from them); an empty host, or a lone dot, is refused.
+/// The host part ends at the first `:` (after the `]` of an IPv6 literal);
+/// one trailing dot is not part of it.
 fn valid_host(h: &[u8]) -> bool {
-    !h.iter().any(|&b| matches!(b, b'/' | b'\\' | b' ' | b'\t'))
-        && memchr::memmem::find(h, b"..").is_none()
+    let (mut dot, mut host_len, mut literal, mut rest) = (usize::MAX, h.len(), false, false);
+    for (i, &c) in h.iter().enumerate() {
+        match c {
+            b'.' => {
+                if i > 0 && dot == i - 1 {
+                    return false;
+                }
+                dot = i;
+            }
+            b':' if !rest && !literal => {
+                host_len = i;
+                rest = true;
+            }
+            b'[' if i == 0 => literal = true,
+            b']' if literal && !rest => {
+                host_len = i + 1;
+                literal = false;
+                rest = true;
+            }
+            b'/' | b'\\' | 0..=0x20 | 0x7f => return false,
+            _ => {}
+        }
+    }
+    if host_len > 0 && dot == host_len - 1 {
+        host_len -= 1;
+    }
+    host_len > 0
+}
+
+/// The authority of an absolute-form target, as nginx's request-line parser
+/// takes it: a name of letters, digits, `.`, `-`, `_`, or a bracketed IPv6
+/// literal, then an optional `:` and digits.
+fn valid_authority(a: &[u8]) -> bool {
+    let (host, port) = if a.first() == Some(&b'[') {
+        let Some(end) = memchr::memchr(b']', a) else {
+            return false;
+        };
+        let lit_ok = a[1..end]
+            .iter()
+            .all(|&b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.'));
+        if !lit_ok {
+            return false;
+        }
+        (&a[..=end], &a[end + 1..])
+    } else {
+        let end = memchr::memchr(b':', a).unwrap_or(a.len());
+        let name_ok = a[..end]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        if !name_ok {
+            return false;
+        }
+        (&a[..end], &a[end..])
+    };
+    let port_ok = match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    !host.is_empty() && port_ok && valid_host(a)
 }
 
 fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
@@ -1025,8 +1087,16 @@ mod tests {
         assert_eq!(h.host(), None);
         let h = ok(b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
         assert_eq!(h.host(), Some(&b"[::1]:80"[..]));
-        let h = ok(b"GET / HTTP/1.1\r\nHost:\r\n\r\n");
-        assert_eq!(h.host(), Some(&b""[..]));
+        // Empty, a lone dot, an empty label: 400, as nginx.
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost:\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: .\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: .:80\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a..b\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n"), 400);
+        for fine in ["a.", "a.:80", "[::1].", "a:", "L"] {
+            let req = format!("GET / HTTP/1.1\r\nHost: {fine}\r\n\r\n");
+            assert_eq!(ok(req.as_bytes()).host(), Some(fine.as_bytes()));
+        }
     }
 
     #[test]
@@ -1061,6 +1131,26 @@ mod tests {
             status(b"GET http://h\\x/p HTTP/1.1\r\nHost: h\r\n\r\n"),
             400
         );
+        // The authority as nginx's request-line parser takes it.
+        for bad in [
+            "a.:1.2",
+            "1.2.3.4:80:80",
+            "[::1].",
+            "[::1].:80",
+            "x[::1]",
+            "[::1",
+            "[::g]",
+            ".",
+            "a..b",
+            "a:b",
+        ] {
+            let req = format!("GET http://{bad}/ HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(status(req.as_bytes()), 400, "{bad}");
+        }
+        for fine in ["a.", "a.:2", "a:", "[::ffff:1.2.3.4]:5", "A-b_c.d"] {
+            let req = format!("GET http://{fine}/ HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(ok(req.as_bytes()).host(), Some(fine.as_bytes()));
+        }
         // Host header is still required on HTTP/1.1.
         assert_eq!(status(b"GET http://h/p HTTP/1.1\r\n\r\n"), 400);
     }
