@@ -102,8 +102,9 @@ pub fn parse(
     }
 }
 
-/// No NUL, and every CR and LF part of a CRLF (bare LF line endings are
-/// refused, as in requests). Branch-free over byte pairs, so it vectorises.
+/// No NUL, and every CR part of a CRLF: a bare LF ends a line, as nginx
+/// reads upstream heads (and vireo reads requests); a bare CR is refused.
+/// Branch-free over byte pairs, so it vectorises.
 fn clean_lines(raw: &[u8]) -> bool {
     let Some(&first) = raw.first() else {
         return true;
@@ -112,9 +113,19 @@ fn clean_lines(raw: &[u8]) -> bool {
         .iter()
         .zip(&raw[1..])
         .fold(first == 0 || first == b'\n', |bad, (&p, &b)| {
-            bad | (b == 0) | ((b == b'\n') != (p == b'\r'))
+            bad | (b == 0) | ((p == b'\r') & (b != b'\n'))
         });
     !bad && raw.last() != Some(&b'\r')
+}
+
+/// The length of the head: through the first empty line, whether lines end
+/// in CRLF or a bare LF.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'\n', buf).find_map(|i| match &buf[i + 1..] {
+        [b'\n', ..] => Some(i + 2),
+        [b'\r', b'\n', ..] => Some(i + 3),
+        _ => None,
+    })
 }
 
 fn parse_one(
@@ -122,11 +133,8 @@ fn parse_one(
     max: usize,
     head_request: bool,
 ) -> Result<Option<UpstreamHead>, Invalid> {
-    // Bare LF line endings and NUL are refused, as in requests.
-    static END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\r\n\r\n"));
-    let end = match END.find(buf) {
-        Some(i) => i + 4,
+    let end = match head_end(buf) {
+        Some(i) => i,
         None if buf.len() >= max => return Err(Invalid("upstream sent too big header")),
         None => return Ok(None),
     };
@@ -387,12 +395,10 @@ mod tests {
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "HTTP/1.1 200 OK\nContent-Length: 0\n\n\r\n\r\n",
             "HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
             "HTTP/1.1 200 OK\r\nX: \0\r\n\r\n",
             "\nHTTP/1.1 200 OK\r\n\r\n",
             "HTTP/1.1 200 OK\r\nX: a\r\r\n\r\n",
-            "HTTP/1.1 200 OK\r\nX: a\n\r\n\r\n",
             "HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
             "HTTP/1.1 99 Odd\r\n\r\n",
             "garbage\r\n\r\n",
@@ -401,5 +407,20 @@ mod tests {
         }
         assert!(parse(&mut BytesMut::from(&[b'a'; 9000][..]), 8192, false).is_err());
         assert_eq!(p("HTTP/1.1 200 OK\r\nX-A: 1\r\n"), Ok(None));
+    }
+
+    #[test]
+    fn bare_lf_ends_lines_as_in_nginx() {
+        for head in [
+            "HTTP/1.1 200 OK\nContent-Length: 0\nX-A: 1\n\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\nX-A: 1\n\r\n",
+            "HTTP/1.1 200 OK\nContent-Length: 0\r\nX-A: 1\r\n\n",
+        ] {
+            let mut b = BytesMut::from(format!("{head}rest").as_bytes());
+            let h = parse(&mut b, 8192, false).unwrap().unwrap();
+            assert_eq!(h.status, 200);
+            assert_eq!(h.framing, Framing::Length(0));
+            assert_eq!(&b[..], b"rest", "{head:?}");
+        }
     }
 }
