@@ -525,7 +525,7 @@ fn redirect_and_cookie_rewriting() {
         let path = head.split(' ').nth(1).unwrap().to_string();
         Some(
             format!(
-                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{port}/app/next{path}\r\nSet-Cookie: s=1; Domain=.inner.test; Path=/app/x\r\nContent-Length: 0\r\n\r\n"
+                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{port}/app/next{path}\r\nRefresh: 5; url=http://127.0.0.1:{port}/app/next{path}\r\nSet-Cookie: s=1; Domain=.inner.test; Path=/app/x\r\nContent-Length: 0\r\n\r\n"
             )
             .into_bytes(),
         )
@@ -543,6 +543,16 @@ http {{
         }}
         location /off/ {{ proxy_pass http://127.0.0.1:{p}/app/; proxy_redirect off; }}
         location /exp/ {{ proxy_pass http://127.0.0.1:{p}/app/; proxy_redirect http://127.0.0.1:{p}/app/ http://front.test/x/; }}
+        location /var/ {{
+            set $to /v/;
+            set $from http://127.0.0.1:{p}/app/next/;
+            proxy_pass http://127.0.0.1:{p}/app/;
+            proxy_redirect $from $to;
+        }}
+        location /re/ {{
+            proxy_pass http://127.0.0.1:{p}/app/;
+            proxy_redirect ~*^HTTP://[^/]+/(app)/next/(.*)$ /r/$2/$1;
+        }}
     }}
 }}",
         p = b.port
@@ -565,6 +575,24 @@ http {{
     );
     let r = v.get("/exp/a");
     assert_eq!(r.header("location"), Some("http://front.test/x/next/app/a"));
+    // Variables in both parts; a relative Location is made absolute, a
+    // Refresh URL is not.
+    let r = v.get("/var/a");
+    let origin = format!("http://localhost:{}", v.port);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{origin}/v/app/a").as_str())
+    );
+    assert_eq!(r.header("refresh"), Some("5; url=/v/app/a"));
+    let r = v.get("/one/a");
+    assert_eq!(r.header("refresh"), Some("5; url=/one/next/app/a"));
+    // A regex replaces the whole value, with its captures.
+    let r = v.get("/re/a");
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{origin}/r/app/a/app").as_str())
+    );
+    assert_eq!(r.header("refresh"), Some("5; url=/r/app/a/app"));
 }
 
 fn rss_kb(pid: u32) -> u64 {

@@ -6,7 +6,7 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::model::LocKind;
 use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values;
-use crate::core::vars::Template;
+use crate::core::vars::{Re, Template};
 use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +17,20 @@ pub enum Redirect {
     /// Replace the proxy_pass URL with the location (nginx's default).
     Default,
     Off,
-    /// `from` → `to` pairs, in order (`default` stands for the pair above).
-    List(Arc<[(Option<String>, Template)]>),
+    /// `from` → `to` pairs, in order.
+    List(Arc<[(RedirectFrom, Template)]>),
+}
+
+/// What a `proxy_redirect` pair looks for in a Location or Refresh URL.
+#[derive(Clone, Debug)]
+pub enum RedirectFrom {
+    /// `default`: the pair nginx derives from proxy_pass and the location.
+    Default,
+    /// A prefix (may hold variables), replaced by the replacement.
+    Prefix(Template),
+    /// `~regex` / `~*regex`: on a match, the whole value is replaced (the
+    /// replacement may use the captures).
+    Regex(Re),
 }
 
 crate::settings! {
@@ -292,17 +304,28 @@ pub static DIRECTIVES: &[Def] = &[
                         Some(Redirect::List(v)) => v.to_vec(),
                         _ => Vec::new(),
                     };
-                    list.push((None, Template::default()));
+                    list.push((RedirectFrom::Default, Template::default()));
                     l.redirect = Some(Redirect::List(Arc::from(list)));
                 }
                 (2, from) => {
-                    let to = Template::compile(d.arg(1), &mut e.vars)
-                        .map_err(|e| ConfError::new(e, &d.span))?;
+                    let err = |m: String| ConfError::new(m, &d.span);
+                    let to = Template::compile(d.arg(1), &mut e.vars).map_err(err)?;
+                    let from = match (from.strip_prefix("~*"), from.strip_prefix('~')) {
+                        (Some(re), _) => {
+                            RedirectFrom::Regex(Re::new(re, true, &mut e.vars).map_err(err)?)
+                        }
+                        (None, Some(re)) => {
+                            RedirectFrom::Regex(Re::new(re, false, &mut e.vars).map_err(err)?)
+                        }
+                        _ => {
+                            RedirectFrom::Prefix(Template::compile(from, &mut e.vars).map_err(err)?)
+                        }
+                    };
                     let mut list = match &l.redirect {
                         Some(Redirect::List(v)) => v.to_vec(),
                         _ => Vec::new(),
                     };
-                    list.push((Some(from.to_string()), to));
+                    list.push((from, to));
                     l.redirect = Some(Redirect::List(Arc::from(list)));
                 }
                 (_, v) => return Err(values::bad_arg(d, v)),
@@ -311,7 +334,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_redirect default | off | redirect replacement;",
         default: "default",
-        doc: "Rewrites the Location and Refresh headers of upstream responses: `default` replaces the proxy_pass URL with the location's prefix; `redirect replacement` replaces a leading `redirect` (the replacement may hold variables); `off` leaves them.\n\n```nginx\nproxy_redirect http://127.0.0.1:8080/ /;\n```",
+        doc: "Rewrites the Location and Refresh headers of upstream responses: `default` replaces the proxy_pass URL with the location's prefix; `redirect replacement` replaces a leading `redirect` (both may hold variables); `~regex replacement` (`~*` caseless) replaces the whole value when the regex matches, the replacement using its captures; `off` leaves them. The pairs are tried in order, the first that applies wins. A replaced Location that starts with `/` is made absolute as vireo's own redirects are (absolute_redirect); a Refresh URL stays as replaced.\n\n```nginx\nproxy_redirect http://127.0.0.1:8080/ /;\nproxy_redirect ~^http://[^/]+/app/(.*)$ /$1;\n```",
     },
     Def {
         name: "proxy_cookie_domain",

@@ -29,7 +29,7 @@ use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
 use crate::upstream::{self, Attempt, UpConn, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
-use conf::{ProxyConf, Redirect};
+use conf::{ProxyConf, Redirect, RedirectFrom};
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
@@ -626,7 +626,13 @@ impl Proxy {
                 continue;
             }
             let changed = match kind {
-                Passed::Location => self.redirect(req, pc, value),
+                Passed::Location => {
+                    self.redirect(req, pc, value)
+                        .map(|o| match o.starts_with('/') {
+                            true => format!("{}{o}", req.origin()),
+                            false => o,
+                        })
+                }
                 Passed::Refresh => value.to_ascii_lowercase().find("url=").and_then(|i| {
                     let url = self.redirect(req, pc, &value[i + 4..])?;
                     Some(format!("{}{url}", &value[..i + 4]))
@@ -657,22 +663,27 @@ impl Proxy {
             v.strip_prefix(from.as_str())
                 .map(|rest| format!("{to}{rest}"))
         };
-        let out = match &pc.redirect {
+        let render = |t: &crate::core::vars::Template| {
+            let mut o = Vec::new();
+            t.render(req, &mut o);
+            String::from_utf8_lossy(&o).into_owned()
+        };
+        match &pc.redirect {
             Redirect::Off => None,
             Redirect::Default => default(v),
             Redirect::List(list) => list.iter().find_map(|(from, to)| match from {
-                None => default(v),
-                Some(f) => v.strip_prefix(f.as_str()).map(|rest| {
-                    let mut o = Vec::new();
-                    to.render(req, &mut o);
-                    format!("{}{rest}", String::from_utf8_lossy(&o))
-                }),
+                RedirectFrom::Default => default(v),
+                RedirectFrom::Prefix(f) => {
+                    let f = match f.literal() {
+                        Some(l) => String::from_utf8_lossy(l),
+                        None => render(f).into(),
+                    };
+                    v.strip_prefix(&*f)
+                        .map(|rest| format!("{}{rest}", render(to)))
+                }
+                RedirectFrom::Regex(re) => req.regex_exec(re, v.as_bytes()).then(|| render(to)),
             }),
-        };
-        out.map(|o| match o.starts_with('/') {
-            true => format!("{}{o}", req.origin()),
-            false => o,
-        })
+        }
     }
 
     /// The URI sent upstream (path and arguments).
