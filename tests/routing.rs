@@ -19,6 +19,7 @@ http {
         location /pre { return 200 "prefix pre\n"; }
         location ~ ^/rx { return 200 "regex\n"; }
         location /rxa/ { proxy_pass http://127.0.0.1:9; }
+        location "/s p{}/" { proxy_pass http://127.0.0.1:9; }
         location /st/ { }
         location /ep/ { proxy_pass http://127.0.0.1:9; error_page 301 /show; }
         location /show { return 200 "shown\n"; }
@@ -43,6 +44,12 @@ fn proxy_like_locations_redirect_to_their_slash() {
     let r = v.get("/rxa");
     assert_eq!(r.status, 301);
     assert_eq!(r.header("location").unwrap(), format!("{origin}/rxa/"));
+    // The location's name is escaped as nginx escapes URIs.
+    let r = v.get("/s%20p%7B%7D");
+    assert_eq!(
+        r.header("location").unwrap(),
+        format!("{origin}/s%20p%7B%7D/")
+    );
     // Static locations do not redirect.
     assert_eq!(v.get("/st").status, 404);
     // It is an error_page-able 301 of that location; its Location stays.

@@ -2,6 +2,30 @@
 
 use crate::conf::model::LocKind;
 use crate::core::request::Request;
+use percent_encoding::{AsciiSet, CONTROLS, PercentEncode, percent_encode};
+
+/// What nginx escapes when a decoded URI goes back into a URI (a Location,
+/// the URI sent upstream): controls, space, `"#%<>?\^`{|}` and bytes over
+/// 0x7e.
+const URI_ESCAPE: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// `uri` escaped as nginx escapes a URI it sends (see [`URI_ESCAPE`]).
+pub fn escape_uri(uri: &[u8]) -> PercentEncode<'_> {
+    percent_encode(uri, URI_ESCAPE)
+}
 
 /// The file `uri` maps to (`$request_filename`), as nginx builds it: root +
 /// URI; in a prefix location with `alias`, the alias in place of the

@@ -476,7 +476,7 @@ impl<'a> Request<'a> {
     /// `location /x/` with a proxy-like handler, asked for `/x`: 301 to `/x/`.
     fn add_slash(&self, l: &Location) -> Response {
         let mut to = self.origin();
-        to.push_str(&l.pattern);
+        to.extend(crate::core::path::escape_uri(l.pattern.as_bytes()));
         if let Some(a) = self.args() {
             to.push('?');
             to.push_str(&String::from_utf8_lossy(a));

@@ -929,15 +929,10 @@ fn is_hop_or_framing(n: &[u8]) -> bool {
     }
 }
 
-/// Percent-encode what may not stand in a request path.
+/// Percent-encode what may not stand in a request path, as nginx.
 fn escape(uri: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in uri {
-        if b <= b' ' || b >= 0x7f || matches!(b, b'#' | b'%' | b'?' | b'"') {
-            out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        } else {
-            out.push(b);
-        }
+    for piece in crate::core::path::escape_uri(uri) {
+        out.extend_from_slice(piece.as_bytes());
     }
 }
 

@@ -9,25 +9,8 @@ use crate::core::message::head::Method;
 use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{Outcome, Request};
 use crate::modules::autoindex::conf::AutoindexConf;
-use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 use std::io::ErrorKind;
 use std::rc::Rc;
-
-/// Bytes escaped when a decoded URI goes back into a Location header.
-const URI_ESCAPE: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'`')
-    .add(b'{')
-    .add(b'|')
-    .add(b'}');
 
 pub fn content(req: &mut Request<'_>) -> Outcome {
     // POST reaches the file look-up: a missing file is still a 404, as nginx.
@@ -158,7 +141,7 @@ fn open_error(req: &Request<'_>, e: std::io::Error) -> Response {
 /// A directory asked for without its trailing slash: 301 to the slashed URI.
 fn redirect_to_dir(req: &Request<'_>) -> Response {
     let mut loc = req.origin();
-    loc.extend(percent_encode(&req.uri, URI_ESCAPE));
+    loc.extend(crate::core::path::escape_uri(&req.uri));
     loc.push('/');
     if let Some(args) = req.args() {
         loc.push('?');
