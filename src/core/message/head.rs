@@ -88,6 +88,10 @@ impl ParseError {
         status: 431,
         reason: "Request Header Fields Too Large",
     };
+    pub const NOT_ALLOWED: ParseError = ParseError {
+        status: 405,
+        reason: "Not Allowed",
+    };
     pub const NOT_IMPLEMENTED: ParseError = ParseError {
         status: 501,
         reason: "Not Implemented",

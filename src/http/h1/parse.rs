@@ -245,6 +245,11 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         BodyFraming::Length(_) | BodyFraming::Chunked => true,
     };
     let expect_continue = expect_continue && has_body && version == Version::Http11;
+    // TRACE would echo the request's credentials back (cross-site tracing):
+    // refused once the head is read, as nginx does.
+    if method == Method::Trace {
+        return Err(ParseError::NOT_ALLOWED);
+    }
 
     buf.advance(start);
     let raw = buf.split_to(head_len).freeze();
@@ -683,6 +688,11 @@ mod tests {
     }
 
     #[test]
+    fn trace_is_refused() {
+        assert_eq!(status(b"TRACE / HTTP/1.1\r\nHost: h\r\n\r\n"), 405);
+    }
+
+    #[test]
     fn methods() {
         for (m, e) in [
             ("GET", Method::Get),
@@ -692,7 +702,6 @@ mod tests {
             ("DELETE", Method::Delete),
             ("OPTIONS", Method::Options),
             ("PATCH", Method::Patch),
-            ("TRACE", Method::Trace),
             ("PROPFIND", Method::Other),
             ("get", Method::Other),
             ("X-M!#$", Method::Other),
