@@ -113,7 +113,6 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     let c = req.conf.get::<CompressConf>();
     if !c.any_dynamic()
         || !matches!(resp.status, 200 | 403 | 404)
-        || req.method() == Method::Head
         || matches!(resp.body, Body::Empty | Body::Multipart { .. })
         || find(&resp.headers, "content-encoding").is_some()
     {
@@ -142,6 +141,15 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
         return;
     };
     if !negotiate::request_ok(c, head, &resp.headers) {
+        return;
+    }
+    if req.method() == Method::Head {
+        // The head GET would get, with nothing compressed: no length.
+        resp.body = Body::Stream {
+            stream: Box::new(NoBody),
+            len: None,
+        };
+        encoded_headers(resp, coding);
         return;
     }
     let params = c.params(coding);
@@ -183,6 +191,24 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
             return;
         }
     }
+    encoded_headers(resp, coding);
+}
+
+/// The body of a HEAD answer: none.
+#[derive(Debug)]
+struct NoBody;
+
+impl crate::core::message::response::BodyStream for NoBody {
+    fn next(
+        &mut self,
+    ) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<bytes::Bytes>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+}
+
+/// The headers of an encoded body: no Accept-Ranges, a weak ETag (a strong
+/// one would claim byte equality), Content-Encoding.
+fn encoded_headers(resp: &mut Response, coding: Coding) {
     if let Some(i) = find(&resp.headers, "accept-ranges") {
         resp.headers.remove(i);
     }
