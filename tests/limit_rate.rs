@@ -1,6 +1,6 @@
 //! limit_rate: a file and a generated body sent at the configured rate after
 //! limit_rate_after bytes, intact; short bodies and other locations at once;
-//! `$limit_rate`.
+//! `$limit_rate`, read and set.
 
 mod common;
 use common::*;
@@ -15,6 +15,7 @@ http {
         root {dir}/html;
         location /slow/ { limit_rate 100k; limit_rate_after 50k; add_header X-Rate $limit_rate; }
         location /fast/ { }
+        location /set/ { set $limit_rate $arg_r; add_header X-Rate $limit_rate; }
     }
 }";
 
@@ -53,5 +54,27 @@ fn responses_go_at_the_rate_after_their_first_bytes() {
     assert!(
         took < Duration::from_millis(1000),
         "small body took {took:?}"
+    );
+}
+
+#[test]
+fn set_limit_rate_limits_the_request() {
+    let dir = TempDir::new("rate");
+    let body: Vec<u8> = (0..100 * 1024u32).map(|i| (i % 251) as u8).collect();
+    dir.write("html/set/f.bin", &body);
+    let v = Vireo::start_in(dir, CONF);
+    // 100 KB at 50 KB/s: about 2 s.
+    let (r, took) = timed(&v, "/set/f.bin?r=50k");
+    assert_eq!(r.header("x-rate"), Some("51200"));
+    assert!(r.body == body, "body changed");
+    assert!(took >= Duration::from_millis(1500), "too fast: {took:?}");
+    // Not a size: logged, the rate stays the configuration's (none).
+    let (r, took) = timed(&v, "/set/f.bin?r=fast");
+    assert_eq!(r.header("x-rate"), Some("0"));
+    assert!(took < Duration::from_millis(1000), "took {took:?}");
+    assert!(
+        v.stderr().contains("invalid size \"fast\""),
+        "{}",
+        v.stderr()
     );
 }

@@ -11,7 +11,7 @@
 
 use crate::conf::ast::ConfError;
 use crate::conf::model::LocConf;
-use crate::conf::table::{Def, Env};
+use crate::conf::table::{Def, Env, Scope};
 use crate::core::message::response::Response;
 use crate::core::request::{BoxFuture, Outcome, Request, RequestBody};
 use std::any::Any;
@@ -246,6 +246,19 @@ pub struct VarDef {
     pub name: &'static str,
     pub kind: VarKind,
     pub get: VarGetter,
+    /// What `set $name value` does, for a variable nginx lets the
+    /// configuration set (its set_handler).
+    pub set: Option<&'static VarSet>,
+}
+
+/// A module variable that `set` assigns through the module.
+#[derive(Debug)]
+pub struct VarSet {
+    /// Take the value for the request.
+    pub run: fn(&Request<'_>, &[u8]),
+    /// When the configuration is read: mark the level whose script sets the
+    /// variable (so the module's hooks run there).
+    pub level: fn(&mut Scope<'_>),
 }
 
 /// How a module's variable is named and set.
@@ -267,6 +280,7 @@ impl VarDef {
             name,
             kind: VarKind::Name,
             get,
+            set: None,
         }
     }
 
@@ -275,6 +289,17 @@ impl VarDef {
             name,
             kind: VarKind::Prefix,
             get,
+            set: None,
+        }
+    }
+
+    /// `$name`, which `set` assigns through `set` (nginx's `$limit_rate`).
+    pub const fn settable(name: &'static str, get: VarGetter, set: &'static VarSet) -> VarDef {
+        VarDef {
+            name,
+            kind: VarKind::Name,
+            get,
+            set: Some(set),
         }
     }
 
@@ -283,6 +308,7 @@ impl VarDef {
             name,
             kind: VarKind::Changeable,
             get,
+            set: None,
         }
     }
 }

@@ -1,14 +1,15 @@
 //! `limit_rate` and `limit_rate_after`: a response is sent no faster than a
 //! rate, after its first bytes, as nginx's core does; `$limit_rate` is the
-//! rate. The filter turns the body into a stream the connection pulls piece
-//! by piece (it pulls the next piece only once the last is written), and a
-//! piece is handed out only when the bytes before it have had their time.
+//! rate, and `set $limit_rate` changes it for the request. The filter turns
+//! the body into a stream the connection pulls piece by piece (it pulls the
+//! next piece only once the last is written), and a piece is handed out only
+//! when the bytes before it have had their time.
 
 use crate::conf::table::{Ctx, Def, ONE};
-use crate::conf::values::{set_once, size};
+use crate::conf::values::{parse_size, set_once, size};
 use crate::core::message::response::read_file_at;
 use crate::core::message::response::{Body, BodyStream, Response};
-use crate::core::module::{Hooks, Module, Ordered, VarDef};
+use crate::core::module::{Hooks, Module, Ordered, VarDef, VarSet};
 use crate::core::request::{BoxFuture, Request};
 use crate::core::vars::push_u64;
 use crate::settings;
@@ -25,6 +26,29 @@ settings! {
         pub rate: u64 = 0,
         /// Bytes sent before the limit applies.
         pub after: u64 = 0,
+        /// A script of this level (or above) sets `$limit_rate`.
+        pub variable: bool = false,
+    }
+}
+
+/// The rate `set $limit_rate` gave this request.
+struct RateSet(u64);
+
+/// `set $limit_rate value`: a size (`k`, `m` suffixes); anything else is
+/// logged and leaves the rate as it was, as nginx.
+static SET_RATE: VarSet = VarSet {
+    run: |req, v| match std::str::from_utf8(v).ok().and_then(parse_size) {
+        Some(n) => req.state.ext.insert(Rc::new(RateSet(n))),
+        None => crate::error_log!(Error, "invalid size \"{}\"", String::from_utf8_lossy(v)),
+    },
+    level: |s| s.loc().get_mut::<LimitRateConfSet>().variable = Some(true),
+};
+
+/// The request's rate: set by the script, else the configuration's.
+fn rate(req: &Request<'_>) -> u64 {
+    match req.state.ext.get::<RateSet>() {
+        Some(r) => r.0,
+        None => req.conf.get::<LimitRateConf>().rate,
     }
 }
 
@@ -125,8 +149,9 @@ impl BodyStream for Throttle {
 /// throttled stream of the same length.
 fn filter(req: &Request<'_>, resp: &mut Response) {
     let c = req.conf.get::<LimitRateConf>();
+    let rate = rate(req);
     // A 101's body is the connection's tunnel, not bytes to pace.
-    if resp.status == 101 || resp.body.size().is_some_and(|n| n <= c.after) {
+    if rate == 0 || resp.status == 101 || resp.body.size().is_some_and(|n| n <= c.after) {
         return;
     }
     let len = resp.body.size();
@@ -143,7 +168,7 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         }
     };
     resp.body = Body::Stream {
-        stream: Box::new(Throttle::new(src, c.rate, c.after)),
+        stream: Box::new(Throttle::new(src, rate, c.after)),
         len,
     };
 }
@@ -182,14 +207,19 @@ pub static MODULE: Module = Module {
     name: "limit_rate",
     directives: &[DIRECTIVES],
     settings: Some(&LimitRateConf::KIND),
-    variables: &[VarDef::name("limit_rate", |req, _, out| {
-        push_u64(out, req.conf.get::<LimitRateConf>().rate)
-    })],
+    variables: &[VarDef::settable(
+        "limit_rate",
+        |req, _, out| push_u64(out, rate(req)),
+        &SET_RATE,
+    )],
     hooks: Hooks {
         filter: Some(Ordered {
             order: 30,
             run: filter,
-            active: |c| c.get::<LimitRateConf>().rate > 0,
+            active: |c| {
+                let c = c.get::<LimitRateConf>();
+                c.rate > 0 || c.variable
+            },
         }),
         ..Hooks::NONE
     },

@@ -4,7 +4,7 @@ use super::script::{Cond, FileTest, Flag, Op, Return, Rewrite, Script, SetTarget
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use crate::conf::values::{flag, set_once};
-use crate::core::vars::{Re, Template, UserKind, Vars};
+use crate::core::vars::{Re, Template, UserKind, Var, Vars};
 use crate::settings;
 
 settings! {
@@ -104,15 +104,23 @@ fn compile_return(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
     })))
 }
 
-fn compile_set(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
+fn compile_set(s: &mut Scope, d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
     let name = d
         .arg(0)
         .strip_prefix('$')
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .ok_or_else(|| err(format!("invalid variable name \"{}\"", d.arg(0)), d))?;
     let value = template(d.arg(1), d, vars)?;
+    let settable = match vars.provided(name) {
+        Some(Var::Module(m)) => m.def.set,
+        _ => None,
+    };
     let target = match name.to_ascii_lowercase().as_str() {
         "args" | "query_string" => SetTarget::Args,
+        _ if let Some(set) = settable => {
+            (set.level)(s);
+            SetTarget::Module(set)
+        }
         _ => SetTarget::Var(
             vars.declare(name, UserKind::Set)
                 .map_err(|e| err(e, d))?
@@ -184,7 +192,7 @@ const IN_IF: &[&str] = &["rewrite", "return", "set", "break"];
 
 /// Compile the directives inside an `if` block: only the script
 /// directives; anything else nginx would accept there is refused.
-fn compile_block(block: &[Directive], e: &mut Env) -> Result<Vec<Op>, ConfError> {
+fn compile_block(s: &mut Scope, block: &[Directive], e: &mut Env) -> Result<Vec<Op>, ConfError> {
     let mut out = Vec::new();
     for d in block {
         e.vars.at(&d.span);
@@ -220,7 +228,7 @@ fn compile_block(block: &[Directive], e: &mut Env) -> Result<Vec<Op>, ConfError>
         out.push(match d.name.as_str() {
             "rewrite" => compile_rewrite(d, &mut e.vars)?,
             "return" => compile_return(d, &mut e.vars)?,
-            "set" => compile_set(d, &mut e.vars)?,
+            "set" => compile_set(s, d, &mut e.vars)?,
             _ => Op::Break,
         });
     }
@@ -262,7 +270,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::SERVER.or(Ctx::LOCATION),
         arity: Arity::args(2, 2),
         set: |s, d, e| {
-            let op = compile_set(d, &mut e.vars)?;
+            let op = compile_set(s, d, &mut e.vars)?;
             ops(s).push(op);
             Ok(())
         },
@@ -277,7 +285,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::block(1, MANY),
         set: |s, d, e| {
             let cond = compile_cond(d, &mut e.vars)?;
-            let body = compile_block(d.block.as_deref().unwrap_or(&[]), e)?;
+            let body = compile_block(s, d.block.as_deref().unwrap_or(&[]), e)?;
             ops(s).push(Op::If(Box::new(cond), body));
             Ok(())
         },

@@ -4,7 +4,7 @@
 
 use super::conf::RewriteConf;
 use crate::core::message::response::{Body, Response, Value};
-use crate::core::module::Rewrite as Flow;
+use crate::core::module::{Rewrite as Flow, VarSet};
 use crate::core::request::Request;
 use crate::core::vars::{Re, Segment, Template, Var, VarSource};
 use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
@@ -79,6 +79,8 @@ pub enum SetTarget {
     Var(u32),
     /// `$args` / `$query_string`.
     Args,
+    /// A module's variable that takes a value (`$limit_rate`).
+    Module(&'static VarSet),
 }
 
 /// An `if` condition.
@@ -122,6 +124,7 @@ pub fn run(req: &mut Request<'_>, ops: &[Op], location: bool) -> Flow {
                 match target {
                     SetTarget::Var(i) => req.set_var(*i, v),
                     SetTarget::Args => req.state.args = Some(v),
+                    SetTarget::Module(set) => (set.run)(req, &v),
                 }
             }
             Op::If(cond, body) => {
