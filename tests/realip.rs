@@ -148,8 +148,10 @@ fn location_level_applies_before_access() {
     dir.write("html/f/index.html", "ok\n");
     let v = Vireo::start_in(
         dir,
-        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port};\n  root {dir}/html;\n  location /f/ {\n   set_real_ip_from 127.0.0.1;\n   add_header X-C \"$remote_addr:$remote_port\" always;\n   deny 5.5.5.5;\n  }\n  location /r/ {\n   set_real_ip_from 127.0.0.1;\n   return 200 $remote_addr;\n  }\n }\n}\n",
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port};\n  root {dir}/html;\n  location /f/ {\n   set_real_ip_from 127.0.0.1;\n   add_header X-C \"$remote_addr:$remote_port\" always;\n   deny 5.5.5.5;\n  }\n  location /r/ {\n   set_real_ip_from 127.0.0.1;\n   return 200 $remote_addr;\n  }\n  location /h/ {\n   set_real_ip_from localhost;\n   try_files /nothing @h;\n  }\n  location @h {\n   return 200 $remote_addr;\n  }\n }\n}\n",
     );
+    let r = get_on(v.port, "/h/", &["X-Real-IP: 5.5.5.7"]);
+    assert_eq!(r.text(), "5.5.5.7", "a host name stands for its addresses");
     let r = get_on(v.port, "/f/", &["X-Real-IP: 5.5.5.6:99"]);
     assert_eq!((r.status, r.header("x-c")), (200, Some("5.5.5.6:99")));
     assert_eq!(get_on(v.port, "/f/", &["X-Real-IP: 5.5.5.5"]).status, 403);
@@ -172,6 +174,10 @@ fn configuration_errors() {
         ("set_real_ip_from 300.0.0.1;", "invalid address or network"),
         ("real_ip_recursive yes;", "it must be \"on\" or \"off\""),
         ("real_ip_header \"X Bad\";", "invalid header name"),
+        (
+            "set_real_ip_from no-such-host.invalid;",
+            "host not found in set_real_ip_from \"no-such-host.invalid\"",
+        ),
     ] {
         let out = test_conf(
             &dir,

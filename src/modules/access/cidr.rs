@@ -85,6 +85,20 @@ impl Cidr {
         })
     }
 
+    /// One address.
+    pub fn host(ip: IpAddr) -> Cidr {
+        match ip {
+            IpAddr::V4(a) => Cidr::V4 {
+                addr: u32::from(a),
+                mask: u32::MAX,
+            },
+            IpAddr::V6(a) => Cidr::V6 {
+                addr: u128::from(a),
+                mask: u128::MAX,
+            },
+        }
+    }
+
     pub fn matches(&self, c: &Client) -> bool {
         match (self, c) {
             (Cidr::V4 { addr, mask }, Client::V4(a)) => a & mask == *addr,

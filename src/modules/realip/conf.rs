@@ -28,6 +28,24 @@ settings! {
     }
 }
 
+/// The addresses of `name` when it is a host name (not an address, a
+/// network or `unix:`), resolved now.
+fn host_addresses(name: &str) -> Option<std::io::Result<Vec<std::net::IpAddr>>> {
+    let is_name = name.bytes().any(|b| b.is_ascii_alphabetic())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if !is_name || name.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    use std::net::ToSocketAddrs;
+    Some((name, 0).to_socket_addrs().map(|a| {
+        let mut ips: Vec<_> = a.map(|a| a.ip()).collect();
+        ips.dedup();
+        ips
+    }))
+}
+
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "set_real_ip_from",
@@ -41,13 +59,27 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
+            let from = &mut s.loc().get_mut::<RealipConfSet>().from;
+            if let Some(addrs) = host_addresses(d.arg(0)) {
+                // A host name: every address it has when the configuration is read.
+                let addrs = addrs.map_err(|e| {
+                    ConfError::new(
+                        format!("host not found in set_real_ip_from \"{}\" ({e})", d.arg(0)),
+                        &d.span,
+                    )
+                })?;
+                for ip in addrs {
+                    crate::conf::values::push(from, Cidr::host(ip));
+                }
+                return Ok(());
+            }
             let net = parse_net(d, env)?;
-            crate::conf::values::push(&mut s.loc().get_mut::<RealipConfSet>().from, net);
+            crate::conf::values::push(from, net);
             Ok(())
         },
         syntax: "set_real_ip_from address | CIDR | unix:;",
         default: "—",
-        doc: "A trusted proxy: a request from this address or network (`unix:` for unix-socket clients) may name its client in `real_ip_header`. Several may be given. Host names are not accepted. The address found replaces the client address everywhere (`$remote_addr`, `$remote_port`, allow/deny, limits, logs, `$proxy_add_x_forwarded_for`); `$realip_remote_addr` and `$realip_remote_port` keep the connection's own. It is looked for when the request starts, with the server's settings, and again before the access checks with the location's.\n\n```nginx\nset_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::/32;\nset_real_ip_from unix:;\n```",
+        doc: "A trusted proxy: a request from this address or network (`unix:` for unix-socket clients) may name its client in `real_ip_header`. Several may be given. A host name stands for every address it resolves to when the configuration is read (as nginx). The address found replaces the client address everywhere (`$remote_addr`, `$remote_port`, allow/deny, limits, logs, `$proxy_add_x_forwarded_for`); `$realip_remote_addr` and `$realip_remote_port` keep the connection's own. It is looked for when the request starts, with the server's settings, and again before the access checks with the location's.\n\n```nginx\nset_real_ip_from 10.0.0.0/8;\nset_real_ip_from 2001:db8::/32;\nset_real_ip_from unix:;\n```",
     },
     Def {
         name: "real_ip_header",
