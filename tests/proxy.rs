@@ -553,6 +553,20 @@ http {{
             proxy_pass http://127.0.0.1:{p}/app/;
             proxy_redirect ~*^HTTP://[^/]+/(app)/next/(.*)$ /r/$2/$1;
         }}
+        location /flags/ {{
+            proxy_pass http://127.0.0.1:{p}/app/;
+            proxy_cookie_flags other secure;
+            proxy_cookie_flags $arg_c secure httponly samesite=lax;
+            location /flags/re/ {{
+                proxy_pass http://127.0.0.1:{p}/app/;
+                proxy_cookie_domain inner.test outer.test;
+                proxy_cookie_flags ~^S$ nosecure $arg_f;
+            }}
+            location /flags/off/ {{
+                proxy_pass http://127.0.0.1:{p}/app/;
+                proxy_cookie_flags off;
+            }}
+        }}
     }}
 }}",
         p = b.port
@@ -593,6 +607,19 @@ http {{
         Some(format!("{origin}/r/app/a/app").as_str())
     );
     assert_eq!(r.header("refresh"), Some("5; url=/r/app/a/app"));
+    // proxy_cookie_flags: the first rule for the cookie applies.
+    let cookie = |path: &str| v.get(path).header("set-cookie").map(str::to_string);
+    let plain = "s=1; Domain=.inner.test; Path=/app/x";
+    assert_eq!(cookie("/flags/a").as_deref(), Some(plain));
+    assert_eq!(
+        cookie("/flags/a?c=S").as_deref(),
+        Some("s=1; Domain=.inner.test; Path=/app/x; Secure; HttpOnly; SameSite=Lax")
+    );
+    assert_eq!(
+        cookie("/flags/re/a?f=samesite=strict").as_deref(),
+        Some("s=1; Domain=outer.test; Path=/app/x; SameSite=Strict")
+    );
+    assert_eq!(cookie("/flags/off/a?c=s").as_deref(), Some(plain));
 }
 
 fn rss_kb(pid: u32) -> u64 {

@@ -21,6 +21,40 @@ pub enum Redirect {
     List(Arc<[(RedirectFrom, Template)]>),
 }
 
+/// One `proxy_cookie_flags` rule: the cookies it is for, and its flags.
+#[derive(Clone, Debug)]
+pub struct CookieFlags {
+    pub cookie: CookieName,
+    /// `secure`, `httponly`, `samesite=…` and their `no` forms; may hold
+    /// variables.
+    pub flags: Box<[Template]>,
+}
+
+/// The cookie names a `proxy_cookie_flags` rule is for.
+#[derive(Clone, Debug)]
+pub enum CookieName {
+    /// A name (may hold variables), compared caselessly.
+    Name(Template),
+    /// `~regex`, caseless.
+    Regex(Re),
+}
+
+/// A flag of `proxy_cookie_flags` is one of these.
+pub fn cookie_flag_valid(f: &str) -> bool {
+    let f = f.to_ascii_lowercase();
+    matches!(
+        f.as_str(),
+        "secure"
+            | "nosecure"
+            | "httponly"
+            | "nohttponly"
+            | "nosamesite"
+            | "samesite=strict"
+            | "samesite=lax"
+            | "samesite=none"
+    )
+}
+
 /// What a `proxy_redirect` pair looks for in a Location or Refresh URL.
 #[derive(Clone, Debug)]
 pub enum RedirectFrom {
@@ -47,6 +81,8 @@ crate::settings! {
         pub redirect: Redirect = Redirect::Default,
         pub cookie_domain: Arc<[(String, String)]> = Arc::from(Vec::new()),
         pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
+        /// `proxy_cookie_flags` rules, in order.
+        pub cookie_flags: Arc<[CookieFlags]> = Arc::from(Vec::new()),
         pub connect_timeout: Duration = Duration::from_secs(60),
         pub send_timeout: Duration = Duration::from_secs(60),
         pub read_timeout: Duration = Duration::from_secs(60),
@@ -358,6 +394,52 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_cookie_domain off | domain replacement;",
         default: "off",
         doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).\n\n```nginx\nproxy_cookie_domain backend.internal example.com;\n```",
+    },
+    Def {
+        name: "proxy_cookie_flags",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 4),
+        set: |s, d, e| {
+            let l = loc(s);
+            let mut list: Vec<CookieFlags> = l
+                .cookie_flags
+                .as_deref()
+                .map(<[_]>::to_vec)
+                .unwrap_or_default();
+            let err = |m: String| ConfError::new(m, &d.span);
+            if d.args.len() == 1 && d.arg(0) == "off" {
+                list.clear();
+            } else if d.args.len() == 1 {
+                return Err(err(
+                    "invalid number of arguments in \"proxy_cookie_flags\" directive".into(),
+                ));
+            } else {
+                let cookie = match d.arg(0).strip_prefix("~*").or(d.arg(0).strip_prefix('~')) {
+                    Some(re) => CookieName::Regex(Re::new(re, true, &mut e.vars).map_err(err)?),
+                    None => {
+                        CookieName::Name(Template::compile(d.arg(0), &mut e.vars).map_err(err)?)
+                    }
+                };
+                let mut flags = Vec::new();
+                for a in &d.args[1..] {
+                    let t = Template::compile(&a.value, &mut e.vars).map_err(err)?;
+                    if t.literal().is_some() && !cookie_flag_valid(&a.value) {
+                        return Err(values::bad_arg(d, &a.value));
+                    }
+                    flags.push(t);
+                }
+                list.push(CookieFlags {
+                    cookie,
+                    flags: flags.into(),
+                });
+            }
+            l.cookie_flags = Some(Arc::from(list));
+            Ok(())
+        },
+        syntax: "proxy_cookie_flags off | cookie [flag …];",
+        default: "off",
+        doc: "Sets or removes the `Secure`, `HttpOnly` and `SameSite` attributes of Set-Cookie headers from the upstream for the cookie named `cookie` (caseless; variables allowed; `~regex` for a caseless regex). Flags: `secure`, `httponly`, `samesite=strict`, `samesite=lax`, `samesite=none` add the attribute (replacing one the upstream set), `nosecure`, `nohttponly`, `nosamesite` remove it; flags may hold variables. The rules are tried in order, the first whose cookie matches applies; the cookie's attributes are then written back as `name=value; Attr; Attr`. A level with any rule replaces the rules it would inherit; `off` cancels them.\n\n```nginx\nproxy_cookie_flags session secure httponly samesite=lax;\nproxy_cookie_flags ~^track_ nosecure;\n```",
     },
     Def {
         name: "proxy_cookie_path",

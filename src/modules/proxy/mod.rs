@@ -29,7 +29,7 @@ use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
 use crate::upstream::{self, Attempt, UpConn, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
-use conf::{ProxyConf, Redirect, RedirectFrom};
+use conf::{CookieName, ProxyConf, Redirect, RedirectFrom};
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
@@ -637,7 +637,10 @@ impl Proxy {
                     let url = self.redirect(req, pc, &value[i + 4..])?;
                     Some(format!("{}{url}", &value[..i + 4]))
                 }),
-                Passed::SetCookie => rewrite_cookie(pc, value),
+                Passed::SetCookie => {
+                    let v = rewrite_cookie(pc, value);
+                    cookie_flags(req, pc, v.as_deref().unwrap_or(value)).or(v)
+                }
                 _ => None,
             };
             let v = match changed {
@@ -968,6 +971,66 @@ fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
         });
         out.push_str(lead);
         out.push_str(rewritten.as_deref().unwrap_or(t));
+    }
+    Some(out)
+}
+
+/// proxy_cookie_flags on one Set-Cookie value (`None`: no rule is for it).
+fn cookie_flags(req: &Request<'_>, pc: &ProxyConf, v: &str) -> Option<String> {
+    if pc.cookie_flags.is_empty() {
+        return None;
+    }
+    let mut attrs = v.split(';');
+    let first = attrs.next()?.trim();
+    let name = first.split_once('=').map_or(first, |(n, _)| n).trim();
+    let render = |t: &crate::core::vars::Template| {
+        let mut o = Vec::new();
+        t.render(req, &mut o);
+        String::from_utf8_lossy(&o).to_ascii_lowercase()
+    };
+    let rule = pc.cookie_flags.iter().find(|r| match &r.cookie {
+        CookieName::Name(t) => match t.literal() {
+            Some(l) => l.eq_ignore_ascii_case(name.as_bytes()),
+            None => render(t).eq_ignore_ascii_case(name),
+        },
+        CookieName::Regex(re) => req.regex_exec(re, name.as_bytes()),
+    })?;
+    // (attribute, set to) for each flag the rule names; `None` removes it.
+    let (mut secure, mut httponly, mut samesite) = (None, None, None);
+    for f in rule.flags.iter().map(render) {
+        match f.as_str() {
+            "secure" => secure = Some(true),
+            "nosecure" => secure = Some(false),
+            "httponly" => httponly = Some(true),
+            "nohttponly" => httponly = Some(false),
+            "nosamesite" => samesite = Some(None),
+            "samesite=strict" => samesite = Some(Some("Strict")),
+            "samesite=lax" => samesite = Some(Some("Lax")),
+            "samesite=none" => samesite = Some(Some("None")),
+            other => crate::error_log!(Error, "invalid proxy_cookie_flags flag \"{other}\""),
+        }
+    }
+    let mut out = String::with_capacity(v.len() + 32);
+    out.push_str(first);
+    for a in attrs.map(str::trim).filter(|a| !a.is_empty()) {
+        let key = a.split_once('=').map_or(a, |(k, _)| k).trim();
+        let ruled = (key.eq_ignore_ascii_case("secure") && secure.is_some())
+            || (key.eq_ignore_ascii_case("httponly") && httponly.is_some())
+            || (key.eq_ignore_ascii_case("samesite") && samesite.is_some());
+        if !ruled {
+            out.push_str("; ");
+            out.push_str(a);
+        }
+    }
+    if secure == Some(true) {
+        out.push_str("; Secure");
+    }
+    if httponly == Some(true) {
+        out.push_str("; HttpOnly");
+    }
+    if let Some(Some(v)) = samesite {
+        out.push_str("; SameSite=");
+        out.push_str(v);
     }
     Some(out)
 }
