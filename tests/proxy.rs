@@ -1396,3 +1396,39 @@ http {{
     let v = Vireo::start(&conf("ignore_invalid_headers off;"));
     assert!(v.request(req).text().contains("X_Under: 1"));
 }
+
+#[test]
+fn proxy_method_sets_the_upstream_method() {
+    let b = backend(Arc::new(|head, _, _| {
+        let method = head.split(' ').next().unwrap().to_string();
+        Some(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{method}",
+                method.len()
+            )
+            .into_bytes(),
+        )
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /keep {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /const {{ proxy_pass http://127.0.0.1:{p}; proxy_method POST; }}
+        location /var {{ proxy_pass http://127.0.0.1:{p}; proxy_method $arg_m; }}
+        location /parent {{
+            proxy_method PUT;
+            location /parent/child {{ proxy_pass http://127.0.0.1:{p}; }}
+        }}
+    }}
+}}",
+        p = b.port
+    ));
+    assert_eq!(v.get("/keep").text(), "GET");
+    assert_eq!(v.get("/const").text(), "POST");
+    assert_eq!(v.get("/var?m=DELETE").text(), "DELETE");
+    assert_eq!(v.get("/var").text(), "GET");
+    assert_eq!(v.get("/parent/child").text(), "PUT");
+}

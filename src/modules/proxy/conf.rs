@@ -81,6 +81,8 @@ crate::settings! {
         pub redirect: Redirect = Redirect::Default,
         pub cookie_domain: Arc<[(String, String)]> = Arc::from(Vec::new()),
         pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
+        /// `proxy_method`: the method sent upstream (else the request's).
+        pub method: Option<Template> = None,
         /// `proxy_cookie_flags` rules, in order.
         pub cookie_flags: Arc<[CookieFlags]> = Arc::from(Vec::new()),
         pub connect_timeout: Duration = Duration::from_secs(60),
@@ -394,6 +396,20 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_cookie_domain off | domain replacement;",
         default: "off",
         doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).\n\n```nginx\nproxy_cookie_domain backend.internal example.com;\n```",
+    },
+    Def {
+        name: "proxy_method",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, e| {
+            let t =
+                Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+            values::set_once(&mut loc(s).method, Some(t), d)
+        },
+        syntax: "proxy_method method;",
+        default: "—",
+        doc: "The method of the request sent upstream, in place of the client's (variables allowed; an empty value keeps the client's).\n\n```nginx\nproxy_method POST;\n```",
     },
     Def {
         name: "proxy_cookie_flags",

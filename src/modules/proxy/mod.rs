@@ -274,7 +274,7 @@ impl Proxy {
     ) -> Result<Response, Gave> {
         let up = self.up.get();
         let streamed = matches!(plan, ReqBody::Stream(_));
-        let is_head = req.method() == Method::Head;
+        let is_head = *self.method(req, pc) == *b"HEAD";
         // A streamed body cannot be sent twice: it goes on a fresh connection.
         let mut conn = if streamed || upgrade {
             crate::upstream::pool::connect(&up.addrs[peer], pc.connect_timeout).await
@@ -726,6 +726,22 @@ impl Proxy {
         out
     }
 
+    /// The method sent upstream: proxy_method's, else the request's (GET
+    /// after an error_page redirect).
+    fn method<'r>(&self, req: &'r Request<'_>, pc: &ProxyConf) -> std::borrow::Cow<'r, [u8]> {
+        if let Some(t) = &pc.method {
+            let mut m = Vec::new();
+            t.render(req, &mut m);
+            if !m.is_empty() {
+                return m.into();
+            }
+        }
+        match req.state.method {
+            Some(Method::Get) => (&b"GET"[..]).into(),
+            _ => req.head.method_str().as_bytes().into(),
+        }
+    }
+
     /// The request head for the upstream; true when it asks for an Upgrade.
     fn request_head(
         &self,
@@ -735,10 +751,7 @@ impl Proxy {
         plan: &ReqBody,
     ) -> (Vec<u8>, bool) {
         let mut h = Vec::with_capacity(512);
-        h.extend_from_slice(match req.state.method {
-            Some(Method::Get) => b"GET",
-            _ => req.head.method_str().as_bytes(),
-        });
+        h.extend_from_slice(&self.method(req, pc));
         h.push(b' ');
         h.extend_from_slice(uri);
         h.extend_from_slice(if pc.http11 {
