@@ -1432,3 +1432,37 @@ http {{
     assert_eq!(v.get("/var").text(), "GET");
     assert_eq!(v.get("/parent/child").text(), "PUT");
 }
+
+#[test]
+fn no_live_upstream_is_named_in_upstream_addr() {
+    // Nothing listens on the peers: the first request fails on both (and
+    // marks them failed), the next finds no live peer at all.
+    let dead: Vec<u16> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let (a, b) = (dead[0], dead[1]);
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream grp {{ server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{
+            proxy_pass http://grp;
+            add_header X-Addr $upstream_addr always;
+            add_header X-Status $upstream_status always;
+        }}
+    }}
+}}"
+    ));
+    let r = v.get("/");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("x-addr").unwrap().matches("127.0.0.1:").count(), 2);
+    let r = v.get("/");
+    assert_eq!((r.status, r.header("x-addr")), (502, Some("grp")));
+    assert_eq!(r.header("x-status"), Some("502"));
+}

@@ -173,6 +173,10 @@ impl Balancer {
         let usable = |b: &Self, i: usize| !tried.has(i) && b.available(i, now);
         let primary = |b: &Self, i: usize| !b.peers[i].backup && usable(b, i);
         let chosen = match self.method {
+            // An empty hash key falls back to round robin, as nginx.
+            Method::RoundRobin | Method::Hash { .. } if key.is_empty() => {
+                self.smooth(|b, i| primary(b, i))
+            }
             Method::RoundRobin => self.smooth(|b, i| primary(b, i)),
             Method::LeastConn => self.least_conn(|b, i| primary(b, i)),
             Method::IpHash | Method::Hash { consistent: false } => {
@@ -471,6 +475,17 @@ mod tests {
         tried.mark(p);
         let q = b.pick(b"/some/key", &tried, now).unwrap();
         assert_ne!(p, q);
+    }
+
+    #[test]
+    fn an_empty_hash_key_is_round_robin() {
+        let now = Instant::now();
+        for consistent in [false, true] {
+            let mut b = Balancer::new(peers(&[1, 1, 1]), Method::Hash { consistent });
+            assert_eq!(counts(&picks(&mut b, 6, b""), 3), [2, 2, 2]);
+            let one = b.pick(b"k", &Tried::default(), now).unwrap();
+            assert!((0..5).all(|_| b.pick(b"k", &Tried::default(), now) == Some(one)));
+        }
     }
 
     #[test]

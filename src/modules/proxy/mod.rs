@@ -191,6 +191,15 @@ impl Proxy {
                         let msg = format!("{e} while connecting to upstream");
                         self.log(req, up.name.as_str(), &uri, &msg);
                     }
+                    // Peers left untried but none live: `$upstream_addr` ends
+                    // with the group's name, as nginx's.
+                    if (tries as usize) < up.addrs.len() {
+                        vars.borrow_mut().attempts.push(Attempt {
+                            addr: up.name.to_string(),
+                            status: 502,
+                            ..Default::default()
+                        });
+                    }
                     return match last {
                         Some(Fail { resp: Some(r), .. }) => r,
                         Some(f) => req.error(f.code),
