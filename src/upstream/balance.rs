@@ -261,16 +261,33 @@ impl Balancer {
         la.cmp(&lb)
     }
 
-    /// ip_hash and plain hash: a weighted slot from the key's hash; rehash when
-    /// that peer cannot serve; round robin after `REHASH_TRIES`.
+    /// ip_hash and plain hash, computed as nginx computes them (so a key
+    /// reaches the same peer as behind nginx): a weighted slot from the key's
+    /// hash; rehash when that peer cannot serve; round robin after
+    /// `REHASH_TRIES`.
     fn hashed(&mut self, key: &[u8], ok: impl Fn(&Self, usize) -> bool) -> Option<usize> {
         let total: u64 = self.peers.iter().map(|p| u64::from(p.weight.max(1))).sum();
         if total == 0 {
             return None;
         }
-        let mut h = crc32fast::hash(key);
-        for _ in 0..REHASH_TRIES {
-            let mut slot = u64::from(h) % total;
+        let ip = self.method == Method::IpHash;
+        let mut hash: u64 = if ip { 89 } else { 0 };
+        for rehash in 0..=REHASH_TRIES {
+            if ip {
+                for &b in key {
+                    hash = (hash * 113 + u64::from(b)) % 6271;
+                }
+            } else {
+                // Cache::Memcached's: ((crc32([REHASH] KEY) >> 16) & 0x7fff)
+                // added to the previous value, REHASH left out the first time.
+                let mut c = crc32fast::Hasher::new();
+                if rehash > 0 {
+                    c.update(rehash.to_string().as_bytes());
+                }
+                c.update(key);
+                hash += u64::from((c.finalize() >> 16) & 0x7fff);
+            }
+            let mut slot = hash % total;
             let mut chosen = 0;
             for (i, p) in self.peers.iter().enumerate() {
                 let w = u64::from(p.weight.max(1));
@@ -283,7 +300,6 @@ impl Balancer {
             if ok(self, chosen) {
                 return Some(chosen);
             }
-            h = crc32fast::hash(&h.to_le_bytes());
         }
         self.smooth(ok)
     }
@@ -450,6 +466,14 @@ mod tests {
         let same_net = ip_hash_key("192.0.2.99".parse().unwrap());
         let first = picks(&mut b, 1, &a)[0];
         assert!(picks(&mut b, 20, &a).iter().all(|&p| p == first));
+        // nginx's arithmetic: 89, then (h * 113 + byte) % 6271 over
+        // 127, 0, 0 gives 4040; 4040 % 3 is the third peer.
+        let local = ip_hash_key("127.0.0.1".parse().unwrap());
+        assert_eq!(picks(&mut b, 1, &local)[0], 2);
+        // Cache::Memcached's crc32 for hash: crc32("a") = 0xe8b7be43,
+        // (0xe8b7 & 0x7fff) % 3 = 26807 % 3 = 2.
+        let mut h = Balancer::new(peers(&[1, 1, 1]), Method::Hash { consistent: false });
+        assert_eq!(picks(&mut h, 1, b"a")[0], 2);
         assert_eq!(picks(&mut b, 1, &same_net)[0], first);
         // Many networks spread over all peers.
         let spread: Vec<usize> = (0..300u32)
