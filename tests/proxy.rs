@@ -1466,3 +1466,43 @@ http {{
     assert_eq!((r.status, r.header("x-addr")), (502, Some("grp")));
     assert_eq!(r.header("x-status"), Some("502"));
 }
+
+#[test]
+fn intercepted_errors_keep_their_challenges() {
+    let b = backend(Arc::new(|head, _, _| {
+        let path = head.split(' ').nth(1).unwrap().to_string();
+        Some(match path.as_str() {
+            "/auth" => b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"a\"\r\nWWW-Authenticate: Bearer\r\nContent-Length: 4\r\n\r\nnope".to_vec(),
+            "/nf" => b"HTTP/1.1 404 Not Found\r\nContent-Length: 8\r\n\r\nSEE-THIS".to_vec(),
+            _ => b"HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\noops".to_vec(),
+        })
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{
+            proxy_pass http://127.0.0.1:{p};
+            proxy_intercept_errors on;
+            error_page 401 500 /intercepted;
+        }}
+        location = /intercepted {{ return 200 \"intercepted\\n\"; }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.get("/auth");
+    assert_eq!((r.status, r.text().as_str()), (401, "intercepted\n"));
+    let challenges: Vec<_> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(challenges, ["Basic realm=\"a\"", "Bearer"]);
+    assert_eq!(v.get("/500").text(), "intercepted\n");
+    // No error_page for 404: the upstream's answer passes.
+    assert_eq!(v.get("/nf").text(), "SEE-THIS");
+}

@@ -277,19 +277,21 @@ impl<'a> Request<'a> {
                     break;
                 }
                 Some(ErrorJump::To(jump)) => {
-                    for name in ["Location", "WWW-Authenticate"] {
-                        if let Some(i) = resp.headers.iter().position(|(n, _)| *n == name) {
-                            kept.push(resp.headers.swap_remove(i));
-                        }
-                    }
+                    kept.extend(resp.headers.drain(..).filter(|(n, _)| {
+                        n.eq_ignore_ascii_case("location")
+                            || n.eq_ignore_ascii_case("www-authenticate")
+                    }));
                     resp = self.process(body, jump).await;
                 }
             }
         }
-        for (name, v) in kept {
-            if !resp.headers.iter().any(|(n, _)| *n == name) {
-                resp.headers.push((name, v));
-            }
+        // Those the page's answer does not set itself.
+        if !kept.is_empty() {
+            let own: Vec<&'static str> = resp.headers.iter().map(|(n, _)| *n).collect();
+            resp.headers.extend(
+                kept.into_iter()
+                    .filter(|(name, _)| !own.iter().any(|n| n.eq_ignore_ascii_case(name))),
+            );
         }
         // The error's status stays on the page's answer, unless the page
         // itself ended in an error or a redirect vireo generated (`return

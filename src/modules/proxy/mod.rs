@@ -371,7 +371,17 @@ impl Proxy {
                 .is_some_and(|p| p.find(h.status).is_some())
         {
             up.finished(peer, true);
-            return Ok(req.error(h.status));
+            let mut e = req.error(h.status);
+            // The challenges go with an intercepted 401, as nginx.
+            if h.status == 401 {
+                e.headers.extend(
+                    resp.headers
+                        .iter()
+                        .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+                        .cloned(),
+                );
+            }
+            return Ok(e);
         }
         if h.upgrade {
             let mut v = vars.borrow_mut();
