@@ -1506,3 +1506,51 @@ http {{
     // No error_page for 404: the upstream's answer passes.
     assert_eq!(v.get("/nf").text(), "SEE-THIS");
 }
+
+#[test]
+fn next_upstream_on_404_keeps_the_peer_and_the_last_answer_is_intercepted() {
+    let nf = backend(Arc::new(|head, _, _| {
+        Some(if head.starts_with("GET /ok") {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nAND-THIS".to_vec()
+        } else {
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nnf".to_vec()
+        })
+    }));
+    let ok = backend(Arc::new(|head, _, _| {
+        Some(if head.starts_with("GET /all") {
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nnf".to_vec()
+        } else {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nSEE-OK!".to_vec()
+        })
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    upstream u {{ server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{ proxy_pass http://u; proxy_next_upstream http_404; }}
+        location /all/ {{
+            proxy_pass http://u;
+            proxy_next_upstream http_404;
+            proxy_intercept_errors on;
+            error_page 404 /tried;
+        }}
+        location = /tried {{ return 200 \"$upstream_addr\"; }}
+    }}
+}}",
+        a = nf.port,
+        b = ok.port
+    ));
+    for _ in 0..4 {
+        assert_eq!(v.get("/x").text(), "SEE-OK!");
+    }
+    // The 404s did not take the first peer out of service.
+    let both = v.get("/ok").text() + &v.get("/ok").text();
+    assert!(both.contains("AND-THIS"), "{both}");
+    // Every peer answered 404: the last answer goes to the error page.
+    let r = v.get("/all/x");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.text().matches("127.0.0.1:").count(), 2, "{}", r.text());
+}

@@ -201,7 +201,7 @@ impl Proxy {
                         });
                     }
                     return match last {
-                        Some(Fail { resp: Some(r), .. }) => r,
+                        Some(Fail { resp: Some(r), .. }) => intercepted(req, pc, &r).unwrap_or(r),
                         Some(f) => req.error(f.code),
                         None => req.error(502),
                     };
@@ -257,7 +257,7 @@ impl Proxy {
                             || !sent);
                     if !can {
                         return match f.resp {
-                            Some(r) => r,
+                            Some(r) => intercepted(req, pc, &r).unwrap_or(r),
                             None => req.error(f.code),
                         };
                     }
@@ -352,35 +352,22 @@ impl Proxy {
         let mut h = h;
         vars.borrow_mut().head = Some((h.text.clone(), std::mem::take(&mut h.fields)));
         if pc.next_upstream.has(status_kind) {
+            // 403 and 404 move on to the next peer without counting against
+            // this one, as nginx.
+            let failed = !matches!(h.status, 403 | 404);
             return Err(Gave::Fail(Fail {
                 kind: status_kind,
                 code: h.status,
                 msg: String::new(),
                 resp: Some(
-                    self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, true, unbuffered),
+                    self.finish_response(
+                        resp, conn, buf, &h, peer, vars, t0, pc, failed, unbuffered,
+                    ),
                 ),
             }));
         }
-        if pc.intercept_errors
-            && h.status >= 300
-            && req
-                .conf
-                .core
-                .error_pages
-                .as_deref()
-                .is_some_and(|p| p.find(h.status).is_some())
-        {
+        if let Some(e) = intercepted(req, pc, &resp) {
             up.finished(peer, true);
-            let mut e = req.error(h.status);
-            // The challenges go with an intercepted 401, as nginx.
-            if h.status == 401 {
-                e.headers.extend(
-                    resp.headers
-                        .iter()
-                        .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
-                        .cloned(),
-                );
-            }
             return Ok(e);
         }
         if h.upgrade {
@@ -1005,6 +992,32 @@ fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
         out.push_str(rewritten.as_deref().unwrap_or(t));
     }
     Some(out)
+}
+
+/// `proxy_intercept_errors`: the error vireo answers in place of an upstream
+/// status of 300 or more that has an error_page; an intercepted 401 keeps
+/// the upstream's challenges, as nginx.
+fn intercepted(req: &Request<'_>, pc: &ProxyConf, resp: &Response) -> Option<Response> {
+    let status = resp.status;
+    let paged = req
+        .conf
+        .core
+        .error_pages
+        .as_deref()
+        .is_some_and(|p| p.find(status).is_some());
+    if !pc.intercept_errors || status < 300 || !paged {
+        return None;
+    }
+    let mut e = req.error(status);
+    if status == 401 {
+        e.headers.extend(
+            resp.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+                .cloned(),
+        );
+    }
+    Some(e)
 }
 
 /// proxy_cookie_flags on one Set-Cookie value (`None`: no rule is for it).
