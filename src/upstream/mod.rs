@@ -335,13 +335,14 @@ fn upstream_cookie(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
             .fields()
             .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
             .find_map(|(_, v)| {
+                // Spaces around the name and the value, not tabs, as nginx.
                 let (n, rest) = v.split_once('=')?;
-                n.trim()
+                n.trim_matches(' ')
                     .eq_ignore_ascii_case(name)
                     .then(|| rest.split(';').next().unwrap_or(""))
             });
         if let Some(v) = found {
-            out.extend_from_slice(v.trim().as_bytes());
+            out.extend_from_slice(v.trim_matches(' ').as_bytes());
         }
     }
 }
