@@ -158,6 +158,17 @@ pub async fn read_all(req: &Request<'_>, body: &mut dyn RequestBody) -> Result<R
     Ok(b)
 }
 
+/// `f`'s output when it is ready at once: a streaming handler gathers the
+/// body pieces already read this way, to send them in one write.
+pub fn now_or_never<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
 /// The status for a body that could not be read.
 fn status(e: &BodyError) -> u16 {
     e.status()

@@ -465,19 +465,37 @@ async fn send_request(
         if sent < first.len() {
             write_t(&mut wr, &first[sent..], send_timeout).await?;
         }
+        // Each write carries the body at hand (up to a record's worth more),
+        // and the last one the end of STDIN.
         let mut rec = BytesMut::with_capacity(record::MAX_CONTENT + 64);
         loop {
-            let piece = src.next().await?;
             rec.clear();
-            let Some(piece) = piece else {
-                record::stream(&mut rec, Type::Stdin, ID, b"");
-                return write_t(&mut wr, &rec, send_timeout).await;
-            };
-            if piece.is_empty() {
-                continue;
+            let piece = src.next().await?;
+            let mut end = piece.is_none();
+            if let Some(p) = piece.filter(|p| !p.is_empty()) {
+                record::stream(&mut rec, Type::Stdin, ID, &p);
             }
-            record::stream(&mut rec, Type::Stdin, ID, &piece);
-            write_t(&mut wr, &rec, send_timeout).await?;
+            while !end && rec.len() < record::MAX_CONTENT {
+                match client_body::now_or_never(src.next()) {
+                    None => break,
+                    Some(Ok(Some(p))) => {
+                        if !p.is_empty() {
+                            record::stream(&mut rec, Type::Stdin, ID, &p);
+                        }
+                    }
+                    Some(Ok(None)) => end = true,
+                    Some(Err(e)) => return Err(e),
+                }
+            }
+            if end {
+                record::stream(&mut rec, Type::Stdin, ID, b"");
+            }
+            if !rec.is_empty() {
+                write_t(&mut wr, &rec, send_timeout).await?;
+            }
+            if end {
+                return Ok(());
+            }
         }
     };
     tokio::pin!(writer);

@@ -328,7 +328,7 @@ impl Proxy {
                 Err(Retry::Fail(f)) => return Err(f.into()),
                 Err(Retry::Body(conn_body)) => {
                     // Streamed body: send it, then read the head.
-                    self.send_stream(&conn, pc, body, conn_body).await?;
+                    self.send_stream(&conn, pc, body, conn_body, head).await?;
                     let wait = self.read_head(&conn, pc, is_head, &mut buf);
                     break upstream::unless_client_leaves(watch, body, wait)
                         .await
@@ -452,13 +452,8 @@ impl Proxy {
             ReqBody::None => write_all(conn, head, pc.send_timeout)
                 .await
                 .map_err(stale)?,
-            ReqBody::Stream(len) => {
-                // Sent once: a streamed body is never retried (`handle`).
-                write_all(conn, head, pc.send_timeout)
-                    .await
-                    .map_err(|e| Retry::Fail(io_fail(&e, "sending request to upstream")))?;
-                return Err(Retry::Body(len.is_none()));
-            }
+            // The head goes with the streamed body (`send_stream`).
+            ReqBody::Stream(len) => return Err(Retry::Body(len.is_none())),
         }
         match self.read_head(conn, pc, is_head, buf).await {
             Ok(h) => Ok(h),
@@ -467,59 +462,61 @@ impl Proxy {
         }
     }
 
-    /// Stream the client's body to the upstream (`chunked`: with chunked
-    /// framing). Each write carries what the client had sent so far (up to
-    /// [`PIECE`] bytes): one chunk, and the last one with the terminator.
+    /// Send the head, then stream the client's body to the upstream
+    /// (`chunked`: with chunked framing). Each write carries what the client
+    /// had sent so far (up to [`PIECE`] bytes) as one chunk: the head goes
+    /// with what was read with the request, the last chunk with the
+    /// terminator.
     async fn send_stream(
         &self,
         conn: &UpConn,
         pc: &ProxyConf,
         body: &mut dyn RequestBody,
         chunked: bool,
+        head: &[u8],
     ) -> Result<(), Fail> {
         // Not the peer's fault: no next upstream, no failure counted.
         let client_fail =
             |e: BodyError| fail(NextUpstream::OFF, e.status(), "client request body failed");
+        let mut head = Some(head);
         let mut next = None;
         loop {
-            let first = match next.take() {
-                Some(r) => r,
-                None => body.chunk().await,
-            };
-            let mut pieces = match first.map_err(client_fail)? {
-                Some(p) => vec![p],
-                None => break,
-            };
-            let mut n = pieces[0].len();
+            let mut pieces = Vec::new();
+            let mut n = 0;
             let mut end = false;
-            while n < PIECE {
-                match now_or_never(body.chunk()) {
+            if head.is_none() {
+                let first = match next.take() {
+                    Some(r) => r,
+                    None => body.chunk().await,
+                };
+                match first.map_err(client_fail)? {
+                    Some(p) => {
+                        n = p.len();
+                        pieces.push(p);
+                    }
+                    None => end = true,
+                }
+            }
+            while !end && next.is_none() && n < PIECE {
+                match client_body::now_or_never(body.chunk()) {
                     None => break,
                     Some(Ok(Some(p))) => {
                         n += p.len();
                         pieces.push(p);
                     }
-                    Some(Ok(None)) => {
-                        end = true;
-                        break;
-                    }
-                    Some(Err(e)) => {
-                        next = Some(Err(e));
-                        break;
-                    }
+                    Some(Ok(None)) => end = true,
+                    Some(Err(e)) => next = Some(Err(e)),
                 }
             }
             let size = format!("{n:x}\r\n");
-            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(pieces.len() + 3);
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(pieces.len() + 4);
+            if let Some(h) = head.take() {
+                slices.push(IoSlice::new(h));
+            }
             if chunked && n > 0 {
                 slices.push(IoSlice::new(size.as_bytes()));
             }
-            slices.extend(
-                pieces
-                    .iter()
-                    .filter(|p| !p.is_empty())
-                    .map(|p| IoSlice::new(p)),
-            );
+            slices.extend(pieces.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)));
             if chunked && n > 0 {
                 slices.push(IoSlice::new(b"\r\n"));
             }
@@ -535,12 +532,6 @@ impl Proxy {
                 return Ok(());
             }
         }
-        if chunked {
-            write_all(conn, b"0\r\n\r\n", pc.send_timeout)
-                .await
-                .map_err(|e| io_fail(&e, "sending request to upstream"))?;
-        }
-        Ok(())
     }
 
     async fn read_head(
@@ -1026,16 +1017,6 @@ fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
 
 fn timed_out() -> io::Error {
     io::Error::new(ErrorKind::TimedOut, "upstream timed out")
-}
-
-/// `f`'s output when it is ready at once (a body piece already read).
-fn now_or_never<F: Future>(f: F) -> Option<F::Output> {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
 }
 
 async fn write_all(c: &UpConn, data: &[u8], t: Duration) -> io::Result<()> {
