@@ -193,8 +193,8 @@ fn create(c: &ClientBodyConf) -> Result<TempFile, (io::Error, PathBuf)> {
     let tp: &TempPath = &c.temp_path;
     let mut made_dirs = false;
     let mut tries = 0;
+    let mut path = temp_name(tp, next_number());
     loop {
-        let path = temp_name(tp, next_number());
         let r = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -209,7 +209,10 @@ fn create(c: &ClientBodyConf) -> Result<TempFile, (io::Error, PathBuf)> {
                     keep: c.in_file_only == InFile::On,
                 });
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => {
+                tries += 1;
+                path = temp_name(tp, next_number());
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound && !made_dirs => {
                 made_dirs = true;
                 let dir = path.parent().expect("a file under the temp folder");
