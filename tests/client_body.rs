@@ -54,7 +54,10 @@ fn serve(s: TcpStream, tx: mpsc::Sender<Got>) {
         }
         let lower = head.to_ascii_lowercase();
         let mut body = Vec::new();
-        if let Some(cl) = lower.lines().find_map(|l| l.strip_prefix("content-length:")) {
+        if let Some(cl) = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+        {
             body.resize(cl.trim().parse().unwrap(), 0);
             r.read_exact(&mut body).unwrap();
         } else if lower.contains("transfer-encoding: chunked") {
@@ -246,8 +249,10 @@ fn unbuffered_bodies_reach_the_upstream_as_they_arrive() {
             .as_str(),
     ));
     let mut c = v.connect();
-    c.write_all(b"POST /off HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 10\r\n\r\n01234")
-        .unwrap();
+    c.write_all(
+        b"POST /off HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 10\r\n\r\n01234",
+    )
+    .unwrap();
     let (mut up, _) = l.accept().unwrap();
     up.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     // The head and what came with it, before the client sent the rest.
@@ -330,5 +335,9 @@ fn client_body_directives_are_checked() {
         &dir,
         "events {} http { client_body_temp_path tmp 1 2 2; client_body_buffer_size 8k; client_body_in_single_buffer on; server { fastcgi_request_buffering off; proxy_request_buffering off; } }",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -563,8 +563,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         );
         return Outcome::Respond(req.error(400));
     }
-    let has_body = conf.pass_request_body
-        && !matches!(req.head.framing, BodyFraming::None | BodyFraming::Length(0));
+    let has_body = conf.pass_request_body && req.head.framing != BodyFraming::None;
     if has_body && !conf.request_buffering {
         let mut tee = client_body::Tee::new(req, body);
         let out = exchange(pass, req, &mut tee, Plan::Stream).await;

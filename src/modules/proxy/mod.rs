@@ -516,7 +516,12 @@ impl Proxy {
             if chunked && n > 0 {
                 slices.push(IoSlice::new(size.as_bytes()));
             }
-            slices.extend(pieces.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)));
+            slices.extend(
+                pieces
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| IoSlice::new(p)),
+            );
             if chunked && n > 0 {
                 slices.push(IoSlice::new(b"\r\n"));
             }
