@@ -122,6 +122,13 @@ fn pattern(n: usize) -> Vec<u8> {
 fn small_bodies_stay_in_memory_and_large_ones_spool_to_a_removed_file() {
     let (peer, rx) = upstream();
     let v = Vireo::start(&conf(peer, ""));
+    // Made at start, for the worker user only.
+    let meta = std::fs::metadata(v.dir.path().join("client_body_temp")).unwrap();
+    assert!(meta.is_dir());
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o700
+    );
 
     let r = post(&v, "/", b"0123456789");
     assert_eq!(r.text(), "len=10");

@@ -47,14 +47,51 @@ fn conf<'a>(s: &'a mut crate::conf::table::Scope<'_>) -> &'a mut ClientBodyConfS
     s.loc().get_mut::<ClientBodyConfSet>()
 }
 
-/// The http hook: the default temp path, `client_body_temp` under the prefix.
+/// The temp folders of this load's `client_body_temp_path` directives.
+#[derive(Default)]
+struct TempDirs(Vec<PathBuf>);
+
+/// The http hook: the default temp path, `client_body_temp` under the prefix;
+/// then every temp folder is made when missing (mode 0700) and, when vireo
+/// runs as root with a `user`, handed to that user, as nginx makes its
+/// paths at start. A folder that cannot be made is a notice: a request
+/// whose body needs a file there then fails with 500 and a `crit` line.
 pub fn default_temp_path(http: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError> {
     let c = http.get_mut::<ClientBodyConfSet>();
     if c.temp_path.is_none() {
+        let dir = env.path("client_body_temp");
+        env.ext.entry::<TempDirs>().0.push(dir.clone());
         c.temp_path = Some(Arc::new(TempPath {
-            dir: env.path("client_body_temp"),
+            dir,
             levels: Vec::new(),
         }));
+    }
+    let dirs = std::mem::take(&mut env.ext.entry::<TempDirs>().0);
+    for dir in dirs {
+        if let Err(e) = make_dir(&dir, env.user.as_ref()) {
+            env.notices.push(format!(
+                "client body temp folder \"{}\" could not be made ({})",
+                dir.display(),
+                crate::core::errlog::errno_text(&e)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn make_dir(dir: &std::path::Path, user: Option<&(String, u32, u32)>) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    if let Some((_, uid, gid)) = user
+        && crate::sys::is_root()
+        && std::fs::metadata(dir)?.uid() != *uid
+    {
+        std::os::unix::fs::chown(dir, Some(*uid), Some(*gid))?;
     }
     Ok(())
 }
@@ -90,6 +127,7 @@ pub static DIRECTIVES: &[Def] = &[
                 dir: env.path(d.arg(0)),
                 levels,
             };
+            env.ext.entry::<TempDirs>().0.push(t.dir.clone());
             set_once(&mut conf(s).temp_path, Arc::new(t), d)
         },
         syntax: "client_body_temp_path path [level1 [level2 [level3]]];",
