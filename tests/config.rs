@@ -615,7 +615,6 @@ fn ignored_nginx_directives_give_notices() {
     for (name, line) in [
         ("master_process", 1),
         ("accept_mutex", 4),
-        ("client_body_temp_path", 7),
         ("proxy_temp_path", 8),
         ("types_hash_max_size", 9),
         ("output_buffers", 10),

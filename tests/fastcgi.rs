@@ -182,6 +182,46 @@ fn large_upload_and_chunked_body() {
 }
 
 #[test]
+fn request_buffering_off_streams_and_body_files_are_cleaned() {
+    let Some(fpm) = Fpm::start(2) else { return };
+    let v = start(
+        &fpm,
+        "fastcgi_request_buffering off; client_body_buffer_size 1k;",
+    );
+    let body: Vec<u8> = (0..3 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let mut s = v.connect();
+    s.write_all(
+        format!(
+            "POST /input.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    s.write_all(&body).unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.text(),
+        format!("{} {} {}", body.len(), md5_hex(&body), body.len())
+    );
+    drop(v);
+
+    // Buffered in a file that goes away with the request.
+    let v = start(
+        &fpm,
+        "client_body_in_file_only clean; add_header X-File $request_body_file always;",
+    );
+    let mut s = v.connect();
+    s.write_all(b"POST /input.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n").unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!(r.text(), format!("5 {} 5", md5_hex(b"hello")));
+    let file = r.header("x-file").expect("a body file").to_string();
+    assert!(file.contains("/client_body_temp/"), "{file}");
+    assert!(eventually(5, || !std::path::Path::new(&file).exists()));
+}
+
+#[test]
 fn fifty_megabytes_stream_without_buffering_whole() {
     let Some(fpm) = Fpm::start(2) else { return };
     for extra in ["fastcgi_buffering off;", ""] {

@@ -99,7 +99,12 @@ http {
         location = /drop { return 444; }
         location = /small { client_max_body_size 1k; return 200 ok; }
         location /z/ { gzip on; gzip_types text/plain; gzip_min_length 10; }
-        location /up/ { proxy_pass http://127.0.0.1:{port2}/; }
+        location /up/ {
+            proxy_pass http://127.0.0.1:{port2}/;
+            add_header X-Body $request_body;
+            add_header X-Body-File $request_body_file;
+        }
+        location /upoff/ { proxy_pass http://127.0.0.1:{port2}/; proxy_request_buffering off; }
         location = /status { stub_status; }
     }
     server {
@@ -229,6 +234,24 @@ fn proxy_over_h2() {
     let g = curl(
         v.port,
         "/up/echo",
+        &["--data-binary", &format!("@{}", up.display())],
+    );
+    assert_eq!(
+        (g.status, g.text().as_str()),
+        (200, "len=200000 proto=HTTP/1.0")
+    );
+    // Read whole first: over client_body_buffer_size, into a file removed
+    // with the request.
+    let file = g.header("x-body-file").expect("a body file").to_string();
+    assert!(file.contains("/client_body_temp/"), "{file}");
+    assert!(eventually(5, || !std::path::Path::new(&file).exists()));
+    let g = curl(v.port, "/up/echo", &["--data-binary", "small"]);
+    assert_eq!(g.header("x-body"), Some("small"));
+    assert_eq!(g.header("x-body-file"), None);
+    // Streamed as it comes.
+    let g = curl(
+        v.port,
+        "/upoff/echo",
         &["--data-binary", &format!("@{}", up.display())],
     );
     assert_eq!(

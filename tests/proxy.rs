@@ -198,6 +198,7 @@ http {{
     server {{
         listen 127.0.0.1:{{port}};
         location / {{ proxy_pass http://127.0.0.1:{p}; proxy_http_version 1.1; }}
+        location /off {{ proxy_pass http://127.0.0.1:{p}; proxy_http_version 1.1; proxy_request_buffering off; }}
     }}
 }}",
         p = b.port
@@ -207,12 +208,14 @@ http {{
     );
     assert!(r.text().contains("Content-Length: 5\r\n"), "{}", r.text());
     assert!(r.text().ends_with("body=hello"));
-    // Chunked from the client: re-framed (small bodies are measured).
-    let r = v.request(
-        "POST /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
-    );
+    // Chunked from the client: buffered, then sent with its length.
+    let chunked = "HTTP/1.1\r\nHost: a\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    let r = v.request(&format!("POST /x {chunked}"));
     assert!(r.text().ends_with("body=abcde"), "{}", r.text());
-    // HTTP/1.1 upstream: streamed as chunked.
+    assert!(r.text().contains("Content-Length: 5\r\n"), "{}", r.text());
+    // Unbuffered to an HTTP/1.1 upstream: streamed as chunked.
+    let r = v.request(&format!("POST /off {chunked}"));
+    assert!(r.text().ends_with("body=abcde"), "{}", r.text());
     assert!(
         r.text().contains("Transfer-Encoding: chunked"),
         "{}",

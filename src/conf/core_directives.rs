@@ -713,13 +713,6 @@ pub static IGNORED: &[Def] = &[
         "vireo takes no lock file\n\n```nginx\nlock_file logs/nginx.lock;\n```",
     ),
     ignored(
-        "client_body_temp_path",
-        Ctx::HSL,
-        Arity::args(1, 4),
-        "client_body_temp_path path [level …];",
-        "vireo writes no temp files\n\n```nginx\nclient_body_temp_path /var/cache/nginx/client_temp 1 2;\n```",
-    ),
-    ignored(
         "proxy_temp_path",
         Ctx::HSL,
         Arity::args(1, 4),

@@ -176,6 +176,7 @@ pub fn load(
     let mut env = Env::new(prefix.to_path_buf(), modules);
     let mut main = MainConf::default();
     env.walk(&directives, &mut Scope::Main(&mut main))?;
+    env.user = main.user.clone();
     let vars = std::mem::replace(&mut env.vars, crate::core::vars::Vars::new(&[]));
     let vars = Arc::new(vars.finish()?);
     for loaded in modules.iter().filter_map(|m| m.hooks.loaded) {

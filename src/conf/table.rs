@@ -190,6 +190,9 @@ pub struct Env {
     pub vars: Vars,
     /// Modules' per-load registries (log files, shared zones, upstreams …).
     pub ext: Extensions,
+    /// The main level's `user` (name, uid, gid), known once the main level
+    /// is walked: what folders made at load are handed to.
+    pub user: Option<(String, u32, u32)>,
 }
 
 impl Env {
@@ -205,6 +208,7 @@ impl Env {
             defs,
             vars: Vars::new(modules),
             ext: Extensions::default(),
+            user: None,
         }
     }
 

@@ -772,7 +772,6 @@ impl<'a> Request<'a> {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RequestBody => {}
             Var::Https => {
                 if self.tls.is_some() {
                     out.extend_from_slice(b"on");

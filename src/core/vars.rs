@@ -91,8 +91,6 @@ pub enum Var {
     NginxVersion,
     /// `$realpath_root`: `$document_root` with symbolic links resolved
     RealpathRoot,
-    /// `$request_body`: empty unless a handler buffered the body
-    RequestBody,
     /// `$https`: "on" on TLS connections, empty otherwise
     Https,
     /// `$1` .. `$9`: a regex capture of the last successful regex match
@@ -185,7 +183,6 @@ impl Var {
             "request_filename" => Var::RequestFilename,
             "nginx_version" => Var::NginxVersion,
             "realpath_root" => Var::RealpathRoot,
-            "request_body" => Var::RequestBody,
             "https" => Var::Https,
             _ => {
                 if let Some(h) = n.strip_prefix("http_") {
@@ -243,7 +240,6 @@ impl Var {
             Var::RequestFilename => "request_filename",
             Var::NginxVersion => "nginx_version",
             Var::RealpathRoot => "realpath_root",
-            Var::RequestBody => "request_body",
             Var::Https => "https",
             Var::Capture(_)
             | Var::User(_)

@@ -7,6 +7,7 @@ pub mod auth_basic;
 pub mod autoindex;
 pub mod cgi;
 pub mod charset;
+pub mod client_body;
 pub mod compress;
 pub mod empty_gif;
 pub mod fastcgi;
@@ -38,6 +39,7 @@ pub static MODULES: &[&Module] = &[
     &static_files::MODULE,
     &log::MODULE,
     &status::MODULE,
+    &client_body::MODULE,
     &rewrite::MODULE,
     &map::MODULE,
     &geo::MODULE,

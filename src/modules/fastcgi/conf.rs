@@ -42,6 +42,8 @@ settings! {
         pub next_upstream_tries: u32 = 0,
         pub pass_request_headers: bool = true,
         pub pass_request_body: bool = true,
+        /// `fastcgi_request_buffering`: read the whole body before connecting.
+        pub request_buffering: bool = true,
         /// `fastcgi_catch_stderr`: strings that, sent in stderr before the
         /// head, make the reply invalid.
         pub catch_stderr: Arc<Vec<Box<[u8]>>> = Arc::new(Vec::new()),
@@ -344,6 +346,19 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_pass_request_body on | off;",
         default: "on",
         doc: "Whether the request body is sent to the application.\n\n```nginx\nfastcgi_pass_request_body off;\n```",
+    },
+    Def {
+        name: "fastcgi_request_buffering",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().get_mut::<FastcgiConfSet>().request_buffering = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_request_buffering on | off;",
+        default: "on",
+        doc: "`on`: the whole request body is read (in memory up to `client_body_buffer_size`, else in a temporary file) before the application is connected to, so another server can be tried. `off`: the body goes to the application as STDIN records as it arrives (without `CONTENT_LENGTH` when the client sent it chunked), and an attempt is repeated only when nothing was sent.\n\n```nginx\nfastcgi_request_buffering off;\n```",
     },
     Def {
         name: "fastcgi_catch_stderr",

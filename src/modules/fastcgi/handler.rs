@@ -1,21 +1,25 @@
 //! The `fastcgi_pass` content handler: params from the configuration and the
-//! request, the request body streamed as STDIN records while the reply is
-//! read, the CGI head turned into a response, the body streamed to the client
+//! request, the request body (read whole first with fastcgi_request_buffering
+//! on, streamed from the client with off) sent as STDIN records while the
+//! reply is read, the CGI head turned into a response, the body streamed to the client
 //! with backpressure (or, when it fits the buffers, read whole and sent with a
 //! Content-Length in one write).
 
 use super::conf::FastcgiConf;
 use super::record::{self, Params, Record, Type};
 use super::respond::{self, Head, Reply};
+use crate::core::message::head::BodyFraming;
 use crate::core::message::head::Method;
 use crate::core::message::response::{Body, BodyStream};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
+use crate::modules::client_body::{self, Buffered};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::{UpConn, UpstreamRef};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -55,6 +59,8 @@ pub enum Fail {
     Io(io::Error),
     /// The client's body could not be read.
     Client(BodyError),
+    /// The body's temporary file could not be read (500).
+    TempFile(io::Error),
     /// The application answered with a status `fastcgi_next_upstream` lists.
     Status(u16),
 }
@@ -64,6 +70,7 @@ impl Fail {
         match self {
             Fail::Timeout(_) => 504,
             Fail::Client(e) => e.status(),
+            Fail::TempFile(_) => 500,
             Fail::Status(s) => *s,
             _ => 502,
         }
@@ -83,6 +90,10 @@ impl Fail {
                 crate::core::errlog::errno_text(e)
             ),
             Fail::Client(_) => "client request body could not be read".into(),
+            Fail::TempFile(e) => format!(
+                "{} while reading the client request body temporary file",
+                crate::core::errlog::errno_text(e)
+            ),
             Fail::Status(s) => format!("upstream answered {s}"),
         }
     }
@@ -408,19 +419,35 @@ async fn write_t<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8], t: Duration) -> 
     }
 }
 
-/// The body's source: read ahead (chunked requests) or from the connection.
+/// The body's source: read whole before (from its offset on) or from the
+/// connection.
 enum BodySrc<'b> {
-    Buffered(VecDeque<Bytes>),
+    Buffered(Rc<Buffered>, u64),
     Conn(&'b mut dyn RequestBody),
 }
 
 impl BodySrc<'_> {
-    async fn next(&mut self) -> Result<Option<Bytes>, BodyError> {
+    async fn next(&mut self) -> Result<Option<Bytes>, Fail> {
         match self {
-            BodySrc::Buffered(q) => Ok(q.pop_front()),
-            BodySrc::Conn(b) => b.chunk().await,
+            BodySrc::Buffered(b, off) => {
+                let piece = b.piece_at(*off).map_err(Fail::TempFile)?;
+                if let Some(p) = &piece {
+                    *off += p.len() as u64;
+                }
+                Ok(piece)
+            }
+            BodySrc::Conn(b) => b.chunk().await.map_err(Fail::Client),
         }
     }
+}
+
+/// How the request body goes to the application.
+enum Plan {
+    None,
+    /// Read whole before the first attempt.
+    Held(Rc<Buffered>),
+    /// From the client as it arrives.
+    Stream,
 }
 
 /// Send `first` (begin and params) then the body as STDIN while reading the
@@ -446,19 +473,37 @@ async fn send_request(
         if sent < first.len() {
             write_t(&mut wr, &first[sent..], send_timeout).await?;
         }
+        // Each write carries the body at hand (up to a record's worth more),
+        // and the last one the end of STDIN.
         let mut rec = BytesMut::with_capacity(record::MAX_CONTENT + 64);
         loop {
-            let piece = src.next().await.map_err(Fail::Client)?;
             rec.clear();
-            let Some(piece) = piece else {
-                record::stream(&mut rec, Type::Stdin, ID, b"");
-                return write_t(&mut wr, &rec, send_timeout).await;
-            };
-            if piece.is_empty() {
-                continue;
+            let piece = src.next().await?;
+            let mut end = piece.is_none();
+            if let Some(p) = piece.filter(|p| !p.is_empty()) {
+                record::stream(&mut rec, Type::Stdin, ID, &p);
             }
-            record::stream(&mut rec, Type::Stdin, ID, &piece);
-            write_t(&mut wr, &rec, send_timeout).await?;
+            while !end && rec.len() < record::MAX_CONTENT {
+                match client_body::now_or_never(src.next()) {
+                    None => break,
+                    Some(Ok(Some(p))) => {
+                        if !p.is_empty() {
+                            record::stream(&mut rec, Type::Stdin, ID, &p);
+                        }
+                    }
+                    Some(Ok(None)) => end = true,
+                    Some(Err(e)) => return Err(e),
+                }
+            }
+            if end {
+                record::stream(&mut rec, Type::Stdin, ID, b"");
+            }
+            if !rec.is_empty() {
+                write_t(&mut wr, &rec, send_timeout).await?;
+            }
+            if end {
+                return Ok(());
+            }
         }
     };
     tokio::pin!(writer);
@@ -518,7 +563,6 @@ async fn read_head(
 
 async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
     let conf: &FastcgiConf = req.conf.get::<FastcgiConf>();
-    let upstream_name = format!("fastcgi://{}", pass.up.get().name);
     if req.uri.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
         crate::error_log!(
             Error,
@@ -527,31 +571,38 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         );
         return Outcome::Respond(req.error(400));
     }
-    // A chunked body is read first: the application needs CONTENT_LENGTH.
-    let chunked = body.declared_len().is_none() && req.head.header("transfer-encoding").is_some();
-    let mut buffered: Option<VecDeque<Bytes>> = None;
-    let mut stream_body = false;
-    let mut body_len = None;
-    if conf.pass_request_body {
-        if chunked {
-            let mut q = VecDeque::new();
-            let mut n = 0u64;
-            loop {
-                match body.chunk().await {
-                    Ok(Some(b)) => {
-                        n += b.len() as u64;
-                        q.push_back(b);
-                    }
-                    Ok(None) => break,
-                    Err(e) => return Fail::Client(e).respond(req, &upstream_name),
-                }
-            }
-            body_len = Some(n);
-            buffered = Some(q);
-        } else if body.declared_len().is_some_and(|n| n > 0) {
-            stream_body = true;
-        }
+    let has_body = conf.pass_request_body && req.head.framing != BodyFraming::None;
+    if has_body && !conf.request_buffering {
+        let mut tee = client_body::Tee::new(req, body);
+        let out = exchange(pass, req, &mut tee, Plan::Stream).await;
+        tee.finish(req);
+        return out;
     }
+    let plan = if has_body {
+        match client_body::read_all(req, body).await {
+            Ok(b) => Plan::Held(b),
+            Err(status) => return Outcome::Respond(req.error(status)),
+        }
+    } else {
+        Plan::None
+    };
+    exchange(pass, req, body, plan).await
+}
+
+async fn exchange(
+    pass: &FastcgiPass,
+    req: &mut Request<'_>,
+    body: &mut dyn RequestBody,
+    plan: Plan,
+) -> Outcome {
+    let conf: &FastcgiConf = req.conf.get::<FastcgiConf>();
+    // A chunked body read whole has a length now: the application gets it
+    // as CONTENT_LENGTH.
+    let body_len = match &plan {
+        Plan::Held(b) if body.declared_len().is_none() => Some(b.len),
+        _ => None,
+    };
+    let stream_body = matches!(plan, Plan::Stream);
     let params = match build_params(req, conf, body_len) {
         Ok(p) => p,
         Err(status) => return Outcome::Respond(req.error(status)),
@@ -659,10 +710,10 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
             name,
             catch: (!conf.catch_stderr.is_empty()).then(|| conf.catch_stderr.clone()),
         };
-        let src = match &buffered {
-            Some(q) => Some(BodySrc::Buffered(q.clone())),
-            None if stream_body => Some(BodySrc::Conn(&mut *body)),
-            None => None,
+        let src = match &plan {
+            Plan::Held(b) => Some(BodySrc::Buffered(b.clone(), 0)),
+            Plan::Stream => Some(BodySrc::Conn(&mut *body)),
+            Plan::None => None,
         };
         let res = match send_request(&mut up, &first, src, conf.send_timeout, read_cap).await {
             Ok(()) => {
@@ -699,9 +750,9 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                     .hold(crate::upstream::queue::Hold::new(pass.up.clone(), peer));
                 break (up, cgi, rest, peer);
             }
-            Err(Fail::Client(e)) => {
+            Err(f @ (Fail::Client(_) | Fail::TempFile(_))) => {
                 upstream.finished(peer, true);
-                return Fail::Client(e).respond(req, &up.name);
+                return f.respond(req, &up.name);
             }
             Err(f) => {
                 // A pooled connection the application had closed: once more, fresh.

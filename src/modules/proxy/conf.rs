@@ -571,7 +571,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "proxy_request_buffering on | off;",
         default: "on",
-        doc: "Accepted; request bodies always stream to the upstream as they arrive (no temporary file). Bodies up to 64 KiB are held so that another peer can be tried.\n\n```nginx\nproxy_request_buffering off;\n```",
+        doc: "`on`: the whole request body is read (in memory up to `client_body_buffer_size`, else in a temporary file under `client_body_temp_path`) before the upstream is connected to, and sent with a Content-Length, so another peer can be tried. `off`: the body goes to the upstream as it arrives (chunked to an HTTP/1.1 upstream when its length is unknown; buffered for an HTTP/1.0 one), and an attempt is repeated only when nothing was sent.\n\n```nginx\nproxy_request_buffering off;\n```",
     },
     Def {
         name: "proxy_next_upstream",

@@ -5,10 +5,14 @@
 //!   headers (and those the client's Connection header names) are dropped,
 //!   the body goes with Content-Length when its length is known, chunked
 //!   otherwise (HTTP/1.1), or held and measured for an HTTP/1.0 upstream.
-//! - Request bodies stream from the client to the upstream as they arrive;
-//!   bodies up to [`HOLD_BODY`] bytes are held first so another peer can be
-//!   tried (`proxy_next_upstream`); a streamed body goes on a fresh
-//!   connection and is never retried.
+//! - With `proxy_request_buffering on` (the default) the request body is
+//!   read whole before the first attempt (`client_body::read_all`: in memory
+//!   up to client_body_buffer_size, else in a temporary file) and sent with
+//!   Content-Length, so another peer can be tried (`proxy_next_upstream`).
+//!   With `off` it streams from the client to the upstream as it arrives
+//!   (chunked when its length is unknown and the upstream speaks HTTP/1.1;
+//!   what is at hand goes in one write), on a fresh connection, and an
+//!   attempt is repeated only when nothing was sent.
 //! - The reply head is parsed strictly (`upstream::response`); its body is a
 //!   `Body::Stream` the client connection pulls piece by piece, so one buffer
 //!   per request bounds memory whatever `proxy_buffering` says.
@@ -21,8 +25,9 @@ pub mod conf;
 use crate::core::message::head::{BodyFraming, Method};
 use crate::core::message::response::{Body, BodyStream, ClientIo, Response, Value};
 use crate::core::module::{Module, VarDef};
-use crate::core::request::{BoxFuture, Content, Outcome, Peer, Request, RequestBody};
+use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
+use crate::modules::client_body::{self, Buffered};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
 use crate::upstream::next::NextUpstream;
@@ -37,10 +42,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
-
-/// Request bodies up to this size are read before the first attempt, so a
-/// failed attempt can be repeated on another peer.
-pub const HOLD_BODY: u64 = 64 * 1024;
 
 /// Largest piece read from the upstream at once.
 const PIECE: usize = 64 * 1024;
@@ -120,14 +121,43 @@ fn io_fail(e: &io::Error, while_: &str) -> Fail {
 /// The request body as it goes to the upstream.
 enum ReqBody {
     None,
-    /// Read whole before the first attempt; `len` sent as Content-Length.
-    Held(Vec<Bytes>),
+    /// Read whole before the first attempt; its length sent as Content-Length.
+    Held(Rc<Buffered>),
     /// Streamed from the client: Content-Length `Some`, else chunked.
     Stream(Option<u64>),
 }
 
 impl Proxy {
     async fn handle(&self, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Response {
+        let pc = req.conf.get::<ProxyConf>();
+        // The body: read whole (buffered), or streamed when request buffering
+        // is off and the upstream can take it as it comes (a body of unknown
+        // length needs HTTP/1.1's chunked framing).
+        let has_body = pc.pass_request_body && req.head.framing != BodyFraming::None;
+        let declared = body.declared_len();
+        if has_body && !pc.request_buffering && (declared.is_some() || pc.http11) {
+            let mut tee = client_body::Tee::new(req, body);
+            let resp = self.proxy(req, &mut tee, ReqBody::Stream(declared)).await;
+            tee.finish(req);
+            return resp;
+        }
+        let plan = if has_body {
+            match client_body::read_all(req, body).await {
+                Ok(b) => ReqBody::Held(b),
+                Err(status) => return req.error(status),
+            }
+        } else {
+            ReqBody::None
+        };
+        self.proxy(req, body, plan).await
+    }
+
+    async fn proxy(
+        &self,
+        req: &mut Request<'_>,
+        body: &mut dyn RequestBody,
+        plan: ReqBody,
+    ) -> Response {
         let conf = req.conf;
         let pc = conf.get::<ProxyConf>();
         let vars = Rc::new(RefCell::new(UpstreamVars {
@@ -138,27 +168,6 @@ impl Proxy {
         req.state.ext.insert(vars.clone());
         let uri = self.upstream_uri(req);
 
-        // The body: held (small, or for an HTTP/1.0 upstream without a length), or streamed.
-        let has_body = pc.pass_request_body && req.head.framing != BodyFraming::None;
-        let mut plan = if !has_body {
-            ReqBody::None
-        } else {
-            match body.declared_len() {
-                Some(n) if n <= HOLD_BODY => ReqBody::Held(Vec::new()),
-                Some(n) => ReqBody::Stream(Some(n)),
-                None if !pc.http11 => ReqBody::Held(Vec::new()),
-                None => ReqBody::Stream(None),
-            }
-        };
-        if let ReqBody::Held(pieces) = &mut plan {
-            loop {
-                match body.chunk().await {
-                    Ok(Some(b)) => pieces.push(b),
-                    Ok(None) => break,
-                    Err(e) => return req.error(e.status()),
-                }
-            }
-        }
         let (head, upgrade) = self.request_head(req, pc, &uri, &plan);
 
         let up = self.up.get();
@@ -247,8 +256,10 @@ impl Proxy {
                         self.log(req, addr, &uri, &f.msg);
                     }
                     let sent = !f.msg.contains("while connecting");
+                    // A streamed body is read once: only an attempt that sent
+                    // nothing can be repeated.
                     let can = pc.next_upstream.has(f.kind)
-                        && !streamed
+                        && (!streamed || !sent)
                         && (pc.next_upstream_tries == 0 || tries < pc.next_upstream_tries)
                         && (pc.next_upstream_timeout.is_zero()
                             || started.elapsed() < pc.next_upstream_timeout)
@@ -326,7 +337,7 @@ impl Proxy {
                 Err(Retry::Fail(f)) => return Err(f.into()),
                 Err(Retry::Body(conn_body)) => {
                     // Streamed body: send it, then read the head.
-                    self.send_stream(&conn, pc, body, conn_body).await?;
+                    self.send_stream(&conn, pc, body, conn_body, head).await?;
                     let wait = self.read_head(&conn, pc, is_head, &mut buf);
                     break upstream::unless_client_leaves(watch, body, wait)
                         .await
@@ -415,24 +426,40 @@ impl Proxy {
             }
         };
         match plan {
-            ReqBody::Held(pieces) => {
-                let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(pieces.len() + 1);
+            ReqBody::Held(b) if b.file.is_none() && b.mem.len() < 64 => {
+                let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(b.mem.len() + 1);
                 slices.push(IoSlice::new(head));
-                slices.extend(pieces.iter().map(|p| IoSlice::new(p)));
+                slices.extend(b.mem.iter().map(|p| IoSlice::new(p)));
                 write_vectored(conn, &slices, pc.send_timeout)
                     .await
                     .map_err(stale)?;
             }
+            ReqBody::Held(b) => {
+                // From the temporary file (or many pieces): a piece at a time.
+                write_all(conn, head, pc.send_timeout)
+                    .await
+                    .map_err(stale)?;
+                let mut off = 0;
+                loop {
+                    let piece = b.piece_at(off).map_err(|e| {
+                        let msg = format!(
+                            "{} while reading the client request body temporary file",
+                            crate::core::errlog::errno_text(&e)
+                        );
+                        Retry::Fail(fail(NextUpstream::OFF, 500, msg))
+                    })?;
+                    let Some(piece) = piece else { break };
+                    off += piece.len() as u64;
+                    write_all(conn, &piece, pc.send_timeout)
+                        .await
+                        .map_err(|e| Retry::Fail(io_fail(&e, "sending request to upstream")))?;
+                }
+            }
             ReqBody::None => write_all(conn, head, pc.send_timeout)
                 .await
                 .map_err(stale)?,
-            ReqBody::Stream(len) => {
-                // Sent once: a streamed body is never retried (`handle`).
-                write_all(conn, head, pc.send_timeout)
-                    .await
-                    .map_err(|e| Retry::Fail(io_fail(&e, "sending request to upstream")))?;
-                return Err(Retry::Body(len.is_none()));
-            }
+            // The head goes with the streamed body (`send_stream`).
+            ReqBody::Stream(len) => return Err(Retry::Body(len.is_none())),
         }
         match self.read_head(conn, pc, is_head, buf).await {
             Ok(h) => Ok(h),
@@ -441,53 +468,81 @@ impl Proxy {
         }
     }
 
-    /// Stream the client's body to the upstream (`chunked`: with chunked framing).
+    /// Send the head, then stream the client's body to the upstream
+    /// (`chunked`: with chunked framing). Each write carries what the client
+    /// had sent so far (up to [`PIECE`] bytes) as one chunk: the head goes
+    /// with what was read with the request, the last chunk with the
+    /// terminator.
     async fn send_stream(
         &self,
         conn: &UpConn,
         pc: &ProxyConf,
         body: &mut dyn RequestBody,
         chunked: bool,
+        head: &[u8],
     ) -> Result<(), Fail> {
+        // Not the peer's fault: no next upstream, no failure counted.
+        let client_fail =
+            |e: BodyError| fail(NextUpstream::OFF, e.status(), "client request body failed");
+        let mut head = Some(head);
+        let mut next = None;
         loop {
-            let piece = match body.chunk().await {
-                Ok(Some(p)) => p,
-                Ok(None) => break,
-                Err(e) => {
-                    // Not the peer's fault: no next upstream, no failure counted.
-                    return Err(fail(
-                        NextUpstream::OFF,
-                        e.status(),
-                        "client request body failed",
-                    ));
+            let mut pieces = Vec::new();
+            let mut n = 0;
+            let mut end = false;
+            if head.is_none() {
+                let first = match next.take() {
+                    Some(r) => r,
+                    None => body.chunk().await,
+                };
+                match first.map_err(client_fail)? {
+                    Some(p) => {
+                        n = p.len();
+                        pieces.push(p);
+                    }
+                    None => end = true,
                 }
-            };
-            if piece.is_empty() {
-                continue;
             }
-            let r = if chunked {
-                let size = format!("{:x}\r\n", piece.len());
-                write_vectored(
-                    conn,
-                    &[
-                        IoSlice::new(size.as_bytes()),
-                        IoSlice::new(&piece),
-                        IoSlice::new(b"\r\n"),
-                    ],
-                    pc.send_timeout,
-                )
-                .await
-            } else {
-                write_all(conn, &piece, pc.send_timeout).await
-            };
-            r.map_err(|e| io_fail(&e, "sending request to upstream"))?;
+            while !end && next.is_none() && n < PIECE {
+                match client_body::now_or_never(body.chunk()) {
+                    None => break,
+                    Some(Ok(Some(p))) => {
+                        n += p.len();
+                        pieces.push(p);
+                    }
+                    Some(Ok(None)) => end = true,
+                    Some(Err(e)) => next = Some(Err(e)),
+                }
+            }
+            let size = format!("{n:x}\r\n");
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(pieces.len() + 4);
+            if let Some(h) = head.take() {
+                slices.push(IoSlice::new(h));
+            }
+            if chunked && n > 0 {
+                slices.push(IoSlice::new(size.as_bytes()));
+            }
+            slices.extend(
+                pieces
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| IoSlice::new(p)),
+            );
+            if chunked && n > 0 {
+                slices.push(IoSlice::new(b"\r\n"));
+            }
+            if chunked && end {
+                slices.push(IoSlice::new(b"0\r\n\r\n"));
+            }
+            if !slices.is_empty() {
+                write_vectored(conn, &slices, pc.send_timeout)
+                    .await
+                    .map_err(|e| io_fail(&e, "sending request to upstream"))?;
+            }
+            if end {
+                return Ok(());
+            }
         }
-        if chunked {
-            write_all(conn, b"0\r\n\r\n", pc.send_timeout)
-                .await
-                .map_err(|e| io_fail(&e, "sending request to upstream"))?;
-        }
-        Ok(())
     }
 
     async fn read_head(
@@ -828,9 +883,8 @@ impl Proxy {
                     h.extend_from_slice(b"Content-Length: 0\r\n");
                 }
             }
-            ReqBody::Held(pieces) => {
-                let n: usize = pieces.iter().map(Bytes::len).sum();
-                h.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
+            ReqBody::Held(b) => {
+                h.extend_from_slice(format!("Content-Length: {}\r\n", b.len).as_bytes());
             }
             ReqBody::Stream(Some(n)) => {
                 h.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes())
