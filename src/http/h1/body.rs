@@ -60,7 +60,7 @@ impl<'c, S: Stream> ConnBody<'c, S> {
             max: core.client_max_body_size,
             timeout: core.client_body_timeout,
             send_timeout: core.send_timeout,
-            expect_continue: head.expect_continue && !done,
+            expect_continue: head.expect_continue,
             done,
             read: 0,
             decoded: 0,
@@ -69,13 +69,15 @@ impl<'c, S: Stream> ConnBody<'c, S> {
     }
 
     async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, BodyError> {
-        if self.done {
-            return Ok(None);
-        }
+        // As nginx: a handler that reads the body, even an empty one, first
+        // sends the 100 the client waits for.
         if std::mem::take(&mut self.expect_continue) && self.buf.is_empty() {
             write_all(self.s, b"HTTP/1.1 100 Continue\r\n\r\n", self.send_timeout)
                 .await
                 .map_err(|_| BodyError::Closed)?;
+        }
+        if self.done {
+            return Ok(None);
         }
         loop {
             if let BodyFraming::Chunked = self.framing {

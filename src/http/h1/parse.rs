@@ -240,11 +240,9 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         Version::Http11 | Version::Http2 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
     };
-    let has_body = match framing {
-        BodyFraming::None | BodyFraming::Length(0) => false,
-        BodyFraming::Length(_) | BodyFraming::Chunked => true,
-    };
-    let expect_continue = expect_continue && has_body && version == Version::Http11;
+    // As nginx: the 100 goes out when a handler reads the body, even an
+    // empty one (`Content-Length: 0`).
+    let expect_continue = expect_continue && version == Version::Http11;
     // TRACE would echo the request's credentials back (cross-site tracing):
     // refused once the head is read, as nginx does.
     if method == Method::Trace {
@@ -1200,9 +1198,9 @@ mod tests {
             ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
                 .expect_continue
         );
-        assert!(!ok(b"GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n").expect_continue);
+        assert!(ok(b"GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n").expect_continue);
         assert!(
-            !ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n")
+            ok(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n")
                 .expect_continue
         );
         assert!(
