@@ -542,8 +542,10 @@ async fn read_head(
     let parse = |b: &[u8]| super::cgi_head::parse(b, max).map_err(|e| Fail::Malformed(e.0));
     let mut head = BytesMut::new();
     loop {
+        // The application ended its output before a whole head: an invalid
+        // header (fastcgi_next_upstream invalid_header), as nginx.
         let Some(b) = up.stdout("reading response header from upstream").await? else {
-            return Err(Fail::Closed("reading response header from upstream"));
+            return Err(Fail::Malformed("upstream prematurely closed FastCGI stdout"));
         };
         if head.is_empty() {
             if let Some((h, used)) = parse(&b)? {
