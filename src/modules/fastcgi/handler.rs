@@ -466,6 +466,22 @@ async fn send_request(
         record::stream(&mut all, Type::Stdin, ID, b"");
         return write_first(&mut up.sock, &all, send_timeout).await;
     };
+    // A small body held in memory goes with the params in one write, as
+    // nginx sends a buffered request (too small to fill the socket's buffer
+    // while the application answers without reading it).
+    if let BodySrc::Buffered(b, off) = src
+        && b.file.is_none()
+        && b.len <= client_body::FILE_PIECE as u64
+    {
+        let mut all = BytesMut::with_capacity(first.len() + b.len as usize + 256);
+        all.extend_from_slice(first);
+        while let Some(p) = b.piece_at(*off).map_err(Fail::TempFile)? {
+            *off += p.len() as u64;
+            record::stream(&mut all, Type::Stdin, ID, &p);
+        }
+        record::stream(&mut all, Type::Stdin, ID, b"");
+        return write_first(&mut up.sock, &all, send_timeout).await;
+    }
     let sent = up.sock.write_now(first);
     let (mut rd, mut wr) = tokio::io::split(&mut up.sock);
     let rbuf = &mut up.rbuf;
@@ -545,7 +561,9 @@ async fn read_head(
         // The application ended its output before a whole head: an invalid
         // header (fastcgi_next_upstream invalid_header), as nginx.
         let Some(b) = up.stdout("reading response header from upstream").await? else {
-            return Err(Fail::Malformed("upstream prematurely closed FastCGI stdout"));
+            return Err(Fail::Malformed(
+                "upstream prematurely closed FastCGI stdout",
+            ));
         };
         if head.is_empty() {
             if let Some((h, used)) = parse(&b)? {
