@@ -172,6 +172,46 @@ fn protocols_ciphers_and_session_resumption() {
     let v = start_tls("ssl_protocols TLSv1.2;");
     let out = s_client(&v, &["-servername", "a.test", "-tls1_2", "-reconnect"]);
     assert!(out.matches("Reused, TLSv1.2").count() >= 5, "{out}");
+    // TLS 1.3 (Python's client keeps the ticket it read): tickets resume; a
+    // cache without tickets resumes through a ticket naming the cached
+    // session; neither, nothing.
+    for (conf, reused) in [
+        ("", "[False, True]"),
+        (
+            "ssl_session_cache shared:T:1m; ssl_session_tickets off;",
+            "[False, True]",
+        ),
+        ("ssl_session_tickets off;", "[False, False]"),
+    ] {
+        let v = start_tls(conf);
+        assert_eq!(tls13_reuse(&v), reused, "{conf}");
+    }
+}
+
+/// Two TLS 1.3 connections, the second offering the first's session:
+/// `[False, True]` when it resumed.
+fn tls13_reuse(v: &Vireo) -> String {
+    let script = "import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+sess, out = None, []
+for i in range(2):
+    s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', int(sys.argv[1]))), server_hostname='a.test', session=sess)
+    s.sendall(b'GET / HTTP/1.1\\r\\nHost: a.test\\r\\nConnection: close\\r\\n\\r\\n')
+    while s.recv(4096):
+        pass
+    out.append(s.session_reused)
+    sess = s.session
+    s.close()
+print(out)
+";
+    let out = Command::new("python3")
+        .args(["-c", script, &v.port.to_string()])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[test]

@@ -88,8 +88,13 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
             inner: ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?,
             timeout: conf.session_timeout,
         });
-    } else {
+    } else if matches!(conf.session_cache, SessionCache::Off) {
         c.send_tls13_tickets = 0;
+    } else {
+        // No tickets, but a session cache: TLS 1.3 clients still get a
+        // ticket that only names their cached session (stateful resumption),
+        // as OpenSSL gives them under nginx.
+        c.send_tls13_tickets = 1;
     }
     let h1 = {
         let mut c = c.clone();
