@@ -19,6 +19,7 @@ pub mod log;
 pub mod map;
 pub mod proxy;
 pub mod realip;
+pub mod referer;
 pub mod rewrite;
 pub mod split_clients;
 pub mod ssl;
@@ -41,6 +42,7 @@ pub static MODULES: &[&Module] = &[
     &rewrite::MODULE,
     &map::MODULE,
     &geo::MODULE,
+    &referer::MODULE,
     &split_clients::MODULE,
     &try_files::MODULE,
     &headers::MODULE,
