@@ -262,6 +262,7 @@ mod tests {
             crate::modules::ssl::conf::IGNORED,
             crate::modules::proxy::conf::IGNORED,
             crate::modules::fastcgi::conf::IGNORED,
+            crate::modules::referer::conf::IGNORED,
         ];
         for d in all(MODULES) {
             let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));

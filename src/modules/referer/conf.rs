@@ -124,26 +124,28 @@ pub fn tests_add(r: &mut Referers, d: &Directive) -> Result<(), ConfError> {
     add(r, d)
 }
 
-pub static DIRECTIVES: &[Def] = &[
-    Def {
-        name: "valid_referers",
-        ignored: false,
-        ctx: Ctx::SERVER.or(Ctx::LOCATION),
-        arity: Arity::args(1, MANY),
-        set: |s, d, _| {
-            let slot = &mut s.loc().get_mut::<RefererConfSet>().referers;
-            let mut r = slot
-                .as_ref()
-                .and_then(|r| r.as_deref().cloned())
-                .unwrap_or_default();
-            add(&mut r, d)?;
-            *slot = Some(Some(Arc::new(r)));
-            Ok(())
-        },
-        syntax: "valid_referers none | blocked | server_names | string … | ~regex …;",
-        default: "—",
-        doc: "The Referer values that leave `$invalid_referer` empty; any other makes it `1`, as nginx's referer module. `none`: no Referer header; `blocked`: a Referer without `http://` or `https://` (a proxy or firewall removed it); `server_names`: the server's names (exact, wildcard and `~regex` names); a host (`www.example.org`, compared caselessly), a wildcard (`*.example.org`, `www.example.*`, `.example.org`), optionally followed by a URI prefix the Referer's must start with (`www.example.org/galleries/`, case-sensitive); `~regex`: a caseless regex matched against the Referer after `http://` or `https://`. An exact host is looked up first, then the longest leading wildcard, then the longest trailing one; a host of more than 256 characters is never valid. `none` or `blocked` alone is an error. A level with `valid_referers` replaces what it would inherit.\n\n```nginx\nlocation /images/ {\n    valid_referers none blocked server_names *.example.com ~\\.google\\.;\n    if ($invalid_referer) {\n        return 403;\n    }\n}\n```",
+pub static DIRECTIVES: &[Def] = &[Def {
+    name: "valid_referers",
+    ignored: false,
+    ctx: Ctx::SERVER.or(Ctx::LOCATION),
+    arity: Arity::args(1, MANY),
+    set: |s, d, _| {
+        let slot = &mut s.loc().get_mut::<RefererConfSet>().referers;
+        let mut r = slot
+            .as_ref()
+            .and_then(|r| r.as_deref().cloned())
+            .unwrap_or_default();
+        add(&mut r, d)?;
+        *slot = Some(Some(Arc::new(r)));
+        Ok(())
     },
+    syntax: "valid_referers none | blocked | server_names | string … | ~regex …;",
+    default: "—",
+    doc: "The Referer values that leave `$invalid_referer` empty; any other makes it `1`, as nginx's referer module. `none`: no Referer header; `blocked`: a Referer without `http://` or `https://` (a proxy or firewall removed it); `server_names`: the server's names (exact, wildcard and `~regex` names); a host (`www.example.org`, compared caselessly), a wildcard (`*.example.org`, `www.example.*`, `.example.org`), optionally followed by a URI prefix the Referer's must start with (`www.example.org/galleries/`, case-sensitive); `~regex`: a caseless regex matched against the Referer after `http://` or `https://`. An exact host is looked up first, then the longest leading wildcard, then the longest trailing one; a host of more than 256 characters is never valid. `none` or `blocked` alone is an error. A level with `valid_referers` replaces what it would inherit.\n\n```nginx\nlocation /images/ {\n    valid_referers none blocked server_names *.example.com ~\\.google\\.;\n    if ($invalid_referer) {\n        return 403;\n    }\n}\n```",
+}];
+
+/// Hash sizes nginx's table needs; vireo has no such table.
+pub static IGNORED: &[Def] = &[
     crate::conf::core_directives::ignored(
         "referer_hash_max_size",
         Ctx::SERVER.or(Ctx::LOCATION),

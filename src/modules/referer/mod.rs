@@ -144,7 +144,7 @@ fn invalid_referer(req: &Request<'_>, _: &str, out: &mut Vec<u8>) {
 pub static MODULE: Module = Module {
     name: "referer",
     nginx_default: &["http_referer_module"],
-    directives: &[conf::DIRECTIVES],
+    directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&RefererConf::KIND),
     variables: &[VarDef::name("invalid_referer", invalid_referer)],
     ..Module::EMPTY
