@@ -25,10 +25,11 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
         return;
     }
     let ok = applies(resp.status);
-    if ok && hc.expires != Expires::Off {
-        if let Some(e) = expires_now(req, hc) {
-            set_expires(e, resp, now_secs());
-        }
+    if ok
+        && hc.expires != Expires::Off
+        && let Some(e) = expires_now(req, hc)
+    {
+        set_expires(e, resp, now_secs());
     }
     for h in hc.add_header.iter() {
         if ok || h.always {
