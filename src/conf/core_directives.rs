@@ -368,6 +368,33 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Most requests served on one keep-alive connection; the last one is answered with `Connection: close`.\n\n```nginx\nkeepalive_requests 10000;\n```",
     },
     Def {
+        name: "keepalive_disable",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            use crate::conf::model::{KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
+            let mut v = 0;
+            for a in d.arg_strs() {
+                v |= match a {
+                    "none" => 0,
+                    "msie6" => KEEPALIVE_DISABLE_MSIE6,
+                    "safari" => KEEPALIVE_DISABLE_SAFARI,
+                    _ => {
+                        return Err(ConfError::new(
+                            format!("invalid value \"{a}\" in \"keepalive_disable\" directive"),
+                            &d.span,
+                        ));
+                    }
+                };
+            }
+            set_once(&mut s.loc().core.keepalive_disable, v, d)
+        },
+        syntax: "keepalive_disable none | browser …;",
+        default: "msie6",
+        doc: "Browsers whose connections are not kept alive after a request, as nginx: `msie6` after a POST from MSIE 4 to 6 (6 without SV1), `safari` after any request from Safari on Mac OS X; `none` keeps every browser's. The User-Agent decides.\n\n```nginx\nkeepalive_disable msie6 safari;\n```",
+    },
+    Def {
         name: "keepalive_time",
         ignored: false,
         ctx: Ctx::HSL,

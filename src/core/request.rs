@@ -207,6 +207,8 @@ pub struct Request<'a> {
     pub local: std::cell::OnceCell<Option<SocketAddr>>,
     pub connection: u64,
     pub connection_requests: u64,
+    /// When the connection was accepted, in Unix milliseconds.
+    pub connection_start_ms: u64,
     /// Milliseconds since the epoch when the request head was complete.
     pub start_ms: u64,
     /// Host (lowercase, without port), as used to choose the server.
@@ -804,6 +806,10 @@ impl<'a> Request<'a> {
             }
             Var::Connection => push_u64(out, self.connection),
             Var::ConnectionRequests => push_u64(out, self.connection_requests),
+            Var::ConnectionTime => clock::push_millis_as_secs(
+                out,
+                clock::unix_millis().saturating_sub(self.connection_start_ms),
+            ),
             Var::Host => {
                 if self.host.is_empty() {
                     out.extend_from_slice(self.server.name().as_bytes());
