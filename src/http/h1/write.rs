@@ -196,7 +196,19 @@ pub(super) async fn send<S: Stream>(
                 if end {
                     return Ok(());
                 }
-                next = stream.next().await;
+                // While the stream makes its next piece (an upstream thinks,
+                // limit_rate waits), a client that closes ends the response,
+                // as nginx's check of the connection while it waits.
+                next = tokio::select! {
+                    biased;
+                    r = stream.next() => r,
+                    () = super::body::client_gone(s) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::ConnectionAborted,
+                            "client closed the connection",
+                        ));
+                    }
+                };
             }
         }
     }
