@@ -395,6 +395,16 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Browsers whose connections are not kept alive after a request, as nginx: `msie6` after a POST from MSIE 4 to 6 (6 without SV1), `safari` after any request from Safari on Mac OS X; `none` keeps every browser's. The User-Agent decides.\n\n```nginx\nkeepalive_disable msie6 safari;\n```",
     },
     Def {
+        name: "msie_refresh",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.msie_refresh, flag(d, 0)?, d),
+        syntax: "msie_refresh on | off;",
+        default: "off",
+        doc: "Answers MSIE (a User-Agent with `MSIE `, not Opera) with a page that refreshes to the new address instead of the redirects vireo makes itself (`return 301/302`, `rewrite … redirect|permanent`, `error_page` to an address, the slash added to a directory), as nginx: status 200, `<meta http-equiv=\"Refresh\" content=\"0; URL=…\">` with spaces, quotes and bytes outside printable ASCII escaped. A proxied or FastCGI redirect passes unchanged.\n\n```nginx\nmsie_refresh on;\n```",
+    },
+    Def {
         name: "keepalive_time",
         ignored: false,
         ctx: Ctx::HSL,

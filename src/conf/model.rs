@@ -67,6 +67,8 @@ settings! {
         /// `keepalive_disable`: browsers whose connections are not kept
         /// alive (`KEEPALIVE_DISABLE_MSIE6`, `KEEPALIVE_DISABLE_SAFARI`).
         pub keepalive_disable: u8 = KEEPALIVE_DISABLE_MSIE6,
+        /// `msie_refresh`: MSIE gets redirects vireo makes as a refresh page.
+        pub msie_refresh: bool = false,
         /// `keepalive_time`: a connection older than this closes after its request.
         pub keepalive_time: std::time::Duration = std::time::Duration::from_secs(3600),
         pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),

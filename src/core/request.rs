@@ -271,10 +271,18 @@ impl<'a> Request<'a> {
         // As in nginx, a Location or WWW-Authenticate set before an error
         // page's internal redirect stays on the answer.
         let mut kept = Vec::new();
+        // The answer is a redirect vireo made (not a handler's): msie_refresh
+        // may turn it into a page that refreshes.
+        let special_redirect;
         loop {
             match self.error_page(&resp) {
-                None => break,
+                None => {
+                    special_redirect = self.state.generated.get() == resp.status
+                        && matches!(resp.status, 301 | 302);
+                    break;
+                }
                 Some(ErrorJump::Respond(r)) => {
+                    special_redirect = r.headers.iter().any(|(n, _)| *n == "Location");
                     resp = r;
                     break;
                 }
@@ -297,6 +305,12 @@ impl<'a> Request<'a> {
             resp.status = s;
         }
         let conf: &'a LocConf = self.conf;
+        if special_redirect
+            && conf.core.msie_refresh
+            && crate::core::browser::Browser::of_head(self.head).msie
+        {
+            msie_refresh(&mut resp);
+        }
         for filter in &conf.hooks.filters {
             filter(self, &mut resp);
         }
@@ -886,6 +900,34 @@ impl VarSource for Request<'_> {
     fn var(&self, var: &Var, out: &mut Vec<u8>) {
         self.var_into(var, out, self);
     }
+}
+
+/// `msie_refresh`: a redirect becomes a 200 page whose `<meta>` refresh
+/// leads to the Location, as nginx's: the URL with spaces, quotes and bytes
+/// outside printable ASCII escaped, and no Location, Last-Modified, ETag or
+/// Accept-Ranges.
+fn msie_refresh(resp: &mut Response) {
+    let Some(i) = resp.headers.iter().position(|(n, _)| *n == "Location") else {
+        return;
+    };
+    let (_, location) = resp.headers.remove(i);
+    let mut body = b"<html><head><meta http-equiv=\"Refresh\" content=\"0; URL=".to_vec();
+    for &b in location.as_str().as_bytes() {
+        if b <= b' ' || b >= 0x7f || b == b'"' || b == b'\'' {
+            body.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            body.push(b);
+        }
+    }
+    body.extend_from_slice(b"\"></head><body></body></html>\r\n");
+    resp.headers.retain(|(n, _)| {
+        !["Last-Modified", "ETag", "Accept-Ranges"]
+            .iter()
+            .any(|h| n.eq_ignore_ascii_case(h))
+    });
+    resp.status = 200;
+    resp.content_type = Some(Value::Static("text/html"));
+    resp.body = crate::core::message::response::Body::Bytes(body.into());
 }
 
 /// `uri?args` → (uri, args); args empty when there is no `?`.
