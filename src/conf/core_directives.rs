@@ -660,6 +660,16 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "A request refused with 401 by the access phase (`auth_basic`) is answered only after this delay, as nginx, so guessing passwords gains nothing from timing.\n\n```nginx\nauth_delay 2s;\n```",
     },
     Def {
+        name: "limit_except",
+        ignored: false,
+        ctx: Ctx::LOCATION,
+        arity: Arity::block(1, MANY),
+        set: limit_except,
+        syntax: "limit_except method … { … }",
+        default: "—",
+        doc: "Settings for the requests of a location whose method is not one of those listed (`GET` brings `HEAD`), as nginx: inside, `allow`, `deny`, `auth_basic`, `auth_basic_user_file`, `access_log`, `proxy_pass` and `fastcgi_pass`; what the block does not set it takes from the location, its content handler included. Methods: GET, HEAD, POST, PUT, DELETE, MKCOL, COPY, MOVE, OPTIONS, PROPFIND, PROPPATCH, LOCK, UNLOCK, PATCH; a method nginx does not know always gets the block's settings.\n\n```nginx\nlocation /api/ {\n    proxy_pass http://backend;\n    limit_except GET {\n        allow 192.168.1.0/24;\n        deny all;\n    }\n}\n```",
+    },
+    Def {
         name: "internal",
         ignored: false,
         ctx: Ctx::LOCATION,
@@ -1184,8 +1194,66 @@ fn location(d: &Directive, e: &mut Env) -> Result<LocationConf, ConfError> {
         content: None,
         phases: Default::default(),
         locations: Vec::new(),
+        limit_except: None,
         span: d.span.clone(),
     })
+}
+
+/// The methods `limit_except` knows, as nginx.
+const LIMIT_EXCEPT_METHODS: &[&str] = &[
+    "GET",
+    "HEAD",
+    "POST",
+    "PUT",
+    "DELETE",
+    "MKCOL",
+    "COPY",
+    "MOVE",
+    "OPTIONS",
+    "PROPFIND",
+    "PROPPATCH",
+    "LOCK",
+    "UNLOCK",
+    "PATCH",
+];
+
+fn limit_except(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
+    let Scope::Location(l) = s else {
+        unreachable!("table declares limit_except for location only")
+    };
+    if l.limit_except.is_some() {
+        return Err(ConfError::new(
+            "\"limit_except\" directive is duplicate",
+            &d.span,
+        ));
+    }
+    let mut methods = Vec::new();
+    for a in d.arg_strs() {
+        let m = LIMIT_EXCEPT_METHODS
+            .iter()
+            .find(|m| **m == a)
+            .ok_or_else(|| ConfError::new(format!("invalid method \"{a}\""), &d.span))?;
+        methods.push(*m);
+        if *m == "GET" {
+            methods.push("HEAD");
+        }
+    }
+    let mut inner = LocationConf {
+        kind: l.kind,
+        pattern: l.pattern.clone(),
+        regex: None,
+        conf: Default::default(),
+        alias: None,
+        content: None,
+        phases: Default::default(),
+        locations: Vec::new(),
+        limit_except: None,
+        span: d.span.clone(),
+    };
+    e.walk(block(d), &mut Scope::LimitExcept(&mut inner))?;
+    e.vars.at(&d.span);
+    l.limit_except = Some(Box::new((methods, inner)));
+    Ok(())
 }
 
 /// An `alias` with variables, or in a regex location (where the alias is

@@ -347,5 +347,8 @@ pub struct LocationConf {
     /// Rewrite script, try_files, internal, variable alias: not inherited.
     pub phases: crate::core::route::Phases,
     pub locations: Vec<LocationConf>,
+    /// `limit_except`: the methods it lists (GET brings HEAD), and its
+    /// block, which applies to every other method.
+    pub limit_except: Option<Box<(Vec<&'static str>, LocationConf)>>,
     pub span: Span,
 }

@@ -247,6 +247,14 @@ enum ErrorJump<'a> {
 
 impl<'a> Request<'a> {
     /// The method, as handlers see it (GET after an error_page redirect).
+    /// The method's name: the request's, or GET once an error page runs.
+    pub fn method_name(&self) -> &str {
+        match self.state.method {
+            Some(m) => m.as_str(),
+            None => self.head.method_str(),
+        }
+    }
+
     pub fn method(&self) -> Method {
         self.state.method.unwrap_or(self.head.method)
     }
@@ -359,6 +367,12 @@ impl<'a> Request<'a> {
             };
             self.location = loc;
             self.conf = loc.map_or(&*server.conf, |l| &*l.conf);
+            // limit_except: a method the location does not list takes the
+            // block's settings and, when it has one, its handler.
+            let limit = loc.and_then(|l| l.limit_for(self.method_name()));
+            if let Some(le) = limit {
+                self.conf = &le.conf;
+            }
             self.state.in_if = false;
             if let Some(l) = loc {
                 if l.phases.internal && !self.state.internal {
@@ -422,7 +436,10 @@ impl<'a> Request<'a> {
                     Precontent::Status(code) => return self.error(code),
                 }
             }
-            let handler = loc.and_then(|l| l.content.as_deref());
+            let handler = match limit {
+                Some(le) => le.content.as_deref(),
+                None => loc.and_then(|l| l.content.as_deref()),
+            };
             let outcome = match (handler, pipeline.default_content) {
                 (Some(h), _) => h.content(self, body).await,
                 (None, Some(default)) => default(self),
