@@ -189,6 +189,9 @@ pub struct State {
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
+    /// The content handler's body goes on when the client leaves
+    /// (`proxy_ignore_client_abort`, `fastcgi_ignore_client_abort`).
+    pub ignore_client_abort: bool,
     /// The client address realip took from a header (set at most once per
     /// request); see [`Request::client_addr`].
     pub real_ip: Option<SocketAddr>,

@@ -377,6 +377,7 @@ impl<S: Stream> Conn<S> {
             head_only,
             chunked: resp.chunked(keep_alive),
             sendfile,
+            watch_client: !req.state.ignore_client_abort,
         };
         let mut body_sent = 0;
         if resp.status == 101
