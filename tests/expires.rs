@@ -235,3 +235,62 @@ fn configuration_errors() {
         );
     }
 }
+
+#[test]
+fn with_variables() {
+    let dir = TempDir::new("exp-var");
+    dir.write("html/var/a.txt", "x");
+    dir.write("html/var/inner/a.txt", "x");
+    dir.write("html/varmod/a.txt", "x");
+    let v = start_tz(
+        dir,
+        "
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location /var/ {
+            expires $arg_e;
+            location /var/inner/ { }
+        }
+        location /varmod/ { expires modified ${arg_e}; }
+    }
+}",
+        "UTC",
+    );
+    let r = v.get("/var/a.txt?e=2048");
+    assert_eq!(r.header("cache-control"), Some("max-age=2048"));
+    assert_eq!(
+        v.get("/var/inner/a.txt?e=1h").header("cache-control"),
+        Some("max-age=3600")
+    );
+    let r = v.get("/var/a.txt?e=epoch");
+    assert!(r.header("expires").unwrap().contains("1970"));
+    assert!(
+        v.get("/var/a.txt?e=max")
+            .header("expires")
+            .unwrap()
+            .contains("2037")
+    );
+    assert_eq!(
+        v.get("/var/a.txt?e=-1").header("cache-control"),
+        Some("no-cache")
+    );
+    assert!(
+        v.get("/var/a.txt?e=@33s")
+            .header("expires")
+            .unwrap()
+            .ends_with(":33 GMT")
+    );
+    // What does not read as a value of expires sets nothing.
+    for q in ["", "?e=off", "?e=bad", "?e=@25h"] {
+        let r = v.get(&format!("/var/a.txt{q}"));
+        assert_eq!(r.status, 200);
+        assert!(r.header("expires").is_none(), "{q}");
+    }
+    assert!(v.get("/varmod/a.txt?e=epoch").header("expires").is_none());
+    let r = v.get("/varmod/a.txt?e=1d");
+    assert!(r.header("cache-control").unwrap().starts_with("max-age="));
+}

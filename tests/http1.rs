@@ -796,6 +796,115 @@ fn keepalive_time_closes_an_old_connection_after_its_request() {
     assert!(c.closed_within(Duration::from_secs(3)));
 }
 
+/// The request's location decides how long the connection then waits idle.
+#[test]
+fn keepalive_timeout_of_the_location() {
+    let dir = TempDir::new("h1-kt");
+    dir.write("html/a.txt", "hello");
+    dir.write("html/long/a.txt", "hello");
+    let v = Vireo::start_in(
+        dir,
+        "events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        keepalive_timeout 1s;
+        location /long/ { keepalive_timeout 30s; }
+    }
+}",
+    );
+    let mut c = Client::new(&v);
+    c.send(get("/long/a.txt"));
+    assert_eq!(c.response(false).header("connection"), Some("keep-alive"));
+    std::thread::sleep(Duration::from_millis(1500));
+    c.send(get("/a.txt"));
+    assert_eq!(c.response(false).text(), "hello");
+    let secs = secs_until_closed(&mut c.s, Duration::from_secs(5)).expect("closed");
+    assert!((0.8..3.0).contains(&secs), "closed after {secs}s");
+}
+
+/// keepalive_disable: MSIE 4 to 6 after a POST (the default), Safari on
+/// Mac OS X after anything, `none` for neither.
+#[test]
+fn keepalive_disable_by_browser() {
+    let dir = TempDir::new("h1-kd");
+    for f in ["a.txt", "safari/a.txt", "none/a.txt"] {
+        dir.write(&format!("html/{f}"), "hello");
+    }
+    let v = Vireo::start_in(
+        dir,
+        "events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location /safari/ { keepalive_disable safari; }
+        location /none/ { keepalive_disable none; }
+    }
+}",
+    );
+    let conn = |method: &str, path: &str, ua: &str| {
+        let mut c = Client::new(&v);
+        c.send(format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: {ua}\r\nContent-Length: 0\r\n\r\n"
+        ));
+        c.response(method == "HEAD")
+            .header("connection")
+            .map(str::to_string)
+    };
+    let msie5 = "Mozilla/4.0 (compatible; MSIE 5.0; Windows 98)";
+    let safari = "Mozilla/5.0 (Macintosh; Mac OS X 10_7) Safari/7534.48.3";
+    assert_eq!(conn("POST", "/a.txt", msie5).as_deref(), Some("close"));
+    assert_eq!(conn("GET", "/a.txt", msie5).as_deref(), Some("keep-alive"));
+    assert_eq!(
+        conn("POST", "/a.txt", "MSIE 7.0 (x)").as_deref(),
+        Some("keep-alive")
+    );
+    assert_eq!(conn("GET", "/a.txt", safari).as_deref(), Some("keep-alive"));
+    assert_eq!(
+        conn("GET", "/safari/a.txt", safari).as_deref(),
+        Some("close")
+    );
+    assert_eq!(
+        conn("POST", "/safari/a.txt", msie5).as_deref(),
+        Some("keep-alive")
+    );
+    assert_eq!(
+        conn("POST", "/none/a.txt", msie5).as_deref(),
+        Some("keep-alive")
+    );
+}
+
+/// $connection_time: seconds since the connection came, in milliseconds.
+#[test]
+fn connection_time_variable() {
+    let v = Vireo::start(
+        "events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        location / { return 200 \"$connection_requests:$connection_time\"; }
+    }
+}",
+    );
+    let mut c = Client::new(&v);
+    c.send(get("/"));
+    let first = c.response(false).text();
+    assert!(
+        first.starts_with("1:0.") && first.len() == "1:0.000".len(),
+        "{first}"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    c.send(get("/"));
+    let second = c.response(false).text();
+    let secs: f64 = second.strip_prefix("2:").unwrap().parse().unwrap();
+    assert!((1.0..3.0).contains(&secs), "{second}");
+}
+
 #[test]
 fn client_body_timeout_closes_a_stalled_body() {
     let v = server("client_body_timeout 1s;");

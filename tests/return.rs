@@ -161,3 +161,50 @@ fn config_errors() {
         assert!(err.contains(&want), "{conf}: want {want}\n{err}");
     }
 }
+
+/// msie_refresh: MSIE gets the redirects vireo makes as a refresh page;
+/// other browsers, and locations with it off, get the redirect.
+#[test]
+fn msie_refresh_turns_redirects_into_refresh_pages() {
+    let v = Vireo::start(
+        "
+events {}
+http {
+    access_log off;
+    msie_refresh on;
+    server {
+        listen 127.0.0.1:{port};
+        location / { return 301 text; }
+        location /space { return 302 \"a b\\\"c\"; }
+        location /page_redirect { return 404; error_page 404 http://example.com/x; }
+        location /off { msie_refresh off; return 301 text; }
+    }
+}",
+    );
+    let get = |path: &str, ua: &str| {
+        v.request(&format!(
+            "GET {path} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: {ua}\r\n\r\n"
+        ))
+    };
+    let msie = "Mozilla/4.0 (compatible; MSIE 8.0; Windows NT 6.1)";
+    let r = get("/", msie);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("location"), None);
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    assert_eq!(
+        r.text(),
+        "<html><head><meta http-equiv=\"Refresh\" content=\"0; URL=text\"></head><body></body></html>\r\n"
+    );
+    assert!(get("/space", msie).text().contains("URL=a%20b%22c\""));
+    assert!(
+        get("/page_redirect", msie)
+            .text()
+            .contains("URL=http://example.com/x\"")
+    );
+    let r = get("/", "curl/8.0");
+    assert_eq!((r.status, r.header("location")), (301, Some("text")));
+    let r = get("/off", msie);
+    assert_eq!((r.status, r.header("location")), (301, Some("text")));
+    let r = get("/", "Opera/9.80 (MSIE 6.0)");
+    assert_eq!(r.status, 301);
+}

@@ -461,3 +461,67 @@ fn reading_writing_and_waiting_follow_the_connections() {
         "{s:?}"
     );
 }
+
+/// $connections_active, _reading, _writing and _waiting: the figures of
+/// stub_status, in any location.
+#[test]
+fn connection_variables() {
+    let dir = TempDir::new("stvar");
+    dir.write("html/x", "x");
+    let v = Vireo::start_in(
+        dir,
+        "
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        add_header X-Figures $connections_active/$connections_reading/$connections_writing/$connections_waiting;
+        location = /status { stub_status; }
+    }
+}",
+    );
+    settle(&v);
+    assert_eq!(v.get("/x").header("x-figures"), Some("1/0/1/0"));
+    let _idle = v.connect();
+    assert!(eventually(5, || v.get("/x").header("x-figures") == Some("2/0/1/1")));
+}
+
+/// A client that closes while a paced body waits for its next piece ends
+/// that response at once: the connection is not counted any longer.
+#[test]
+fn a_client_leaving_a_paced_response_frees_its_connection() {
+    let dir = TempDir::new("strate");
+    dir.write("html/big", "y".repeat(4000));
+    let v = Vireo::start_in(
+        dir,
+        "
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location = /status { stub_status; }
+        location / { limit_rate 100; }
+    }
+}",
+    );
+    settle(&v);
+    let mut s = v.connect();
+    s.write_all(b"GET /big HTTP/1.0\r\n\r\n").unwrap();
+    let mut buf = [0u8; 64];
+    assert!(s.read(&mut buf).unwrap() > 0);
+    assert_eq!(parse_stub(&v.get("/status").text()).writing, 2);
+    drop(s);
+    let t = std::time::Instant::now();
+    assert!(eventually(5, || parse_stub(&v.get("/status").text())
+        .active
+        == 1));
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+}

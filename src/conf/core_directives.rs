@@ -368,6 +368,43 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Most requests served on one keep-alive connection; the last one is answered with `Connection: close`.\n\n```nginx\nkeepalive_requests 10000;\n```",
     },
     Def {
+        name: "keepalive_disable",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            use crate::conf::model::{KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
+            let mut v = 0;
+            for a in d.arg_strs() {
+                v |= match a {
+                    "none" => 0,
+                    "msie6" => KEEPALIVE_DISABLE_MSIE6,
+                    "safari" => KEEPALIVE_DISABLE_SAFARI,
+                    _ => {
+                        return Err(ConfError::new(
+                            format!("invalid value \"{a}\" in \"keepalive_disable\" directive"),
+                            &d.span,
+                        ));
+                    }
+                };
+            }
+            set_once(&mut s.loc().core.keepalive_disable, v, d)
+        },
+        syntax: "keepalive_disable none | browser …;",
+        default: "msie6",
+        doc: "Browsers whose connections are not kept alive after a request, as nginx: `msie6` after a POST from MSIE 4 to 6 (6 without SV1), `safari` after any request from Safari on Mac OS X; `none` keeps every browser's. The User-Agent decides.\n\n```nginx\nkeepalive_disable msie6 safari;\n```",
+    },
+    Def {
+        name: "msie_refresh",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.msie_refresh, flag(d, 0)?, d),
+        syntax: "msie_refresh on | off;",
+        default: "off",
+        doc: "Answers MSIE (a User-Agent with `MSIE `, not Opera) with a page that refreshes to the new address instead of the redirects vireo makes itself (`return 301/302`, `rewrite … redirect|permanent`, `error_page` to an address, the slash added to a directory), as nginx: status 200, `<meta http-equiv=\"Refresh\" content=\"0; URL=…\">` with spaces, quotes and bytes outside printable ASCII escaped. A proxied or FastCGI redirect passes unchanged.\n\n```nginx\nmsie_refresh on;\n```",
+    },
+    Def {
         name: "keepalive_time",
         ignored: false,
         ctx: Ctx::HSL,
@@ -621,6 +658,16 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "auth_delay time;",
         default: "0s",
         doc: "A request refused with 401 by the access phase (`auth_basic`) is answered only after this delay, as nginx, so guessing passwords gains nothing from timing.\n\n```nginx\nauth_delay 2s;\n```",
+    },
+    Def {
+        name: "limit_except",
+        ignored: false,
+        ctx: Ctx::LOCATION,
+        arity: Arity::block(1, MANY),
+        set: limit_except,
+        syntax: "limit_except method … { … }",
+        default: "—",
+        doc: "Settings for the requests of a location whose method is not one of those listed (`GET` brings `HEAD`), as nginx: inside, `allow`, `deny`, `auth_basic`, `auth_basic_user_file`, `access_log`, `proxy_pass` and `fastcgi_pass`; what the block does not set it takes from the location, its content handler included. Methods: GET, HEAD, POST, PUT, DELETE, MKCOL, COPY, MOVE, OPTIONS, PROPFIND, PROPPATCH, LOCK, UNLOCK, PATCH; a method nginx does not know always gets the block's settings.\n\n```nginx\nlocation /api/ {\n    proxy_pass http://backend;\n    limit_except GET {\n        allow 192.168.1.0/24;\n        deny all;\n    }\n}\n```",
     },
     Def {
         name: "internal",
@@ -1140,8 +1187,66 @@ fn location(d: &Directive, e: &mut Env) -> Result<LocationConf, ConfError> {
         content: None,
         phases: Default::default(),
         locations: Vec::new(),
+        limit_except: None,
         span: d.span.clone(),
     })
+}
+
+/// The methods `limit_except` knows, as nginx.
+const LIMIT_EXCEPT_METHODS: &[&str] = &[
+    "GET",
+    "HEAD",
+    "POST",
+    "PUT",
+    "DELETE",
+    "MKCOL",
+    "COPY",
+    "MOVE",
+    "OPTIONS",
+    "PROPFIND",
+    "PROPPATCH",
+    "LOCK",
+    "UNLOCK",
+    "PATCH",
+];
+
+fn limit_except(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
+    let Scope::Location(l) = s else {
+        unreachable!("table declares limit_except for location only")
+    };
+    if l.limit_except.is_some() {
+        return Err(ConfError::new(
+            "\"limit_except\" directive is duplicate",
+            &d.span,
+        ));
+    }
+    let mut methods = Vec::new();
+    for a in d.arg_strs() {
+        let m = LIMIT_EXCEPT_METHODS
+            .iter()
+            .find(|m| **m == a)
+            .ok_or_else(|| ConfError::new(format!("invalid method \"{a}\""), &d.span))?;
+        methods.push(*m);
+        if *m == "GET" {
+            methods.push("HEAD");
+        }
+    }
+    let mut inner = LocationConf {
+        kind: l.kind,
+        pattern: l.pattern.clone(),
+        regex: None,
+        conf: Default::default(),
+        alias: None,
+        content: None,
+        phases: Default::default(),
+        locations: Vec::new(),
+        limit_except: None,
+        span: d.span.clone(),
+    };
+    e.walk(block(d), &mut Scope::LimitExcept(&mut inner))?;
+    e.vars.at(&d.span);
+    l.limit_except = Some(Box::new((methods, inner)));
+    Ok(())
 }
 
 /// An `alias` with variables, or in a regex location (where the alias is

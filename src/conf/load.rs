@@ -10,7 +10,7 @@ use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
 use crate::core::errlog::{ErrorLog, Level, errno_text};
 use crate::core::module::{Extensions, ListenBuild, Module, Pipeline, ServerBuild};
-use crate::core::route::{Location, Locations, Server, VirtualHosts};
+use crate::core::route::{LimitExcept, Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -391,6 +391,14 @@ fn build_location(
     modules: &'static [&'static Module],
 ) -> Location {
     let conf = l.conf.resolve(parent).with_hooks(modules);
+    let limit_except = l.limit_except.map(|b| {
+        let (methods, inner) = *b;
+        Box::new(LimitExcept {
+            methods,
+            conf: Arc::new(inner.conf.resolve(&conf).with_hooks(modules)),
+            content: inner.content.or_else(|| l.content.clone()),
+        })
+    });
     let nested = l
         .locations
         .into_iter()
@@ -406,6 +414,7 @@ fn build_location(
         content: l.content,
         phases: l.phases,
         nested: Locations::new(nested),
+        limit_except,
     }
 }
 

@@ -52,6 +52,11 @@ macro_rules! settings {
     };
 }
 
+/// `keepalive_disable msie6`: POST requests of MSIE 4 to 6.
+pub const KEEPALIVE_DISABLE_MSIE6: u8 = 1;
+/// `keepalive_disable safari`: every request of Safari on Mac OS X.
+pub const KEEPALIVE_DISABLE_SAFARI: u8 = 2;
+
 settings! {
     /// Connection and protocol settings of the HTTP core.
     pub struct CoreConf / CoreConfSet {
@@ -59,6 +64,11 @@ settings! {
         /// keepalive_timeout's second value: sent as `Keep-Alive: timeout=N`.
         pub keepalive_header: Option<std::time::Duration> = None,
         pub keepalive_requests: u64 = 1000,
+        /// `keepalive_disable`: browsers whose connections are not kept
+        /// alive (`KEEPALIVE_DISABLE_MSIE6`, `KEEPALIVE_DISABLE_SAFARI`).
+        pub keepalive_disable: u8 = KEEPALIVE_DISABLE_MSIE6,
+        /// `msie_refresh`: MSIE gets redirects vireo makes as a refresh page.
+        pub msie_refresh: bool = false,
         /// `keepalive_time`: a connection older than this closes after its request.
         pub keepalive_time: std::time::Duration = std::time::Duration::from_secs(3600),
         pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),
@@ -337,5 +347,8 @@ pub struct LocationConf {
     /// Rewrite script, try_files, internal, variable alias: not inherited.
     pub phases: crate::core::route::Phases,
     pub locations: Vec<LocationConf>,
+    /// `limit_except`: the methods it lists (GET brings HEAD), and its
+    /// block, which applies to every other method.
+    pub limit_except: Option<Box<(Vec<&'static str>, LocationConf)>>,
     pub span: Span,
 }

@@ -18,6 +18,8 @@ impl Ctx {
     pub const HTTP: Ctx = Ctx(4);
     pub const SERVER: Ctx = Ctx(8);
     pub const LOCATION: Ctx = Ctx(16);
+    /// Inside `limit_except`.
+    pub const LIMIT_EXCEPT: Ctx = Ctx(32);
     /// http, server and location: the usual home of a setting that inherits downwards.
     pub const HSL: Ctx = Ctx(4 | 8 | 16);
     /// http and server.
@@ -37,6 +39,7 @@ impl Ctx {
             (Ctx::HTTP, "http"),
             (Ctx::SERVER, "server"),
             (Ctx::LOCATION, "location"),
+            (Ctx::LIMIT_EXCEPT, "limit_except"),
         ]
         .into_iter()
         .filter(|(c, _)| self.contains(*c))
@@ -79,6 +82,8 @@ pub enum Scope<'a> {
     Http(&'a mut HttpConf),
     Server(&'a mut ServerConf),
     Location(&'a mut LocationConf),
+    /// A `limit_except` block: the settings it holds for other methods.
+    LimitExcept(&'a mut LocationConf),
 }
 
 impl Scope<'_> {
@@ -86,7 +91,7 @@ impl Scope<'_> {
     pub fn level_ext(&mut self) -> &mut Extensions {
         match self {
             Scope::Server(s) => &mut s.phases.ext,
-            Scope::Location(l) => &mut l.phases.ext,
+            Scope::Location(l) | Scope::LimitExcept(l) => &mut l.phases.ext,
             _ => unreachable!("table declares this directive for server/location only"),
         }
     }
@@ -98,6 +103,7 @@ impl Scope<'_> {
             Scope::Http(_) => Ctx::HTTP,
             Scope::Server(_) => Ctx::SERVER,
             Scope::Location(_) => Ctx::LOCATION,
+            Scope::LimitExcept(_) => Ctx::LIMIT_EXCEPT,
         }
     }
 
@@ -108,7 +114,7 @@ impl Scope<'_> {
         match self {
             Scope::Http(h) => &mut h.conf,
             Scope::Server(s) => &mut s.conf,
-            Scope::Location(l) => &mut l.conf,
+            Scope::Location(l) | Scope::LimitExcept(l) => &mut l.conf,
             Scope::Main(_) | Scope::Events(_) => {
                 unreachable!("table declares this directive for http/server/location only")
             }
@@ -122,7 +128,7 @@ impl Scope<'_> {
         d: &Directive,
         handler: std::sync::Arc<dyn crate::core::request::Content>,
     ) -> Result<(), ConfError> {
-        let Scope::Location(l) = self else {
+        let (Scope::Location(l) | Scope::LimitExcept(l)) = self else {
             unreachable!("table declares this directive for location only")
         };
         if l.content.is_some() {

@@ -1,6 +1,7 @@
 //! Request core: request head and response, phases, routing, clock, variables
 //! and templates, error log.
 
+pub mod browser;
 pub mod clock;
 pub mod errlog;
 pub mod error_page;

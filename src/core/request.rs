@@ -189,6 +189,9 @@ pub struct State {
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
+    /// The content handler's body goes on when the client leaves
+    /// (`proxy_ignore_client_abort`, `fastcgi_ignore_client_abort`).
+    pub ignore_client_abort: bool,
     /// The client address realip took from a header (set at most once per
     /// request); see [`Request::client_addr`].
     pub real_ip: Option<SocketAddr>,
@@ -207,6 +210,8 @@ pub struct Request<'a> {
     pub local: std::cell::OnceCell<Option<SocketAddr>>,
     pub connection: u64,
     pub connection_requests: u64,
+    /// When the connection was accepted, in Unix milliseconds.
+    pub connection_start_ms: u64,
     /// Milliseconds since the epoch when the request head was complete.
     pub start_ms: u64,
     /// Host (lowercase, without port), as used to choose the server.
@@ -245,6 +250,14 @@ enum ErrorJump<'a> {
 
 impl<'a> Request<'a> {
     /// The method, as handlers see it (GET after an error_page redirect).
+    /// The method's name: the request's, or GET once an error page runs.
+    pub fn method_name(&self) -> &str {
+        match self.state.method {
+            Some(m) => m.as_str(),
+            None => self.head.method_str(),
+        }
+    }
+
     pub fn method(&self) -> Method {
         self.state.method.unwrap_or(self.head.method)
     }
@@ -269,10 +282,18 @@ impl<'a> Request<'a> {
         // As in nginx, a Location or WWW-Authenticate set before an error
         // page's internal redirect stays on the answer.
         let mut kept = Vec::new();
+        // The answer is a redirect vireo made (not a handler's): msie_refresh
+        // may turn it into a page that refreshes.
+        let special_redirect;
         loop {
             match self.error_page(&resp) {
-                None => break,
+                None => {
+                    special_redirect = self.state.generated.get() == resp.status
+                        && matches!(resp.status, 301 | 302);
+                    break;
+                }
                 Some(ErrorJump::Respond(r)) => {
+                    special_redirect = r.headers.iter().any(|(n, _)| *n == "Location");
                     resp = r;
                     break;
                 }
@@ -302,6 +323,12 @@ impl<'a> Request<'a> {
             resp.status = s;
         }
         let conf: &'a LocConf = self.conf;
+        if special_redirect
+            && conf.core.msie_refresh
+            && crate::core::browser::Browser::of_head(self.head).msie
+        {
+            msie_refresh(&mut resp);
+        }
         for filter in &conf.hooks.filters {
             filter(self, &mut resp);
         }
@@ -350,6 +377,12 @@ impl<'a> Request<'a> {
             };
             self.location = loc;
             self.conf = loc.map_or(&*server.conf, |l| &*l.conf);
+            // limit_except: a method the location does not list takes the
+            // block's settings and, when it has one, its handler.
+            let limit = loc.and_then(|l| l.limit_for(self.method_name()));
+            if let Some(le) = limit {
+                self.conf = &le.conf;
+            }
             self.state.in_if = false;
             if let Some(l) = loc {
                 if l.phases.internal && !self.state.internal {
@@ -413,7 +446,10 @@ impl<'a> Request<'a> {
                     Precontent::Status(code) => return self.error(code),
                 }
             }
-            let handler = loc.and_then(|l| l.content.as_deref());
+            let handler = match limit {
+                Some(le) => le.content.as_deref(),
+                None => loc.and_then(|l| l.content.as_deref()),
+            };
             let outcome = match (handler, pipeline.default_content) {
                 (Some(h), _) => h.content(self, body).await,
                 (None, Some(default)) => default(self),
@@ -811,6 +847,10 @@ impl<'a> Request<'a> {
             }
             Var::Connection => push_u64(out, self.connection),
             Var::ConnectionRequests => push_u64(out, self.connection_requests),
+            Var::ConnectionTime => clock::push_millis_as_secs(
+                out,
+                clock::unix_millis().saturating_sub(self.connection_start_ms),
+            ),
             Var::Host => {
                 if self.host.is_empty() {
                     out.extend_from_slice(self.server.name().as_bytes());
@@ -887,6 +927,34 @@ impl VarSource for Request<'_> {
     fn var(&self, var: &Var, out: &mut Vec<u8>) {
         self.var_into(var, out, self);
     }
+}
+
+/// `msie_refresh`: a redirect becomes a 200 page whose `<meta>` refresh
+/// leads to the Location, as nginx's: the URL with spaces, quotes and bytes
+/// outside printable ASCII escaped, and no Location, Last-Modified, ETag or
+/// Accept-Ranges.
+fn msie_refresh(resp: &mut Response) {
+    let Some(i) = resp.headers.iter().position(|(n, _)| *n == "Location") else {
+        return;
+    };
+    let (_, location) = resp.headers.remove(i);
+    let mut body = b"<html><head><meta http-equiv=\"Refresh\" content=\"0; URL=".to_vec();
+    for &b in location.as_str().as_bytes() {
+        if b <= b' ' || b >= 0x7f || b == b'"' || b == b'\'' {
+            body.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            body.push(b);
+        }
+    }
+    body.extend_from_slice(b"\"></head><body></body></html>\r\n");
+    resp.headers.retain(|(n, _)| {
+        !["Last-Modified", "ETag", "Accept-Ranges"]
+            .iter()
+            .any(|h| n.eq_ignore_ascii_case(h))
+    });
+    resp.status = 200;
+    resp.content_type = Some(Value::Static("text/html"));
+    resp.body = crate::core::message::response::Body::Bytes(body.into());
 }
 
 /// `uri?args` → (uri, args); args empty when there is no `?`.

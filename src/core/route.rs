@@ -39,6 +39,28 @@ pub struct Location {
     pub auto_redirect: bool,
     pub phases: Phases,
     pub nested: Locations,
+    /// `limit_except`: settings for the methods it does not list.
+    pub limit_except: Option<Box<LimitExcept>>,
+}
+
+/// A location's `limit_except` block, resolved.
+#[derive(Debug)]
+pub struct LimitExcept {
+    /// The methods the location's own settings serve.
+    pub methods: Vec<&'static str>,
+    /// The block's settings, over the location's.
+    pub conf: Arc<LocConf>,
+    /// The block's content handler, else the location's.
+    pub content: Option<Arc<dyn crate::core::request::Content>>,
+}
+
+impl Location {
+    /// The `limit_except` block that applies to `method`, if any.
+    pub fn limit_for(&self, method: &str) -> Option<&LimitExcept> {
+        self.limit_except
+            .as_deref()
+            .filter(|l| !l.methods.contains(&method))
+    }
 }
 
 /// The result of a location search.
@@ -373,6 +395,7 @@ mod tests {
             auto_redirect: false,
             phases: Phases::default(),
             nested: Locations::new(nested),
+            limit_except: None,
         }
     }
 

@@ -63,6 +63,9 @@ pub enum Var {
     Connection,
     /// `$connection_requests`
     ConnectionRequests,
+    /// `$connection_time`: seconds since the connection was accepted, with
+    /// millisecond resolution
+    ConnectionTime,
     /// `$host`
     Host,
     /// `$hostname`: the machine's host name
@@ -169,6 +172,7 @@ impl Var {
             "request_time" => Var::RequestTime,
             "connection" => Var::Connection,
             "connection_requests" => Var::ConnectionRequests,
+            "connection_time" => Var::ConnectionTime,
             "host" => Var::Host,
             "hostname" => Var::Hostname,
             "server_name" => Var::ServerName,
@@ -226,6 +230,7 @@ impl Var {
             Var::RequestTime => "request_time",
             Var::Connection => "connection",
             Var::ConnectionRequests => "connection_requests",
+            Var::ConnectionTime => "connection_time",
             Var::Host => "host",
             Var::Hostname => "hostname",
             Var::ServerName => "server_name",

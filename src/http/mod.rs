@@ -52,6 +52,7 @@ pub fn serve_connection<S: Stream>(
                     shared,
                     fd: std::os::fd::AsRawFd::as_raw_fd(&s),
                     tls: None,
+                    born_ms: crate::core::clock::unix_millis(),
                 };
                 h2::serve(s, info, slot).await;
             }

@@ -36,6 +36,8 @@ pub struct ConnRef<'a> {
     pub id: u64,
     /// Requests on this connection so far, this one included.
     pub requests: u64,
+    /// When the connection was accepted, in Unix milliseconds.
+    pub born_ms: u64,
     /// The TLS connection's details, on one.
     pub tls: Option<Arc<TlsInfo>>,
 }
@@ -59,6 +61,7 @@ pub fn request<'a>(
         },
         connection: c.id,
         connection_requests: c.requests,
+        connection_start_ms: c.born_ms,
         start_ms: clock::unix_millis(),
         host,
         server,

@@ -20,6 +20,7 @@ pub mod log;
 pub mod map;
 pub mod proxy;
 pub mod realip;
+pub mod referer;
 pub mod rewrite;
 pub mod split_clients;
 pub mod ssl;
@@ -43,6 +44,7 @@ pub static MODULES: &[&Module] = &[
     &rewrite::MODULE,
     &map::MODULE,
     &geo::MODULE,
+    &referer::MODULE,
     &split_clients::MODULE,
     &try_files::MODULE,
     &headers::MODULE,
@@ -262,6 +264,7 @@ mod tests {
             crate::modules::ssl::conf::IGNORED,
             crate::modules::proxy::conf::IGNORED,
             crate::modules::fastcgi::conf::IGNORED,
+            crate::modules::referer::conf::IGNORED,
         ];
         for d in all(MODULES) {
             let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));

@@ -182,6 +182,19 @@ pub fn total() -> Snapshot {
     s
 }
 
+/// Connections over all workers: (active, reading, writing), as
+/// `$connections_*` read them (without the other figures).
+pub fn connections() -> (u64, u64, u64) {
+    let list = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    list.iter().fold((0, 0, 0), |(a, r, w), s| {
+        (
+            a + s.active.load(Relaxed),
+            r + s.reading.load(Relaxed),
+            w + s.writing.load(Relaxed),
+        )
+    })
+}
+
 /// Single-writer increment: a relaxed load and store, no read-modify-write.
 #[inline]
 pub fn bump(a: &AtomicU64, n: u64) {

@@ -565,6 +565,7 @@ fn start_tcp(
             id,
             fd: std::os::fd::AsRawFd::as_raw_fd(&tls),
             tls: Some(tls.info().clone()),
+            born_ms: crate::core::clock::unix_millis(),
             shared,
         };
         crate::http::h2::serve(tls, info, slot).await

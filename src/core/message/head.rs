@@ -43,6 +43,22 @@ pub enum Method {
 }
 
 impl Method {
+    /// The method's token (empty for `Other`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Patch => "PATCH",
+            Method::Trace => "TRACE",
+            Method::Connect => "CONNECT",
+            Method::Other => "",
+        }
+    }
+
     /// The method a token names (case-sensitive, as methods are).
     pub fn from_token(t: &[u8]) -> Method {
         match t {

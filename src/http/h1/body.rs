@@ -162,7 +162,7 @@ impl<S: Stream> RequestBody for ConnBody<'_, S> {
 /// Resolves when the client closes or resets the connection: a peek of one
 /// byte when it turns readable sees the end (0) or the error. Bytes waiting
 /// (the next request, a body) say nothing about it: pending for ever then.
-async fn client_gone<S: Stream>(s: &S) {
+pub(super) async fn client_gone<S: Stream>(s: &S) {
     let fd = std::os::fd::AsRawFd::as_raw_fd(s);
     let mut b = [0u8; 1];
     loop {

@@ -26,7 +26,7 @@ use std::io::{self, ErrorKind, IoSlice};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, Interest};
 
 struct Conn<S> {
@@ -51,15 +51,23 @@ struct Conn<S> {
     /// streams (several writes); a lone response leaves in one write, which
     /// Nagle's algorithm never holds back.
     nodelay_unset: bool,
-    /// When the connection was accepted, in tenths of a second of the Unix
-    /// time, wrapping (`keepalive_time`; four bytes, in padding).
-    born: u32,
+    /// When the connection was accepted, in Unix milliseconds
+    /// (`keepalive_time`, `$connection_time`).
+    born: u64,
+    /// The keepalive_timeout of the last request's location, in milliseconds
+    /// (four bytes, in padding).
+    keepalive_ms: u32,
 }
 
-/// A Unix time in milliseconds as wrapping tenths of a second: a
-/// connection's age is the wrapping difference of two.
-fn tenths(unix_ms: u64) -> u32 {
-    (unix_ms / 100) as u32
+/// `keepalive_disable` says this request's browser closes after it.
+fn keepalive_disabled(head: &RequestHead, disable: u8) -> bool {
+    use crate::conf::model::{KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
+    if disable == 0 {
+        return false;
+    }
+    let b = crate::core::browser::Browser::of_head(head);
+    (b.msie6 && head.method == Method::Post && disable & KEEPALIVE_DISABLE_MSIE6 != 0)
+        || (b.safari && disable & KEEPALIVE_DISABLE_SAFARI != 0)
 }
 
 /// A connection's buffers: bytes read and not yet parsed, and the response head
@@ -114,7 +122,8 @@ pub fn serve<S: Stream>(
         reset: false,
         drained: false,
         nodelay_unset: S::PLAIN,
-        born: tenths(crate::core::clock::unix_millis()),
+        born: crate::core::clock::unix_millis(),
+        keepalive_ms: 0,
     };
     ConnTask(Task::Active(Box::pin(c.step_owned())))
 }
@@ -193,7 +202,7 @@ impl<S: Stream> Conn<S> {
             let cfg = self.shared.config.load();
             let core = &cfg.listener(self.listener).vhosts.default.conf.core;
             if self.requests > 0 {
-                (core.keepalive_timeout, false)
+                (Duration::from_millis(self.keepalive_ms.into()), false)
             } else {
                 (core.client_header_timeout, core.reset_timedout_connection)
             }
@@ -288,13 +297,15 @@ impl<S: Stream> Conn<S> {
             && (resp.body.size().is_some() || head.version == Version::Http11)
             && self.requests < core.keepalive_requests
             // The request's start time serves: no clock is read here.
-            && u128::from(tenths(req.start_ms).wrapping_sub(self.born)) * 100
-                < core.keepalive_time.as_millis()
+            && u128::from(req.start_ms.saturating_sub(self.born)) < core.keepalive_time.as_millis()
             && !core.keepalive_timeout.is_zero()
+            && !keepalive_disabled(head, core.keepalive_disable)
             && !listener.retired
             && !idle::stopping()
             // Bytes after a refused Upgrade must not be read as a request.
             && (resp.status == 101 || head.header("upgrade").is_none());
+        // The request's location says how long the connection then waits.
+        self.keepalive_ms = u32::try_from(core.keepalive_timeout.as_millis()).unwrap_or(u32::MAX);
         if self.nodelay_unset
             && core.tcp_nodelay
             && (keep_alive || matches!(resp.body, Body::Stream { .. }))
@@ -328,6 +339,7 @@ impl<S: Stream> Conn<S> {
             local: listener.local_addr(),
             id: self.id,
             requests: self.requests,
+            born_ms: self.born,
             tls: self.s.tls().cloned(),
         };
         pipeline::request(c, &listener.vhosts, head, host)
@@ -365,6 +377,7 @@ impl<S: Stream> Conn<S> {
             head_only,
             chunked: resp.chunked(keep_alive),
             sendfile,
+            watch_client: !req.state.ignore_client_abort,
         };
         let mut body_sent = 0;
         if resp.status == 101

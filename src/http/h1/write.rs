@@ -85,6 +85,9 @@ pub(super) struct How {
     /// `sendfile on` for file bodies: at most this many bytes per sendfile(2)
     /// call (`sendfile_max_chunk`, 0 for no limit).
     pub(super) sendfile: Option<usize>,
+    /// A client that closes while a streamed body waits ends the response
+    /// (unless the handler ignores client aborts).
+    pub(super) watch_client: bool,
 }
 
 /// Write the head in `out` and the body; `sent` counts the body bytes
@@ -102,6 +105,7 @@ pub(super) async fn send<S: Stream>(
         head_only,
         chunked,
         sendfile,
+        watch_client,
     } = how;
     if head_only {
         return write_all(s, out, t).await;
@@ -196,7 +200,23 @@ pub(super) async fn send<S: Stream>(
                 if end {
                     return Ok(());
                 }
-                next = stream.next().await;
+                // While the stream makes its next piece (an upstream thinks,
+                // limit_rate waits), a client that closes ends the response,
+                // as nginx's check of the connection while it waits.
+                if !watch_client {
+                    next = stream.next().await;
+                    continue;
+                }
+                next = tokio::select! {
+                    biased;
+                    r = stream.next() => r,
+                    () = super::body::client_gone(s) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::ConnectionAborted,
+                            "client closed the connection",
+                        ));
+                    }
+                };
             }
         }
     }

@@ -63,6 +63,8 @@ pub struct ConnInfo {
     pub fd: std::os::fd::RawFd,
     /// The TLS connection's details (HTTP/2 negotiated by ALPN).
     pub tls: Option<Arc<TlsInfo>>,
+    /// When the connection was accepted, in Unix milliseconds.
+    pub born_ms: u64,
 }
 
 /// Serve one HTTP/2 connection whose client preface has not been read yet;
@@ -368,6 +370,7 @@ async fn stream(
         local: listener.local_addr(),
         id: c.id,
         requests: n,
+        born_ms: c.born_ms,
         tls: c.tls.clone(),
     };
     let limits = pipeline::limits(&vhosts.default.conf.core);

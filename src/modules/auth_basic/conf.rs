@@ -19,7 +19,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "auth_basic",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
         arity: ONE,
         set: |s, d, e| {
             let v = if d.arg(0) == "off" {
@@ -39,7 +39,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "auth_basic_user_file",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
         arity: ONE,
         set: |s, d, env| {
             let path = env.path(d.arg(0));

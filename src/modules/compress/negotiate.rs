@@ -207,21 +207,7 @@ fn http_time(s: &str) -> Option<std::time::SystemTime> {
 
 /// MSIE 4–6 (6 without SV1), not Opera: nginx's `msie6` mask.
 pub fn msie6(ua: &[u8]) -> bool {
-    if memchr::memmem::find(ua, b"Opera").is_some() {
-        return false;
-    }
-    let Some(at) = memchr::memmem::find(ua, b"MSIE ") else {
-        return false;
-    };
-    let m = &ua[at..];
-    if m.len() <= 7 || m[6] != b'.' {
-        return false;
-    }
-    match m[5] {
-        b'4' | b'5' => true,
-        b'6' => memchr::memmem::find(&m[8..], b"SV1").is_none(),
-        _ => false,
-    }
+    crate::core::browser::Browser::of(ua).msie6
 }
 
 #[cfg(test)]

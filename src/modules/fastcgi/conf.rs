@@ -91,7 +91,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "fastcgi_pass",
         ignored: false,
-        ctx: Ctx::LOCATION,
+        ctx: Ctx::LOCATION.or(Ctx::LIMIT_EXCEPT),
         arity: Arity::args(1, 1),
         set: set_pass,
         syntax: "fastcgi_pass address;",

@@ -583,6 +583,7 @@ async fn read_head(
 
 async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
     let conf: &FastcgiConf = req.conf.get::<FastcgiConf>();
+    req.state.ignore_client_abort = conf.ignore_client_abort;
     if req.uri.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
         crate::error_log!(
             Error,

@@ -46,6 +46,11 @@ pub enum Expires {
     Modified(i64),
     /// Seconds after local midnight: the next such moment.
     Daily(u32),
+    /// A value with variables (`HeadersConf::expires_value`), read per
+    /// response as the directive's argument; `modified` stood before it.
+    Var {
+        modified: bool,
+    },
 }
 
 settings! {
@@ -54,6 +59,8 @@ settings! {
     pub struct HeadersConf / HeadersConfSet {
         pub add_header: Arc<[AddHeader]> = Arc::from(Vec::new()),
         pub expires: Expires = Expires::Off,
+        /// The value of `expires` when it holds variables.
+        pub expires_value: Option<Arc<Template>> = None,
     }
 }
 
@@ -143,29 +150,22 @@ fn invalid_expires(d: &Directive, why: &str) -> ConfError {
 
 /// Seconds as nginx's `expires` takes them: `1h30m`, `-1`, `+10d` (no
 /// milliseconds).
-fn expires_secs(d: &Directive, v: &str) -> Result<i64, ConfError> {
+fn expires_secs(v: &str) -> Option<i64> {
     let (neg, t) = match v.as_bytes().first() {
         Some(b'-') => (true, &v[1..]),
         Some(b'+') => (false, &v[1..]),
         _ => (false, v),
     };
-    let dur = if t.contains("ms") {
-        None
-    } else {
-        parse_time(t)
-    };
-    let secs = dur
-        .and_then(|d| i64::try_from(d.as_secs()).ok())
-        .ok_or_else(|| invalid_expires(d, "invalid value"))?;
-    Ok(if neg { -secs } else { secs })
+    if t.contains("ms") {
+        return None;
+    }
+    let secs = i64::try_from(parse_time(t)?.as_secs()).ok()?;
+    Some(if neg { -secs } else { secs })
 }
 
-pub fn parse_expires(d: &Directive) -> Result<Expires, ConfError> {
-    let (modified, v) = match d.args.len() {
-        1 => (false, d.arg(0)),
-        _ if d.arg(0) == "modified" => (true, d.arg(1)),
-        _ => return Err(invalid_expires(d, "invalid value")),
-    };
+/// One value of `expires` (after `modified` when `modified`); the error is
+/// nginx's reason. A value with variables is read by this per response.
+pub fn parse_expires_value(modified: bool, v: &str) -> Result<Expires, &'static str> {
     if !modified {
         match v {
             "off" => return Ok(Expires::Off),
@@ -174,34 +174,44 @@ pub fn parse_expires(d: &Directive) -> Result<Expires, ConfError> {
             _ => {}
         }
     }
-    if v.contains('$') {
-        return Err(ConfError::new(
-            "variables in \"expires\" are not supported",
-            &d.span,
-        ));
-    }
     if let Some(t) = v.strip_prefix('@') {
         if modified {
-            return Err(invalid_expires(
-                d,
-                "daily time cannot be used with \"modified\" parameter",
-            ));
+            return Err("daily time cannot be used with \"modified\" parameter");
         }
-        let secs = expires_secs(d, t)?;
+        let secs = expires_secs(t).ok_or("invalid value")?;
         if !(0..24 * 3600).contains(&secs) || t.starts_with(['-', '+']) {
-            return Err(invalid_expires(
-                d,
-                "daily time value must be less than 24 hours",
-            ));
+            return Err("daily time value must be less than 24 hours");
         }
         return Ok(Expires::Daily(secs as u32));
     }
-    let secs = expires_secs(d, v)?;
+    let secs = expires_secs(v).ok_or("invalid value")?;
     Ok(if modified {
         Expires::Modified(secs)
     } else {
         Expires::Access(secs)
     })
+}
+
+/// `expires`: its kind, and the value to read per response when it holds
+/// variables.
+pub fn parse_expires(
+    d: &Directive,
+    vars: &mut Vars,
+) -> Result<(Expires, Option<Arc<Template>>), ConfError> {
+    let (modified, v) = match d.args.len() {
+        1 => (false, d.arg(0)),
+        _ if d.arg(0) == "modified" => (true, d.arg(1)),
+        _ => return Err(invalid_expires(d, "invalid value")),
+    };
+    if v.contains('$') {
+        let t = Template::compile(v, vars).map_err(|m| ConfError::new(m, &d.span))?;
+        if !t.is_literal() {
+            return Ok((Expires::Var { modified }, Some(Arc::new(t))));
+        }
+    }
+    parse_expires_value(modified, v)
+        .map(|e| (e, None))
+        .map_err(|why| invalid_expires(d, why))
 }
 
 pub static DIRECTIVES: &[Def] = &[
@@ -224,13 +234,16 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
-        set: |s, d, _| {
-            let v = parse_expires(d)?;
-            set_once(&mut s.loc().get_mut::<HeadersConfSet>().expires, v, d)
+        set: |s, d, e| {
+            let (v, value) = parse_expires(d, &mut e.vars)?;
+            let h = s.loc().get_mut::<HeadersConfSet>();
+            set_once(&mut h.expires, v, d)?;
+            h.expires_value = Some(value);
+            Ok(())
         },
         syntax: "expires [modified] time | @time-of-day | epoch | max | off;",
         default: "off",
-        doc: "Sets `Expires` and `Cache-Control` (replacing any the response has) on responses with status 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308. `time` counts from now (`expires 1h;` gives `max-age=3600`); with `modified` it counts from the response's Last-Modified. A negative time, or an expiry already past, sends `Cache-Control: no-cache`; `0` sends `max-age=0`. `@15h30m` expires at the next 15:30 local time. `epoch` expires in 1970 with `no-cache`; `max` at the end of 2037 with a ten-year max-age. Example: `expires modified +24h;`.\n\n```nginx\nlocation ~* \\.(css|js|png)$ { expires 30d; }\nexpires epoch;\n```",
+        doc: "Sets `Expires` and `Cache-Control` (replacing any the response has) on responses with status 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308. `time` counts from now (`expires 1h;` gives `max-age=3600`); with `modified` it counts from the response's Last-Modified. A negative time, or an expiry already past, sends `Cache-Control: no-cache`; `0` sends `max-age=0`. `@15h30m` expires at the next 15:30 local time. `epoch` expires in 1970 with `no-cache`; `max` at the end of 2037 with a ten-year max-age. The value may hold variables (`expires $expiry;`, often set by a `map`): it is read for each response as the argument would be (`epoch`, `max`, `off`, `1h`, `-1`, `@15h`), and a value that does not read so sets nothing. Example: `expires modified +24h;`.\n\n```nginx\nlocation ~* \\.(css|js|png)$ { expires 30d; }\nexpires epoch;\n```",
     },
 ];
 
@@ -244,7 +257,7 @@ mod tests {
 
     #[test]
     fn expires_forms() {
-        let p = |a: &[&str]| parse_expires(&dir("expires", a));
+        let p = |a: &[&str]| parse_expires(&dir("expires", a), &mut Vars::new(&[])).map(|e| e.0);
         assert_eq!(p(&["off"]).unwrap(), Expires::Off);
         assert_eq!(p(&["epoch"]).unwrap(), Expires::Epoch);
         assert_eq!(p(&["max"]).unwrap(), Expires::Max);
@@ -260,6 +273,21 @@ mod tests {
         assert!(p(&["1h", "2h"]).is_err());
         assert!(p(&["500ms"]).is_err());
         assert!(p(&["soon"]).is_err());
+        assert_eq!(p(&["$arg_e"]).unwrap(), Expires::Var { modified: false });
+        assert_eq!(
+            p(&["modified", "${arg_e}h"]).unwrap(),
+            Expires::Var { modified: true }
+        );
+        // Read per response as nginx reads the argument.
+        assert_eq!(
+            parse_expires_value(false, "-2048"),
+            Ok(Expires::Access(-2048))
+        );
+        assert_eq!(parse_expires_value(false, "@33s"), Ok(Expires::Daily(33)));
+        assert_eq!(parse_expires_value(false, "off"), Ok(Expires::Off));
+        assert!(parse_expires_value(true, "epoch").is_err());
+        assert!(parse_expires_value(false, "").is_err());
+        assert!(parse_expires_value(false, "bad").is_err());
     }
 
     #[test]

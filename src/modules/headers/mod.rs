@@ -25,14 +25,28 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
         return;
     }
     let ok = applies(resp.status);
-    if ok && hc.expires != Expires::Off {
-        set_expires(hc.expires, resp, now_secs());
+    if ok
+        && hc.expires != Expires::Off
+        && let Some(e) = expires_now(req, hc)
+    {
+        set_expires(e, resp, now_secs());
     }
     for h in hc.add_header.iter() {
         if ok || h.always {
             add_header(req, h, resp);
         }
     }
+}
+
+/// What `expires` says for this request: a value with variables is read
+/// now, and one that does not parse sets nothing (as nginx).
+fn expires_now(req: &Request<'_>, hc: &HeadersConf) -> Option<Expires> {
+    let Expires::Var { modified } = hc.expires else {
+        return Some(hc.expires);
+    };
+    let mut v = Vec::new();
+    hc.expires_value.as_ref()?.render(req, &mut v);
+    conf::parse_expires_value(modified, std::str::from_utf8(&v).ok()?).ok()
 }
 
 fn now_secs() -> i64 {
@@ -90,7 +104,7 @@ fn http_date(secs: i64) -> String {
 /// already has are replaced.
 pub fn set_expires(e: Expires, resp: &mut Response, now: i64) {
     let (expires, cc): (Value, Value) = match e {
-        Expires::Off => return,
+        Expires::Off | Expires::Var { .. } => return,
         Expires::Epoch => (
             Value::Static("Thu, 01 Jan 1970 00:00:01 GMT"),
             Value::Static("no-cache"),

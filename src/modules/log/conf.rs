@@ -210,7 +210,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "access_log",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let new = access_log(d, e)?;

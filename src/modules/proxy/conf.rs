@@ -109,7 +109,7 @@ fn time(d: &Directive) -> Result<Duration, ConfError> {
 }
 
 fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
-    let Scope::Location(l) = s else {
+    let (Scope::Location(l) | Scope::LimitExcept(l)) = s else {
         unreachable!("table declares proxy_pass for location only")
     };
     if l.content.is_some() {
@@ -234,7 +234,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "proxy_pass",
         ignored: false,
-        ctx: Ctx::LOCATION,
+        ctx: Ctx::LOCATION.or(Ctx::LIMIT_EXCEPT),
         arity: ONE,
         set: proxy_pass,
         syntax: "proxy_pass URL;",

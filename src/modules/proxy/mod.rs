@@ -160,6 +160,7 @@ impl Proxy {
     ) -> Response {
         let conf = req.conf;
         let pc = conf.get::<ProxyConf>();
+        req.state.ignore_client_abort = pc.ignore_client_abort;
         let vars = Rc::new(RefCell::new(UpstreamVars {
             proxy_host: self.host.clone(),
             proxy_port: self.port.clone(),

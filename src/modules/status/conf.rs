@@ -17,7 +17,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "stub_status;",
         default: "—",
-        doc: "Answers GET and HEAD in this location with the basic status page, in the format of nginx's stub_status (so its parsers and monitoring plug-ins read it): active connections; connections accepted and handled and requests since start; connections reading a request head, writing a response, and waiting idle. Figures cover all workers and survive reloads. See docs/operations.md.\n\n```nginx\nlocation = /status { stub_status; }\n```",
+        doc: "Answers GET and HEAD in this location with the basic status page, in the format of nginx's stub_status (so its parsers and monitoring plug-ins read it): active connections; connections accepted and handled and requests since start; connections reading a request head, writing a response, and waiting idle. Figures cover all workers and survive reloads; `$connections_active`, `$connections_reading`, `$connections_writing` and `$connections_waiting` give the same figures anywhere. See docs/operations.md.\n\n```nginx\nlocation = /status { stub_status; }\n```",
     },
     Def {
         name: "metrics",

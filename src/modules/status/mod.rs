@@ -14,7 +14,9 @@ use crate::core::message::head::Method;
 use crate::core::message::response::{Body, Response, Value};
 use crate::core::metrics::{Exposition, HistogramSnapshot};
 use crate::core::module::Module;
+use crate::core::module::VarDef;
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
+use crate::core::vars::push_u64;
 use crate::server::stats::{self, Snapshot};
 
 /// The `stub_status` handler.
@@ -291,6 +293,21 @@ pub static MODULE: Module = Module {
     name: "status",
     nginx: &["http_stub_status_module"],
     directives: &[conf::DIRECTIVES],
+    variables: &[
+        VarDef::name("connections_active", |_, _, out| {
+            push_u64(out, stats::connections().0)
+        }),
+        VarDef::name("connections_reading", |_, _, out| {
+            push_u64(out, stats::connections().1)
+        }),
+        VarDef::name("connections_writing", |_, _, out| {
+            push_u64(out, stats::connections().2)
+        }),
+        VarDef::name("connections_waiting", |_, _, out| {
+            let (a, r, w) = stats::connections();
+            push_u64(out, a.saturating_sub(r + w))
+        }),
+    ],
     ..Module::EMPTY
 };
 
