@@ -52,8 +52,8 @@ fn set_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfErr
     let a = d.arg(0);
     let a = a.strip_prefix("fastcgi://").unwrap_or(a);
     // php-fpm's customary port when a host is written without one.
-    let up = crate::upstream::conf::reference(e, a, 9000, &d.span)?;
-    s.set_content(d, Arc::new(FastcgiPass { up }))
+    let target = crate::upstream::dynamic::Target::new(e, a, 9000, &d.span)?;
+    s.set_content(d, Arc::new(FastcgiPass { target }))
 }
 
 fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {

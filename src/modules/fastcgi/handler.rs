@@ -11,11 +11,13 @@ use crate::core::message::head::Method;
 use crate::core::message::response::{Body, BodyStream};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
+use crate::upstream::dynamic::Target;
 use crate::upstream::next::NextUpstream;
-use crate::upstream::{UpConn, UpstreamRef};
+use crate::upstream::{UpConn, Upstream as Group};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -24,7 +26,7 @@ const ID: u16 = 1;
 
 #[derive(Debug)]
 pub struct FastcgiPass {
-    pub up: UpstreamRef,
+    pub target: Target,
 }
 
 impl Content for FastcgiPass {
@@ -510,7 +512,6 @@ async fn read_head(
 
 async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
     let conf: &FastcgiConf = req.conf.get::<FastcgiConf>();
-    let upstream_name = format!("fastcgi://{}", pass.up.get().name);
     if req.uri.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
         crate::error_log!(
             Error,
@@ -519,6 +520,10 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         );
         return Outcome::Respond(req.error(400));
     }
+    let Ok(upstream) = pass.target.upstream(req).await else {
+        return Outcome::Respond(req.error(502));
+    };
+    let upstream_name = format!("fastcgi://{}", upstream.name);
     // A chunked body is read first: the application needs CONTENT_LENGTH.
     let chunked = body.declared_len().is_none() && req.head.header("transfer-encoding").is_some();
     let mut buffered: Option<VecDeque<Bytes>> = None;
@@ -553,7 +558,6 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
     record::stream(&mut first, Type::Params, ID, params.as_bytes());
     record::stream(&mut first, Type::Params, ID, b"");
     let first = first.freeze();
-    let upstream = pass.up.get();
     let key = match upstream.method {
         Balance::IpHash => match req.client_addr() {
             crate::core::request::Peer::Tcp(a) => ip_hash_key(a.ip()),
@@ -688,7 +692,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
                 // The attempt ends (max_conns, queue) when the connection
                 // is pooled or closed, not at the head.
                 up.sock
-                    .hold(crate::upstream::queue::Hold::new(pass.up.clone(), peer));
+                    .hold(crate::upstream::queue::Hold::new(upstream.clone(), peer));
                 break (up, cgi, rest, peer);
             }
             Err(Fail::Client(e)) => {
@@ -731,7 +735,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         Head::Done(o) => return o,
         Head::Reply(r) => r,
     };
-    let pool = conf.keep_conn.then(|| (pass.up.clone(), peer));
+    let pool = conf.keep_conn.then(|| (upstream.clone(), peer));
     let cap = conf.buffers.0 * conf.buffers.1;
     finish(req, reply, rest, up, pool, cap, conf.buffer_size).await
 }
@@ -742,7 +746,7 @@ async fn finish(
     reply: Reply,
     rest: Bytes,
     mut up: Upstream,
-    pool: Option<(UpstreamRef, usize)>,
+    pool: Option<(Arc<Group>, usize)>,
     cap: usize,
     // The low-water mark while the body streams (`fastcgi_buffer_size`).
     lowat: usize,
@@ -802,13 +806,13 @@ async fn finish(
 
 /// After END_REQUEST with nothing more buffered, a kept connection goes back
 /// to the upstream's pool; otherwise it is closed.
-fn release(up: Upstream, pool: Option<(UpstreamRef, usize)>) {
+fn release(up: Upstream, pool: Option<(Arc<Group>, usize)>) {
     if let Some((r, peer)) = pool
         && up.ended
         && up.rbuf.is_empty()
         && !up.eof
     {
-        r.get().release(peer, up.sock);
+        r.release(peer, up.sock);
     }
 }
 
@@ -818,7 +822,7 @@ struct FcgiBody {
     /// `None` once the application ended the request.
     up: Option<Upstream>,
     /// Where the connection goes back after END_REQUEST (`fastcgi_keep_conn`).
-    pool: Option<(UpstreamRef, usize)>,
+    pool: Option<(Arc<Group>, usize)>,
     pending: VecDeque<Bytes>,
     /// Bytes still due when the application declared a Content-Length.
     left: Option<u64>,
