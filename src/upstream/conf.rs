@@ -337,11 +337,12 @@ fn upstream_block(
                 hash_key = Some(Template::compile(c.arg(0), vars).map_err(|e| err(c, e))?);
             }
             "random" => {
-                arity(c, 0, 1)?;
-                let two = match c.arg(0) {
-                    "" => false,
-                    "two" | "two least_conn" => true,
-                    v => return Err(values::bad_arg(c, v)),
+                arity(c, 0, 2)?;
+                // `two [least_conn]`: least_conn is the only method of two.
+                let two = match (c.arg(0), c.arg(1)) {
+                    ("", _) => false,
+                    ("two", "" | "least_conn") => true,
+                    ("two", v) | (v, _) => return Err(values::bad_arg(c, v)),
                 };
                 set_method(&mut method, Method::Random { two })?;
             }

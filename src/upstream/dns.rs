@@ -260,7 +260,7 @@ mod tests {
         assert!(query(1, "", A).is_none());
         assert!(query(1, "a..b", A).is_none());
         assert!(query(1, &"a".repeat(64), A).is_none());
-        let long = ["a".repeat(63); 4].join(".");
+        let long = vec!["a".repeat(63); 4].join(".");
         assert!(query(1, &long, A).is_some());
         assert!(query(1, &format!("{long}b"), A).is_none());
     }

@@ -272,7 +272,7 @@ impl Upstream {
     pub async fn connect(&self, peer: usize, timeout: Duration) -> std::io::Result<UpConn> {
         let addr = &self.addrs[peer];
         if self.keepalive > 0
-            && let Some(c) = pool::take(addr, self.keepalive_timeout)
+            && let Some(c) = pool::take(&self.name, addr, self.keepalive_timeout)
         {
             return Ok(c);
         }
@@ -287,7 +287,7 @@ impl Upstream {
         {
             return;
         }
-        pool::put(&self.addrs[peer], conn, self.keepalive);
+        pool::put(&self.name, &self.addrs[peer], conn, self.keepalive);
     }
 
     /// The peer's address as `$upstream_addr` shows it.

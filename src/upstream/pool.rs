@@ -347,14 +347,17 @@ struct Idle {
 }
 
 thread_local! {
-    static POOL: RefCell<FxHashMap<PeerAddr, VecDeque<Idle>>> = RefCell::new(FxHashMap::default());
+    /// Idle connections by upstream name, then peer: blocks with a peer in
+    /// common keep theirs apart (each its own keepalive limits), as nginx.
+    static POOL: RefCell<FxHashMap<Box<str>, FxHashMap<PeerAddr, VecDeque<Idle>>>> =
+        RefCell::new(FxHashMap::default());
 }
 
 /// An idle connection to `addr` that is still good, newest first.
-pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
+pub fn take(group: &str, addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = p.get_mut(addr)?;
+        let q = p.get_mut(group)?.get_mut(addr)?;
         let now = Instant::now();
         while let Some(mut idle) = q.pop_back() {
             if now.duration_since(idle.since) >= timeout {
@@ -378,12 +381,17 @@ pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
 }
 
 /// Keep `conn` idle for `addr`, at most `max` per peer (the oldest goes).
-pub fn put(addr: &PeerAddr, mut conn: UpConn, max: usize) {
+pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
     // An idle connection does not count toward max_conns.
     conn.hold = None;
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = p.entry(addr.clone()).or_default();
+        let q = match p.get_mut(group) {
+            Some(g) => g,
+            None => p.entry(group.into()).or_default(),
+        }
+        .entry(addr.clone())
+        .or_default();
         while q.len() >= max {
             q.pop_front();
         }

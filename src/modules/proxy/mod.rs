@@ -190,6 +190,23 @@ impl Content for Proxy {
     }
 }
 
+/// An upstream's response with an error status, unless
+/// `proxy_intercept_errors` gives it to an `error_page` of that status.
+fn intercept(req: &Request<'_>, pc: &ProxyConf, r: Response) -> Response {
+    if pc.intercept_errors
+        && r.status >= 300
+        && req
+            .conf
+            .core
+            .error_pages
+            .as_deref()
+            .is_some_and(|p| p.find(r.status).is_some())
+    {
+        return req.error(r.status);
+    }
+    r
+}
+
 /// Why an attempt failed.
 struct Fail {
     /// The failure's `proxy_next_upstream` kind (`OFF`: not the peer's
@@ -308,9 +325,15 @@ impl Proxy {
                     if tries == 0 {
                         let msg = format!("{e} while connecting to upstream");
                         self.log(req, up.name.as_str(), &uri, &msg);
+                        // nginx shows the upstream's name as its address.
+                        vars.borrow_mut().attempts.push(Attempt {
+                            addr: up.name.clone(),
+                            status: 502,
+                            ..Default::default()
+                        });
                     }
                     return match last {
-                        Some(Fail { resp: Some(r), .. }) => r,
+                        Some(Fail { resp: Some(r), .. }) => intercept(req, pc, r),
                         Some(f) => req.error(f.code),
                         None => req.error(502),
                     };
@@ -368,7 +391,7 @@ impl Proxy {
                             || !sent);
                     if !can {
                         return match f.resp {
-                            Some(r) => r,
+                            Some(r) => intercept(req, pc, r),
                             None => req.error(f.code),
                         };
                     }
@@ -471,12 +494,14 @@ impl Proxy {
         let mut h = h;
         vars.borrow_mut().head = Some((h.text.clone(), std::mem::take(&mut h.fields)));
         if pc.next_upstream.has(status_kind) {
+            // http_403 and http_404 are never held against the peer (nginx).
+            let failed = !matches!(h.status, 403 | 404);
             return Err(Gave::Fail(Fail {
                 kind: status_kind,
                 code: h.status,
                 msg: String::new(),
                 resp: Some(self.finish_response(
-                    resp, conn, buf, &h, up, peer, vars, t0, pc, true, unbuffered,
+                    resp, conn, buf, &h, up, peer, vars, t0, pc, failed, unbuffered,
                 )),
             }));
         }
