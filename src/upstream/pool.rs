@@ -341,6 +341,9 @@ async fn connect_tcp(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
     Ok(s)
 }
 
+/// One upstream's idle connections by peer.
+type PeerPools = FxHashMap<PeerAddr, VecDeque<Idle>>;
+
 struct Idle {
     conn: UpConn,
     since: Instant,
@@ -349,7 +352,7 @@ struct Idle {
 thread_local! {
     /// Idle connections by upstream name, then peer: blocks with a peer in
     /// common keep theirs apart (each its own keepalive limits), as nginx.
-    static POOL: RefCell<FxHashMap<Box<str>, FxHashMap<PeerAddr, VecDeque<Idle>>>> =
+    static POOL: RefCell<FxHashMap<Box<str>, PeerPools>> =
         RefCell::new(FxHashMap::default());
 }
 

@@ -35,6 +35,9 @@ const MAX_CNAMES: usize = 8;
 /// Names kept in one resolver's cache.
 const MAX_CACHED: usize = 10_000;
 
+/// Names (lowercased) → their addresses and until when they hold.
+type Cache = rustc_hash::FxHashMap<String, (Arc<[IpAddr]>, Instant)>;
+
 /// One `resolver` directive: its servers, options and cache.
 #[derive(Debug)]
 pub struct Resolver {
@@ -45,7 +48,7 @@ pub struct Resolver {
     ipv6: bool,
     /// The server the next new name is asked of.
     next: AtomicUsize,
-    cache: Mutex<rustc_hash::FxHashMap<String, (Arc<[IpAddr]>, Instant)>>,
+    cache: Mutex<Cache>,
 }
 
 /// Why a name was not resolved, shown as nginx shows it.
@@ -95,9 +98,7 @@ impl Resolver {
         }
     }
 
-    fn cache(
-        &self,
-    ) -> std::sync::MutexGuard<'_, rustc_hash::FxHashMap<String, (Arc<[IpAddr]>, Instant)>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -166,7 +166,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: proxy_pass,
         syntax: "proxy_pass URL;",
         default: "—",
-        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\n```",
+        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). With variables the URL is evaluated per request: its host names an `upstream` block (when it has no port) or is an address, or a host resolved through `resolver`, and a URI part in it is sent as it is in place of the request's URI. Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\nlocation /any/ { resolver 127.0.0.1; proxy_pass http://$arg_host:8080; }\n```",
     },
     Def {
         name: "proxy_http_version",
