@@ -12,6 +12,9 @@
 //!   empty answer, SERVFAIL, NOTIMP or REFUSED fail the lookup at once.
 //! - Answers are cached by name (case-insensitive) for their least TTL, or
 //!   for `valid=`; a TTL of 0 is not cached; failures are not cached.
+//! - Requests for a name being asked for wait for that answer (each within
+//!   its own resolver_timeout); if the asking request goes away, the next
+//!   one asks.
 //!
 //! The cache is one per `resolver` directive, shared by the workers under a
 //! lock held for one lookup or insert (never across an await).
@@ -49,6 +52,9 @@ pub struct Resolver {
     /// The server the next new name is asked of.
     next: AtomicUsize,
     cache: Mutex<Cache>,
+    /// Names being asked for: a request for one of them waits for that
+    /// answer instead of asking again.
+    pending: Mutex<Pending>,
 }
 
 /// Why a name was not resolved, shown as nginx shows it.
@@ -66,6 +72,29 @@ impl std::fmt::Display for Failure {
             Failure::TimedOut => f.write_str("110: Operation timed out"),
             Failure::Code(c) => write!(f, "{c}: {}", dns::strerror(*c)),
         }
+    }
+}
+
+/// A lookup under way, by name: its result once there.
+type Pending = rustc_hash::FxHashMap<String, tokio::sync::watch::Receiver<Outcome>>;
+type Outcome = Option<Result<Arc<[IpAddr]>, Failure>>;
+
+/// A request's part in a lookup: waiting for another's, or asking.
+enum Turn {
+    Wait(tokio::sync::watch::Receiver<Outcome>),
+    Ask(tokio::sync::watch::Sender<Outcome>),
+}
+
+/// The asking request's mark in `pending`, taken away when it is done or
+/// gone (its waiters then see the channel close and ask themselves).
+struct Asking<'a> {
+    resolver: &'a Resolver,
+    key: &'a str,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.resolver.pending().remove(self.key);
     }
 }
 
@@ -95,6 +124,7 @@ impl Resolver {
             ipv6,
             next: AtomicUsize::new(0),
             cache: Mutex::new(rustc_hash::FxHashMap::default()),
+            pending: Mutex::new(rustc_hash::FxHashMap::default()),
         }
     }
 
@@ -115,7 +145,48 @@ impl Resolver {
             return Err(Failure::Code(dns::FORMERR));
         }
         let deadline = now + timeout;
-        let mut asked = key.clone();
+        loop {
+            let turn = {
+                let mut p = self.pending();
+                match p.get(&key) {
+                    Some(rx) => Turn::Wait(rx.clone()),
+                    None => {
+                        let (tx, rx) = tokio::sync::watch::channel(None);
+                        p.insert(key.clone(), rx);
+                        Turn::Ask(tx)
+                    }
+                }
+            };
+            match turn {
+                Turn::Wait(mut rx) => {
+                    let done = rx.wait_for(Option::is_some);
+                    match tokio::time::timeout_at(deadline.into(), done).await {
+                        Err(_) => return Err(Failure::TimedOut),
+                        Ok(Ok(r)) => return r.clone().unwrap_or(Err(Failure::TimedOut)),
+                        // The request that asked went away: ask anew.
+                        Ok(Err(_)) => continue,
+                    }
+                }
+                Turn::Ask(tx) => {
+                    let _asking = Asking {
+                        resolver: self,
+                        key: &key,
+                    };
+                    let r = self.ask_chain(&key, deadline).await;
+                    let _ = tx.send(Some(r.clone()));
+                    return r;
+                }
+            }
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ask for `key` (following CNAMEs) and cache what is found.
+    async fn ask_chain(&self, key: &str, deadline: Instant) -> Result<Arc<[IpAddr]>, Failure> {
+        let mut asked = key.to_string();
         let mut ttl = u32::MAX;
         for _ in 0..=MAX_CNAMES {
             match self.lookup(&asked, deadline).await? {
@@ -135,7 +206,7 @@ impl Resolver {
                                 cache.clear();
                             }
                         }
-                        cache.insert(key, (addrs.clone(), Instant::now() + keep));
+                        cache.insert(key.to_string(), (addrs.clone(), Instant::now() + keep));
                     }
                     return Ok(addrs);
                 }
@@ -487,6 +558,30 @@ mod tests {
         });
         assert_eq!(Failure::TimedOut.to_string(), "110: Operation timed out");
         assert_eq!(Failure::Code(3).to_string(), "3: Host not found");
+    }
+
+    #[test]
+    fn one_query_for_requests_at_once() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let a = asked.clone();
+        let srv = server(move |q| {
+            a.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(200));
+            vec![reply(q, 0, 60, &[[127, 0, 0, 9]])]
+        });
+        let r = Resolver::new(vec![srv], None, false);
+        rt().block_on(async {
+            let t = Duration::from_secs(2);
+            let (x, y) = tokio::join!(r.resolve("same.example", t), r.resolve("SAME.example", t));
+            assert_eq!(x.unwrap(), y.unwrap());
+            // One that gives up leaves the lookup to the next one.
+            let first = r.resolve("gone.example", t);
+            let gone = tokio::time::timeout(Duration::from_millis(50), first).await;
+            assert!(gone.is_err());
+            assert!(r.resolve("gone.example", t).await.is_ok());
+        });
+        assert_eq!(asked.load(Ordering::Relaxed), 3);
+        assert!(r.pending().is_empty());
     }
 
     #[test]

@@ -325,12 +325,6 @@ impl Proxy {
                     if tries == 0 {
                         let msg = format!("{e} while connecting to upstream");
                         self.log(req, up.name.as_str(), &uri, &msg);
-                        // nginx shows the upstream's name as its address.
-                        vars.borrow_mut().attempts.push(Attempt {
-                            addr: up.name.clone(),
-                            status: 502,
-                            ..Default::default()
-                        });
                     }
                     return match last {
                         Some(Fail { resp: Some(r), .. }) => intercept(req, pc, r),
