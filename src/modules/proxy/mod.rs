@@ -190,23 +190,6 @@ impl Content for Proxy {
     }
 }
 
-/// An upstream's response with an error status, unless
-/// `proxy_intercept_errors` gives it to an `error_page` of that status.
-fn intercept(req: &Request<'_>, pc: &ProxyConf, r: Response) -> Response {
-    if pc.intercept_errors
-        && r.status >= 300
-        && req
-            .conf
-            .core
-            .error_pages
-            .as_deref()
-            .is_some_and(|p| p.find(r.status).is_some())
-    {
-        return req.error(r.status);
-    }
-    r
-}
-
 /// Why an attempt failed.
 struct Fail {
     /// The failure's `proxy_next_upstream` kind (`OFF`: not the peer's
@@ -327,7 +310,7 @@ impl Proxy {
                         self.log(req, up.name.as_str(), &uri, &msg);
                     }
                     return match last {
-                        Some(Fail { resp: Some(r), .. }) => intercept(req, pc, r),
+                        Some(Fail { resp: Some(r), .. }) => r,
                         Some(f) => req.error(f.code),
                         None => req.error(502),
                     };
@@ -385,7 +368,7 @@ impl Proxy {
                             || !sent);
                     if !can {
                         return match f.resp {
-                            Some(r) => intercept(req, pc, r),
+                            Some(r) => r,
                             None => req.error(f.code),
                         };
                     }
@@ -488,7 +471,8 @@ impl Proxy {
         let mut h = h;
         vars.borrow_mut().head = Some((h.text.clone(), std::mem::take(&mut h.fields)));
         if pc.next_upstream.has(status_kind) {
-            // http_403 and http_404 are never held against the peer (nginx).
+            // 403 and 404 move on to the next peer without counting against
+            // this one, as nginx.
             let failed = !matches!(h.status, 403 | 404);
             return Err(Gave::Fail(Fail {
                 kind: status_kind,
