@@ -8,8 +8,9 @@
 //! - A reply with another id, or with FORMERR or an unknown error code, is
 //!   ignored (logged): the query waits for its resend. A truncated reply is
 //!   asked again over TCP from the same server.
-//! - A CNAME without addresses is followed (at most 8 deep). NXDOMAIN, an
-//!   empty answer, SERVFAIL, NOTIMP or REFUSED fail the lookup at once.
+//! - The addresses of both answers are used; without any, the CNAME of the
+//!   last answer is followed (at most 8 deep). NXDOMAIN, SERVFAIL, NOTIMP or
+//!   REFUSED in either answer, or no address at all, fail the lookup at once.
 //! - Answers are cached by name (case-insensitive) for their least TTL, or
 //!   for `valid=`; a TTL of 0 is not cached; failures are not cached.
 //! - Requests for a name being asked for wait for that answer (each within
@@ -349,25 +350,31 @@ impl Resolver {
     }
 }
 
-/// The answers to a name's queries (A first) as one result.
+/// The answers to a name's queries (A, then AAAA) as one result, as nginx
+/// reads them: an error code in either fails the name; else the addresses
+/// of both; without any, the CNAME of the last answer is followed (one in
+/// the A answer alone is not, when AAAA was asked too).
 fn combine(results: Vec<Result<dns::Answer, u8>>) -> Result<Found, Failure> {
+    if let Some(&code) = results.iter().find_map(|r| r.as_ref().err()) {
+        return Err(Failure::Code(code));
+    }
+    let answers: Vec<dns::Answer> = results.into_iter().flatten().collect();
     let mut addrs = Vec::new();
     let mut ttl = u32::MAX;
-    for a in results.iter().flatten() {
-        if !a.addrs.is_empty() {
-            addrs.extend_from_slice(&a.addrs);
-            ttl = ttl.min(a.ttl);
-        }
+    for a in answers.iter().filter(|a| !a.addrs.is_empty()) {
+        addrs.extend_from_slice(&a.addrs);
+        ttl = ttl.min(a.ttl);
     }
     if !addrs.is_empty() {
         return Ok(Found::Addrs(addrs, ttl));
     }
-    if let Some(a) = results.iter().flatten().find(|a| a.cname.is_some()) {
-        return Ok(Found::Cname(a.cname.clone().unwrap_or_default(), a.ttl));
-    }
-    match results.iter().find_map(|r| r.as_ref().err()) {
-        Some(&code) => Err(Failure::Code(code)),
-        None => Err(Failure::Code(dns::NXDOMAIN)),
+    match answers.last() {
+        Some(dns::Answer {
+            cname: Some(c),
+            ttl,
+            ..
+        }) => Ok(Found::Cname(c.clone(), *ttl)),
+        _ => Err(Failure::Code(dns::NXDOMAIN)),
     }
 }
 
@@ -558,6 +565,56 @@ mod tests {
         });
         assert_eq!(Failure::TimedOut.to_string(), "110: Operation timed out");
         assert_eq!(Failure::Code(3).to_string(), "3: Host not found");
+    }
+
+    #[test]
+    fn answers_combined_as_nginx() {
+        let ans = |addrs: &[[u8; 4]], cname: Option<&str>| {
+            Ok(dns::Answer {
+                addrs: addrs.iter().map(|&a| IpAddr::from(a)).collect(),
+                cname: cname.map(str::to_string),
+                ttl: 5,
+            })
+        };
+        let addrs = |r: Result<Found, Failure>| match r {
+            Ok(Found::Addrs(a, _)) => a.len(),
+            _ => 0,
+        };
+        let cname = |r: Result<Found, Failure>| match r {
+            Ok(Found::Cname(c, _)) => c,
+            _ => String::new(),
+        };
+        assert_eq!(
+            addrs(combine(vec![
+                ans(&[[1, 1, 1, 1]], None),
+                ans(&[], Some("x"))
+            ])),
+            1
+        );
+        assert_eq!(
+            addrs(combine(vec![
+                ans(&[[1, 1, 1, 1]], None),
+                ans(&[[2; 4]], None)
+            ])),
+            2
+        );
+        assert_eq!(
+            combine(vec![ans(&[[1, 1, 1, 1]], None), Err(2)]).err(),
+            Some(Failure::Code(2))
+        );
+        assert_eq!(
+            cname(combine(vec![ans(&[], None), ans(&[], Some("six"))])),
+            "six"
+        );
+        assert_eq!(
+            cname(combine(vec![ans(&[], Some("four")), ans(&[], Some("six"))])),
+            "six"
+        );
+        assert_eq!(
+            combine(vec![ans(&[], Some("four")), ans(&[], None)]).err(),
+            Some(Failure::Code(dns::NXDOMAIN))
+        );
+        assert_eq!(cname(combine(vec![ans(&[], Some("four"))])), "four");
     }
 
     #[test]
