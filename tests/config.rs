@@ -1109,3 +1109,62 @@ fn debug_connection_is_accepted_with_a_notice() {
         "{err}"
     );
 }
+
+#[test]
+fn upstream_zone_resolver_and_addresses_with_variables() {
+    let http = |body: &str| format!("events {{}}\nhttp {{\n{body}\n}}\n");
+    fails_at(
+        &http("upstream a {\n    zone z;\n    server 127.0.0.1:1;\n}"),
+        "zero size shared memory zone \"z\"",
+        4,
+    );
+    fails_at(
+        &http("upstream a {\n    zone z 1k;\n    server 127.0.0.1:1;\n}"),
+        "zone \"z\" is too small",
+        4,
+    );
+    fails_at(
+        &http("resolver 127.0.0.1 ipv6=maybe;"),
+        "invalid parameter \"ipv6=maybe\" in \"resolver\" directive",
+        3,
+    );
+    fails_at(
+        &http("resolver valid=5s;"),
+        "invalid number of arguments in \"resolver\" directive",
+        3,
+    );
+    fails_at(
+        &http("resolver 127.0.0.1;\nresolver 127.0.0.2;"),
+        "\"resolver\" directive is duplicate",
+        4,
+    );
+    fails_at(
+        &http("server {\n    location / { proxy_pass http://$nosuch; }\n}"),
+        "unknown \"nosuch\" variable",
+        4,
+    );
+    let dir = TempDir::new("cf");
+    passes(
+        &dir,
+        &http(
+            "upstream a {
+    zone z 64k;
+    server 127.0.0.1:1;
+    keepalive 2;
+    keepalive_time 10m;
+}
+upstream b {
+    zone z;
+    server 127.0.0.1:2;
+}
+resolver 127.0.0.1 [::1]:5353 valid=30s ipv6=off status_zone=dns;
+resolver_timeout 5s;
+server {
+    listen 127.0.0.1:1;
+    location /p { proxy_pass http://$host:8080/x; }
+    location /f { fastcgi_pass $arg_b; }
+    location ~ ^/r { proxy_pass http://$arg_u; }
+}",
+        ),
+    );
+}

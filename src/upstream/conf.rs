@@ -30,6 +30,11 @@ use std::time::Duration;
 pub struct Registry {
     blocks: Vec<(Arc<Upstream>, Span)>,
     refs: Vec<(String, u16, Span, UpstreamRef)>,
+    /// `zone` lines, checked at the end: a zone named without a size must be
+    /// given one by another block.
+    zones: Vec<ZoneLine>,
+    /// Handlers with variables in their address: given the named blocks.
+    dynamic: Vec<super::dynamic::Blocks>,
 }
 
 fn next_id() -> u64 {
@@ -54,6 +59,14 @@ pub fn reference(
     Ok(r)
 }
 
+/// A handler's address with variables: found at request time among the
+/// named blocks (given to it at the end of the load) or resolved.
+pub fn dynamic(env: &mut Env, default_port: u16) -> super::dynamic::Blocks {
+    let b = super::dynamic::Blocks::new(default_port);
+    env.ext.entry::<Registry>().dynamic.push(b.clone());
+    b
+}
+
 /// End the load: resolve every reference. Starts active health checks of
 /// the upstreams in use and shows the upstreams in /metrics.
 pub fn finish(env: &mut Env) -> Result<(), ConfError> {
@@ -65,6 +78,34 @@ pub fn finish(env: &mut Env) -> Result<(), ConfError> {
                 span,
             ));
         }
+    }
+    for (name, size, span) in &reg.zones {
+        let sized: Vec<u64> = reg
+            .zones
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .filter_map(|(_, s, _)| *s)
+            .collect();
+        if sized.is_empty() {
+            return Err(ConfError::new(
+                format!("zero size shared memory zone \"{name}\""),
+                span,
+            ));
+        }
+        if size.is_some() && sized.len() > 1 && sized.iter().any(|s| Some(*s) != *size) {
+            return Err(ConfError::new(
+                format!(
+                    "the size {} of shared memory zone \"{name}\" conflicts with already declared size {}",
+                    size.unwrap_or(0),
+                    sized[0]
+                ),
+                span,
+            ));
+        }
+    }
+    let named: Arc<[Arc<Upstream>]> = reg.blocks.iter().map(|(u, _)| u.clone()).collect();
+    for d in &reg.dynamic {
+        d.set(named.clone());
     }
     let mut implicit_cache: Vec<(String, u16, Arc<Upstream>)> = Vec::new();
     for (name, port, span, r) in reg.refs {
@@ -126,9 +167,22 @@ impl Upstream {
             keepalive: 0,
             keepalive_timeout: Duration::from_secs(60),
             keepalive_requests: 1000,
+            keepalive_time: Duration::from_secs(3600),
+            zone: None,
+            shared: None,
+            ephemeral: false,
             health: None,
             queue: None,
         }
+    }
+
+    /// An upstream made for one request (a handler's address with
+    /// variables): round robin over `addrs`, its balancer its own.
+    pub fn ephemeral(name: &str, addrs: Vec<PeerAddr>) -> Upstream {
+        let mut u = Upstream::round_robin(name, addrs);
+        u.ephemeral = true;
+        u.share_balancer();
+        u
     }
 }
 
@@ -203,7 +257,13 @@ fn arity(d: &Directive, min: usize, max: usize) -> Result<(), ConfError> {
     Ok(())
 }
 
-fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError> {
+/// A `zone` line: name, size if given, where.
+type ZoneLine = (String, Option<u64>, Span);
+
+fn upstream_block(
+    d: &Directive,
+    vars: &mut Vars,
+) -> Result<(Upstream, Option<ZoneLine>), ConfError> {
     let name = d.arg(0).to_string();
     let mut peers = Vec::new();
     let mut addrs = Vec::new();
@@ -212,6 +272,8 @@ fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError>
     let mut keepalive = 0;
     let mut keepalive_timeout = Duration::from_secs(60);
     let mut keepalive_requests = 1000;
+    let mut keepalive_time = Duration::from_secs(3600);
+    let mut zone = None;
     let mut health = None;
     let mut queue: Option<super::queue::Conf> = None;
     for c in d.block.as_deref().unwrap_or(&[]) {
@@ -275,11 +337,12 @@ fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError>
                 hash_key = Some(Template::compile(c.arg(0), vars).map_err(|e| err(c, e))?);
             }
             "random" => {
-                arity(c, 0, 1)?;
-                let two = match c.arg(0) {
-                    "" => false,
-                    "two" | "two least_conn" => true,
-                    v => return Err(values::bad_arg(c, v)),
+                arity(c, 0, 2)?;
+                // `two [least_conn]`: least_conn is the only method of two.
+                let two = match (c.arg(0), c.arg(1)) {
+                    ("", _) => false,
+                    ("two", "" | "least_conn") => true,
+                    ("two", v) | (v, _) => return Err(values::bad_arg(c, v)),
                 };
                 set_method(&mut method, Method::Random { two })?;
             }
@@ -297,6 +360,25 @@ fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError>
             "keepalive_requests" => {
                 arity(c, 1, 1)?;
                 keepalive_requests = values::number(c, 0)?;
+            }
+            "keepalive_time" => {
+                arity(c, 1, 1)?;
+                keepalive_time = values::time(c, 0)?;
+            }
+            "zone" => {
+                arity(c, 1, 2)?;
+                let size = match c.arg(1) {
+                    "" => None,
+                    v => {
+                        let n = values::parse_size(v)
+                            .ok_or_else(|| err(c, format!("invalid zone size \"{v}\"")))?;
+                        if n < 8 * 4096 {
+                            return Err(err(c, format!("zone \"{}\" is too small", c.arg(0))));
+                        }
+                        Some(n)
+                    }
+                };
+                zone = Some((c.arg(0).to_string(), size, c.span.clone()));
             }
             "queue" => {
                 arity(c, 1, 2)?;
@@ -337,7 +419,7 @@ fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError>
             "balancing method does not support the \"backup\" parameter",
         ));
     }
-    Ok(Upstream {
+    let mut u = Upstream {
         name,
         id: next_id(),
         healthy: peers.iter().map(|_| AtomicBool::new(true)).collect(),
@@ -349,9 +431,19 @@ fn upstream_block(d: &Directive, vars: &mut Vars) -> Result<Upstream, ConfError>
         keepalive,
         keepalive_timeout,
         keepalive_requests,
+        keepalive_time,
+        zone: None,
+        shared: None,
+        ephemeral: false,
         health,
         queue,
-    })
+    };
+    let zone = zone.map(|(name, size, span)| {
+        u.zone = Some(name.clone());
+        u.share_balancer();
+        (name, size, span)
+    });
+    Ok((u, zone))
 }
 
 pub static DIRECTIVES: &[Def] = &[Def {
@@ -360,16 +452,17 @@ pub static DIRECTIVES: &[Def] = &[Def {
     ctx: Ctx::HTTP,
     arity: Arity::block(1, 1),
     set: |_, d, e| {
-        let u = upstream_block(d, &mut e.vars)?;
-        e.ext
-            .entry::<Registry>()
-            .blocks
-            .push((Arc::new(u), d.span.clone()));
+        let (u, zone) = upstream_block(d, &mut e.vars)?;
+        let reg = e.ext.entry::<Registry>();
+        if let Some(z) = zone {
+            reg.zones.push(z);
+        }
+        reg.blocks.push((Arc::new(u), d.span.clone()));
         Ok(())
     },
     syntax: "upstream name { … }",
     default: "—",
-    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n}\n```",
+    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\n```",
 }];
 
 #[cfg(test)]

@@ -17,10 +17,15 @@
 //! An unknown name that is not a resolvable host is a configuration error at
 //! the directive.
 //!
-//! Request time (one worker, no locks):
+//! An address with variables is a [`dynamic::Target`] (or, for a URL, the
+//! handler's own template and [`dynamic::Blocks`]): each request finds its
+//! upstream — a named block, or one made for it from an address or a name
+//! the location's `resolver` resolves ([`resolver`], [`dns`]).
+//!
+//! Request time (one worker, no locks but with `zone`):
 //!
 //! ```ignore
-//! let up: &Upstream = up.get();
+//! let up: &Arc<Upstream> = up.arc();
 //! let mut tried = Tried::default();
 //! // Err: no live peer, queue full or timed out (502), client gone (499).
 //! let peer = up.select(key, &mut tried, Some(body)).await?;
@@ -50,10 +55,13 @@
 
 pub mod balance;
 pub mod conf;
+pub mod dns;
+pub mod dynamic;
 pub mod health;
 pub mod next;
 pub mod pool;
 pub mod queue;
+pub mod resolver;
 pub mod response;
 pub mod stats;
 
@@ -103,6 +111,19 @@ pub struct Upstream {
     pub keepalive: usize,
     pub keepalive_timeout: Duration,
     pub keepalive_requests: u64,
+    /// `keepalive_time`: a connection older than this is not kept (1h).
+    pub keepalive_time: Duration,
+    /// `zone name [size]`: the peers' balancing state (connections,
+    /// failures, round-robin weights) is one for all workers, under a lock
+    /// held for each pick and each end of an attempt; without it each
+    /// worker balances on its own.
+    pub zone: Option<String>,
+    /// The balancer shared by all workers (`zone`, or an upstream made for
+    /// one request).
+    shared: Option<std::sync::Mutex<Balancer>>,
+    /// Made for one request from a `proxy_pass`/`fastcgi_pass` with
+    /// variables: no figures in /metrics, no per-worker state.
+    pub ephemeral: bool,
     pub health: Option<health::Check>,
     /// Per peer: passing active health checks (all true without checks).
     pub healthy: Box<[AtomicBool]>,
@@ -110,9 +131,10 @@ pub struct Upstream {
     pub queue: Option<queue::Conf>,
 }
 
-/// One upstream's balancer in this worker, with the worker's figures for its peers.
+/// One upstream's balancer in this worker (none when shared by all
+/// workers), with the worker's figures for its peers.
 struct Local {
-    balancer: Balancer,
+    balancer: Option<Balancer>,
     figures: Box<[&'static stats::PeerFigures]>,
 }
 
@@ -122,15 +144,43 @@ thread_local! {
 }
 
 impl Upstream {
-    fn with_balancer<R>(&self, f: impl FnOnce(&mut Local) -> R) -> R {
+    /// Run `f` with the upstream's balancer and this worker's figures for
+    /// its peers (none for an ephemeral upstream).
+    fn with_balancer<R>(
+        &self,
+        f: impl FnOnce(&mut Balancer, &[&'static stats::PeerFigures]) -> R,
+    ) -> R {
+        fn lock(m: &std::sync::Mutex<Balancer>) -> std::sync::MutexGuard<'_, Balancer> {
+            m.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        if self.ephemeral
+            && let Some(m) = &self.shared
+        {
+            return f(&mut lock(m), &[]);
+        }
         BALANCERS.with(|b| {
             let mut map = b.borrow_mut();
             let local = map.entry(self.id).or_insert_with(|| Local {
-                balancer: Balancer::new(self.peers.clone(), self.method),
+                balancer: self
+                    .shared
+                    .is_none()
+                    .then(|| Balancer::new(self.peers.clone(), self.method)),
                 figures: stats::figures(self),
             });
-            f(local)
+            match (&mut local.balancer, &self.shared) {
+                (Some(b), _) => f(b, &local.figures),
+                (None, Some(m)) => f(&mut lock(m), &local.figures),
+                (None, None) => unreachable!("a balancer is local or shared"),
+            }
         })
+    }
+
+    /// The balancer shared by all workers, for `zone` or an ephemeral upstream.
+    pub(crate) fn share_balancer(&mut self) {
+        self.shared = Some(std::sync::Mutex::new(Balancer::new(
+            self.peers.clone(),
+            self.method,
+        )));
     }
 
     /// Choose a peer not tried yet for this request (marking it tried), or
@@ -143,11 +193,12 @@ impl Upstream {
             }
         }
         let now = Instant::now();
-        let i = self.with_balancer(|l| {
-            let b = &mut l.balancer;
+        let i = self.with_balancer(|b, figures| {
             let i = b.pick(key, &t, now)?;
             b.connected(i);
-            l.figures[i].connected(b.conns(i));
+            if let Some(f) = figures.get(i) {
+                f.connected(b.conns(i));
+            }
             Some(i)
         })?;
         tried.mark(i);
@@ -167,7 +218,7 @@ impl Upstream {
             return Ok(p);
         }
         match &self.queue {
-            Some(q) if self.with_balancer(|l| l.balancer.at_max_conns(tried)) => {
+            Some(q) if self.with_balancer(|b, _| b.at_max_conns(tried)) => {
                 queue::wait(self, q, key, tried, client).await
             }
             _ => Err(queue::Unavailable::NoLive),
@@ -177,10 +228,11 @@ impl Upstream {
     /// The attempt on `peer` is over: `ok` false counts a failure. The place
     /// it held goes to the first request waiting in the queue that can use it.
     pub fn finished(&self, peer: usize, ok: bool) {
-        self.with_balancer(|l| {
-            let b = &mut l.balancer;
+        self.with_balancer(|b, figures| {
             b.finished(peer, ok, Instant::now());
-            l.figures[peer].finished(ok, b.conns(peer), b.failed_until(peer));
+            if let Some(f) = figures.get(peer) {
+                f.finished(ok, b.conns(peer), b.failed_until(peer));
+            }
         });
         if self.queue.is_some() {
             queue::serve(self);
@@ -208,7 +260,11 @@ impl Upstream {
     /// The response head of the attempt on `peer` that began at `started`
     /// arrived (the upstream latency figures).
     pub fn responded(&self, peer: usize, started: Instant) {
-        self.with_balancer(|l| l.figures[peer].responded(started));
+        self.with_balancer(|_, figures| {
+            if let Some(f) = figures.get(peer) {
+                f.responded(started);
+            }
+        });
     }
 
     /// A connection to `peer`: an idle pooled one when there is one, else a
@@ -216,7 +272,7 @@ impl Upstream {
     pub async fn connect(&self, peer: usize, timeout: Duration) -> std::io::Result<UpConn> {
         let addr = &self.addrs[peer];
         if self.keepalive > 0
-            && let Some(c) = pool::take(addr, self.keepalive_timeout)
+            && let Some(c) = pool::take(&self.name, addr, self.keepalive_timeout)
         {
             return Ok(c);
         }
@@ -225,10 +281,13 @@ impl Upstream {
 
     /// Give a connection whose exchange finished cleanly back to the pool.
     pub fn release(&self, peer: usize, conn: UpConn) {
-        if self.keepalive == 0 || conn.uses() >= self.keepalive_requests {
+        if self.keepalive == 0
+            || conn.uses() >= self.keepalive_requests
+            || conn.age() >= self.keepalive_time
+        {
             return;
         }
-        pool::put(&self.addrs[peer], conn, self.keepalive);
+        pool::put(&self.name, &self.addrs[peer], conn, self.keepalive);
     }
 
     /// The peer's address as `$upstream_addr` shows it.
@@ -264,7 +323,7 @@ pub struct UpstreamRef(pub Arc<OnceLock<Arc<Upstream>>>);
 
 impl UpstreamRef {
     /// The upstream (resolved when the configuration finished loading).
-    pub fn get(&self) -> &Upstream {
+    pub fn arc(&self) -> &Arc<Upstream> {
         self.0
             .get()
             .expect("upstream references are resolved at load")
@@ -280,6 +339,12 @@ pub struct Attempt {
     pub connect_ms: Option<u64>,
     pub header_ms: Option<u64>,
     pub response_ms: Option<u64>,
+    /// Bytes written to the upstream (`$upstream_bytes_sent`).
+    pub sent: u64,
+    /// Bytes read from it, head included (`$upstream_bytes_received`).
+    pub received: u64,
+    /// Bytes of the reply's body (`$upstream_response_length`).
+    pub body: u64,
 }
 
 /// The `$upstream_*` values of a request: one entry per attempt.
@@ -365,6 +430,9 @@ impl UpstreamVars {
                 Field::ConnectTime => ms(out, a.connect_ms),
                 Field::HeaderTime => ms(out, a.header_ms),
                 Field::ResponseTime => ms(out, a.response_ms),
+                Field::ResponseLength => crate::core::vars::push_u64(out, a.body),
+                Field::BytesReceived => crate::core::vars::push_u64(out, a.received),
+                Field::BytesSent => crate::core::vars::push_u64(out, a.sent),
             }
         }
     }
@@ -378,6 +446,9 @@ pub enum Field {
     ConnectTime,
     HeaderTime,
     ResponseTime,
+    ResponseLength,
+    BytesReceived,
+    BytesSent,
 }
 
 impl Field {}
@@ -437,7 +508,8 @@ pub static MODULE: Module = Module {
         "http_upstream_keepalive_module",
         "http_upstream_zone_module",
     ],
-    directives: &[conf::DIRECTIVES],
+    directives: &[conf::DIRECTIVES, resolver::DIRECTIVES],
+    settings: Some(&resolver::ResolverConf::KIND),
     variables: &[
         VarDef::name("upstream_addr", |req, _, out| render(req, Field::Addr, out)),
         VarDef::name("upstream_status", |req, _, out| {
@@ -451,6 +523,15 @@ pub static MODULE: Module = Module {
         }),
         VarDef::name("upstream_response_time", |req, _, out| {
             render(req, Field::ResponseTime, out)
+        }),
+        VarDef::name("upstream_response_length", |req, _, out| {
+            render(req, Field::ResponseLength, out)
+        }),
+        VarDef::name("upstream_bytes_received", |req, _, out| {
+            render(req, Field::BytesReceived, out)
+        }),
+        VarDef::name("upstream_bytes_sent", |req, _, out| {
+            render(req, Field::BytesSent, out)
         }),
         VarDef::prefix("upstream_http_", upstream_header),
         VarDef::prefix("upstream_cookie_", upstream_cookie),

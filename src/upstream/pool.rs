@@ -38,6 +38,12 @@ pub struct UpConn {
     /// Requests sent on it so far (keepalive_requests).
     uses: u64,
     reused: bool,
+    /// When it was opened (keepalive_time).
+    born: Instant,
+    /// Bytes read from it and written to it by `try_read*`, `try_write*`
+    /// and `write_now` (`$upstream_bytes_received`, `$upstream_bytes_sent`).
+    bytes_in: Cell<u64>,
+    bytes_out: Cell<u64>,
     /// Its place in the worker's worker_connections.
     _slot: Option<crate::server::worker::Slot>,
     /// The attempt it carries, counted toward the peer's max_conns until
@@ -78,6 +84,20 @@ impl UpConn {
             }
         }
     }
+    /// Bytes read from the connection so far.
+    pub fn bytes_in(&self) -> u64 {
+        self.bytes_in.get()
+    }
+    /// Bytes written to the connection so far.
+    pub fn bytes_out(&self) -> u64 {
+        self.bytes_out.get()
+    }
+    fn wrote(&self, r: io::Result<usize>) -> io::Result<usize> {
+        if let Ok(n) = r {
+            self.bytes_out.set(self.bytes_out.get() + n as u64);
+        }
+        r
+    }
     /// Called after a read that returned bytes: what was sent is acknowledged.
     fn after_read(&self) {
         if self.nagle.get() == Nagle::Unacked {
@@ -93,6 +113,10 @@ impl UpConn {
     pub fn hold(&mut self, h: super::queue::Hold) {
         self.hold = Some(h);
     }
+    /// Time since it was opened.
+    pub fn age(&self) -> Duration {
+        self.born.elapsed()
+    }
     /// Taken from the keep-alive pool rather than newly connected.
     pub fn reused(&self) -> bool {
         self.reused
@@ -105,6 +129,7 @@ impl UpConn {
         }?;
         if n > 0 {
             self.after_read();
+            self.bytes_in.set(self.bytes_in.get() + n as u64);
         }
         Ok(n)
     }
@@ -119,6 +144,7 @@ impl UpConn {
         }?;
         if n > 0 {
             self.after_read();
+            self.bytes_in.set(self.bytes_in.get() + n as u64);
         }
         if n > 0 && n < spare {
             // Sound only here, with no await since the read: bytes arriving
@@ -148,17 +174,17 @@ impl UpConn {
     }
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         self.before_write();
-        match &self.sock {
+        self.wrote(match &self.sock {
             Sock::Tcp(s) => s.try_write(buf),
             Sock::Unix(s) => s.try_write(buf),
-        }
+        })
     }
     pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         self.before_write();
-        match &self.sock {
+        self.wrote(match &self.sock {
             Sock::Tcp(s) => s.try_write_vectored(bufs),
             Sock::Unix(s) => s.try_write_vectored(bufs),
-        }
+        })
     }
     pub async fn writable(&self) -> io::Result<()> {
         match &self.sock {
@@ -182,7 +208,9 @@ impl UpConn {
     /// find.
     pub fn write_now(&self, buf: &[u8]) -> usize {
         self.before_write();
-        crate::sys::send(self.fd(), buf, false).unwrap_or(0)
+        let n = crate::sys::send(self.fd(), buf, false).unwrap_or(0);
+        self.bytes_out.set(self.bytes_out.get() + n as u64);
+        n
     }
     /// Whether bytes (or the end of stream) are queued, whatever tokio's
     /// readiness and a low-water mark say: a one-byte peek.
@@ -269,6 +297,9 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
         sock,
         uses: 1,
         reused: false,
+        born: Instant::now(),
+        bytes_in: Cell::new(0),
+        bytes_out: Cell::new(0),
         _slot: slot,
         hold: None,
         nagle: Cell::new(nagle),
@@ -310,20 +341,26 @@ async fn connect_tcp(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
     Ok(s)
 }
 
+/// One upstream's idle connections by peer.
+type PeerPools = FxHashMap<PeerAddr, VecDeque<Idle>>;
+
 struct Idle {
     conn: UpConn,
     since: Instant,
 }
 
 thread_local! {
-    static POOL: RefCell<FxHashMap<PeerAddr, VecDeque<Idle>>> = RefCell::new(FxHashMap::default());
+    /// Idle connections by upstream name, then peer: blocks with a peer in
+    /// common keep theirs apart (each its own keepalive limits), as nginx.
+    static POOL: RefCell<FxHashMap<Box<str>, PeerPools>> =
+        RefCell::new(FxHashMap::default());
 }
 
 /// An idle connection to `addr` that is still good, newest first.
-pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
+pub fn take(group: &str, addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = p.get_mut(addr)?;
+        let q = p.get_mut(group)?.get_mut(addr)?;
         let now = Instant::now();
         while let Some(mut idle) = q.pop_back() {
             if now.duration_since(idle.since) >= timeout {
@@ -347,12 +384,17 @@ pub fn take(addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
 }
 
 /// Keep `conn` idle for `addr`, at most `max` per peer (the oldest goes).
-pub fn put(addr: &PeerAddr, mut conn: UpConn, max: usize) {
+pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
     // An idle connection does not count toward max_conns.
     conn.hold = None;
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = p.entry(addr.clone()).or_default();
+        let q = match p.get_mut(group) {
+            Some(g) => g,
+            None => p.entry(group.into()).or_default(),
+        }
+        .entry(addr.clone())
+        .or_default();
         while q.len() >= max {
             q.pop_front();
         }

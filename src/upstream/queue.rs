@@ -198,19 +198,19 @@ pub(super) fn serve(up: &Upstream) {
 /// the attempt as a success, freeing its max_conns place for the queue.
 #[derive(Debug)]
 pub struct Hold {
-    up: super::UpstreamRef,
+    up: std::sync::Arc<Upstream>,
     peer: usize,
 }
 
 impl Hold {
-    pub fn new(up: super::UpstreamRef, peer: usize) -> Hold {
+    pub fn new(up: std::sync::Arc<Upstream>, peer: usize) -> Hold {
         Hold { up, peer }
     }
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.up.get().finished(self.peer, true);
+        self.up.finished(self.peer, true);
     }
 }
 

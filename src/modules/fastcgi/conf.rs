@@ -54,8 +54,8 @@ fn set_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfErr
     let a = d.arg(0);
     let a = a.strip_prefix("fastcgi://").unwrap_or(a);
     // php-fpm's customary port when a host is written without one.
-    let up = crate::upstream::conf::reference(e, a, 9000, &d.span)?;
-    s.set_content(d, Arc::new(FastcgiPass { up }))
+    let target = crate::upstream::dynamic::Target::new(e, a, 9000, &d.span)?;
+    s.set_content(d, Arc::new(FastcgiPass { target }))
 }
 
 fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
@@ -96,7 +96,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: set_pass,
         syntax: "fastcgi_pass address;",
         default: "—",
-        doc: "Makes a FastCGI application (php-fpm) the location's content handler. The address is `host:port`, `unix:/path/to/socket`, or the name of an `upstream` block. The request body streams to the application as it arrives (a chunked body is read first, bounded by client_max_body_size, so that CONTENT_LENGTH can be sent); the response streams back to the client with backpressure and never goes through temporary files. The application's `Status:` and `Location:` headers set the status; a local `Location: /path` without a status, or an `X-Accel-Redirect` header, is an internal redirect (to an `internal` location, say). STDERR records are written to the error log. A URI holding a CR or LF is refused with 400 (the CVE-2019-11043 pattern) and a SCRIPT_FILENAME with a `..` segment with 403. Failures: cannot connect → 502, timeouts → 504, a malformed reply → 502 (logged). See docs/fastcgi.md.\n\n```nginx\nlocation ~ \\.php$ {\n    try_files $uri =404;\n    include fastcgi_params;\n    fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;\n    fastcgi_pass 127.0.0.1:9000;\n}\n```",
+        doc: "Makes a FastCGI application (php-fpm) the location's content handler. The address is `host:port`, `unix:/path/to/socket`, or the name of an `upstream` block; with variables it is evaluated per request (a block's name, an address, or a host resolved through `resolver`; docs/proxy.md). The request body streams to the application as it arrives (a chunked body is read first, bounded by client_max_body_size, so that CONTENT_LENGTH can be sent); the response streams back to the client with backpressure and never goes through temporary files. The application's `Status:` and `Location:` headers set the status; a local `Location: /path` without a status, or an `X-Accel-Redirect` header, is an internal redirect (to an `internal` location, say). STDERR records are written to the error log. A URI holding a CR or LF is refused with 400 (the CVE-2019-11043 pattern) and a SCRIPT_FILENAME with a `..` segment with 403. Failures: cannot connect → 502, timeouts → 504, a malformed reply → 502 (logged). See docs/fastcgi.md.\n\n```nginx\nlocation ~ \\.php$ {\n    try_files $uri =404;\n    include fastcgi_params;\n    fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;\n    fastcgi_pass 127.0.0.1:9000;\n}\n```",
     },
     Def {
         name: "fastcgi_param",

@@ -14,12 +14,14 @@ use crate::core::message::response::{Body, BodyStream};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body::{self, Buffered};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
+use crate::upstream::dynamic::Target;
 use crate::upstream::next::NextUpstream;
-use crate::upstream::{UpConn, UpstreamRef};
+use crate::upstream::{UpConn, Upstream as Group};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -28,7 +30,7 @@ const ID: u16 = 1;
 
 #[derive(Debug)]
 pub struct FastcgiPass {
-    pub up: UpstreamRef,
+    pub target: Target,
 }
 
 impl Content for FastcgiPass {
@@ -592,10 +594,13 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         );
         return Outcome::Respond(req.error(400));
     }
+    let Ok(upstream) = pass.target.upstream(req).await else {
+        return Outcome::Respond(req.error(502));
+    };
     let has_body = conf.pass_request_body && req.head.framing != BodyFraming::None;
     if has_body && !conf.request_buffering {
         let mut tee = client_body::Tee::new(req, body);
-        let out = exchange(pass, req, &mut tee, Plan::Stream).await;
+        let out = exchange(&upstream, req, &mut tee, Plan::Stream).await;
         tee.finish(req);
         return out;
     }
@@ -607,11 +612,11 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
     } else {
         Plan::None
     };
-    exchange(pass, req, body, plan).await
+    exchange(&upstream, req, body, plan).await
 }
 
 async fn exchange(
-    pass: &FastcgiPass,
+    upstream: &Arc<Group>,
     req: &mut Request<'_>,
     body: &mut dyn RequestBody,
     plan: Plan,
@@ -633,7 +638,6 @@ async fn exchange(
     record::stream(&mut first, Type::Params, ID, params.as_bytes());
     record::stream(&mut first, Type::Params, ID, b"");
     let first = first.freeze();
-    let upstream = pass.up.get();
     let key = match upstream.method {
         Balance::IpHash => match req.client_addr() {
             crate::core::request::Peer::Tcp(a) => ip_hash_key(a.ip()),
@@ -768,7 +772,7 @@ async fn exchange(
                 // The attempt ends (max_conns, queue) when the connection
                 // is pooled or closed, not at the head.
                 up.sock
-                    .hold(crate::upstream::queue::Hold::new(pass.up.clone(), peer));
+                    .hold(crate::upstream::queue::Hold::new(upstream.clone(), peer));
                 break (up, cgi, rest, peer);
             }
             Err(f @ (Fail::Client(_) | Fail::TempFile(_))) => {
@@ -811,7 +815,7 @@ async fn exchange(
         Head::Done(o) => return o,
         Head::Reply(r) => r,
     };
-    let pool = conf.keep_conn.then(|| (pass.up.clone(), peer));
+    let pool = conf.keep_conn.then(|| (upstream.clone(), peer));
     let cap = conf.buffers.0 * conf.buffers.1;
     finish(req, reply, rest, up, pool, cap, conf.buffer_size).await
 }
@@ -822,7 +826,7 @@ async fn finish(
     reply: Reply,
     rest: Bytes,
     mut up: Upstream,
-    pool: Option<(UpstreamRef, usize)>,
+    pool: Option<(Arc<Group>, usize)>,
     cap: usize,
     // The low-water mark while the body streams (`fastcgi_buffer_size`).
     lowat: usize,
@@ -882,13 +886,13 @@ async fn finish(
 
 /// After END_REQUEST with nothing more buffered, a kept connection goes back
 /// to the upstream's pool; otherwise it is closed.
-fn release(up: Upstream, pool: Option<(UpstreamRef, usize)>) {
+fn release(up: Upstream, pool: Option<(Arc<Group>, usize)>) {
     if let Some((r, peer)) = pool
         && up.ended
         && up.rbuf.is_empty()
         && !up.eof
     {
-        r.get().release(peer, up.sock);
+        r.release(peer, up.sock);
     }
 }
 
@@ -898,7 +902,7 @@ struct FcgiBody {
     /// `None` once the application ended the request.
     up: Option<Upstream>,
     /// Where the connection goes back after END_REQUEST (`fastcgi_keep_conn`).
-    pool: Option<(UpstreamRef, usize)>,
+    pool: Option<(Arc<Group>, usize)>,
     pending: VecDeque<Bytes>,
     /// Bytes still due when the application declared a Content-Length.
     left: Option<u64>,

@@ -1,7 +1,7 @@
 //! Directives of the proxy module: `proxy_pass` (the location's content
 //! handler) and the inheritable `proxy_*` settings.
 
-use super::Proxy;
+use super::{Proxy, Target};
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::model::LocKind;
 use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
@@ -120,10 +120,15 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
     }
     let url = d.arg(0);
     if url.contains('$') {
-        return Err(ConfError::new(
-            "variables in \"proxy_pass\" are not supported yet",
-            &d.span,
-        ));
+        let t = Template::compile(url, &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+        l.content = Some(Arc::new(Proxy {
+            target: Target::Dynamic(t, crate::upstream::conf::dynamic(e, 80)),
+            host: String::new(),
+            port: String::new(),
+            uri: None,
+            default_redirect: None,
+        }));
+        return Ok(());
     }
     let rest = if let Some(r) = url.strip_prefix("http://") {
         r
@@ -138,18 +143,7 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
             &d.span,
         ));
     };
-    // unix:/path[:/uri]
-    let (authority, uri) = if let Some(path) = rest.strip_prefix("unix:") {
-        match path.find(":/") {
-            Some(i) => (&rest[..5 + i], Some(&path[i + 1..])),
-            None => (rest, None),
-        }
-    } else {
-        match rest.find('/') {
-            Some(i) => (&rest[..i], Some(&rest[i..])),
-            None => (rest, None),
-        }
-    };
+    let (authority, uri) = super::split_url(rest);
     if authority.is_empty() || authority == "unix:" {
         return Err(ConfError::new(
             format!("no host in \"{url}\" of the \"proxy_pass\" directive"),
@@ -162,25 +156,8 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
             &d.span,
         ));
     }
-    let unix = authority.starts_with("unix:");
-    let (host, port) = if unix {
-        // As nginx: `Host: localhost` ($proxy_host) to a unix socket.
-        ("localhost".to_string(), String::new())
-    } else {
-        let (h, p) = crate::upstream::conf::split_host_port(authority, 80)
-            .map_err(|e| ConfError::new(format!("{e} in \"{url}\""), &d.span))?;
-        let host = if authority.contains(':') && !authority.ends_with(']') {
-            // $proxy_host keeps a port other than 80.
-            if p == 80 {
-                h.to_string()
-            } else {
-                authority.to_string()
-            }
-        } else {
-            h.to_string()
-        };
-        (host, p.to_string())
-    };
+    let (host, port) = super::host_port(authority)
+        .map_err(|e| ConfError::new(format!("{e} in \"{url}\""), &d.span))?;
     let up = crate::upstream::conf::reference(e, authority, 80, &d.span)?;
     let uri = uri.map(|u| u.as_bytes().to_vec());
     let default_redirect = match (&uri, l.kind) {
@@ -192,7 +169,7 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
         (None, _) => Some((format!("http://{host}{}", l.pattern), l.pattern.clone())),
     };
     l.content = Some(Arc::new(Proxy {
-        up,
+        target: Target::Fixed(up),
         host,
         port,
         uri,
@@ -239,7 +216,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: proxy_pass,
         syntax: "proxy_pass URL;",
         default: "—",
-        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\n```",
+        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). With variables the URL is evaluated per request: its host names an `upstream` block (when it has no port) or is an address, or a host resolved through `resolver`, and a URI part in it is sent as it is in place of the request's URI. Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\nlocation /any/ { resolver 127.0.0.1; proxy_pass http://$arg_host:8080; }\n```",
     },
     Def {
         name: "proxy_http_version",

@@ -30,16 +30,19 @@ use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::modules::client_body::{self, Buffered};
 use crate::server::idle::IdleTimer;
 use crate::upstream::balance::{self, Method as Balance, Tried};
+use crate::upstream::dynamic::Blocks;
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
-use crate::upstream::{self, Attempt, UpConn, UpstreamRef, UpstreamVars};
+use crate::upstream::{self, Attempt, UpConn, Upstream, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::{CookieName, ProxyConf, Redirect, RedirectFrom};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -53,7 +56,8 @@ const FIRST_READ: usize = 32 * 1024;
 /// The `proxy_pass` handler of one location.
 #[derive(Debug)]
 pub struct Proxy {
-    up: UpstreamRef,
+    /// The upstream, or with variables in the URL, how to find it.
+    target: Target,
     /// `$proxy_host`, `$proxy_port`.
     host: String,
     port: String,
@@ -61,6 +65,116 @@ pub struct Proxy {
     uri: Option<Vec<u8>>,
     /// `proxy_redirect default`: (proxy_pass URL, location prefix).
     default_redirect: Option<(String, String)>,
+}
+
+/// A proxy_pass URL: fixed, or with variables.
+#[derive(Debug)]
+pub enum Target {
+    Fixed(UpstreamRef),
+    /// The URL template and the upstream blocks its host may name.
+    Dynamic(crate::core::vars::Template, Blocks),
+}
+
+/// Where one request goes.
+struct Dest<'a> {
+    up: Arc<Upstream>,
+    /// `$proxy_host` (the Host sent), `$proxy_port`.
+    host: Cow<'a, str>,
+    port: Cow<'a, str>,
+    /// The URI part of the URL.
+    uri: Option<Cow<'a, [u8]>>,
+    /// The URI part came from variables: it is sent as it is, in place of
+    /// the request's URI and arguments (nginx).
+    whole: bool,
+}
+
+/// `http://authority[/uri]` past its scheme → (authority, URI part);
+/// `unix:/path[:/uri]` for a unix socket.
+pub(crate) fn split_url(rest: &str) -> (&str, Option<&str>) {
+    if let Some(path) = rest.strip_prefix("unix:") {
+        match path.find(":/") {
+            Some(i) => (&rest[..5 + i], Some(&path[i + 1..])),
+            None => (rest, None),
+        }
+    } else {
+        match rest.find(['/', '?']) {
+            Some(i) => (&rest[..i], Some(&rest[i..])),
+            None => (rest, None),
+        }
+    }
+}
+
+/// `$proxy_host` and `$proxy_port` of an authority: a port other than 80
+/// stays in the host; a unix socket is `localhost`.
+pub(crate) fn host_port(authority: &str) -> Result<(String, String), String> {
+    if authority.starts_with("unix:") {
+        return Ok(("localhost".to_string(), String::new()));
+    }
+    let (h, p) = crate::upstream::conf::split_host_port(authority, 80)?;
+    let host = if authority.contains(':') && !authority.ends_with(']') && p != 80 {
+        authority.to_string()
+    } else {
+        h.to_string()
+    };
+    Ok((host, p.to_string()))
+}
+
+impl Proxy {
+    /// Where this request goes: for a URL with variables, its value's
+    /// upstream block, address or resolved host (`Err`: the status).
+    async fn dest(&self, req: &Request<'_>) -> Result<Dest<'_>, u16> {
+        let (t, blocks) = match &self.target {
+            Target::Fixed(up) => {
+                return Ok(Dest {
+                    up: up.arc().clone(),
+                    host: Cow::Borrowed(&self.host),
+                    port: Cow::Borrowed(&self.port),
+                    uri: self.uri.as_deref().map(Cow::Borrowed),
+                    whole: false,
+                });
+            }
+            Target::Dynamic(t, blocks) => (t, blocks),
+        };
+        let mut v = Vec::new();
+        t.render(req, &mut v);
+        let url = String::from_utf8_lossy(&v);
+        let Some(rest) = url
+            .get(..7)
+            .filter(|p| p.eq_ignore_ascii_case("http://"))
+            .map(|_| &url[7..])
+        else {
+            crate::error_log!(
+                Error,
+                "invalid URL prefix in \"{url}\"{}",
+                req.log_context()
+            );
+            return Err(500);
+        };
+        let (authority, uri) = split_url(rest);
+        let (host, port) = match host_port(authority) {
+            Ok(hp) => hp,
+            Err(e) => {
+                crate::error_log!(Error, "{e} in upstream \"{rest}\"{}", req.log_context());
+                return Err(502);
+            }
+        };
+        let up = blocks.find(req, authority).await.map_err(|()| 502u16)?;
+        let uri = uri.map(|u| {
+            let mut b = Vec::with_capacity(u.len() + 1);
+            if u.starts_with('?') {
+                b.push(b'/');
+            }
+            b.extend_from_slice(u.as_bytes());
+            Cow::Owned(b)
+        });
+        Ok(Dest {
+            up,
+            host: Cow::Owned(host),
+            port: Cow::Owned(port),
+            whole: uri.is_some(),
+            uri,
+        })
+    }
 }
 
 impl Content for Proxy {
@@ -161,17 +275,21 @@ impl Proxy {
         let conf = req.conf;
         let pc = conf.get::<ProxyConf>();
         req.state.ignore_client_abort = pc.ignore_client_abort;
+        let dest = match self.dest(req).await {
+            Ok(d) => d,
+            Err(status) => return req.error(status),
+        };
         let vars = Rc::new(RefCell::new(UpstreamVars {
-            proxy_host: self.host.clone(),
-            proxy_port: self.port.clone(),
+            proxy_host: dest.host.to_string(),
+            proxy_port: dest.port.to_string(),
             ..Default::default()
         }));
         req.state.ext.insert(vars.clone());
-        let uri = self.upstream_uri(req);
+        let uri = self.upstream_uri(req, &dest);
 
-        let (head, upgrade) = self.request_head(req, pc, &uri, &plan);
+        let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
 
-        let up = self.up.get();
+        let up = &dest.up;
         let key: Vec<u8> = match up.method {
             Balance::IpHash => match req.client_addr() {
                 Peer::Tcp(a) => balance::ip_hash_key(a.ip()),
@@ -227,7 +345,9 @@ impl Proxy {
             let t0 = Instant::now();
             let started = *started.get_or_insert(t0);
             let r = self
-                .attempt(req, pc, peer, &head, &plan, &mut *body, upgrade, &vars, t0)
+                .attempt(
+                    req, pc, up, peer, &head, &plan, &mut *body, upgrade, &vars, t0,
+                )
                 .await;
             match r {
                 Ok(resp) => return resp,
@@ -285,6 +405,7 @@ impl Proxy {
         &self,
         req: &Request<'_>,
         pc: &ProxyConf,
+        up: &Arc<Upstream>,
         peer: usize,
         head: &[u8],
         plan: &ReqBody,
@@ -293,7 +414,6 @@ impl Proxy {
         vars: &Rc<RefCell<UpstreamVars>>,
         t0: Instant,
     ) -> Result<Response, Gave> {
-        let up = self.up.get();
         let streamed = matches!(plan, ReqBody::Stream(_));
         let is_head = *self.method(req, pc) == *b"HEAD";
         // A streamed body cannot be sent twice: it goes on a fresh connection.
@@ -310,6 +430,7 @@ impl Proxy {
             t0.elapsed().as_millis() as u64
         };
         vars.borrow_mut().attempts.last_mut().unwrap().connect_ms = Some(connect_ms);
+        let (mut in0, mut out0) = (conn.bytes_in(), conn.bytes_out());
         let mut buf = BytesMut::new();
         let watch = !pc.ignore_client_abort;
         let h = loop {
@@ -325,6 +446,7 @@ impl Proxy {
                     conn = crate::upstream::pool::connect(&up.addrs[peer], pc.connect_timeout)
                         .await
                         .map_err(|e| io_fail(&e, "connecting to upstream"))?;
+                    (in0, out0) = (conn.bytes_in(), conn.bytes_out());
                     buf.clear();
                 }
                 Err(Retry::Stale) => {
@@ -346,8 +468,14 @@ impl Proxy {
                 }
             }
         };
-        vars.borrow_mut().attempts.last_mut().unwrap().header_ms =
-            Some(t0.elapsed().as_millis() as u64);
+        {
+            let mut v = vars.borrow_mut();
+            let a = v.attempts.last_mut().unwrap();
+            a.header_ms = Some(t0.elapsed().as_millis() as u64);
+            a.sent = conn.bytes_out() - out0;
+            a.received = conn.bytes_in() - in0;
+            a.body = buf.len() as u64;
+        }
         up.responded(peer, t0);
         if h.upgrade && !upgrade {
             return Err(fail(
@@ -371,11 +499,9 @@ impl Proxy {
                 kind: status_kind,
                 code: h.status,
                 msg: String::new(),
-                resp: Some(
-                    self.finish_response(
-                        resp, conn, buf, &h, peer, vars, t0, pc, failed, unbuffered,
-                    ),
-                ),
+                resp: Some(self.finish_response(
+                    resp, conn, buf, &h, up, peer, vars, t0, pc, failed, unbuffered,
+                )),
             }));
         }
         if let Some(e) = intercepted(req, pc, &resp) {
@@ -404,7 +530,9 @@ impl Proxy {
             };
             return Ok(resp);
         }
-        Ok(self.finish_response(resp, conn, buf, &h, peer, vars, t0, pc, false, unbuffered))
+        Ok(self.finish_response(
+            resp, conn, buf, &h, up, peer, vars, t0, pc, false, unbuffered,
+        ))
     }
 
     /// Write the head and a held body, then read the reply head.
@@ -602,6 +730,7 @@ impl Proxy {
         conn: UpConn,
         buf: BytesMut,
         h: &UpstreamHead,
+        up: &Arc<Upstream>,
         peer: usize,
         vars: &Rc<RefCell<UpstreamVars>>,
         t0: Instant,
@@ -620,7 +749,7 @@ impl Proxy {
             },
             dec: ChunkedDecoder::new(),
             timeout: pc.read_timeout,
-            up: self.up.clone(),
+            up: up.clone(),
             peer,
             reusable: h.reusable,
             vars: vars.clone(),
@@ -752,7 +881,12 @@ impl Proxy {
     }
 
     /// The URI sent upstream (path and arguments).
-    fn upstream_uri(&self, req: &Request<'_>) -> Vec<u8> {
+    fn upstream_uri(&self, req: &Request<'_>, dest: &Dest<'_>) -> Vec<u8> {
+        if dest.whole
+            && let Some(u) = &dest.uri
+        {
+            return u.to_vec();
+        }
         // The request's own URI goes unchanged when vireo did not change it.
         let unchanged = || {
             let mut normalized = Vec::new();
@@ -764,7 +898,7 @@ impl Proxy {
                 && normalized == req.uri
         };
         let mut out = Vec::with_capacity(req.uri.len() + 16);
-        match &self.uri {
+        match dest.uri.as_deref() {
             None if unchanged() => return req.request_uri().to_vec(),
             None => escape(&req.uri, &mut out),
             Some(u) => {
@@ -809,6 +943,7 @@ impl Proxy {
         &self,
         req: &Request<'_>,
         pc: &ProxyConf,
+        dest: &Dest<'_>,
         uri: &[u8],
         plan: &ReqBody,
     ) -> (Vec<u8>, bool) {
@@ -847,7 +982,7 @@ impl Proxy {
         };
         let mut v = Vec::new();
         if !set("host") {
-            emit(&mut h, "Host", self.host.as_bytes());
+            emit(&mut h, "Host", dest.host.as_bytes());
         }
         if !set("connection") {
             emit(&mut h, "Connection", b"close");
@@ -1213,7 +1348,7 @@ struct UpstreamBody {
     left: u64,
     dec: ChunkedDecoder,
     timeout: Duration,
-    up: UpstreamRef,
+    up: Arc<Upstream>,
     peer: usize,
     reusable: bool,
     vars: Rc<RefCell<UpstreamVars>>,
@@ -1240,7 +1375,7 @@ impl UpstreamBody {
             return;
         }
         self.done = true;
-        let up = self.up.get();
+        let up = &self.up;
         up.finished(self.peer, clean && !self.failed);
         if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
             a.response_ms = Some(self.t0.elapsed().as_millis() as u64);
@@ -1269,7 +1404,7 @@ impl UpstreamBody {
         crate::error_log!(
             Error,
             "{msg}, upstream: \"{}\"",
-            self.up.get().addr_name(self.peer)
+            self.up.addr_name(self.peer)
         );
         self.conn = None;
         self.end(false);
@@ -1283,7 +1418,12 @@ impl UpstreamBody {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(PIECE);
         }
-        read_some(c, &mut self.buf, self.timeout).await
+        let n = read_some(c, &mut self.buf, self.timeout).await?;
+        if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
+            a.received += n as u64;
+            a.body += n as u64;
+        }
+        Ok(n)
     }
 
     /// The next piece if it can be had without reading (`None`: read first).
@@ -1323,7 +1463,7 @@ impl UpstreamBody {
                     crate::error_log!(
                         Error,
                         "upstream sent invalid chunked response while reading upstream, upstream: \"{}\"",
-                        self.up.get().addr_name(self.peer)
+                        self.up.addr_name(self.peer)
                     );
                     self.conn = None;
                     self.end(false);

@@ -1,0 +1,140 @@
+//! Handler addresses with variables (`proxy_pass http://$host:8080`,
+//! `fastcgi_pass $backend`), found at request time as nginx finds them: the
+//! value names an `upstream` block when one of that name exists (and no port
+//! is given), else it is `unix:/path`, `ip[:port]`, or `host[:port]`
+//! resolved through the location's `resolver`. An upstream made for one
+//! request balances round robin over its addresses, with nginx's defaults.
+
+use super::resolver::ResolverConf;
+use super::{PeerAddr, Upstream};
+use crate::core::request::Request;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+
+/// The named upstream blocks of the load a handler belongs to (given at its
+/// end), and the handler's default port.
+#[derive(Clone, Debug)]
+pub struct Blocks {
+    named: Arc<OnceLock<Arc<[Arc<Upstream>]>>>,
+    default_port: u16,
+}
+
+impl Blocks {
+    pub(super) fn new(default_port: u16) -> Blocks {
+        Blocks {
+            named: Arc::new(OnceLock::new()),
+            default_port,
+        }
+    }
+
+    pub(super) fn set(&self, named: Arc<[Arc<Upstream>]>) {
+        let _ = self.named.set(named);
+    }
+
+    /// The upstream block named `name`.
+    fn block(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.named
+            .get()?
+            .iter()
+            .find(|u| u.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The upstream `addr` (a variable's value) stands for in `req`.
+    /// `Err` when there is none; the reason is logged (502).
+    pub async fn find(&self, req: &Request<'_>, addr: &str) -> Result<Arc<Upstream>, ()> {
+        if let Some(u) = self.block(addr) {
+            return Ok(u.clone());
+        }
+        let fail = |msg: String| {
+            crate::error_log!(Error, "{msg}{}", req.log_context());
+        };
+        if let Some(path) = addr.strip_prefix("unix:") {
+            if path.is_empty() {
+                fail(format!("no path in upstream \"{addr}\""));
+                return Err(());
+            }
+            return Ok(Arc::new(Upstream::ephemeral(
+                addr,
+                vec![PeerAddr::Unix(path.into())],
+            )));
+        }
+        let (host, port) = match super::conf::split_host_port(addr, self.default_port) {
+            Ok(hp) => hp,
+            Err(e) => {
+                fail(format!("{e} in upstream \"{addr}\""));
+                return Err(());
+            }
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if bare.is_empty() {
+            fail(format!("no host in upstream \"{addr}\""));
+            return Err(());
+        }
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Ok(Arc::new(Upstream::ephemeral(
+                addr,
+                vec![PeerAddr::Tcp(SocketAddr::new(ip, port))],
+            )));
+        }
+        let rc = req.conf.get::<ResolverConf>();
+        let Some(resolver) = &rc.resolver else {
+            fail(format!("no resolver defined to resolve {bare}"));
+            return Err(());
+        };
+        match resolver.resolve(bare, rc.timeout).await {
+            Ok(ips) => Ok(Arc::new(Upstream::ephemeral(
+                addr,
+                ips.iter()
+                    .map(|ip| PeerAddr::Tcp(SocketAddr::new(*ip, port)))
+                    .collect(),
+            ))),
+            Err(e) => {
+                fail(format!("{bare} could not be resolved ({e})"));
+                Err(())
+            }
+        }
+    }
+}
+
+/// A handler's upstream address: fixed at load, or with variables.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Fixed(super::UpstreamRef),
+    /// The address template and the blocks it may name.
+    Dynamic(crate::core::vars::Template, Blocks),
+}
+
+impl Target {
+    /// `addr` as a handler wrote it: with variables (`$`), a template found
+    /// per request; else a reference resolved at the end of the load.
+    pub fn new(
+        env: &mut crate::conf::table::Env,
+        addr: &str,
+        default_port: u16,
+        span: &crate::conf::ast::Span,
+    ) -> Result<Target, crate::conf::ast::ConfError> {
+        if addr.contains('$') {
+            let t = crate::core::vars::Template::compile(addr, &mut env.vars)
+                .map_err(|e| crate::conf::ast::ConfError::new(e, span))?;
+            return Ok(Target::Dynamic(t, super::conf::dynamic(env, default_port)));
+        }
+        Ok(Target::Fixed(super::conf::reference(
+            env,
+            addr,
+            default_port,
+            span,
+        )?))
+    }
+
+    /// The upstream of this request (`Err`: none, logged; 502).
+    pub async fn upstream(&self, req: &Request<'_>) -> Result<Arc<Upstream>, ()> {
+        match self {
+            Target::Fixed(r) => Ok(r.arc().clone()),
+            Target::Dynamic(t, blocks) => {
+                let mut v = Vec::new();
+                t.render(req, &mut v);
+                blocks.find(req, &String::from_utf8_lossy(&v)).await
+            }
+        }
+    }
+}
