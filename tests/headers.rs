@@ -33,6 +33,12 @@ http {
         location /inject/ {
             add_header X-Uri $uri always;
         }
+        location /written { add_header X-Written \"a:$uri\\n\" always; return 204; }
+        location /brought {
+            set $two_lines \"a\\nb\";
+            add_header X-Brought $two_lines always;
+            return 204;
+        }
     }
     server {
         listen 127.0.0.1:{port2};
@@ -173,6 +179,14 @@ fn value_with_line_break_is_not_sent() {
     // A clean value still goes out, on a 404 because of `always`.
     let r = v.get("/inject/nothing-here");
     assert_eq!(r.header("x-uri"), Some("/inject/nothing-here"));
+    // A line break the configuration wrote goes out as written (nginx's
+    // test suite ends its values so); one a variable brings does not.
+    let raw = v.raw(b"GET /written HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("\r\nX-Written: a:/written\n\r\n"), "{text}");
+    let raw = v.raw(b"GET /brought HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.contains("X-Brought"), "{text}");
 }
 
 #[test]

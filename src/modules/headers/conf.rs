@@ -3,7 +3,7 @@
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def};
 use crate::conf::values::{parse_time, set_once};
-use crate::core::vars::{Template, Vars};
+use crate::core::vars::{Segment, Template, Vars};
 use crate::settings;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,10 @@ pub struct AddHeader {
     pub value: Template,
     /// The value when it has no variables: shared, never rendered per request.
     pub literal: Option<Arc<str>>,
+    /// CR and LF bytes the configuration wrote in the value (nginx sends
+    /// them as written); a rendered value with more got them from a
+    /// variable, and is not sent.
+    pub line_breaks: usize,
     /// Added whatever the status; otherwise only on 2xx/3xx statuses listed in
     /// [`super::applies`].
     pub always: bool,
@@ -117,18 +121,23 @@ pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, Con
     };
     let raw = d.arg(1);
     let value = Template::compile(raw, vars).map_err(|e| ConfError::new(e, &d.span))?;
-    let literal = match value.literal() {
-        Some(l) => {
-            if l.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
-                return Err(ConfError::new(
-                    "header value in \"add_header\" directive contains a line break or NUL",
-                    &d.span,
-                ));
-            }
-            Some(Arc::from(String::from_utf8_lossy(l).as_ref()))
-        }
-        None => None,
-    };
+    if raw.contains('\0') {
+        return Err(ConfError::new(
+            "header value in \"add_header\" directive contains NUL",
+            &d.span,
+        ));
+    }
+    let line_breaks = value
+        .segments()
+        .iter()
+        .map(|seg| match seg {
+            Segment::Lit(l) => l.iter().filter(|&&b| matches!(b, b'\r' | b'\n')).count(),
+            Segment::Var(_) => 0,
+        })
+        .sum();
+    let literal = value
+        .literal()
+        .map(|l| Arc::from(String::from_utf8_lossy(l).as_ref()));
     let placement =
         if name.eq_ignore_ascii_case("last-modified") || name.eq_ignore_ascii_case("etag") {
             Placement::Replace
@@ -139,6 +148,7 @@ pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, Con
         name: intern(name),
         value,
         literal,
+        line_breaks,
         always,
         placement,
     })
@@ -304,7 +314,10 @@ mod tests {
         assert!(p(&["", "b"]).is_err());
         assert!(p(&["Content-Length", "5"]).is_err());
         assert!(p(&["X-A", "b", "never"]).is_err());
-        assert!(p(&["X-A", "a\r\nB: c"]).is_err());
+        // Line breaks the configuration writes are sent as written, as nginx.
+        let h = p(&["X-A", "a:$uri\n"]).unwrap();
+        assert_eq!(h.line_breaks, 1);
+        assert!(p(&["X-A", "a\0"]).is_err());
         assert!(std::ptr::eq(
             p(&["X-Same", "1"]).unwrap().name,
             p(&["X-Same", "2"]).unwrap().name

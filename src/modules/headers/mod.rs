@@ -67,7 +67,9 @@ fn add_header(req: &Request<'_>, h: &AddHeader, resp: &mut Response) {
                 body_bytes: 0,
             };
             h.value.render(&src, &mut out);
-            if out.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+            // A line break or NUL a variable brought (response splitting).
+            let breaks = out.iter().filter(|&&b| matches!(b, b'\r' | b'\n')).count();
+            if breaks > h.line_breaks || out.contains(&0) {
                 crate::error_log!(
                     Warn,
                     "\"add_header {}\" value holds a line break or NUL, not sent",
