@@ -1557,3 +1557,42 @@ http {{
     assert_eq!(r.status, 404);
     assert_eq!(r.text().matches("127.0.0.1:").count(), 2, "{}", r.text());
 }
+
+#[test]
+fn proxy_set_body_replaces_the_body() {
+    let b = backend(Arc::new(|head, body, _| {
+        let cl = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap_or("-")
+            .to_string();
+        let text = format!("{cl}|{}", String::from_utf8_lossy(body));
+        Some(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                text.len()
+            )
+            .into_bytes(),
+        )
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location / {{
+            proxy_pass http://127.0.0.1:{p};
+            proxy_set_body \"a=$arg_a&was=$request_body\";
+            proxy_request_buffering off;
+        }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.request(
+        "POST /?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz",
+    );
+    assert_eq!(r.text(), "11|a=1&was=xyz");
+    assert_eq!(v.get("/?a=2").text(), "8|a=2&was=");
+}

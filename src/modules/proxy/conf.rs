@@ -81,6 +81,8 @@ crate::settings! {
         pub redirect: Redirect = Redirect::Default,
         pub cookie_domain: Arc<[(String, String)]> = Arc::from(Vec::new()),
         pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
+        /// `proxy_set_body`: the body sent upstream in place of the client's.
+        pub set_body: Option<Template> = None,
         /// `proxy_method`: the method sent upstream (else the request's).
         pub method: Option<Template> = None,
         /// `proxy_cookie_flags` rules, in order.
@@ -373,6 +375,20 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_cookie_domain off | domain replacement;",
         default: "off",
         doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).\n\n```nginx\nproxy_cookie_domain backend.internal example.com;\n```",
+    },
+    Def {
+        name: "proxy_set_body",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, e| {
+            let t =
+                Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+            values::set_once(&mut loc(s).set_body, Some(t), d)
+        },
+        syntax: "proxy_set_body value;",
+        default: "—",
+        doc: "The request body sent upstream in place of the client's (text and variables, sent with its Content-Length); the client's body is still read (`$request_body`) but not passed.\n\n```nginx\nproxy_set_body \"user=$remote_user\";\nproxy_set_header Content-Type application/x-www-form-urlencoded;\n```",
     },
     Def {
         name: "proxy_method",

@@ -249,7 +249,8 @@ impl Proxy {
         // length needs HTTP/1.1's chunked framing).
         let has_body = pc.pass_request_body && req.head.framing != BodyFraming::None;
         let declared = body.declared_len();
-        if has_body && !pc.request_buffering && (declared.is_some() || pc.http11) {
+        let streamed = !pc.request_buffering && pc.set_body.is_none();
+        if has_body && streamed && (declared.is_some() || pc.http11) {
             let mut tee = client_body::Tee::new(req, body);
             let resp = self.proxy(req, &mut tee, ReqBody::Stream(declared)).await;
             tee.finish(req);
@@ -262,6 +263,20 @@ impl Proxy {
             }
         } else {
             ReqBody::None
+        };
+        // proxy_set_body: the client's body was read (`$request_body`); this
+        // one goes instead.
+        let plan = match &pc.set_body {
+            Some(t) => {
+                let mut v = Vec::new();
+                t.render(req, &mut v);
+                ReqBody::Held(Rc::new(client_body::Buffered {
+                    len: v.len() as u64,
+                    mem: vec![Bytes::from(v)],
+                    file: None,
+                }))
+            }
+            None => plan,
         };
         self.proxy(req, body, plan).await
     }
