@@ -1596,3 +1596,44 @@ http {{
     assert_eq!(r.text(), "11|a=1&was=xyz");
     assert_eq!(v.get("/?a=2").text(), "8|a=2&was=");
 }
+
+#[test]
+fn x_accel_redirect_goes_on_with_the_carried_headers() {
+    let b = backend(Arc::new(|head, _, _| {
+        let to = head
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .split("xar=")
+            .nth(1)
+            .unwrap_or("")
+            .to_string();
+        Some(
+            format!(
+                "HTTP/1.1 204 No Content\r\nX-Accel-Redirect: {to}\r\nContent-Type: text/blah\r\nSet-Cookie: a=b\r\nSomething: other\r\n\r\n"
+            )
+            .into_bytes(),
+        )
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /p {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /t/ {{ return 200 \"xar=$upstream_http_x_accel_redirect uri=$uri args=$args m=$request_method\"; }}
+        location @named {{ return 200 \"named uri=$uri\"; }}
+    }}
+}}",
+        p = b.port
+    ));
+    let r = v.request("POST /p?xar=/t/a%20b?k=v HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "xar=/t/a%20b?k=v uri=/t/a b args=k=v m=GET");
+    assert_eq!(r.header("content-type"), Some("text/blah"));
+    assert_eq!(r.header("set-cookie"), Some("a=b"));
+    assert_eq!(r.header("something"), None);
+    assert_eq!(v.get("/p?xar=@named").text(), "named uri=/p");
+    assert_eq!(v.get("/p?xar=/t/../x").status, 404);
+}

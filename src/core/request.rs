@@ -151,12 +151,17 @@ pub enum Outcome {
     /// Restart location matching with this URI (internal redirect; the
     /// arguments stay).
     Redirect(Vec<u8>),
+    /// Go on in this named location (`@name`).
+    Named(Vec<u8>),
 }
 
 /// Routing state of one request: what rewrites, `set`, regex captures and
 /// internal redirects changed. Empty (no allocation) until something uses it.
 #[derive(Debug, Default)]
 pub struct State {
+    /// Headers of an upstream's reply that its `X-Accel-Redirect` carries
+    /// onto the final answer (Content-Type, Set-Cookie, …), as nginx.
+    pub carried: Vec<(&'static str, Value)>,
     /// `$args` after a rewrite, `set $args`, try_files or error_page changed
     /// them (`None`: the request's own).
     pub args: Option<Vec<u8>>,
@@ -304,6 +309,14 @@ impl<'a> Request<'a> {
                     }));
                     resp = self.process(body, jump).await;
                 }
+            }
+        }
+        for (name, v) in std::mem::take(&mut self.state.carried) {
+            if name.eq_ignore_ascii_case("content-type") {
+                resp.content_type = Some(v);
+            } else {
+                resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+                resp.headers.push((name, v));
             }
         }
         // Those the page's answer does not set itself.
@@ -465,6 +478,10 @@ impl<'a> Request<'a> {
                     self.state.internal = true;
                     jump = Jump::Server;
                 }
+                Outcome::Named(name) => match self.named(&name) {
+                    Ok(l) => jump = Jump::Named(l),
+                    Err(r) => return r,
+                },
             }
         }
     }

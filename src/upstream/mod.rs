@@ -53,6 +53,7 @@
 //! Active health checks (`health_check` in an upstream block) run in one
 //! thread per upstream shared by all workers; see [`health`].
 
+pub mod accel;
 pub mod balance;
 pub mod conf;
 pub mod dns;

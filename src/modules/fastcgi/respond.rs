@@ -44,7 +44,7 @@ pub struct Reply {
     pub declared_len: Option<u64>,
 }
 
-/// An internal redirect to `target` (`/path?args`, percent-encoded as a URI).
+/// An internal redirect to a local `Location` (`/path?args`).
 fn redirect(req: &mut Request<'_>, target: &str) -> Option<Outcome> {
     let (path, args) = crate::core::request::split_args(target.as_bytes());
     let mut uri = Vec::new();
@@ -71,8 +71,24 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case("x-accel-redirect"))
         .map(|(_, v)| v.clone());
-    if let Some(to) = accel.filter(|t| t.starts_with('/')) {
-        return Head::Done(redirect(req, &to).unwrap_or_else(|| Outcome::Respond(req.error(502))));
+    if let Some(to) = accel.filter(|t| t.starts_with('/') || t.starts_with('@')) {
+        let mut carried: Vec<(&'static str, Value)> = Vec::new();
+        if let Some(ct) = &cgi.content_type {
+            carried.push(("Content-Type", Value::Owned(ct.clone())));
+        }
+        for (n, v) in &cgi.headers {
+            let lower = n.to_ascii_lowercase();
+            if crate::upstream::accel::CARRIED.contains(&lower.as_str())
+                && let Some(name) = intern(n)
+            {
+                carried.push((name, Value::Owned(v.clone())));
+            }
+        }
+        return Head::Done(crate::upstream::accel::redirect(
+            req,
+            &to,
+            carried.into_iter(),
+        ));
     }
     if cgi.is_local_redirect() {
         let to = cgi.location.clone().unwrap_or_default();

@@ -183,7 +183,13 @@ impl Content for Proxy {
         req: &'a mut Request<'_>,
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move { Outcome::Respond(self.handle(req, body).await) })
+        Box::pin(async move {
+            let resp = self.handle(req, body).await;
+            match crate::upstream::accel::from_reply(req, resp.status) {
+                Some(o) => o,
+                None => Outcome::Respond(resp),
+            }
+        })
     }
 
     fn auto_redirect(&self) -> bool {
