@@ -433,3 +433,25 @@ fn an_x509_version_1_certificate_is_served() {
     let out = curl(&v, &[&format!("https://a.test:{}/", v.port)]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
 }
+
+#[test]
+fn curve_variables_name_the_groups_as_openssl() {
+    let v = start_tls(
+        "ssl_ecdh_curve prime256v1; location /curve { return 200 \"$ssl_curve|$ssl_curves\"; }",
+    );
+    let out = curl(
+        &v,
+        &[
+            "--curves",
+            "X25519:P-256",
+            &format!("https://a.test:{}/curve", v.port),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (curve, curves) = text.split_once('|').expect("two values");
+    assert_eq!(curve, "prime256v1", "{text}");
+    assert!(
+        curves.contains("X25519") && curves.contains("prime256v1"),
+        "{text}"
+    );
+}

@@ -138,6 +138,10 @@ pub struct TlsInfo {
     pub h2: bool,
     /// The handshake resumed a session (`$ssl_session_reused`).
     pub resumed: bool,
+    /// The key-exchange group, as OpenSSL names it (`$ssl_curve`).
+    pub curve: &'static str,
+    /// The groups the client offered, `:`-separated (`$ssl_curves`).
+    pub curves: Box<str>,
 }
 
 /// URI changes (rewrites that search locations again, internal redirects by

@@ -170,6 +170,24 @@ fn select_suites(rules: &[CipherRule], all: &[SupportedCipherSuite]) -> Vec<Supp
     out
 }
 
+/// A key-exchange group's name as OpenSSL (and so nginx's `$ssl_curve`)
+/// writes it.
+pub fn group_name(g: rustls::NamedGroup) -> &'static str {
+    use rustls::NamedGroup as G;
+    match g {
+        G::X25519 => "X25519",
+        G::X448 => "X448",
+        G::secp256r1 => "prime256v1",
+        G::secp384r1 => "secp384r1",
+        G::secp521r1 => "secp521r1",
+        G::X25519MLKEM768 => "X25519MLKEM768",
+        G::FFDHE2048 => "ffdhe2048",
+        G::FFDHE3072 => "ffdhe3072",
+        G::FFDHE4096 => "ffdhe4096",
+        _ => "unknown",
+    }
+}
+
 /// A suite's name as OpenSSL (and so nginx's `$ssl_cipher`) writes it.
 pub fn openssl_name(s: &SupportedCipherSuite) -> String {
     let name = format!("{:?}", s.suite()); // TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256

@@ -38,6 +38,16 @@ pub static MODULE: Module = Module {
                 out.extend_from_slice(n.as_bytes());
             }
         }),
+        VarDef::name("ssl_curve", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.extend_from_slice(t.curve.as_bytes());
+            }
+        }),
+        VarDef::name("ssl_curves", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.extend_from_slice(t.curves.as_bytes());
+            }
+        }),
         VarDef::name("ssl_session_reused", |req, _, out| {
             if let Some(t) = &req.tls {
                 out.push(if t.resumed { b'r' } else { b'.' });

@@ -283,6 +283,18 @@ pub async fn accept(
         }
     };
     let server_name: Option<Box<str>> = accepted.client_hello().server_name().map(Into::into);
+    let curves = accepted
+        .client_hello()
+        .named_groups()
+        .unwrap_or_default()
+        .iter()
+        .map(|&g| match super::config::group_name(g) {
+            "unknown" => format!("0x{:04x}", u16::from(g)),
+            name => name.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(":")
+        .into();
     let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
     let tls = super::config::of(server).or(super::config::of(&vhosts.default));
     let config = match tls.map(|t| &**t) {
@@ -349,6 +361,10 @@ pub async fn accept(
         server_name,
         h2: conn.alpn_protocol() == Some(b"h2"),
         resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        curve: conn
+            .negotiated_key_exchange_group()
+            .map_or("", |g| super::config::group_name(g.name())),
+        curves,
     };
     Ok(TlsStream {
         tcp,
