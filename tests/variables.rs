@@ -233,3 +233,25 @@ fn unknown_variables_name_file_and_line() {
         assert!(err.contains(&want), "{conf}: want {want}\n{err}");
     }
 }
+
+#[test]
+fn logged_uri_and_sent_headers_as_nginx() {
+    let v = Vireo::start(
+        "events {}\nhttp {\n log_format cc '$uri: $sent_http_cache_control';\n access_log logs/cc.log cc;\n server {\n  listen 127.0.0.1:{port};\n  location / { return 200 OK; }\n  location /set {\n   add_header Cache-Control max-age=3600;\n   add_header Cache-Control private;\n   return 200 OK;\n  }\n }\n}\n",
+    );
+    assert_eq!(v.get("/../bad").status, 400);
+    v.get("/set");
+    assert!(
+        eventually(5, || {
+            let log = v.dir.read("logs/cc.log");
+            // A URI refused for itself is no URI; several fields join with ", ".
+            log.contains("\n: -\n") || log.starts_with(": -\n")
+        }),
+        "{}",
+        v.dir.read("logs/cc.log")
+    );
+    assert!(eventually(5, || v
+        .dir
+        .read("logs/cc.log")
+        .contains("/set: max-age=3600, private\n")));
+}

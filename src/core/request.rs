@@ -1003,17 +1003,26 @@ impl VarSource for Finished<'_> {
             Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
             Var::SentHttp(name) => {
                 let r = self.resp;
-                let v = match name.as_ref() {
-                    "content-type" => r.content_type.as_ref().map(|v| v.as_str()),
-                    _ => r
-                        .headers
-                        .iter()
-                        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                        .map(|(_, v)| v.as_str()),
-                };
-                if let Some(v) = v {
-                    out.extend_from_slice(v.as_bytes());
-                } else if name.as_ref() == "content-length"
+                if name.as_ref() == "content-type" {
+                    if let Some(v) = &r.content_type {
+                        out.extend_from_slice(v.as_str().as_bytes());
+                    }
+                    return;
+                }
+                // Several fields of the name: their values joined by ", ".
+                let start = out.len();
+                for (_, v) in r
+                    .headers
+                    .iter()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                {
+                    if out.len() > start {
+                        out.extend_from_slice(b", ");
+                    }
+                    out.extend_from_slice(v.as_str().as_bytes());
+                }
+                if out.len() == start
+                    && name.as_ref() == "content-length"
                     && let Some(n) = r.body.size()
                 {
                     push_u64(out, n);

@@ -86,6 +86,8 @@ pub fn request<'a>(
 pub fn admit<'a>(req: &mut Request<'a>) -> Result<&'a CoreConf, Response> {
     let merge = req.server.conf.core.merge_slashes;
     if uri::normalize_with(req.head.path(), &mut req.uri, merge).is_err() {
+        // No URI for a request refused for it (`$uri` is empty), as nginx.
+        req.uri.clear();
         return Err(req.error(400));
     }
     let server = req.server;

@@ -1,6 +1,6 @@
 //! `log_format`: compiled line templates and nginx's value escaping.
 
-use crate::core::vars::{Segment, Template, VarSource, Vars};
+use crate::core::vars::{Segment, Template, Var, VarSource, Vars};
 
 /// How variable values are escaped in a log line (`log_format ... escape=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +55,8 @@ impl LogFormat {
     /// Literal text is copied as is; each variable value is escaped
     /// according to [`Escape`]. The request context writes nothing for an
     /// unset variable, so with [`Escape::Default`] an empty value shows as
-    /// `-` (nginx shows `-` for "not found" values).
+    /// `-` (nginx shows `-` for "not found" values); `$uri` is always found
+    /// (empty for a request refused for its URI).
     pub fn render(&self, src: &dyn VarSource, out: &mut Vec<u8>) {
         for seg in self.template.segments() {
             match seg {
@@ -64,7 +65,7 @@ impl LogFormat {
                     let start = out.len();
                     src.var(v, out);
                     if out.len() == start {
-                        if self.escape == Escape::Default {
+                        if self.escape == Escape::Default && *v != Var::Uri {
                             out.push(b'-');
                         }
                     } else {
