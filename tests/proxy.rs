@@ -1637,3 +1637,49 @@ http {{
     assert_eq!(v.get("/p?xar=@named").text(), "named uri=/p");
     assert_eq!(v.get("/p?xar=/t/../x").status, 404);
 }
+
+#[test]
+fn proxy_bind_sets_the_local_address() {
+    // The upstream answers with the address the connection came from.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let peer = s.peer_addr().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut s, &mut buf);
+            let body = format!("{}|{}", peer.ip(), peer.port());
+            let _ = std::io::Write::write_all(
+                &mut s,
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        proxy_bind 127.0.0.2;
+        location / {{ proxy_pass http://127.0.0.1:{port}; }}
+        location /own {{ proxy_bind 127.0.0.3; proxy_pass http://127.0.0.1:{port}; }}
+        location /off {{ proxy_bind off; proxy_pass http://127.0.0.1:{port}; }}
+        location /var {{ proxy_bind $arg_b; proxy_pass http://127.0.0.1:{port}; }}
+    }}
+}}"
+    ));
+    let ip = |p: &str| v.get(p).text().split('|').next().unwrap().to_string();
+    assert_eq!(ip("/"), "127.0.0.2");
+    assert_eq!(ip("/own"), "127.0.0.3");
+    assert_eq!(ip("/off"), "127.0.0.1");
+    assert_eq!(ip("/var?b=127.0.0.4"), "127.0.0.4");
+    let r = v.get("/var?b=127.0.0.5:45678").text();
+    assert_eq!(r, "127.0.0.5|45678");
+    assert_eq!(ip("/var"), "127.0.0.1");
+}

@@ -382,11 +382,27 @@ pub static MALLOC_CONF: Option<&'static std::ffi::c_char> = Some({
 /// `setsockopt(fd, IPPROTO_TCP, opt, value)` for the integer TCP options
 /// socket2 lacks (TCP_DEFER_ACCEPT, TCP_FASTOPEN).
 pub fn set_tcp_int(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    set_int(fd, libc::IPPROTO_TCP, opt, value)
+}
+
+/// IP_BIND_ADDRESS_NO_PORT on a socket about to be bound to an address with
+/// port 0: the port is chosen at connect() (best effort; older kernels lack
+/// it and bind as usual).
+pub fn set_bind_address_no_port(fd: &impl AsRawFd) {
+    let _ = set_int(
+        fd.as_raw_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_BIND_ADDRESS_NO_PORT,
+        1,
+    );
+}
+
+fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: `value` is a valid int for the call's duration and its size is passed.
     let r = unsafe {
         libc::setsockopt(
             fd,
-            libc::IPPROTO_TCP,
+            level,
             opt,
             (&raw const value).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,

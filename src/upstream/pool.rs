@@ -281,12 +281,22 @@ impl AsyncWrite for UpConn {
 /// Open a new connection within `timeout` (which includes waiting for a
 /// worker_connections slot when all are taken).
 pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
+    connect_from(addr, None, timeout).await
+}
+
+/// [`connect`] from the local address `local` (`proxy_bind`; port 0 lets
+/// the kernel choose one) when given.
+pub async fn connect_from(
+    addr: &PeerAddr,
+    local: Option<std::net::SocketAddr>,
+    timeout: Duration,
+) -> io::Result<UpConn> {
     // Waiting for a worker_connections slot counts in the connect timeout.
     let deadline = Instant::now() + timeout;
     let slot = crate::server::worker::upstream_slot(deadline).await?;
     let fut = async {
         Ok::<_, io::Error>(match addr {
-            PeerAddr::Tcp(a) => (Sock::Tcp(connect_tcp(*a).await?), Nagle::Clear),
+            PeerAddr::Tcp(a) => (Sock::Tcp(connect_tcp(*a, local).await?), Nagle::Clear),
             PeerAddr::Unix(p) => (Sock::Unix(UnixStream::connect(p).await?), Nagle::Off),
         })
     };
@@ -311,13 +321,24 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
 /// (EISCONN), or gives the error, without a turn through epoll and a
 /// getsockopt(SO_ERROR); only a handshake still under way (EALREADY) is waited
 /// for.
-async fn connect_tcp(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
+async fn connect_tcp(
+    addr: std::net::SocketAddr,
+    local: Option<std::net::SocketAddr>,
+) -> io::Result<TcpStream> {
     use socket2::{Domain, Protocol, SockAddr, Socket, Type};
     let sock = Socket::new(
         Domain::for_address(addr),
         Type::STREAM.nonblocking(),
         Some(Protocol::TCP),
     )?;
+    if let Some(l) = local {
+        if l.port() == 0 {
+            // The port is chosen at connect(), with the peer known, so that
+            // binds to one address do not exhaust its ports.
+            crate::sys::set_bind_address_no_port(&sock);
+        }
+        sock.bind(&SockAddr::from(l))?;
+    }
     let to = SockAddr::from(addr);
     let pending = match sock.connect(&to) {
         Ok(()) => false,

@@ -39,6 +39,14 @@ pub enum CookieName {
     Regex(Re),
 }
 
+/// A `proxy_bind` address: `ip` or `ip:port` (`[v6]:port`).
+pub fn bind_addr(v: &[u8]) -> Option<std::net::SocketAddr> {
+    let v = std::str::from_utf8(v).ok()?;
+    v.parse()
+        .ok()
+        .or_else(|| v.parse::<std::net::IpAddr>().ok().map(|ip| (ip, 0).into()))
+}
+
 /// A flag of `proxy_cookie_flags` is one of these.
 pub fn cookie_flag_valid(f: &str) -> bool {
     let f = f.to_ascii_lowercase();
@@ -81,6 +89,9 @@ crate::settings! {
         pub redirect: Redirect = Redirect::Default,
         pub cookie_domain: Arc<[(String, String)]> = Arc::from(Vec::new()),
         pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
+        /// `proxy_bind`: the local address of connections to upstreams
+        /// (`None`: the kernel's choice; `off` sets `None`).
+        pub bind: Option<Template> = None,
         /// `proxy_set_body`: the body sent upstream in place of the client's.
         pub set_body: Option<Template> = None,
         /// `proxy_method`: the method sent upstream (else the request's).
@@ -375,6 +386,35 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_cookie_domain off | domain replacement;",
         default: "off",
         doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).\n\n```nginx\nproxy_cookie_domain backend.internal example.com;\n```",
+    },
+    Def {
+        name: "proxy_bind",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, e| {
+            let err = |m: String| ConfError::new(m, &d.span);
+            if d.args.len() == 2 {
+                return Err(err(format!(
+                    "\"proxy_bind ... {}\" is not supported by vireo (a transparent bind needs CAP_NET_ADMIN and routing vireo does not set up)",
+                    d.arg(1)
+                )));
+            }
+            let v = match d.arg(0) {
+                "off" => None,
+                a => {
+                    let t = Template::compile(a, &mut e.vars).map_err(err)?;
+                    if let Some(l) = t.literal() {
+                        bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
+                    }
+                    Some(t)
+                }
+            };
+            values::set_once(&mut loc(s).bind, v, d)
+        },
+        syntax: "proxy_bind address | off;",
+        default: "off",
+        doc: "Connections to upstreams go out from this local address (`ip` or `ip:port`; variables allowed, an empty value is the kernel's choice); `off` cancels an inherited one. A bound connection is opened for the request rather than taken from the keep-alive pool.\n\n```nginx\nproxy_bind 192.0.2.10;\nproxy_bind $split_source;\n```",
     },
     Def {
         name: "proxy_set_body",

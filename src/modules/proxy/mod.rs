@@ -437,9 +437,23 @@ impl Proxy {
     ) -> Result<Response, Gave> {
         let streamed = matches!(plan, ReqBody::Stream(_));
         let is_head = *self.method(req, pc) == *b"HEAD";
+        // proxy_bind: from that address, on a connection of its own.
+        let local = pc.bind.as_ref().and_then(|t| {
+            let mut v = Vec::new();
+            t.render(req, &mut v);
+            let a = conf::bind_addr(&v);
+            if a.is_none() && !v.is_empty() {
+                crate::error_log!(
+                    Error,
+                    "invalid proxy_bind address \"{}\"",
+                    String::from_utf8_lossy(&v)
+                );
+            }
+            a
+        });
         // A streamed body cannot be sent twice: it goes on a fresh connection.
-        let mut conn = if streamed || upgrade {
-            crate::upstream::pool::connect(&up.addrs[peer], pc.connect_timeout).await
+        let mut conn = if streamed || upgrade || local.is_some() {
+            crate::upstream::pool::connect_from(&up.addrs[peer], local, pc.connect_timeout).await
         } else {
             up.connect(peer, pc.connect_timeout).await
         }
@@ -464,9 +478,13 @@ impl Proxy {
                 Ok(h) => break h,
                 // A kept-alive connection the peer closed meanwhile: once more on a new one.
                 Err(Retry::Stale) if conn.reused() && !streamed => {
-                    conn = crate::upstream::pool::connect(&up.addrs[peer], pc.connect_timeout)
-                        .await
-                        .map_err(|e| io_fail(&e, "connecting to upstream"))?;
+                    conn = crate::upstream::pool::connect_from(
+                        &up.addrs[peer],
+                        local,
+                        pc.connect_timeout,
+                    )
+                    .await
+                    .map_err(|e| io_fail(&e, "connecting to upstream"))?;
                     (in0, out0) = (conn.bytes_in(), conn.bytes_out());
                     buf.clear();
                 }
