@@ -7,7 +7,7 @@ use percent_encoding::{AsciiSet, CONTROLS, PercentEncode, percent_encode};
 /// What nginx escapes when a decoded URI goes back into a URI (a Location,
 /// the URI sent upstream): controls, space, `"#%<>?\^`{|}` and bytes over
 /// 0x7e.
-const URI_ESCAPE: &AsciiSet = &CONTROLS
+pub const URI_ESCAPE: &AsciiSet = &CONTROLS
     .add(b' ')
     .add(b'"')
     .add(b'#')

@@ -39,6 +39,11 @@ pub enum CookieName {
     Regex(Re),
 }
 
+/// The directive's first argument as a template.
+fn template(d: &Directive, e: &mut Env) -> Result<Template, ConfError> {
+    Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))
+}
+
 /// A `proxy_bind` address: `ip` or `ip:port` (`[v6]:port`).
 pub fn bind_addr(v: &[u8]) -> Option<std::net::SocketAddr> {
     let v = std::str::from_utf8(v).ok()?;
@@ -421,11 +426,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, e| {
-            let t =
-                Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
-            values::set_once(&mut loc(s).set_body, Some(t), d)
-        },
+        set: |s, d, e| values::set_once(&mut loc(s).set_body, Some(template(d, e)?), d),
         syntax: "proxy_set_body value;",
         default: "—",
         doc: "The request body sent upstream in place of the client's (text and variables, sent with its Content-Length); the client's body is still read (`$request_body`) but not passed.\n\n```nginx\nproxy_set_body \"user=$remote_user\";\nproxy_set_header Content-Type application/x-www-form-urlencoded;\n```",
@@ -435,11 +436,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, e| {
-            let t =
-                Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
-            values::set_once(&mut loc(s).method, Some(t), d)
-        },
+        set: |s, d, e| values::set_once(&mut loc(s).method, Some(template(d, e)?), d),
         syntax: "proxy_method method;",
         default: "—",
         doc: "The method of the request sent upstream, in place of the client's (variables allowed; an empty value keeps the client's).\n\n```nginx\nproxy_method POST;\n```",

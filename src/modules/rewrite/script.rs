@@ -7,24 +7,11 @@ use crate::core::message::response::{Body, Response, Value};
 use crate::core::module::{Rewrite as Flow, VarSet};
 use crate::core::request::Request;
 use crate::core::vars::{Re, Segment, Template, Var, VarSource};
-use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
+use percent_encoding::{AsciiSet, percent_encode};
 
 /// Bytes of a regex capture escaped in the path of a redirect, when the
 /// request's own path was percent-encoded (or had a `+`), as nginx does.
-const URI_PART: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'`')
-    .add(b'{')
-    .add(b'|')
-    .add(b'}');
+const URI_PART: &AsciiSet = crate::core::path::URI_ESCAPE;
 
 /// Bytes of a capture escaped in the arguments part of a replacement.
 const ARGS_PART: &AsciiSet = &URI_PART.add(b'&').add(b'+').add(b';');
