@@ -167,8 +167,9 @@ mod tests {
         let mut log = AccessLog::new(LogFile::open(&t.path).unwrap(), uri_format(), None, None);
         log.log(&Req("/a"));
         assert_eq!(t.read(), "GET /a\n");
+        // An empty $uri is logged empty (it is always found, as in nginx).
         log.log(&Req(""));
-        assert_eq!(t.read(), "GET /a\nGET -\n");
+        assert_eq!(t.read(), "GET /a\nGET \n");
         assert_eq!(log.pending(), 0);
     }
 
