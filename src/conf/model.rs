@@ -91,6 +91,9 @@ settings! {
         pub uninitialized_variable_warning: bool = true,
         /// `log_not_found`: log a missing file to the error log.
         pub log_not_found: bool = true,
+        /// The `error_log`s of this level (http, server, location); `None`:
+        /// the main level's.
+        pub error_log: Option<Arc<crate::core::errlog::ErrorLog>> = None,
         /// `absolute_redirect`: redirects vireo makes carry scheme and host.
         pub absolute_redirect: bool = true,
         /// `server_name_in_redirect`: the server's first name instead of Host.
@@ -223,7 +226,8 @@ pub struct MainConf {
     pub worker_connections: Option<usize>,
     pub multi_accept: Option<bool>,
     pub pid: Option<PathBuf>,
-    pub error_log: Option<(PathBuf, crate::core::errlog::Level)>,
+    /// Each main-level `error_log`, in order.
+    pub error_log: Vec<(crate::core::errlog::Dest, crate::core::errlog::Level)>,
     /// Where `pid` and `error_log` were set, for errors opening their files.
     pub pid_at: Option<crate::conf::ast::Span>,
     pub error_log_at: Option<crate::conf::ast::Span>,

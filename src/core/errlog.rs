@@ -15,10 +15,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::core::clock;
+use crate::core::syslog::{self, Syslog};
 
 /// Severity, from least to most severe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -75,23 +77,76 @@ impl fmt::Display for Level {
     }
 }
 
-enum Target {
+/// An `error_log` destination as configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
     Stderr,
-    File { path: PathBuf, file: File },
+    File(PathBuf),
+    Syslog(syslog::Spec),
 }
 
-/// An error-log destination and its minimum level.
-pub struct ErrorLog {
+impl Dest {
+    /// Parse `error_log`'s first argument: `stderr`, `syslog:…` or a file
+    /// path (made absolute by `path`). `memory:` is refused.
+    pub fn parse(arg: &str, path: impl FnOnce(&str) -> PathBuf) -> Result<Dest, String> {
+        if let Some(p) = arg.strip_prefix("syslog:") {
+            return syslog::Spec::parse(p).map(Dest::Syslog);
+        }
+        if arg.starts_with("memory:") {
+            return Err(
+                "error_log to \"memory:\" is not supported: use a file, stderr or syslog".into(),
+            );
+        }
+        Ok(match arg {
+            "stderr" => Dest::Stderr,
+            p => Dest::File(path(p)),
+        })
+    }
+}
+
+enum Target {
+    Stderr,
+    File { path: PathBuf, file: RwLock<File> },
+    Syslog(Syslog),
+}
+
+struct Sink {
     target: Target,
     level: Level,
+}
+
+/// The error logs of one level (main, http, server or location): each
+/// destination with its minimum level. A message goes to every destination
+/// whose level it reaches.
+pub struct ErrorLog {
+    sinks: Vec<Sink>,
+    /// What was opened, when opened from a configuration.
+    dests: Vec<(Dest, Level)>,
+}
+
+impl fmt::Debug for ErrorLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut l = f.debug_list();
+        for s in &self.sinks {
+            match &s.target {
+                Target::Stderr => l.entry(&("stderr", s.level)),
+                Target::File { path, .. } => l.entry(&(path, s.level)),
+                Target::Syslog(sl) => l.entry(&(sl.spec(), s.level)),
+            };
+        }
+        l.finish()
+    }
 }
 
 impl ErrorLog {
     /// Log to the process's standard error.
     pub fn stderr(level: Level) -> Self {
         ErrorLog {
-            target: Target::Stderr,
-            level,
+            sinks: vec![Sink {
+                target: Target::Stderr,
+                level,
+            }],
+            dests: vec![(Dest::Stderr, level)],
         }
     }
 
@@ -102,33 +157,107 @@ impl ErrorLog {
             return Ok(ErrorLog::stderr(level));
         }
         Ok(ErrorLog {
-            target: Target::File {
-                path: path.to_path_buf(),
-                file: open_append(path)?,
-            },
-            level,
+            sinks: vec![Sink {
+                target: Target::File {
+                    path: path.to_path_buf(),
+                    file: RwLock::new(open_append(path)?),
+                },
+                level,
+            }],
+            dests: vec![(Dest::File(path.to_path_buf()), level)],
         })
     }
 
-    /// The minimum level written.
-    pub fn level(&self) -> Level {
-        self.level
+    /// Open every destination; an error names the file that failed.
+    pub fn open(dests: &[(Dest, Level)]) -> Result<Self, String> {
+        let mut sinks = Vec::with_capacity(dests.len());
+        for (d, level) in dests {
+            let target = match d {
+                Dest::Stderr => Target::Stderr,
+                Dest::File(p) if p.as_os_str() == "stderr" => Target::Stderr,
+                Dest::File(p) => Target::File {
+                    path: p.clone(),
+                    file: RwLock::new(open_append(p).map_err(|e| {
+                        format!("open() \"{}\" failed ({})", p.display(), errno_text(&e))
+                    })?),
+                },
+                Dest::Syslog(spec) => Target::Syslog(Syslog::new(spec.clone())),
+            };
+            sinks.push(Sink {
+                target,
+                level: *level,
+            });
+        }
+        Ok(ErrorLog {
+            sinks,
+            dests: dests.to_vec(),
+        })
     }
 
-    /// The file written to; `None` for stderr.
+    /// The destinations as configured.
+    pub fn dests(&self) -> &[(Dest, Level)] {
+        &self.dests
+    }
+
+    /// The minimum level written by any destination.
+    pub fn level(&self) -> Level {
+        self.sinks
+            .iter()
+            .map(|s| s.level)
+            .min()
+            .unwrap_or(Level::Emerg)
+    }
+
+    /// The first file written to; `None` when there is none (stderr, syslog).
     pub fn path(&self) -> Option<&Path> {
-        match &self.target {
-            Target::Stderr => None,
-            Target::File { path, .. } => Some(path),
+        self.sinks.iter().find_map(|s| match &s.target {
+            Target::File { path, .. } => Some(path.as_path()),
+            _ => None,
+        })
+    }
+
+    /// Write a formatted line (ending in a newline) at `level` to every
+    /// destination that takes it; syslog gets it without the newline.
+    fn write_line(&self, level: Level, line: &[u8]) {
+        for s in self.sinks.iter().filter(|s| level >= s.level) {
+            // Nowhere left to report a failure of the error log itself.
+            let _ = match &s.target {
+                Target::Stderr => io::stderr().lock().write_all(line),
+                Target::File { file, .. } => {
+                    let f = file.read().unwrap_or_else(|e| e.into_inner());
+                    (&*f).write_all(line)
+                }
+                Target::Syslog(sl) => {
+                    let msg = line.strip_suffix(b"\n").unwrap_or(line);
+                    sl.send(Some(syslog::severity(level)), msg);
+                    Ok(())
+                }
+            };
         }
     }
 
-    fn write_line(&self, line: &[u8]) {
-        // Nowhere left to report a failure of the error log itself.
-        let _ = match &self.target {
-            Target::Stderr => io::stderr().lock().write_all(line),
-            Target::File { file, .. } => (&*file).write_all(line),
-        };
+    /// Reopen the files (after rotation).
+    fn reopen(&self) -> io::Result<()> {
+        for s in &self.sinks {
+            if let Target::File { path, file } = &s.target {
+                let new = open_append(path)?;
+                *file.write().unwrap_or_else(|e| e.into_inner()) = new;
+            }
+        }
+        Ok(())
+    }
+
+    /// Make this a log of an http, server or location level: it is reopened
+    /// with the main log, and messages at its level are no longer filtered
+    /// out by [`enabled`].
+    pub fn scoped(self) -> Arc<ErrorLog> {
+        let log = Arc::new(self);
+        let mut r = SCOPED.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|w| w.strong_count() > 0);
+        r.push(Arc::downgrade(&log));
+        SCOPED_LEVEL.fetch_min(log.level() as u8, Ordering::Relaxed);
+        update_level();
+        log
     }
 }
 
@@ -164,46 +293,128 @@ pub fn errno_text(e: &io::Error) -> String {
     }
 }
 
-/// Minimum level of the current log, for the lock-free [`enabled`] check.
+/// Minimum level any log writes, for the lock-free [`enabled`] check.
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+/// Minimum level of the main log.
+static MAIN_LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+/// Minimum level of the logs of http, server and location levels.
+static SCOPED_LEVEL: AtomicU8 = AtomicU8::new(u8::MAX);
 /// The current log; `None` means the default, stderr.
 static LOG: RwLock<Option<ErrorLog>> = RwLock::new(None);
+/// The logs of http, server and location levels, for reopening.
+static SCOPED: Mutex<Vec<Weak<ErrorLog>>> = Mutex::new(Vec::new());
 
 thread_local! {
     static WORKER_ID: Cell<usize> = const { Cell::new(0) };
     static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(256));
+    /// The scope of the request being polled on this thread, if any.
+    static CURRENT: RefCell<Option<Rc<Scope>>> = const { RefCell::new(None) };
+}
+
+fn update_level() {
+    let l = MAIN_LEVEL
+        .load(Ordering::Relaxed)
+        .min(SCOPED_LEVEL.load(Ordering::Relaxed));
+    LEVEL.store(l, Ordering::Relaxed);
 }
 
 /// Install `target` as the process's error log, replacing the previous one.
 pub fn set(target: ErrorLog) {
-    let level = target.level;
+    let level = target.level();
     let mut g = LOG.write().unwrap_or_else(|e| e.into_inner());
     *g = Some(target);
-    LEVEL.store(level as u8, Ordering::Relaxed);
+    MAIN_LEVEL.store(level as u8, Ordering::Relaxed);
+    // Logs of levels a reload dropped no longer count.
+    let mut r = SCOPED.lock().unwrap_or_else(|e| e.into_inner());
+    r.retain(|w| w.strong_count() > 0);
+    let scoped = r
+        .iter()
+        .filter_map(|w| w.upgrade())
+        .map(|l| l.level() as u8)
+        .min()
+        .unwrap_or(u8::MAX);
+    SCOPED_LEVEL.store(scoped, Ordering::Relaxed);
+    update_level();
 }
 
-/// Reopen the current log file (after rotation, on USR1). No-op for stderr.
+/// Reopen the log files (after rotation, on USR1): the main log's and every
+/// level's.
 pub fn reopen() -> io::Result<()> {
-    let mut g = LOG.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(ErrorLog {
-        target: Target::File { path, file },
-        ..
-    }) = g.as_mut()
-    {
-        *file = open_append(path)?;
+    let mut res = Ok(());
+    if let Some(log) = LOG.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        res = log.reopen();
     }
-    Ok(())
+    let logs: Vec<Arc<ErrorLog>> = {
+        let mut r = SCOPED.lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|w| w.strong_count() > 0);
+        r.iter().filter_map(|w| w.upgrade()).collect()
+    };
+    for l in logs {
+        if let Err(e) = l.reopen() {
+            res = Err(e);
+        }
+    }
+    res
 }
 
-/// The minimum level currently written.
+/// The minimum level currently written by the main log.
 pub fn level() -> Level {
-    Level::from_u8(LEVEL.load(Ordering::Relaxed))
+    Level::from_u8(MAIN_LEVEL.load(Ordering::Relaxed))
 }
 
-/// Would a message at `level` be written?
+/// Could a message at `level` be written (by the main log or a level's)?
 #[inline]
 pub fn enabled(level: Level) -> bool {
     level as u8 >= LEVEL.load(Ordering::Relaxed)
+}
+
+/// Are there logs of http, server or location levels (then requests run in
+/// a [`Scope`])?
+#[inline]
+pub fn has_scoped() -> bool {
+    SCOPED_LEVEL.load(Ordering::Relaxed) != u8::MAX
+}
+
+/// A request's error log: its current level's (`None`: the main log). The
+/// request updates it as its location changes; [`scoped`] makes it the
+/// destination of every message logged while the request is polled.
+#[derive(Debug, Default)]
+pub struct Scope(RefCell<Option<Arc<ErrorLog>>>);
+
+impl Scope {
+    pub fn new(log: Option<Arc<ErrorLog>>) -> Rc<Scope> {
+        Rc::new(Scope(RefCell::new(log)))
+    }
+
+    /// Log to `log` from now on.
+    pub fn set(&self, log: &Option<Arc<ErrorLog>>) {
+        let mut g = self.0.borrow_mut();
+        let same = match (&*g, log) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            *g = log.clone();
+        }
+    }
+}
+
+/// Run `fut` with `scope` as the error log of the messages it logs (on each
+/// poll the scope is made current on this thread, the previous one restored
+/// after).
+pub async fn scoped<F: std::future::Future>(scope: Option<Rc<Scope>>, fut: F) -> F::Output {
+    let Some(scope) = scope else {
+        return fut.await;
+    };
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        let prev = CURRENT.with(|c| c.replace(Some(scope.clone())));
+        let r = fut.as_mut().poll(cx);
+        CURRENT.with(|c| *c.borrow_mut() = prev);
+        r
+    })
+    .await
 }
 
 /// Set the worker number shown after `#` in this thread's lines.
@@ -219,10 +430,23 @@ pub fn log(level: Level, msg: fmt::Arguments) {
     let write = |line: &mut Vec<u8>| {
         line.clear();
         format_line(level, msg, line);
+        let scoped = CURRENT.with(|c| {
+            let c = c.borrow();
+            let scope = c.as_ref()?;
+            let log = scope.0.borrow();
+            log.clone()
+        });
+        if let Some(log) = scoped {
+            log.write_line(level, line);
+            return;
+        }
         let g = LOG.read().unwrap_or_else(|e| e.into_inner());
         match &*g {
-            Some(log) => log.write_line(line),
-            None => ErrorLog::stderr(Level::Notice).write_line(line),
+            Some(log) => log.write_line(level, line),
+            None if level >= Level::Notice => {
+                ErrorLog::stderr(Level::Notice).write_line(level, line)
+            }
+            None => {}
         }
     };
     LINE.with(|cell| match cell.try_borrow_mut() {

@@ -157,6 +157,9 @@ pub enum Outcome {
 /// internal redirects changed. Empty (no allocation) until something uses it.
 #[derive(Debug, Default)]
 pub struct State {
+    /// Where the request's error messages go, when any level has its own
+    /// `error_log` (see [`crate::core::errlog::scoped`]).
+    pub errlog: Option<std::rc::Rc<crate::core::errlog::Scope>>,
     /// `$args` after a rewrite, `set $args`, try_files or error_page changed
     /// them (`None`: the request's own).
     pub args: Option<Vec<u8>>,
@@ -258,6 +261,15 @@ impl<'a> Request<'a> {
         (!a.is_empty()).then_some(a)
     }
 
+    /// Make `conf` the request's level: its settings, and its error log for
+    /// what the request logs from now on.
+    pub fn set_conf(&mut self, conf: &'a LocConf) {
+        self.conf = conf;
+        if let Some(scope) = &self.state.errlog {
+            scope.set(&conf.core.error_log);
+        }
+    }
+
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
         let server: &'a Server = self.server;
@@ -321,7 +333,7 @@ impl<'a> Request<'a> {
             let found = match jump {
                 Jump::Server => {
                     self.location = None;
-                    self.conf = &server.conf;
+                    self.set_conf(&server.conf);
                     self.state.uri_changed = false;
                     if let Rewrite::Respond(r) = self.rewrite(&server.phases.ext, false) {
                         return r;
@@ -337,12 +349,12 @@ impl<'a> Request<'a> {
                 Found::None => None,
                 Found::AddSlash(l) => {
                     self.location = Some(l);
-                    self.conf = &l.conf;
+                    self.set_conf(&l.conf);
                     return self.add_slash(l);
                 }
             };
             self.location = loc;
-            self.conf = loc.map_or(&*server.conf, |l| &*l.conf);
+            self.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
             self.state.in_if = false;
             if let Some(l) = loc {
                 if l.phases.internal && !self.state.internal {

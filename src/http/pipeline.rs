@@ -114,7 +114,12 @@ pub enum Ran {
 /// left of the body; `max` is client_max_body_size for the 413 answer.
 pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -> Ran {
     let mut close = false;
-    let resp = match crate::server::guard::run(req, body).await {
+    let scope = crate::core::errlog::has_scoped().then(|| {
+        let s = crate::core::errlog::Scope::new(req.conf.core.error_log.clone());
+        req.state.errlog = Some(s.clone());
+        s
+    });
+    let resp = match crate::core::errlog::scoped(scope, crate::server::guard::run(req, body)).await {
         Some(r) => r,
         None => {
             close = true;

@@ -2,7 +2,8 @@
 //! target per worker (thread-local, no locks), flushed by the worker's timer.
 
 use super::AccessLog;
-use super::conf::AccessLogTarget;
+use super::conf::{AccessLogTarget, Dest};
+use super::paths;
 use super::conf::LogConf;
 use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
@@ -40,9 +41,18 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
                     continue;
                 }
             }
+            if let Dest::Path(path) = &t.dest {
+                paths::log(req, &done, path, &t.format);
+                continue;
+            }
             let key = Arc::as_ptr(t) as usize;
             let (_, writer) = w.entry(key).or_insert_with(|| {
-                let writer = AccessLog::new(t.file.clone(), t.format.clone(), t.buffer, t.flush);
+                let writer = match &t.dest {
+                    Dest::Syslog(s) => AccessLog::syslog(s.clone(), t.format.clone()),
+                    Dest::File(f) => AccessLog::new(f.clone(), t.format.clone(), t.buffer, t.flush)
+                        .with_gzip(t.gzip),
+                    Dest::Path(_) => unreachable!("handled above"),
+                };
                 (Arc::downgrade(t), writer)
             });
             writer.log(&done);
@@ -61,6 +71,7 @@ pub fn flush_due() {
         }
         w.retain(|_, (target, _)| target.strong_count() > 0);
     });
+    paths::expire();
 }
 
 /// Flush everything (worker exit).
