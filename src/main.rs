@@ -226,6 +226,7 @@ fn main() -> ExitCode {
         }
     };
     errlog::set(target);
+    errlog::set_debug_connections(&config.debug_connection);
     log_panics();
     let log_to_file = config
         .error_log

@@ -90,6 +90,8 @@ pub struct Config {
     pub pid: Option<PathBuf>,
     /// The main level's error logs (at least one).
     pub error_log: Vec<(Dest, Level)>,
+    /// `debug_connection` clients.
+    pub debug_connection: Vec<crate::core::errlog::DebugConnection>,
     /// Where `pid` and `error_log` were set (errors opening their files name it).
     pub pid_at: Option<Span>,
     pub error_log_at: Option<Span>,
@@ -201,6 +203,7 @@ pub fn load(
         rlimit_nofile: main.worker_rlimit_nofile,
         pid: main.pid,
         error_log,
+        debug_connection: main.debug_connection,
         pid_at: main.pid_at,
         error_log_at: main.error_log_at,
         listeners,

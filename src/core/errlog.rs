@@ -218,8 +218,8 @@ impl ErrorLog {
 
     /// Write a formatted line (ending in a newline) at `level` to every
     /// destination that takes it; syslog gets it without the newline.
-    fn write_line(&self, level: Level, line: &[u8]) {
-        for s in self.sinks.iter().filter(|s| level >= s.level) {
+    fn write_line(&self, level: Level, line: &[u8], all: bool) {
+        for s in self.sinks.iter().filter(|s| all || level >= s.level) {
             // Nowhere left to report a failure of the error log itself.
             let _ = match &s.target {
                 Target::Stderr => io::stderr().lock().write_all(line),
@@ -297,6 +297,10 @@ pub fn errno_text(e: &io::Error) -> String {
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 /// Minimum level of the main log.
 static MAIN_LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+/// `debug_connection` is configured: debug messages may be written.
+static DEBUG_CONN: AtomicU8 = AtomicU8::new(u8::MAX);
+/// The `debug_connection` addresses.
+static DEBUG_NETS: RwLock<Vec<DebugConnection>> = RwLock::new(Vec::new());
 /// Minimum level of the logs of http, server and location levels.
 static SCOPED_LEVEL: AtomicU8 = AtomicU8::new(u8::MAX);
 /// The current log; `None` means the default, stderr.
@@ -314,7 +318,8 @@ thread_local! {
 fn update_level() {
     let l = MAIN_LEVEL
         .load(Ordering::Relaxed)
-        .min(SCOPED_LEVEL.load(Ordering::Relaxed));
+        .min(SCOPED_LEVEL.load(Ordering::Relaxed))
+        .min(DEBUG_CONN.load(Ordering::Relaxed));
     LEVEL.store(l, Ordering::Relaxed);
 }
 
@@ -375,15 +380,86 @@ pub fn has_scoped() -> bool {
     SCOPED_LEVEL.load(Ordering::Relaxed) != u8::MAX
 }
 
+/// A `debug_connection` client: an address or network, or any Unix socket client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DebugConnection {
+    Net(std::net::IpAddr, u8),
+    Unix,
+}
+
+impl DebugConnection {
+    /// `address`, `address/bits` or `unix:`.
+    pub fn parse(s: &str) -> Option<DebugConnection> {
+        if s == "unix:" {
+            return Some(DebugConnection::Unix);
+        }
+        let (a, bits) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b.parse::<u8>().ok()?)),
+            None => (s, None),
+        };
+        let ip: std::net::IpAddr = a.parse().ok()?;
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        let bits = bits.unwrap_or(max);
+        (bits <= max).then_some(DebugConnection::Net(ip, bits))
+    }
+
+    /// Does the client at `ip` (`None`: a Unix socket) match?
+    pub fn matches(&self, ip: Option<std::net::IpAddr>) -> bool {
+        use std::net::IpAddr;
+        match (self, ip) {
+            (DebugConnection::Unix, None) => true,
+            (DebugConnection::Net(IpAddr::V4(n), bits), Some(IpAddr::V4(a))) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(*bits)).unwrap_or(0);
+                u32::from(*n) & mask == u32::from(a) & mask
+            }
+            (DebugConnection::Net(IpAddr::V6(n), bits), Some(IpAddr::V6(a))) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(*bits)).unwrap_or(0);
+                u128::from(*n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Install the `debug_connection` list (at start and on each reload).
+pub fn set_debug_connections(list: &[DebugConnection]) {
+    *DEBUG_NETS.write().unwrap_or_else(|e| e.into_inner()) = list.to_vec();
+    let l = if list.is_empty() {
+        u8::MAX
+    } else {
+        Level::Debug as u8
+    };
+    DEBUG_CONN.store(l, Ordering::Relaxed);
+    update_level();
+}
+
+/// Is the client at `ip` (`None`: a Unix socket) one of `debug_connection`'s?
+pub fn debug_connection(ip: Option<std::net::IpAddr>) -> bool {
+    if DEBUG_CONN.load(Ordering::Relaxed) == u8::MAX {
+        return false;
+    }
+    let nets = DEBUG_NETS.read().unwrap_or_else(|e| e.into_inner());
+    nets.iter().any(|n| n.matches(ip))
+}
+
+/// Does a request need a [`Scope`]: are there logs of http, server or
+/// location levels, or `debug_connection` clients?
+#[inline]
+pub fn scopes() -> bool {
+    has_scoped() || DEBUG_CONN.load(Ordering::Relaxed) != u8::MAX
+}
+
 /// A request's error log: its current level's (`None`: the main log). The
 /// request updates it as its location changes; [`scoped`] makes it the
 /// destination of every message logged while the request is polled.
 #[derive(Debug, Default)]
-pub struct Scope(RefCell<Option<Arc<ErrorLog>>>);
+pub struct Scope(RefCell<Option<Arc<ErrorLog>>>, bool);
 
 impl Scope {
-    pub fn new(log: Option<Arc<ErrorLog>>) -> Rc<Scope> {
-        Rc::new(Scope(RefCell::new(log)))
+    /// `debug`: a `debug_connection` client, whose messages every log
+    /// takes whatever its level.
+    pub fn new(log: Option<Arc<ErrorLog>>, debug: bool) -> Rc<Scope> {
+        Rc::new(Scope(RefCell::new(log), debug))
     }
 
     /// Log to `log` from now on.
@@ -430,21 +506,19 @@ pub fn log(level: Level, msg: fmt::Arguments) {
     let write = |line: &mut Vec<u8>| {
         line.clear();
         format_line(level, msg, line);
-        let scoped = CURRENT.with(|c| {
-            let c = c.borrow();
-            let scope = c.as_ref()?;
-            let log = scope.0.borrow();
-            log.clone()
+        let (scoped, debug) = CURRENT.with(|c| match c.borrow().as_ref() {
+            Some(scope) => (scope.0.borrow().clone(), scope.1),
+            None => (None, false),
         });
         if let Some(log) = scoped {
-            log.write_line(level, line);
+            log.write_line(level, line, debug);
             return;
         }
         let g = LOG.read().unwrap_or_else(|e| e.into_inner());
         match &*g {
-            Some(log) => log.write_line(level, line),
+            Some(log) => log.write_line(level, line, debug),
             None if level >= Level::Notice => {
-                ErrorLog::stderr(Level::Notice).write_line(level, line)
+                ErrorLog::stderr(Level::Notice).write_line(level, line, false)
             }
             None => {}
         }

@@ -273,6 +273,11 @@ impl<'a> Request<'a> {
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
         let server: &'a Server = self.server;
+        crate::error_log!(
+            Debug,
+            "http uri: \"{}\"",
+            String::from_utf8_lossy(&self.uri)
+        );
         for hook in &server.conf.hooks.post_read {
             hook(self);
         }
@@ -310,6 +315,7 @@ impl<'a> Request<'a> {
         for filter in &conf.hooks.filters {
             filter(self, &mut resp);
         }
+        crate::error_log!(Debug, "http finalize request: {}", resp.status);
         resp
     }
 
@@ -357,6 +363,7 @@ impl<'a> Request<'a> {
             self.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
             self.state.in_if = false;
             if let Some(l) = loc {
+                crate::error_log!(Debug, "using configuration \"{}\"", l.pattern);
                 if l.phases.internal && !self.state.internal {
                     return self.error(404);
                 }

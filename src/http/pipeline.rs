@@ -114,8 +114,13 @@ pub enum Ran {
 /// left of the body; `max` is client_max_body_size for the 413 answer.
 pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -> Ran {
     let mut close = false;
-    let scope = crate::core::errlog::has_scoped().then(|| {
-        let s = crate::core::errlog::Scope::new(req.conf.core.error_log.clone());
+    let scope = crate::core::errlog::scopes().then(|| {
+        let ip = match req.peer {
+            Peer::Tcp(a) => Some(a.ip()),
+            Peer::Unix => None,
+        };
+        let debug = crate::core::errlog::debug_connection(ip);
+        let s = crate::core::errlog::Scope::new(req.conf.core.error_log.clone(), debug);
         req.state.errlog = Some(s.clone());
         s
     });

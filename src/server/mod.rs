@@ -608,6 +608,7 @@ impl Master {
             errlog::set(t);
             self.error_log = new.error_log.clone();
         }
+        errlog::set_debug_connections(&new.debug_connection);
         if new.pid != self.pid_file && !self.pid_renamed {
             self.remove_pid_file();
             self.pid_file = new.pid.clone();

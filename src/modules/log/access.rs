@@ -114,7 +114,10 @@ impl AccessLog {
     }
 
     /// Render one line for the request `src` and write or buffer it.
-    pub fn log(&mut self, src: &dyn VarSource) {
+    /// Returns the `flush` time when this line started a buffer that must
+    /// be written by then.
+    pub fn log(&mut self, src: &dyn VarSource) -> Option<Duration> {
+        let mut started = None;
         self.line.clear();
         self.format.render(src, &mut self.line);
 
@@ -129,6 +132,7 @@ impl AccessLog {
             } else {
                 if self.buf.is_empty() && self.flush.is_some() {
                     self.oldest = Some(Instant::now());
+                    started = self.flush;
                 }
                 self.buf.extend_from_slice(&self.line);
             }
@@ -138,6 +142,7 @@ impl AccessLog {
         if self.line.capacity() > SCRATCH_KEEP {
             self.line = Vec::with_capacity(512);
         }
+        started.filter(|_| !self.buf.is_empty())
     }
 
     /// Write the buffer out if its oldest line is older than `flush`.

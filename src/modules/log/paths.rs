@@ -76,6 +76,12 @@ fn cached(path: &Path, line: &[u8], c: OpenLogCache) {
             }
             return;
         }
+        // A file that does not open is not remembered.
+        let f = match crate::core::errlog::open_append(path) {
+            Ok(f) => f,
+            Err(err) => return open_failed(path, &err),
+        };
+        write(&f, path, line);
         if cache.len() >= c.max {
             // Make room: the entry used least recently goes.
             if let Some(old) = cache
@@ -86,21 +92,12 @@ fn cached(path: &Path, line: &[u8], c: OpenLogCache) {
                 cache.remove(&old);
             }
         }
-        let mut e = Entry {
-            file: None,
+        let e = Entry {
+            file: (c.min_uses <= 1).then_some(f),
             uses: 1,
             opened: now,
             last: now,
         };
-        match crate::core::errlog::open_append(path) {
-            Ok(f) => {
-                write(&f, path, line);
-                if c.min_uses <= 1 {
-                    e.file = Some(f);
-                }
-            }
-            Err(err) => open_failed(path, &err),
-        }
         cache.insert(path.to_path_buf(), e);
     });
 }

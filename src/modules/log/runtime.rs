@@ -10,6 +10,7 @@ use crate::core::request::{Finished, Request};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 thread_local! {
     /// Keyed by the target's address; the Weak kept beside it pins that address
@@ -55,8 +56,26 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
                 };
                 (Arc::downgrade(t), writer)
             });
-            writer.log(&done);
+            if let Some(flush) = writer.log(&done) {
+                flush_at(key, flush);
+            }
         }
+    });
+}
+
+/// Flush the writer `key` once `flush` has passed (its buffer's first line
+/// came now), rather than at the next once-a-second check.
+fn flush_at(key: usize, flush: Duration) {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
+    tokio::spawn(async move {
+        tokio::time::sleep(flush).await;
+        WRITERS.with(|w| {
+            if let Some((_, writer)) = w.borrow_mut().get_mut(&key) {
+                writer.flush_due();
+            }
+        });
     });
 }
 

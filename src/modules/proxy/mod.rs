@@ -608,6 +608,7 @@ impl Proxy {
             // room for what filters add (add_header, Content-Encoding, Vary).
             headers: Vec::with_capacity(h.fields.len() + 2),
             body: Body::Empty,
+            trailers: None,
         };
         for &(n, (va, vb)) in &h.fields {
             let (name, value) = (h.at(n), h.at((va, vb)));
