@@ -280,6 +280,8 @@ pub struct Attempt {
     pub connect_ms: Option<u64>,
     pub header_ms: Option<u64>,
     pub response_ms: Option<u64>,
+    /// Body bytes received (`$upstream_response_length`).
+    pub response_length: u64,
 }
 
 /// The `$upstream_*` values of a request: one entry per attempt.
@@ -364,6 +366,7 @@ impl UpstreamVars {
                 Field::ConnectTime => ms(out, a.connect_ms),
                 Field::HeaderTime => ms(out, a.header_ms),
                 Field::ResponseTime => ms(out, a.response_ms),
+                Field::ResponseLength => crate::core::vars::push_u64(out, a.response_length),
             }
         }
     }
@@ -377,6 +380,7 @@ pub enum Field {
     ConnectTime,
     HeaderTime,
     ResponseTime,
+    ResponseLength,
 }
 
 impl Field {}
@@ -450,6 +454,9 @@ pub static MODULE: Module = Module {
         }),
         VarDef::name("upstream_response_time", |req, _, out| {
             render(req, Field::ResponseTime, out)
+        }),
+        VarDef::name("upstream_response_length", |req, _, out| {
+            render(req, Field::ResponseLength, out)
         }),
         VarDef::prefix("upstream_http_", upstream_header),
         VarDef::prefix("upstream_cookie_", upstream_cookie),

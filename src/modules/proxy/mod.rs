@@ -1066,6 +1066,15 @@ impl std::fmt::Debug for UpstreamBody {
 }
 
 impl UpstreamBody {
+    /// Count a piece passed on in `$upstream_response_length`.
+    fn count(&self, r: &io::Result<Option<Bytes>>) {
+        if let Ok(Some(p)) = r
+            && let Some(a) = self.vars.borrow_mut().attempts.last_mut()
+        {
+            a.response_length += p.len() as u64;
+        }
+    }
+
     /// The body is over: account for the peer, pool the connection if clean.
     fn end(&mut self, clean: bool) {
         if self.done {
@@ -1195,7 +1204,11 @@ impl UpstreamBody {
 
 impl BodyStream for UpstreamBody {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
-        Box::pin(self.next_piece())
+        Box::pin(async move {
+            let r = self.next_piece().await;
+            self.count(&r);
+            r
+        })
     }
 
     fn unbuffered(&self) -> bool {
@@ -1203,7 +1216,9 @@ impl BodyStream for UpstreamBody {
     }
 
     fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
-        self.at_hand()
+        let r = self.at_hand()?;
+        self.count(&r);
+        Some(r)
     }
 }
 
