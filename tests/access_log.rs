@@ -448,7 +448,11 @@ fn unknown_log_format_is_a_config_error() {
         "logs to syslog cannot be buffered",
         3,
     );
-    assert!(!dir.path().join("syslog:server=127.0.0.1:514,bogus").exists());
+    assert!(
+        !dir.path()
+            .join("syslog:server=127.0.0.1:514,bogus")
+            .exists()
+    );
     check(
         "events {}\nhttp {\n access_log /nonexistent-vireo/a.log;\n}\n",
         "open() \"/nonexistent-vireo/a.log\" failed (2: No such file or directory)",
@@ -563,8 +567,10 @@ fn gzip_buffers_are_gzip_members() {
          root {dir}/html;\n  access_log {dir}/z.log.gz u gzip=9 flush=100ms;\n }\n}\n",
     );
     v.get("/one");
-    assert!(eventually(5, || std::fs::metadata(v.dir.path().join("z.log.gz"))
-        .is_ok_and(|m| m.len() > 0)));
+    assert!(eventually(5, || std::fs::metadata(
+        v.dir.path().join("z.log.gz")
+    )
+    .is_ok_and(|m| m.len() > 0)));
     v.get("/two");
     let unzip = || {
         let raw = std::fs::read(v.dir.path().join("z.log.gz")).unwrap();
@@ -574,7 +580,11 @@ fn gzip_buffers_are_gzip_members() {
             .unwrap();
         s
     };
-    assert!(eventually(5, || unzip() == "/one:404\n/two:404\n"), "{}", unzip());
+    assert!(
+        eventually(5, || unzip() == "/one:404\n/two:404\n"),
+        "{}",
+        unzip()
+    );
 }
 
 #[test]
@@ -605,5 +615,8 @@ fn buffered_paths_with_variables_are_refused() {
         "events {}\nhttp {\n server {\n  access_log logs/$host.log combined buffer=4k;\n }\n}\n",
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("buffered logs cannot have variables in name"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("buffered logs cannot have variables in name"),
+        "{err}"
+    );
 }

@@ -23,13 +23,23 @@ fn location_logs_take_their_requests_messages() {
     assert_eq!(v.get("/a/missing").status, 404);
     assert_eq!(v.get("/dup/missing").status, 404);
     assert_eq!(v.get("/other").status, 404);
-    assert!(eventually(5, || count(&v.dir.read("a_warn.log"), "/a/missing") == 1));
+    assert!(eventually(5, || count(
+        &v.dir.read("a_warn.log"),
+        "/a/missing"
+    ) == 1));
     assert_eq!(count(&v.dir.read("a_crit.log"), "[error]"), 0);
     // Both logs named twice take the message twice, as nginx.
-    assert!(eventually(5, || count(&v.dir.read("dup.log"), "/dup/missing") == 2));
+    assert!(eventually(5, || count(
+        &v.dir.read("dup.log"),
+        "/dup/missing"
+    ) == 2));
     // The main logs take only what no level took: the third request.
     let (m1, m2) = (v.dir.read("main1.log"), v.dir.read("main2.log"));
-    assert_eq!(count(&m1, "/a/missing") + count(&m1, "/dup/missing"), 0, "{m1}");
+    assert_eq!(
+        count(&m1, "/a/missing") + count(&m1, "/dup/missing"),
+        0,
+        "{m1}"
+    );
     assert_eq!(count(&m1, "/other"), 1, "{m1}");
     assert_eq!(count(&m2, "/other"), 1, "{m2}");
     // main2 is at error: the notices at start-up are only in main1.
@@ -69,8 +79,14 @@ fn syslog_targets() {
 fn syslog_configuration_errors() {
     let dir = TempDir::new("errlog-conf");
     for (conf, want) in [
-        ("error_log syslog:facility=user;", "no syslog server specified"),
-        ("error_log syslog:server=127.0.0.1,bogus;", "unknown syslog parameter \"bogus\""),
+        (
+            "error_log syslog:facility=user;",
+            "no syslog server specified",
+        ),
+        (
+            "error_log syslog:server=127.0.0.1,bogus;",
+            "unknown syslog parameter \"bogus\"",
+        ),
         ("error_log memory:32m;", "memory:"),
     ] {
         let out = test_conf(&dir, &format!("{conf}\nevents {{}}\nhttp {{}}\n"));
@@ -86,7 +102,13 @@ fn debug_connection_logs_everything_for_its_clients() {
          error_log {dir}/alert.log alert;\n server {\n  listen 127.0.0.1:{port};\n  root {dir}/html;\n }\n}\n",
     );
     v.get("/missing");
-    assert!(eventually(5, || v.dir.read("alert.log").contains("[debug]")));
+    assert!(eventually(5, || v
+        .dir
+        .read("alert.log")
+        .contains("[debug]")));
     let log = v.dir.read("alert.log");
-    assert!(log.contains("[error]") && log.contains("http finalize request: 404"), "{log}");
+    assert!(
+        log.contains("[error]") && log.contains("http finalize request: 404"),
+        "{log}"
+    );
 }

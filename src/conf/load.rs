@@ -192,7 +192,9 @@ pub fn load(
         main.error_log
     } else {
         match &cmd.error_log {
-            Some(p) if p.as_os_str() != "stderr" => vec![(Dest::File(prefix.join(p)), Level::Error)],
+            Some(p) if p.as_os_str() != "stderr" => {
+                vec![(Dest::File(prefix.join(p)), Level::Error)]
+            }
             _ => vec![(Dest::Stderr, Level::Error)],
         }
     };

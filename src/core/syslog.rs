@@ -38,9 +38,9 @@ pub struct Spec {
 }
 
 const FACILITIES: [&str; 24] = [
-    "kern", "user", "mail", "daemon", "auth", "intern", "lpr", "news", "uucp", "clock",
-    "authpriv", "ftp", "ntp", "audit", "alert", "cron", "local0", "local1", "local2", "local3",
-    "local4", "local5", "local6", "local7",
+    "kern", "user", "mail", "daemon", "auth", "intern", "lpr", "news", "uucp", "clock", "authpriv",
+    "ftp", "ntp", "audit", "alert", "cron", "local0", "local1", "local2", "local3", "local4",
+    "local5", "local6", "local7",
 ];
 
 /// The syslog severity of an error log level (emerg 0 … debug 7).
@@ -87,8 +87,7 @@ impl Spec {
                 }
                 if !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                     return Err(
-                        "syslog \"tag\" only allows alphanumeric characters and underscore"
-                            .into(),
+                        "syslog \"tag\" only allows alphanumeric characters and underscore".into(),
                     );
                 }
                 tag = v.to_string();
@@ -241,8 +240,8 @@ mod tests {
 
     #[test]
     fn parse_params() {
-        let s = Spec::parse("server=127.0.0.1:5140,facility=user,severity=alert,tag=SEE_THIS")
-            .unwrap();
+        let s =
+            Spec::parse("server=127.0.0.1:5140,facility=user,severity=alert,tag=SEE_THIS").unwrap();
         assert_eq!(s.server, Server::Inet("127.0.0.1:5140".parse().unwrap()));
         assert_eq!((s.facility, s.severity), (1, 1));
         assert_eq!(s.tag, "SEE_THIS");

@@ -124,7 +124,8 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
         req.state.errlog = Some(s.clone());
         s
     });
-    let resp = match crate::core::errlog::scoped(scope, crate::server::guard::run(req, body)).await {
+    let resp = match crate::core::errlog::scoped(scope, crate::server::guard::run(req, body)).await
+    {
         Some(r) => r,
         None => {
             close = true;

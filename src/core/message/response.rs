@@ -141,7 +141,8 @@ pub struct Response {
 
 /// Makes a response's trailer fields once its body is sent (the body
 /// itself is taken out of the response while it is).
-pub type Trailers = fn(&crate::core::request::Request<'_>, &Response) -> Vec<(&'static str, String)>;
+pub type Trailers =
+    fn(&crate::core::request::Request<'_>, &Response) -> Vec<(&'static str, String)>;
 
 impl Response {
     pub fn new(status: u16) -> Self {

@@ -139,8 +139,7 @@ impl Out {
                     self.data(Bytes::copy_from_slice(part_head), false).await?;
                     self.file(file, range.clone(), false).await?;
                 }
-                self.data(Bytes::copy_from_slice(&parts.trailer), end)
-                    .await
+                self.data(Bytes::copy_from_slice(&parts.trailer), end).await
             }
             Body::Stream { stream, .. } => {
                 // Each piece is out (within the window) before the next is asked for.

@@ -128,10 +128,10 @@ pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, Con
     let placement = if dn == "add_header"
         && (name.eq_ignore_ascii_case("last-modified") || name.eq_ignore_ascii_case("etag"))
     {
-            Placement::Replace
-        } else {
-            Placement::Append
-        };
+        Placement::Replace
+    } else {
+        Placement::Append
+    };
     Ok(AddHeader {
         name: intern(name),
         value,

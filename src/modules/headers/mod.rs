@@ -5,10 +5,10 @@ pub mod conf;
 
 use crate::core::message::response::{Response, Value};
 use crate::core::module::{Hooks, Module, Ordered, VarDef};
-use std::cell::RefCell;
 use crate::core::request::{Finished, Request};
 use conf::HeadersConf;
 use conf::{AddHeader, Expires, Placement};
+use std::cell::RefCell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Statuses `expires` and `add_header` (without `always`) apply to.
@@ -80,7 +80,8 @@ fn trailers(req: &Request<'_>, resp: &Response) -> Vec<(&'static str, String)> {
     sent.0.borrow().clone()
 }
 
-/// `$sent_trailer_NAME`: a trailer field made before this one.
+/// `$sent_trailer_NAME`: the trailer fields of that name made before this
+/// one, joined by ", ".
 fn sent_trailer(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
     let Some(sent) = req.state.ext.get::<SentTrailers>() else {
         return;
@@ -88,11 +89,15 @@ fn sent_trailer(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
     let sent = sent.0.borrow();
     let same = |n: &str| {
         n.len() == name.len()
-            && n.bytes().zip(name.bytes()).all(|(a, b)| {
-                a.eq_ignore_ascii_case(&b) || (a == b'-' && b == b'_')
-            })
+            && n.bytes()
+                .zip(name.bytes())
+                .all(|(a, b)| a.eq_ignore_ascii_case(&b) || (a == b'-' && b == b'_'))
     };
-    if let Some((_, v)) = sent.iter().find(|(n, _)| same(n)) {
+    // Several fields of the name: their values joined, as nginx.
+    for (i, (_, v)) in sent.iter().filter(|(n, _)| same(n)).enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
         out.extend_from_slice(v.as_bytes());
     }
 }

@@ -177,10 +177,7 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
     }
     if let Some(spec) = d.arg(0).strip_prefix("syslog:") {
         if buffer.is_some() || flush.is_some() || gzip.is_some() {
-            return Err(ConfError::new(
-                "logs to syslog cannot be buffered",
-                &d.span,
-            ));
+            return Err(ConfError::new("logs to syslog cannot be buffered", &d.span));
         }
         let spec = Spec::parse(spec).map_err(|m| ConfError::new(m, &d.span))?;
         return Ok(Some(Arc::from(vec![Arc::new(AccessLogTarget {
@@ -318,7 +315,11 @@ pub static DIRECTIVES: &[Def] = &[
                 };
                 for a in d.arg_strs() {
                     if let Some(v) = option(a, "max") {
-                        c.max = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| bad_arg(d, a))?;
+                        c.max = v
+                            .parse()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| bad_arg(d, a))?;
                     } else if let Some(v) = option(a, "inactive") {
                         c.inactive = parse_time(v).ok_or_else(|| bad_arg(d, a))?;
                     } else if let Some(v) = option(a, "min_uses") {
@@ -337,7 +338,11 @@ pub static DIRECTIVES: &[Def] = &[
                 }
                 Some(c)
             };
-            set_once(&mut s.loc().get_mut::<LogConfSet>().open_log_file_cache, v, d)
+            set_once(
+                &mut s.loc().get_mut::<LogConfSet>().open_log_file_cache,
+                v,
+                d,
+            )
         },
         syntax: "open_log_file_cache max=N [inactive=time] [min_uses=N] [valid=time] | off;",
         default: "off",

@@ -2,9 +2,9 @@
 //! target per worker (thread-local, no locks), flushed by the worker's timer.
 
 use super::AccessLog;
+use super::conf::LogConf;
 use super::conf::{AccessLogTarget, Dest};
 use super::paths;
-use super::conf::LogConf;
 use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
 use std::cell::RefCell;
