@@ -1094,16 +1094,16 @@ http {
 }
 
 #[test]
-fn debug_connection_is_accepted_with_a_notice() {
+fn debug_connection_takes_addresses_networks_and_unix() {
     let dir = TempDir::new("cf");
     let err = passes(
         &dir,
-        "events {\n debug_connection 192.168.1.0/24;\n}\nhttp {\n}\n",
+        "events {\n debug_connection 192.168.1.0/24;\n debug_connection ::1;\n debug_connection unix:;\n}\nhttp {\n}\n",
     );
-    assert!(
-        err.contains(
-            "[notice] \"debug_connection\" directive is ignored: vireo has no debug log in "
-        ),
-        "{err}"
+    assert!(!err.contains("debug_connection"), "{err}");
+    fails_at(
+        "events {\n debug_connection 10.0.0.0/33;\n}\n",
+        "invalid parameter \"10.0.0.0/33\" in \"debug_connection\" directive",
+        2,
     );
 }

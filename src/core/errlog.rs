@@ -605,6 +605,44 @@ mod tests {
     }
 
     #[test]
+    fn debug_connection_matching() {
+        let ip = |s: &str| Some(s.parse::<std::net::IpAddr>().unwrap());
+        let net = DebugConnection::parse("192.168.1.0/24").unwrap();
+        assert!(net.matches(ip("192.168.1.77")) && !net.matches(ip("192.168.2.1")));
+        assert!(!net.matches(None) && !net.matches(ip("::1")));
+        let one = DebugConnection::parse("::1").unwrap();
+        assert!(one.matches(ip("::1")) && !one.matches(ip("::2")));
+        assert!(
+            DebugConnection::parse("0.0.0.0/0")
+                .unwrap()
+                .matches(ip("10.1.2.3"))
+        );
+        assert!(DebugConnection::parse("unix:").unwrap().matches(None));
+        assert_eq!(DebugConnection::parse("10.0.0.0/33"), None);
+        assert_eq!(DebugConnection::parse("localhost"), None);
+    }
+
+    #[test]
+    fn several_destinations_each_with_its_level() {
+        let dir = std::env::temp_dir().join(format!("vireo-errlog-multi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.log"), dir.join("b.log"));
+        let log = ErrorLog::open(&[
+            (Dest::File(a.clone()), Level::Warn),
+            (Dest::File(b.clone()), Level::Crit),
+            (Dest::File(a.clone()), Level::Error),
+        ])
+        .unwrap();
+        assert_eq!(log.level(), Level::Warn);
+        log.write_line(Level::Error, b"e\n", false);
+        log.write_line(Level::Warn, b"w\n", false);
+        log.write_line(Level::Info, b"d\n", true);
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "e\ne\nw\nd\nd\n");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "d\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn errno_text_as_nginx() {
         let e = io::Error::from_raw_os_error(2);
         assert_eq!(errno_text(&e), "2: No such file or directory");
