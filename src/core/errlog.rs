@@ -476,21 +476,38 @@ impl Scope {
     }
 }
 
-/// Run `fut` with `scope` as the error log of the messages it logs (on each
-/// poll the scope is made current on this thread, the previous one restored
-/// after).
-pub async fn scoped<F: std::future::Future>(scope: Option<Rc<Scope>>, fut: F) -> F::Output {
-    let Some(scope) = scope else {
-        return fut.await;
-    };
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(move |cx| {
+/// Run `fut` with `scope` as the error log of the messages it logs: on
+/// each poll the scope is made current on this thread, and the previous one
+/// restored after. Without a scope, the future is polled as it is.
+pub fn scoped<F: std::future::Future>(
+    scope: Option<Rc<Scope>>,
+    fut: std::pin::Pin<&mut F>,
+) -> Scoped<'_, F> {
+    Scoped { scope, fut }
+}
+
+/// The future of [`scoped`].
+pub struct Scoped<'a, F> {
+    scope: Option<Rc<Scope>>,
+    fut: std::pin::Pin<&'a mut F>,
+}
+
+impl<F: std::future::Future> std::future::Future for Scoped<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.get_mut();
+        let Some(scope) = &this.scope else {
+            return this.fut.as_mut().poll(cx);
+        };
         let prev = CURRENT.with(|c| c.replace(Some(scope.clone())));
-        let r = fut.as_mut().poll(cx);
+        let r = this.fut.as_mut().poll(cx);
         CURRENT.with(|c| *c.borrow_mut() = prev);
         r
-    })
-    .await
+    }
 }
 
 /// Set the worker number shown after `#` in this thread's lines.
@@ -565,6 +582,7 @@ macro_rules! error_log {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     #[test]
     fn levels() {
@@ -639,6 +657,34 @@ mod tests {
         log.write_line(Level::Info, b"d\n", true);
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "e\ne\nw\nd\nd\n");
         assert_eq!(std::fs::read_to_string(&b).unwrap(), "d\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn scoped_futures_log_to_their_scope() {
+        let dir = std::env::temp_dir().join(format!("vireo-errlog-scope-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("loc.log");
+        let loc = Arc::new(ErrorLog::open(&[(Dest::File(path.clone()), Level::Emerg)]).unwrap());
+        let scope = Scope::new(Some(loc), false);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut fut = std::pin::pin!(async {
+            log(Level::Emerg, format_args!("marker-scoped-1"));
+            std::future::ready(()).await;
+            log(Level::Emerg, format_args!("marker-scoped-2"));
+        });
+        let mut s = scoped(Some(scope.clone()), fut.as_mut());
+        assert!(std::pin::Pin::new(&mut s).poll(&mut cx).is_ready());
+        // Outside the poll the thread has no scope again.
+        assert!(CURRENT.with(|c| c.borrow().is_none()));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("marker-scoped-1") && text.contains("marker-scoped-2"),
+            "{text}"
+        );
+        // The request moved to a level without logs of its own: the main log.
+        scope.set(&None);
+        assert!(scope.0.borrow().is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

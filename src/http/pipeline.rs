@@ -124,8 +124,11 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
         req.state.errlog = Some(s.clone());
         s
     });
-    let resp = match crate::core::errlog::scoped(scope, crate::server::guard::run(req, body)).await
-    {
+    let ran = {
+        let phases = std::pin::pin!(crate::server::guard::run(req, body));
+        crate::core::errlog::scoped(scope, phases).await
+    };
+    let resp = match ran {
         Some(r) => r,
         None => {
             close = true;
