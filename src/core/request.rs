@@ -880,12 +880,29 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Http(name) => {
-                if let Some(v) = head.header(name) {
-                    out.extend_from_slice(v);
+                // Several fields of the name: joined, cookies by "; ", as nginx.
+                let sep: &[u8] = if name.as_ref() == "cookie" {
+                    b"; "
+                } else {
+                    b", "
+                };
+                let mut first = true;
+                for (n, v) in head.headers() {
+                    if n.eq_ignore_ascii_case(name.as_bytes()) {
+                        if !first {
+                            out.extend_from_slice(sep);
+                        }
+                        out.extend_from_slice(v);
+                        first = false;
+                    }
                 }
             }
             Var::Cookie(name) => {
-                if let Some(v) = head.header("cookie").and_then(|c| find_cookie(c, name)) {
+                let found = head
+                    .headers()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+                    .find_map(|(_, c)| find_cookie(c, name));
+                if let Some(v) = found {
                     out.extend_from_slice(v);
                 }
             }
@@ -926,17 +943,31 @@ impl VarSource for Finished<'_> {
             Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
             Var::SentHttp(name) => {
                 let r = self.resp;
-                let v = match name.as_ref() {
-                    "content-type" => r.content_type.as_ref().map(|v| v.as_str()),
-                    _ => r
-                        .headers
-                        .iter()
-                        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                        .map(|(_, v)| v.as_str()),
-                };
-                if let Some(v) = v {
-                    out.extend_from_slice(v.as_bytes());
-                } else if name.as_ref() == "content-length"
+                let mut found = false;
+                match name.as_ref() {
+                    "content-type" => {
+                        if let Some(v) = &r.content_type {
+                            out.extend_from_slice(v.as_str().as_bytes());
+                            found = true;
+                        }
+                    }
+                    // Several fields of the name: joined by ", ", as nginx.
+                    _ => {
+                        let same = r
+                            .headers
+                            .iter()
+                            .filter(|(n, _)| n.eq_ignore_ascii_case(name));
+                        for (_, v) in same {
+                            if found {
+                                out.extend_from_slice(b", ");
+                            }
+                            out.extend_from_slice(v.as_str().as_bytes());
+                            found = true;
+                        }
+                    }
+                }
+                if !found
+                    && name.as_ref() == "content-length"
                     && let Some(n) = r.body.size()
                 {
                     push_u64(out, n);
