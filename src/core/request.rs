@@ -845,9 +845,7 @@ impl<'a> Request<'a> {
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
             Var::Scheme => out.extend_from_slice(self.scheme().as_bytes()),
             Var::Pid => push_u64(out, std::process::id().into()),
-            Var::ContentType => {
-                out.extend_from_slice(head.header("content-type").unwrap_or_default())
-            }
+            Var::ContentType => join_fields(head, b"content-type", b", ", out),
             Var::ContentLength => {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
@@ -880,22 +878,13 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Http(name) => {
-                // Several fields of the name: joined, cookies by "; ", as nginx.
+                // Cookies are joined by "; ", other fields by ", ", as nginx.
                 let sep: &[u8] = if name.as_ref() == "cookie" {
                     b"; "
                 } else {
                     b", "
                 };
-                let mut first = true;
-                for (n, v) in head.headers() {
-                    if n.eq_ignore_ascii_case(name.as_bytes()) {
-                        if !first {
-                            out.extend_from_slice(sep);
-                        }
-                        out.extend_from_slice(v);
-                        first = false;
-                    }
-                }
+                join_fields(head, name.as_bytes(), sep, out);
             }
             Var::Cookie(name) => {
                 let found = head
@@ -915,6 +904,20 @@ impl<'a> Request<'a> {
 impl VarSource for Request<'_> {
     fn var(&self, var: &Var, out: &mut Vec<u8>) {
         self.var_into(var, out, self);
+    }
+}
+
+/// The values of every request field called `name`, joined by `sep`.
+fn join_fields(head: &RequestHead, name: &[u8], sep: &[u8], out: &mut Vec<u8>) {
+    let mut first = true;
+    for (n, v) in head.headers() {
+        if n.eq_ignore_ascii_case(name) {
+            if !first {
+                out.extend_from_slice(sep);
+            }
+            out.extend_from_slice(v);
+            first = false;
+        }
     }
 }
 
