@@ -226,8 +226,12 @@ fn main() -> ExitCode {
         }
     };
     errlog::set(target);
+    errlog::set_debug_connections(&config.debug_connection);
     log_panics();
-    let log_to_file = config.error_log.0.is_some();
+    let log_to_file = config
+        .error_log
+        .iter()
+        .any(|(d, _)| !matches!(d, errlog::Dest::Stderr));
     for n in &config.notices {
         errlog::log(Level::Notice, format_args!("{n}"));
     }

@@ -437,13 +437,22 @@ fn unknown_log_format_is_a_config_error() {
         "\"log_format\" directive is not allowed here",
         4,
     );
-    // syslog is not there: refused, rather than written to a file called "syslog:…".
+    // syslog: checked, never written to a file called "syslog:…".
     check(
-        "events {}\nhttp {\n access_log syslog:server=127.0.0.1:514 combined;\n}\n",
-        "logging to syslog is not supported: log to a file or /dev/stdout",
+        "events {}\nhttp {\n access_log syslog:server=127.0.0.1:514,bogus combined;\n}\n",
+        "unknown syslog parameter \"bogus\"",
         3,
     );
-    assert!(!dir.path().join("syslog:server=127.0.0.1:514").exists());
+    check(
+        "events {}\nhttp {\n access_log syslog:server=127.0.0.1:514 combined buffer=4k;\n}\n",
+        "logs to syslog cannot be buffered",
+        3,
+    );
+    assert!(
+        !dir.path()
+            .join("syslog:server=127.0.0.1:514,bogus")
+            .exists()
+    );
     check(
         "events {}\nhttp {\n access_log /nonexistent-vireo/a.log;\n}\n",
         "open() \"/nonexistent-vireo/a.log\" failed (2: No such file or directory)",
@@ -549,4 +558,65 @@ http {
     let errors = lines(&v, "logs/errors.log", 1);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("\"GET /x HTTP/1.1\" 404"), "{errors:?}");
+}
+
+#[test]
+fn gzip_buffers_are_gzip_members() {
+    let v = Vireo::start(
+        "events {}\nhttp {\n log_format u \"$uri:$status\";\n server {\n  listen 127.0.0.1:{port};\n  \
+         root {dir}/html;\n  access_log {dir}/z.log.gz u gzip=9 flush=100ms;\n }\n}\n",
+    );
+    v.get("/one");
+    assert!(eventually(5, || std::fs::metadata(
+        v.dir.path().join("z.log.gz")
+    )
+    .is_ok_and(|m| m.len() > 0)));
+    v.get("/two");
+    let unzip = || {
+        let raw = std::fs::read(v.dir.path().join("z.log.gz")).unwrap();
+        let mut s = String::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    assert!(
+        eventually(5, || unzip() == "/one:404\n/two:404\n"),
+        "{}",
+        unzip()
+    );
+}
+
+#[test]
+fn paths_with_variables_and_the_open_file_cache() {
+    let v = Vireo::start(
+        "events {}\nhttp {\n log_format u \"$uri\";\n server {\n  listen 127.0.0.1:{port};\n  \
+         root {dir}/html;\n  location /v { access_log {dir}/v_$arg_n.log u; }\n  \
+         location /c { open_log_file_cache max=2 min_uses=1; access_log {dir}/c_$arg_n.log u; }\n \
+         }\n}\n",
+    );
+    v.get("/v1?n=a");
+    v.get("/v2?n=b");
+    v.get("/v3?n=a");
+    assert!(eventually(5, || v.dir.read("v_a.log") == "/v1\n/v3\n"));
+    assert_eq!(v.dir.read("v_b.log"), "/v2\n");
+    v.get("/c1?n=x");
+    // Kept open: still written after the file is renamed away.
+    std::fs::rename(v.dir.path().join("c_x.log"), v.dir.path().join("moved.log")).unwrap();
+    v.get("/c2?n=x");
+    assert!(eventually(5, || v.dir.read("moved.log") == "/c1\n/c2\n"));
+}
+
+#[test]
+fn buffered_paths_with_variables_are_refused() {
+    let dir = TempDir::new("al-var");
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n server {\n  access_log logs/$host.log combined buffer=4k;\n }\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("buffered logs cannot have variables in name"),
+        "{err}"
+    );
 }

@@ -650,30 +650,27 @@ fn ignored_nginx_directives_give_notices() {
 
 #[test]
 fn error_log_at_http_level_is_accepted() {
-    // nginx allows error_log in http, server and location; vireo keeps one error
-    // log per process and says so.
+    // nginx allows error_log in http, server and location, several at a level.
     let dir = TempDir::new("cf");
     let err = passes(
         &dir,
-        "events {}\nhttp {\n error_log logs/http-error.log warn;\n server { error_log stderr; }\n}\n",
+        "events {}\nhttp {\n error_log logs/http-error.log warn;\n server { error_log stderr; error_log logs/s.log; }\n}\n",
     );
-    assert!(
-        err.contains("[notice] \"error_log\" directive is ignored"),
-        "{err}"
-    );
+    assert!(!err.contains("\"error_log\" directive is ignored"), "{err}");
+    assert!(dir.path().join("logs/http-error.log").exists());
     fails_at(
         "events {}\nhttp {\n error_log stderr loud;\n}\n",
         "invalid parameter \"loud\" in \"error_log\" directive",
         3,
     );
     fails_at(
-        "error_log syslog:server=127.0.0.1 warn;\n",
-        "error_log to \"syslog:\" is not supported: use a file or stderr",
+        "error_log syslog:server=127.0.0.1,facility=nope warn;\n",
+        "unknown syslog facility \"nope\"",
         1,
     );
     fails_at(
         "error_log memory:32m debug;\n",
-        "error_log to \"memory:\" is not supported: use a file or stderr",
+        "error_log to \"memory:\" is not supported: use a file, stderr or syslog",
         1,
     );
 }
@@ -1096,17 +1093,17 @@ http {
 }
 
 #[test]
-fn debug_connection_is_accepted_with_a_notice() {
+fn debug_connection_takes_addresses_networks_and_unix() {
     let dir = TempDir::new("cf");
     let err = passes(
         &dir,
-        "events {\n debug_connection 192.168.1.0/24;\n}\nhttp {\n}\n",
+        "events {\n debug_connection 192.168.1.0/24;\n debug_connection ::1;\n debug_connection unix:;\n}\nhttp {\n}\n",
     );
-    assert!(
-        err.contains(
-            "[notice] \"debug_connection\" directive is ignored: vireo has no debug log in "
-        ),
-        "{err}"
+    assert!(!err.contains("debug_connection"), "{err}");
+    fails_at(
+        "events {\n debug_connection 10.0.0.0/33;\n}\n",
+        "invalid parameter \"10.0.0.0/33\" in \"debug_connection\" directive",
+        2,
     );
 }
 

@@ -456,3 +456,49 @@ fn reload_removing_the_address_sends_goaway() {
     assert!(r.num("goaway_after") < 1.5, "{}", r.0);
     assert!(r.get("closed") == "1", "{}", r.0);
 }
+
+#[test]
+fn trailers_over_h2() {
+    let dir = TempDir::new("h2-trailers");
+    dir.write("html/t", "SEE-THIS");
+    let v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port} http2;\n  \
+         root {dir}/html;\n  add_trailer X-Var $host;\n  add_trailer X-Always yes always;\n }\n}\n",
+    );
+    // curl does not show trailers: the Python h2 client lists the events.
+    const CLIENT: &str = r#"
+import socket, sys, h2.connection, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c = h2.connection.H2Connection()
+c.initiate_connection()
+c.send_headers(1, [(":method", "GET"), (":scheme", "http"), (":path", sys.argv[2]), (":authority", "localhost")], end_stream=True)
+s.sendall(c.data_to_send())
+done = False
+while not done:
+    d = s.recv(65535)
+    if not d:
+        break
+    for e in c.receive_data(d):
+        if isinstance(e, h2.events.DataReceived):
+            print("data", e.data.decode())
+        if isinstance(e, h2.events.TrailersReceived):
+            print("trailers", [(n.decode(), v.decode()) for n, v in e.headers])
+        if isinstance(e, h2.events.StreamEnded):
+            done = True
+    s.sendall(c.data_to_send())
+"#;
+    let events = |path: &str| {
+        let out = Command::new("python3")
+            .args(["-c", CLIENT, &v.port.to_string(), path])
+            .output()
+            .expect("python3 runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(
+        events("/t"),
+        "data SEE-THIS\ntrailers [('x-var', 'localhost'), ('x-always', 'yes')]\n"
+    );
+    let got = events("/missing");
+    assert!(got.ends_with("trailers [('x-always', 'yes')]\n"), "{got}");
+}

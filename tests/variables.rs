@@ -255,3 +255,17 @@ fn logged_uri_and_sent_headers_as_nginx() {
         .read("logs/cc.log")
         .contains("/set: max-age=3600, private\n")));
 }
+
+#[test]
+fn several_fields_of_a_name_are_joined() {
+    let v = Vireo::start(
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port};\n  \
+         location / {\n   add_header X-A 1;\n   add_header X-A 2;\n   add_header X-J $sent_http_x_a;\n   \
+         return 200 \"$http_foo|$http_cookie|$cookie_b|$cookie_c\";\n  }\n }\n}\n",
+    );
+    let r = v.request(
+        "GET / HTTP/1.1\r\nHost: x\r\nFoo: one\r\nCookie: a=1\r\nFoo: two\r\nCookie: b=2; c=3\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.text(), "one, two|a=1; b=2; c=3|2|3");
+    assert_eq!(r.header("x-j"), Some("1, 2"));
+}

@@ -8,7 +8,7 @@ use super::model::{
 };
 use super::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use super::values::{bad_arg, flag, number, parse_size, parse_time, set_once, size, time};
-use crate::core::errlog::Level;
+use crate::core::errlog::{DebugConnection, Dest, ErrorLog, Level};
 use crate::core::mime::MimeTypes;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -65,33 +65,43 @@ pub static DIRECTIVES: &[Def] = &[
                 Some(a) => Level::parse(&a.value).ok_or_else(|| bad_arg(d, &a.value))?,
                 None => Level::Error,
             };
-            if let Some(kind) = ["syslog:", "memory:"]
-                .iter()
-                .find(|k| d.arg(0).starts_with(**k))
-            {
-                return Err(ConfError::new(
-                    format!("error_log to \"{kind}\" is not supported: use a file or stderr"),
-                    &d.span,
-                ));
-            }
-            let Scope::Main(m) = s else {
-                e.ignore(
-                    d,
-                    "vireo keeps one error log per process, set at the main level",
-                );
-                return Ok(());
+            let dest =
+                Dest::parse(d.arg(0), |p| e.path(p)).map_err(|m| ConfError::new(m, &d.span))?;
+            let loc = match s {
+                Scope::Main(m) => {
+                    m.error_log.push((dest, level));
+                    m.error_log_at = Some(d.span.clone());
+                    return Ok(());
+                }
+                s => s.loc(),
             };
-            let target = match d.arg(0) {
-                "stderr" => "stderr".into(),
-                p => e.path(p),
+            // Several at one level: all of them, opened again together.
+            let mut dests = match &loc.core.error_log {
+                Some(Some(have)) => have.dests().to_vec(),
+                _ => Vec::new(),
             };
-            set_once(&mut m.error_log, (target, level), d)?;
-            m.error_log_at = Some(d.span.clone());
+            dests.push((dest, level));
+            let log = ErrorLog::open(&dests).map_err(|m| ConfError::new(m, &d.span))?;
+            loc.core.error_log = Some(Some(log.scoped()));
             Ok(())
         },
-        syntax: "error_log file | stderr [debug | info | notice | warn | error | crit | alert | emerg];",
+        syntax: "error_log file | stderr | syslog:server=address[,parameter=value] [debug | info | notice | warn | error | crit | alert | emerg];",
         default: "stderr error",
-        doc: "Where error and notice messages go, and the least severe level written. Accepted in http, server and location for nginx compatibility, with a notice: only the main-level one is used.\n\n```nginx\nerror_log logs/error.log warn;\n```",
+        doc: "Where error and notice messages go, and the least severe level written; several may be given at one level, each gets the messages at or above its level. The main level's take what happens outside requests; an http, server or location level's take its requests' messages (inherited by the levels below that name none). `syslog:` sends each message as a datagram: `server=` an address (port 514 by default) or `unix:` path, `facility=` (`local7`), `tag=` (`nginx`), `nohostname`.\n\n```nginx\nerror_log logs/error.log warn;\nerror_log syslog:server=127.0.0.1:514,facility=local7,tag=vireo info;\nlocation /api { error_log logs/api.error.log info; }\n```",
+    },
+    Def {
+        name: "debug_connection",
+        ignored: false,
+        ctx: Ctx::EVENTS,
+        arity: ONE,
+        set: |s, d, _| {
+            let c = DebugConnection::parse(d.arg(0)).ok_or_else(|| bad_arg(d, d.arg(0)))?;
+            s.main().debug_connection.push(c);
+            Ok(())
+        },
+        syntax: "debug_connection address | CIDR | unix:;",
+        default: "—",
+        doc: "Requests from these clients (an address, a network, or `unix:` for Unix socket clients) log their debug messages, and every message, to each error log whatever its level.\n\n```nginx\nevents { debug_connection 192.168.1.0/24; debug_connection ::1; }\n```",
     },
     Def {
         name: "daemon",
@@ -600,6 +610,16 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Show vireo's version in the Server header and error pages (`build`: the same, vireo has no build name).\n\n```nginx\nserver_tokens off;\n```",
     },
     Def {
+        name: "chunked_transfer_encoding",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.chunked_transfer_encoding, flag(d, 0)?, d),
+        syntax: "chunked_transfer_encoding on | off;",
+        default: "on",
+        doc: "`off`: an HTTP/1.1 response body of unknown length is not chunked; it ends with the connection, which closes after it (and no trailers are sent).\n\n```nginx\nlocation /legacy { chunked_transfer_encoding off; }\n```",
+    },
+    Def {
         name: "log_not_found",
         ignored: false,
         ctx: Ctx::HSL,
@@ -835,13 +855,6 @@ pub static IGNORED: &[Def] = &[
         ONE,
         "log_subrequest on | off;",
         "vireo makes no subrequests, so there are none to log\n\n```nginx\nlog_subrequest on;\n```",
-    ),
-    ignored(
-        "debug_connection",
-        Ctx::EVENTS,
-        ONE,
-        "debug_connection address | CIDR | unix:;",
-        "vireo has no debug log\n\n```nginx\nevents { debug_connection 192.168.1.0/24; }\n```",
     ),
     ignored(
         "variables_hash_max_size",

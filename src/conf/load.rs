@@ -8,7 +8,7 @@ use super::model::{
 };
 use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
-use crate::core::errlog::{ErrorLog, Level, errno_text};
+use crate::core::errlog::{Dest, ErrorLog, Level};
 use crate::core::module::{Extensions, ListenBuild, Module, Pipeline, ServerBuild};
 use crate::core::route::{LimitExcept, Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
@@ -88,8 +88,10 @@ pub struct Config {
     pub multi_accept: bool,
     pub rlimit_nofile: Option<u64>,
     pub pid: Option<PathBuf>,
-    /// `None` path is stderr.
-    pub error_log: (Option<PathBuf>, Level),
+    /// The main level's error logs (at least one).
+    pub error_log: Vec<(Dest, Level)>,
+    /// `debug_connection` clients.
+    pub debug_connection: Vec<crate::core::errlog::DebugConnection>,
     /// Where `pid` and `error_log` were set (errors opening their files name it).
     pub pid_at: Option<Span>,
     pub error_log_at: Option<Span>,
@@ -114,15 +116,7 @@ impl Config {
     /// Open the error log this configuration names; a failure names the file
     /// and the `error_log` directive's file:line.
     pub fn open_error_log(&self) -> Result<ErrorLog, String> {
-        match &self.error_log {
-            (None, level) => Ok(ErrorLog::stderr(*level)),
-            (Some(p), level) => ErrorLog::file(p, *level).map_err(|e| {
-                located(
-                    format_args!("open() \"{}\" failed ({})", p.display(), errno_text(&e)),
-                    self.error_log_at.as_ref(),
-                )
-            }),
-        }
+        ErrorLog::open(&self.error_log).map_err(|e| located(e, self.error_log_at.as_ref()))
     }
 
     /// The listener with this key: live, or retired while connections remain on it.
@@ -195,13 +189,15 @@ pub fn load(
         Some(Some(n)) => n,
         Some(None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let error_log = match main.error_log {
-        Some((p, l)) if p.as_os_str() == "stderr" => (None, l),
-        Some((p, l)) => (Some(p), l),
-        None => match &cmd.error_log {
-            Some(p) if p.as_os_str() != "stderr" => (Some(prefix.join(p)), Level::Error),
-            _ => (None, Level::Error),
-        },
+    let error_log = if !main.error_log.is_empty() {
+        main.error_log
+    } else {
+        match &cmd.error_log {
+            Some(p) if p.as_os_str() != "stderr" => {
+                vec![(Dest::File(prefix.join(p)), Level::Error)]
+            }
+            _ => vec![(Dest::Stderr, Level::Error)],
+        }
     };
     Ok(Config {
         workers,
@@ -210,6 +206,7 @@ pub fn load(
         rlimit_nofile: main.worker_rlimit_nofile,
         pid: main.pid,
         error_log,
+        debug_connection: main.debug_connection,
         pid_at: main.pid_at,
         error_log_at: main.error_log_at,
         listeners,

@@ -99,8 +99,14 @@ settings! {
         pub recursive_error_pages: bool = false,
         /// Warn when a `set` variable is read before it was given a value.
         pub uninitialized_variable_warning: bool = true,
+        /// `chunked_transfer_encoding`: a body of unknown length goes out
+        /// chunked on HTTP/1.1 (off: the connection closes after it).
+        pub chunked_transfer_encoding: bool = true,
         /// `log_not_found`: log a missing file to the error log.
         pub log_not_found: bool = true,
+        /// The `error_log`s of this level (http, server, location); `None`:
+        /// the main level's.
+        pub error_log: Option<Arc<crate::core::errlog::ErrorLog>> = None,
         /// `absolute_redirect`: redirects vireo makes carry scheme and host.
         pub absolute_redirect: bool = true,
         /// `server_name_in_redirect`: the server's first name instead of Host.
@@ -233,7 +239,10 @@ pub struct MainConf {
     pub worker_connections: Option<usize>,
     pub multi_accept: Option<bool>,
     pub pid: Option<PathBuf>,
-    pub error_log: Option<(PathBuf, crate::core::errlog::Level)>,
+    /// Each main-level `error_log`, in order.
+    pub error_log: Vec<(crate::core::errlog::Dest, crate::core::errlog::Level)>,
+    /// `debug_connection` clients.
+    pub debug_connection: Vec<crate::core::errlog::DebugConnection>,
     /// Where `pid` and `error_log` were set, for errors opening their files.
     pub pid_at: Option<crate::conf::ast::Span>,
     pub error_log_at: Option<crate::conf::ast::Span>,

@@ -25,6 +25,7 @@ struct Cache {
     time_local: String,
     time_iso8601: String,
     err_time: String,
+    syslog_time: String,
 }
 
 impl Cache {
@@ -35,6 +36,7 @@ impl Cache {
             time_local: String::with_capacity(32),
             time_iso8601: String::with_capacity(32),
             err_time: String::with_capacity(32),
+            syslog_time: String::with_capacity(16),
         }
     }
 
@@ -108,6 +110,20 @@ impl Cache {
         push2(s, day);
         s.push(' ');
         push_hms(s, h, m, sec);
+
+        // "Nov  1 22:35:38" (RFC 3164: the day padded with a space)
+        let s = &mut self.syslog_time;
+        s.clear();
+        s.push_str(MONTHS[(month - 1) as usize]);
+        s.push(' ');
+        if day < 10 {
+            s.push(' ');
+            s.push(char::from(b'0' + day as u8));
+        } else {
+            push2(s, day);
+        }
+        s.push(' ');
+        push_hms(s, h, m, sec);
     }
 }
 
@@ -177,6 +193,11 @@ pub fn with_time_iso8601<R>(f: impl FnOnce(&str) -> R) -> R {
 /// Error-log time stamp: `"2026/11/21 22:35:38"` in the local time zone.
 pub fn with_err_time<R>(f: impl FnOnce(&str) -> R) -> R {
     with_cache(|c| f(&c.err_time))
+}
+
+/// Local time as a syslog header has it: `"Nov  1 22:35:38"`.
+pub fn with_syslog_time<R>(f: impl FnOnce(&str) -> R) -> R {
+    with_cache(|c| f(&c.syslog_time))
 }
 
 /// Milliseconds since the Unix epoch (for `$msec` and `$request_time`).

@@ -12,4 +12,5 @@ pub mod module;
 pub mod path;
 pub mod request;
 pub mod route;
+pub mod syslog;
 pub mod vars;

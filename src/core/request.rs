@@ -166,6 +166,9 @@ pub struct State {
     /// Headers of an upstream's reply that its `X-Accel-Redirect` carries
     /// onto the final answer (Content-Type, Set-Cookie, …), as nginx.
     pub carried: Vec<(&'static str, Value)>,
+    /// Where the request's error messages go, when any level has its own
+    /// `error_log` (see [`crate::core::errlog::scoped`]).
+    pub errlog: Option<std::rc::Rc<crate::core::errlog::Scope>>,
     /// `$args` after a rewrite, `set $args`, try_files or error_page changed
     /// them (`None`: the request's own).
     pub args: Option<Vec<u8>>,
@@ -280,9 +283,23 @@ impl<'a> Request<'a> {
         (!a.is_empty()).then_some(a)
     }
 
+    /// Make `conf` the request's level: its settings, and its error log for
+    /// what the request logs from now on.
+    pub fn set_conf(&mut self, conf: &'a LocConf) {
+        self.conf = conf;
+        if let Some(scope) = &self.state.errlog {
+            scope.set(&conf.core.error_log);
+        }
+    }
+
     /// Run the phases and produce the response.
     pub async fn run(&mut self, body: &mut dyn RequestBody) -> Response {
         let server: &'a Server = self.server;
+        crate::error_log!(
+            Debug,
+            "http uri: \"{}\"",
+            String::from_utf8_lossy(&self.uri)
+        );
         for hook in &server.conf.hooks.post_read {
             hook(self);
         }
@@ -349,6 +366,7 @@ impl<'a> Request<'a> {
         for filter in &conf.hooks.filters {
             filter(self, &mut resp);
         }
+        crate::error_log!(Debug, "http finalize request: {}", resp.status);
         resp
     }
 
@@ -372,7 +390,7 @@ impl<'a> Request<'a> {
             let found = match jump {
                 Jump::Server => {
                     self.location = None;
-                    self.conf = &server.conf;
+                    self.set_conf(&server.conf);
                     self.state.uri_changed = false;
                     if let Rewrite::Respond(r) = self.rewrite(&server.phases.ext, false) {
                         return r;
@@ -388,20 +406,21 @@ impl<'a> Request<'a> {
                 Found::None => None,
                 Found::AddSlash(l) => {
                     self.location = Some(l);
-                    self.conf = &l.conf;
+                    self.set_conf(&l.conf);
                     return self.add_slash(l);
                 }
             };
             self.location = loc;
-            self.conf = loc.map_or(&*server.conf, |l| &*l.conf);
+            self.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
             // limit_except: a method the location does not list takes the
             // block's settings and, when it has one, its handler.
             let limit = loc.and_then(|l| l.limit_for(self.method_name()));
             if let Some(le) = limit {
-                self.conf = &le.conf;
+                self.set_conf(&le.conf);
             }
             self.state.in_if = false;
             if let Some(l) = loc {
+                crate::error_log!(Debug, "using configuration \"{}\"", l.pattern);
                 if l.phases.internal && !self.state.internal {
                     return self.error(404);
                 }
@@ -894,9 +913,7 @@ impl<'a> Request<'a> {
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
             Var::Scheme => out.extend_from_slice(self.scheme().as_bytes()),
             Var::Pid => push_u64(out, std::process::id().into()),
-            Var::ContentType => {
-                out.extend_from_slice(head.header("content-type").unwrap_or_default())
-            }
+            Var::ContentType => join_fields(head, b"content-type", b", ", out),
             Var::ContentLength => {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
@@ -929,12 +946,20 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Http(name) => {
-                if let Some(v) = head.header(name) {
-                    out.extend_from_slice(v);
-                }
+                // Cookies are joined by "; ", other fields by ", ", as nginx.
+                let sep: &[u8] = if name.as_ref() == "cookie" {
+                    b"; "
+                } else {
+                    b", "
+                };
+                join_fields(head, name.as_bytes(), sep, out);
             }
             Var::Cookie(name) => {
-                if let Some(v) = head.header("cookie").and_then(|c| find_cookie(c, name)) {
+                let found = head
+                    .headers()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+                    .find_map(|(_, c)| find_cookie(c, name));
+                if let Some(v) = found {
                     out.extend_from_slice(v);
                 }
             }
@@ -978,6 +1003,20 @@ fn msie_refresh(resp: &mut Response) {
     resp.body = crate::core::message::response::Body::Bytes(body.into());
 }
 
+/// The values of every request field called `name`, joined by `sep`.
+fn join_fields(head: &RequestHead, name: &[u8], sep: &[u8], out: &mut Vec<u8>) {
+    let mut first = true;
+    for (n, v) in head.headers() {
+        if n.eq_ignore_ascii_case(name) {
+            if !first {
+                out.extend_from_slice(sep);
+            }
+            out.extend_from_slice(v);
+            first = false;
+        }
+    }
+}
+
 /// `uri?args` → (uri, args); args empty when there is no `?`.
 pub fn split_args(s: &[u8]) -> (&[u8], &[u8]) {
     match memchr::memchr(b'?', s) {
@@ -1003,25 +1042,30 @@ impl VarSource for Finished<'_> {
             Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
             Var::SentHttp(name) => {
                 let r = self.resp;
-                if name.as_ref() == "content-type" {
-                    if let Some(v) = &r.content_type {
-                        out.extend_from_slice(v.as_str().as_bytes());
+                let mut found = false;
+                match name.as_ref() {
+                    "content-type" => {
+                        if let Some(v) = &r.content_type {
+                            out.extend_from_slice(v.as_str().as_bytes());
+                            found = true;
+                        }
                     }
-                    return;
-                }
-                // Several fields of the name: their values joined by ", ".
-                let start = out.len();
-                for (_, v) in r
-                    .headers
-                    .iter()
-                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-                {
-                    if out.len() > start {
-                        out.extend_from_slice(b", ");
+                    // Several fields of the name: joined by ", ", as nginx.
+                    _ => {
+                        let same = r
+                            .headers
+                            .iter()
+                            .filter(|(n, _)| n.eq_ignore_ascii_case(name));
+                        for (_, v) in same {
+                            if found {
+                                out.extend_from_slice(b", ");
+                            }
+                            out.extend_from_slice(v.as_str().as_bytes());
+                            found = true;
+                        }
                     }
-                    out.extend_from_slice(v.as_str().as_bytes());
                 }
-                if out.len() == start
+                if !found
                     && name.as_ref() == "content-length"
                     && let Some(n) = r.body.size()
                 {

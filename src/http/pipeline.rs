@@ -119,7 +119,21 @@ pub enum Ran {
 /// left of the body; `max` is client_max_body_size for the 413 answer.
 pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -> Ran {
     let mut close = false;
-    let resp = match crate::server::guard::run(req, body).await {
+    let scope = crate::core::errlog::scopes().then(|| {
+        let ip = match req.peer {
+            Peer::Tcp(a) => Some(a.ip()),
+            Peer::Unix => None,
+        };
+        let debug = crate::core::errlog::debug_connection(ip);
+        let s = crate::core::errlog::Scope::new(req.conf.core.error_log.clone(), debug);
+        req.state.errlog = Some(s.clone());
+        s
+    });
+    let ran = {
+        let phases = std::pin::pin!(crate::server::guard::run(req, body));
+        crate::core::errlog::scoped(scope, phases).await
+    };
+    let resp = match ran {
         Some(r) => r,
         None => {
             close = true;

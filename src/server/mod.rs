@@ -119,7 +119,7 @@ struct Master {
     pid_file: Option<PathBuf>,
     pid_fd: Option<std::fs::File>,
     pid_renamed: bool,
-    error_log: (Option<PathBuf>, Level),
+    error_log: Vec<(crate::core::errlog::Dest, Level)>,
     /// Unix socket files to remove at exit.
     unix_paths: Vec<PathBuf>,
 }
@@ -214,7 +214,12 @@ impl Master {
                     "cannot detach (daemon on): more than one thread",
                 ));
             }
-            crate::sys::daemonize(config.error_log.0.is_none())?;
+            crate::sys::daemonize(
+                config
+                    .error_log
+                    .iter()
+                    .any(|(d, _)| *d == crate::core::errlog::Dest::Stderr),
+            )?;
             if let Some(p) = &config.pid {
                 self.pid_fd = Some(write_pid(p, config.pid_at.as_ref())?);
             }
@@ -603,6 +608,7 @@ impl Master {
             errlog::set(t);
             self.error_log = new.error_log.clone();
         }
+        errlog::set_debug_connections(&new.debug_connection);
         if new.pid != self.pid_file && !self.pid_renamed {
             self.remove_pid_file();
             self.pid_file = new.pid.clone();

@@ -387,7 +387,11 @@ fn upstream_header(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
                     }
                 })
         };
-        if let Some((_, v)) = u.borrow().fields().find(|(n, _)| same(n)) {
+        // Several fields of the name: joined by ", ", as nginx.
+        for (i, (_, v)) in u.borrow().fields().filter(|(n, _)| same(n)).enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
             out.extend_from_slice(v.as_bytes());
         }
     }

@@ -134,7 +134,15 @@ pub struct Response {
     pub content_type: Option<Value>,
     pub headers: Vec<(&'static str, Value)>,
     pub body: Body,
+    /// Trailer fields to send after the body (`add_trailer`), made once the
+    /// body is sent. With them an HTTP/1.1 response goes out chunked.
+    pub trailers: Option<Trailers>,
 }
+
+/// Makes a response's trailer fields once its body is sent (the body
+/// itself is taken out of the response while it is).
+pub type Trailers =
+    fn(&crate::core::request::Request<'_>, &Response) -> Vec<(&'static str, String)>;
 
 impl Response {
     pub fn new(status: u16) -> Self {
@@ -144,6 +152,7 @@ impl Response {
             // Room for the usual static headers without regrowing.
             headers: Vec::with_capacity(4),
             body: Body::Empty,
+            trailers: None,
         }
     }
 

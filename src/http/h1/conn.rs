@@ -294,7 +294,8 @@ impl<S: Stream> Conn<S> {
         // A body of unknown length ends with the connection on HTTP/1.0.
         let keep_alive = !close
             && head.keep_alive
-            && (resp.body.size().is_some() || head.version == Version::Http11)
+            && (resp.body.size().is_some()
+                || (head.version == Version::Http11 && core.chunked_transfer_encoding))
             && self.requests < core.keepalive_requests
             // The request's start time serves: no clock is read here.
             && u128::from(req.start_ms.saturating_sub(self.born)) < core.keepalive_time.as_millis()
@@ -362,20 +363,29 @@ impl<S: Stream> Conn<S> {
         }
         io.out.clear();
         io.out.reserve(512);
+        let head_only = req.head.method == Method::Head;
+        // add_trailer: chunked on HTTP/1.1 whatever the body, to carry them.
+        let trailers = resp.trailers.filter(|_| {
+            req.head.version == Version::Http11
+                && core.chunked_transfer_encoding
+                && !head_only
+                && !matches!(resp.status, 100..=199 | 204 | 304)
+        });
         write_head(
             &mut io.out,
             resp,
             keep_alive.then_some(core.keepalive_header),
             core.server_tokens,
+            trailers.is_some(),
         );
         let head_len = io.out.len() as u64;
-        let head_only = req.head.method == Method::Head;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
         let sf = req.conf.get::<StaticConf>();
         let sendfile = (sf.sendfile && S::PLAIN).then_some(sf.sendfile_max_chunk);
         let how = How {
             head_only,
-            chunked: resp.chunked(keep_alive),
+            chunked: resp.chunked(keep_alive) && core.chunked_transfer_encoding,
+            open_end: false,
             sendfile,
             watch_client: !req.state.ignore_client_abort,
         };
@@ -394,15 +404,36 @@ impl<S: Stream> Conn<S> {
             pipeline::finished(req, resp, head_len, 0);
             return Err(io::Error::other("connection upgraded"));
         }
-        let r = write::send(
-            &self.s,
-            &mut io.out,
-            &mut resp.body,
-            how,
-            core,
-            &mut body_sent,
-        )
-        .await;
+        let r = match trailers {
+            Some(make) => {
+                // The body is out of the response while it is sent, so the
+                // trailers can be made from the response after.
+                let mut body = std::mem::replace(&mut resp.body, Body::Empty);
+                let done = &*resp;
+                let r = write::send_with_trailers(
+                    &self.s,
+                    &mut io.out,
+                    &mut body,
+                    (core, how.watch_client),
+                    &mut body_sent,
+                    || make(req, done),
+                )
+                .await;
+                resp.body = body;
+                r
+            }
+            None => {
+                write::send(
+                    &self.s,
+                    &mut io.out,
+                    &mut resp.body,
+                    how,
+                    core,
+                    &mut body_sent,
+                )
+                .await
+            }
+        };
         pipeline::finished(req, resp, head_len, body_sent);
         r
     }

@@ -148,6 +148,15 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     let mut expect_continue = false;
+    // Fields nginx takes once: a second one is a bad request.
+    let mut unique_seen = 0u8;
+    let mut once = |bit: u8| -> Result<(), ParseError> {
+        if unique_seen & bit != 0 {
+            return Err(BAD);
+        }
+        unique_seen |= bit;
+        Ok(())
+    };
 
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
@@ -167,11 +176,17 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
                 }
                 host_header = Some(value_range);
             }
-            6 if name.eq_ignore_ascii_case(b"expect")
-                && value.eq_ignore_ascii_case(b"100-continue") =>
-            {
-                expect_continue = true;
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                once(1)?;
+                expect_continue = value.eq_ignore_ascii_case(b"100-continue");
             }
+            8 if name.eq_ignore_ascii_case(b"if-match") => once(2)?,
+            8 if name.eq_ignore_ascii_case(b"if-range") => once(4)?,
+            13 if name.eq_ignore_ascii_case(b"if-none-match") => once(8)?,
+            13 if name.eq_ignore_ascii_case(b"content-range") => once(16)?,
+            13 if name.eq_ignore_ascii_case(b"authorization") => once(32)?,
+            17 if name.eq_ignore_ascii_case(b"if-modified-since") => once(64)?,
+            19 if name.eq_ignore_ascii_case(b"if-unmodified-since") => once(128)?,
             10 if name.eq_ignore_ascii_case(b"connection") => {
                 for token in value.split(|&b| b == b',').map(trim_ows) {
                     if token.eq_ignore_ascii_case(b"close") {
@@ -545,6 +560,32 @@ mod tests {
             Ok(None) => {}
             other => panic!("expected incomplete for {:?}, got {:?}", input, other),
         }
+    }
+
+    #[test]
+    fn duplicate_single_fields_are_refused() {
+        for name in [
+            "Expect",
+            "If-Match",
+            "If-Range",
+            "If-None-Match",
+            "Content-Range",
+            "Authorization",
+            "If-Modified-Since",
+            "If-Unmodified-Since",
+        ] {
+            let one = format!("GET / HTTP/1.1\r\nHost: h\r\n{name}: a\r\n\r\n");
+            assert!(try_parse(one.as_bytes()).is_ok(), "{name}");
+            let two = format!(
+                "GET / HTTP/1.1\r\nHost: h\r\n{name}: a\r\n{}: b\r\n\r\n",
+                name.to_lowercase()
+            );
+            assert_eq!(status(two.as_bytes()), 400, "{name}");
+        }
+        // Fields that may repeat stay accepted.
+        let h =
+            ok(b"GET / HTTP/1.1\r\nHost: h\r\nVia: a\r\nVia: b\r\nCookie: x\r\nCookie: y\r\n\r\n");
+        assert_eq!(h.headers().count(), 5);
     }
 
     #[test]

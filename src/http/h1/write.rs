@@ -30,6 +30,7 @@ pub(super) fn write_head(
     r: &Response,
     keep_alive: Option<Option<std::time::Duration>>,
     tokens: bool,
+    force_chunked: bool,
 ) {
     out.extend_from_slice(b"HTTP/1.1 ");
     let mut n = itoa::Buffer::new();
@@ -46,6 +47,7 @@ pub(super) fn write_head(
     }
     if r.status != 304 && !(100..200).contains(&r.status) && r.status != 204 {
         match r.body.size() {
+            _ if force_chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
             Some(len) => {
                 out.extend_from_slice(b"\r\nContent-Length: ");
                 out.extend_from_slice(n.format(len).as_bytes());
@@ -82,6 +84,8 @@ pub(super) struct How {
     pub(super) head_only: bool,
     /// Chunked framing (unknown length, connection kept).
     pub(super) chunked: bool,
+    /// Chunked, and the caller writes the last chunk (with trailers).
+    pub(super) open_end: bool,
     /// `sendfile on` for file bodies: at most this many bytes per sendfile(2)
     /// call (`sendfile_max_chunk`, 0 for no limit).
     pub(super) sendfile: Option<usize>,
@@ -104,6 +108,7 @@ pub(super) async fn send<S: Stream>(
     let How {
         head_only,
         chunked,
+        open_end,
         sendfile,
         watch_client,
     } = how;
@@ -174,7 +179,11 @@ pub(super) async fn send<S: Stream>(
                         None => break,
                     }
                 }
-                if end && chunked {
+                if end && open_end {
+                    if !first {
+                        out.extend_from_slice(b"\r\n");
+                    }
+                } else if end && chunked {
                     out.extend_from_slice(if first {
                         b"0\r\n\r\n".as_slice()
                     } else {
@@ -220,6 +229,94 @@ pub(super) async fn send<S: Stream>(
             }
         }
     }
+}
+
+/// Write the head in `out` and `body` in chunks, then the last chunk with
+/// the trailer fields `trailers` makes once the body is out (`add_trailer`).
+pub(super) async fn send_with_trailers<S: Stream>(
+    s: &S,
+    out: &mut Vec<u8>,
+    body: &mut Body,
+    (core, watch_client): (&CoreConf, bool),
+    sent: &mut u64,
+    trailers: impl FnOnce() -> Vec<(&'static str, String)>,
+) -> io::Result<()> {
+    let t = core.send_timeout;
+    match body {
+        Body::Empty => {}
+        Body::Bytes(b) => {
+            if !b.is_empty() {
+                chunk_head(out, b.len());
+                write_vectored_all(s, out, b, t, sent).await?;
+                out.clear();
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        Body::File { file, range } => chunk_file(s, out, file, range.clone(), t, sent).await?,
+        Body::Multipart { file, parts } => {
+            for (part_head, range) in &parts.parts {
+                chunk_head(out, part_head.len());
+                out.extend_from_slice(part_head);
+                out.extend_from_slice(b"\r\n");
+                *sent += part_head.len() as u64;
+                chunk_file(s, out, file, range.clone(), t, sent).await?;
+            }
+            chunk_head(out, parts.trailer.len());
+            out.extend_from_slice(&parts.trailer);
+            out.extend_from_slice(b"\r\n");
+            *sent += parts.trailer.len() as u64;
+        }
+        Body::Stream { .. } => {
+            let how = How {
+                head_only: false,
+                chunked: true,
+                open_end: true,
+                sendfile: None,
+                watch_client,
+            };
+            send(s, out, body, how, core, sent).await?;
+            // What is left: the CRLF after the last piece, if any.
+        }
+    }
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers() {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    write_all(s, out, t).await?;
+    out.clear();
+    Ok(())
+}
+
+fn chunk_head(out: &mut Vec<u8>, len: usize) {
+    let _ = std::io::Write::write_fmt(out, format_args!("{len:x}\r\n"));
+}
+
+/// `range` of `file` as chunks, read a piece at a time after what `out`
+/// holds; leaves the last chunk's CRLF in `out`.
+async fn chunk_file<S: Stream>(
+    s: &S,
+    out: &mut Vec<u8>,
+    file: &File,
+    range: std::ops::Range<u64>,
+    t: Duration,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let mut off = range.start;
+    let mut buf = vec![0u8; READ_CHUNK.min((range.end - range.start) as usize)];
+    while off < range.end {
+        let want = ((range.end - off) as usize).min(READ_CHUNK);
+        let n = read_file_at(file, &mut buf[..want], off)?;
+        off += n as u64;
+        chunk_head(out, n);
+        write_vectored_all(s, out, &buf[..n], t, sent).await?;
+        out.clear();
+        out.extend_from_slice(b"\r\n");
+    }
+    Ok(())
 }
 
 /// Send what is pending in `out`, then `range` of `file`; `sent` counts
@@ -430,7 +527,7 @@ mod tests {
     fn head_layout() {
         let r = Response::new(200).header("ETag", Value::Static("\"1-2\""));
         let mut out = Vec::new();
-        write_head(&mut out, &r, Some(None), false);
+        write_head(&mut out, &r, Some(None), false, false);
         let s = String::from_utf8(out).unwrap();
         assert!(
             s.starts_with("HTTP/1.1 200 OK\r\nServer: vireo\r\nDate: "),
@@ -445,7 +542,7 @@ mod tests {
     #[test]
     fn not_modified_has_no_length() {
         let mut out = Vec::new();
-        write_head(&mut out, &Response::new(304), None, true);
+        write_head(&mut out, &Response::new(304), None, true, false);
         let s = String::from_utf8(out).unwrap();
         assert!(s.starts_with("HTTP/1.1 304 Not Modified\r\nServer: vireo/"));
         assert!(!s.contains("Content-Length"));

@@ -47,7 +47,9 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     let bodiless = resp.status == 304 || resp.status == 204 || resp.status < 200;
     let (head, head_len) = head(&resp, core.server_tokens, bodiless);
     let size = resp.body.size();
-    let no_body = bodiless || req.head.method == Method::Head || size == Some(0);
+    let head_only = bodiless || req.head.method == Method::Head;
+    let trailers = resp.trailers.filter(|_| !head_only);
+    let no_body = head_only || (size == Some(0) && trailers.is_none());
     let mut sent = 0;
     if let Ok(stream) = tx.send_response(head, no_body) {
         let mut out = Out {
@@ -56,8 +58,21 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
             timeout: core.send_timeout,
             sent: 0,
         };
-        if !no_body && out.body(&mut resp.body).await.is_err() {
-            out.s.send_reset(h2::Reason::INTERNAL_ERROR);
+        if !no_body {
+            // The body is out of the response while it is sent, so the
+            // trailers can be made from the response after.
+            let mut body = std::mem::replace(&mut resp.body, Body::Empty);
+            let r = match trailers {
+                None => out.body(&mut body, true).await,
+                Some(make) => match out.body(&mut body, false).await {
+                    Ok(()) => out.trailers(make(req, &resp)),
+                    e => e,
+                },
+            };
+            resp.body = body;
+            if r.is_err() {
+                out.s.send_reset(h2::Reason::INTERNAL_ERROR);
+            }
         }
         sent = out.sent;
     }
@@ -113,27 +128,45 @@ struct Out {
 }
 
 impl Out {
-    async fn body(&mut self, body: &mut Body) -> io::Result<()> {
+    /// Send `body`; `end` closes the stream after it.
+    async fn body(&mut self, body: &mut Body, end: bool) -> io::Result<()> {
         match body {
-            Body::Empty => self.data(Bytes::new(), true).await,
-            Body::Bytes(b) => self.data(b.clone(), true).await,
-            Body::File { file, range } => self.file(file, range.clone(), true).await,
+            Body::Empty => self.data(Bytes::new(), end).await,
+            Body::Bytes(b) => self.data(b.clone(), end).await,
+            Body::File { file, range } => self.file(file, range.clone(), end).await,
             Body::Multipart { file, parts } => {
                 for (part_head, range) in &parts.parts {
                     self.data(Bytes::copy_from_slice(part_head), false).await?;
                     self.file(file, range.clone(), false).await?;
                 }
-                self.data(Bytes::copy_from_slice(&parts.trailer), true)
-                    .await
+                self.data(Bytes::copy_from_slice(&parts.trailer), end).await
             }
             Body::Stream { stream, .. } => {
                 // Each piece is out (within the window) before the next is asked for.
                 while let Some(piece) = stream.next().await? {
                     self.data(piece, false).await?;
                 }
-                self.data(Bytes::new(), true).await
+                self.data(Bytes::new(), end).await
             }
         }
+    }
+
+    /// End the stream with the trailer fields (an empty DATA frame when
+    /// there are none).
+    fn trailers(&mut self, fields: Vec<(&'static str, String)>) -> io::Result<()> {
+        let mut map = http::HeaderMap::new();
+        for (name, v) in fields {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&v),
+            ) {
+                map.append(n, v);
+            }
+        }
+        if map.is_empty() {
+            return self.send(Bytes::new(), true);
+        }
+        self.s.send_trailers(map).map_err(io::Error::other)
     }
 
     /// Window for the next piece of the `want` bytes still to send: at most

@@ -62,6 +62,8 @@ settings! {
     /// level with any `add_header` drops the inherited ones.
     pub struct HeadersConf / HeadersConfSet {
         pub add_header: Arc<[AddHeader]> = Arc::from(Vec::new()),
+        /// `add_trailer`, one list set as a whole like `add_header`.
+        pub add_trailer: Arc<[AddHeader]> = Arc::from(Vec::new()),
         pub expires: Expires = Expires::Off,
         /// The value of `expires` when it holds variables.
         pub expires_value: Option<Arc<Template>> = None,
@@ -95,16 +97,17 @@ const FRAMING: &[&str] = &["content-length", "transfer-encoding", "connection"];
 
 pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, ConfError> {
     let name = d.arg(0);
+    let dn = d.name.as_str();
     if !is_token(name) {
         return Err(ConfError::new(
-            format!("invalid header name \"{name}\" in \"add_header\" directive"),
+            format!("invalid header name \"{name}\" in \"{dn}\" directive"),
             &d.span,
         ));
     }
     if FRAMING.iter().any(|f| f.eq_ignore_ascii_case(name)) {
         return Err(ConfError::new(
             format!(
-                "\"{name}\" cannot be set by \"add_header\": the server writes it from the response framing"
+                "\"{name}\" cannot be set by \"{dn}\": the server writes it from the response framing"
             ),
             &d.span,
         ));
@@ -114,7 +117,7 @@ pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, Con
         Some("always") => true,
         Some(v) => {
             return Err(ConfError::new(
-                format!("invalid parameter \"{v}\" in \"add_header\" directive"),
+                format!("invalid parameter \"{v}\" in \"{dn}\" directive"),
                 &d.span,
             ));
         }
@@ -123,7 +126,7 @@ pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, Con
     let value = Template::compile(raw, vars).map_err(|e| ConfError::new(e, &d.span))?;
     if raw.contains('\0') {
         return Err(ConfError::new(
-            "header value in \"add_header\" directive contains NUL",
+            format!("header value in \"{dn}\" directive contains NUL"),
             &d.span,
         ));
     }
@@ -138,12 +141,13 @@ pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, Con
     let literal = value
         .literal()
         .map(|l| Arc::from(String::from_utf8_lossy(l).as_ref()));
-    let placement =
-        if name.eq_ignore_ascii_case("last-modified") || name.eq_ignore_ascii_case("etag") {
-            Placement::Replace
-        } else {
-            Placement::Append
-        };
+    let placement = if dn == "add_header"
+        && (name.eq_ignore_ascii_case("last-modified") || name.eq_ignore_ascii_case("etag"))
+    {
+        Placement::Replace
+    } else {
+        Placement::Append
+    };
     Ok(AddHeader {
         name: intern(name),
         value,
@@ -238,6 +242,20 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "add_header name value [always];",
         default: "—",
         doc: "Adds a response header field when the status is 200, 201, 204, 206, 301, 302, 303, 304, 307 or 308, or whatever the status with `always`. The value may hold variables; a value that comes out empty adds nothing. `Last-Modified` and `ETag` replace the response's own field (an empty value removes it); any other name is appended, so a second `Cache-Control` or `Content-Type` line can go out. Several may stand at one level; a level with none inherits all of its parent's, a level with any inherits none. `Content-Length`, `Transfer-Encoding` and `Connection` are refused. Example: `add_header X-Frame-Options DENY always;`.\n\n```nginx\nadd_header X-Frame-Options SAMEORIGIN;\nadd_header Cache-Control \"no-store\" always;\n```",
+    },
+    Def {
+        name: "add_trailer",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 3),
+        set: |s, d, e| {
+            let h = parse_add_header(d, &mut e.vars)?;
+            crate::conf::values::push(&mut s.loc().get_mut::<HeadersConfSet>().add_trailer, h);
+            Ok(())
+        },
+        syntax: "add_trailer name value [always];",
+        default: "—",
+        doc: "Adds a trailer field after the response body, under the same rules as `add_header` (statuses, `always`, an empty value adds nothing, inheritance of the whole list). The value is made once the body is sent, so variables such as `$upstream_response_length` and `$sent_trailer_NAME` (an earlier trailer) have their final values. An HTTP/1.1 response with trailers goes out chunked (not with `chunked_transfer_encoding off`, to HTTP/1.0 or for HEAD); HTTP/2 sends them as a final HEADERS frame.\n\n```nginx\nadd_trailer Server-Timing \"total;dur=$request_time\" always;\n```",
     },
     Def {
         name: "expires",

@@ -4,10 +4,11 @@
 pub mod conf;
 
 use crate::core::message::response::{Response, Value};
-use crate::core::module::{Hooks, Module, Ordered};
+use crate::core::module::{Hooks, Module, Ordered, VarDef};
 use crate::core::request::{Finished, Request};
 use conf::HeadersConf;
 use conf::{AddHeader, Expires, Placement};
+use std::cell::RefCell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Statuses `expires` and `add_header` (without `always`) apply to.
@@ -18,9 +19,13 @@ pub fn applies(status: u16) -> bool {
     )
 }
 
-/// The response filter: `expires` first, then each `add_header` in order.
+/// The response filter: `expires` first, then each `add_header` in order;
+/// with `add_trailer`, the response is to carry trailers.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
     let hc = req.conf.get::<HeadersConf>();
+    if !hc.add_trailer.is_empty() {
+        resp.trailers = Some(trailers);
+    }
     if hc.add_header.is_empty() && hc.expires == Expires::Off {
         return;
     }
@@ -49,6 +54,75 @@ fn expires_now(req: &Request<'_>, hc: &HeadersConf) -> Option<Expires> {
     conf::parse_expires_value(modified, std::str::from_utf8(&v).ok()?).ok()
 }
 
+/// The trailers made so far for the request (`$sent_trailer_NAME`).
+#[derive(Default)]
+struct SentTrailers(RefCell<Vec<(&'static str, String)>>);
+
+/// The `add_trailer` fields for a response whose body is sent: those that
+/// apply to its status and come out non-empty, in order.
+fn trailers(req: &Request<'_>, resp: &Response) -> Vec<(&'static str, String)> {
+    let hc = req.conf.get::<HeadersConf>();
+    let ok = applies(resp.status);
+    let sent = req.state.ext.get_or_insert_with(SentTrailers::default);
+    for h in hc.add_trailer.iter().filter(|h| ok || h.always) {
+        let value = match &h.literal {
+            Some(l) => l.to_string(),
+            None => {
+                let mut out = Vec::new();
+                let src = Finished {
+                    req,
+                    resp,
+                    head_bytes: 0,
+                    body_bytes: 0,
+                };
+                h.value.render(&src, &mut out);
+                if brought_line_break(h, &out) {
+                    crate::error_log!(
+                        Warn,
+                        "\"add_trailer {}\" value holds a line break or NUL, not sent",
+                        h.name
+                    );
+                    continue;
+                }
+                String::from_utf8_lossy(&out).into_owned()
+            }
+        };
+        if !value.is_empty() {
+            sent.0.borrow_mut().push((h.name, value));
+        }
+    }
+    sent.0.borrow().clone()
+}
+
+/// `$sent_trailer_NAME`: the trailer fields of that name made before this
+/// one, joined by ", ".
+fn sent_trailer(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
+    let Some(sent) = req.state.ext.get::<SentTrailers>() else {
+        return;
+    };
+    let sent = sent.0.borrow();
+    let same = |n: &str| {
+        n.len() == name.len()
+            && n.bytes()
+                .zip(name.bytes())
+                .all(|(a, b)| a.eq_ignore_ascii_case(&b) || (a == b'-' && b == b'_'))
+    };
+    // Several fields of the name: their values joined, as nginx.
+    for (i, (_, v)) in sent.iter().filter(|(n, _)| same(n)).enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(v.as_bytes());
+    }
+}
+
+/// A line break or NUL a variable brought into a rendered value (response
+/// splitting): more than the configuration wrote.
+fn brought_line_break(h: &AddHeader, out: &[u8]) -> bool {
+    let breaks = out.iter().filter(|&&b| matches!(b, b'\r' | b'\n')).count();
+    breaks > h.line_breaks || out.contains(&0)
+}
+
 fn now_secs() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -67,9 +141,7 @@ fn add_header(req: &Request<'_>, h: &AddHeader, resp: &mut Response) {
                 body_bytes: 0,
             };
             h.value.render(&src, &mut out);
-            // A line break or NUL a variable brought (response splitting).
-            let breaks = out.iter().filter(|&&b| matches!(b, b'\r' | b'\n')).count();
-            if breaks > h.line_breaks || out.contains(&0) {
+            if brought_line_break(h, &out) {
                 crate::error_log!(
                     Warn,
                     "\"add_header {}\" value holds a line break or NUL, not sent",
@@ -193,11 +265,12 @@ pub static MODULE: Module = Module {
             run: filter,
             active: |c| {
                 let h = c.get::<HeadersConf>();
-                !h.add_header.is_empty() || h.expires != Expires::Off
+                !h.add_header.is_empty() || !h.add_trailer.is_empty() || h.expires != Expires::Off
             },
         }),
         ..Hooks::NONE
     },
+    variables: &[VarDef::prefix("sent_trailer_", sent_trailer)],
     ..Module::EMPTY
 };
 

@@ -4,7 +4,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{LogFile, LogFormat};
+use crate::core::syslog::Syslog;
 use crate::core::vars::VarSource;
+use std::io::Write;
+
+/// Where a writer's lines go.
+enum Out {
+    File(Arc<LogFile>),
+    Syslog(Arc<Syslog>),
+}
 
 /// Scratch buffers above this size are given back after a huge line.
 const SCRATCH_KEEP: usize = 64 * 1024;
@@ -22,8 +30,10 @@ const SCRATCH_KEEP: usize = 64 * 1024;
 /// [`flush_due`]: AccessLog::flush_due
 /// [`flush`]: AccessLog::flush
 pub struct AccessLog {
-    file: Arc<LogFile>,
+    out: Out,
     format: Arc<LogFormat>,
+    /// `gzip=level`: what is written is compressed, one gzip member per write.
+    gzip: Option<u32>,
     /// Buffer size; 0 means unbuffered.
     size: usize,
     flush: Option<Duration>,
@@ -46,13 +56,54 @@ impl AccessLog {
     ) -> Self {
         let size = buffer.unwrap_or(0);
         AccessLog {
-            file,
+            out: Out::File(file),
             format,
+            gzip: None,
             size,
             flush: if size > 0 { flush } else { None },
             buf: Vec::with_capacity(size),
             oldest: None,
             line: Vec::with_capacity(512),
+        }
+    }
+
+    /// Log to syslog: each line one message, never buffered.
+    pub fn syslog(syslog: Arc<Syslog>, format: Arc<LogFormat>) -> Self {
+        AccessLog {
+            out: Out::Syslog(syslog),
+            format,
+            gzip: None,
+            size: 0,
+            flush: None,
+            buf: Vec::new(),
+            oldest: None,
+            line: Vec::with_capacity(512),
+        }
+    }
+
+    /// Compress what is written at `level` (1–9), each write a gzip member
+    /// (as nginx's `gzip=`; gunzip reads the members one after another).
+    pub fn with_gzip(mut self, level: Option<u32>) -> Self {
+        self.gzip = level;
+        self
+    }
+
+    fn write(&self, data: &[u8]) {
+        match &self.out {
+            Out::File(f) => match self.gzip {
+                None => f.write_all(data),
+                Some(level) => {
+                    let mut e = flate2::write::GzEncoder::new(
+                        Vec::with_capacity(data.len() / 4 + 64),
+                        flate2::Compression::new(level),
+                    );
+                    match e.write_all(data).and_then(|_| e.finish()) {
+                        Ok(z) => f.write_all(&z),
+                        Err(e) => crate::error_log!(Alert, "gzip of an access log failed ({e})"),
+                    }
+                }
+            },
+            Out::Syslog(s) => s.send(None, data.strip_suffix(b"\n").unwrap_or(data)),
         }
     }
 
@@ -63,21 +114,25 @@ impl AccessLog {
     }
 
     /// Render one line for the request `src` and write or buffer it.
-    pub fn log(&mut self, src: &dyn VarSource) {
+    /// Returns the `flush` time when this line started a buffer that must
+    /// be written by then.
+    pub fn log(&mut self, src: &dyn VarSource) -> Option<Duration> {
+        let mut started = None;
         self.line.clear();
         self.format.render(src, &mut self.line);
 
         if self.size == 0 {
-            self.file.write_all(&self.line);
+            self.write(&self.line);
         } else {
             if self.buf.len() + self.line.len() > self.size {
                 self.flush();
             }
             if self.line.len() > self.size {
-                self.file.write_all(&self.line);
+                self.write(&self.line);
             } else {
                 if self.buf.is_empty() && self.flush.is_some() {
                     self.oldest = Some(Instant::now());
+                    started = self.flush;
                 }
                 self.buf.extend_from_slice(&self.line);
             }
@@ -87,6 +142,7 @@ impl AccessLog {
         if self.line.capacity() > SCRATCH_KEEP {
             self.line = Vec::with_capacity(512);
         }
+        started.filter(|_| !self.buf.is_empty())
     }
 
     /// Write the buffer out if its oldest line is older than `flush`.
@@ -101,7 +157,7 @@ impl AccessLog {
     /// Write out whatever is buffered.
     pub fn flush(&mut self) {
         if !self.buf.is_empty() {
-            self.file.write_all(&self.buf);
+            self.write(&self.buf);
             self.buf.clear();
         }
         self.oldest = None;

@@ -9,6 +9,7 @@
 mod access;
 mod file;
 mod format;
+mod paths;
 
 pub use access::AccessLog;
 pub use file::LogFile;

@@ -2,13 +2,15 @@
 //! target per worker (thread-local, no locks), flushed by the worker's timer.
 
 use super::AccessLog;
-use super::conf::AccessLogTarget;
 use super::conf::LogConf;
+use super::conf::{AccessLogTarget, Dest};
+use super::paths;
 use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 thread_local! {
     /// Keyed by the target's address; the Weak kept beside it pins that address
@@ -40,13 +42,40 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
                     continue;
                 }
             }
+            if let Dest::Path(path) = &t.dest {
+                paths::log(req, &done, path, &t.format);
+                continue;
+            }
             let key = Arc::as_ptr(t) as usize;
             let (_, writer) = w.entry(key).or_insert_with(|| {
-                let writer = AccessLog::new(t.file.clone(), t.format.clone(), t.buffer, t.flush);
+                let writer = match &t.dest {
+                    Dest::Syslog(s) => AccessLog::syslog(s.clone(), t.format.clone()),
+                    Dest::File(f) => AccessLog::new(f.clone(), t.format.clone(), t.buffer, t.flush)
+                        .with_gzip(t.gzip),
+                    Dest::Path(_) => unreachable!("handled above"),
+                };
                 (Arc::downgrade(t), writer)
             });
-            writer.log(&done);
+            if let Some(flush) = writer.log(&done) {
+                flush_at(key, flush);
+            }
         }
+    });
+}
+
+/// Flush the writer `key` once `flush` has passed (its buffer's first line
+/// came now), rather than at the next once-a-second check.
+fn flush_at(key: usize, flush: Duration) {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
+    tokio::spawn(async move {
+        tokio::time::sleep(flush).await;
+        WRITERS.with(|w| {
+            if let Some((_, writer)) = w.borrow_mut().get_mut(&key) {
+                writer.flush_due();
+            }
+        });
     });
 }
 
@@ -61,6 +90,7 @@ pub fn flush_due() {
         }
         w.retain(|_, (target, _)| target.strong_count() > 0);
     });
+    paths::expire();
 }
 
 /// Flush everything (worker exit).

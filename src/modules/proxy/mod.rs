@@ -513,7 +513,6 @@ impl Proxy {
             a.header_ms = Some(t0.elapsed().as_millis() as u64);
             a.sent = conn.bytes_out() - out0;
             a.received = conn.bytes_in() - in0;
-            a.body = buf.len() as u64;
         }
         up.responded(peer, t0);
         if h.upgrade && !upgrade {
@@ -838,6 +837,7 @@ impl Proxy {
             // room for what filters add (add_header, Content-Encoding, Vary).
             headers: Vec::with_capacity(h.fields.len() + 2),
             body: Body::Empty,
+            trailers: None,
         };
         for &(n, (va, vb)) in &h.fields {
             let (name, value) = (h.at(n), h.at((va, vb)));
@@ -1408,6 +1408,15 @@ impl std::fmt::Debug for UpstreamBody {
 }
 
 impl UpstreamBody {
+    /// Count a piece passed on in `$upstream_response_length`.
+    fn count(&self, r: &io::Result<Option<Bytes>>) {
+        if let Ok(Some(p)) = r
+            && let Some(a) = self.vars.borrow_mut().attempts.last_mut()
+        {
+            a.body += p.len() as u64;
+        }
+    }
+
     /// The body is over: account for the peer, pool the connection if clean.
     fn end(&mut self, clean: bool) {
         if self.done {
@@ -1460,7 +1469,6 @@ impl UpstreamBody {
         let n = read_some(c, &mut self.buf, self.timeout).await?;
         if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
             a.received += n as u64;
-            a.body += n as u64;
         }
         Ok(n)
     }
@@ -1542,7 +1550,11 @@ impl UpstreamBody {
 
 impl BodyStream for UpstreamBody {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
-        Box::pin(self.next_piece())
+        Box::pin(async move {
+            let r = self.next_piece().await;
+            self.count(&r);
+            r
+        })
     }
 
     fn unbuffered(&self) -> bool {
@@ -1550,7 +1562,9 @@ impl BodyStream for UpstreamBody {
     }
 
     fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
-        self.at_hand()
+        let r = self.at_hand()?;
+        self.count(&r);
+        Some(r)
     }
 }
 
