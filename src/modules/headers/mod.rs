@@ -67,25 +67,10 @@ fn trailers(req: &Request<'_>, resp: &Response) -> Vec<(&'static str, String)> {
     for h in hc.add_trailer.iter().filter(|h| ok || h.always) {
         let value = match &h.literal {
             Some(l) => l.to_string(),
-            None => {
-                let mut out = Vec::new();
-                let src = Finished {
-                    req,
-                    resp,
-                    head_bytes: 0,
-                    body_bytes: 0,
-                };
-                h.value.render(&src, &mut out);
-                if brought_line_break(h, &out) {
-                    crate::error_log!(
-                        Warn,
-                        "\"add_trailer {}\" value holds a line break or NUL, not sent",
-                        h.name
-                    );
-                    continue;
-                }
-                String::from_utf8_lossy(&out).into_owned()
-            }
+            None => match rendered(req, resp, h, "add_trailer") {
+                Some(out) => String::from_utf8_lossy(&out).into_owned(),
+                None => continue,
+            },
         };
         if !value.is_empty() {
             sent.0.borrow_mut().push((h.name, value));
@@ -116,11 +101,28 @@ fn sent_trailer(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
     }
 }
 
-/// A line break or NUL a variable brought into a rendered value (response
-/// splitting): more than the configuration wrote.
-fn brought_line_break(h: &AddHeader, out: &[u8]) -> bool {
+/// The value of an `add_header`/`add_trailer` with variables, rendered for
+/// the response; `None` (logged) when a variable brought a line break or NUL
+/// into it (response splitting): more than the configuration wrote.
+fn rendered(req: &Request<'_>, resp: &Response, h: &AddHeader, directive: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let src = Finished {
+        req,
+        resp,
+        head_bytes: 0,
+        body_bytes: 0,
+    };
+    h.value.render(&src, &mut out);
     let breaks = out.iter().filter(|&&b| matches!(b, b'\r' | b'\n')).count();
-    breaks > h.line_breaks || out.contains(&0)
+    if breaks > h.line_breaks || out.contains(&0) {
+        crate::error_log!(
+            Warn,
+            "\"{directive} {}\" value holds a line break or NUL, not sent",
+            h.name
+        );
+        return None;
+    }
+    Some(out)
 }
 
 fn now_secs() -> i64 {
@@ -133,22 +135,9 @@ fn add_header(req: &Request<'_>, h: &AddHeader, resp: &mut Response) {
     let value = match &h.literal {
         Some(l) => Value::Shared(l.clone()),
         None => {
-            let mut out = Vec::new();
-            let src = Finished {
-                req,
-                resp: &*resp,
-                head_bytes: 0,
-                body_bytes: 0,
-            };
-            h.value.render(&src, &mut out);
-            if brought_line_break(h, &out) {
-                crate::error_log!(
-                    Warn,
-                    "\"add_header {}\" value holds a line break or NUL, not sent",
-                    h.name
-                );
+            let Some(out) = rendered(req, resp, h, "add_header") else {
                 return;
-            }
+            };
             Value::Owned(match String::from_utf8(out) {
                 Ok(s) => s,
                 Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
