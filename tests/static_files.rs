@@ -913,3 +913,30 @@ http {
         "{log}"
     );
 }
+
+#[test]
+fn root_with_variables_is_rendered_per_request() {
+    let dir = TempDir::new("st");
+    dir.write("sites/a.test/index.html", "site a");
+    dir.write("sites/b.test/x.txt", "site b");
+    dir.write("html/rel/y.txt", "relative");
+    let v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port};\n  root {dir}/sites/$host;\n  \
+         location /rel/ { root html/$arg_d; try_files $uri =404; }\n  \
+         location = /doc { return 200 $document_root; }\n }\n}\n",
+    );
+    let get = |host: &str, path: &str| {
+        v.request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        ))
+    };
+    assert_eq!(get("a.test", "/").text(), "site a");
+    assert_eq!(get("b.test", "/x.txt").text(), "site b");
+    assert_eq!(get("c.test", "/x.txt").status, 404);
+    assert!(get("a.test", "/doc").text().ends_with("/sites/a.test"));
+    // Relative to the prefix, rendered in the location that says so; a
+    // rendered `..` is refused.
+    assert_eq!(get("a.test", "/rel/y.txt?d=").text(), "relative");
+    assert_eq!(get("a.test", "/rel/y.txt?d=..").status, 404);
+}

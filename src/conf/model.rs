@@ -91,8 +91,10 @@ settings! {
         pub default_type: Arc<str> = Arc::from("text/plain"),
         pub types: Arc<crate::core::mime::MimeTypes> =
             Arc::new(crate::core::mime::MimeTypes::embedded()),
-        /// `root`; relative to the prefix.
+        /// `root`; relative to the prefix. With variables: the prefix, and
+        /// `root_vars` the path rendered per request.
         pub root: Arc<PathBuf> = Arc::new(PathBuf::from("html")),
+        pub root_vars: Option<Arc<crate::core::vars::Template>> = None,
         /// A level with `error_page` directives uses only its own; a level
         /// without inherits its parent's, as nginx.
         pub error_pages: Option<Arc<crate::core::error_page::ErrorPages>> = None,

@@ -41,9 +41,7 @@ pub fn escape_uri(uri: &[u8]) -> PercentEncode<'_> {
 pub fn map_uri(req: &Request<'_>, uri: &[u8], out: &mut Vec<u8>) -> Result<(), u16> {
     out.clear();
     let Some(l) = req.location.filter(|l| l.alias.is_some()) else {
-        use std::os::unix::ffi::OsStrExt;
-        out.extend_from_slice(req.conf.core.root.as_os_str().as_bytes());
-        return if uri.first() == Some(&b'/') && push_clean(out, uri) {
+        return if req.root(out) && uri.first() == Some(&b'/') && push_clean(out, uri) {
             Ok(())
         } else {
             Err(404)

@@ -811,14 +811,46 @@ impl<'a> Request<'a> {
 
     /// `$document_root`: the root, or the location's alias (rendered).
     pub fn document_root(&self, out: &mut Vec<u8>) {
-        use std::os::unix::ffi::OsStrExt;
         match self.location.and_then(|l| l.alias.as_ref().map(|a| (l, a))) {
             Some((l, alias)) => match &l.phases.alias_vars {
                 Some(t) => t.render(self, out),
                 None => out.extend_from_slice(alias.as_bytes()),
             },
-            None => out.extend_from_slice(self.conf.core.root.as_os_str().as_bytes()),
+            None => {
+                self.root(out);
+            }
         }
+    }
+
+    /// Append the location's `root` (rendered when it has variables,
+    /// relative to the prefix); false when a rendered one has a `.` or `..`
+    /// segment (nothing is appended then).
+    pub fn root(&self, out: &mut Vec<u8>) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let core = &self.conf.core;
+        let Some(t) = &core.root_vars else {
+            out.extend_from_slice(core.root.as_os_str().as_bytes());
+            return true;
+        };
+        let mut r = Vec::new();
+        t.render(self, &mut r);
+        if r.split(|&b| b == b'/').any(|s| s == b"." || s == b"..") || r.contains(&0) {
+            crate::error_log!(
+                Error,
+                "root \"{}\" refused: it has a \".\" or \"..\" segment{}",
+                String::from_utf8_lossy(&r),
+                self.log_context()
+            );
+            return false;
+        }
+        if r.first() != Some(&b'/') {
+            out.extend_from_slice(core.root.as_os_str().as_bytes());
+            if out.last() != Some(&b'/') {
+                out.push(b'/');
+            }
+        }
+        out.extend_from_slice(&r);
+        true
     }
 
     /// A variable's value; `outer` answers the variables that computed

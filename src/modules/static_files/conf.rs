@@ -1,6 +1,6 @@
 //! Directives of the static file handler.
 
-use crate::conf::ast::{ConfError, Directive};
+use crate::conf::ast::ConfError;
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, number, option, set_once, size, time};
 use crate::core::vars::Template;
@@ -32,16 +32,6 @@ settings! {
     }
 }
 
-fn no_variables(d: &Directive) -> Result<(), ConfError> {
-    if d.arg(0).contains('$') {
-        return Err(ConfError::new(
-            format!("variables in \"{}\" are not supported yet", d.name),
-            &d.span,
-        ));
-    }
-    Ok(())
-}
-
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "root",
@@ -49,7 +39,6 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
-            no_variables(d)?;
             if let Scope::Location(l) = s
                 && l.alias.is_some()
             {
@@ -58,12 +47,19 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
-            let p = Arc::new(e.path(d.arg(0)));
-            set_once(&mut s.loc().core.root, p, d)
+            let t = Template::compile(d.arg(0), &mut e.vars)
+                .map_err(|err| ConfError::new(err, &d.span))?;
+            let (p, vars) = match t.is_literal() {
+                true => (Arc::new(e.path(d.arg(0))), None),
+                false => (Arc::new(e.path("")), Some(Arc::new(t))),
+            };
+            let core = &mut s.loc().core;
+            core.root_vars = Some(vars);
+            set_once(&mut core.root, p, d)
         },
         syntax: "root path;",
         default: "html",
-        doc: "Document root: a request's file is root + URI. Relative paths are taken from the prefix (`-p`).\n\n```nginx\nroot /var/www/example.com/public;\n```",
+        doc: "Document root: a request's file is root + URI. Relative paths are taken from the prefix (`-p`). Variables are allowed (`root /var/www/$host;`), the path rendered per request; a rendered path with a `.` or `..` segment gets 404.\n\n```nginx\nroot /var/www/example.com/public;\nroot /srv/sites/$host;\n```",
     },
     Def {
         name: "alias",

@@ -94,12 +94,10 @@ enum NewUri {
 /// with a regex location's alias, the alias + name. `None` when the name
 /// would climb out of the root.
 fn file_path(req: &Request<'_>, name: &[u8], path: &mut Vec<u8>) -> Option<NewUri> {
-    use std::os::unix::ffi::OsStrExt;
     path.clear();
     let loc = req.location.filter(|l| l.alias.is_some());
     let Some(l) = loc else {
-        path.extend_from_slice(req.conf.core.root.as_os_str().as_bytes());
-        return push_clean(path, name).then_some(NewUri::Name);
+        return (req.root(path) && push_clean(path, name)).then_some(NewUri::Name);
     };
     req.document_root(path);
     if matches!(l.kind, LocKind::Regex { .. }) {
