@@ -40,8 +40,14 @@ pub fn redirect(
         return Outcome::Respond(req.error(404));
     };
     req.state.carried.extend(carried);
-    if target.contains('?') {
-        req.state.args = Some(args.to_vec());
+    go_to(req, uri, target.contains('?').then_some(args))
+}
+
+/// The internal redirect an upstream's reply asks for: to `uri` (already
+/// decoded), with `args` when the target had a `?`, as a GET (HEAD stays).
+pub fn go_to(req: &mut Request<'_>, uri: Vec<u8>, args: Option<&[u8]>) -> Outcome {
+    if let Some(a) = args {
+        req.state.args = Some(a.to_vec());
     }
     if req.method() != Method::Head {
         req.state.method = Some(Method::Get);

@@ -3,7 +3,6 @@
 //! `Location`), intercepted errors; and the body helpers both handlers share.
 
 use super::cgi_head::CgiHead;
-use crate::core::message::head::Method;
 use crate::core::message::response::{Body, Response, Value};
 use crate::core::request::{Outcome, Request};
 use bytes::{Bytes, BytesMut};
@@ -56,13 +55,8 @@ fn redirect(req: &mut Request<'_>, target: &str) -> Option<Outcome> {
         );
         return None;
     }
-    if target.contains('?') {
-        req.state.args = Some(args.to_vec());
-    }
-    if req.method() != Method::Head {
-        req.state.method = Some(Method::Get);
-    }
-    Some(Outcome::Redirect(uri))
+    let args = target.contains('?').then_some(args);
+    Some(crate::upstream::accel::go_to(req, uri, args))
 }
 
 pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
