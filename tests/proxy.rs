@@ -1683,3 +1683,35 @@ http {{
     assert_eq!(r, "127.0.0.5|45678");
     assert_eq!(ip("/var"), "127.0.0.1");
 }
+
+#[test]
+fn proxy_directive_errors_name_file_and_line() {
+    let dir = TempDir::new("proxy-conf");
+    for (line, want) in [
+        ("proxy_bind 300.1.1.1;", "invalid address \"300.1.1.1\""),
+        (
+            "proxy_bind 127.0.0.2 transparent;",
+            "\"proxy_bind ... transparent\" is not supported",
+        ),
+        ("proxy_cookie_flags a sure;", "invalid parameter \"sure\""),
+        (
+            "proxy_cookie_flags a;",
+            "invalid number of arguments in \"proxy_cookie_flags\"",
+        ),
+        ("proxy_redirect ~( /x;", "compile failed"),
+        ("proxy_method $nosuch;", "unknown \"nosuch\" variable"),
+    ] {
+        let out = test_conf(
+            &dir,
+            &format!(
+                "events {{}}\nhttp {{\n server {{\n  location / {{ proxy_pass http://127.0.0.1:9; {line} }}\n }}\n}}\n"
+            ),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{line}");
+        assert!(
+            err.contains(want) && err.contains("t.conf:"),
+            "{line}: {err}"
+        );
+    }
+}
