@@ -92,7 +92,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "charset",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, e| {
             let v = match d.arg(0) {
@@ -111,7 +111,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "source_charset",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let l = loc(s);
@@ -125,7 +125,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "override_charset",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let v = flag(d, 0)?;

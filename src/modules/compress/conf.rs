@@ -259,7 +259,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "gzip",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -412,7 +412,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "brotli",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -518,7 +518,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "zstd",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(

@@ -278,7 +278,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "access_log",
         ignored: false,
-        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT).or(Ctx::IF),
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let new = access_log(d, e)?;
