@@ -63,6 +63,9 @@ settings! {
 pub struct LogEnv {
     formats: HashMap<String, Arc<LogFormat>>,
     files: HashMap<PathBuf, Arc<LogFile>>,
+    /// The buffer of each file a buffered access_log names (size, flush,
+    /// gzip): one per file, as nginx's.
+    buffers: HashMap<PathBuf, (Option<usize>, Option<std::time::Duration>, Option<u32>)>,
 }
 
 impl LogEnv {
@@ -215,6 +218,18 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
         p @ ("/dev/stdout" | "/dev/stderr") => PathBuf::from(p),
         p => env.path(p),
     };
+    if buffer.is_some() {
+        let buffers = &mut env.ext.entry::<LogEnv>().buffers;
+        if *buffers.entry(path.clone()).or_insert((buffer, flush, gzip)) != (buffer, flush, gzip) {
+            return Err(ConfError::new(
+                format!(
+                    "access_log \"{}\" already defined with conflicting parameters",
+                    d.arg(0)
+                ),
+                &d.span,
+            ));
+        }
+    }
     let file = env.ext.entry::<LogEnv>().open(path.clone()).map_err(|e| {
         ConfError::new(
             format!(
