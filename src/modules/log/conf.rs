@@ -58,6 +58,9 @@ settings! {
     }
 }
 
+/// A buffered access_log's `buffer=`, `flush=` and `gzip=`.
+type BufferParams = (Option<usize>, Option<std::time::Duration>, Option<u32>);
+
 /// Builder state: formats defined so far and files opened so far (shared when named twice).
 #[derive(Default)]
 pub struct LogEnv {
@@ -65,7 +68,7 @@ pub struct LogEnv {
     files: HashMap<PathBuf, Arc<LogFile>>,
     /// The buffer of each file a buffered access_log names (size, flush,
     /// gzip): one per file, as nginx's.
-    buffers: HashMap<PathBuf, (Option<usize>, Option<std::time::Duration>, Option<u32>)>,
+    buffers: HashMap<PathBuf, BufferParams>,
 }
 
 impl LogEnv {
