@@ -82,9 +82,10 @@ METHOD = {
         f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s on /proxy/2b.txt and /proxy/21k.txt, "
         "keep-alive, 1 s warm-up, each front server proxying to the same h2o (one thread, "
         "pinned with it) over kept-alive connections: vireo (`vireo-proxy.conf`) and nginx "
-        "(`nginx.conf`) with `upstream { keepalive 64; }`, proxy_http_version 1.1; HAProxy "
-        "(`haproxy.cfg`) with nbthread 1, `http-reuse always` (idle backend connections shared "
-        "by all clients), no logs. The CPU column is the front server's; h2o's is beside it. "
+        "(`nginx.conf`) with `upstream { keepalive 64; }`, proxy_http_version 1.1"
+        + ("; HAProxy (`haproxy.cfg`) with nbthread 1, `http-reuse always` (idle backend "
+           "connections shared by all clients), no logs" if "haproxy" in o["servers"] else "")
+        + ". The CPU column is the front server's; h2o's is beside it. "
         f"{o['runs']} runs, servers interleaved."),
     "E4": lambda o: (f"ab -r -t {o['ab_time']} -n <N> -c {o['ab_c']} without keep-alive (as in the "
                      f"paper): N = {o['ab_n']:,} for the 21 KB page and {o['ab_n_php']:,} for "
@@ -115,9 +116,10 @@ METHOD = {
                       f"in a 1 s warm-up, then requests are counted for {o['duration']:g} s (server "
                       "CPU read at h2load's own phase marks). Configs: `bench/conf/vireo-tls.conf` "
                       "and `nginx-tls.conf`, the same directives: `listen … ssl` and `listen … ssl "
-                      "http2` on a second port; `h2o-tls.conf`, `lighttpd-tls.conf` and "
-                      "`Caddyfile-tls` (the same certificate, TLS 1.3 only, h2 and http/1.1 by "
-                      "ALPN). A curl GET checks each address first (TLS 1.3, the "
+                      "http2` on a second port" + (
+                          "; `Caddyfile-tls` (the same certificate, TLS 1.3 only, h2 and "
+                          "http/1.1 by ALPN on both ports, no HTTP/3)" if "caddy" in o["servers"]
+                          else "") + ". A curl GET checks each address first (TLS 1.3, the "
                       "HTTP version by ALPN, the file's bytes), and a run whose h2load negotiated "
                       "anything else is an error. h2load offers TLS_AES_128_GCM_SHA256 first; what "
                       "each server chose is in the \"negotiated\" column. "
@@ -558,6 +560,7 @@ def targets_markdown(datasets):
                      f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
                      "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
                      "(needs FastCGI, issue 5) |")
+    lines += pool_target(datasets.get("E3-pool"))
     lines += e2_proxy_target(datasets.get("E2")) + proxy_targets(datasets.get("proxy"))
     lines += gzip_targets(datasets.get("gzip"))
     lines += routes_target(datasets.get("routes")) + tls_targets(datasets.get("tls"))
@@ -567,6 +570,12 @@ def targets_markdown(datasets):
 
 def vireo_note(rows):
     return next((r["note"] for r in rows if r["server"] == "vireo" and r.get("note")), None)
+
+
+def pool_target(data):
+    """The FastCGI target (front-server CPU ≤ 0.5× nginx's) with E3-pool's pooled upstream."""
+    return ratio_rows(data, "| FastCGI pooled (E3-pool, keepalive 8 + fastcgi_keep_conn): "
+                            "front-server CPU ≤ 0.5× nginx's |", 0.5)
 
 
 def e2_proxy_target(data):
@@ -592,7 +601,9 @@ def ratio_rows(data, name, limit, where=lambda f: describe("path", f)):
     rows = [r for r in data["summary"] if r["server"] == "vireo"]
     if not rows or any(r.get("note") for r in rows):
         return [f"{name} – | not measured ({vireo_note(data['summary']) or 'no vireo rows'}) |"]
-    nginx = {r["file"]: r for r in data["summary"] if r["server"] == "nginx"}
+    nginx = {r["file"]: r for r in data["summary"] if r["server"] == "nginx" and r.get("cpu_us")}
+    if not any(r["file"] in nginx for r in rows):
+        return [f"{name} – | not measured (no nginx figure in this run) |"]
     figures = "; ".join(f"{where(r['file'])}: {r['cpu_us']:.2f} µs = {r['cpu_ratio']:.2f}× "
                         f"nginx ({nginx[r['file']]['cpu_us']:.2f})" for r in rows
                         if r["file"] in nginx)
@@ -720,12 +731,21 @@ def docs_header(datasets, all_command=None, all_minutes=None):
     total = sum(d.get("elapsed_s", 0) for d in datasets.values()) / 60
     made = (f"`{all_command}` ({all_minutes:.0f} min)" if all_command else
             ", ".join(f"`{c}`" for c in cmds) + f" ({total:.0f} min of measuring in all)")
+    peers = [label(s) for s in dict.fromkeys(
+        s for name in ("E1", "E3", "E4", "M") for s in datasets.get(name, {}).get(
+            "options", {}).get("servers", []) if s not in NOT_PEERS)]
+    peers = ", ".join(peers[:-1]) + f" and {peers[-1]}" if len(peers) > 1 else "".join(peers) \
+        or "the peers"
+    variants = [n for n in ("E3-seed", "E3-pool") if n in datasets]
+    proxy = datasets.get("proxy", {}).get("options", {}).get("servers", [])
     return ("# Benchmarks\n\n"
             "How to run them and how they work: [`bench/README.md`](../bench/README.md). "
             "Method: DESIGN.md §3. The five experiments reproduce the seed documents "
-            "(`/work/shared/seeds/`) with vireo beside nginx, lighttpd, h2o, Caddy and Apache; "
-            "E3-seed and E3-pool run E3 with vireo and nginx on the seed's tuned configuration "
-            "and with pooled FastCGI; `proxy` (with HAProxy), `gzip`, `routes` and `tls` check "
+            f"(`/work/shared/seeds/`) with vireo beside {peers}; "
+            + ("E3-seed runs E3 with vireo and nginx on the seed's tuned nginx.conf, E3-pool "
+               "with pooled FastCGI; " if variants else "")
+            + "`proxy`" + (" (with HAProxy)" if "haproxy" in proxy else "")
+            + ", `gzip`, `routes` and `tls` check "
             "the performance asks of issues 6 (proxy), 7 (compression), 4 (routing) and 9 "
             "(TLS 1.3, HTTP/2) against nginx.\n\n"
             f"Latest full run: {dates[0]} to about {end}, made by {made}; "

@@ -223,6 +223,17 @@ class Variants(unittest.TestCase):
         self.assertIn("vireo ÷ best peer, CPU", md)
         self.assertIn("gzip_min_length 10240", md)
 
+    def test_pool_target(self):
+        from test_report import dataset
+        runs = [dict(server=s, path="info.php", run=k, rps=600, cpu_us_per_req=cpu, p99_ms=9.0,
+                     rss_mb=14.0, errors=0, backend_cpu_us_per_req=500)
+                for k in (1, 2) for s, cpu in (("vireo", 60.0), ("nginx", 150.0))]
+        data = dataset("E3-pool", ex.summarize_variant(runs, ["vireo", "nginx"]), ["vireo", "nginx"])
+        self.assertEqual(report.pool_target(data), [
+            "| FastCGI pooled (E3-pool, keepalive 8 + fastcgi_keep_conn): front-server CPU ≤ 0.5× "
+            "nginx's | phpinfo(): 60.00 µs = 0.40× nginx (150.00) | met |"])
+        self.assertIn("FastCGI pooled", report.targets_markdown({"E3-pool": data}))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -968,19 +968,21 @@ def parse_args(argv):
         + "\n  report  the report and docs/benchmarks.md from the latest results/*.json")
     ap.add_argument("experiment", choices=list(exps) + ["all", "report"])
     ap.add_argument("--duration", type=float, help="seconds per measured load run "
-                    "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3, quick, "
-                    "routes, tls: 4; E5: 5)")
-    ap.add_argument("--runs", type=int, help="repetitions of every point (3; routes, tls: 5; "
+                    "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3, E3-seed, "
+                    "E3-pool, quick, routes, tls: 4; E5: 5)")
+    ap.add_argument("--runs", type=int, help="repetitions of every point (3; routes: 5; "
                     "E2: 1)")
     ap.add_argument("--points", help="E1 client counts, comma-separated "
                     "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
     ap.add_argument("--connections", type=int, default=50,
-                    help="wrk -c for E3/E5/quick/routes, h2load -c for tls (50)")
+                    help="wrk -c for E3/E3-seed/E3-pool/E5/quick/proxy/gzip/routes, h2load -c "
+                         "for tls (50)")
     ap.add_argument("--h2-streams", type=int, default=10,
                     help="tls: h2load -m, concurrent streams per HTTP/2 connection (10)")
     ap.add_argument("--servers", help="comma-separated, interleaved in this order "
-                    "(quick: vireo,nginx; E5: vireo,nginx,floor; others: "
-                    + ",".join(PEERS) + ")")
+                    "(quick, idle, E3-seed, E3-pool, routes, gzip: vireo,nginx; E5: "
+                    "vireo,nginx,floor; proxy: vireo,nginx,haproxy; tls: "
+                    "vireo,nginx,h2o,lighttpd,caddy; others: " + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,
                     help="first port; server i listens on port-base+i (tls: and on "
                          "port-base+20+i for HTTP/2), php-fpm on +50, a proxied backend on +51 "
