@@ -771,6 +771,11 @@ def exp_idle(opts, scratch):
     progress, results = Progress(len(plan), "M"), []
     for k, s in plan:
         progress.step(f"{s:8} {opts.idle_conns} idle connections, run {k}/{opts.runs}")
+        why = ctx.unsupported(s, "static")
+        if why:
+            if k == 1:
+                results.append({"server": s, "run": k, "unsupported": why})
+            continue
         try:
             with ctx.serving(s) as (srv, _):
                 ctx.check(s, "2b.txt")

@@ -78,6 +78,14 @@ class Servers(unittest.TestCase):
             self.assertEqual(len(set(ports)), len(ports))
             self.assertLess(max(ports) - 28080, ex.H2_PORT_OFFSET)
 
+    def test_haproxy_only_proxies(self):
+        with tempfile.TemporaryDirectory() as d:
+            opts = SimpleNamespace(port_base=28080, servers=["haproxy"], runs=2, idle_conns=10)
+            with contextlib.redirect_stderr(io.StringIO()):
+                rows = ex.exp_idle(opts, d)
+        self.assertEqual(rows, [{"server": "haproxy", "run": 1,
+                                 "unsupported": vb.SERVERS["haproxy"]["no_static"]}])
+
     def test_wrk_headers(self):
         cmd = vb.wrk_cmd("http://h/x", 0.4, 50, headers=(ex.GZIP_HEADER,))
         self.assertEqual(cmd[3:], ["wrk", "-t1", "-c50", "-d1s", "--latency", "-H",
