@@ -26,6 +26,7 @@ pub mod split_clients;
 pub mod ssl;
 pub mod static_files;
 pub mod status;
+pub mod sub_filter;
 pub mod try_files;
 pub mod userid;
 pub mod zone;
@@ -49,6 +50,7 @@ pub static MODULES: &[&Module] = &[
     &try_files::MODULE,
     &headers::MODULE,
     &userid::MODULE,
+    &sub_filter::MODULE,
     &charset::MODULE,
     &autoindex::MODULE,
     &compress::MODULE,
