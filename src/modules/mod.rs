@@ -12,6 +12,7 @@ pub mod compress;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
+pub mod gunzip;
 pub mod headers;
 pub mod limit_conn;
 pub mod limit_rate;
@@ -49,6 +50,7 @@ pub static MODULES: &[&Module] = &[
     &split_clients::MODULE,
     &try_files::MODULE,
     &headers::MODULE,
+    &gunzip::MODULE,
     &userid::MODULE,
     &sub_filter::MODULE,
     &charset::MODULE,

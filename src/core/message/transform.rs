@@ -19,10 +19,26 @@ pub trait Transform: std::fmt::Debug + 'static {
     /// The end of the body: what is held back goes out.
     fn finish(&mut self, out: &mut Vec<u8>);
 
+    /// Output is waiting that the last `write` had no room for (a transform
+    /// that bounds what one piece may produce, as decompression): `write`
+    /// again with no input before the next piece.
+    fn has_more(&self) -> bool {
+        false
+    }
+
+    /// A body in memory is transformed as it is sent, piece by piece, not at
+    /// once (its output may be far larger: decompression).
+    fn expands(&self) -> bool {
+        false
+    }
+
     /// Transform a whole body at once.
     fn all(&mut self, input: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(input.len() + input.len() / 2);
         self.write(input, &mut out);
+        while self.has_more() {
+            self.write(&[], &mut out);
+        }
         self.finish(&mut out);
         out
     }
@@ -34,6 +50,14 @@ pub trait Transform: std::fmt::Debug + 'static {
 pub fn apply<T: Transform>(body: Body, mut t: T, same_length: bool) -> Body {
     match body {
         Body::Empty => Body::Empty,
+        Body::Bytes(b) if t.expands() => Body::Stream {
+            stream: Box::new(WrapStream {
+                inner: Box::new(Whole(Some(b))),
+                t,
+                done: false,
+            }),
+            len: None,
+        },
         Body::Bytes(b) => Body::Bytes(Bytes::from(t.all(&b))),
         Body::File { file, range } => Body::Stream {
             len: same_length.then_some(range.end - range.start),
@@ -57,6 +81,20 @@ pub fn apply<T: Transform>(body: Body, mut t: T, same_length: bool) -> Body {
     }
 }
 
+/// A body in memory as a stream of one piece.
+#[derive(Debug)]
+struct Whole(Option<Bytes>);
+
+impl BodyStream for Whole {
+    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+        Box::pin(std::future::ready(Ok(self.0.take())))
+    }
+
+    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
+        Some(Ok(self.0.take()))
+    }
+}
+
 /// Pieces read from a file at most this long.
 const READ_CHUNK: usize = 32 * 1024;
 
@@ -77,7 +115,9 @@ impl<T: Transform> FileStream<T> {
                 return Ok(None);
             }
             let mut out = Vec::new();
-            if self.off >= self.end {
+            if self.t.has_more() {
+                self.t.write(&[], &mut out);
+            } else if self.off >= self.end {
                 self.t.finish(&mut out);
                 self.done = true;
             } else {
@@ -108,6 +148,15 @@ struct WrapStream<T> {
 }
 
 impl<T: Transform> WrapStream<T> {
+    /// Output the transform still holds from the last piece, if any.
+    fn held(&mut self) -> Option<Option<Bytes>> {
+        let mut out = Vec::new();
+        while out.is_empty() && self.t.has_more() {
+            self.t.write(&[], &mut out);
+        }
+        (!out.is_empty()).then(|| Some(Bytes::from(out)))
+    }
+
     /// Transform one piece of the inner stream; `None` when it gave no output.
     fn take(&mut self, piece: Option<Bytes>) -> Option<Option<Bytes>> {
         let mut out = Vec::new();
@@ -132,6 +181,9 @@ impl<T: Transform> BodyStream for WrapStream<T> {
                 if self.done {
                     return Ok(None);
                 }
+                if let Some(r) = self.held() {
+                    return Ok(r);
+                }
                 let piece = self.inner.next().await?;
                 if let Some(r) = self.take(piece) {
                     return Ok(r);
@@ -144,6 +196,9 @@ impl<T: Transform> BodyStream for WrapStream<T> {
         loop {
             if self.done {
                 return Some(Ok(None));
+            }
+            if let Some(r) = self.held() {
+                return Some(Ok(r));
             }
             match self.inner.ready()? {
                 Err(e) => return Some(Err(e)),
