@@ -20,6 +20,7 @@ pub mod limit_req;
 pub mod log;
 pub mod map;
 pub mod proxy;
+pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
@@ -49,6 +50,7 @@ pub static MODULES: &[&Module] = &[
     &referer::MODULE,
     &split_clients::MODULE,
     &try_files::MODULE,
+    &random_index::MODULE,
     &headers::MODULE,
     &gunzip::MODULE,
     &userid::MODULE,
