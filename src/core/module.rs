@@ -103,6 +103,17 @@ pub type RewriteHook = fn(&mut Request<'_>, data: &Extensions, location: bool) -
 pub type AccessHook = for<'r, 'a> fn(&'r mut Request<'a>, &'r mut dyn RequestBody) -> Phase<'r>;
 /// Pre-content phase, with the level's own module data.
 pub type PrecontentHook = fn(&mut Request<'_>, data: &Extensions) -> Precontent;
+/// Content phase of a location without a handler of its own: the first
+/// module that `takes` the request (as WebDAV its methods) `run`s it, else
+/// the default content does.
+#[derive(Clone, Copy)]
+pub struct ContentHook {
+    pub takes: fn(&Request<'_>) -> bool,
+    pub run: for<'r, 'a> fn(
+        &'r mut Request<'a>,
+        &'r mut dyn RequestBody,
+    ) -> crate::core::request::BoxFuture<'r, Outcome>,
+}
 /// The content of a location without a handler of its own (static files).
 pub type DefaultContentHook = fn(&mut Request<'_>) -> Outcome;
 /// A response filter: runs on every response a request produces.
@@ -124,6 +135,7 @@ pub struct Hooks {
     pub rewrite: Option<RewriteHook>,
     pub access: Option<Ordered<AccessHook>>,
     pub precontent: Option<PrecontentHook>,
+    pub content: Option<Ordered<ContentHook>>,
     pub default_content: Option<DefaultContentHook>,
     pub filter: Option<Ordered<FilterHook>>,
     pub loaded: Option<LoadedHook>,
@@ -144,6 +156,7 @@ impl Hooks {
         rewrite: None,
         access: None,
         precontent: None,
+        content: None,
         default_content: None,
         filter: None,
         loaded: None,
@@ -204,6 +217,7 @@ impl Pipeline {
 pub struct LevelHooks {
     pub post_read: Vec<PostReadHook>,
     pub access: Vec<AccessHook>,
+    pub content: Vec<ContentHook>,
     pub filters: Vec<FilterHook>,
 }
 
@@ -212,6 +226,7 @@ impl std::fmt::Debug for LevelHooks {
         f.debug_struct("LevelHooks")
             .field("post_read", &self.post_read.len())
             .field("access", &self.access.len())
+            .field("content", &self.content.len())
             .field("filters", &self.filters.len())
             .finish()
     }
@@ -236,6 +251,7 @@ impl LevelHooks {
         LevelHooks {
             post_read: active(modules, conf, |h| h.post_read),
             access: active(modules, conf, |h| h.access),
+            content: active(modules, conf, |h| h.content),
             filters: active(modules, conf, |h| h.filter),
         }
     }

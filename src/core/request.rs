@@ -518,10 +518,15 @@ impl<'a> Request<'a> {
                 (_, _, Some(le)) => le.content.as_deref(),
                 _ => loc.and_then(|l| l.content.as_deref()),
             };
-            let outcome = match (handler, pipeline.default_content) {
-                (Some(h), _) => h.content(self, body).await,
-                (None, Some(default)) => default(self),
-                (None, None) => Outcome::Respond(self.error(404)),
+            let taken = match handler {
+                Some(_) => None,
+                None => conf.hooks.content.iter().find(|h| (h.takes)(self)),
+            };
+            let outcome = match (handler, taken, pipeline.default_content) {
+                (Some(h), _, _) => h.content(self, body).await,
+                (None, Some(content), _) => (content.run)(self, body).await,
+                (None, None, Some(default)) => default(self),
+                (None, None, None) => Outcome::Respond(self.error(404)),
             };
             match outcome {
                 Outcome::Respond(r) => return r,

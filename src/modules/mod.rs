@@ -9,6 +9,7 @@ pub mod cgi;
 pub mod charset;
 pub mod client_body;
 pub mod compress;
+pub mod dav;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
@@ -41,6 +42,7 @@ use crate::core::module::Module;
 pub static MODULES: &[&Module] = &[
     &crate::server::MODULE,
     &static_files::MODULE,
+    &dav::MODULE,
     &log::MODULE,
     &status::MODULE,
     &client_body::MODULE,
