@@ -40,6 +40,9 @@ pub struct Listener {
     pub ssl: bool,
     /// HTTP/2 on this address (`listen … http2`, or `http2 on` in a server).
     pub http2: bool,
+    /// Connections open with a PROXY protocol header (`listen … proxy_protocol`
+    /// in any of its servers).
+    pub proxy_protocol: bool,
     pub backlog: i32,
     /// Socket options (rcvbuf, sndbuf, so_keepalive, deferred, fastopen, ipv6only).
     pub opts: SockOpts,
@@ -255,6 +258,7 @@ fn build_http(
                     spec.reuseport |= l.reuseport;
                     spec.ssl |= l.ssl;
                     spec.http2 |= l.http2;
+                    spec.proxy_protocol |= l.proxy_protocol;
                     if l.backlog != 511 {
                         spec.backlog = l.backlog;
                     }
@@ -294,6 +298,7 @@ fn build_http(
                 reuseport: spec.reuseport,
                 ssl: spec.ssl,
                 http2: spec.http2,
+                proxy_protocol: spec.proxy_protocol,
                 backlog: spec.backlog,
                 opts: spec.opts,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
@@ -322,6 +327,7 @@ fn build_server(
             reuseport: false,
             ssl: false,
             http2: false,
+            proxy_protocol: false,
             backlog: 511,
             opts: SockOpts::default(),
             span: srv.span.clone().unwrap_or_else(|| Span {

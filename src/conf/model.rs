@@ -272,6 +272,8 @@ pub struct ListenSpec {
     pub ssl: bool,
     /// `http2`: HTTP/2 on this address (ALPN h2 with ssl, prior knowledge without).
     pub http2: bool,
+    /// `proxy_protocol`: every connection opens with a PROXY protocol header.
+    pub proxy_protocol: bool,
     pub backlog: i32,
     /// Socket options (`rcvbuf=`, `sndbuf=`, `so_keepalive=`, `deferred`, `fastopen=`, `ipv6only=`).
     pub opts: SockOpts,

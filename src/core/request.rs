@@ -241,6 +241,9 @@ pub struct Request<'a> {
     pub state: State,
     /// The TLS connection's details, on one.
     pub tls: Option<std::sync::Arc<TlsInfo>>,
+    /// What the PROXY protocol header of the connection said, when it gave
+    /// addresses (`listen … proxy_protocol`).
+    pub proxy: Option<std::sync::Arc<crate::core::proxy_protocol::ProxyHeader>>,
 }
 
 /// Where processing goes on after a URI change.

@@ -8,6 +8,7 @@ use crate::conf::model::CoreConf;
 use crate::core::clock;
 use crate::core::message::head::{BodyFraming, RequestHead};
 use crate::core::message::response::Response;
+use crate::core::proxy_protocol::ProxyHeader;
 use crate::core::request::TlsInfo;
 use crate::core::request::{BodyError, Peer, Request, RequestBody};
 use crate::core::route::VirtualHosts;
@@ -40,6 +41,8 @@ pub struct ConnRef<'a> {
     pub born_ms: u64,
     /// The TLS connection's details, on one.
     pub tls: Option<Arc<TlsInfo>>,
+    /// The connection's PROXY protocol addresses.
+    pub proxy: Option<Arc<ProxyHeader>>,
 }
 
 /// The request context for `head` at the server level of the server `host`
@@ -75,6 +78,7 @@ pub fn request<'a>(
         body_read: 0,
         state: Default::default(),
         tls: c.tls,
+        proxy: c.proxy,
     }
 }
 

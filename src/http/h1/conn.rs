@@ -10,6 +10,7 @@ use super::parse;
 use super::write::{self, How, write_head};
 use crate::conf::load::{Config, Listener};
 use crate::conf::model::{CoreConf, Lingering};
+use crate::core::proxy_protocol::ProxyHeader;
 use crate::core::message::head::{Method, ParseError, RequestHead, Version};
 use crate::core::message::response::{Body, Response};
 pub use crate::core::request::Peer;
@@ -33,6 +34,8 @@ struct Conn<S> {
     _slot: Slot,
     s: S,
     peer: Peer,
+    /// The connection's PROXY protocol addresses.
+    proxy: Option<Arc<ProxyHeader>>,
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
@@ -91,6 +94,7 @@ enum Next {
 pub fn serve<S: Stream>(
     s: S,
     peer: Peer,
+    proxy: Option<Arc<ProxyHeader>>,
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
@@ -114,6 +118,7 @@ pub fn serve<S: Stream>(
         _slot: slot,
         s,
         peer,
+        proxy,
         listener,
         id,
         shared,
@@ -342,6 +347,7 @@ impl<S: Stream> Conn<S> {
             requests: self.requests,
             born_ms: self.born,
             tls: self.s.tls().cloned(),
+            proxy: self.proxy.clone(),
         };
         pipeline::request(c, &listener.vhosts, head, host)
     }
