@@ -49,7 +49,14 @@ fn start() -> Vireo {
     let out = Command::new("openssl")
         .args(["req", "-x509", "-nodes", "-days", "30", "-newkey", "ec"])
         .args(["-pkeyopt", "ec_paramgen_curve:prime256v1"])
-        .args(["-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=localhost"])
+        .args([
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-subj",
+            "/CN=localhost",
+        ])
         .current_dir(dir.path())
         .output()
         .expect("openssl");
@@ -157,9 +164,11 @@ fn malformed_or_missing_headers_close_the_connection() {
     assert!(send(&v, bad_port, bad_port.len(), "/vars").is_empty());
     // v2 too short for its family.
     assert!(send(&v, &v2(0x11, &[1, 2, 3], &[]), 19, "/vars").is_empty());
-    assert!(eventually(5, || error_log(&v).contains(
+    assert!(eventually(5, || {
+        error_log(&v).contains(
         "broken header: \"BOGUS TCP4 192.0.2.1 192.0.2.2 1234 5678\" while reading PROXY protocol, client: 127.0.0.1"
-    )));
+    )
+    }));
     // Nothing within client_header_timeout: closed.
     let mut s = v.connect();
     s.write_all(b"PROXY TCP4 ").unwrap();

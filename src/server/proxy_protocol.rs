@@ -29,10 +29,7 @@ pub async fn read<S: Stream>(
     match tokio::time::timeout(timeout, header(s)).await {
         Ok(Ok(h)) => Ok(h.map(Arc::new)),
         Ok(Err(e)) if e.kind() == ErrorKind::InvalidData => {
-            error_log!(
-                Error,
-                "{e} while reading PROXY protocol, client: {peer}"
-            );
+            error_log!(Error, "{e} while reading PROXY protocol, client: {peer}");
             Err(())
         }
         Ok(Err(e)) => {
@@ -74,7 +71,9 @@ async fn header<S: Stream>(s: &S) -> io::Result<Option<ProxyHeader>> {
                 ));
             }
             Ok((_, Parsed::Done { len, header })) => break (len, header),
-            Ok((_, Parsed::Invalid(why))) => return Err(io::Error::new(ErrorKind::InvalidData, why)),
+            Ok((_, Parsed::Invalid(why))) => {
+                return Err(io::Error::new(ErrorKind::InvalidData, why));
+            }
             Ok((_, Parsed::Partial)) => {
                 return Err(io::Error::new(ErrorKind::InvalidData, "broken header"));
             }
@@ -85,7 +84,9 @@ async fn header<S: Stream>(s: &S) -> io::Result<Option<ProxyHeader>> {
     // The header's bytes are queued: take exactly them.
     let mut got = 0;
     while got < len {
-        match s.try_io(Interest::READABLE, || crate::sys::recv(fd, &mut buf[got..len])) {
+        match s.try_io(Interest::READABLE, || {
+            crate::sys::recv(fd, &mut buf[got..len])
+        }) {
             Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => s.readable().await?,

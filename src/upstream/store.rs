@@ -118,10 +118,12 @@ pub fn apply(req: &Request<'_>, store: Option<&Store>, access: u32, resp: &mut R
         context: req.log_context(),
     };
     match s.inner {
-        Some(_) => resp.body = Body::Stream {
-            stream: Box::new(s),
-            len,
-        },
+        Some(_) => {
+            resp.body = Body::Stream {
+                stream: Box::new(s),
+                len,
+            }
+        }
         // An empty body is whole at once.
         None => s.finish(),
     }

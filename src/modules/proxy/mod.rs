@@ -189,7 +189,12 @@ impl Content for Proxy {
                 Some(o) => o,
                 None => {
                     let pc = req.conf.get::<ProxyConf>();
-                    crate::upstream::store::apply(req, pc.store.as_deref(), pc.store_access, &mut resp);
+                    crate::upstream::store::apply(
+                        req,
+                        pc.store.as_deref(),
+                        pc.store_access,
+                        &mut resp,
+                    );
                     Outcome::Respond(resp)
                 }
             }
