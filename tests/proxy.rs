@@ -1807,3 +1807,27 @@ http {
     drop(s);
     assert!(eventually(10, || files_under(&html) == ["store/a/b.txt"]));
 }
+
+#[test]
+fn a_variable_address_finds_the_implicit_upstream_of_a_fixed_one() {
+    let b = backend(echo());
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /fixed/ {{ proxy_pass http://localhost:{p}; }}
+        location /var/ {{ proxy_pass http://$arg_b; }}
+    }}
+}}",
+        p = b.port
+    ));
+    // The same host and port as a fixed proxy_pass: its upstream, no
+    // resolver needed (as nginx).
+    let r = v.get(&format!("/var/x?b=LocalHost:{}", b.port));
+    assert_eq!(r.status, 200, "{}", error_log(&v));
+    assert!(first_line(&r).starts_with("GET /var/x?b="));
+    // Another port: a host name to resolve, and no resolver.
+    assert_eq!(v.get("/var/x?b=localhost:1").status, 502);
+}

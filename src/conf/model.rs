@@ -353,7 +353,8 @@ pub struct LocationConf {
     pub pattern: String,
     pub regex: Option<crate::core::vars::Re>,
     pub conf: LocConfSet,
-    /// `alias` is not inherited: it belongs to the location that sets it.
+    /// `alias` as written in this location; a nested location without
+    /// `root` or `alias` inherits a prefix location's (`load::build_location`).
     pub alias: Option<String>,
     /// Content handler (`fastcgi_pass`, `return`, …): not inherited.
     pub content: Option<Arc<dyn crate::core::request::Content>>,
