@@ -517,8 +517,20 @@ impl<S: Stream> Conn<S> {
         let vhosts = &listener.vhosts;
         let head = RequestHead::unparsed(&io.buf);
         let peer = self.peer;
-        let req = self.request(listener, &head, "", &peer);
-        let mut resp = req.error(e.status);
+        let mut req = self.request(listener, &head, "", &peer);
+        // The default server's error_page applies, as nginx (its status
+        // stays unless the page says otherwise).
+        let mut resp = if req.conf.core.error_pages.is_some() {
+            req.state.refused = Some(e.status);
+            let core = &vhosts.default.conf.core;
+            let mut body = ConnBody::new(&self.s, &mut io.buf, &head, core);
+            match pipeline::run(&mut req, &mut body, core.client_max_body_size).await {
+                Ran::Respond { resp, .. } => resp,
+                Ran::Abort(_) => return,
+            }
+        } else {
+            req.error(e.status)
+        };
         if self.respond(io, &req, &mut resp, false).await.is_ok() {
             self.close(io, &vhosts.default.conf.core, true).await;
         }
