@@ -248,7 +248,7 @@ fn config_errors() {
 }
 
 #[test]
-fn requests_refused_before_routing_get_the_servers_error_page() {
+fn requests_refused_before_their_phases_get_the_servers_error_page() {
     let v = Vireo::start(
         r#"
 events {}
@@ -257,8 +257,11 @@ http {
     server {
         listen 127.0.0.1:{port};
         root {dir}/html;
+        client_max_body_size 10;
         error_page 400 /bad;
+        error_page 413 /large;
         location /bad { return 200 "bad request page uri=$uri\n"; }
+        location /large { return 200 "too large\n"; }
     }
     server {
         listen 127.0.0.1:{port2};
@@ -279,6 +282,16 @@ http {
         (r.status, r.text().as_str()),
         (400, "bad request page uri=/bad\n")
     );
+    // A URI that climbs above the root, a body over client_max_body_size.
+    let r = v.request("GET /../x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (400, "bad request page uri=/bad\n")
+    );
+    let r = v.request(
+        "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!((r.status, r.text().as_str()), (413, "too large\n"));
     // A redirect made there is absolute with the local address (no valid
     // Host to use), as nginx.
     let conf = v.dir.read("vireo.conf");

@@ -110,6 +110,46 @@ pub fn admit<'a>(req: &mut Request<'a>) -> Result<&'a CoreConf, Response> {
     }
 }
 
+/// The answer to a request refused before its phases (`resp`, a malformed
+/// head's or [`admit`]'s error): through the server's `error_page` for its
+/// status when there is one, as nginx, the body left unread.
+pub async fn refused(req: &mut Request<'_>, resp: Response) -> Response {
+    if req.conf.core.error_pages.is_none() {
+        return resp;
+    }
+    req.state.refused = Some(resp.status);
+    match run(req, &mut NoBody, 0).await {
+        Ran::Respond { resp, .. } => resp,
+        Ran::Abort(_) => resp,
+    }
+}
+
+/// The body of a refused request: none is read.
+struct NoBody;
+
+impl RequestBody for NoBody {
+    fn chunk(
+        &mut self,
+    ) -> crate::core::request::BoxFuture<'_, Result<Option<bytes::Bytes>, BodyError>> {
+        Box::pin(async { Ok(None) })
+    }
+    fn declared_len(&self) -> Option<u64> {
+        None
+    }
+    fn gone(&mut self) -> crate::core::request::BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+impl ClientBody for NoBody {
+    fn read(&self) -> u64 {
+        0
+    }
+    fn decoded(&self) -> u64 {
+        0
+    }
+}
+
 /// How [`run`] went.
 pub enum Ran {
     /// The response; `close`: an HTTP/1 connection closes after it (a panic,

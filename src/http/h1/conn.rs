@@ -275,7 +275,7 @@ impl<S: Stream> Conn<S> {
         let peer = self.peer;
         let mut req = self.request(listener, head, &host, &peer);
         let (mut resp, close) = match pipeline::admit(&mut req) {
-            Err(resp) => (resp, true),
+            Err(resp) => (pipeline::refused(&mut req, resp).await, true),
             Ok(core) => {
                 let max = core.client_max_body_size;
                 let mut body = ConnBody::new(&self.s, &mut io.buf, head, core);
@@ -518,19 +518,9 @@ impl<S: Stream> Conn<S> {
         let head = RequestHead::unparsed(&io.buf);
         let peer = self.peer;
         let mut req = self.request(listener, &head, "", &peer);
-        // The default server's error_page applies, as nginx (its status
-        // stays unless the page says otherwise).
-        let mut resp = if req.conf.core.error_pages.is_some() {
-            req.state.refused = Some(e.status);
-            let core = &vhosts.default.conf.core;
-            let mut body = ConnBody::new(&self.s, &mut io.buf, &head, core);
-            match pipeline::run(&mut req, &mut body, core.client_max_body_size).await {
-                Ran::Respond { resp, .. } => resp,
-                Ran::Abort(_) => return,
-            }
-        } else {
-            req.error(e.status)
-        };
+        // The default server's error_page applies, as nginx.
+        let err = req.error(e.status);
+        let mut resp = pipeline::refused(&mut req, err).await;
         if self.respond(io, &req, &mut resp, false).await.is_ok() {
             self.close(io, &vhosts.default.conf.core, true).await;
         }

@@ -397,7 +397,7 @@ async fn stream(
     let host = pipeline::host_of(&head);
     let mut req = pipeline::request(cref, vhosts, &head, &host);
     let (resp, recv) = match pipeline::admit(&mut req) {
-        Err(resp) => (resp, recv),
+        Err(resp) => (pipeline::refused(&mut req, resp).await, recv),
         Ok(core) => {
             let max = core.client_max_body_size;
             let mut body = body::H2Body::new(recv, &mut respond, &head, core);
