@@ -246,3 +246,64 @@ fn config_errors() {
         assert!(err.contains(&want), "{conf}: want {want}\n{err}");
     }
 }
+
+#[test]
+fn requests_refused_before_their_phases_get_the_servers_error_page() {
+    let v = Vireo::start(
+        r#"
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        client_max_body_size 10;
+        error_page 400 /bad;
+        error_page 413 /large;
+        location /bad { return 200 "bad request page uri=$uri\n"; }
+        location /large { return 200 "too large\n"; }
+    }
+    server {
+        listen 127.0.0.1:{port2};
+        error_page 400 /redirect;
+        location /redirect { return 301 /elsewhere; }
+    }
+}
+"#,
+    );
+    // An invalid Host and a malformed request line: the page, with the 400.
+    let r = v.request("GET / HTTP/1.1\r\nHost: .\r\nConnection: close\r\n\r\n");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (400, "bad request page uri=/bad\n")
+    );
+    let r = v.request("GET /a b c HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (400, "bad request page uri=/bad\n")
+    );
+    // A URI that climbs above the root, a body over client_max_body_size.
+    let r = v.request("GET /../x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (400, "bad request page uri=/bad\n")
+    );
+    let r = v.request(
+        "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!((r.status, r.text().as_str()), (413, "too large\n"));
+    // A redirect made there is absolute with the local address (no valid
+    // Host to use), as nginx.
+    let conf = v.dir.read("vireo.conf");
+    let at = conf.rfind("listen 127.0.0.1:").unwrap() + "listen 127.0.0.1:".len();
+    let port2: u16 = conf[at..].split(';').next().unwrap().parse().unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port2)).unwrap();
+    use std::io::Write;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: .\r\n\r\n").unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!(r.status, 301);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("http://127.0.0.1:{port2}/elsewhere").as_str())
+    );
+}

@@ -1216,6 +1216,12 @@ fn absolute_form_target_is_served() {
     let r =
         v.request("GET http://localhost HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     assert_eq!((r.status, r.text().as_str()), (200, "<p>index</p>"));
+    // An IP literal in the authority: IPv6 or IPvFuture characters (RFC 3986).
+    let r =
+        v.request("GET http://[v1F.a!$&'()*+,;=-_~:]/a.txt HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "hello"));
+    let r = v.request("GET http://[v1.a\"b]/a.txt HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    assert_eq!(r.status, 400);
 }
 
 #[test]

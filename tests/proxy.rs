@@ -1715,3 +1715,119 @@ fn proxy_directive_errors_name_file_and_line() {
         );
     }
 }
+
+/// Every file under `dir`, as paths relative to it.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn proxy_store_saves_whole_200_replies() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = TempDir::new("store");
+    dir.write("origin/a/b.txt", "stored body\n");
+    set_mtime(&dir.path().join("origin/a/b.txt"), 1_000_000_000);
+    dir.write("origin/x.txt", "by template\n");
+    dir.write("origin/h.txt", "head only\n");
+    dir.write("origin/slow/big.bin", vec![b'x'; 1 << 20]);
+    let v = Vireo::start_in(
+        dir,
+        "events {}
+http {
+    server {
+        listen 127.0.0.1:{port2};
+        root {dir}/origin;
+        location /slow/ { limit_rate 100k; }
+    }
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location /store/ {
+            proxy_pass http://127.0.0.1:{port2}/;
+            proxy_store on;
+            proxy_store_access user:rw group:r all:r;
+        }
+        location /tpl/ {
+            proxy_pass http://127.0.0.1:{port2}/;
+            proxy_store {dir}/saved/$host$uri;
+        }
+    }
+}",
+    );
+    let html = v.dir.path().join("html");
+    let r = v.get("/store/a/b.txt");
+    assert_eq!((r.status, r.text().as_str()), (200, "stored body\n"));
+    let saved = html.join("store/a/b.txt");
+    assert_eq!(std::fs::read_to_string(&saved).unwrap(), "stored body\n");
+    let meta = std::fs::metadata(&saved).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    // The reply's Last-Modified.
+    assert_eq!(meta.mtime(), 1_000_000_000);
+    // Folders made for it: x where r is.
+    let folder = std::fs::metadata(html.join("store/a")).unwrap();
+    assert_eq!(folder.permissions().mode() & 0o777, 0o755);
+
+    assert_eq!(v.get("/tpl/x.txt").text(), "by template\n");
+    let t = v.dir.path().join("saved/localhost/tpl/x.txt");
+    assert_eq!(std::fs::read_to_string(t).unwrap(), "by template\n");
+
+    // Not a 200, a HEAD: nothing stored.
+    assert_eq!(v.get("/store/missing.txt").status, 404);
+    let head =
+        v.request("HEAD /store/h.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert_eq!(head.status, 200);
+
+    // A client that leaves part way: no file, and the temporary one goes.
+    let mut s = v.connect();
+    s.write_all(b"GET /store/slow/big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    assert!(s.read(&mut buf).unwrap() > 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        files_under(&html)
+            .iter()
+            .any(|f| f.starts_with("store/slow/.big.bin.")),
+        "{:?}",
+        files_under(&html)
+    );
+    drop(s);
+    assert!(eventually(10, || files_under(&html) == ["store/a/b.txt"]));
+}
+
+#[test]
+fn a_variable_address_finds_the_implicit_upstream_of_a_fixed_one() {
+    let b = backend(echo());
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    access_log off;
+    server {{
+        listen 127.0.0.1:{{port}};
+        location /fixed/ {{ proxy_pass http://localhost:{p}; }}
+        location /var/ {{ proxy_pass http://$arg_b; }}
+    }}
+}}",
+        p = b.port
+    ));
+    // The same host and port as a fixed proxy_pass: its upstream, no
+    // resolver needed (as nginx).
+    let r = v.get(&format!("/var/x?b=LocalHost:{}", b.port));
+    assert_eq!(r.status, 200, "{}", error_log(&v));
+    assert!(first_line(&r).starts_with("GET /var/x?b="));
+    // Another port: a host name to resolve, and no resolver.
+    assert_eq!(v.get("/var/x?b=localhost:1").status, 502);
+}

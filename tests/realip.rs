@@ -166,10 +166,6 @@ fn location_level_applies_before_access() {
 fn configuration_errors() {
     let dir = TempDir::new("realipconf");
     for (line, want) in [
-        (
-            "real_ip_header proxy_protocol;",
-            "vireo does not speak the PROXY protocol",
-        ),
         ("set_real_ip_from all;", "is not a network"),
         ("set_real_ip_from 300.0.0.1;", "invalid address or network"),
         ("real_ip_recursive yes;", "it must be \"on\" or \"off\""),

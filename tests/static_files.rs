@@ -605,6 +605,38 @@ fn if_range() {
     assert_eq!(r.status, 200, "weak validators never satisfy If-Range");
 }
 
+#[test]
+fn if_range_compares_the_validators_add_header_sets() {
+    let dir = TempDir::new("st");
+    let data = random_bytes(1000, 10);
+    for f in ["lm/f.bin", "none/f.bin", "tag/f.bin"] {
+        let p = dir.write(&format!("html/{f}"), &data);
+        set_mtime(&p, 1_700_000_000);
+    }
+    let v = Vireo::start_in(
+        dir,
+        &conf(
+            "location /lm/ { add_header Last-Modified \"Mon, 28 Sep 1970 06:00:00 GMT\"; }
+             location /none/ { add_header Last-Modified \"\"; }
+             location /tag/ { add_header ETag '\"mine\"'; }",
+        ),
+    );
+    let with = |p: &str, ir: &str| {
+        v.request(&req(
+            p,
+            &format!("Range: bytes=10-19\r\nIf-Range: {ir}\r\n"),
+        ))
+        .status
+    };
+    let file_lm = "Tue, 14 Nov 2023 22:13:20 GMT";
+    // As nginx: the range filter sees the fields add_header put in place.
+    assert_eq!(with("/lm/f.bin", "Mon, 28 Sep 1970 06:00:00 GMT"), 206);
+    assert_eq!(with("/lm/f.bin", file_lm), 200);
+    assert_eq!(with("/none/f.bin", file_lm), 200);
+    assert_eq!(with("/tag/f.bin", "\"mine\""), 206);
+    assert_eq!(with("/tag/f.bin", file_lm), 206);
+}
+
 /// Read the one response on `s` until the server closes, returning (head, body).
 fn read_big(s: &mut std::net::TcpStream) -> (Resp, Vec<u8>) {
     let raw = read_to_close(s);

@@ -31,6 +31,11 @@ http {
         location /dirslash { try_files /dir/ =404; }
         location /al/ { alias {dir}/html/dir/; try_files $uri $uri/ =405; }
         location ~ ^/re/(.*)$ { alias {dir}/html/dir/$1; try_files "" =406; }
+        location /aln/ {
+            alias {dir}/html/dir/;
+            location ~ html$ { try_files $uri =407; }
+            location /aln/own/ { root {dir}/html; }
+        }
         location /evil/ {
             set $true 1;
             try_files /nope /show;
@@ -45,6 +50,8 @@ fn start() -> Vireo {
     let v = Vireo::start(CONF);
     v.dir.write("html/a.html", "a\n");
     v.dir.write("html/dir/index.html", "dir index\n");
+    v.dir.write("html/dir/a.txt", "in dir\n");
+    v.dir.write("html/aln/own/b.txt", "own root\n");
     v.dir.write("html/spa/index.html", "spa\n");
     v.dir.write("html/spa/app.js", "js\n");
     v.dir.write("html/named/here.txt", "here\n");
@@ -148,6 +155,12 @@ fn with_alias() {
     // In a regex location the alias is the whole file name.
     assert_eq!(get(&v, "/re/index.html"), (200, "dir index\n".into()));
     assert_eq!(v.get("/re/zz").status, 406);
+    // A nested location keeps its parent's alias (in place of the parent's
+    // prefix), unless it has a root of its own.
+    assert_eq!(get(&v, "/aln/index.html"), (200, "dir index\n".into()));
+    assert_eq!(v.get("/aln/zz.html").status, 407);
+    assert_eq!(get(&v, "/aln/a.txt"), (200, "in dir\n".into()));
+    assert_eq!(get(&v, "/aln/own/b.txt"), (200, "own root\n".into()));
 }
 
 #[test]

@@ -227,9 +227,9 @@ pub static DIRECTIVES: &[Def] = &[
             srv.listens.push(spec);
             Ok(())
         },
-        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [deferred] [bind] [ipv6only=on|off] [fastopen=number] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
+        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2] [proxy_protocol] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [deferred] [bind] [ipv6only=on|off] [fastopen=number] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
         default: "*:80 (root) or *:8000",
-        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without). Socket options, given in one `listen` per address (as nginx): `rcvbuf`/`sndbuf` (SO_RCVBUF/SO_SNDBUF), `so_keepalive` (SO_KEEPALIVE; `keepidle` and `keepintvl` in seconds or with a time unit, `keepcnt` a count: TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT, inherited by accepted connections), `deferred` (TCP_DEFER_ACCEPT: accepted once the first data arrives), `fastopen` (TCP_FASTOPEN queue length), `ipv6only` (IPV6_V6ONLY of an IPv6 address, on by default). A reload sets changed options on the sockets it keeps, except `ipv6only` (restart or upgrade); an option removed keeps its value until then, except `deferred`, turned off. `bind` is accepted and always in effect (every address has its own socket). `setfib` and `accept_filter` (FreeBSD) are refused.\n\n```nginx\nlisten 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;\nlisten [::]:443 ipv6only=on deferred so_keepalive=30m::10 rcvbuf=256k fastopen=256;\n```",
+        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without). `proxy_protocol`: every connection opens with a PROXY protocol header (v1 text or v2 binary) from a balancer, read before TLS and HTTP within `client_header_timeout`; a malformed one closes the connection. Its addresses are `$proxy_protocol_addr`, `$proxy_protocol_port`, `$proxy_protocol_server_addr`, `$proxy_protocol_server_port` (v2 TLVs: `$proxy_protocol_tlv_NAME`); `real_ip_header proxy_protocol` makes the client address the one it gives. Socket options, given in one `listen` per address (as nginx): `rcvbuf`/`sndbuf` (SO_RCVBUF/SO_SNDBUF), `so_keepalive` (SO_KEEPALIVE; `keepidle` and `keepintvl` in seconds or with a time unit, `keepcnt` a count: TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT, inherited by accepted connections), `deferred` (TCP_DEFER_ACCEPT: accepted once the first data arrives), `fastopen` (TCP_FASTOPEN queue length), `ipv6only` (IPV6_V6ONLY of an IPv6 address, on by default). A reload sets changed options on the sockets it keeps, except `ipv6only` (restart or upgrade); an option removed keeps its value until then, except `deferred`, turned off. `bind` is accepted and always in effect (every address has its own socket). `setfib` and `accept_filter` (FreeBSD) are refused.\n\n```nginx\nlisten 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;\nlisten 127.0.0.1:8443 ssl proxy_protocol;\nlisten [::]:443 ipv6only=on deferred so_keepalive=30m::10 rcvbuf=256k fastopen=256;\n```",
     },
     Def {
         name: "server_name",
@@ -993,6 +993,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
         reuseport: false,
         ssl: false,
         http2: false,
+        proxy_protocol: false,
         backlog: 511,
         opts: SockOpts::default(),
         span: d.span.clone(),
@@ -1003,6 +1004,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
             "reuseport" => spec.reuseport = true,
             "ssl" => spec.ssl = true,
             "http2" => spec.http2 = true,
+            "proxy_protocol" => spec.proxy_protocol = true,
             // Each address has its own socket in vireo: `bind` is always in effect.
             "bind" => {}
             "deferred" => spec.opts.deferred = true,

@@ -40,6 +40,9 @@ pub struct Listener {
     pub ssl: bool,
     /// HTTP/2 on this address (`listen … http2`, or `http2 on` in a server).
     pub http2: bool,
+    /// Connections open with a PROXY protocol header (`listen … proxy_protocol`
+    /// in any of its servers).
+    pub proxy_protocol: bool,
     pub backlog: i32,
     /// Socket options (rcvbuf, sndbuf, so_keepalive, deferred, fastopen, ipv6only).
     pub opts: SockOpts,
@@ -255,6 +258,7 @@ fn build_http(
                     spec.reuseport |= l.reuseport;
                     spec.ssl |= l.ssl;
                     spec.http2 |= l.http2;
+                    spec.proxy_protocol |= l.proxy_protocol;
                     if l.backlog != 511 {
                         spec.backlog = l.backlog;
                     }
@@ -294,6 +298,7 @@ fn build_http(
                 reuseport: spec.reuseport,
                 ssl: spec.ssl,
                 http2: spec.http2,
+                proxy_protocol: spec.proxy_protocol,
                 backlog: spec.backlog,
                 opts: spec.opts,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
@@ -322,6 +327,7 @@ fn build_server(
             reuseport: false,
             ssl: false,
             http2: false,
+            proxy_protocol: false,
             backlog: 511,
             opts: SockOpts::default(),
             span: srv.span.clone().unwrap_or_else(|| Span {
@@ -347,7 +353,7 @@ fn build_server(
     let mut locs = Vec::new();
     for l in srv.locations {
         let span = l.span.clone();
-        let built = build_location(l, &conf, env.modules);
+        let built = build_location(l, &conf, env.modules, None);
         if built.kind == LocKind::Named {
             if named.contains_key(&built.pattern) {
                 return Err(ConfError::new(
@@ -382,11 +388,33 @@ fn build_server(
     Ok((Arc::new(server), listens))
 }
 
+/// `inherit`: the enclosing location's alias and the prefix it replaces,
+/// which a location without `root` or `alias` of its own keeps (a fixed
+/// alias of a prefix location; one with variables or a regex location's
+/// is not passed on).
 fn build_location(
-    l: LocationConf,
+    mut l: LocationConf,
     parent: &LocConf,
     modules: &'static [&'static Module],
+    inherit: Option<(&str, &str)>,
 ) -> Location {
+    let mut alias_prefix = None;
+    if let Some((alias, prefix)) = inherit
+        && l.alias.is_none()
+        && l.conf.core.root.is_none()
+    {
+        l.alias = Some(alias.to_string());
+        alias_prefix = Some(prefix.to_string());
+    }
+    let pass_on = match (&l.alias, &alias_prefix) {
+        (Some(a), Some(p)) => Some((a.clone(), p.clone())),
+        (Some(a), None)
+            if l.phases.alias_vars.is_none() && !matches!(l.kind, LocKind::Regex { .. }) =>
+        {
+            Some((a.clone(), l.pattern.clone()))
+        }
+        _ => None,
+    };
     let conf = l.conf.resolve(parent).with_hooks(modules);
     let limit_except = l.limit_except.map(|b| {
         let (methods, inner) = *b;
@@ -408,7 +436,10 @@ fn build_location(
     let nested = l
         .locations
         .into_iter()
-        .map(|n| build_location(n, &conf, modules))
+        .map(|n| {
+            let inherit = pass_on.as_ref().map(|(a, p)| (a.as_str(), p.as_str()));
+            build_location(n, &conf, modules, inherit)
+        })
         .collect();
     Location {
         kind: l.kind,
@@ -416,6 +447,7 @@ fn build_location(
         regex: l.regex,
         conf: Arc::new(conf),
         alias: l.alias,
+        alias_prefix,
         auto_redirect: l.content.as_ref().is_some_and(|c| c.auto_redirect()),
         content: l.content,
         phases: l.phases,

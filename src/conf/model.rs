@@ -272,6 +272,8 @@ pub struct ListenSpec {
     pub ssl: bool,
     /// `http2`: HTTP/2 on this address (ALPN h2 with ssl, prior knowledge without).
     pub http2: bool,
+    /// `proxy_protocol`: every connection opens with a PROXY protocol header.
+    pub proxy_protocol: bool,
     pub backlog: i32,
     /// Socket options (`rcvbuf=`, `sndbuf=`, `so_keepalive=`, `deferred`, `fastopen=`, `ipv6only=`).
     pub opts: SockOpts,
@@ -351,7 +353,8 @@ pub struct LocationConf {
     pub pattern: String,
     pub regex: Option<crate::core::vars::Re>,
     pub conf: LocConfSet,
-    /// `alias` is not inherited: it belongs to the location that sets it.
+    /// `alias` as written in this location; a nested location without
+    /// `root` or `alias` inherits a prefix location's (`load::build_location`).
     pub alias: Option<String>,
     /// Content handler (`fastcgi_pass`, `return`, …): not inherited.
     pub content: Option<Arc<dyn crate::core::request::Content>>,

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod mime;
 pub mod module;
 pub mod path;
+pub mod proxy_protocol;
 pub mod request;
 pub mod route;
 pub mod syslog;

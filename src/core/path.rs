@@ -1,6 +1,5 @@
 //! Where a URI is on disk: root (or alias) + URI, never above the root.
 
-use crate::conf::model::LocKind;
 use crate::core::request::Request;
 use percent_encoding::{AsciiSet, CONTROLS, PercentEncode, percent_encode};
 
@@ -48,7 +47,7 @@ pub fn map_uri(req: &Request<'_>, uri: &[u8], out: &mut Vec<u8>) -> Result<(), u
         };
     };
     req.document_root(out);
-    if matches!(l.kind, LocKind::Regex { .. }) {
+    let Some(prefix) = l.alias_base() else {
         if l.phases.alias_vars.is_some() && has_dot_segment(out) {
             return Err(404);
         }
@@ -56,12 +55,12 @@ pub fn map_uri(req: &Request<'_>, uri: &[u8], out: &mut Vec<u8>) -> Result<(), u
             return Err(404);
         }
         return Ok(());
-    }
-    let Some(rest) = uri.strip_prefix(l.pattern.as_bytes()) else {
+    };
+    let Some(rest) = uri.strip_prefix(prefix.as_bytes()) else {
         crate::error_log!(
             Error,
             "\"alias\" cannot be used in location \"{}\" where URI was rewritten",
-            l.pattern
+            prefix
         );
         return Err(500);
     };

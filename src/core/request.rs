@@ -195,6 +195,10 @@ pub struct State {
     /// try_files found a file in a regex location with `alias`: the file
     /// name is alias + URI from now on (nginx's `add_uri_to_alias`).
     pub add_uri_to_alias: bool,
+    /// The request was refused with this status before its phases (a
+    /// malformed head): [`Request::run`] answers it, through the server's
+    /// `error_page` when one applies, as nginx.
+    pub refused: Option<u16>,
     /// Status of the last response made by [`Request::error`] in this pass.
     generated: Cell<u16>,
     /// The status a response being built has (`$status` before it is sent).
@@ -244,6 +248,9 @@ pub struct Request<'a> {
     pub state: State,
     /// The TLS connection's details, on one.
     pub tls: Option<std::sync::Arc<TlsInfo>>,
+    /// What the PROXY protocol header of the connection said, when it gave
+    /// addresses (`listen … proxy_protocol`).
+    pub proxy: Option<std::sync::Arc<crate::core::proxy_protocol::ProxyHeader>>,
 }
 
 /// Where processing goes on after a URI change.
@@ -315,11 +322,16 @@ impl<'a> Request<'a> {
             "http uri: \"{}\"",
             String::from_utf8_lossy(&self.uri)
         );
-        for hook in &server.conf.hooks.post_read {
-            hook(self);
-        }
-        self.server_name_captures();
-        let mut resp = self.process(body, Jump::Server).await;
+        let mut resp = match self.state.refused {
+            Some(status) => self.error(status),
+            None => {
+                for hook in &server.conf.hooks.post_read {
+                    hook(self);
+                }
+                self.server_name_captures();
+                self.process(body, Jump::Server).await
+            }
+        };
         // As in nginx, a Location or WWW-Authenticate set before an error
         // page's internal redirect stays on the answer.
         let mut kept = Vec::new();

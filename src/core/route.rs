@@ -31,7 +31,13 @@ pub struct Location {
     pub pattern: String,
     pub regex: Option<Re>,
     pub conf: Arc<LocConf>,
+    /// `alias`: the location's own, or inherited from an enclosing prefix
+    /// location (as nginx, a nested location without `root` or `alias`
+    /// keeps its parent's).
     pub alias: Option<String>,
+    /// The prefix an inherited `alias` replaces: the pattern of the
+    /// location that set it.
+    pub alias_prefix: Option<String>,
     /// Content handler set in this location (not inherited); static files when none.
     pub content: Option<Arc<dyn crate::core::request::Content>>,
     /// The content handler wants `/x` answered with a redirect to this
@@ -69,6 +75,17 @@ pub struct LimitExcept {
 }
 
 impl Location {
+    /// The URI prefix the alias takes the place of: the pattern of the
+    /// prefix location that set it; `None` for a regex location's alias,
+    /// which is the whole file name.
+    pub fn alias_base(&self) -> Option<&str> {
+        match (&self.alias_prefix, self.kind) {
+            (Some(p), _) => Some(p),
+            (None, LocKind::Regex { .. }) => None,
+            (None, _) => Some(&self.pattern),
+        }
+    }
+
     /// The `limit_except` block that applies to `method`, if any.
     pub fn limit_for(&self, method: &str) -> Option<&LimitExcept> {
         self.limit_except
@@ -405,6 +422,7 @@ mod tests {
             regex,
             conf: Arc::new(LocConf::defaults(&[])),
             alias: None,
+            alias_prefix: None,
             content: None,
             auto_redirect: false,
             phases: Phases::default(),

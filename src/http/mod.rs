@@ -5,6 +5,7 @@ pub mod h1;
 pub mod h2;
 pub mod pipeline;
 
+use crate::core::proxy_protocol::ProxyHeader;
 use crate::core::request::Peer;
 use crate::server::Shared;
 use crate::server::socket::Stream;
@@ -20,6 +21,7 @@ use tokio::io::Interest;
 pub fn serve_connection<S: Stream>(
     s: S,
     peer: Peer,
+    proxy: Option<Arc<ProxyHeader>>,
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
@@ -31,7 +33,7 @@ pub fn serve_connection<S: Stream>(
         l.http2 && !l.ssl
     };
     if !sniff {
-        tokio::task::spawn_local(h1::conn::serve(s, peer, listener, id, shared, slot));
+        tokio::task::spawn_local(h1::conn::serve(s, peer, proxy, listener, id, shared, slot));
         return;
     }
     tokio::task::spawn_local(async move {
@@ -52,12 +54,13 @@ pub fn serve_connection<S: Stream>(
                     shared,
                     fd: std::os::fd::AsRawFd::as_raw_fd(&s),
                     tls: None,
+                    proxy,
                     born_ms: crate::core::clock::unix_millis(),
                 };
                 h2::serve(s, info, slot).await;
             }
             // Not HTTP/2, or closed: HTTP/1 reads (and answers) what came.
-            Ok(_) => h1::conn::serve(s, peer, listener, id, shared, slot).await,
+            Ok(_) => h1::conn::serve(s, peer, proxy, listener, id, shared, slot).await,
             // Nothing in client_header_timeout: close.
             Err(_) => {}
         }

@@ -8,6 +8,7 @@ use crate::conf::model::CoreConf;
 use crate::core::clock;
 use crate::core::message::head::{BodyFraming, RequestHead};
 use crate::core::message::response::Response;
+use crate::core::proxy_protocol::ProxyHeader;
 use crate::core::request::TlsInfo;
 use crate::core::request::{BodyError, Peer, Request, RequestBody};
 use crate::core::route::VirtualHosts;
@@ -40,6 +41,8 @@ pub struct ConnRef<'a> {
     pub born_ms: u64,
     /// The TLS connection's details, on one.
     pub tls: Option<Arc<TlsInfo>>,
+    /// The connection's PROXY protocol addresses.
+    pub proxy: Option<Arc<ProxyHeader>>,
 }
 
 /// The request context for `head` at the server level of the server `host`
@@ -75,6 +78,7 @@ pub fn request<'a>(
         body_read: 0,
         state: Default::default(),
         tls: c.tls,
+        proxy: c.proxy,
     }
 }
 
@@ -103,6 +107,46 @@ pub fn admit<'a>(req: &mut Request<'a>) -> Result<&'a CoreConf, Response> {
             Err(body_too_large(req, n, core.client_max_body_size))
         }
         _ => Ok(core),
+    }
+}
+
+/// The answer to a request refused before its phases (`resp`, a malformed
+/// head's or [`admit`]'s error): through the server's `error_page` for its
+/// status when there is one, as nginx, the body left unread.
+pub async fn refused(req: &mut Request<'_>, resp: Response) -> Response {
+    if req.conf.core.error_pages.is_none() {
+        return resp;
+    }
+    req.state.refused = Some(resp.status);
+    match run(req, &mut NoBody, 0).await {
+        Ran::Respond { resp, .. } => resp,
+        Ran::Abort(_) => resp,
+    }
+}
+
+/// The body of a refused request: none is read.
+struct NoBody;
+
+impl RequestBody for NoBody {
+    fn chunk(
+        &mut self,
+    ) -> crate::core::request::BoxFuture<'_, Result<Option<bytes::Bytes>, BodyError>> {
+        Box::pin(async { Ok(None) })
+    }
+    fn declared_len(&self) -> Option<u64> {
+        None
+    }
+    fn gone(&mut self) -> crate::core::request::BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+impl ClientBody for NoBody {
+    fn read(&self) -> u64 {
+        0
+    }
+    fn decoded(&self) -> u64 {
+        0
     }
 }
 

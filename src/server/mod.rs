@@ -14,6 +14,7 @@ pub mod conf;
 pub mod guard;
 pub mod idle;
 pub mod inherit;
+pub mod proxy_protocol;
 pub mod socket;
 pub mod stats;
 pub mod worker;
@@ -1022,9 +1023,11 @@ fn reopen_logs(shared: &Shared) {
     }
 }
 
-/// The directives of processes and listening: workers, pid, user, events.
+/// The directives of processes and listening: workers, pid, user, events;
+/// the `$proxy_protocol_*` variables of `listen … proxy_protocol`.
 pub static MODULE: Module = Module {
     name: "server",
     directives: &[conf::DIRECTIVES],
+    variables: proxy_protocol::VARIABLES,
     ..Module::EMPTY
 };

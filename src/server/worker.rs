@@ -4,6 +4,7 @@
 //! configuration snapshot; the main thread steers a worker with [`Ctl`] messages.
 
 use super::Shared;
+use super::proxy_protocol;
 use super::socket::{Bound, Stream};
 use super::stats;
 use crate::core::errlog::{self, errno_text};
@@ -437,7 +438,8 @@ async fn accept_loop(
                         continue;
                     }
                 };
-                start(s, Peer::Unix, key, &shared, &slots);
+                let pp = proxy_timeout(shared.config.load().listener(key));
+                start(s, Peer::Unix, key, pp, &shared, &slots);
                 if !shared.config.load().multi_accept {
                     tokio::task::yield_now().await;
                 }
@@ -498,13 +500,35 @@ fn take_slot(slots: &Rc<Slots>) -> Option<Slot> {
     slot
 }
 
-fn start<S: Stream>(s: S, peer: Peer, key: usize, shared: &Arc<Shared>, slots: &Rc<Slots>) {
+/// A plain connection: served at once, or once its PROXY protocol header is
+/// read when the listener has `proxy_protocol` (`pp`: its client_header_timeout).
+fn start<S: Stream>(
+    s: S,
+    peer: Peer,
+    key: usize,
+    pp: Option<Duration>,
+    shared: &Arc<Shared>,
+    slots: &Rc<Slots>,
+) {
     let Some(slot) = take_slot(slots) else {
         return;
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    crate::http::serve_connection(s, peer, key, id, shared, slot);
+    let Some(timeout) = pp else {
+        return crate::http::serve_connection(s, peer, None, key, id, shared, slot);
+    };
+    tokio::task::spawn_local(async move {
+        if let Ok(proxy) = proxy_protocol::read(&s, timeout, peer).await {
+            crate::http::serve_connection(s, peer, proxy, key, id, shared, slot);
+        }
+    });
+}
+
+/// The PROXY header's deadline on a `proxy_protocol` listener.
+fn proxy_timeout(l: &crate::conf::load::Listener) -> Option<Duration> {
+    l.proxy_protocol
+        .then(|| l.vhosts.default.conf.core.client_header_timeout)
 }
 
 /// A TCP connection: served at once, or after a TLS handshake on `ssl`
@@ -516,14 +540,15 @@ fn start_tcp(
     shared: &Arc<Shared>,
     slots: &Rc<Slots>,
 ) {
-    let (vhosts, http2) = {
+    let (vhosts, http2, pp) = {
         let cfg = shared.config.load();
         let l = cfg.listener(key);
+        let pp = proxy_timeout(l);
         if !l.ssl {
             drop(cfg);
-            return start(s, Peer::Tcp(peer), key, shared, slots);
+            return start(s, Peer::Tcp(peer), key, pp, shared, slots);
         }
-        (l.vhosts.clone(), l.http2)
+        (l.vhosts.clone(), l.http2, pp)
     };
     let Some(slot) = take_slot(slots) else {
         return;
@@ -531,6 +556,13 @@ fn start_tcp(
     let id = shared.next_connection();
     let shared = shared.clone();
     tokio::task::spawn_local(async move {
+        let proxy = match pp {
+            Some(t) => match proxy_protocol::read(&s, t, Peer::Tcp(peer)).await {
+                Ok(p) => p,
+                Err(()) => return,
+            },
+            None => None,
+        };
         let t = ssl::stream::handshake_timeout(&vhosts);
         let tls = match tokio::time::timeout(t, ssl::stream::accept(s, &vhosts, http2)).await {
             Ok(Ok(tls)) => tls,
@@ -545,7 +577,7 @@ fn start_tcp(
         };
         drop(vhosts);
         if !tls.info().h2 {
-            return conn::serve(tls, Peer::Tcp(peer), key, id, shared, slot).await;
+            return conn::serve(tls, Peer::Tcp(peer), proxy, key, id, shared, slot).await;
         }
         if shared
             .config
@@ -565,6 +597,7 @@ fn start_tcp(
             id,
             fd: std::os::fd::AsRawFd::as_raw_fd(&tls),
             tls: Some(tls.info().clone()),
+            proxy,
             born_ms: crate::core::clock::unix_millis(),
             shared,
         };

@@ -42,6 +42,16 @@ pub fn peek(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// `recv(2)`: take up to `buf.len()` queued bytes from `sock`.
+pub fn recv(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a valid, writable slice for the call's duration.
+    let n = unsafe { libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// Is the process running as root (effective uid 0)?
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

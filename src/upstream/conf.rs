@@ -104,9 +104,6 @@ pub fn finish(env: &mut Env) -> Result<(), ConfError> {
         }
     }
     let named: Arc<[Arc<Upstream>]> = reg.blocks.iter().map(|(u, _)| u.clone()).collect();
-    for d in &reg.dynamic {
-        d.set(named.clone());
-    }
     let mut implicit_cache: Vec<(String, u16, Arc<Upstream>)> = Vec::new();
     for (name, port, span, r) in reg.refs {
         let up = match reg.blocks.iter().find(|(u, _)| u.name == name) {
@@ -124,6 +121,17 @@ pub fn finish(env: &mut Env) -> Result<(), ConfError> {
             },
         };
         let _ = r.0.set(up);
+    }
+    let implicit: Arc<[(String, u16, Arc<Upstream>)]> = implicit_cache
+        .iter()
+        .filter(|(name, ..)| !name.starts_with("unix:"))
+        .filter_map(|(name, port, u)| {
+            let (host, port) = split_host_port(name, *port).ok()?;
+            Some((host.to_ascii_lowercase(), port, u.clone()))
+        })
+        .collect();
+    for d in &reg.dynamic {
+        d.set(named.clone(), implicit.clone());
     }
     for (u, _) in &reg.blocks {
         if u.health.is_some() && Arc::strong_count(u) > 1 {

@@ -1,7 +1,8 @@
 //! Handler addresses with variables (`proxy_pass http://$host:8080`,
 //! `fastcgi_pass $backend`), found at request time as nginx finds them: the
 //! value names an `upstream` block when one of that name exists (and no port
-//! is given), else it is `unix:/path`, `ip[:port]`, or `host[:port]`
+//! is given), or the implicit upstream of a fixed address with the same host
+//! and port (`proxy_pass http://localhost:8080`), else it is `unix:/path`, `ip[:port]`, or `host[:port]`
 //! resolved through the location's `resolver`. An upstream made for one
 //! request balances round robin over its addresses, with nginx's defaults.
 
@@ -11,32 +12,58 @@ use crate::core::request::Request;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 
-/// The named upstream blocks of the load a handler belongs to (given at its
-/// end), and the handler's default port.
+/// The upstreams of the load a handler belongs to (given at its end), and
+/// the handler's default port.
 #[derive(Clone, Debug)]
 pub struct Blocks {
-    named: Arc<OnceLock<Arc<[Arc<Upstream>]>>>,
+    known: Arc<OnceLock<Known>>,
     default_port: u16,
+}
+
+/// The upstreams a variable's value may name.
+#[derive(Debug)]
+pub(super) struct Known {
+    /// `upstream` blocks.
+    pub named: Arc<[Arc<Upstream>]>,
+    /// The implicit upstreams of fixed handler addresses (`proxy_pass
+    /// http://host:port`): host (lowercase) and port.
+    pub implicit: Arc<[(String, u16, Arc<Upstream>)]>,
 }
 
 impl Blocks {
     pub(super) fn new(default_port: u16) -> Blocks {
         Blocks {
-            named: Arc::new(OnceLock::new()),
+            known: Arc::new(OnceLock::new()),
             default_port,
         }
     }
 
-    pub(super) fn set(&self, named: Arc<[Arc<Upstream>]>) {
-        let _ = self.named.set(named);
+    pub(super) fn set(
+        &self,
+        named: Arc<[Arc<Upstream>]>,
+        implicit: Arc<[(String, u16, Arc<Upstream>)]>,
+    ) {
+        let _ = self.known.set(Known { named, implicit });
     }
 
     /// The upstream block named `name`.
     fn block(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.named
+        self.known
             .get()?
+            .named
             .iter()
             .find(|u| u.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The implicit upstream of `host` and `port`, as nginx finds one for a
+    /// host name with the same port.
+    fn implicit(&self, host: &str, port: u16) -> Option<&Arc<Upstream>> {
+        self.known
+            .get()?
+            .implicit
+            .iter()
+            .find(|(h, p, _)| *p == port && h.eq_ignore_ascii_case(host))
+            .map(|(_, _, u)| u)
     }
 
     /// The upstream `addr` (a variable's value) stands for in `req`.
@@ -75,6 +102,9 @@ impl Blocks {
                 addr,
                 vec![PeerAddr::Tcp(SocketAddr::new(ip, port))],
             )));
+        }
+        if let Some(u) = self.implicit(host, port) {
+            return Ok(u.clone());
         }
         let rc = req.conf.get::<ResolverConf>();
         let Some(resolver) = &rc.resolver else {

@@ -65,6 +65,7 @@ pub mod queue;
 pub mod resolver;
 pub mod response;
 pub mod stats;
+pub mod store;
 
 use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};

@@ -12,6 +12,7 @@ use crate::conf::load::{Config, Listener};
 use crate::conf::model::{CoreConf, Lingering};
 use crate::core::message::head::{Method, ParseError, RequestHead, Version};
 use crate::core::message::response::{Body, Response};
+use crate::core::proxy_protocol::ProxyHeader;
 pub use crate::core::request::Peer;
 use crate::core::request::{BodyError, BoxFuture, Request};
 use crate::http::pipeline::{self, ConnRef, Ran, host_of};
@@ -33,6 +34,8 @@ struct Conn<S> {
     _slot: Slot,
     s: S,
     peer: Peer,
+    /// The connection's PROXY protocol addresses.
+    proxy: Option<Arc<ProxyHeader>>,
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
@@ -91,6 +94,7 @@ enum Next {
 pub fn serve<S: Stream>(
     s: S,
     peer: Peer,
+    proxy: Option<Arc<ProxyHeader>>,
     listener: usize,
     id: u64,
     shared: Arc<Shared>,
@@ -114,6 +118,7 @@ pub fn serve<S: Stream>(
         _slot: slot,
         s,
         peer,
+        proxy,
         listener,
         id,
         shared,
@@ -270,7 +275,7 @@ impl<S: Stream> Conn<S> {
         let peer = self.peer;
         let mut req = self.request(listener, head, &host, &peer);
         let (mut resp, close) = match pipeline::admit(&mut req) {
-            Err(resp) => (resp, true),
+            Err(resp) => (pipeline::refused(&mut req, resp).await, true),
             Ok(core) => {
                 let max = core.client_max_body_size;
                 let mut body = ConnBody::new(&self.s, &mut io.buf, head, core);
@@ -342,6 +347,7 @@ impl<S: Stream> Conn<S> {
             requests: self.requests,
             born_ms: self.born,
             tls: self.s.tls().cloned(),
+            proxy: self.proxy.clone(),
         };
         pipeline::request(c, &listener.vhosts, head, host)
     }
@@ -511,8 +517,10 @@ impl<S: Stream> Conn<S> {
         let vhosts = &listener.vhosts;
         let head = RequestHead::unparsed(&io.buf);
         let peer = self.peer;
-        let req = self.request(listener, &head, "", &peer);
-        let mut resp = req.error(e.status);
+        let mut req = self.request(listener, &head, "", &peer);
+        // The default server's error_page applies, as nginx.
+        let err = req.error(e.status);
+        let mut resp = pipeline::refused(&mut req, err).await;
         if self.respond(io, &req, &mut resp, false).await.is_ok() {
             self.close(io, &vhosts.default.conf.core, true).await;
         }

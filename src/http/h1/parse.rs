@@ -458,16 +458,17 @@ fn valid_host(h: &[u8]) -> bool {
 }
 
 /// The authority of an absolute-form target, as nginx's request-line parser
-/// takes it: a name of letters, digits, `.`, `-`, `_`, or a bracketed IPv6
-/// literal, then an optional `:` and digits.
+/// takes it: a name of letters, digits, `.`, `-`, `_`, or a bracketed IP
+/// literal (IPv6 or IPvFuture), then an optional `:` and digits.
 fn valid_authority(a: &[u8]) -> bool {
     let (host, port) = if a.first() == Some(&b'[') {
         let Some(end) = memchr::memchr(b']', a) else {
             return false;
         };
+        // IPv6 or IPvFuture (RFC 3986): unreserved, sub-delims and `:`.
         let lit_ok = a[1..end]
             .iter()
-            .all(|&b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.'));
+            .all(|&b| b.is_ascii_alphanumeric() || b":-._~!$&'()*+,;=".contains(&b));
         if !lit_ok {
             return false;
         }
@@ -1163,6 +1164,11 @@ mod tests {
         let h = ok(b"GET http://example.com/ HTTP/1.0\r\n\r\n");
         assert_eq!(h.host(), Some(&b"example.com"[..]));
 
+        // IP literals: IPv6 and IPvFuture characters.
+        let h = ok(b"GET http://[v1F.a!$&'()*+,;=-_~:]/ HTTP/1.0\r\n\r\n");
+        assert_eq!(h.host(), Some(&b"[v1F.a!$&'()*+,;=-_~:]"[..]));
+        assert_eq!(status(b"GET http://[v1.a\"b]/ HTTP/1.0\r\n\r\n"), 400);
+        assert_eq!(status(b"GET http://[v1.a%20]/ HTTP/1.0\r\n\r\n"), 400);
         assert_eq!(status(b"GET http:///p HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(
             status(b"GET http://u:p@h/p HTTP/1.1\r\nHost: h\r\n\r\n"),
@@ -1181,7 +1187,7 @@ mod tests {
             "[::1].:80",
             "x[::1]",
             "[::1",
-            "[::g]",
+            "[::%]",
             ".",
             "a..b",
             "a:b",
@@ -1189,7 +1195,7 @@ mod tests {
             let req = format!("GET http://{bad}/ HTTP/1.1\r\nHost: h\r\n\r\n");
             assert_eq!(status(req.as_bytes()), 400, "{bad}");
         }
-        for fine in ["a.", "a.:2", "a:", "[::ffff:1.2.3.4]:5", "A-b_c.d"] {
+        for fine in ["a.", "a.:2", "a:", "[::ffff:1.2.3.4]:5", "A-b_c.d", "[::g]"] {
             let req = format!("GET http://{fine}/ HTTP/1.1\r\nHost: h\r\n\r\n");
             assert_eq!(ok(req.as_bytes()).host(), Some(fine.as_bytes()));
         }

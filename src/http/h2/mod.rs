@@ -63,6 +63,8 @@ pub struct ConnInfo {
     pub fd: std::os::fd::RawFd,
     /// The TLS connection's details (HTTP/2 negotiated by ALPN).
     pub tls: Option<Arc<TlsInfo>>,
+    /// The connection's PROXY protocol addresses.
+    pub proxy: Option<Arc<crate::core::proxy_protocol::ProxyHeader>>,
     /// When the connection was accepted, in Unix milliseconds.
     pub born_ms: u64,
 }
@@ -372,6 +374,7 @@ async fn stream(
         requests: n,
         born_ms: c.born_ms,
         tls: c.tls.clone(),
+        proxy: c.proxy.clone(),
     };
     let limits = pipeline::limits(&vhosts.default.conf.core);
     let head = match head::from_h2(&parts, !recv.is_end_stream(), &limits) {
@@ -394,7 +397,7 @@ async fn stream(
     let host = pipeline::host_of(&head);
     let mut req = pipeline::request(cref, vhosts, &head, &host);
     let (resp, recv) = match pipeline::admit(&mut req) {
-        Err(resp) => (resp, recv),
+        Err(resp) => (pipeline::refused(&mut req, resp).await, recv),
         Ok(core) => {
             let max = core.client_max_body_size;
             let mut body = body::H2Body::new(recv, &mut respond, &head, core);

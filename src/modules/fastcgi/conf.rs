@@ -47,6 +47,10 @@ settings! {
         /// `fastcgi_catch_stderr`: strings that, sent in stderr before the
         /// head, make the reply invalid.
         pub catch_stderr: Arc<Vec<Box<[u8]>>> = Arc::new(Vec::new()),
+        /// `fastcgi_store`: where a 200 reply's body is saved (`None`: off).
+        pub store: Option<Arc<crate::upstream::store::Store>> = None,
+        /// `fastcgi_store_access`: the mode of stored files.
+        pub store_access: u32 = 0o600,
     }
 }
 
@@ -157,6 +161,33 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_intercept_errors on | off;",
         default: "off",
         doc: "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.\n\n```nginx\nfastcgi_intercept_errors on;\nerror_page 500 502 503 /50x.html;\n```",
+    },
+    Def {
+        name: "fastcgi_store",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, e| {
+            s.loc().get_mut::<FastcgiConfSet>().store = Some(crate::upstream::store::parse(d, e)?);
+            Ok(())
+        },
+        syntax: "fastcgi_store on | off | string;",
+        default: "off",
+        doc: "Save the body of each 200 reply to a file, as `proxy_store` does (`on`: root or alias + URI; or the path given, with variables).\n\n```nginx\nfastcgi_store on;\n```",
+    },
+    Def {
+        name: "fastcgi_store_access",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 3),
+        set: |s, d, _| {
+            s.loc().get_mut::<FastcgiConfSet>().store_access =
+                Some(crate::upstream::store::parse_access(d)?);
+            Ok(())
+        },
+        syntax: "fastcgi_store_access users:permissions ...;",
+        default: "user:rw",
+        doc: "The permissions of files `fastcgi_store` saves, as `proxy_store_access`.\n\n```nginx\nfastcgi_store_access user:rw group:r;\n```",
     },
     Def {
         name: "fastcgi_ignore_client_abort",

@@ -39,7 +39,14 @@ impl Content for FastcgiPass {
         req: &'a mut Request<'_>,
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(run(self, req, body))
+        Box::pin(async move {
+            let mut out = run(self, req, body).await;
+            if let Outcome::Respond(resp) = &mut out {
+                let c = req.conf.get::<FastcgiConf>();
+                crate::upstream::store::apply(req, c.store.as_deref(), c.store_access, resp);
+            }
+            out
+        })
     }
 
     fn auto_redirect(&self) -> bool {

@@ -19,6 +19,22 @@ pub fn applies(status: u16) -> bool {
     )
 }
 
+/// The value this location's `add_header Last-Modified` or `add_header
+/// ETag` (`name`, lowercase) gives a 200 response, when it has one (empty:
+/// the field is removed). nginx's not-modified and range filters run after
+/// add_header and compare `If-Range` with it.
+pub fn replaced(req: &Request<'_>, name: &str) -> Option<Vec<u8>> {
+    let hc = req.conf.get::<HeadersConf>();
+    let h = hc
+        .add_header
+        .iter()
+        .rev()
+        .find(|h| h.placement == Placement::Replace && h.name.eq_ignore_ascii_case(name))?;
+    let mut v = Vec::new();
+    h.value.render(req, &mut v);
+    Some(v)
+}
+
 /// The response filter: `expires` first, then each `add_header` in order;
 /// with `add_trailer`, the response is to carry trailers.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {

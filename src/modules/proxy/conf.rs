@@ -8,6 +8,7 @@ use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values;
 use crate::core::vars::{Re, Template};
 use crate::upstream::next::NextUpstream;
+use crate::upstream::store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,6 +116,10 @@ crate::settings! {
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
         pub ignore_client_abort: bool = false,
+        /// `proxy_store`: where a 200 reply's body is saved (`None`: off).
+        pub store: Option<Arc<Store>> = None,
+        /// `proxy_store_access`: the mode of stored files.
+        pub store_access: u32 = 0o600,
     }
 }
 
@@ -655,6 +660,32 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_intercept_errors on | off;",
         default: "off",
         doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\nproxy_intercept_errors on;\nerror_page 502 503 /maintenance.html;\n```",
+    },
+    Def {
+        name: "proxy_store",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, e| {
+            loc(s).store = Some(crate::upstream::store::parse(d, e)?);
+            Ok(())
+        },
+        syntax: "proxy_store on | off | string;",
+        default: "off",
+        doc: "Save the body of each 200 reply to a file as it goes to the client: `on` at the path a static file of the request's URI would have (root or alias + URI), or at the path given (with variables). It is written to a temporary file beside the target (`.NAME.PID.N.store`, folders created as needed) and renamed onto it once whole; a reply cut short or a client that leaves removes it. The file gets the reply's Last-Modified as its time. HEAD requests store nothing. See docs/proxy.md.\n\n```nginx\nlocation /images/ {\n    root /data/www;\n    error_page 404 = /fetch$uri;\n}\nlocation /fetch/ {\n    internal;\n    proxy_pass http://backend/;\n    proxy_store on;\n    proxy_store_access user:rw group:rw all:r;\n    alias /data/www/;\n}\n```",
+    },
+    Def {
+        name: "proxy_store_access",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 3),
+        set: |s, d, _| {
+            loc(s).store_access = Some(crate::upstream::store::parse_access(d)?);
+            Ok(())
+        },
+        syntax: "proxy_store_access users:permissions ...;",
+        default: "user:rw",
+        doc: "The permissions of files `proxy_store` saves (and of the folders it creates, with `x` added where `r` is): `user:`, `group:`, `all:` with `rw` or `r`; the user keeps `rw` unless given.\n\n```nginx\nproxy_store_access user:rw group:rw all:r;\n```",
     },
     Def {
         name: "proxy_ignore_client_abort",

@@ -184,10 +184,19 @@ impl Content for Proxy {
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let resp = self.handle(req, body).await;
+            let mut resp = self.handle(req, body).await;
             match crate::upstream::accel::from_reply(req, resp.status) {
                 Some(o) => o,
-                None => Outcome::Respond(resp),
+                None => {
+                    let pc = req.conf.get::<ProxyConf>();
+                    crate::upstream::store::apply(
+                        req,
+                        pc.store.as_deref(),
+                        pc.store_access,
+                        &mut resp,
+                    );
+                    Outcome::Respond(resp)
+                }
             }
         })
     }

@@ -16,6 +16,9 @@ pub enum RealIpHeader {
     XForwardedFor,
     /// `X-Real-IP` or any other header (lowercase name): its first line.
     Named(Arc<str>),
+    /// `proxy_protocol`: the client address (and port) of the connection's
+    /// PROXY protocol header.
+    ProxyProtocol,
 }
 
 settings! {
@@ -91,10 +94,7 @@ pub static DIRECTIVES: &[Def] = &[
             let v = if name.eq_ignore_ascii_case("x-forwarded-for") {
                 RealIpHeader::XForwardedFor
             } else if name == "proxy_protocol" {
-                return Err(ConfError::new(
-                    "\"real_ip_header proxy_protocol\" is not supported: vireo does not speak the PROXY protocol",
-                    &d.span,
-                ));
+                RealIpHeader::ProxyProtocol
             } else if !name.is_empty()
                 && name
                     .bytes()
@@ -109,9 +109,9 @@ pub static DIRECTIVES: &[Def] = &[
             };
             set_once(&mut s.loc().get_mut::<RealipConfSet>().header, v, d)
         },
-        syntax: "real_ip_header field | X-Real-IP | X-Forwarded-For;",
+        syntax: "real_ip_header field | X-Real-IP | X-Forwarded-For | proxy_protocol;",
         default: "X-Real-IP",
-        doc: "The request header holding the client address: `X-Real-IP`, `X-Forwarded-For` (all its lines, as one comma-separated list) or any other header (its first line). An address may carry a port (`192.0.2.1:4321`, `[2001:db8::1]:4321`), which becomes `$remote_port` (empty when there is none). `proxy_protocol` is refused: vireo has no PROXY protocol listener.\n\n```nginx\nreal_ip_header X-Forwarded-For;\n```",
+        doc: "The request header holding the client address: `X-Real-IP`, `X-Forwarded-For` (all its lines, as one comma-separated list) or any other header (its first line). An address may carry a port (`192.0.2.1:4321`, `[2001:db8::1]:4321`), which becomes `$remote_port` (empty when there is none). `proxy_protocol` takes the client address and port of the connection's PROXY protocol header (`listen … proxy_protocol`), when the connection itself comes from a trusted address.\n\n```nginx\nreal_ip_header X-Forwarded-For;\n```",
     },
     Def {
         name: "real_ip_recursive",

@@ -47,6 +47,10 @@ pub fn apply(req: &mut Request<'_>) {
         RealIpHeader::Named(name) => head
             .header(name)
             .and_then(|v| forwarded(*req.peer, &[v], &conf.from, conf.recursive)),
+        RealIpHeader::ProxyProtocol => req.proxy.as_ref().and_then(|p| {
+            let a = forwarded(*req.peer, &[p.src_addr.as_bytes()], &conf.from, false)?;
+            Some(SocketAddr::new(a.ip(), p.src_port))
+        }),
     };
     req.state.real_ip = found;
 }

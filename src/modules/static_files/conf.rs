@@ -90,7 +90,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "alias path;",
         default: "—",
-        doc: "Replaces the location's matched prefix with this path when building the file name. In a regex location the alias is the whole file name, usually built from the location's captures. Variables are allowed; a URI that would climb out of the alias (`..`) gets 404.\n\n```nginx\nlocation /i/ { alias /data/w3/images/; }\nlocation ~ ^/users/(.+\\.(?:gif|jpe?g|png))$ { alias /data/w3/images/$1; }\n```",
+        doc: "Replaces the location's matched prefix with this path when building the file name. In a regex location the alias is the whole file name, usually built from the location's captures. A location nested in a prefix location with an alias (without variables) and without `root` or `alias` of its own keeps that alias, in place of the enclosing location's prefix, as nginx. Variables are allowed; a URI that would climb out of the alias (`..`) gets 404.\n\n```nginx\nlocation /i/ { alias /data/w3/images/; }\nlocation ~ ^/users/(.+\\.(?:gif|jpe?g|png))$ { alias /data/w3/images/$1; }\n```",
     },
     Def {
         name: "index",

@@ -5,7 +5,6 @@
 
 pub mod conf;
 
-use crate::conf::model::LocKind;
 use crate::core::module::{Hooks, Module, Precontent};
 use crate::core::path::push_clean;
 use crate::core::request::{Request, split_args};
@@ -100,12 +99,12 @@ fn file_path(req: &Request<'_>, name: &[u8], path: &mut Vec<u8>) -> Option<NewUr
         return (req.root(path) && push_clean(path, name)).then_some(NewUri::Name);
     };
     req.document_root(path);
-    if matches!(l.kind, LocKind::Regex { .. }) {
+    let Some(prefix) = l.alias_base() else {
         return push_clean(path, name).then_some(NewUri::AddToAlias);
-    }
-    match name.strip_prefix(l.pattern.as_bytes()) {
+    };
+    match name.strip_prefix(prefix.as_bytes()) {
         Some(rest) => push_clean(path, rest).then_some(NewUri::Name),
-        None => push_clean(path, name).then(|| NewUri::Prefixed(l.pattern.clone())),
+        None => push_clean(path, name).then(|| NewUri::Prefixed(prefix.to_string())),
     }
 }
 
