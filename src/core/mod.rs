@@ -12,5 +12,6 @@ pub mod module;
 pub mod path;
 pub mod request;
 pub mod route;
+pub mod subrequest;
 pub mod syslog;
 pub mod vars;

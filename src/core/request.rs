@@ -196,8 +196,14 @@ pub struct State {
     generated: Cell<u16>,
     /// The status a response being built has (`$status` before it is sent).
     pub status: Cell<u16>,
-    /// Values of the configuration's variables (`set`, computed `map`s).
-    vals: RefCell<Vec<Option<Vec<u8>>>>,
+    /// Values of the configuration's variables (`set`, computed `map`s),
+    /// until the request makes a subrequest: then they move to `tree`.
+    pub(super) vals: RefCell<Vec<Option<Vec<u8>>>>,
+    /// What the requests of one main request share, made when the first
+    /// subrequest is (see [`crate::core::subrequest`]).
+    pub(super) tree: std::cell::OnceCell<std::rc::Rc<crate::core::subrequest::Tree>>,
+    /// Subrequest depth: 0 for a main request, 1 for its subrequests, …
+    pub sub_depth: u8,
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
@@ -228,7 +234,7 @@ pub struct Request<'a> {
     pub start_ms: u64,
     /// Host (lowercase, without port), as used to choose the server.
     pub host: &'a str,
-    pub server: &'a Server,
+    pub server: &'a std::sync::Arc<Server>,
     /// Normalised, decoded URI (`$uri`).
     pub uri: Vec<u8>,
     pub location: Option<&'a Location>,
@@ -621,6 +627,38 @@ impl<'a> Request<'a> {
         Response::error(status, self.conf.core.server_tokens)
     }
 
+    /// The status of the last response [`Request::error`] made.
+    pub fn generated_status(&self) -> u16 {
+        self.state.generated.get()
+    }
+
+    /// A variable by a name known only at run time (SSI's `echo`, `if`,
+    /// `set`): the core's, a module's, or one the configuration declares.
+    pub fn lookup_var(&self, name: &str) -> Option<Var> {
+        if let Some(v) = Var::lookup(name) {
+            return Some(v);
+        }
+        let lower = name.to_ascii_lowercase();
+        if let Some(i) = self.server.vars.names.iter().position(|n| **n == *lower) {
+            return Some(Var::User(crate::core::vars::UserVar {
+                index: i as u32,
+                name: lower.into(),
+            }));
+        }
+        self.server.pipeline.variables.iter().find_map(|&def| {
+            use crate::core::module::VarKind;
+            let arg = match def.kind {
+                VarKind::Prefix => lower.strip_prefix(def.name)?,
+                VarKind::Name if lower == def.name => "",
+                _ => return None,
+            };
+            Some(Var::Module(crate::core::vars::ModVar {
+                def,
+                arg: arg.into(),
+            }))
+        })
+    }
+
     /// False when an error page runs with a status of its own: conditional
     /// and range headers are then ignored, as nginx's filters skip
     /// responses that are not 200.
@@ -750,7 +788,7 @@ impl<'a> Request<'a> {
     /// Assign a configuration variable (`set`, named captures, `map` cache).
     pub fn set_var(&self, index: u32, value: Vec<u8>) {
         let i = index as usize;
-        let mut vals = self.state.vals.borrow_mut();
+        let mut vals = self.vals().borrow_mut();
         if vals.len() <= i {
             vals.resize(self.server.vars.kinds.len().max(i + 1), None);
         }
@@ -775,7 +813,7 @@ impl<'a> Request<'a> {
 
     fn user_var(&self, index: u32, out: &mut Vec<u8>, outer: &dyn VarSource) {
         let i = index as usize;
-        if let Some(Some(v)) = self.state.vals.borrow().get(i) {
+        if let Some(Some(v)) = self.vals().borrow().get(i) {
             out.extend_from_slice(v);
             return;
         }
