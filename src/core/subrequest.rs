@@ -79,6 +79,8 @@ pub struct Origin {
     /// The URI of the request that makes them (`$uri`), against which a
     /// relative URI is resolved.
     pub uri: Vec<u8>,
+    args: Option<Vec<u8>>,
+    method: Option<Method>,
 }
 
 impl Request<'_> {
@@ -129,6 +131,8 @@ impl Request<'_> {
             depth: self.state.sub_depth + 1,
             shared,
             uri: self.uri.clone(),
+            args: self.state.args.clone(),
+            method: self.state.method,
         })
     }
 }
@@ -144,6 +148,9 @@ pub struct SubHead {
     pub headers: Vec<(&'static str, Value)>,
     /// The body's length when known.
     pub len: Option<u64>,
+    /// `subrequest_output_buffer_size` where the subrequest was answered:
+    /// the most of its body a module should keep in memory.
+    pub buffer_size: u64,
 }
 
 /// Why no subrequest was made.
@@ -156,6 +163,57 @@ pub enum Refused {
 }
 
 impl Origin {
+    /// The values and store of the request tree.
+    pub fn tree(&self) -> &Rc<Tree> {
+        &self.tree
+    }
+
+    /// A request context on this origin's server, connection and variables.
+    fn request(&self, uri: Vec<u8>) -> Request<'_> {
+        let mut req = Request {
+            head: &self.head,
+            peer: &self.peer,
+            fd: self.fd,
+            local: match self.local {
+                Some(a) => std::cell::OnceCell::from(a),
+                None => std::cell::OnceCell::new(),
+            },
+            connection: self.connection,
+            connection_requests: self.connection_requests,
+            connection_start_ms: self.connection_start_ms,
+            start_ms: clock::unix_millis(),
+            host: &self.host,
+            server: &self.server,
+            uri,
+            location: None,
+            conf: &self.server.conf,
+            filename: Vec::new(),
+            body_read: 0,
+            state: Default::default(),
+            tls: self.tls.clone(),
+        };
+        let _ = req.state.tree.set(self.tree.clone());
+        req.state.real_ip = self.real_ip;
+        req
+    }
+
+    /// The request that made this origin as it was then (server, URI,
+    /// arguments, the location its URI maps to, the shared variables), for
+    /// what reads its variables later, as SSI commands do while its body is
+    /// sent.
+    pub fn with_request<R>(&self, f: impl FnOnce(&mut Request<'_>) -> R) -> R {
+        let mut req = self.request(self.uri.clone());
+        req.state.sub_depth = self.depth - 1;
+        req.state.args = self.args.clone();
+        req.state.method = self.method;
+        req.state.internal = self.depth > 1;
+        let server: &Server = &self.server;
+        let loc = server.location(&req.uri);
+        req.location = loc;
+        req.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
+        f(&mut req)
+    }
+
     /// Run an internal GET for `uri` (decoded, as `$uri`) with `args`; the
     /// subrequest starts when it is first polled.
     pub fn subrequest(self: &Rc<Self>, uri: Vec<u8>, args: Vec<u8>) -> Result<Subrequest, Refused> {
@@ -279,34 +337,11 @@ impl RequestBody for NoBody {
 
 /// The subrequest itself: phases, head, body pieces, log.
 async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>) {
-    let mut req = Request {
-        head: &o.head,
-        peer: &o.peer,
-        fd: o.fd,
-        local: match o.local {
-            Some(a) => std::cell::OnceCell::from(a),
-            None => std::cell::OnceCell::new(),
-        },
-        connection: o.connection,
-        connection_requests: o.connection_requests,
-        connection_start_ms: o.connection_start_ms,
-        start_ms: clock::unix_millis(),
-        host: &o.host,
-        server: &o.server,
-        uri,
-        location: None,
-        conf: &o.server.conf,
-        filename: Vec::new(),
-        body_read: 0,
-        state: Default::default(),
-        tls: o.tls.clone(),
-    };
-    let _ = req.state.tree.set(o.tree.clone());
+    let mut req = o.request(uri);
     req.state.sub_depth = o.depth;
     req.state.args = Some(args);
     req.state.internal = true;
     req.state.method = Some(Method::Get);
-    req.state.real_ip = o.real_ip;
     for e in &o.shared {
         req.state.ext.share(e.clone());
     }
@@ -324,6 +359,7 @@ async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>) {
         content_type: resp.content_type.clone(),
         headers: resp.headers.clone(),
         len: resp.body.size(),
+        buffer_size: req.conf.core.subrequest_output_buffer_size,
     });
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let mut sent = 0u64;

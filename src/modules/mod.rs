@@ -23,6 +23,7 @@ pub mod realip;
 pub mod referer;
 pub mod rewrite;
 pub mod split_clients;
+pub mod ssi;
 pub mod ssl;
 pub mod static_files;
 pub mod status;
@@ -51,6 +52,7 @@ pub static MODULES: &[&Module] = &[
     &userid::MODULE,
     &charset::MODULE,
     &autoindex::MODULE,
+    &ssi::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,

@@ -20,7 +20,7 @@ pub struct Types {
 }
 
 impl Types {
-    fn html() -> Arc<Types> {
+    pub fn html() -> Arc<Types> {
         Arc::new(Types {
             any: false,
             list: Box::new([Box::from("text/html")]),
@@ -141,7 +141,7 @@ impl CompressConf {
     }
 }
 
-fn types(d: &Directive) -> Result<Arc<Types>, ConfError> {
+pub fn types(d: &Directive) -> Result<Arc<Types>, ConfError> {
     let mut any = false;
     let mut list: Vec<Box<str>> = vec![Box::from("text/html")];
     for a in d.arg_strs() {
