@@ -935,6 +935,10 @@ impl<'a> Request<'a> {
                 _ => out.extend_from_slice(head.method_str().as_bytes()),
             },
             Var::RequestUri => out.extend_from_slice(self.request_uri()),
+            Var::RequestId => {
+                let id = self.tree().ext.get_or_insert_with(RequestId::new);
+                out.extend_from_slice(&id.0);
+            }
             Var::Uri => out.extend_from_slice(&self.uri),
             Var::Args => out.extend_from_slice(self.args().unwrap_or_default()),
             Var::IsArgs => {
@@ -1144,6 +1148,27 @@ impl VarSource for Finished<'_> {
             }
             _ => self.req.var_into(var, out, self),
         }
+    }
+}
+
+/// `$request_id`'s value.
+struct RequestId([u8; 32]);
+
+impl RequestId {
+    fn new() -> RequestId {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hex = [0u8; 32];
+        let now = clock::unix_millis();
+        for (i, half) in hex.chunks_mut(16).enumerate() {
+            // Randomly keyed SipHash: a fresh key per RandomState.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(now ^ i as u64);
+            let v = h.finish();
+            for (j, b) in half.iter_mut().enumerate() {
+                *b = b"0123456789abcdef"[(v >> (60 - 4 * j)) as usize & 15];
+            }
+        }
+        RequestId(hex)
     }
 }
 

@@ -37,6 +37,9 @@ pub enum Var {
     TimeIso8601,
     /// `$msec`: seconds with millisecond resolution, "1234567890.123"
     Msec,
+    /// `$request_id`: 16 random bytes in hex, one value per main request
+    /// (its subrequests share it).
+    RequestId,
     /// `$request`: the full request line
     Request,
     /// `$request_method`
@@ -162,6 +165,7 @@ impl Var {
             "request" => Var::Request,
             "request_method" => Var::RequestMethod,
             "request_uri" => Var::RequestUri,
+            "request_id" => Var::RequestId,
             "uri" | "document_uri" => Var::Uri,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
@@ -220,6 +224,7 @@ impl Var {
             Var::Request => "request",
             Var::RequestMethod => "request_method",
             Var::RequestUri => "request_uri",
+            Var::RequestId => "request_id",
             Var::Uri => "uri",
             Var::Args => "args",
             Var::IsArgs => "is_args",
