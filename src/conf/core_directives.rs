@@ -425,6 +425,29 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Writes subrequests (SSI includes) to the access log of the location that answered them, as nginx; each is logged when its body has been read.\n\n```nginx\nlog_subrequest on;\n```",
     },
     Def {
+        name: "post_action",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let v = d.arg(0);
+            let uri = match v {
+                "off" => None,
+                _ if v.starts_with('/') => Some(std::sync::Arc::from(v.as_bytes())),
+                _ => {
+                    return Err(ConfError::new(
+                        format!("invalid URI \"{v}\" in \"post_action\" (a URI starting with \"/\", or off)"),
+                        &d.span,
+                    ));
+                }
+            };
+            set_once(&mut s.loc().core.post_action, uri, d)
+        },
+        syntax: "post_action uri | off;",
+        default: "off",
+        doc: "Once the response has been sent, makes an internal GET to this URI (with its own arguments after `?`) through the server's locations, as nginx: `internal` locations are reachable, the client's request line and headers stay, and the answer is discarded. The next request of the connection waits for it. A named location (`@name`) is refused.\n\n```nginx\nlocation /download/ {\n    post_action /count;\n}\nlocation = /count {\n    internal;\n    proxy_pass http://stats;\n}\n```",
+    },
+    Def {
         name: "subrequest_output_buffer_size",
         ignored: false,
         ctx: Ctx::HSL,

@@ -108,6 +108,18 @@ impl Request<'_> {
         self.state.sub_depth > 0
     }
 
+    /// `post_action`: once the response is sent, an internal GET for the
+    /// location's post_action URI, whose answer is read and discarded.
+    pub async fn post_action(&self) {
+        let Some(target) = self.conf.core.post_action.clone() else {
+            return;
+        };
+        let (uri, args) = crate::core::request::split_args(&target);
+        if let Ok(mut sub) = self.subrequests().subrequest(uri.to_vec(), args.to_vec()) {
+            while let Ok(Some(_)) = sub.next().await {}
+        }
+    }
+
     /// What subrequests made by this request inherit.
     pub fn subrequests(&self) -> Rc<Origin> {
         let shared = self.state.ext.shared();
