@@ -95,12 +95,24 @@ fn start_with(slow: u16) -> Vireo {
         ("html/a.html", "A[<!--#include virtual=\"/b.html\" -->]A"),
         ("html/b.html", "B(<!--#include virtual=\"c.html\" -->)B"),
         ("html/c.html", "C"),
-        ("html/args.html", "<!--#echo var=\"arg_x\" -->|<!--#echo var=\"uri\" -->"),
-        ("html/withargs.html", "<!--#include virtual=\"/args.html?x=1\" -->"),
-        ("html/proxied.html", "<<!--#include virtual=\"/proxy/up.txt\" -->>"),
+        (
+            "html/args.html",
+            "<!--#echo var=\"arg_x\" -->|<!--#echo var=\"uri\" -->",
+        ),
+        (
+            "html/withargs.html",
+            "<!--#include virtual=\"/args.html?x=1\" -->",
+        ),
+        (
+            "html/proxied.html",
+            "<<!--#include virtual=\"/proxy/up.txt\" -->>",
+        ),
         ("up/up.txt", "UPSTREAM"),
         ("up/long.txt", "0123456789abcdef"),
-        ("html/internal.html", "<!--#include virtual=\"/inner/x.html\" -->"),
+        (
+            "html/internal.html",
+            "<!--#include virtual=\"/inner/x.html\" -->",
+        ),
         ("html/inner/x.html", "INTERNAL"),
         (
             "html/vars.html",
@@ -128,7 +140,10 @@ fn start_with(slow: u16) -> Vireo {
             "html/shared.html",
             "<!--#include virtual=\"/setter\" -->:<!--#echo var=\"shared\" -->",
         ),
-        ("html/bad.html", "1<!--#nosuch -->2<!--#config errmsg=\"E!\" --><!--#echo -->3"),
+        (
+            "html/bad.html",
+            "1<!--#nosuch -->2<!--#config errmsg=\"E!\" --><!--#echo -->3",
+        ),
         ("html/silent/bad.html", "1<!--#nosuch -->2"),
         (
             "html/stub.html",
@@ -137,7 +152,10 @@ fn start_with(slow: u16) -> Vireo {
              [<!--#include virtual=\"/c.html\" stub=\"s\" -->]",
         ),
         ("html/loop.html", "L<!--#include virtual=\"/loop.html\" -->"),
-        ("html/logged/page.html", "<!--#include virtual=\"/logged/part.html\" -->"),
+        (
+            "html/logged/page.html",
+            "<!--#include virtual=\"/logged/part.html\" -->",
+        ),
         ("html/logged/part.html", "part"),
         ("html/lm/page.html", "lm<!--#echo var=\"arg_a\" -->"),
         ("html/plain.txt", "<!--#echo var=\"uri\" -->"),
@@ -315,14 +333,25 @@ fn length_and_validators_are_dropped_or_weakened() {
 fn http2_with_gzip_after_ssi() {
     let v = start();
     let out = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "30", "--http2-prior-knowledge", "--compressed", "-D", "-"])
+        .args([
+            "-sS",
+            "--max-time",
+            "30",
+            "--http2-prior-knowledge",
+            "--compressed",
+            "-D",
+            "-",
+        ])
         .arg(format!("http://127.0.0.1:{}/gz/page.html", v.port))
         .output()
         .expect("curl runs");
     let text = String::from_utf8_lossy(&out.stdout);
     let (head, body) = text.split_once("\r\n\r\n").expect("a head");
     assert!(head.starts_with("HTTP/2 200"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("content-encoding: gzip"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
     assert_eq!(body.len(), 73000);
     assert_eq!(body, format!("{}{}", "x".repeat(3000), "y".repeat(70000)));
 }

@@ -436,7 +436,9 @@ pub static DIRECTIVES: &[Def] = &[
                 _ if v.starts_with('/') => Some(std::sync::Arc::from(v.as_bytes())),
                 _ => {
                     return Err(ConfError::new(
-                        format!("invalid URI \"{v}\" in \"post_action\" (a URI starting with \"/\", or off)"),
+                        format!(
+                            "invalid URI \"{v}\" in \"post_action\" (a URI starting with \"/\", or off)"
+                        ),
                         &d.span,
                     ));
                 }

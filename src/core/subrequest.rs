@@ -309,8 +309,7 @@ impl Subrequest {
     pub fn head(&mut self) -> BoxFuture<'_, Option<&SubHead>> {
         Box::pin(async move {
             if self.head.is_none() {
-                std::future::poll_fn(|cx| self.poll_until(cx, |c| c.head.borrow().is_some()))
-                    .await;
+                std::future::poll_fn(|cx| self.poll_until(cx, |c| c.head.borrow().is_some())).await;
                 self.head = self.chan.head.borrow_mut().take();
             }
             self.head.as_ref()

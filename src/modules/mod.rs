@@ -198,12 +198,12 @@ mod tests {
             "--with-http_realip_module",
             "--with-http_stub_status_module",
             "--with-http_gzip_static_module",
-            "--without-http_ssi_module",
             "--without-http_uwsgi_module",
         ] {
             assert!(args.contains(flag), "{flag} missing from {v}");
         }
         for flag in [
+            "--without-http_ssi_module",
             "--without-http_proxy_module",
             "--without-http_rewrite_module",
         ] {

@@ -46,7 +46,11 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            set_once(&mut s.loc().get_mut::<SsiConfSet>().silent_errors, flag(d, 0)?, d)
+            set_once(
+                &mut s.loc().get_mut::<SsiConfSet>().silent_errors,
+                flag(d, 0)?,
+                d,
+            )
         },
         syntax: "ssi_silent_errors on | off;",
         default: "off",
@@ -58,7 +62,11 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            set_once(&mut s.loc().get_mut::<SsiConfSet>().value_length, number(d, 0)?, d)
+            set_once(
+                &mut s.loc().get_mut::<SsiConfSet>().value_length,
+                number(d, 0)?,
+                d,
+            )
         },
         syntax: "ssi_value_length length;",
         default: "256",
@@ -70,7 +78,11 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            set_once(&mut s.loc().get_mut::<SsiConfSet>().last_modified, flag(d, 0)?, d)
+            set_once(
+                &mut s.loc().get_mut::<SsiConfSet>().last_modified,
+                flag(d, 0)?,
+                d,
+            )
         },
         syntax: "ssi_last_modified on | off;",
         default: "off",
@@ -82,7 +94,11 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            set_once(&mut s.loc().get_mut::<SsiConfSet>().min_file_chunk, size(d, 0)?, d)
+            set_once(
+                &mut s.loc().get_mut::<SsiConfSet>().min_file_chunk,
+                size(d, 0)?,
+                d,
+            )
         },
         syntax: "ssi_min_file_chunk size;",
         default: "1k",

@@ -27,7 +27,9 @@ pub const DEFAULT_TIMEFMT: &str = "%A, %d-%b-%Y %H:%M:%S %Z";
 pub struct TimeFmt(pub String);
 
 fn find(headers: &[(&'static str, Value)], name: &str) -> Option<usize> {
-    headers.iter().position(|(n, _)| n.eq_ignore_ascii_case(name))
+    headers
+        .iter()
+        .position(|(n, _)| n.eq_ignore_ascii_case(name))
 }
 
 /// The filter: a response to process gets an SSI body stream.
@@ -37,7 +39,9 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         || matches!(resp.status, 101 | 204 | 206 | 304)
         || matches!(resp.body, Body::Empty | Body::Multipart { .. })
         || resp.body.size() == Some(0)
-        || !c.types.matches(resp.content_type.as_ref().map(Value::as_str))
+        || !c
+            .types
+            .matches(resp.content_type.as_ref().map(Value::as_str))
     {
         return;
     }

@@ -146,6 +146,7 @@ impl Parser {
                     if !space(b) {
                         if b == b'-' {
                             self.error("invalid SSI command".into(), out);
+                            self.st = St::Skip(1);
                         } else {
                             self.cmd.name.push(b as char);
                             self.st = St::Command;
@@ -158,7 +159,10 @@ impl Parser {
                     } else if b == b'-' {
                         self.st = St::End0;
                     } else if self.cmd.name.len() == NAME_LEN {
-                        let msg = format!("the \"{}{}\" SSI command is too long", self.cmd.name, b as char);
+                        let msg = format!(
+                            "the \"{}{}\" SSI command is too long",
+                            self.cmd.name, b as char
+                        );
                         self.error(msg, out);
                     } else {
                         self.cmd.name.push(b as char);
@@ -169,7 +173,8 @@ impl Parser {
                         self.st = St::End0;
                     } else if !space(b) {
                         if self.cmd.params.len() == MAX_PARAMS {
-                            let msg = format!("too many SSI command parameters: \"{}\"", self.cmd.name);
+                            let msg =
+                                format!("too many SSI command parameters: \"{}\"", self.cmd.name);
                             self.error(msg, out);
                         } else {
                             self.cmd.params.push(((b as char).to_string(), Vec::new()));
@@ -189,6 +194,7 @@ impl Parser {
                             self.cmd.name
                         );
                         self.error(msg, out);
+                        self.st = St::Skip(1);
                     } else if self.last_param().len() == NAME_LEN {
                         let msg = format!(
                             "too long \"{}{}\" parameter in \"{}\" SSI command",
@@ -409,7 +415,10 @@ mod tests {
     #[test]
     fn comments_and_lone_brackets_are_text() {
         for size in 1..8 {
-            assert_eq!(parse("a<!-- c -->b<<!-x<", size), vec![text("a<!-- c -->b<<!-x<")]);
+            assert_eq!(
+                parse("a<!-- c -->b<<!-x<", size),
+                vec![text("a<!-- c -->b<<!-x<")]
+            );
             assert_eq!(parse("<!--", size), vec![text("<!--")]);
         }
     }
@@ -437,7 +446,10 @@ mod tests {
     fn long_values_are_refused() {
         let mut p = Parser::new(4);
         let mut out = Vec::new();
-        p.feed(&Bytes::from_static(b"<!--#set var=\"abcde\" -->x"), &mut out);
+        p.feed(
+            &Bytes::from_static(b"<!--#set var=\"abcde\" -->x"),
+            &mut out,
+        );
         assert!(matches!(&out[0], Event::Error(m) if m.contains("too long")));
         assert_eq!(out[1], text("x"));
     }

@@ -72,7 +72,9 @@ pub struct Ssi {
 
 impl std::fmt::Debug for Ssi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ssi").field("events", &self.events.len()).finish()
+        f.debug_struct("Ssi")
+            .field("events", &self.events.len())
+            .finish()
     }
 }
 
@@ -205,7 +207,11 @@ impl Ssi {
         if !conditional && !self.output() {
             return Ok(Next::Nothing);
         }
-        if let Some((p, _)) = c.params.iter().find(|(p, _)| !allowed.contains(&p.as_str())) {
+        if let Some((p, _)) = c
+            .params
+            .iter()
+            .find(|(p, _)| !allowed.contains(&p.as_str()))
+        {
             let msg = format!("invalid parameter \"{p}\" in \"{}\" SSI command", c.name);
             if self.output() {
                 self.fail(&msg);
@@ -420,10 +426,6 @@ impl Ssi {
     /// a comparison with `/regex/` (whose captures `echo` reads).
     fn expr(&mut self, e: &[u8]) -> bool {
         let e = e.trim_ascii();
-        let (neg_all, e) = match e.strip_prefix(b"!") {
-            Some(rest) => (true, rest.trim_ascii_start()),
-            None => (false, e),
-        };
         // The left operand ends at an unescaped space or `=` / `!=`.
         let mut i = 0;
         while i < e.len() {
@@ -449,14 +451,17 @@ impl Ssi {
                 ));
                 return false;
             }
-            return !left.is_empty() != neg_all;
+            return !left.is_empty();
         };
         let matched = if right.len() >= 2 && right[0] == b'/' && right[right.len() - 1] == b'/' {
             let pat = String::from_utf8_lossy(&right[1..right.len() - 1]).into_owned();
             match regex::bytes::Regex::new(&pat) {
                 Ok(re) => match re.captures(&left) {
                     Some(caps) => {
-                        self.captures = caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec())).collect();
+                        self.captures = caps
+                            .iter()
+                            .map(|m| m.map(|m| m.as_bytes().to_vec()))
+                            .collect();
                         for name in re.capture_names().flatten() {
                             if let Some(m) = caps.name(name) {
                                 self.set_var(name.as_bytes(), m.as_bytes().to_vec());
@@ -474,19 +479,23 @@ impl Ssi {
         } else {
             left == self.eval(right)
         };
-        (matched != negate) != neg_all
+        matched != negate
     }
 
     async fn include(&mut self, c: &Command) -> io::Result<Next> {
         let virt = c.param("virtual");
         let file = c.param("file");
         let target = match (virt, file) {
-            (Some(_), Some(_)) => Err("\"include\" may be either \"virtual\" or \"file\"".to_string()),
+            (Some(_), Some(_)) => {
+                Err("\"include\" may be either \"virtual\" or \"file\"".to_string())
+            }
             (None, None) => Err("no parameter in \"include\" SSI command".to_string()),
             (Some(t), None) | (None, Some(t)) => Ok(t),
         };
         let wait = c.param("wait");
-        let stub = c.param("stub").map(|s| String::from_utf8_lossy(s).into_owned());
+        let stub = c
+            .param("stub")
+            .map(|s| String::from_utf8_lossy(s).into_owned());
         let checked = target.and_then(|t| {
             if let Some(w) = wait
                 && w != b"yes"
