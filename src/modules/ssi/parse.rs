@@ -188,12 +188,7 @@ impl Parser {
                     } else if b == b'=' {
                         self.st = St::PreValue;
                     } else if b == b'-' {
-                        let msg = format!(
-                            "unexpected \"-\" symbol after \"{}\" parameter in \"{}\" SSI command",
-                            self.last_param(),
-                            self.cmd.name
-                        );
-                        self.error(msg, out);
+                        self.unexpected(b, "after", out);
                         self.st = St::Skip(1);
                     } else if self.last_param().len() == NAME_LEN {
                         let msg = format!(
@@ -211,13 +206,7 @@ impl Parser {
                     if b == b'=' {
                         self.st = St::PreValue;
                     } else if !space(b) {
-                        let msg = format!(
-                            "unexpected \"{}\" symbol after \"{}\" parameter in \"{}\" SSI command",
-                            b as char,
-                            self.last_param(),
-                            self.cmd.name
-                        );
-                        self.error(msg, out);
+                        self.unexpected(b, "after", out);
                     }
                 }
                 St::PreValue => {
@@ -225,13 +214,7 @@ impl Parser {
                         self.value.clear();
                         self.st = St::Value(b);
                     } else if !space(b) {
-                        let msg = format!(
-                            "unexpected \"{}\" symbol before value of \"{}\" parameter in \"{}\" SSI command",
-                            b as char,
-                            self.last_param(),
-                            self.cmd.name
-                        );
-                        self.error(msg, out);
+                        self.unexpected(b, "before value of", out);
                     }
                 }
                 St::Value(q) | St::Escape(q) => {
@@ -271,24 +254,14 @@ impl Parser {
                     } else if b == b'-' {
                         self.st = St::End0;
                     } else {
-                        let msg = format!(
-                            "unexpected \"{}\" symbol after \"{}\" parameter in \"{}\" SSI command",
-                            b as char,
-                            self.last_param(),
-                            self.cmd.name
-                        );
-                        self.error(msg, out);
+                        self.unexpected(b, "after", out);
                     }
                 }
                 St::End0 => {
                     if b == b'-' {
                         self.st = St::End1;
                     } else {
-                        let msg = format!(
-                            "unexpected \"{}\" symbol in \"{}\" SSI command",
-                            b as char, self.cmd.name
-                        );
-                        self.error(msg, out);
+                        self.unexpected_end(b, out);
                     }
                 }
                 St::End1 => {
@@ -300,11 +273,7 @@ impl Parser {
                         self.st = St::Text;
                         text = i + 1;
                     } else {
-                        let msg = format!(
-                            "unexpected \"{}\" symbol in \"{}\" SSI command",
-                            b as char, self.cmd.name
-                        );
-                        self.error(msg, out);
+                        self.unexpected_end(b, out);
                     }
                 }
                 St::Skip(n) => {
@@ -339,6 +308,26 @@ impl Parser {
             out.push(Event::Text(Bytes::copy_from_slice(&START[..n])));
         }
         self.st = St::Text;
+    }
+
+    /// `unexpected "b" symbol {place} "param" parameter in "cmd" SSI command`.
+    fn unexpected(&mut self, b: u8, place: &str, out: &mut Vec<Event>) {
+        let msg = format!(
+            "unexpected \"{}\" symbol {place} \"{}\" parameter in \"{}\" SSI command",
+            b as char,
+            self.last_param(),
+            self.cmd.name
+        );
+        self.error(msg, out);
+    }
+
+    /// `unexpected "b" symbol in "cmd" SSI command`, at the command's end.
+    fn unexpected_end(&mut self, b: u8, out: &mut Vec<Event>) {
+        let msg = format!(
+            "unexpected \"{}\" symbol in \"{}\" SSI command",
+            b as char, self.cmd.name
+        );
+        self.error(msg, out);
     }
 
     fn last_param(&self) -> &str {
