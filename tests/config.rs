@@ -635,7 +635,10 @@ fn ignored_nginx_directives_give_notices() {
         );
     }
     // log_subrequest is a real directive now: no notice.
-    assert!(!err.contains("\"log_subrequest\" directive is ignored"), "{err}");
+    assert!(
+        !err.contains("\"log_subrequest\" directive is ignored"),
+        "{err}"
+    );
     // They still check their context and arity.
     fails_at(
         "events { postpone_output 0; }\n",

@@ -129,6 +129,10 @@ fn start_with(slow: u16) -> Vireo {
              <!--#else -->X<!--#endif -->",
         ),
         (
+            "html/lookaround.html",
+            "<!--#if expr=\"$arg_w = /^a(?=b)/\" -->LA<!--#else -->NO<!--#endif -->",
+        ),
+        (
             "html/set.html",
             "<!--#include virtual=\"/proxy/up.txt\" set=\"got\" -->got=<!--#echo var=\"got\" -->",
         ),
@@ -233,6 +237,9 @@ fn if_elif_else_with_captures() {
     assert_eq!(body(&v, "/if.html?v=ab-12"), "M:ab:12");
     assert_eq!(body(&v, "/if.html?v=zz"), "NE");
     assert_eq!(body(&v, "/if.html?v=x"), "X");
+    // A pattern Rust's engine lacks goes to PCRE, as configuration regexes.
+    assert_eq!(body(&v, "/lookaround.html?w=ab"), "LA");
+    assert_eq!(body(&v, "/lookaround.html?w=ac"), "NO");
 }
 
 #[test]

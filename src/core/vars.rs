@@ -1118,6 +1118,41 @@ fn has_possessive(pattern: &str) -> bool {
     false
 }
 
+/// Spans of a match's groups (`None`: the group took no part), and the
+/// named groups' (name, number).
+pub type Matched = (Vec<Option<(usize, usize)>>, Vec<(String, usize)>);
+
+/// Match a regex known only at run time (SSI's `if`) once, compiled as
+/// configuration regexes are: Rust's engine on bytes when it can take the
+/// pattern, else PCRE2. `Ok(None)`: no match; `Err`: the pattern is bad.
+pub fn match_once(pattern: &str, subject: &[u8]) -> Result<Option<Matched>, String> {
+    fn names<'a>(it: impl Iterator<Item = Option<&'a str>>) -> Vec<(String, usize)> {
+        it.enumerate()
+            .filter_map(|(i, n)| n.map(|n| (n.to_string(), i)))
+            .collect()
+    }
+    if let Ok(re) = regex::bytes::RegexBuilder::new(pattern)
+        .unicode(false)
+        .build()
+    {
+        return Ok(re.captures(subject).map(|c| {
+            let spans = c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect();
+            (spans, names(re.capture_names()))
+        }));
+    }
+    let re = pcre(pattern, false)?;
+    let c = re.captures(subject).map_err(|e| e.to_string())?;
+    Ok(c.map(|c| {
+        let spans = (0..c.len())
+            .map(|i| c.get(i).map(|m| (m.start(), m.end())))
+            .collect();
+        (
+            spans,
+            names(re.capture_names().iter().map(Option::as_deref)),
+        )
+    }))
+}
+
 /// PCRE2 with its JIT (when the platform has one), without UTF mode: bytes,
 /// as nginx compiles configuration regexes.
 fn pcre(pattern: &str, caseless: bool) -> Result<pcre2::bytes::Regex, String> {

@@ -455,22 +455,17 @@ impl Ssi {
         };
         let matched = if right.len() >= 2 && right[0] == b'/' && right[right.len() - 1] == b'/' {
             let pat = String::from_utf8_lossy(&right[1..right.len() - 1]).into_owned();
-            match regex::bytes::Regex::new(&pat) {
-                Ok(re) => match re.captures(&left) {
-                    Some(caps) => {
-                        self.captures = caps
-                            .iter()
-                            .map(|m| m.map(|m| m.as_bytes().to_vec()))
-                            .collect();
-                        for name in re.capture_names().flatten() {
-                            if let Some(m) = caps.name(name) {
-                                self.set_var(name.as_bytes(), m.as_bytes().to_vec());
-                            }
-                        }
-                        true
+            match crate::core::vars::match_once(&pat, &left) {
+                Ok(Some((spans, names))) => {
+                    let part = |s: Option<(usize, usize)>| s.map(|(a, b)| left[a..b].to_vec());
+                    self.captures = spans.iter().map(|&s| part(s)).collect();
+                    for (name, i) in names {
+                        let v = spans.get(i).copied().and_then(part).unwrap_or_default();
+                        self.set_var(name.as_bytes(), v);
                     }
-                    None => false,
-                },
+                    true
+                }
+                Ok(None) => false,
                 Err(err) => {
                     self.fail(&format!("invalid regex \"{pat}\": {err}"));
                     return false;
