@@ -31,6 +31,9 @@ http {
         location /inner/ {
             internal;
         }
+        location /denied/ {
+            deny all;
+        }
         location /small/ {
             subrequest_output_buffer_size 8;
             proxy_pass http://127.0.0.1:{port2}/;
@@ -114,6 +117,11 @@ fn start_with(slow: u16) -> Vireo {
             "<!--#include virtual=\"/inner/x.html\" -->",
         ),
         ("html/inner/x.html", "INTERNAL"),
+        ("html/denied/x.html", "D"),
+        (
+            "html/denied.html",
+            "<!--#include virtual=\"/denied/x.html\" -->",
+        ),
         (
             "html/vars.html",
             "<!--#set var=\"v\" value=\"[$arg_q]\" --><!--#echo var=\"v\" -->\
@@ -207,6 +215,10 @@ fn proxied_and_internal_includes() {
     assert_eq!(body(&v, "/internal.html"), "INTERNAL");
     // The internal location itself is not reachable from outside.
     assert_eq!(get10(&v, "/inner/x.html").status, 404);
+    // Access checks are the main request's: an include skips them, as
+    // nginx's subrequests skip the access phase.
+    assert_eq!(body(&v, "/denied.html"), "D");
+    assert_eq!(get10(&v, "/denied/x.html").status, 403);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! 3. location rewrite: the rewrite hooks with the location's data; a
 //!    changed URI (`last`, or a rewrite without flag) goes back to 2;
 //! 4. preaccess and access: the modules' access hooks in their order
-//!    (limits, then allow/deny and authentication);
+//!    (limits, then allow/deny and authentication), skipped by subrequests;
 //! 5. pre-content: the modules' pre-content hooks (`try_files`);
 //! 6. content: the location's handler ([`Content`]), else the default
 //!    content hook (static files);
@@ -306,8 +306,11 @@ impl<'a> Request<'a> {
             "http uri: \"{}\"",
             String::from_utf8_lossy(&self.uri)
         );
-        for hook in &server.conf.hooks.post_read {
-            hook(self);
+        // A subrequest starts at the server rewrite phase, as nginx's.
+        if !self.is_subrequest() {
+            for hook in &server.conf.hooks.post_read {
+                hook(self);
+            }
         }
         self.server_name_captures();
         let mut resp = self.process(body, Jump::Server).await;
@@ -446,7 +449,13 @@ impl<'a> Request<'a> {
             }
             let pipeline: &'a Pipeline = &server.pipeline;
             let conf: &'a LocConf = self.conf;
-            for hook in &conf.hooks.access {
+            // The limits and access checks were the main request's: its
+            // subrequests skip them, as nginx's skip the access phase.
+            let access = match self.is_subrequest() {
+                true => &[][..],
+                false => &conf.hooks.access[..],
+            };
+            for hook in access {
                 match hook(self, body) {
                     Phase::Next => {}
                     Phase::Respond(r) => return r,
