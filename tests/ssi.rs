@@ -98,6 +98,8 @@ fn start_with(slow: u16) -> Vireo {
         ("html/a.html", "A[<!--#include virtual=\"/b.html\" -->]A"),
         ("html/b.html", "B(<!--#include virtual=\"c.html\" -->)B"),
         ("html/c.html", "C"),
+        ("html/t.txt", "TEXTFILE"),
+        ("html/txt.html", "<<!--#include virtual=\"/t.txt\" -->>"),
         (
             "html/args.html",
             "<!--#echo var=\"arg_x\" -->|<!--#echo var=\"uri\" -->",
@@ -324,6 +326,17 @@ fn length_and_validators_are_dropped_or_weakened() {
     let r = get10(&v, "/a.html");
     assert!(r.header("last-modified").is_none());
     assert!(r.header("etag").is_none());
+    // A Range request gets the whole processed document, as nginx.
+    let r = v.request("GET /a.html HTTP/1.0\r\nHost: localhost\r\nRange: bytes=0-3\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "A[B(C)B]A");
+    assert!(r.header("content-range").is_none());
+    // Its includes ignore the range and the conditionals too.
+    let r = v.request(
+        "GET /txt.html HTTP/1.0\r\nHost: localhost\r\nRange: bytes=0-1\r\n\
+         If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n\r\n",
+    );
+    assert_eq!(r.text(), "<TEXTFILE>");
     // A kept-alive HTTP/1.1 connection gets the body chunked.
     let mut s = v.connect();
     s.write_all(b"GET /a.html HTTP/1.1\r\nHost: localhost\r\n\r\n")

@@ -668,11 +668,11 @@ impl<'a> Request<'a> {
         })
     }
 
-    /// False when an error page runs with a status of its own: conditional
-    /// and range headers are then ignored, as nginx's filters skip
-    /// responses that are not 200.
+    /// False when an error page runs with a status of its own, or in a
+    /// subrequest: conditional and range headers are then ignored, as
+    /// nginx's filters skip responses that are not 200 and subrequests.
     pub fn conditionals_apply(&self) -> bool {
-        self.state.err_status.is_none_or(|s| s == 0 || s == 200)
+        !self.is_subrequest() && self.state.err_status.is_none_or(|s| s == 0 || s == 200)
     }
 
     /// The client as every module and variable sees it (`$remote_addr`,
