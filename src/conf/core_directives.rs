@@ -415,6 +415,57 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Answers MSIE (a User-Agent with `MSIE `, not Opera) with a page that refreshes to the new address instead of the redirects vireo makes itself (`return 301/302`, `rewrite … redirect|permanent`, `error_page` to an address, the slash added to a directory), as nginx: status 200, `<meta http-equiv=\"Refresh\" content=\"0; URL=…\">` with spaces, quotes and bytes outside printable ASCII escaped. A proxied or FastCGI redirect passes unchanged.\n\n```nginx\nmsie_refresh on;\n```",
     },
     Def {
+        name: "log_subrequest",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| set_once(&mut s.loc().core.log_subrequest, flag(d, 0)?, d),
+        syntax: "log_subrequest on | off;",
+        default: "off",
+        doc: "Writes subrequests (SSI includes) to the access log of the location that answered them, as nginx; each is logged when its body has been read.\n\n```nginx\nlog_subrequest on;\n```",
+    },
+    Def {
+        name: "post_action",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let v = d.arg(0);
+            let uri = match v {
+                "off" => None,
+                _ if v.starts_with('/') => Some(std::sync::Arc::from(v.as_bytes())),
+                _ => {
+                    return Err(ConfError::new(
+                        format!(
+                            "invalid URI \"{v}\" in \"post_action\" (a URI starting with \"/\", or off)"
+                        ),
+                        &d.span,
+                    ));
+                }
+            };
+            set_once(&mut s.loc().core.post_action, uri, d)
+        },
+        syntax: "post_action uri | off;",
+        default: "off",
+        doc: "Once the response has been sent, makes an internal GET to this URI (with its own arguments after `?`) through the server's locations, as nginx: `internal` locations are reachable, the client's request line and headers stay, and the answer is discarded. The next request of the connection waits for it. A named location (`@name`) is refused.\n\n```nginx\nlocation /download/ {\n    post_action /count;\n}\nlocation = /count {\n    internal;\n    proxy_pass http://stats;\n}\n```",
+    },
+    Def {
+        name: "subrequest_output_buffer_size",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().core.subrequest_output_buffer_size,
+                size(d, 0)?,
+                d,
+            )
+        },
+        syntax: "subrequest_output_buffer_size size;",
+        default: "4k",
+        doc: "The most of a subrequest's body kept in memory when a module needs it whole (SSI's `include … set=`), as nginx; a longer body fails the subrequest (\"too big subrequest response\") and the request with it. Set in the location that answers the subrequest.\n\n```nginx\nsubrequest_output_buffer_size 16k;\n```",
+    },
+    Def {
         name: "keepalive_time",
         ignored: false,
         ctx: Ctx::HSL,
@@ -848,13 +899,6 @@ pub static IGNORED: &[Def] = &[
         ONE,
         "request_pool_size size;",
         "vireo sizes its per-request memory itself\n\n```nginx\nrequest_pool_size 4k;\n```",
-    ),
-    ignored(
-        "log_subrequest",
-        Ctx::HSL,
-        ONE,
-        "log_subrequest on | off;",
-        "vireo makes no subrequests, so there are none to log\n\n```nginx\nlog_subrequest on;\n```",
     ),
     ignored(
         "variables_hash_max_size",

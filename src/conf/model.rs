@@ -69,6 +69,14 @@ settings! {
         pub keepalive_disable: u8 = KEEPALIVE_DISABLE_MSIE6,
         /// `msie_refresh`: MSIE gets redirects vireo makes as a refresh page.
         pub msie_refresh: bool = false,
+        /// `log_subrequest`: subrequests are written to the access log.
+        pub log_subrequest: bool = false,
+        /// `subrequest_output_buffer_size`: the most of a subrequest's body
+        /// a module keeps in memory (SSI's `include … set=`).
+        pub subrequest_output_buffer_size: u64 = 4096,
+        /// `post_action`: the URI (with arguments) an internal GET goes to
+        /// once the response is sent; its answer is discarded.
+        pub post_action: Option<std::sync::Arc<[u8]>> = None,
         /// `keepalive_time`: a connection older than this closes after its request.
         pub keepalive_time: std::time::Duration = std::time::Duration::from_secs(3600),
         pub client_header_timeout: std::time::Duration = std::time::Duration::from_secs(60),

@@ -13,5 +13,6 @@ pub mod path;
 pub mod proxy_protocol;
 pub mod request;
 pub mod route;
+pub mod subrequest;
 pub mod syslog;
 pub mod vars;

@@ -118,6 +118,10 @@ pub struct ContentHook {
 pub type DefaultContentHook = fn(&mut Request<'_>) -> Outcome;
 /// A response filter: runs on every response a request produces.
 pub type FilterHook = fn(&Request<'_>, &mut Response);
+/// A request is done: its response head's and body's bytes sent (the
+/// connection logs main requests itself; subrequests, with
+/// `log_subrequest on`, through this).
+pub type LogHook = fn(&Request<'_>, &Response, u64, u64);
 /// At the end of a load, after every directive was read: resolve what
 /// directives referenced, check what must be complete.
 pub type LoadedHook = fn(&mut Env) -> Result<(), ConfError>;
@@ -138,6 +142,7 @@ pub struct Hooks {
     pub content: Option<Ordered<ContentHook>>,
     pub default_content: Option<DefaultContentHook>,
     pub filter: Option<Ordered<FilterHook>>,
+    pub log: Option<LogHook>,
     pub loaded: Option<LoadedHook>,
     pub http: Option<HttpHook>,
     pub server: Option<ServerHook>,
@@ -159,6 +164,7 @@ impl Hooks {
         content: None,
         default_content: None,
         filter: None,
+        log: None,
         loaded: None,
         http: None,
         server: None,
@@ -190,6 +196,10 @@ pub struct Pipeline {
     pub rewrite: Vec<RewriteHook>,
     pub precontent: Vec<PrecontentHook>,
     pub default_content: Option<DefaultContentHook>,
+    pub log: Vec<LogHook>,
+    /// Every module's variables, for names known only at run time (SSI's
+    /// `echo`, `if`, `set`).
+    pub variables: Vec<&'static VarDef>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -207,6 +217,8 @@ impl Pipeline {
             rewrite: modules.iter().filter_map(|m| m.hooks.rewrite).collect(),
             precontent: modules.iter().filter_map(|m| m.hooks.precontent).collect(),
             default_content: modules.iter().find_map(|m| m.hooks.default_content),
+            log: modules.iter().filter_map(|m| m.hooks.log).collect(),
+            variables: modules.iter().flat_map(|m| m.variables.iter()).collect(),
         }
     }
 }
@@ -464,7 +476,7 @@ impl std::fmt::Debug for Extensions {
 /// what a module decided, upstream timings, counts held until the request
 /// is dropped. A value that changes holds its own `Cell`/`RefCell`.
 #[derive(Default)]
-pub struct RequestExt(RefCell<Vec<Rc<dyn Any>>>);
+pub struct RequestExt(RefCell<Vec<Rc<dyn Any>>>, RefCell<Vec<Rc<dyn Any>>>);
 
 impl RequestExt {
     /// The value of type `T`, if one was put in.
@@ -482,6 +494,24 @@ impl RequestExt {
         let v = Rc::new(make());
         self.0.borrow_mut().push(v.clone());
         v
+    }
+
+    /// Put in `v`, shared with the subrequests this request makes (the
+    /// request body read whole), replacing a value of the same type.
+    pub fn share(&self, v: Rc<dyn Any>) {
+        let mut all = self.0.borrow_mut();
+        match all.iter().position(|b| (**b).type_id() == (*v).type_id()) {
+            Some(i) => all[i] = v.clone(),
+            None => all.push(v.clone()),
+        }
+        let mut shared = self.1.borrow_mut();
+        shared.retain(|b| (**b).type_id() != (*v).type_id());
+        shared.push(v);
+    }
+
+    /// The entries put with [`RequestExt::share`].
+    pub fn shared(&self) -> Vec<Rc<dyn Any>> {
+        self.1.borrow().clone()
     }
 
     /// Put in `v`, replacing a value of the same type.

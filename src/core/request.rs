@@ -9,7 +9,7 @@
 //! 3. location rewrite: the rewrite hooks with the location's data; a
 //!    changed URI (`last`, or a rewrite without flag) goes back to 2;
 //! 4. preaccess and access: the modules' access hooks in their order
-//!    (limits, then allow/deny and authentication);
+//!    (limits, then allow/deny and authentication), skipped by subrequests;
 //! 5. pre-content: the modules' pre-content hooks (`try_files`);
 //! 6. content: the location's handler ([`Content`]), else the default
 //!    content hook (static files);
@@ -203,8 +203,14 @@ pub struct State {
     generated: Cell<u16>,
     /// The status a response being built has (`$status` before it is sent).
     pub status: Cell<u16>,
-    /// Values of the configuration's variables (`set`, computed `map`s).
-    vals: RefCell<Vec<Option<Vec<u8>>>>,
+    /// Values of the configuration's variables (`set`, computed `map`s),
+    /// until the request makes a subrequest: then they move to `tree`.
+    pub(super) vals: RefCell<Vec<Option<Vec<u8>>>>,
+    /// What the requests of one main request share, made when the first
+    /// subrequest is (see [`crate::core::subrequest`]).
+    pub(super) tree: std::cell::OnceCell<std::rc::Rc<crate::core::subrequest::Tree>>,
+    /// Subrequest depth: 0 for a main request, 1 for its subrequests, …
+    pub sub_depth: u8,
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
@@ -235,7 +241,7 @@ pub struct Request<'a> {
     pub start_ms: u64,
     /// Host (lowercase, without port), as used to choose the server.
     pub host: &'a str,
-    pub server: &'a Server,
+    pub server: &'a std::sync::Arc<Server>,
     /// Normalised, decoded URI (`$uri`).
     pub uri: Vec<u8>,
     pub location: Option<&'a Location>,
@@ -325,8 +331,11 @@ impl<'a> Request<'a> {
         let mut resp = match self.state.refused {
             Some(status) => self.error(status),
             None => {
-                for hook in &server.conf.hooks.post_read {
-                    hook(self);
+                // A subrequest starts at the server rewrite phase, as nginx's.
+                if !self.is_subrequest() {
+                    for hook in &server.conf.hooks.post_read {
+                        hook(self);
+                    }
                 }
                 self.server_name_captures();
                 self.process(body, Jump::Server).await
@@ -468,7 +477,13 @@ impl<'a> Request<'a> {
             }
             let pipeline: &'a Pipeline = &server.pipeline;
             let conf: &'a LocConf = self.conf;
-            for hook in &conf.hooks.access {
+            // The limits and access checks were the main request's: its
+            // subrequests skip them, as nginx's skip the access phase.
+            let access = match self.is_subrequest() {
+                true => &[][..],
+                false => &conf.hooks.access[..],
+            };
+            for hook in access {
                 match hook(self, body) {
                     Phase::Next => {}
                     Phase::Respond(r) => return r,
@@ -670,11 +685,43 @@ impl<'a> Request<'a> {
         Response::error(status, self.conf.core.server_tokens)
     }
 
-    /// False when an error page runs with a status of its own: conditional
-    /// and range headers are then ignored, as nginx's filters skip
-    /// responses that are not 200.
+    /// The status of the last response [`Request::error`] made.
+    pub fn generated_status(&self) -> u16 {
+        self.state.generated.get()
+    }
+
+    /// A variable by a name known only at run time (SSI's `echo`, `if`,
+    /// `set`): the core's, a module's, or one the configuration declares.
+    pub fn lookup_var(&self, name: &str) -> Option<Var> {
+        if let Some(v) = Var::lookup(name) {
+            return Some(v);
+        }
+        let lower = name.to_ascii_lowercase();
+        if let Some(i) = self.server.vars.names.iter().position(|n| **n == *lower) {
+            return Some(Var::User(crate::core::vars::UserVar {
+                index: i as u32,
+                name: lower.into(),
+            }));
+        }
+        self.server.pipeline.variables.iter().find_map(|&def| {
+            use crate::core::module::VarKind;
+            let arg = match def.kind {
+                VarKind::Prefix => lower.strip_prefix(def.name)?,
+                VarKind::Name if lower == def.name => "",
+                _ => return None,
+            };
+            Some(Var::Module(crate::core::vars::ModVar {
+                def,
+                arg: arg.into(),
+            }))
+        })
+    }
+
+    /// False when an error page runs with a status of its own, or in a
+    /// subrequest: conditional and range headers are then ignored, as
+    /// nginx's filters skip responses that are not 200 and subrequests.
     pub fn conditionals_apply(&self) -> bool {
-        self.state.err_status.is_none_or(|s| s == 0 || s == 200)
+        !self.is_subrequest() && self.state.err_status.is_none_or(|s| s == 0 || s == 200)
     }
 
     /// The client as every module and variable sees it (`$remote_addr`,
@@ -799,7 +846,7 @@ impl<'a> Request<'a> {
     /// Assign a configuration variable (`set`, named captures, `map` cache).
     pub fn set_var(&self, index: u32, value: Vec<u8>) {
         let i = index as usize;
-        let mut vals = self.state.vals.borrow_mut();
+        let mut vals = self.vals().borrow_mut();
         if vals.len() <= i {
             vals.resize(self.server.vars.kinds.len().max(i + 1), None);
         }
@@ -824,7 +871,7 @@ impl<'a> Request<'a> {
 
     fn user_var(&self, index: u32, out: &mut Vec<u8>, outer: &dyn VarSource) {
         let i = index as usize;
-        if let Some(Some(v)) = self.state.vals.borrow().get(i) {
+        if let Some(Some(v)) = self.vals().borrow().get(i) {
             out.extend_from_slice(v);
             return;
         }
@@ -946,6 +993,10 @@ impl<'a> Request<'a> {
                 _ => out.extend_from_slice(head.method_str().as_bytes()),
             },
             Var::RequestUri => out.extend_from_slice(self.request_uri()),
+            Var::RequestId => {
+                let id = self.tree().ext.get_or_insert_with(RequestId::new);
+                out.extend_from_slice(&id.0);
+            }
             Var::Uri => out.extend_from_slice(&self.uri),
             Var::Args => out.extend_from_slice(self.args().unwrap_or_default()),
             Var::IsArgs => {
@@ -1155,6 +1206,27 @@ impl VarSource for Finished<'_> {
             }
             _ => self.req.var_into(var, out, self),
         }
+    }
+}
+
+/// `$request_id`'s value.
+struct RequestId([u8; 32]);
+
+impl RequestId {
+    fn new() -> RequestId {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hex = [0u8; 32];
+        let now = clock::unix_millis();
+        for (i, half) in hex.chunks_mut(16).enumerate() {
+            // Randomly keyed SipHash: a fresh key per RandomState.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(now ^ i as u64);
+            let v = h.finish();
+            for (j, b) in half.iter_mut().enumerate() {
+                *b = b"0123456789abcdef"[(v >> (60 - 4 * j)) as usize & 15];
+            }
+        }
+        RequestId(hex)
     }
 }
 

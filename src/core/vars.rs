@@ -37,6 +37,9 @@ pub enum Var {
     TimeIso8601,
     /// `$msec`: seconds with millisecond resolution, "1234567890.123"
     Msec,
+    /// `$request_id`: 16 random bytes in hex, one value per main request
+    /// (its subrequests share it).
+    RequestId,
     /// `$request`: the full request line
     Request,
     /// `$request_method`
@@ -162,6 +165,7 @@ impl Var {
             "request" => Var::Request,
             "request_method" => Var::RequestMethod,
             "request_uri" => Var::RequestUri,
+            "request_id" => Var::RequestId,
             "uri" | "document_uri" => Var::Uri,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
@@ -220,6 +224,7 @@ impl Var {
             Var::Request => "request",
             Var::RequestMethod => "request_method",
             Var::RequestUri => "request_uri",
+            Var::RequestId => "request_id",
             Var::Uri => "uri",
             Var::Args => "args",
             Var::IsArgs => "is_args",
@@ -1111,6 +1116,41 @@ fn has_possessive(pattern: &str) -> bool {
         i += 1;
     }
     false
+}
+
+/// Spans of a match's groups (`None`: the group took no part), and the
+/// named groups' (name, number).
+pub type Matched = (Vec<Option<(usize, usize)>>, Vec<(String, usize)>);
+
+/// Match a regex known only at run time (SSI's `if`) once, compiled as
+/// configuration regexes are: Rust's engine on bytes when it can take the
+/// pattern, else PCRE2. `Ok(None)`: no match; `Err`: the pattern is bad.
+pub fn match_once(pattern: &str, subject: &[u8]) -> Result<Option<Matched>, String> {
+    fn names<'a>(it: impl Iterator<Item = Option<&'a str>>) -> Vec<(String, usize)> {
+        it.enumerate()
+            .filter_map(|(i, n)| n.map(|n| (n.to_string(), i)))
+            .collect()
+    }
+    if let Ok(re) = regex::bytes::RegexBuilder::new(pattern)
+        .unicode(false)
+        .build()
+    {
+        return Ok(re.captures(subject).map(|c| {
+            let spans = c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect();
+            (spans, names(re.capture_names()))
+        }));
+    }
+    let re = pcre(pattern, false)?;
+    let c = re.captures(subject).map_err(|e| e.to_string())?;
+    Ok(c.map(|c| {
+        let spans = (0..c.len())
+            .map(|i| c.get(i).map(|m| (m.start(), m.end())))
+            .collect();
+        (
+            spans,
+            names(re.capture_names().iter().map(Option::as_deref)),
+        )
+    }))
 }
 
 /// PCRE2 with its JIT (when the platform has one), without UTF mode: bytes,

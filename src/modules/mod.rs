@@ -26,6 +26,7 @@ pub mod realip;
 pub mod referer;
 pub mod rewrite;
 pub mod split_clients;
+pub mod ssi;
 pub mod ssl;
 pub mod static_files;
 pub mod status;
@@ -59,6 +60,7 @@ pub static MODULES: &[&Module] = &[
     &sub_filter::MODULE,
     &charset::MODULE,
     &autoindex::MODULE,
+    &ssi::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,
@@ -204,12 +206,12 @@ mod tests {
             "--with-http_realip_module",
             "--with-http_stub_status_module",
             "--with-http_gzip_static_module",
-            "--without-http_ssi_module",
             "--without-http_uwsgi_module",
         ] {
             assert!(args.contains(flag), "{flag} missing from {v}");
         }
         for flag in [
+            "--without-http_ssi_module",
             "--without-http_proxy_module",
             "--without-http_rewrite_module",
         ] {

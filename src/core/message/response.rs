@@ -125,6 +125,76 @@ impl BodyStream for NoBody {
     }
 }
 
+/// Pieces read from a file body at most this long.
+const FILE_PIECE: usize = 32 * 1024;
+
+/// A body that is not a stream yet, as one: bytes at once, a file range
+/// piece by piece.
+#[derive(Debug)]
+struct Pieces {
+    body: Body,
+    off: u64,
+}
+
+impl Pieces {
+    fn step(&mut self) -> std::io::Result<Option<Bytes>> {
+        match &mut self.body {
+            Body::Bytes(b) => Ok(Some(std::mem::take(b)).filter(|b| !b.is_empty())),
+            Body::File { file, range } => {
+                let start = range.start + self.off;
+                if start >= range.end {
+                    return Ok(None);
+                }
+                let mut buf = vec![0; ((range.end - start) as usize).min(FILE_PIECE)];
+                let n = read_file_at(file, &mut buf, start)?;
+                buf.truncate(n);
+                self.off += n as u64;
+                Ok(Some(buf.into()))
+            }
+            Body::Multipart { file, parts } => {
+                // The parts' heads and ranges in order, then the trailer.
+                let mut at = 0u64;
+                for (head, r) in &parts.parts {
+                    let hl = head.len() as u64;
+                    if self.off < at + hl {
+                        let b = Bytes::copy_from_slice(&head[(self.off - at) as usize..]);
+                        self.off = at + hl;
+                        return Ok(Some(b));
+                    }
+                    at += hl;
+                    let len = r.end - r.start;
+                    if self.off < at + len {
+                        let from = r.start + (self.off - at);
+                        let mut buf = vec![0; ((r.end - from) as usize).min(FILE_PIECE)];
+                        let n = read_file_at(file, &mut buf, from)?;
+                        buf.truncate(n);
+                        self.off += n as u64;
+                        return Ok(Some(buf.into()));
+                    }
+                    at += len;
+                }
+                let t = &parts.trailer;
+                if self.off < at + t.len() as u64 {
+                    self.off = at + t.len() as u64;
+                    return Ok(Some(Bytes::copy_from_slice(t)));
+                }
+                Ok(None)
+            }
+            Body::Empty | Body::Stream { .. } => Ok(None),
+        }
+    }
+}
+
+impl BodyStream for Pieces {
+    fn next(&mut self) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<Bytes>>> {
+        Box::pin(std::future::ready(self.step()))
+    }
+
+    fn ready(&mut self) -> Option<std::io::Result<Option<Bytes>>> {
+        Some(self.step())
+    }
+}
+
 impl Body {
     /// No body, and no length either: the body of a HEAD answer whose GET
     /// would stream one of unknown length (compressed, decompressed).
@@ -132,6 +202,15 @@ impl Body {
         Body::Stream {
             stream: Box::new(NoBody),
             len: None,
+        }
+    }
+
+    /// The body as a stream of pieces; `None` when it is empty.
+    pub fn into_stream(self) -> Option<Box<dyn BodyStream>> {
+        match self {
+            Body::Empty => None,
+            Body::Stream { stream, .. } => Some(stream),
+            body => Some(Box::new(Pieces { body, off: 0 })),
         }
     }
 

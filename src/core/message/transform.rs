@@ -52,7 +52,7 @@ pub fn apply<T: Transform>(body: Body, mut t: T, same_length: bool) -> Body {
         Body::Empty => Body::Empty,
         Body::Bytes(b) if t.expands() => Body::Stream {
             stream: Box::new(WrapStream {
-                inner: Box::new(Whole(Some(b))),
+                inner: Body::Bytes(b).into_stream().expect("not empty"),
                 t,
                 done: false,
             }),
@@ -78,20 +78,6 @@ pub fn apply<T: Transform>(body: Body, mut t: T, same_length: bool) -> Body {
             len: if same_length { len } else { None },
         },
         m @ Body::Multipart { .. } => m,
-    }
-}
-
-/// A body in memory as a stream of one piece.
-#[derive(Debug)]
-struct Whole(Option<Bytes>);
-
-impl BodyStream for Whole {
-    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
-        Box::pin(std::future::ready(Ok(self.0.take())))
-    }
-
-    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
-        Some(Ok(self.0.take()))
     }
 }
 

@@ -440,6 +440,7 @@ impl<S: Stream> Conn<S> {
                 .await
             }
         };
+        req.post_action().await;
         pipeline::finished(req, resp, head_len, body_sent);
         r
     }

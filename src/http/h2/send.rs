@@ -76,6 +76,7 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
         }
         sent = out.sent;
     }
+    req.post_action().await;
     pipeline::finished(req, &resp, head_len, sent);
 }
 

@@ -154,7 +154,8 @@ pub async fn read_all(req: &Request<'_>, body: &mut dyn RequestBody) -> Result<R
         b.mem = vec![one.freeze()];
     }
     let b = Rc::new(b);
-    req.state.ext.insert(b.clone());
+    // Subrequests (SSI includes) see the body too, as nginx's.
+    req.state.ext.share(b.clone());
     Ok(b)
 }
 

@@ -111,7 +111,7 @@ impl CompressConf {
     }
 }
 
-fn types(d: &Directive) -> Result<Arc<TypeList>, ConfError> {
+pub fn types(d: &Directive) -> Result<Arc<TypeList>, ConfError> {
     TypeList::of(d.arg_strs()).map_err(|a| bad_arg(d, a))
 }
 

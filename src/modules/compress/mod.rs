@@ -110,6 +110,10 @@ pub fn add_vary(resp: &mut Response) {
 
 /// The response filter: compress `resp` on the fly when the rules allow.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
+    // What goes to the client is the main request's business.
+    if req.is_subrequest() {
+        return;
+    }
     let c = req.conf.get::<CompressConf>();
     if !c.any_dynamic()
         || !matches!(resp.status, 200 | 403 | 404)

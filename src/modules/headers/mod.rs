@@ -38,6 +38,10 @@ pub fn replaced(req: &Request<'_>, name: &str) -> Option<Vec<u8>> {
 /// The response filter: `expires` first, then each `add_header` in order;
 /// with `add_trailer`, the response is to carry trailers.
 pub fn filter(req: &Request<'_>, resp: &mut Response) {
+    // What goes to the client is the main request's business.
+    if req.is_subrequest() {
+        return;
+    }
     let hc = req.conf.get::<HeadersConf>();
     if !hc.add_trailer.is_empty() {
         resp.trailers = Some(trailers);

@@ -148,6 +148,10 @@ impl BodyStream for Throttle {
 /// The filter: the body, when longer than `limit_rate_after`, becomes a
 /// throttled stream of the same length.
 fn filter(req: &Request<'_>, resp: &mut Response) {
+    // What goes to the client is the main request's business.
+    if req.is_subrequest() {
+        return;
+    }
     let c = req.conf.get::<LimitRateConf>();
     let rate = rate(req);
     // A 101's body is the connection's tunnel, not bytes to pace.

@@ -29,6 +29,7 @@ pub static MODULE: Module = Module {
     settings: Some(&conf::LogConf::KIND),
     hooks: Hooks {
         http: Some(conf::default_access_log),
+        log: Some(log_request),
         tick: Some(flush_due),
         worker_exit: Some(flush_all),
         ..Hooks::NONE

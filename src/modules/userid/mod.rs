@@ -208,6 +208,9 @@ fn cookie_time(secs: u64) -> String {
 
 /// The filter: the cookie (and P3P) of a new or re-marked identifier.
 fn filter(req: &Request<'_>, resp: &mut Response) {
+    if req.is_subrequest() {
+        return;
+    }
     let conf = req.conf.get::<UseridConf>();
     if conf.enable < Enable::V1 {
         return;

@@ -1,0 +1,409 @@
+//! Subrequests, as nginx's `ngx_http_subrequest`: a module (a filter such as
+//! SSI, a handler) runs an internal GET for a URI and arguments through the
+//! same server's phases — server rewrite, location (`internal` ones
+//! reachable), location rewrite, access, content, error_page, filters —
+//! and reads its response, whose body it may pass on in its own.
+//!
+//! A subrequest inherits from the request that makes it what nginx's does:
+//! the request line and headers (`$request_uri`, `$http_*`), the client and
+//! the connection, the server, and the variables' values — one set for the
+//! whole tree of requests, as nginx's `sr->variables = r->variables`, so a
+//! `set` in one is seen by the others. It has its own `$uri` and `$args`.
+//! The request body, when the main request's handler read it whole, is the
+//! subrequests' too (entries a module put with [`RequestExt::share`]);
+//! otherwise a subrequest has none.
+//!
+//! Everything a subrequest needs is owned ([`Origin`]: the server's `Arc`,
+//! a copy of the head, the peer…), so one can run from a response body
+//! stream long after the request that made it returned from its phases: the
+//! subrequest is a future that builds its [`Request`] from those locals,
+//! runs it, and hands the response's head and then its body, piece by
+//! piece, to the [`Subrequest`] that polls it (no task is spawned; the body
+//! is produced only as fast as it is read).
+//!
+//! Limits, as nginx: 50 levels of nesting (a deeper one is refused as a
+//! "subrequests cycle"), 65535 subrequests per main request.
+
+use crate::core::clock;
+use crate::core::message::head::{BodyFraming, Method, RequestHead};
+use crate::core::message::response::{Body, BodyStream, Value};
+use crate::core::module::RequestExt;
+use crate::core::request::{BodyError, BoxFuture, Peer, Request, RequestBody, TlsInfo};
+use crate::core::route::Server;
+use bytes::Bytes;
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+
+/// Nesting allowed below a main request (nginx's NGX_HTTP_MAX_SUBREQUESTS).
+pub const MAX_DEPTH: u8 = 50;
+/// Subrequests one main request may make in all (nginx's reference counter
+/// bound).
+pub const MAX_COUNT: u32 = 65535 - 1000;
+
+/// What every request of one main request's tree shares.
+#[derive(Debug, Default)]
+pub struct Tree {
+    /// The variables' values (`set`, computed `map`s).
+    pub(super) vals: RefCell<Vec<Option<Vec<u8>>>>,
+    /// What modules keep for the whole tree (SSI's variables and settings).
+    pub ext: RequestExt,
+    /// Subrequests made so far.
+    count: Cell<u32>,
+}
+
+/// What the subrequests of one request inherit, owned.
+#[derive(Debug)]
+pub struct Origin {
+    server: Arc<Server>,
+    head: RequestHead,
+    host: Box<str>,
+    peer: Peer,
+    fd: std::os::fd::RawFd,
+    local: Option<Option<SocketAddr>>,
+    connection: u64,
+    connection_requests: u64,
+    connection_start_ms: u64,
+    real_ip: Option<SocketAddr>,
+    tls: Option<Arc<TlsInfo>>,
+    proxy: Option<Arc<crate::core::proxy_protocol::ProxyHeader>>,
+    tree: Rc<Tree>,
+    /// Depth of the subrequests made from here.
+    depth: u8,
+    shared: Vec<Rc<dyn Any>>,
+    /// The URI of the request that makes them (`$uri`), against which a
+    /// relative URI is resolved.
+    pub uri: Vec<u8>,
+    args: Option<Vec<u8>>,
+    method: Option<Method>,
+}
+
+impl Request<'_> {
+    /// The values and store shared by this request's tree (made on first use).
+    pub fn tree(&self) -> &Rc<Tree> {
+        self.state.tree.get_or_init(|| {
+            Rc::new(Tree {
+                vals: RefCell::new(std::mem::take(&mut *self.state.vals.borrow_mut())),
+                ..Default::default()
+            })
+        })
+    }
+
+    pub(super) fn vals(&self) -> &RefCell<Vec<Option<Vec<u8>>>> {
+        match self.state.tree.get() {
+            Some(t) => &t.vals,
+            None => &self.state.vals,
+        }
+    }
+
+    /// A subrequest, not a main request (filters that act on what goes to
+    /// the client — add_header, compression, userid, limit_rate — leave
+    /// subrequests alone, as nginx's).
+    pub fn is_subrequest(&self) -> bool {
+        self.state.sub_depth > 0
+    }
+
+    /// `post_action`: once the response is sent, an internal GET for the
+    /// location's post_action URI, whose answer is read and discarded.
+    pub async fn post_action(&self) {
+        let Some(target) = self.conf.core.post_action.clone() else {
+            return;
+        };
+        let (uri, args) = crate::core::request::split_args(&target);
+        if let Ok(mut sub) = self.subrequests().subrequest(uri.to_vec(), args.to_vec()) {
+            while let Ok(Some(_)) = sub.next().await {}
+        }
+    }
+
+    /// What subrequests made by this request inherit.
+    pub fn subrequests(&self) -> Rc<Origin> {
+        let shared = self.state.ext.shared();
+        let mut head = self.head.clone();
+        if shared.is_empty() {
+            head.framing = BodyFraming::None;
+        }
+        Rc::new(Origin {
+            server: self.server.clone(),
+            head,
+            host: self.host.into(),
+            peer: *self.peer,
+            fd: self.fd,
+            local: self.local.get().copied(),
+            connection: self.connection,
+            connection_requests: self.connection_requests,
+            connection_start_ms: self.connection_start_ms,
+            real_ip: self.state.real_ip,
+            tls: self.tls.clone(),
+            proxy: self.proxy.clone(),
+            tree: self.tree().clone(),
+            depth: self.state.sub_depth + 1,
+            shared,
+            uri: self.uri.clone(),
+            args: self.state.args.clone(),
+            method: self.state.method,
+        })
+    }
+}
+
+/// The head of a subrequest's response.
+#[derive(Debug)]
+pub struct SubHead {
+    pub status: u16,
+    /// The answer is an error or redirect vireo generated (a handler's
+    /// status, not a page an upstream sent).
+    pub generated: bool,
+    pub content_type: Option<Value>,
+    pub headers: Vec<(&'static str, Value)>,
+    /// The body's length when known.
+    pub len: Option<u64>,
+    /// `subrequest_output_buffer_size` where the subrequest was answered:
+    /// the most of its body a module should keep in memory.
+    pub buffer_size: u64,
+}
+
+/// Why no subrequest was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Nested deeper than [`MAX_DEPTH`].
+    Cycle,
+    /// More than [`MAX_COUNT`] for one main request.
+    TooMany,
+}
+
+impl Origin {
+    /// The values and store of the request tree.
+    pub fn tree(&self) -> &Rc<Tree> {
+        &self.tree
+    }
+
+    /// A request context on this origin's server, connection and variables.
+    fn request(&self, uri: Vec<u8>) -> Request<'_> {
+        let mut req = Request {
+            head: &self.head,
+            peer: &self.peer,
+            fd: self.fd,
+            local: match self.local {
+                Some(a) => std::cell::OnceCell::from(a),
+                None => std::cell::OnceCell::new(),
+            },
+            connection: self.connection,
+            connection_requests: self.connection_requests,
+            connection_start_ms: self.connection_start_ms,
+            start_ms: clock::unix_millis(),
+            host: &self.host,
+            server: &self.server,
+            uri,
+            location: None,
+            conf: &self.server.conf,
+            filename: Vec::new(),
+            body_read: 0,
+            state: Default::default(),
+            tls: self.tls.clone(),
+            proxy: self.proxy.clone(),
+        };
+        let _ = req.state.tree.set(self.tree.clone());
+        req.state.real_ip = self.real_ip;
+        req
+    }
+
+    /// The request that made this origin as it was then (server, URI,
+    /// arguments, the location its URI maps to, the shared variables), for
+    /// what reads its variables later, as SSI commands do while its body is
+    /// sent.
+    pub fn with_request<R>(&self, f: impl FnOnce(&mut Request<'_>) -> R) -> R {
+        let mut req = self.request(self.uri.clone());
+        req.state.sub_depth = self.depth - 1;
+        req.state.args = self.args.clone();
+        req.state.method = self.method;
+        req.state.internal = self.depth > 1;
+        let server: &Server = &self.server;
+        let loc = server.location(&req.uri);
+        req.location = loc;
+        req.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
+        f(&mut req)
+    }
+
+    /// Run an internal GET for `uri` (decoded, as `$uri`) with `args`; the
+    /// subrequest starts when it is first polled.
+    pub fn subrequest(self: &Rc<Self>, uri: Vec<u8>, args: Vec<u8>) -> Result<Subrequest, Refused> {
+        if self.depth > MAX_DEPTH {
+            crate::error_log!(
+                Error,
+                "subrequests cycle while processing \"{}\"",
+                String::from_utf8_lossy(&uri)
+            );
+            return Err(Refused::Cycle);
+        }
+        let n = self.tree.count.get() + 1;
+        if n > MAX_COUNT {
+            crate::error_log!(
+                Error,
+                "request reference counter overflow while processing \"{}\"",
+                String::from_utf8_lossy(&uri)
+            );
+            return Err(Refused::TooMany);
+        }
+        self.tree.count.set(n);
+        let chan = Rc::new(Chan::default());
+        let fut = run(self.clone(), uri, args, chan.clone());
+        Ok(Subrequest {
+            fut: Some(Box::pin(fut)),
+            chan,
+            head: None,
+        })
+    }
+}
+
+/// The producer's side of a subrequest: the response head once it is
+/// known, then one body piece at a time.
+#[derive(Default)]
+struct Chan {
+    head: RefCell<Option<SubHead>>,
+    piece: RefCell<Option<io::Result<Bytes>>>,
+}
+
+/// A subrequest in progress: its response head ([`Subrequest::head`]), then
+/// its body as a stream.
+pub struct Subrequest {
+    fut: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    chan: Rc<Chan>,
+    head: Option<SubHead>,
+}
+
+impl std::fmt::Debug for Subrequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subrequest")
+            .field("running", &self.fut.is_some())
+            .finish()
+    }
+}
+
+impl Subrequest {
+    /// Drive the subrequest until `ready` sees what it waits for in the
+    /// channel, or the subrequest ends.
+    fn poll_until(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        ready: impl Fn(&Chan) -> bool,
+    ) -> Poll<()> {
+        loop {
+            if ready(&self.chan) {
+                return Poll::Ready(());
+            }
+            let Some(fut) = self.fut.as_mut() else {
+                return Poll::Ready(());
+            };
+            match fut.as_mut().poll(cx) {
+                Poll::Ready(()) => self.fut = None,
+                Poll::Pending if ready(&self.chan) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The response's head, once the subrequest has one (`None` when it
+    /// ended without one).
+    pub fn head(&mut self) -> BoxFuture<'_, Option<&SubHead>> {
+        Box::pin(async move {
+            if self.head.is_none() {
+                std::future::poll_fn(|cx| self.poll_until(cx, |c| c.head.borrow().is_some())).await;
+                self.head = self.chan.head.borrow_mut().take();
+            }
+            self.head.as_ref()
+        })
+    }
+}
+
+impl BodyStream for Subrequest {
+    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+        Box::pin(async move {
+            std::future::poll_fn(|cx| self.poll_until(cx, |c| c.piece.borrow().is_some())).await;
+            match self.chan.piece.borrow_mut().take() {
+                Some(Ok(b)) => Ok(Some(b)),
+                Some(Err(e)) => Err(e),
+                None => Ok(None),
+            }
+        })
+    }
+}
+
+/// A subrequest's request body: what the main request's handler read whole
+/// reaches it through the shared entries; nothing more is read.
+struct NoBody;
+
+impl RequestBody for NoBody {
+    fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+    fn declared_len(&self) -> Option<u64> {
+        None
+    }
+    fn gone(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// The subrequest itself: phases, head, body pieces, log.
+async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>) {
+    let mut req = o.request(uri);
+    req.state.sub_depth = o.depth;
+    req.state.args = Some(args);
+    req.state.internal = true;
+    req.state.method = Some(Method::Get);
+    for e in &o.shared {
+        req.state.ext.share(e.clone());
+    }
+    crate::error_log!(
+        Debug,
+        "http subrequest \"{}?{}\"",
+        String::from_utf8_lossy(&req.uri),
+        String::from_utf8_lossy(req.args().unwrap_or_default())
+    );
+    let mut resp = req.run(&mut NoBody).await;
+    let generated = req.generated_status() == resp.status && resp.status >= 300;
+    *chan.head.borrow_mut() = Some(SubHead {
+        status: resp.status,
+        generated,
+        content_type: resp.content_type.clone(),
+        headers: resp.headers.clone(),
+        len: resp.body.size(),
+        buffer_size: req.conf.core.subrequest_output_buffer_size,
+    });
+    let body = std::mem::replace(&mut resp.body, Body::Empty);
+    let mut sent = 0u64;
+    if let Some(mut stream) = body.into_stream() {
+        loop {
+            let piece = match stream.next().await {
+                Ok(Some(p)) if p.is_empty() => continue,
+                Ok(Some(p)) => Ok(p),
+                Ok(None) => break,
+                Err(e) => Err(e),
+            };
+            let last = piece.is_err();
+            if let Ok(p) = &piece {
+                sent += p.len() as u64;
+            }
+            *chan.piece.borrow_mut() = Some(piece);
+            // Wait until the reader took it.
+            std::future::poll_fn(|_| match chan.piece.borrow().is_some() {
+                true => Poll::Pending,
+                false => Poll::Ready(()),
+            })
+            .await;
+            if last {
+                break;
+            }
+        }
+    }
+    if req.conf.core.log_subrequest {
+        for log in &req.server.pipeline.log {
+            log(&req, &resp, 0, sent);
+        }
+    }
+}
