@@ -141,7 +141,10 @@ fn provider(conf: &SslConf) -> Result<CryptoProvider, ConfError> {
 }
 
 /// The TLS 1.2 suites an OpenSSL cipher string selects, in its order.
-fn select_suites(rules: &[CipherRule], all: &[SupportedCipherSuite]) -> Vec<SupportedCipherSuite> {
+pub fn select_suites(
+    rules: &[CipherRule],
+    all: &[SupportedCipherSuite],
+) -> Vec<SupportedCipherSuite> {
     let tls12: Vec<_> = all.iter().filter(|s| s.tls13().is_none()).collect();
     let mut out: Vec<SupportedCipherSuite> = Vec::new();
     let mut removed: Vec<SupportedCipherSuite> = Vec::new();
@@ -287,33 +290,52 @@ fn load_pair(
     key: &PemFile,
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ConfError> {
-    let err = |f: &PemFile, why: String| {
-        ConfError::new(
-            format!("cannot load \"{}\": {why}", f.path.display()),
-            &f.span,
-        )
+    read_pair(&cert.path, &key.path, provider).map_err(|(of_key, msg)| {
+        ConfError::new(msg, if of_key { &key.span } else { &cert.span })
+    })
+}
+
+/// A certificate chain and its key read from PEM files (a TLS client's
+/// certificate too); `Err` says why, as nginx does.
+pub fn load_key_pair(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    read_pair(cert, key, provider).map_err(|(_, msg)| msg)
+}
+
+/// `Err((true, _))` when the key is at fault.
+fn read_pair(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, (bool, String)> {
+    let err = |of_key: bool, why: String| {
+        let f = if of_key { key } else { cert };
+        (of_key, format!("cannot load \"{}\": {why}", f.display()))
     };
-    let chain = CertificateDer::pem_file_iter(&cert.path)
-        .map_err(|e| err(cert, pem_error(e)))?
+    let chain = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| err(false, pem_error(e)))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| err(cert, pem_error(e)))?;
+        .map_err(|e| err(false, pem_error(e)))?;
     if chain.is_empty() {
-        return Err(err(cert, "no certificate in it".into()));
+        return Err(err(false, "no certificate in it".into()));
     }
-    let der = PrivateKeyDer::from_pem_file(&key.path).map_err(|e| err(key, pem_error(e)))?;
+    let der = PrivateKeyDer::from_pem_file(key).map_err(|e| err(true, pem_error(e)))?;
     let signing = provider
         .key_provider
         .load_private_key(der)
-        .map_err(|e| err(key, format!("unusable private key ({e})")))?;
+        .map_err(|e| err(true, format!("unusable private key ({e})")))?;
     let pair = CertifiedKey::new(chain, signing);
     keys_match(&pair).map_err(|_| {
-        ConfError::new(
+        (
+            true,
             format!(
                 "the key \"{}\" does not belong to the certificate \"{}\"",
-                key.path.display(),
-                cert.path.display()
+                key.display(),
+                cert.display()
             ),
-            &key.span,
         )
     })?;
     Ok(pair)
@@ -333,7 +355,8 @@ fn keys_match(pair: &CertifiedKey) -> Result<(), ()> {
     }
 }
 
-fn pem_error(e: rustls_pki_types::pem::Error) -> String {
+/// A PEM file's problem in words.
+pub fn pem_error(e: rustls_pki_types::pem::Error) -> String {
     match e {
         rustls_pki_types::pem::Error::Io(e) => crate::core::errlog::errno_text(&e),
         rustls_pki_types::pem::Error::NoItemsFound => {
