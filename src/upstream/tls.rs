@@ -16,6 +16,7 @@
 //! accepted, as OpenSSL accepts them. The handshake's signatures are always
 //! checked against the certificate's key.
 
+use crate::sys::FdIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ClientConnection, ResolvesClientCert, Resumption};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
@@ -28,7 +29,6 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use crate::sys::FdIo;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -114,7 +114,10 @@ impl Client {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut provider = rustls::crypto::ring::default_provider();
         if let Some(tls12) = &spec.tls12_suites {
-            let tls13 = provider.cipher_suites.iter().filter(|s| s.tls13().is_some());
+            let tls13 = provider
+                .cipher_suites
+                .iter()
+                .filter(|s| s.tls13().is_some());
             provider.cipher_suites = tls13.copied().chain(tls12.iter().copied()).collect();
         }
         let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
@@ -282,7 +285,11 @@ impl Verifier {
             .iter()
             .filter_map(|d| x509_parser::parse_x509_crl(d).ok().map(|(_, c)| c))
             .collect();
-        for (i, cert) in chain.iter().enumerate().take(chain.len().saturating_sub(1).max(1)) {
+        for (i, cert) in chain
+            .iter()
+            .enumerate()
+            .take(chain.len().saturating_sub(1).max(1))
+        {
             let issuer = chain.get(i + 1).unwrap_or(cert);
             let Some(crl) = crls.iter().find(|c| {
                 c.issuer().as_raw() == cert.issuer().as_raw()
@@ -306,12 +313,17 @@ impl Verifier {
         Ok(())
     }
 
-    fn spki<'a>(&self, cert: &'a CertificateDer<'_>) -> Result<SubjectPublicKeyInfoDer<'a>, rustls::Error> {
+    fn spki<'a>(
+        &self,
+        cert: &'a CertificateDer<'_>,
+    ) -> Result<SubjectPublicKeyInfoDer<'a>, rustls::Error> {
         let c = parse(cert.as_ref())?;
         let raw = c.public_key().raw;
         // The slice borrows `cert`, not the parsed certificate.
         let off = raw.as_ptr() as usize - cert.as_ref().as_ptr() as usize;
-        Ok(SubjectPublicKeyInfoDer::from(&cert.as_ref()[off..off + raw.len()]))
+        Ok(SubjectPublicKeyInfoDer::from(
+            &cert.as_ref()[off..off + raw.len()],
+        ))
     }
 }
 
@@ -422,8 +434,9 @@ impl ServerCertVerifier for Verifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         let spki = self.spki(cert)?;
-        let key = webpki::RawPublicKeyEntity::try_from(&spki)
-            .map_err(|_| rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding))?;
+        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| {
+            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
+        })?;
         let algs = self
             .algs
             .mapping
@@ -484,7 +497,15 @@ impl std::fmt::Debug for TlsConn {
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
-    io::Error::new(ErrorKind::InvalidData, HandshakeFailed(e.to_string()))
+    let msg = match &e {
+        rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))
+            if o.0.is::<Refused>() =>
+        {
+            o.0.to_string()
+        }
+        e => format!("SSL_do_handshake() failed ({e})"),
+    };
+    io::Error::new(ErrorKind::InvalidData, HandshakeFailed(msg))
 }
 
 impl TlsConn {
@@ -627,8 +648,8 @@ impl Drop for TlsConn {
 /// The handshake on a connected socket (the caller bounds its time).
 pub async fn handshake(tcp: TcpStream, dial: &Dial) -> io::Result<TlsConn> {
     let fd = tcp.as_raw_fd();
-    let mut conn = ClientConnection::new(dial.client.config.clone(), dial.name.clone())
-        .map_err(tls_error)?;
+    let mut conn =
+        ClientConnection::new(dial.client.config.clone(), dial.name.clone()).map_err(tls_error)?;
     loop {
         while conn.wants_write() {
             match tcp.try_io(Interest::WRITABLE, || conn.write_tls(&mut FdIo(fd))) {

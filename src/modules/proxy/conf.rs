@@ -204,10 +204,7 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
             format!("{scheme}://{host}{}", String::from_utf8_lossy(u)),
             l.pattern.clone(),
         )),
-        (None, _) => Some((
-            format!("{scheme}://{host}{}", l.pattern),
-            l.pattern.clone(),
-        )),
+        (None, _) => Some((format!("{scheme}://{host}{}", l.pattern), l.pattern.clone())),
     };
     l.content = Some(Arc::new(Proxy {
         target: Target::Fixed(up),

@@ -459,8 +459,8 @@ impl Proxy {
                     if f.resp.is_none() {
                         self.log(req, scheme, addr, &uri, &f.msg);
                     }
-                    let sent =
-                        !f.msg.contains("while connecting") && !f.msg.contains("while SSL handshaking");
+                    let sent = !f.msg.contains("while connecting")
+                        && !f.msg.contains("while SSL handshaking");
                     // A streamed body is read once: only an attempt that sent
                     // nothing can be repeated.
                     let can = pc.next_upstream.has(f.kind)

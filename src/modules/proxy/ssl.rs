@@ -103,9 +103,11 @@ fn build(
     key: Option<&std::path::Path>,
 ) -> Result<Arc<Client>, String> {
     let client_cert = match (cert, key) {
-        (Some(c), Some(k)) => Some(Arc::new(
-            crate::modules::ssl::config::load_key_pair(c, k, &crate::upstream::tls::provider())?,
-        )),
+        (Some(c), Some(k)) => Some(Arc::new(crate::modules::ssl::config::load_key_pair(
+            c,
+            k,
+            &crate::upstream::tls::provider(),
+        )?)),
         (Some(c), None) => {
             return Err(format!(
                 "no \"proxy_ssl_certificate_key\" for the certificate \"{}\"",
@@ -193,8 +195,11 @@ fn ciphers(d: &Directive, e: &mut Env) -> Result<Arc<[SupportedCipherSuite]>, Co
             crate::modules::ssl::conf::CipherRule::Remove(_) => None,
         })
         .filter(|p| {
-            select_suites(&[crate::modules::ssl::conf::CipherRule::Add((*p).clone())], &all)
-                .is_empty()
+            select_suites(
+                &[crate::modules::ssl::conf::CipherRule::Add((*p).clone())],
+                &all,
+            )
+            .is_empty()
         })
         .map(|p| p.join("+"))
         .collect();
@@ -265,9 +270,8 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
-            let crls = pem_list::<rustls_pki_types::CertificateRevocationListDer<'static>>(
-                d, e, "CRL",
-            )?;
+            let crls =
+                pem_list::<rustls_pki_types::CertificateRevocationListDer<'static>>(d, e, "CRL")?;
             let crls: Vec<Vec<u8>> = crls.iter().map(|c| c.as_ref().to_vec()).collect();
             values::set_once(&mut loc(s).ssl_crl, Arc::from(crls), d)
         },

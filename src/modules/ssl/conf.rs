@@ -91,10 +91,7 @@ fn push_file(
 }
 
 /// `ssl_protocols` (and `proxy_ssl_protocols`): the versions named.
-pub fn protocols(
-    d: &Directive,
-    e: &mut crate::conf::table::Env,
-) -> Result<Protocols, ConfError> {
+pub fn protocols(d: &Directive, e: &mut crate::conf::table::Env) -> Result<Protocols, ConfError> {
     let mut p = Protocols {
         tls12: false,
         tls13: false,
@@ -110,7 +107,10 @@ pub fn protocols(
     }
     if !(p.tls12 || p.tls13) {
         return Err(ConfError::new(
-            format!("\"{}\" names no protocol vireo supports: TLSv1.2 and TLSv1.3 are (rustls has no older ones)", d.name),
+            format!(
+                "\"{}\" names no protocol vireo supports: TLSv1.2 and TLSv1.3 are (rustls has no older ones)",
+                d.name
+            ),
             &d.span,
         ));
     }

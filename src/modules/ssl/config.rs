@@ -290,9 +290,8 @@ fn load_pair(
     key: &PemFile,
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ConfError> {
-    read_pair(&cert.path, &key.path, provider).map_err(|(of_key, msg)| {
-        ConfError::new(msg, if of_key { &key.span } else { &cert.span })
-    })
+    read_pair(&cert.path, &key.path, provider)
+        .map_err(|(of_key, msg)| ConfError::new(msg, if of_key { &key.span } else { &cert.span }))
 }
 
 /// A certificate chain and its key read from PEM files (a TLS client's

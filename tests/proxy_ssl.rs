@@ -1,0 +1,379 @@
+//! `proxy_pass https://…` against real TLS backends on loopback: vireo's own
+//! `listen … ssl` servers (which show the SNI name, the session reuse and
+//! the connection number they saw) and, for client certificates, nginx
+//! with `ssl_verify_client`. Certificates are made with the openssl CLI per
+//! test: a CA, a leaf it signed, an expired leaf, a self-signed stranger.
+
+mod common;
+use common::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn openssl(dir: &TempDir, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// ca.crt; good.crt (backend.test, by the CA); expired.crt (backend.test,
+/// by the CA, expired in 2020); stranger.crt (backend.test, self-signed);
+/// client.crt (CN=client, by the CA).
+fn certs(dir: &TempDir) {
+    dir.write(
+        "ca.conf",
+        format!(
+            "[ ca ]\ndefault_ca = myca\n[ myca ]\nnew_certs_dir = {d}\ndatabase = {d}/index.txt\ndefault_md = sha256\npolicy = pol\nserial = {d}/serial\ndefault_days = 3\ncopy_extensions = copy\n[ pol ]\ncommonName = supplied\n",
+            d = dir.path().display()
+        ),
+    );
+    dir.write("index.txt", "");
+    dir.write("index.txt.attr", "unique_subject = no\n");
+    dir.write("serial", "1000\n");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=Test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ],
+    );
+    let leaf = |name: &str, cn: &str, dates: &[&str]| {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-new",
+                "-nodes",
+                "-newkey",
+                "rsa:2048",
+                "-subj",
+                &format!("/CN={cn}"),
+                "-addext",
+                &format!("subjectAltName=DNS:{cn}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        let mut args = vec![
+            "ca", "-batch", "-config", "ca.conf", "-keyfile", "ca.key", "-cert", "ca.crt", "-in",
+        ];
+        let csr = format!("{name}.csr");
+        let crt = format!("{name}.crt");
+        args.extend([csr.as_str(), "-out", crt.as_str()]);
+        args.extend(dates);
+        openssl(dir, &args);
+    };
+    leaf("good", "backend.test", &[]);
+    leaf(
+        "expired",
+        "backend.test",
+        &[
+            "-startdate",
+            "20200101000000Z",
+            "-enddate",
+            "20200201000000Z",
+        ],
+    );
+    leaf("client", "client", &[]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=backend.test",
+            "-addext",
+            "subjectAltName=DNS:backend.test",
+            "-keyout",
+            "stranger.key",
+            "-out",
+            "stranger.crt",
+        ],
+    );
+}
+
+/// Backends: good, expired and stranger certificates on {b1}, {b2}, {b3};
+/// each answers with the SNI name, session reuse and connection it saw.
+const CONF: &str = r#"
+error_log {dir}/logs/error.log info;
+events {}
+http {
+  access_log off;
+  upstream kept {
+    server 127.0.0.1:{b1};
+    keepalive 4;
+  }
+  upstream fresh {
+    server 127.0.0.1:{b1};
+  }
+  server {
+    listen 127.0.0.1:{b1} ssl;
+    ssl_certificate good.crt;
+    ssl_certificate_key good.key;
+    ssl_session_cache builtin;
+    location / { return 200 "sni=$ssl_server_name reused=$ssl_session_reused conn=$connection\n"; }
+  }
+  server {
+    listen 127.0.0.1:{b2} ssl;
+    ssl_certificate expired.crt;
+    ssl_certificate_key expired.key;
+    location / { return 200 "expired backend\n"; }
+  }
+  server {
+    listen 127.0.0.1:{b3} ssl;
+    ssl_certificate stranger.crt;
+    ssl_certificate_key stranger.key;
+    location / { return 200 "stranger backend\n"; }
+  }
+  server {
+    listen 127.0.0.1:{port};
+    proxy_ssl_trusted_certificate ca.crt;
+    proxy_ssl_name backend.test;
+    proxy_ssl_session_reuse off;
+    location /plain/ { proxy_pass https://127.0.0.1:{b1}/; }
+    location /verified/ { proxy_pass https://127.0.0.1:{b1}/; proxy_ssl_verify on; }
+    location /wrong-name/ {
+      proxy_pass https://127.0.0.1:{b1}/;
+      proxy_ssl_verify on;
+      proxy_ssl_name other.test;
+    }
+    location /expired/ { proxy_pass https://127.0.0.1:{b2}/; proxy_ssl_verify on; }
+    location /expired-unchecked/ { proxy_pass https://127.0.0.1:{b2}/; }
+    location /stranger/ { proxy_pass https://127.0.0.1:{b3}/; proxy_ssl_verify on; }
+    location /stranger-unchecked/ { proxy_pass https://127.0.0.1:{b3}/; }
+    location /sni/ {
+      proxy_pass https://127.0.0.1:{b1}/;
+      proxy_ssl_server_name on;
+      proxy_ssl_name $arg_name;
+    }
+    location /nosni/ { proxy_pass https://127.0.0.1:{b1}/; }
+    location /kept/ {
+      proxy_pass https://kept/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+    location /resumed/ {
+      proxy_pass https://fresh/;
+      proxy_ssl_session_reuse on;
+    }
+    location /dynamic/ {
+      proxy_pass https://127.0.0.1:$arg_port/;
+      proxy_ssl_verify on;
+    }
+    location /tls12/ {
+      proxy_pass https://127.0.0.1:{b1}/;
+      proxy_ssl_protocols TLSv1.2;
+      proxy_ssl_ciphers ECDHE-RSA-AES256-GCM-SHA384;
+      proxy_ssl_verify on;
+    }
+  }
+}
+"#;
+
+struct Setup {
+    v: Vireo,
+    b1: u16,
+    b2: u16,
+    b3: u16,
+}
+
+fn start() -> Setup {
+    let dir = TempDir::new("proxy-ssl");
+    certs(&dir);
+    let (b1, b2, b3) = (free_port(), free_port(), free_port());
+    let conf = CONF
+        .replace("{b1}", &b1.to_string())
+        .replace("{b2}", &b2.to_string())
+        .replace("{b3}", &b3.to_string());
+    let v = Vireo::start_in(dir, &conf);
+    Setup { v, b1, b2, b3 }
+}
+
+fn error_log(v: &Vireo) -> String {
+    std::fs::read_to_string(v.dir.path().join("logs/error.log")).unwrap_or_default()
+}
+
+/// `(sni, reused, conn)` from a good backend's answer.
+fn seen(r: &Resp) -> (String, String, String) {
+    let t = r.text();
+    let field = |k: &str| {
+        t.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {t:?}"))
+            .to_string()
+    };
+    (field("sni"), field("reused"), field("conn"))
+}
+
+#[test]
+fn verification_accepts_the_trusted_and_refuses_the_rest() {
+    let s = start();
+    let v = &s.v;
+    // Off (nginx's default): any certificate is taken.
+    assert_eq!(v.get("/plain/").status, 200);
+    assert_eq!(v.get("/expired-unchecked/").text(), "expired backend\n");
+    assert_eq!(v.get("/stranger-unchecked/").text(), "stranger backend\n");
+    // On: a chain to the trusted CA naming proxy_ssl_name.
+    assert_eq!(v.get("/verified/").status, 200);
+    assert_eq!(v.get("/tls12/").status, 200, "{}", error_log(v));
+    let r = v.get(&format!("/dynamic/?port={}", s.b1));
+    assert_eq!(r.status, 200, "{}", error_log(v));
+    assert_eq!(v.get(&format!("/dynamic/?port={}", s.b3)).status, 502);
+
+    assert_eq!(v.get("/wrong-name/").status, 502);
+    assert_eq!(v.get("/expired/").status, 502);
+    assert_eq!(v.get("/stranger/").status, 502);
+    let log = error_log(v);
+    assert!(
+        log.contains("upstream SSL certificate does not match \"other.test\" while SSL handshaking to upstream"),
+        "{log}"
+    );
+    assert!(
+        log.contains("upstream SSL certificate verify error: (10:certificate has expired)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("upstream SSL certificate verify error: (18:self-signed certificate)"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("upstream: \"https://127.0.0.1:{}/\"", s.b2)),
+        "{log}"
+    );
+    let _ = s.b2;
+}
+
+#[test]
+fn sni_is_sent_only_when_asked() {
+    let s = start();
+    let r = s.v.get("/sni/?name=backend.test");
+    assert_eq!(r.status, 200);
+    assert_eq!(seen(&r).0, "backend.test");
+    let r = s.v.get("/sni/?name=other.test:8443");
+    assert_eq!(seen(&r).0, "other.test", "the port is not part of the name");
+    assert_eq!(seen(&s.v.get("/nosni/")).0, "", "SNI sent while off");
+}
+
+#[test]
+fn keepalive_connections_keep_their_tls_session_and_sessions_resume() {
+    let s = start();
+    let conns: Vec<String> = (0..4).map(|_| seen(&s.v.get("/kept/")).2).collect();
+    assert!(
+        conns.iter().all(|c| *c == conns[0]),
+        "one pooled connection should carry every request: {conns:?}"
+    );
+    // Without keepalive each request connects anew, resuming the session.
+    let first = seen(&s.v.get("/resumed/"));
+    let second = seen(&s.v.get("/resumed/"));
+    assert_ne!(first.2, second.2, "not a new connection");
+    assert_eq!(first.1, ".");
+    assert_eq!(second.1, "r", "session not resumed");
+    // proxy_ssl_session_reuse off: never resumed.
+    seen(&s.v.get("/plain/"));
+    assert_eq!(seen(&s.v.get("/plain/")).1, ".");
+    let _ = (s.b1, s.b3);
+}
+
+#[test]
+fn configuration_errors_name_the_line() {
+    let dir = TempDir::new("proxy-ssl-conf");
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n  server {\n    listen 127.0.0.1:1;\n    location / {\n      proxy_pass https://127.0.0.1:1;\n      proxy_ssl_trusted_certificate missing.crt;\n    }\n  }\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("missing.crt") && err.contains(":7"), "{err}");
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n  proxy_ssl_conf_command Options PrioritizeChaCha;\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"proxy_ssl_conf_command\" is not supported"),
+        "{err}"
+    );
+}
+
+/// nginx, when installed, as a backend that asks for a client certificate.
+struct Nginx(Child, TempDir);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_client_certificate_reaches_the_backend() {
+    if !std::path::Path::new("/usr/sbin/nginx").exists() {
+        eprintln!("skipped: no /usr/sbin/nginx");
+        return;
+    }
+    let dir = TempDir::new("proxy-ssl-nginx");
+    certs(&dir);
+    let port = free_port();
+    dir.write(
+        "nginx.conf",
+        format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/nginx.err;\nevents {{}}\nhttp {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  server {{\n    listen 127.0.0.1:{port} ssl;\n    ssl_certificate {d}/good.crt;\n    ssl_certificate_key {d}/good.key;\n    ssl_verify_client optional;\n    ssl_client_certificate {d}/ca.crt;\n    location / {{ return 200 \"verify=$ssl_client_verify dn=$ssl_client_s_dn\\n\"; }}\n  }}\n}}\n",
+            d = dir.path().display()
+        ),
+    );
+    let child = Command::new("/usr/sbin/nginx")
+        .args(["-p"])
+        .arg(dir.path())
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx");
+    let nd = dir.path().display().to_string();
+    let _nginx = Nginx(child, dir);
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < end, "nginx did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The client's certificate and key are the backend folder's (its CA signed them).
+    let v = Vireo::start_in(
+        TempDir::new("proxy-ssl-front"),
+        &format!(
+            "error_log {{dir}}/logs/error.log info;\nevents {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}};\n    location /cert/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_ssl_certificate {nd}/$arg_who.crt;\n      proxy_ssl_certificate_key {nd}/$arg_who.key;\n    }}\n    location /none/ {{ proxy_pass https://127.0.0.1:{port}/; }}\n  }}\n}}\n"
+        ),
+    );
+    let r = v.get("/cert/?who=client");
+    assert_eq!(r.status, 200, "{}", error_log(&v));
+    assert_eq!(r.text(), "verify=SUCCESS dn=CN=client\n");
+    assert_eq!(v.get("/none/").text(), "verify=NONE dn=\n");
+    // A certificate the backend's CA did not sign: nginx refuses it (400).
+    assert_eq!(v.get("/cert/?who=stranger").status, 400);
+}
