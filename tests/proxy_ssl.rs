@@ -322,12 +322,15 @@ fn configuration_errors_name_the_line() {
 }
 
 /// nginx, when installed, as a backend that asks for a client certificate.
-struct Nginx(Child, TempDir);
+struct Nginx {
+    child: Child,
+    _dir: TempDir,
+}
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -357,7 +360,7 @@ fn the_client_certificate_reaches_the_backend() {
         .spawn()
         .expect("nginx");
     let nd = dir.path().display().to_string();
-    let _nginx = Nginx(child, dir);
+    let _nginx = Nginx { child, _dir: dir };
     let end = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < end, "nginx did not start");
@@ -376,4 +379,92 @@ fn the_client_certificate_reaches_the_backend() {
     assert_eq!(v.get("/none/").text(), "verify=NONE dn=\n");
     // A certificate the backend's CA did not sign: nginx refuses it (400).
     assert_eq!(v.get("/cert/?who=stranger").status, 400);
+}
+
+/// A TLS backend (rustls) that answers one request with 101 and then sends
+/// back what it gets, upper-cased.
+fn upgrading_backend(dir: &TempDir) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::{Read, Write};
+    let chain = CertificateDer::pem_file_iter(dir.path().join("good.crt"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.path().join("good.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (tcp, _) = l.accept().unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let conn = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        assert!(String::from_utf8_lossy(&head).contains("Upgrade: websocket"));
+        s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if s.write_all(&buf[..n].to_ascii_uppercase()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    port
+}
+
+#[test]
+fn websocket_upgrade_through_a_tls_upstream() {
+    use std::io::{Read, Write};
+    let dir = TempDir::new("proxy-ssl-ws");
+    certs(&dir);
+    let port = upgrading_backend(&dir);
+    let v = Vireo::start_in(
+        dir,
+        &format!(
+            "error_log {{dir}}/logs/error.log info;\nevents {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}};\n    location /ws/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_http_version 1.1;\n      proxy_set_header Upgrade $http_upgrade;\n      proxy_set_header Connection upgrade;\n      proxy_ssl_verify on;\n      proxy_ssl_trusted_certificate ca.crt;\n      proxy_ssl_name backend.test;\n    }}\n  }}\n}}\n"
+        ),
+    );
+    let mut c = v.connect();
+    c.write_all(
+        b"GET /ws/ HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut b).unwrap(), 1, "{}", error_log(&v));
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    for word in ["hello", "through tls"] {
+        c.write_all(word.as_bytes()).unwrap();
+        let mut got = vec![0u8; word.len()];
+        c.read_exact(&mut got).unwrap();
+        assert_eq!(got, word.to_ascii_uppercase().as_bytes());
+    }
 }

@@ -27,7 +27,6 @@ use std::cell::{Cell, RefCell};
 use std::io::{self, BufRead, ErrorKind, IoSlice, Write};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -61,7 +60,9 @@ pub struct Spec {
 #[derive(Debug)]
 pub struct Client {
     pub config: Arc<ClientConfig>,
-    /// Unique per built configuration: keeps pooled connections apart.
+    /// A digest of the [`Spec`] it was built from: keeps pooled connections
+    /// made with other settings apart, and finds those made with the same
+    /// ones after a reload.
     id: u64,
 }
 
@@ -109,9 +110,32 @@ fn strip_port(name: &str) -> &str {
     }
 }
 
+impl Spec {
+    fn digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (self.verify, self.depth, self.sni, self.tls12, self.tls13).hash(&mut h);
+        self.session_reuse.hash(&mut h);
+        for c in self.trusted.iter() {
+            c.as_ref().hash(&mut h);
+        }
+        self.crls.hash(&mut h);
+        if let Some(s) = &self.tls12_suites {
+            for suite in s {
+                u16::from(suite.suite()).hash(&mut h);
+            }
+        }
+        if let Some(k) = &self.client_cert {
+            for c in &k.cert {
+                c.as_ref().hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+}
+
 impl Client {
     pub fn build(spec: &Spec) -> Result<Arc<Client>, String> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut provider = rustls::crypto::ring::default_provider();
         if let Some(tls12) = &spec.tls12_suites {
             let tls13 = provider
@@ -151,7 +175,7 @@ impl Client {
         };
         Ok(Arc::new(Client {
             config: Arc::new(config),
-            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            id: spec.digest(),
         }))
     }
 }
