@@ -96,6 +96,42 @@ fn certs(dir: &TempDir) {
         ],
     );
     leaf("client", "client", &[]);
+    // An encrypted client key (PKCS#8, password "secret"), as nginx's tests make it.
+    openssl(
+        dir,
+        &[
+            "genrsa",
+            "-aes128",
+            "-passout",
+            "pass:secret",
+            "-out",
+            "enc.key",
+            "2048",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-key",
+            "enc.key",
+            "-passin",
+            "pass:secret",
+            "-subj",
+            "/CN=enc",
+            "-out",
+            "enc.csr",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "ca", "-batch", "-config", "ca.conf", "-keyfile", "ca.key", "-cert", "ca.crt", "-in",
+            "enc.csr", "-out", "enc.crt",
+        ],
+    );
+    dir.write("passwords", "wrong\nsecret\n");
     openssl(
         dir,
         &[
@@ -370,13 +406,16 @@ fn the_client_certificate_reaches_the_backend() {
     let v = Vireo::start_in(
         TempDir::new("proxy-ssl-front"),
         &format!(
-            "error_log {{dir}}/logs/error.log info;\nevents {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}};\n    location /cert/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_ssl_certificate {nd}/$arg_who.crt;\n      proxy_ssl_certificate_key {nd}/$arg_who.key;\n    }}\n    location /none/ {{ proxy_pass https://127.0.0.1:{port}/; }}\n  }}\n}}\n"
+            "error_log {{dir}}/logs/error.log info;\nevents {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}};\n    location /cert/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_ssl_certificate {nd}/$arg_who.crt;\n      proxy_ssl_certificate_key {nd}/$arg_who.key;\n      proxy_ssl_password_file {nd}/passwords;\n    }}\n    location /none/ {{ proxy_pass https://127.0.0.1:{port}/; }}\n  }}\n}}\n"
         ),
     );
     let r = v.get("/cert/?who=client");
     assert_eq!(r.status, 200, "{}", error_log(&v));
     assert_eq!(r.text(), "verify=SUCCESS dn=CN=client\n");
     assert_eq!(v.get("/none/").text(), "verify=NONE dn=\n");
+    // An encrypted key, opened by the second password of the file.
+    let r = v.get("/cert/?who=enc");
+    assert_eq!(r.text(), "verify=SUCCESS dn=CN=enc\n", "{}", error_log(&v));
     // A certificate the backend's CA did not sign: nginx refuses it (400).
     assert_eq!(v.get("/cert/?who=stranger").status, 400);
 }

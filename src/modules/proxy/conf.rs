@@ -129,6 +129,8 @@ crate::settings! {
         pub ssl_ciphers: Option<Arc<[rustls::SupportedCipherSuite]>> = None,
         pub ssl_certificate: Option<super::ssl::FileName> = None,
         pub ssl_certificate_key: Option<super::ssl::FileName> = None,
+        /// `proxy_ssl_password_file`: passwords of an encrypted key, in order.
+        pub ssl_passwords: Arc<[String]> = Arc::from(Vec::new()),
         pub ssl_session_reuse: bool = true,
         /// The TLS clients of these settings: a level that sets any
         /// `proxy_ssl_*` has its own.

@@ -106,6 +106,7 @@ fn build(
         (Some(c), Some(k)) => Some(Arc::new(crate::modules::ssl::config::load_key_pair(
             c,
             k,
+            &pc.ssl_passwords,
             &crate::upstream::tls::provider(),
         )?)),
         (Some(c), None) => {
@@ -370,15 +371,24 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |_, d, _| {
-            refuse(
-                d,
-                "encrypted private keys are not read; decrypt the key (`openssl pkey -in key -out plain.key`)",
-            )
+        set: |s, d, e| {
+            let path = e.path(d.arg(0));
+            let text = std::fs::read_to_string(&path).map_err(|err| {
+                ConfError::new(
+                    format!(
+                        "cannot open \"{}\": {}",
+                        path.display(),
+                        crate::core::errlog::errno_text(&err)
+                    ),
+                    &d.span,
+                )
+            })?;
+            let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            values::set_once(&mut loc(s).ssl_passwords, Arc::from(lines), d)
         },
         syntax: "proxy_ssl_password_file file;",
         default: "—",
-        doc: "Refused with an error: vireo reads unencrypted private keys only.\n\n```nginx\n# openssl pkey -in encrypted.key -out client.key\nproxy_ssl_certificate_key client.key;\n```",
+        doc: "Passwords of an encrypted `proxy_ssl_certificate_key` (PKCS#8, as `openssl genrsa -aes128` or `openssl pkcs8 -topk8` write it), one a line, tried in order; read at load.\n\n```nginx\nproxy_ssl_certificate_key client.key;\nproxy_ssl_password_file /etc/keys/client.pass;\n```",
     },
     Def {
         name: "proxy_ssl_conf_command",

@@ -290,24 +290,55 @@ fn load_pair(
     key: &PemFile,
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ConfError> {
-    read_pair(&cert.path, &key.path, provider)
+    read_pair(&cert.path, &key.path, &[], provider)
         .map_err(|(of_key, msg)| ConfError::new(msg, if of_key { &key.span } else { &cert.span }))
 }
 
 /// A certificate chain and its key read from PEM files (a TLS client's
-/// certificate too); `Err` says why, as nginx does.
+/// certificate too); an encrypted (PKCS#8) key is opened with the first of
+/// `passwords` that fits. `Err` says why, as nginx does.
 pub fn load_key_pair(
     cert: &std::path::Path,
     key: &std::path::Path,
+    passwords: &[String],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, String> {
-    read_pair(cert, key, provider).map_err(|(_, msg)| msg)
+    read_pair(cert, key, passwords, provider).map_err(|(_, msg)| msg)
+}
+
+/// An `ENCRYPTED PRIVATE KEY` (PKCS#8, PBES2) opened with the first of
+/// `passwords` that fits; `Ok(None)` when the file holds no such key.
+fn encrypted_key(
+    path: &std::path::Path,
+    passwords: &[String],
+) -> Result<Option<PrivateKeyDer<'static>>, String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(None);
+    };
+    let Some(at) = text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
+        return Ok(None);
+    };
+    let (_, doc) =
+        pkcs8::der::Document::from_pem(&text[at..]).map_err(|e| format!("not valid PEM ({e})"))?;
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes())
+        .map_err(|e| format!("not a PKCS#8 encrypted key ({e})"))?;
+    if passwords.is_empty() {
+        return Err("the key is encrypted and no password file is given".into());
+    }
+    for pw in passwords {
+        if let Ok(plain) = info.decrypt(pw.as_bytes()) {
+            let der = rustls_pki_types::PrivatePkcs8KeyDer::from(plain.as_bytes().to_vec());
+            return Ok(Some(PrivateKeyDer::Pkcs8(der)));
+        }
+    }
+    Err("no password of the password file opens the key (bad decrypt)".into())
 }
 
 /// `Err((true, _))` when the key is at fault.
 fn read_pair(
     cert: &std::path::Path,
     key: &std::path::Path,
+    passwords: &[String],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, (bool, String)> {
     let err = |of_key: bool, why: String| {
@@ -321,7 +352,10 @@ fn read_pair(
     if chain.is_empty() {
         return Err(err(false, "no certificate in it".into()));
     }
-    let der = PrivateKeyDer::from_pem_file(key).map_err(|e| err(true, pem_error(e)))?;
+    let der = match encrypted_key(key, passwords).map_err(|why| err(true, why))? {
+        Some(k) => k,
+        None => PrivateKeyDer::from_pem_file(key).map_err(|e| err(true, pem_error(e)))?,
+    };
     let signing = provider
         .key_provider
         .load_private_key(der)
