@@ -16,6 +16,7 @@ pub mod idle;
 pub mod inherit;
 pub mod socket;
 pub mod stats;
+pub mod tls_io;
 pub mod worker;
 
 use crate::conf::ast::Span;

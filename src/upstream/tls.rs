@@ -16,6 +16,7 @@
 //! accepted, as OpenSSL accepts them. The handshake's signatures are always
 //! checked against the certificate's key.
 
+use crate::server::tls_io;
 use crate::sys::FdIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ClientConnection, ResolvesClientCert, Resumption};
@@ -24,7 +25,7 @@ use rustls::pki_types::{CertificateDer, ServerName, SubjectPublicKeyInfoDer, Uni
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme, SupportedCipherSuite};
 use std::cell::{Cell, RefCell};
-use std::io::{self, BufRead, ErrorKind, IoSlice, Write};
+use std::io::{self, ErrorKind, IoSlice};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -503,11 +504,10 @@ pub fn provider() -> CryptoProvider {
 }
 
 /// A TLS connection to a peer over a non-blocking TCP socket, driven by
-/// readiness as the plain one is. Plaintext is taken for writing only once
-/// the records of the previous write have left; records still queued after
-/// a write go out on the next write or before the next wait for a reply
-/// ([`TlsConn::readable`]). Plaintext decrypted and not yet read counts as
-/// readable.
+/// readiness as the plain one is (`server::tls_io`). Records still queued
+/// after a write go out on the next write or before the next wait for a
+/// reply ([`TlsConn::readable`]). Plaintext decrypted and not yet read
+/// counts as readable.
 pub struct TlsConn {
     pub(super) tcp: TcpStream,
     tls: RefCell<ClientConnection>,
@@ -533,54 +533,14 @@ fn tls_error(e: rustls::Error) -> io::Error {
 }
 
 impl TlsConn {
-    /// Send the queued records; `WouldBlock` when the socket is full.
-    fn flush_with(&self, tls: &mut ClientConnection) -> io::Result<()> {
-        let fd = self.tcp.as_raw_fd();
-        while tls.wants_write() {
-            self.tcp
-                .try_io(Interest::WRITABLE, || tls.write_tls(&mut FdIo(fd)))?;
-        }
-        Ok(())
-    }
-
     pub fn try_flush(&self) -> io::Result<()> {
-        self.flush_with(&mut self.tls.borrow_mut())
+        tls_io::flush(&self.tcp, &mut self.tls.borrow_mut())
     }
 
     /// Decrypted bytes handed to `sink` (which says how many it took: 0 at
     /// the end of the stream); `WouldBlock` when none are at hand.
     fn read_plain(&self, sink: &mut dyn FnMut(&[u8]) -> usize) -> io::Result<usize> {
-        let fd = self.tcp.as_raw_fd();
-        let mut tls = self.tls.borrow_mut();
-        loop {
-            let state = match tls.process_new_packets() {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = self.flush_with(&mut tls);
-                    return Err(io::Error::new(ErrorKind::InvalidData, e));
-                }
-            };
-            if state.plaintext_bytes_to_read() > 0 {
-                let mut r = tls.reader();
-                let n = sink(r.fill_buf()?);
-                r.consume(n);
-                return Ok(n);
-            }
-            if state.peer_has_closed() {
-                return Ok(0);
-            }
-            match self.flush_with(&mut tls) {
-                Err(e) if e.kind() != ErrorKind::WouldBlock => return Err(e),
-                _ => {}
-            }
-            let n = self
-                .tcp
-                .try_io(Interest::READABLE, || tls.read_tls(&mut FdIo(fd)))?;
-            if n == 0 {
-                // The TCP end without close_notify: an end all the same.
-                return Ok(0);
-            }
-        }
+        tls_io::read_plain(&self.tcp, &mut self.tls.borrow_mut(), sink)
     }
 
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -605,20 +565,11 @@ impl TlsConn {
 
     /// Decrypted bytes wait inside rustls (or its end was received).
     fn has_plaintext(&self) -> bool {
-        match self.tls.borrow_mut().process_new_packets() {
-            Ok(s) => s.plaintext_bytes_to_read() > 0 || s.peer_has_closed(),
-            Err(_) => true, // the next read reports it
-        }
+        tls_io::has_plaintext(&mut self.tls.borrow_mut())
     }
 
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let mut tls = self.tls.borrow_mut();
-        self.flush_with(&mut tls)?;
-        let n = tls.writer().write_vectored(bufs)?;
-        match self.flush_with(&mut tls) {
-            Err(e) if e.kind() != ErrorKind::WouldBlock => Err(e),
-            _ => Ok(n),
-        }
+        tls_io::write_plain(&self.tcp, &mut self.tls.borrow_mut(), bufs)
     }
 
     /// Queued records sent first, then the wait for plaintext (or an end).
