@@ -22,9 +22,39 @@ fn openssl(dir: &TempDir, args: &[&str]) {
     );
 }
 
+/// `openssl req` making a key and a self-signed certificate (`-x509`) or
+/// a request for `name` (its CN; `ext` added).
+fn request(dir: &TempDir, x509: bool, name: &str, cn: &str, ext: &str) {
+    let (keyout, out) = (
+        format!("{name}.key"),
+        format!("{name}.{}", if x509 { "crt" } else { "csr" }),
+    );
+    let subj = format!("/CN={cn}");
+    let mut args = vec![
+        "req", "-nodes", "-newkey", "rsa:2048", "-subj", &subj, "-addext", ext,
+    ];
+    args.extend(["-keyout", &keyout, "-out", &out]);
+    if x509 {
+        args.extend(["-x509", "-days", "30"]);
+    } else {
+        args.push("-new");
+    }
+    openssl(dir, &args);
+}
+
+/// The test CA signs `name.csr` into `name.crt` (`dates`: its validity).
+fn sign(dir: &TempDir, name: &str, dates: &[&str]) {
+    let (csr, crt) = (format!("{name}.csr"), format!("{name}.crt"));
+    let mut args = vec!["ca", "-batch", "-config", "ca.conf", "-keyfile", "ca.key"];
+    args.extend(["-cert", "ca.crt", "-in", &csr, "-out", &crt]);
+    args.extend(dates);
+    openssl(dir, &args);
+}
+
 /// ca.crt; good.crt (backend.test, by the CA); expired.crt (backend.test,
 /// by the CA, expired in 2020); stranger.crt (backend.test, self-signed);
-/// client.crt (CN=client, by the CA).
+/// client.crt (CN=client, by the CA); enc.crt (CN=enc, by the CA, its key
+/// encrypted with the password "secret", in `passwords` after a wrong one).
 fn certs(dir: &TempDir) {
     dir.write(
         "ca.conf",
@@ -36,58 +66,20 @@ fn certs(dir: &TempDir) {
     dir.write("index.txt", "");
     dir.write("index.txt.attr", "unique_subject = no\n");
     dir.write("serial", "1000\n");
-    openssl(
+    request(
         dir,
-        &[
-            "req",
-            "-x509",
-            "-nodes",
-            "-newkey",
-            "rsa:2048",
-            "-days",
-            "30",
-            "-subj",
-            "/CN=Test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ],
+        true,
+        "ca",
+        "Test CA",
+        "basicConstraints=critical,CA:TRUE",
     );
-    let leaf = |name: &str, cn: &str, dates: &[&str]| {
-        openssl(
-            dir,
-            &[
-                "req",
-                "-new",
-                "-nodes",
-                "-newkey",
-                "rsa:2048",
-                "-subj",
-                &format!("/CN={cn}"),
-                "-addext",
-                &format!("subjectAltName=DNS:{cn}"),
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-            ],
-        );
-        let mut args = vec![
-            "ca", "-batch", "-config", "ca.conf", "-keyfile", "ca.key", "-cert", "ca.crt", "-in",
-        ];
-        let csr = format!("{name}.csr");
-        let crt = format!("{name}.crt");
-        args.extend([csr.as_str(), "-out", crt.as_str()]);
-        args.extend(dates);
-        openssl(dir, &args);
-    };
-    leaf("good", "backend.test", &[]);
-    leaf(
+    let san = "subjectAltName=DNS:backend.test";
+    request(dir, false, "good", "backend.test", san);
+    sign(dir, "good", &[]);
+    request(dir, false, "expired", "backend.test", san);
+    sign(
+        dir,
         "expired",
-        "backend.test",
         &[
             "-startdate",
             "20200101000000Z",
@@ -95,8 +87,10 @@ fn certs(dir: &TempDir) {
             "20200201000000Z",
         ],
     );
-    leaf("client", "client", &[]);
-    // An encrypted client key (PKCS#8, password "secret"), as nginx's tests make it.
+    request(dir, false, "client", "client", "subjectAltName=DNS:client");
+    sign(dir, "client", &[]);
+    request(dir, true, "stranger", "backend.test", san);
+    // An encrypted key (PKCS#8), as nginx's tests make one.
     openssl(
         dir,
         &[
@@ -109,49 +103,32 @@ fn certs(dir: &TempDir) {
             "2048",
         ],
     );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-key",
-            "enc.key",
-            "-passin",
-            "pass:secret",
-            "-subj",
-            "/CN=enc",
-            "-out",
-            "enc.csr",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "ca", "-batch", "-config", "ca.conf", "-keyfile", "ca.key", "-cert", "ca.crt", "-in",
-            "enc.csr", "-out", "enc.crt",
-        ],
-    );
+    let enc = [
+        "req",
+        "-new",
+        "-key",
+        "enc.key",
+        "-passin",
+        "pass:secret",
+        "-subj",
+        "/CN=enc",
+    ];
+    openssl(dir, &[&enc[..], &["-out", "enc.csr"]].concat());
+    sign(dir, "enc", &[]);
     dir.write("passwords", "wrong\nsecret\n");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-nodes",
-            "-newkey",
-            "rsa:2048",
-            "-days",
-            "30",
-            "-subj",
-            "/CN=backend.test",
-            "-addext",
-            "subjectAltName=DNS:backend.test",
-            "-keyout",
-            "stranger.key",
-            "-out",
-            "stranger.crt",
-        ],
-    );
+}
+
+/// An HTTP head read a byte at a time (nothing of what follows).
+fn read_head(r: &mut impl std::io::Read) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if r.read(&mut b).ok()? == 0 {
+            return None;
+        }
+        head.push(b[0]);
+    }
+    Some(head)
 }
 
 /// Backends: good, expired and stranger certificates on {b1}, {b2}, {b3};
@@ -446,14 +423,9 @@ fn upgrading_backend(dir: &TempDir) -> u16 {
         tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let conn = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
         let mut s = rustls::StreamOwned::new(conn, tcp);
-        let mut head = Vec::new();
-        let mut b = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if s.read(&mut b).unwrap_or(0) == 0 {
-                return;
-            }
-            head.push(b[0]);
-        }
+        let Some(head) = read_head(&mut s) else {
+            return;
+        };
         assert!(String::from_utf8_lossy(&head).contains("Upgrade: websocket"));
         s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
             .unwrap();
@@ -489,12 +461,7 @@ fn websocket_upgrade_through_a_tls_upstream() {
         b"GET /ws/ HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
     )
     .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(c.read(&mut b).unwrap(), 1, "{}", error_log(&v));
-        head.push(b[0]);
-    }
+    let head = read_head(&mut c).unwrap_or_else(|| panic!("{}", error_log(&v)));
     assert!(
         head.starts_with(b"HTTP/1.1 101"),
         "{}",

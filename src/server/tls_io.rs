@@ -84,3 +84,49 @@ pub fn write_plain<D>(
         _ => Ok(n),
     }
 }
+
+/// How a handshake failed.
+pub enum HandshakeEnd {
+    /// The peer closed the connection before it completed.
+    Closed,
+    /// A TLS error (its alert was sent if the socket took it).
+    Tls(rustls::Error),
+    Io(io::Error),
+}
+
+/// Run the handshake `conn` has begun (either side) to its end, waiting on
+/// the socket's readiness; the caller bounds its time.
+pub async fn handshake<D>(
+    tcp: &TcpStream,
+    conn: &mut ConnectionCommon<D>,
+) -> Result<(), HandshakeEnd> {
+    let fd = tcp.as_raw_fd();
+    loop {
+        // Send what the handshake produced, waiting for room as needed.
+        while conn.wants_write() {
+            match tcp.try_io(Interest::WRITABLE, || conn.write_tls(&mut FdIo(fd))) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    tcp.writable().await.map_err(HandshakeEnd::Io)?
+                }
+                Err(e) => return Err(HandshakeEnd::Io(e)),
+            }
+        }
+        if !conn.is_handshaking() {
+            return Ok(());
+        }
+        match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
+            Ok(0) => return Err(HandshakeEnd::Closed),
+            Ok(_) => {
+                if let Err(e) = conn.process_new_packets() {
+                    while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
+                    return Err(HandshakeEnd::Tls(e));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                tcp.readable().await.map_err(HandshakeEnd::Io)?
+            }
+            Err(e) => return Err(HandshakeEnd::Io(e)),
+        }
+    }
+}

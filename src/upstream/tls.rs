@@ -17,7 +17,6 @@
 //! checked against the certificate's key.
 
 use crate::server::tls_io;
-use crate::sys::FdIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ClientConnection, ResolvesClientCert, Resumption};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
@@ -29,7 +28,6 @@ use std::io::{self, ErrorKind, IoSlice};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 /// How a handler's connections speak TLS, as its directives say.
@@ -194,20 +192,9 @@ impl ResolvesClientCert for OneCert {
     }
 }
 
-/// Why a peer's certificate was refused, as nginx logs it.
-#[derive(Debug)]
-pub struct Refused(pub String);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refused {}
-
 /// A handshake that failed (the peer's certificate refused, an alert, a
-/// protocol error): the message says why.
+/// protocol error): the message says why, as nginx logs it. The verifier
+/// hands rustls one too, for the certificate it refuses.
 #[derive(Debug)]
 pub struct HandshakeFailed(pub String);
 
@@ -236,7 +223,7 @@ struct Verifier {
 
 fn refused(msg: String) -> rustls::Error {
     rustls::Error::InvalidCertificate(rustls::CertificateError::Other(rustls::OtherError(
-        Arc::new(Refused(msg)),
+        Arc::new(HandshakeFailed(msg)),
     )))
 }
 
@@ -523,7 +510,7 @@ impl std::fmt::Debug for TlsConn {
 fn tls_error(e: rustls::Error) -> io::Error {
     let msg = match &e {
         rustls::Error::InvalidCertificate(rustls::CertificateError::Other(o))
-            if o.0.is::<Refused>() =>
+            if o.0.is::<HandshakeFailed>() =>
         {
             o.0.to_string()
         }
@@ -622,36 +609,18 @@ impl Drop for TlsConn {
 
 /// The handshake on a connected socket (the caller bounds its time).
 pub async fn handshake(tcp: TcpStream, dial: &Dial) -> io::Result<TlsConn> {
-    let fd = tcp.as_raw_fd();
     let mut conn =
         ClientConnection::new(dial.client.config.clone(), dial.name.clone()).map_err(tls_error)?;
-    loop {
-        while conn.wants_write() {
-            match tcp.try_io(Interest::WRITABLE, || conn.write_tls(&mut FdIo(fd))) {
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => tcp.writable().await?,
-                Err(e) => return Err(e),
-            }
+    match tls_io::handshake(&tcp, &mut conn).await {
+        Ok(()) => {}
+        Err(tls_io::HandshakeEnd::Closed) => {
+            return Err(io::Error::new(
+                ErrorKind::UnexpectedEof,
+                HandshakeFailed("peer closed connection in SSL handshake".into()),
+            ));
         }
-        if !conn.is_handshaking() {
-            break;
-        }
-        match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    HandshakeFailed("peer closed connection in SSL handshake".into()),
-                ));
-            }
-            Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
-                    while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
-                    return Err(tls_error(e));
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => tcp.readable().await?,
-            Err(e) => return Err(e),
-        }
+        Err(tls_io::HandshakeEnd::Tls(e)) => return Err(tls_error(e)),
+        Err(tls_io::HandshakeEnd::Io(e)) => return Err(e),
     }
     Ok(TlsConn {
         tcp,

@@ -271,33 +271,12 @@ pub async fn accept(
             return Err(fail(e.to_string()));
         }
     };
-    loop {
-        // Send what the handshake produced, waiting for room as needed.
-        while conn.wants_write() {
-            match tcp.try_io(Interest::WRITABLE, || conn.write_tls(&mut FdIo(fd))) {
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    tcp.writable().await.map_err(|e| fail(e.to_string()))?
-                }
-                Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
-            }
-        }
-        if !conn.is_handshaking() {
-            break;
-        }
-        match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
-            Ok(0) => return Err(fail("peer closed the connection in the handshake".into())),
-            Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
-                    while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
-                    return Err(fail(e.to_string()));
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                tcp.readable().await.map_err(|e| fail(e.to_string()))?
-            }
-            Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
-        }
+    if let Err(e) = tls_io::handshake(&tcp, &mut conn).await {
+        return Err(fail(match e {
+            tls_io::HandshakeEnd::Closed => "peer closed the connection in the handshake".into(),
+            tls_io::HandshakeEnd::Tls(e) => e.to_string(),
+            tls_io::HandshakeEnd::Io(e) => crate::core::errlog::errno_text(&e),
+        }));
     }
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
