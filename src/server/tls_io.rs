@@ -130,3 +130,20 @@ pub async fn handshake<D>(
         }
     }
 }
+
+/// [`read_plain`] into `buf`'s spare room (16 KiB more when it has none).
+pub fn read_buf<D>(
+    tcp: &TcpStream,
+    tls: &mut ConnectionCommon<D>,
+    buf: &mut bytes::BytesMut,
+) -> io::Result<usize> {
+    if buf.capacity() == buf.len() {
+        buf.reserve(16 * 1024);
+    }
+    let spare = buf.capacity() - buf.len();
+    read_plain(tcp, tls, &mut |c| {
+        let n = c.len().min(spare);
+        buf.extend_from_slice(&c[..n]);
+        n
+    })
+}

@@ -88,15 +88,7 @@ impl Stream for TlsStream {
     }
 
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        if buf.capacity() == buf.len() {
-            buf.reserve(16 * 1024);
-        }
-        let spare = buf.capacity() - buf.len();
-        self.read_plain(&mut |c| {
-            let n = c.len().min(spare);
-            buf.extend_from_slice(&c[..n]);
-            n
-        })
+        tls_io::read_buf(&self.tcp, &mut self.tls.borrow_mut(), buf)
     }
 
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
