@@ -17,6 +17,7 @@ pub mod inherit;
 pub mod proxy_protocol;
 pub mod socket;
 pub mod stats;
+pub mod tls_io;
 pub mod worker;
 
 use crate::conf::ast::Span;

@@ -69,6 +69,16 @@ impl Blocks {
     /// The upstream `addr` (a variable's value) stands for in `req`.
     /// `Err` when there is none; the reason is logged (502).
     pub async fn find(&self, req: &Request<'_>, addr: &str) -> Result<Arc<Upstream>, ()> {
+        self.find_with_port(req, addr, self.default_port).await
+    }
+
+    /// [`Blocks::find`] with another default port (a URL's scheme's).
+    pub async fn find_with_port(
+        &self,
+        req: &Request<'_>,
+        addr: &str,
+        default_port: u16,
+    ) -> Result<Arc<Upstream>, ()> {
         if let Some(u) = self.block(addr) {
             return Ok(u.clone());
         }
@@ -85,7 +95,7 @@ impl Blocks {
                 vec![PeerAddr::Unix(path.into())],
             )));
         }
-        let (host, port) = match super::conf::split_host_port(addr, self.default_port) {
+        let (host, port) = match super::conf::split_host_port(addr, default_port) {
             Ok(hp) => hp,
             Err(e) => {
                 fail(format!("{e} in upstream \"{addr}\""));

@@ -29,7 +29,8 @@
 //! let mut tried = Tried::default();
 //! // Err: no live peer, queue full or timed out (502), client gone (499).
 //! let peer = up.select(key, &mut tried, Some(body)).await?;
-//! let mut conn = up.connect(peer, connect_timeout).await?; // pooled or new
+//! // `tls`: `Some(&tls::Dial)` for TLS to the peer (see [`tls`]).
+//! let mut conn = up.connect(peer, tls, connect_timeout).await?; // pooled or new
 //! // … write the request (and body), then wait for the reply head unless the
 //! // client leaves first (`*_ignore_client_abort off`): …
 //! let head = upstream::unless_client_leaves(!ignore, body, read_head(&conn)).await;
@@ -66,6 +67,7 @@ pub mod resolver;
 pub mod response;
 pub mod stats;
 pub mod store;
+pub mod tls;
 
 use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};
@@ -270,15 +272,22 @@ impl Upstream {
     }
 
     /// A connection to `peer`: an idle pooled one when there is one, else a
-    /// new one within `timeout`.
-    pub async fn connect(&self, peer: usize, timeout: Duration) -> std::io::Result<UpConn> {
+    /// new one within `timeout`; over TLS when `tls` is given (a pooled one
+    /// made with the same configuration and name).
+    pub async fn connect(
+        &self,
+        peer: usize,
+        tls: Option<&tls::Dial>,
+        timeout: Duration,
+    ) -> std::io::Result<UpConn> {
         let addr = &self.addrs[peer];
+        let tag = tls.map_or(0, |d| d.tag);
         if self.keepalive > 0
-            && let Some(c) = pool::take(&self.name, addr, self.keepalive_timeout)
+            && let Some(c) = pool::take(&self.name, addr, tag, self.keepalive_timeout)
         {
             return Ok(c);
         }
-        pool::connect(addr, timeout).await
+        pool::connect_from(addr, None, tls, timeout).await
     }
 
     /// Give a connection whose exchange finished cleanly back to the pool.

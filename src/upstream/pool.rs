@@ -1,6 +1,8 @@
-//! Connections to upstream peers: connecting (TCP or unix socket, within a
-//! connect timeout) and per-worker pools of idle keep-alive connections keyed
-//! by peer address.
+//! Connections to upstream peers: connecting (TCP or unix socket, and TLS
+//! over TCP, within a connect timeout) and per-worker pools of idle
+//! keep-alive connections keyed by peer address (and, for TLS, by the
+//! configuration and name they were made with: a pooled TLS connection
+//! keeps its session).
 //!
 //! An idle connection is checked when it is taken: one that is readable (the
 //! peer closed it, or sent bytes out of turn) is dropped, as is one idle for
@@ -9,7 +11,8 @@
 //! short read (the socket is drained then, and anything arriving later raises
 //! a new epoll event), so a connection released after its reply was read whole
 //! shows readiness only if the peer spoke or closed since; only then is it
-//! probed with a read. Pools live in a thread-local of each
+//! probed with a read (a TLS connection keeps its readiness, since rustls
+//! reads the socket in records: it is probed when it is taken). Pools live in a thread-local of each
 //! worker: tokio registrations belong to one runtime, and handing sockets
 //! between workers would cost a lock and a re-registration per request.
 
@@ -29,6 +32,7 @@ use tokio::net::{TcpStream, UnixStream};
 enum Sock {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<super::tls::TlsConn>),
 }
 
 /// A connection to an upstream peer.
@@ -51,6 +55,8 @@ pub struct UpConn {
     hold: Option<super::queue::Hold>,
     /// Nagle's algorithm, see [`UpConn::before_write`].
     nagle: Cell<Nagle>,
+    /// The pool key's TLS part ([`super::tls::Dial::tag`]; 0: plain).
+    tls_tag: u64,
 }
 
 /// Nagle's algorithm holds a small segment back only while earlier bytes are
@@ -76,9 +82,11 @@ impl UpConn {
             Nagle::Off => {}
             Nagle::Clear => self.nagle.set(Nagle::Unacked),
             Nagle::Unacked => {
-                if let Sock::Tcp(s) = &self.sock {
-                    // On failure the socket is failing: its write says so.
-                    let _ = s.set_nodelay(true);
+                // On failure the socket is failing: its write says so.
+                match &self.sock {
+                    Sock::Tcp(s) => drop(s.set_nodelay(true)),
+                    Sock::Tls(t) => drop(t.tcp.set_nodelay(true)),
+                    Sock::Unix(_) => {}
                 }
                 self.nagle.set(Nagle::Off);
             }
@@ -126,6 +134,7 @@ impl UpConn {
         let n = match &self.sock {
             Sock::Tcp(s) => s.try_read(buf),
             Sock::Unix(s) => s.try_read(buf),
+            Sock::Tls(s) => s.try_read(buf),
         }?;
         if n > 0 {
             self.after_read();
@@ -141,6 +150,7 @@ impl UpConn {
         let n = match &self.sock {
             Sock::Tcp(s) => s.try_read_buf(buf),
             Sock::Unix(s) => s.try_read_buf(buf),
+            Sock::Tls(s) => s.try_read_buf(buf),
         }?;
         if n > 0 {
             self.after_read();
@@ -150,9 +160,12 @@ impl UpConn {
             // Sound only here, with no await since the read: bytes arriving
             // later raise a new epoll event.
             let drained = || Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock));
+            // Not for TLS: rustls reads the socket a record at a time, so a
+            // short read of plaintext says nothing of the socket.
             let _ = match &self.sock {
                 Sock::Tcp(s) => s.try_io(Interest::READABLE, drained),
                 Sock::Unix(s) => s.try_io(Interest::READABLE, drained),
+                Sock::Tls(_) => Ok(()),
             };
         }
         Ok(n)
@@ -164,12 +177,16 @@ impl UpConn {
         match &self.sock {
             Sock::Tcp(s) => s.poll_read_ready(&mut cx).is_ready(),
             Sock::Unix(s) => s.poll_read_ready(&mut cx).is_ready(),
+            Sock::Tls(s) => s.poll_read_ready(&mut cx).is_ready(),
         }
     }
+    /// Wait until a read may find bytes (for TLS: after sending the
+    /// records a write left queued).
     pub async fn readable(&self) -> io::Result<()> {
         match &self.sock {
             Sock::Tcp(s) => s.readable().await,
             Sock::Unix(s) => s.readable().await,
+            Sock::Tls(s) => s.readable().await,
         }
     }
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
@@ -177,6 +194,7 @@ impl UpConn {
         self.wrote(match &self.sock {
             Sock::Tcp(s) => s.try_write(buf),
             Sock::Unix(s) => s.try_write(buf),
+            Sock::Tls(s) => s.try_write_vectored(&[io::IoSlice::new(buf)]),
         })
     }
     pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
@@ -184,21 +202,25 @@ impl UpConn {
         self.wrote(match &self.sock {
             Sock::Tcp(s) => s.try_write_vectored(bufs),
             Sock::Unix(s) => s.try_write_vectored(bufs),
+            Sock::Tls(s) => s.try_write_vectored(bufs),
         })
     }
     pub async fn writable(&self) -> io::Result<()> {
         match &self.sock {
             Sock::Tcp(s) => s.writable().await,
             Sock::Unix(s) => s.writable().await,
+            Sock::Tls(s) => s.tcp.writable().await,
         }
     }
     /// Wake readers of this TCP connection only once `bytes` are queued (or
     /// at its end): see `sys::set_recv_lowat`. Unix sockets read as readable
-    /// with any byte queued whatever the setting: `Unsupported` for them.
+    /// with any byte queued whatever the setting, and a TLS connection's
+    /// bytes are records, not what its reader waits for: `Unsupported` for
+    /// them.
     pub fn set_recv_lowat(&self, bytes: usize) -> io::Result<()> {
         match &self.sock {
             Sock::Tcp(s) => crate::sys::set_recv_lowat(s, bytes),
-            Sock::Unix(_) => Err(io::ErrorKind::Unsupported.into()),
+            Sock::Unix(_) | Sock::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
         }
     }
     /// Write what the socket takes now with one send(), whatever tokio's
@@ -208,19 +230,26 @@ impl UpConn {
     /// find.
     pub fn write_now(&self, buf: &[u8]) -> usize {
         self.before_write();
-        let n = crate::sys::send(self.fd(), buf, false).unwrap_or(0);
+        let n = match &self.sock {
+            Sock::Tls(s) => s.try_write_vectored(&[io::IoSlice::new(buf)]).unwrap_or(0),
+            _ => crate::sys::send(self.fd(), buf, false).unwrap_or(0),
+        };
         self.bytes_out.set(self.bytes_out.get() + n as u64);
         n
     }
     /// Whether bytes (or the end of stream) are queued, whatever tokio's
     /// readiness and a low-water mark say: a one-byte peek.
     pub fn queued(&self) -> bool {
-        crate::sys::peek(self.fd(), &mut [0u8; 1]).is_ok()
+        match &self.sock {
+            Sock::Tls(s) => s.queued(),
+            _ => crate::sys::peek(self.fd(), &mut [0u8; 1]).is_ok(),
+        }
     }
     fn fd(&self) -> std::os::fd::RawFd {
         match &self.sock {
             Sock::Tcp(s) => s.as_raw_fd(),
             Sock::Unix(s) => s.as_raw_fd(),
+            Sock::Tls(s) => s.tcp.as_raw_fd(),
         }
     }
     /// Shut down the write side (a tunnel whose client stopped sending).
@@ -228,6 +257,10 @@ impl UpConn {
         let r = match &self.sock {
             Sock::Tcp(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
             Sock::Unix(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+            Sock::Tls(s) => {
+                s.shutdown_write();
+                Ok(())
+            }
         };
         let _ = r;
     }
@@ -244,6 +277,20 @@ impl AsyncRead for UpConn {
         let r = match &mut this.sock {
             Sock::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Sock::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Sock::Tls(s) => loop {
+                match s.try_read(buf.initialize_unfilled()) {
+                    Ok(n) => {
+                        buf.advance(n);
+                        break Poll::Ready(Ok(()));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if let Err(e) = std::task::ready!(s.poll_read_ready(cx)) {
+                            break Poll::Ready(Err(e));
+                        }
+                    }
+                    Err(e) => break Poll::Ready(Err(e)),
+                }
+            },
         };
         if buf.filled().len() > before {
             this.after_read();
@@ -262,18 +309,38 @@ impl AsyncWrite for UpConn {
         match &mut self.get_mut().sock {
             Sock::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Sock::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Sock::Tls(s) => loop {
+                match s.try_write_vectored(&[io::IoSlice::new(buf)]) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::task::ready!(s.tcp.poll_write_ready(cx))?;
+                    }
+                    r => break Poll::Ready(r),
+                }
+            },
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().sock {
             Sock::Tcp(s) => Pin::new(s).poll_flush(cx),
             Sock::Unix(s) => Pin::new(s).poll_flush(cx),
+            Sock::Tls(s) => loop {
+                match s.try_flush() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::task::ready!(s.tcp.poll_write_ready(cx))?;
+                    }
+                    r => break Poll::Ready(r),
+                }
+            },
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().sock {
             Sock::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Sock::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Sock::Tls(s) => {
+                s.shutdown_write();
+                Poll::Ready(Ok(()))
+            }
         }
     }
 }
@@ -281,23 +348,38 @@ impl AsyncWrite for UpConn {
 /// Open a new connection within `timeout` (which includes waiting for a
 /// worker_connections slot when all are taken).
 pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
-    connect_from(addr, None, timeout).await
+    connect_from(addr, None, None, timeout).await
 }
 
 /// [`connect`] from the local address `local` (`proxy_bind`; port 0 lets
-/// the kernel choose one) when given.
+/// the kernel choose one) when given, with TLS over it when `tls` is given
+/// (the handshake within the same timeout, as nginx's connect timeout
+/// covers it; a unix socket with TLS is refused).
 pub async fn connect_from(
     addr: &PeerAddr,
     local: Option<std::net::SocketAddr>,
+    tls: Option<&super::tls::Dial>,
     timeout: Duration,
 ) -> io::Result<UpConn> {
     // Waiting for a worker_connections slot counts in the connect timeout.
     let deadline = Instant::now() + timeout;
     let slot = crate::server::worker::upstream_slot(deadline).await?;
     let fut = async {
-        Ok::<_, io::Error>(match addr {
-            PeerAddr::Tcp(a) => (Sock::Tcp(connect_tcp(*a, local).await?), Nagle::Clear),
-            PeerAddr::Unix(p) => (Sock::Unix(UnixStream::connect(p).await?), Nagle::Off),
+        Ok::<_, io::Error>(match (addr, tls) {
+            (PeerAddr::Tcp(a), None) => (Sock::Tcp(connect_tcp(*a, local).await?), Nagle::Clear),
+            (PeerAddr::Tcp(a), Some(d)) => {
+                let tcp = connect_tcp(*a, local).await?;
+                // The handshake's flights are each one write then a read.
+                let conn = super::tls::handshake(tcp, d).await?;
+                (Sock::Tls(Box::new(conn)), Nagle::Clear)
+            }
+            (PeerAddr::Unix(p), None) => (Sock::Unix(UnixStream::connect(p).await?), Nagle::Off),
+            (PeerAddr::Unix(_), Some(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "TLS over a unix socket is not supported",
+                ));
+            }
         })
     };
     let (sock, nagle) = tokio::time::timeout_at(deadline.into(), fut)
@@ -313,6 +395,7 @@ pub async fn connect_from(
         _slot: slot,
         hold: None,
         nagle: Cell::new(nagle),
+        tls_tag: tls.map_or(0, |d| d.tag),
     })
 }
 
@@ -362,8 +445,8 @@ async fn connect_tcp(
     Ok(s)
 }
 
-/// One upstream's idle connections by peer.
-type PeerPools = FxHashMap<PeerAddr, VecDeque<Idle>>;
+/// One upstream's idle connections by peer and TLS tag (0: plain).
+type PeerPools = FxHashMap<(PeerAddr, u64), VecDeque<Idle>>;
 
 struct Idle {
     conn: UpConn,
@@ -377,11 +460,12 @@ thread_local! {
         RefCell::new(FxHashMap::default());
 }
 
-/// An idle connection to `addr` that is still good, newest first.
-pub fn take(group: &str, addr: &PeerAddr, timeout: Duration) -> Option<UpConn> {
+/// An idle connection to `addr` that is still good, newest first; made
+/// with the same TLS configuration and name when `tls_tag` is not 0.
+pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Option<UpConn> {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = p.get_mut(group)?.get_mut(addr)?;
+        let q = p.get_mut(group)?.get_mut(&(addr.clone(), tls_tag))?;
         let now = Instant::now();
         while let Some(mut idle) = q.pop_back() {
             if now.duration_since(idle.since) >= timeout {
@@ -414,7 +498,7 @@ pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
             Some(g) => g,
             None => p.entry(group.into()).or_default(),
         }
-        .entry(addr.clone())
+        .entry((addr.clone(), conn.tls_tag))
         .or_default();
         while q.len() >= max {
             q.pop_front();
@@ -444,7 +528,7 @@ mod tests {
     fn nodelay(c: &UpConn) -> bool {
         match &c.sock {
             Sock::Tcp(s) => s.nodelay().unwrap(),
-            Sock::Unix(_) => unreachable!(),
+            _ => unreachable!(),
         }
     }
 

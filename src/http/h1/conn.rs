@@ -402,12 +402,12 @@ impl<S: Stream> Conn<S> {
         {
             // Upgrade: the head, then the tunnel owns the socket until it ends.
             let r = write::write_all(&self.s, &io.out, core.send_timeout).await;
+            let client = Client(&self.s, std::cell::Cell::new(0));
             if r.is_ok() {
-                tunnel
-                    .run(&Client(&self.s), std::mem::take(&mut io.buf))
-                    .await;
+                tunnel.run(&client, std::mem::take(&mut io.buf)).await;
             }
-            pipeline::finished(req, resp, head_len, 0);
+            // What the tunnel passed to the client is the body ($body_bytes_sent).
+            pipeline::finished(req, resp, head_len, client.1.get());
             return Err(io::Error::other("connection upgraded"));
         }
         let r = match trailers {
@@ -569,15 +569,17 @@ impl<S: Stream> Conn<S> {
     }
 }
 
-/// The client socket handed to an upgrade tunnel.
-struct Client<'s, S>(&'s S);
+/// The client socket handed to an upgrade tunnel, and the bytes written to it.
+struct Client<'s, S>(&'s S, std::cell::Cell<u64>);
 
 impl<S: Stream> crate::core::message::response::ClientIo for Client<'_, S> {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
         self.0.try_read_buf(buf)
     }
     fn try_write(&self, data: &[u8]) -> io::Result<usize> {
-        self.0.try_write_vectored(&[IoSlice::new(data)])
+        let n = self.0.try_write_vectored(&[IoSlice::new(data)])?;
+        self.1.set(self.1.get() + n as u64);
+        Ok(n)
     }
     fn try_flush(&self) -> io::Result<()> {
         self.0.try_flush()

@@ -696,7 +696,7 @@ async fn exchange(
             Some(_) => {
                 crate::upstream::pool::connect(&upstream.addrs[peer], conf.connect_timeout).await
             }
-            None => upstream.connect(peer, conf.connect_timeout).await,
+            None => upstream.connect(peer, None, conf.connect_timeout).await,
         };
         let conn = match conn {
             Ok(c) => c,

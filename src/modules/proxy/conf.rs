@@ -120,6 +120,26 @@ crate::settings! {
         pub store: Option<Arc<Store>> = None,
         /// `proxy_store_access`: the mode of stored files.
         pub store_access: u32 = 0o600,
+        /// `proxy_ssl_*`: TLS to `https` upstreams (see `super::ssl`).
+        pub ssl_verify: bool = false,
+        pub ssl_verify_depth: u32 = 1,
+        pub ssl_trusted: Arc<[rustls_pki_types::CertificateDer<'static>]> = Arc::from(Vec::new()),
+        /// CRLs, DER.
+        pub ssl_crl: Arc<[Vec<u8>]> = Arc::from(Vec::new()),
+        pub ssl_name: Option<Template> = None,
+        pub ssl_server_name: bool = false,
+        pub ssl_protocols: crate::modules::ssl::conf::Protocols =
+            crate::modules::ssl::conf::Protocols { tls12: true, tls13: true },
+        /// TLS 1.2 suites (`None`: all rustls has).
+        pub ssl_ciphers: Option<Arc<[rustls::SupportedCipherSuite]>> = None,
+        pub ssl_certificate: Option<super::ssl::FileName> = None,
+        pub ssl_certificate_key: Option<super::ssl::FileName> = None,
+        /// `proxy_ssl_password_file`: passwords of an encrypted key, in order.
+        pub ssl_passwords: Arc<[String]> = Arc::from(Vec::new()),
+        pub ssl_session_reuse: bool = true,
+        /// The TLS clients of these settings: a level that sets any
+        /// `proxy_ssl_*` has its own.
+        pub ssl_clients: Arc<super::ssl::Clients> = Arc::new(super::ssl::Clients::default()),
     }
 }
 
@@ -147,26 +167,22 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
         let t = Template::compile(url, &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
         l.content = Some(Arc::new(Proxy {
             target: Target::Dynamic(t, crate::upstream::conf::dynamic(e, 80)),
+            tls: false,
             host: String::new(),
             port: String::new(),
+            ssl_name: String::new(),
             uri: None,
             default_redirect: None,
         }));
         return Ok(());
     }
-    let rest = if let Some(r) = url.strip_prefix("http://") {
-        r
-    } else if url.len() > 8 && url[..8].eq_ignore_ascii_case("https://") {
-        return Err(ConfError::new(
-            "https upstreams are not supported yet in \"proxy_pass\"",
-            &d.span,
-        ));
-    } else {
+    let Some((tls, rest)) = super::scheme(url) else {
         return Err(ConfError::new(
             format!("invalid URL prefix in \"{url}\""),
             &d.span,
         ));
     };
+    let (scheme, default_port) = if tls { ("https", 443) } else { ("http", 80) };
     let (authority, uri) = super::split_url(rest);
     if authority.is_empty() || authority == "unix:" {
         return Err(ConfError::new(
@@ -180,20 +196,28 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
             &d.span,
         ));
     }
-    let (host, port) = super::host_port(authority)
+    let (host, port) = super::host_port(authority, default_port)
         .map_err(|e| ConfError::new(format!("{e} in \"{url}\""), &d.span))?;
-    let up = crate::upstream::conf::reference(e, authority, 80, &d.span)?;
+    if tls && authority.starts_with("unix:") {
+        return Err(ConfError::new(
+            format!("TLS over a unix socket is not supported in \"{url}\""),
+            &d.span,
+        ));
+    }
+    let up = crate::upstream::conf::reference(e, authority, default_port, &d.span)?;
     let uri = uri.map(|u| u.as_bytes().to_vec());
     let default_redirect = match (&uri, l.kind) {
         (_, LocKind::Regex { .. } | LocKind::Named) => None,
         (Some(u), _) => Some((
-            format!("http://{host}{}", String::from_utf8_lossy(u)),
+            format!("{scheme}://{host}{}", String::from_utf8_lossy(u)),
             l.pattern.clone(),
         )),
-        (None, _) => Some((format!("http://{host}{}", l.pattern), l.pattern.clone())),
+        (None, _) => Some((format!("{scheme}://{host}{}", l.pattern), l.pattern.clone())),
     };
     l.content = Some(Arc::new(Proxy {
         target: Target::Fixed(up),
+        tls,
+        ssl_name: super::ssl_host(authority).to_string(),
         host,
         port,
         uri,
@@ -240,7 +264,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: proxy_pass,
         syntax: "proxy_pass URL;",
         default: "—",
-        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`. With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). With variables the URL is evaluated per request: its host names an `upstream` block (when it has no port) or is an address, or a host resolved through `resolver`, and a URI part in it is sent as it is in place of the request's URI. Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\nlocation /any/ { resolver 127.0.0.1; proxy_pass http://$arg_host:8080; }\n```",
+        doc: "Makes this location a reverse proxy to `http://upstream_or_host[:port][/uri]` or `http://unix:/path[:/uri]`, or over TLS to `https://upstream_or_host[:port][/uri]` (port 443 by default; see the `proxy_ssl_*` directives). With a URI part, the part of the request URI that matched the (prefix) location is replaced by it; without one, the request URI goes as the client sent it (as changed by rewrite, if it was). With variables the URL is evaluated per request: its host names an `upstream` block (when it has no port) or is an address, or a host resolved through `resolver`, and a URI part in it is sent as it is in place of the request's URI. Request and response bodies stream both ways. See docs/proxy.md.\n\n```nginx\nlocation /api/ { proxy_pass http://127.0.0.1:8080/; }\nlocation / { proxy_pass http://backend; }\nlocation /any/ { resolver 127.0.0.1; proxy_pass http://$arg_host:8080; }\n```",
     },
     Def {
         name: "proxy_http_version",

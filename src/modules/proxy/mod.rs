@@ -16,11 +16,15 @@
 //! - The reply head is parsed strictly (`upstream::response`); its body is a
 //!   `Body::Stream` the client connection pulls piece by piece, so one buffer
 //!   per request bounds memory whatever `proxy_buffering` says.
+//! - `https://` upstreams: the same exchange over TLS (`upstream::tls`, with
+//!   the client and name of [`ssl::dial`]); pooled keep-alive connections
+//!   keep their TLS session.
 //! - A 101 reply to a request that asked for an Upgrade becomes a tunnel
 //!   (see [`Tunnel`]); nothing the client sends after its head reaches the
 //!   upstream before that 101.
 
 pub mod conf;
+pub mod ssl;
 
 use crate::core::message::head::{BodyFraming, Method};
 use crate::core::message::response::{Body, BodyStream, ClientIo, Response, Value};
@@ -58,9 +62,13 @@ const FIRST_READ: usize = 32 * 1024;
 pub struct Proxy {
     /// The upstream, or with variables in the URL, how to find it.
     target: Target,
+    /// `https://`: TLS to the upstream.
+    tls: bool,
     /// `$proxy_host`, `$proxy_port`.
     host: String,
     port: String,
+    /// The name a TLS upstream's certificate is checked against by default.
+    ssl_name: String,
     /// The URI part of the proxy_pass URL.
     uri: Option<Vec<u8>>,
     /// `proxy_redirect default`: (proxy_pass URL, location prefix).
@@ -81,6 +89,9 @@ struct Dest<'a> {
     /// `$proxy_host` (the Host sent), `$proxy_port`.
     host: Cow<'a, str>,
     port: Cow<'a, str>,
+    /// `https`, and the default name for the peer's certificate.
+    tls: bool,
+    ssl_name: Cow<'a, str>,
     /// The URI part of the URL.
     uri: Option<Cow<'a, [u8]>>,
     /// The URI part came from variables: it is sent as it is, in place of
@@ -104,14 +115,35 @@ pub(crate) fn split_url(rest: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// `$proxy_host` and `$proxy_port` of an authority: a port other than 80
-/// stays in the host; a unix socket is `localhost`.
-pub(crate) fn host_port(authority: &str) -> Result<(String, String), String> {
+/// `http://` or `https://` (caseless) → (TLS, what follows).
+pub(crate) fn scheme(url: &str) -> Option<(bool, &str)> {
+    let prefix = |p: &str| {
+        url.get(..p.len())
+            .filter(|s| s.eq_ignore_ascii_case(p))
+            .map(|_| &url[p.len()..])
+    };
+    prefix("http://")
+        .map(|r| (false, r))
+        .or_else(|| prefix("https://").map(|r| (true, r)))
+}
+
+/// The host of an authority without its port (nor brackets): the name a
+/// TLS peer's certificate is checked against by default.
+pub(crate) fn ssl_host(authority: &str) -> &str {
+    match crate::upstream::conf::split_host_port(authority, 443) {
+        Ok((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+        Err(_) => authority,
+    }
+}
+
+/// `$proxy_host` and `$proxy_port` of an authority: a port other than the
+/// scheme's `default` stays in the host; a unix socket is `localhost`.
+pub(crate) fn host_port(authority: &str, default: u16) -> Result<(String, String), String> {
     if authority.starts_with("unix:") {
         return Ok(("localhost".to_string(), String::new()));
     }
-    let (h, p) = crate::upstream::conf::split_host_port(authority, 80)?;
-    let host = if authority.contains(':') && !authority.ends_with(']') && p != 80 {
+    let (h, p) = crate::upstream::conf::split_host_port(authority, default)?;
+    let host = if authority.contains(':') && !authority.ends_with(']') && p != default {
         authority.to_string()
     } else {
         h.to_string()
@@ -129,6 +161,8 @@ impl Proxy {
                     up: up.arc().clone(),
                     host: Cow::Borrowed(&self.host),
                     port: Cow::Borrowed(&self.port),
+                    tls: self.tls,
+                    ssl_name: Cow::Borrowed(&self.ssl_name),
                     uri: self.uri.as_deref().map(Cow::Borrowed),
                     whole: false,
                 });
@@ -138,11 +172,7 @@ impl Proxy {
         let mut v = Vec::new();
         t.render(req, &mut v);
         let url = String::from_utf8_lossy(&v);
-        let Some(rest) = url
-            .get(..7)
-            .filter(|p| p.eq_ignore_ascii_case("http://"))
-            .map(|_| &url[7..])
-        else {
+        let Some((tls, rest)) = scheme(&url) else {
             crate::error_log!(
                 Error,
                 "invalid URL prefix in \"{url}\"{}",
@@ -151,14 +181,18 @@ impl Proxy {
             return Err(500);
         };
         let (authority, uri) = split_url(rest);
-        let (host, port) = match host_port(authority) {
+        let default_port = if tls { 443 } else { 80 };
+        let (host, port) = match host_port(authority, default_port) {
             Ok(hp) => hp,
             Err(e) => {
                 crate::error_log!(Error, "{e} in upstream \"{rest}\"{}", req.log_context());
                 return Err(502);
             }
         };
-        let up = blocks.find(req, authority).await.map_err(|()| 502u16)?;
+        let up = blocks
+            .find_with_port(req, authority, default_port)
+            .await
+            .map_err(|()| 502u16)?;
         let uri = uri.map(|u| {
             let mut b = Vec::with_capacity(u.len() + 1);
             if u.starts_with('?') {
@@ -171,6 +205,8 @@ impl Proxy {
             up,
             host: Cow::Owned(host),
             port: Cow::Owned(port),
+            tls,
+            ssl_name: Cow::Owned(ssl_host(authority).to_string()),
             whole: uri.is_some(),
             uri,
         })
@@ -229,7 +265,15 @@ fn fail(kind: NextUpstream, code: u16, msg: impl Into<String>) -> Fail {
 }
 
 fn io_fail(e: &io::Error, while_: &str) -> Fail {
-    if crate::server::worker::is_no_slot(e) {
+    if crate::upstream::tls::is_handshake_error(e) {
+        // The message is the TLS layer's (nginx's words where it has them).
+        let why = e.get_ref().map_or(String::new(), |i| i.to_string());
+        fail(
+            NextUpstream::ERROR,
+            502,
+            format!("{why} while SSL handshaking to upstream"),
+        )
+    } else if crate::server::worker::is_no_slot(e) {
         // A local shortage: 500, not held against the peer, not retried.
         fail(NextUpstream::OFF, 500, format!("{e} while {while_}"))
     } else if e.kind() == ErrorKind::TimedOut {
@@ -316,6 +360,14 @@ impl Proxy {
         }));
         req.state.ext.insert(vars.clone());
         let uri = self.upstream_uri(req, &dest);
+        let dial = match dest.tls {
+            true => match ssl::dial(req, pc, &dest.ssl_name) {
+                Ok(d) => Some(d),
+                Err(()) => return req.error(502),
+            },
+            false => None,
+        };
+        let scheme = if dest.tls { "https" } else { "http" };
 
         let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
 
@@ -347,7 +399,7 @@ impl Proxy {
                 Err(e) => {
                     if tries == 0 {
                         let msg = format!("{e} while connecting to upstream");
-                        self.log(req, up.name.as_str(), &uri, &msg);
+                        self.log(req, scheme, up.name.as_str(), &uri, &msg);
                     }
                     // Peers left untried but none live: `$upstream_addr` ends
                     // with the group's name, as nginx's.
@@ -376,13 +428,23 @@ impl Proxy {
             let started = *started.get_or_insert(t0);
             let r = self
                 .attempt(
-                    req, pc, up, peer, &head, &plan, &mut *body, upgrade, &vars, t0,
+                    req,
+                    pc,
+                    up,
+                    peer,
+                    dial.as_ref(),
+                    &head,
+                    &plan,
+                    &mut *body,
+                    upgrade,
+                    &vars,
+                    t0,
                 )
                 .await;
             match r {
                 Ok(resp) => return resp,
                 Err(Gave::Up) => {
-                    let name = format!("http://{addr}{}", String::from_utf8_lossy(&uri));
+                    let name = format!("{scheme}://{addr}{}", String::from_utf8_lossy(&uri));
                     up.client_left(peer, req, &name);
                     vars.borrow_mut()
                         .attempts
@@ -404,9 +466,10 @@ impl Proxy {
                         a.response_ms = Some(t0.elapsed().as_millis() as u64);
                     }
                     if f.resp.is_none() {
-                        self.log(req, addr, &uri, &f.msg);
+                        self.log(req, scheme, addr, &uri, &f.msg);
                     }
-                    let sent = !f.msg.contains("while connecting");
+                    let sent = !f.msg.contains("while connecting")
+                        && !f.msg.contains("while SSL handshaking");
                     // A streamed body is read once: only an attempt that sent
                     // nothing can be repeated.
                     let can = pc.next_upstream.has(f.kind)
@@ -437,6 +500,7 @@ impl Proxy {
         pc: &ProxyConf,
         up: &Arc<Upstream>,
         peer: usize,
+        tls: Option<&upstream::tls::Dial>,
         head: &[u8],
         plan: &ReqBody,
         body: &mut dyn RequestBody,
@@ -462,9 +526,10 @@ impl Proxy {
         });
         // A streamed body cannot be sent twice: it goes on a fresh connection.
         let mut conn = if streamed || upgrade || local.is_some() {
-            crate::upstream::pool::connect_from(&up.addrs[peer], local, pc.connect_timeout).await
+            crate::upstream::pool::connect_from(&up.addrs[peer], local, tls, pc.connect_timeout)
+                .await
         } else {
-            up.connect(peer, pc.connect_timeout).await
+            up.connect(peer, tls, pc.connect_timeout).await
         }
         .map_err(|e| io_fail(&e, "connecting to upstream"))?;
         // A kept-alive connection took no time to connect (nginx shows 0.000).
@@ -490,6 +555,7 @@ impl Proxy {
                     conn = crate::upstream::pool::connect_from(
                         &up.addrs[peer],
                         local,
+                        tls,
                         pc.connect_timeout,
                     )
                     .await
@@ -1079,11 +1145,11 @@ impl Proxy {
         (h, upgrade)
     }
 
-    fn log(&self, req: &Request<'_>, peer: &str, uri: &[u8], msg: &str) {
+    fn log(&self, req: &Request<'_>, scheme: &str, peer: &str, uri: &[u8], msg: &str) {
         let client = req.client_addr();
         crate::error_log!(
             Error,
-            "{msg}, client: {client}, server: {}, request: \"{}\", upstream: \"http://{peer}{}\", host: \"{}\"",
+            "{msg}, client: {client}, server: {}, request: \"{}\", upstream: \"{scheme}://{peer}{}\", host: \"{}\"",
             req.server.name(),
             String::from_utf8_lossy(req.head.line()),
             String::from_utf8_lossy(uri),
@@ -1737,7 +1803,7 @@ impl crate::core::message::response::Tunnel for Tunnel {
 pub static MODULE: Module = Module {
     name: "proxy",
     nginx_default: &["http_proxy_module"],
-    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES, ssl::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
         VarDef::name("proxy_host", |req, _, out| {

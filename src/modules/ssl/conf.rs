@@ -90,7 +90,8 @@ fn push_file(
     Ok(())
 }
 
-fn protocols(d: &Directive, e: &mut crate::conf::table::Env) -> Result<Protocols, ConfError> {
+/// `ssl_protocols` (and `proxy_ssl_protocols`): the versions named.
+pub fn protocols(d: &Directive, e: &mut crate::conf::table::Env) -> Result<Protocols, ConfError> {
     let mut p = Protocols {
         tls12: false,
         tls13: false,
@@ -106,13 +107,17 @@ fn protocols(d: &Directive, e: &mut crate::conf::table::Env) -> Result<Protocols
     }
     if !(p.tls12 || p.tls13) {
         return Err(ConfError::new(
-            "\"ssl_protocols\" names no protocol vireo supports: TLSv1.2 and TLSv1.3 are (rustls has no older ones)",
+            format!(
+                "\"{}\" names no protocol vireo supports: TLSv1.2 and TLSv1.3 are (rustls has no older ones)",
+                d.name
+            ),
             &d.span,
         ));
     }
     if !skipped.is_empty() {
         e.notice(format!(
-            "\"ssl_protocols\": {} not supported (rustls speaks TLSv1.2 and TLSv1.3), skipped in {}",
+            "\"{}\": {} not supported (rustls speaks TLSv1.2 and TLSv1.3), skipped in {}",
+            d.name,
             skipped.join(" "),
             d.span
         ));

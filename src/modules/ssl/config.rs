@@ -141,7 +141,10 @@ fn provider(conf: &SslConf) -> Result<CryptoProvider, ConfError> {
 }
 
 /// The TLS 1.2 suites an OpenSSL cipher string selects, in its order.
-fn select_suites(rules: &[CipherRule], all: &[SupportedCipherSuite]) -> Vec<SupportedCipherSuite> {
+pub fn select_suites(
+    rules: &[CipherRule],
+    all: &[SupportedCipherSuite],
+) -> Vec<SupportedCipherSuite> {
     let tls12: Vec<_> = all.iter().filter(|s| s.tls13().is_none()).collect();
     let mut out: Vec<SupportedCipherSuite> = Vec::new();
     let mut removed: Vec<SupportedCipherSuite> = Vec::new();
@@ -287,33 +290,85 @@ fn load_pair(
     key: &PemFile,
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ConfError> {
-    let err = |f: &PemFile, why: String| {
-        ConfError::new(
-            format!("cannot load \"{}\": {why}", f.path.display()),
-            &f.span,
-        )
+    read_pair(&cert.path, &key.path, &[], provider)
+        .map_err(|(of_key, msg)| ConfError::new(msg, if of_key { &key.span } else { &cert.span }))
+}
+
+/// A certificate chain and its key read from PEM files (a TLS client's
+/// certificate too); an encrypted (PKCS#8) key is opened with the first of
+/// `passwords` that fits. `Err` says why, as nginx does.
+pub fn load_key_pair(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    passwords: &[String],
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    read_pair(cert, key, passwords, provider).map_err(|(_, msg)| msg)
+}
+
+/// An `ENCRYPTED PRIVATE KEY` (PKCS#8, PBES2) opened with the first of
+/// `passwords` that fits; `Ok(None)` when the file holds no such key.
+fn encrypted_key(
+    path: &std::path::Path,
+    passwords: &[String],
+) -> Result<Option<PrivateKeyDer<'static>>, String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(None);
     };
-    let chain = CertificateDer::pem_file_iter(&cert.path)
-        .map_err(|e| err(cert, pem_error(e)))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| err(cert, pem_error(e)))?;
-    if chain.is_empty() {
-        return Err(err(cert, "no certificate in it".into()));
+    let Some(at) = text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
+        return Ok(None);
+    };
+    let (_, doc) =
+        pkcs8::der::Document::from_pem(&text[at..]).map_err(|e| format!("not valid PEM ({e})"))?;
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes())
+        .map_err(|e| format!("not a PKCS#8 encrypted key ({e})"))?;
+    if passwords.is_empty() {
+        return Err("the key is encrypted and no password file is given".into());
     }
-    let der = PrivateKeyDer::from_pem_file(&key.path).map_err(|e| err(key, pem_error(e)))?;
+    for pw in passwords {
+        if let Ok(plain) = info.decrypt(pw.as_bytes()) {
+            let der = rustls_pki_types::PrivatePkcs8KeyDer::from(plain.as_bytes().to_vec());
+            return Ok(Some(PrivateKeyDer::Pkcs8(der)));
+        }
+    }
+    Err("no password of the password file opens the key (bad decrypt)".into())
+}
+
+/// `Err((true, _))` when the key is at fault.
+fn read_pair(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    passwords: &[String],
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, (bool, String)> {
+    let err = |of_key: bool, why: String| {
+        let f = if of_key { key } else { cert };
+        (of_key, format!("cannot load \"{}\": {why}", f.display()))
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| err(false, pem_error(e)))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(false, pem_error(e)))?;
+    if chain.is_empty() {
+        return Err(err(false, "no certificate in it".into()));
+    }
+    let der = match encrypted_key(key, passwords).map_err(|why| err(true, why))? {
+        Some(k) => k,
+        None => PrivateKeyDer::from_pem_file(key).map_err(|e| err(true, pem_error(e)))?,
+    };
     let signing = provider
         .key_provider
         .load_private_key(der)
-        .map_err(|e| err(key, format!("unusable private key ({e})")))?;
+        .map_err(|e| err(true, format!("unusable private key ({e})")))?;
     let pair = CertifiedKey::new(chain, signing);
     keys_match(&pair).map_err(|_| {
-        ConfError::new(
+        (
+            true,
             format!(
                 "the key \"{}\" does not belong to the certificate \"{}\"",
-                key.path.display(),
-                cert.path.display()
+                key.display(),
+                cert.display()
             ),
-            &key.span,
         )
     })?;
     Ok(pair)
@@ -333,7 +388,8 @@ fn keys_match(pair: &CertifiedKey) -> Result<(), ()> {
     }
 }
 
-fn pem_error(e: rustls_pki_types::pem::Error) -> String {
+/// A PEM file's problem in words.
+pub fn pem_error(e: rustls_pki_types::pem::Error) -> String {
     match e {
         rustls_pki_types::pem::Error::Io(e) => crate::core::errlog::errno_text(&e),
         rustls_pki_types::pem::Error::NoItemsFound => {

@@ -12,12 +12,13 @@ use super::config::ServerTls;
 use crate::core::request::TlsInfo;
 use crate::core::route::VirtualHosts;
 use crate::server::socket::Stream;
+use crate::server::tls_io;
 use crate::sys::FdIo;
 use bytes::BytesMut;
 use rustls::ServerConnection;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::io::{self, BufRead, ErrorKind, IoSlice, Write};
+use std::io::{self, ErrorKind, IoSlice, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -33,10 +34,6 @@ pub struct TlsStream {
     closing: Cell<bool>,
 }
 
-fn tls_error(e: rustls::Error) -> io::Error {
-    io::Error::new(ErrorKind::InvalidData, e)
-}
-
 impl TlsStream {
     pub fn info(&self) -> &Arc<TlsInfo> {
         &self.info
@@ -44,69 +41,22 @@ impl TlsStream {
 
     /// Send what rustls has queued; `WouldBlock` when the socket is full.
     fn flush_tls(&self, tls: &mut ServerConnection) -> io::Result<()> {
-        let fd = self.tcp.as_raw_fd();
-        while tls.wants_write() {
-            self.tcp
-                .try_io(Interest::WRITABLE, || tls.write_tls(&mut FdIo(fd)))?;
-        }
-        Ok(())
+        tls_io::flush(&self.tcp, tls)
     }
 
     /// Decrypted bytes handed to `sink`, which copies what it takes and says
     /// how much: 0 at the end of the stream.
     fn read_plain(&self, sink: &mut dyn FnMut(&[u8]) -> usize) -> io::Result<usize> {
-        let fd = self.tcp.as_raw_fd();
-        let mut tls = self.tls.borrow_mut();
-        loop {
-            let state = match tls.process_new_packets() {
-                Ok(s) => s,
-                Err(e) => {
-                    // The alert rustls queued goes out if the socket takes it.
-                    let _ = self.flush_tls(&mut tls);
-                    return Err(tls_error(e));
-                }
-            };
-            if state.plaintext_bytes_to_read() > 0 {
-                let mut r = tls.reader();
-                let n = sink(r.fill_buf()?);
-                r.consume(n);
-                return Ok(n);
-            }
-            if state.peer_has_closed() {
-                return Ok(0);
-            }
-            // Answers rustls owes the peer (tickets, key updates) go out now.
-            match self.flush_tls(&mut tls) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-            let n = self
-                .tcp
-                .try_io(Interest::READABLE, || tls.read_tls(&mut FdIo(fd)))?;
-            if n == 0 {
-                // TCP end without close_notify: an end all the same.
-                return Ok(0);
-            }
-        }
+        tls_io::read_plain(&self.tcp, &mut self.tls.borrow_mut(), sink)
     }
 
     /// Decrypted bytes wait inside rustls (or its end was received).
     fn has_plaintext(&self) -> bool {
-        match self.tls.borrow_mut().process_new_packets() {
-            Ok(s) => s.plaintext_bytes_to_read() > 0 || s.peer_has_closed(),
-            Err(_) => true, // the next read reports the error
-        }
+        tls_io::has_plaintext(&mut self.tls.borrow_mut())
     }
 
     fn write_plain(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let mut tls = self.tls.borrow_mut();
-        self.flush_tls(&mut tls)?;
-        let n = tls.writer().write_vectored(bufs)?;
-        match self.flush_tls(&mut tls) {
-            Err(e) if e.kind() != ErrorKind::WouldBlock => Err(e),
-            _ => Ok(n),
-        }
+        tls_io::write_plain(&self.tcp, &mut self.tls.borrow_mut(), bufs)
     }
 }
 
@@ -138,15 +88,7 @@ impl Stream for TlsStream {
     }
 
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        if buf.capacity() == buf.len() {
-            buf.reserve(16 * 1024);
-        }
-        let spare = buf.capacity() - buf.len();
-        self.read_plain(&mut |c| {
-            let n = c.len().min(spare);
-            buf.extend_from_slice(&c[..n]);
-            n
-        })
+        tls_io::read_buf(&self.tcp, &mut self.tls.borrow_mut(), buf)
     }
 
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -321,33 +263,12 @@ pub async fn accept(
             return Err(fail(e.to_string()));
         }
     };
-    loop {
-        // Send what the handshake produced, waiting for room as needed.
-        while conn.wants_write() {
-            match tcp.try_io(Interest::WRITABLE, || conn.write_tls(&mut FdIo(fd))) {
-                Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    tcp.writable().await.map_err(|e| fail(e.to_string()))?
-                }
-                Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
-            }
-        }
-        if !conn.is_handshaking() {
-            break;
-        }
-        match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
-            Ok(0) => return Err(fail("peer closed the connection in the handshake".into())),
-            Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
-                    while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
-                    return Err(fail(e.to_string()));
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                tcp.readable().await.map_err(|e| fail(e.to_string()))?
-            }
-            Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
-        }
+    if let Err(e) = tls_io::handshake(&tcp, &mut conn).await {
+        return Err(fail(match e {
+            tls_io::HandshakeEnd::Closed => "peer closed the connection in the handshake".into(),
+            tls_io::HandshakeEnd::Tls(e) => e.to_string(),
+            tls_io::HandshakeEnd::Io(e) => crate::core::errlog::errno_text(&e),
+        }));
     }
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
