@@ -142,6 +142,24 @@ pub struct TlsInfo {
     pub curve: &'static str,
     /// The groups the client offered, `:`-separated (`$ssl_curves`).
     pub curves: Box<str>,
+    /// The cipher suites the client offered, `:`-separated (`$ssl_ciphers`).
+    pub ciphers: Box<str>,
+    /// The certificate chain the client sent (DER), its own first; empty
+    /// when it sent none.
+    pub client_certs: Box<[Vec<u8>]>,
+    /// How the client's certificate was verified.
+    pub client_verify: ClientVerify,
+}
+
+/// The verification of a TLS client's certificate (`$ssl_client_verify`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClientVerify {
+    /// None was asked for or sent.
+    #[default]
+    None,
+    Success,
+    /// OpenSSL's error number and text.
+    Failed { code: u16, reason: &'static str },
 }
 
 /// URI changes (rewrites that search locations again, internal redirects by
@@ -194,6 +212,9 @@ pub struct State {
     pub add_uri_to_alias: bool,
     /// Status of the last response made by [`Request::error`] in this pass.
     generated: Cell<u16>,
+    /// The request is answered with this error before its phases run (as
+    /// nginx refuses a TLS client's certificate: 495, 496, 421).
+    pub refused: Option<u16>,
     /// The status a response being built has (`$status` before it is sent).
     pub status: Cell<u16>,
     /// Values of the configuration's variables (`set`, computed `map`s).
@@ -304,7 +325,10 @@ impl<'a> Request<'a> {
             hook(self);
         }
         self.server_name_captures();
-        let mut resp = self.process(body, Jump::Server).await;
+        let mut resp = match self.state.refused {
+            Some(status) => self.error(status),
+            None => self.process(body, Jump::Server).await,
+        };
         // As in nginx, a Location or WWW-Authenticate set before an error
         // page's internal redirect stays on the answer.
         let mut kept = Vec::new();

@@ -51,7 +51,7 @@ pub fn request<'a>(
     host: &'a str,
 ) -> Request<'a> {
     let server = vhosts.select(host);
-    Request {
+    let mut req = Request {
         head,
         peer: c.peer,
         fd: c.fd,
@@ -75,7 +75,11 @@ pub fn request<'a>(
         body_read: 0,
         state: Default::default(),
         tls: c.tls,
+    };
+    if req.tls.is_some() {
+        req.state.refused = crate::modules::ssl::client::refusal(&req);
     }
+    req
 }
 
 /// Before the phases: normalise the URI (400 when it is bad) and refuse a
@@ -118,7 +122,6 @@ pub enum Ran {
 /// Run the phases under the panic guard, then read and drop what the handler
 /// left of the body; `max` is client_max_body_size for the 413 answer.
 pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -> Ran {
-    let mut close = false;
     let scope = crate::core::errlog::scopes().then(|| {
         let ip = match req.peer {
             Peer::Tcp(a) => Some(a.ip()),
@@ -133,6 +136,8 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
         let phases = std::pin::pin!(crate::server::guard::run(req, body));
         crate::core::errlog::scoped(scope, phases).await
     };
+    // nginx closes the connection after refusing a client's certificate.
+    let mut close = matches!(req.state.refused, Some(495 | 496));
     let resp = match ran {
         Some(r) => r,
         None => {

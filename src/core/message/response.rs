@@ -165,9 +165,21 @@ impl Response {
 
     /// An error or redirect page with a small HTML body, as nginx sends them.
     pub fn error(status: u16, server_tokens: bool) -> Self {
-        let mut r = Response::new(status);
+        // nginx's own codes for a bad TLS client or plain HTTP on a TLS
+        // port go out as 400 with a page saying why.
+        let special = match status {
+            494 => Some("Request Header Or Cookie Too Large"),
+            495 => Some("The SSL certificate error"),
+            496 => Some("No required SSL certificate was sent"),
+            497 => Some("The plain HTTP request was sent to HTTPS port"),
+            _ => None,
+        };
+        let mut r = Response::new(if special.is_some() { 400 } else { status });
         if status >= 300 && !matches!(status, 304) {
-            let title = format!("{status} {}", reason(status));
+            let title = match special {
+                Some(why) => format!("400 {why}"),
+                None => format!("{status} {}", reason(status)),
+            };
             r.body = Body::Bytes(Bytes::from(format!(
                 "<!DOCTYPE html>\n<html><head><title>{title}</title></head>\n<body><h1>{title}</h1><hr><p>{}</p></body></html>\n",
                 server_name(server_tokens)
@@ -220,6 +232,7 @@ pub fn reason(status: u16) -> &'static str {
         413 => "Request Entity Too Large",
         414 => "Request-URI Too Large",
         416 => "Requested Range Not Satisfiable",
+        421 => "Misdirected Request",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

@@ -23,6 +23,8 @@ pub enum ServerTls {
     Accept {
         h1: Arc<ServerConfig>,
         h2: Arc<ServerConfig>,
+        /// `ssl_verify_client`: how a client's certificate is judged.
+        client: Option<Arc<super::client::ClientAuth>>,
     },
     /// `ssl_reject_handshake on`.
     Reject,
@@ -69,11 +71,15 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
     .filter_map(|(on, v)| on.then_some(v))
     .collect();
     let span = &conf.certificates[0].span;
-    let mut c = ServerConfig::builder_with_provider(provider)
+    let client = super::client::build(conf, provider.signature_verification_algorithms)?;
+    let builder = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|e| ConfError::new(format!("TLS settings refused: {e}"), span))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(Certificates(keys)));
+        .map_err(|e| ConfError::new(format!("TLS settings refused: {e}"), span))?;
+    let builder = match &client {
+        Some((verifier, _)) => builder.with_client_cert_verifier(verifier.clone()),
+        None => builder.with_no_client_auth(),
+    };
+    let mut c = builder.with_cert_resolver(Arc::new(Certificates(keys)));
     c.ignore_client_order = conf.prefer_server_ciphers;
     c.max_fragment_size = Some(conf.buffer_size);
     c.session_storage = match &conf.session_cache {
@@ -105,6 +111,7 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
     Ok(Some(ServerTls::Accept {
         h1,
         h2: Arc::new(c),
+        client: client.map(|(_, auth)| auth),
     }))
 }
 
@@ -333,7 +340,7 @@ fn keys_match(pair: &CertifiedKey) -> Result<(), ()> {
     }
 }
 
-fn pem_error(e: rustls_pki_types::pem::Error) -> String {
+pub fn pem_error(e: rustls_pki_types::pem::Error) -> String {
     match e {
         rustls_pki_types::pem::Error::Io(e) => crate::core::errlog::errno_text(&e),
         rustls_pki_types::pem::Error::NoItemsFound => {
@@ -448,11 +455,12 @@ pub fn of(server: &Server) -> Option<&Arc<ServerTls>> {
     server.ext.get::<Arc<ServerTls>>()
 }
 
-/// Every server on a `listen … ssl` address needs a certificate.
+/// The default server of a `listen … ssl` address needs a certificate;
+/// the handshakes of other servers without one use it (as nginx).
 pub fn check_listen(l: &ListenBuild<'_>) -> Result<(), ConfError> {
-    match l.servers.iter().find(|s| l.spec.ssl && of(s).is_none()) {
-        Some(s) => Err(no_certificate(&l.spec.span, s.name())),
-        None => Ok(()),
+    match l.default {
+        s if l.spec.ssl && of(s).is_none() => Err(no_certificate(&l.spec.span, s.name())),
+        _ => Ok(()),
     }
 }
 

@@ -295,15 +295,20 @@ pub async fn accept(
         .collect::<Vec<_>>()
         .join(":")
         .into();
+    let ciphers = accepted
+        .client_hello()
+        .cipher_suites()
+        .iter()
+        .map(|&c| suite_name(c))
+        .collect::<Vec<_>>()
+        .join(":")
+        .into();
     let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
     let tls = super::config::of(server).or(super::config::of(&vhosts.default));
-    let config = match tls.map(|t| &**t) {
-        Some(ServerTls::Accept { h1, h2, .. }) => {
-            if http2 {
-                h2.clone()
-            } else {
-                h1.clone()
-            }
+    let (config, client) = match tls.map(|t| &**t) {
+        Some(ServerTls::Accept { h1, h2, client }) => {
+            let c = if http2 { h2.clone() } else { h1.clone() };
+            (c, client.clone())
         }
         Some(ServerTls::Reject) | None => {
             // A fatal unrecognized_name alert (112), in the clear.
@@ -349,6 +354,16 @@ pub async fn accept(
             Err(e) => return Err(fail(crate::core::errlog::errno_text(&e))),
         }
     }
+    let client_certs: Box<[Vec<u8>]> = conn
+        .peer_certificates()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.as_ref().to_vec())
+        .collect();
+    let client_verify = match (&client, conn.peer_certificates()) {
+        (Some(auth), Some(chain)) => auth.check(chain),
+        _ => crate::core::request::ClientVerify::None,
+    };
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
             Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -365,6 +380,9 @@ pub async fn accept(
             .negotiated_key_exchange_group()
             .map_or("", |g| super::config::group_name(g.name())),
         curves,
+        ciphers,
+        client_certs,
+        client_verify,
     };
     Ok(TlsStream {
         tcp,
@@ -372,6 +390,15 @@ pub async fn accept(
         info: Arc::new(info),
         closing: Cell::new(false),
     })
+}
+
+/// A cipher suite as OpenSSL names it, or its number.
+fn suite_name(c: rustls::CipherSuite) -> String {
+    rustls::crypto::ring::ALL_CIPHER_SUITES
+        .iter()
+        .find(|s| s.suite() == c)
+        .map(super::config::openssl_name)
+        .unwrap_or_else(|| format!("0x{:04x}", u16::from(c)))
 }
 
 /// How long the handshake on `vhosts`'s address may take (its default
