@@ -255,15 +255,18 @@ pub fn verify(
             None => break,
         }
     }
+    // As with nginx's OpenSSL callback, checking goes on after an error and
+    // the last one found is the result.
+    let mut last = None;
+    let top = *path.last().expect("path is never empty");
     if !trusted {
-        let top = *path.last().expect("path is never empty");
-        return Err(if top.self_issued() {
+        last = Some(if top.self_issued() {
             if path.len() == 1 {
                 SELF_SIGNED
             } else {
                 SELF_SIGNED_IN_CHAIN
             }
-        } else if path.len() == 1 && top.issuer() != top.subject() && sent.len() > 1 {
+        } else if path.len() == 1 && sent.len() > 1 {
             ISSUER
         } else {
             LOCAL_ISSUER
@@ -271,40 +274,52 @@ pub fn verify(
     }
     // Intermediates: everything between the client's certificate and the
     // trust anchor.
-    let intermediates = path.len().saturating_sub(2);
+    let intermediates = path.len().saturating_sub(if trusted { 2 } else { 1 });
     if intermediates > trust.depth as usize {
-        return Err(TOO_LONG);
+        last = Some(TOO_LONG);
     }
-    for c in path.iter().skip(1) {
-        if !c.may_issue() {
-            return Err(INVALID_CA);
-        }
+    if path.iter().skip(1).any(|c| !c.may_issue()) {
+        last = Some(INVALID_CA);
     }
     if !trust.crls.is_empty() {
         // Every certificate but a self-signed anchor needs its issuer's CRL
         // (nginx sets X509_V_FLAG_CRL_CHECK_ALL).
         for (i, c) in path.iter().enumerate() {
-            if c.self_issued() && i == path.len() - 1 {
-                continue;
+            let issuer = match path.get(i + 1) {
+                Some(i) => *i,
+                None if c.self_issued() => continue,
+                None => {
+                    last = Some(NO_CRL);
+                    continue;
+                }
+            };
+            if let Err(e) = revocation(c, issuer, &trust.crls, now, algs) {
+                last = Some(e);
             }
-            let issuer = path.get(i + 1).copied().unwrap_or(c);
-            revocation(c, issuer, &trust.crls, now, algs)?;
         }
     }
-    for (i, c) in path.iter().enumerate() {
+    // Signatures and validity, from the top down.
+    for (i, c) in path.iter().enumerate().rev() {
+        let issuer = match path.get(i + 1) {
+            Some(i) => Some(*i),
+            None if c.self_issued() => Some(*c),
+            None => None,
+        };
+        if issuer.is_some_and(|i| !c.issued_by(i, algs)) {
+            last = Some(SIGNATURE);
+        }
         let v = c.x.validity();
         if now < v.not_before.timestamp() {
-            return Err(NOT_YET_VALID);
+            last = Some(NOT_YET_VALID);
         }
         if now > v.not_after.timestamp() {
-            return Err(EXPIRED);
-        }
-        let issuer = path.get(i + 1).copied().unwrap_or(c);
-        if !c.issued_by(issuer, algs) {
-            return Err(SIGNATURE);
+            last = Some(EXPIRED);
         }
     }
-    Ok(())
+    match last {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Is `c` revoked by its issuer's CRL? A missing, stale or badly signed
