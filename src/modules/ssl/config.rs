@@ -90,8 +90,14 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
         }),
     };
     if conf.session_tickets {
+        let inner: Arc<dyn ProducesTickets> = if conf.ticket_keys.is_empty() {
+            ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?
+        } else {
+            let lifetime = conf.session_timeout.as_secs().min(u32::MAX as u64) as u32;
+            Arc::new(super::tickets::TicketKeys::load(&conf.ticket_keys, lifetime)?)
+        };
         c.ticketer = Arc::new(Expiring {
-            inner: ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?,
+            inner,
             timeout: conf.session_timeout,
         });
     } else if matches!(conf.session_cache, SessionCache::Off) {

@@ -14,6 +14,7 @@ pub mod client;
 pub mod conf;
 pub mod config;
 pub mod stream;
+pub mod tickets;
 pub mod x509;
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{ClientVerify, Request};
