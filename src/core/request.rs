@@ -144,6 +144,9 @@ pub struct TlsInfo {
     pub curves: Box<str>,
     /// The cipher suites the client offered, `:`-separated (`$ssl_ciphers`).
     pub ciphers: Box<str>,
+    /// The identifier of the session stored or resumed (`$ssl_session_id`,
+    /// hex), empty when none was.
+    pub session_id: Box<str>,
     /// The certificate chain the client sent (DER), its own first; empty
     /// when it sent none.
     pub client_certs: Box<[Vec<u8>]>,

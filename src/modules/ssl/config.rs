@@ -395,9 +395,29 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Length of the identifier a stored session carries (`$ssl_session_id`).
+const ID_LEN: usize = 32;
+
+thread_local! {
+    /// The identifier of the session a handshake on this thread stored or
+    /// resumed last: rustls runs both inside the handshake's calls, which
+    /// [`take_session_id`] follows.
+    static SESSION_ID: std::cell::Cell<Option<[u8; ID_LEN]>> = const { std::cell::Cell::new(None) };
+}
+
+/// The identifier of the session the last handshake call stored or resumed.
+pub fn take_session_id() -> Option<[u8; ID_LEN]> {
+    SESSION_ID.with(|c| c.take())
+}
+
+/// A session's value as kept: when it was made, its identifier, the value.
 fn stamped(v: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + v.len());
+    let mut id = [0u8; ID_LEN];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id);
+    SESSION_ID.with(|c| c.set(Some(id)));
+    let mut out = Vec::with_capacity(8 + ID_LEN + v.len());
     out.extend_from_slice(&now_secs().to_be_bytes());
+    out.extend_from_slice(&id);
     out.extend_from_slice(v);
     out
 }
@@ -405,7 +425,12 @@ fn stamped(v: &[u8]) -> Vec<u8> {
 /// The value under its stamp, if still fresh.
 fn fresh(v: Vec<u8>, timeout: Duration) -> Option<Vec<u8>> {
     let made = u64::from_be_bytes(v.get(..8)?.try_into().ok()?);
-    (now_secs().saturating_sub(made) < timeout.as_secs().max(1)).then(|| v[8..].to_vec())
+    let id: [u8; ID_LEN] = v.get(8..8 + ID_LEN)?.try_into().ok()?;
+    if now_secs().saturating_sub(made) >= timeout.as_secs().max(1) {
+        return None;
+    }
+    SESSION_ID.with(|c| c.set(Some(id)));
+    Some(v[8 + ID_LEN..].to_vec())
 }
 
 impl StoresServerSessions for Expiring<dyn StoresServerSessions> {

@@ -81,6 +81,11 @@ pub static MODULE: Module = Module {
                 out.push(if t.resumed { b'r' } else { b'.' });
             }
         }),
+        VarDef::name("ssl_session_id", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.extend_from_slice(t.session_id.as_bytes());
+            }
+        }),
         VarDef::name("ssl_ciphers", |req, _, out| {
             if let Some(t) = &req.tls {
                 out.extend_from_slice(t.ciphers.as_bytes());

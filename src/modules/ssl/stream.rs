@@ -319,7 +319,12 @@ pub async fn accept(
             )));
         }
     };
-    let mut conn = match accepted.into_connection(config) {
+    // The session stored or resumed in the handshake ($ssl_session_id).
+    let mut session_id = None;
+    let _ = super::config::take_session_id();
+    let conn = accepted.into_connection(config);
+    session_id = session_id.or(super::config::take_session_id());
+    let mut conn = match conn {
         Ok(c) => c,
         Err((e, mut alert)) => {
             let _ = alert.write(&mut FdIo(fd));
@@ -343,7 +348,9 @@ pub async fn accept(
         match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
             Ok(0) => return Err(fail("peer closed the connection in the handshake".into())),
             Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
+                let processed = conn.process_new_packets();
+                session_id = session_id.or(super::config::take_session_id());
+                if let Err(e) = processed {
                     while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
                     return Err(fail(e.to_string()));
                 }
@@ -381,6 +388,9 @@ pub async fn accept(
             .map_or("", |g| super::config::group_name(g.name())),
         curves,
         ciphers,
+        session_id: session_id
+            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default(),
         client_certs,
         client_verify,
     };
