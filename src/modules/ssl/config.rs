@@ -59,9 +59,13 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
         ));
     }
     let provider = Arc::new(provider(conf)?);
+    let passwords = match &conf.password_file {
+        Some(f) => super::password::read(f)?,
+        None => Vec::new(),
+    };
     let mut keys = Vec::new();
     for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
-        keys.push(files.load(c, k, &provider)?);
+        keys.push(files.load(c, k, &passwords, &provider)?);
     }
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (conf.protocols.tls13, &rustls::version::TLS13),
@@ -283,13 +287,14 @@ impl KeyFiles {
         &mut self,
         cert: &PemFile,
         key: &PemFile,
+        passwords: &[String],
         provider: &CryptoProvider,
     ) -> Result<Arc<CertifiedKey>, ConfError> {
         let id = (cert.path.clone(), key.path.clone());
         if let Some(k) = self.0.get(&id) {
             return Ok(k.clone());
         }
-        let k = Arc::new(load_pair(cert, key, provider)?);
+        let k = Arc::new(load_pair(cert, key, passwords, provider)?);
         self.0.insert(id, k.clone());
         Ok(k)
     }
@@ -298,6 +303,7 @@ impl KeyFiles {
 fn load_pair(
     cert: &PemFile,
     key: &PemFile,
+    passwords: &[String],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ConfError> {
     let err = |f: &PemFile, why: String| {
@@ -313,7 +319,13 @@ fn load_pair(
     if chain.is_empty() {
         return Err(err(cert, "no certificate in it".into()));
     }
-    let der = PrivateKeyDer::from_pem_file(&key.path).map_err(|e| err(key, pem_error(e)))?;
+    let der = match PrivateKeyDer::from_pem_file(&key.path) {
+        Ok(der) => der,
+        Err(rustls_pki_types::pem::Error::NoItemsFound) => {
+            super::password::decrypt_key(key, passwords).map_err(|why| err(key, why))?
+        }
+        Err(e) => return Err(err(key, pem_error(e))),
+    };
     let signing = provider
         .key_provider
         .load_private_key(der)

@@ -13,6 +13,7 @@
 pub mod client;
 pub mod conf;
 pub mod config;
+pub mod password;
 pub mod stream;
 pub mod tickets;
 pub mod x509;
