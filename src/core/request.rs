@@ -126,7 +126,7 @@ impl std::fmt::Display for Peer {
 
 /// What a request can learn of its TLS connection (`$https`, `$scheme`, the
 /// ssl module's `$ssl_*` variables).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct TlsInfo {
     /// `TLSv1.2` or `TLSv1.3`.
     pub protocol: &'static str,

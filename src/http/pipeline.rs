@@ -50,8 +50,21 @@ pub fn request<'a>(
     head: &'a RequestHead,
     host: &'a str,
 ) -> Request<'a> {
-    let server = vhosts.select(host);
-    let mut req = Request {
+    let mut req = context(c, vhosts.select(host), head, host);
+    if req.tls.is_some() {
+        req.state.refused = crate::modules::ssl::client::refusal(&req);
+    }
+    req
+}
+
+/// A request context for `head` at the level of `server`, nothing checked.
+pub fn context<'a>(
+    c: ConnRef<'a>,
+    server: &'a crate::core::route::Server,
+    head: &'a RequestHead,
+    host: &'a str,
+) -> Request<'a> {
+    Request {
         head,
         peer: c.peer,
         fd: c.fd,
@@ -75,11 +88,7 @@ pub fn request<'a>(
         body_read: 0,
         state: Default::default(),
         tls: c.tls,
-    };
-    if req.tls.is_some() {
-        req.state.refused = crate::modules::ssl::client::refusal(&req);
     }
-    req
 }
 
 /// Before the phases: normalise the URI (400 when it is bad) and refuse a

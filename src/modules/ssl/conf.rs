@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct PemFile {
     pub path: PathBuf,
     pub span: Span,
+    /// The name with variables, rendered per handshake (`ssl_certificate`
+    /// and `ssl_certificate_key` only).
+    pub vars: Option<crate::core::vars::Template>,
 }
 
 /// `ssl_protocols`: the TLS versions rustls offers.
@@ -97,6 +100,7 @@ fn file(d: &Directive, e: &crate::conf::table::Env) -> PemFile {
     PemFile {
         path: e.path(d.arg(0)),
         span: d.span.clone(),
+        vars: None,
     }
 }
 
@@ -113,22 +117,23 @@ fn verify_client(d: &Directive) -> Result<VerifyClient, ConfError> {
 fn push_file(
     slot: &mut Option<Arc<[PemFile]>>,
     d: &Directive,
-    e: &crate::conf::table::Env,
+    e: &mut crate::conf::table::Env,
 ) -> Result<(), ConfError> {
-    if d.arg(0).contains('$') {
-        return Err(ConfError::new(
-            format!(
-                "variables in \"{}\" are not supported: name the file",
-                d.name
-            ),
-            &d.span,
-        ));
-    }
+    let path = e.path(d.arg(0));
+    let vars = if d.arg(0).contains('$') {
+        Some(
+            crate::core::vars::Template::compile(&path.to_string_lossy(), &mut e.vars)
+                .map_err(|m| ConfError::new(m, &d.span))?,
+        )
+    } else {
+        None
+    };
     crate::conf::values::push(
         slot,
         PemFile {
-            path: e.path(d.arg(0)),
+            path,
             span: d.span.clone(),
+            vars,
         },
     );
     Ok(())

@@ -13,6 +13,7 @@ use rustls::{ServerConfig, SupportedCipherSuite};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +26,8 @@ pub enum ServerTls {
         h2: Arc<ServerConfig>,
         /// `ssl_verify_client`: how a client's certificate is judged.
         client: Option<Arc<super::client::ClientAuth>>,
+        /// Certificates named with variables, loaded per handshake.
+        dynamic: Option<Arc<Dynamic>>,
     },
     /// `ssl_reject_handshake on`.
     Reject,
@@ -63,9 +66,24 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
         Some(f) => super::password::read(f)?,
         None => Vec::new(),
     };
+    let dynamic = conf
+        .certificates
+        .iter()
+        .chain(conf.keys.iter())
+        .any(|f| f.vars.is_some())
+        .then(|| {
+            Arc::new(Dynamic {
+                pairs: conf.certificates.iter().cloned().zip(conf.keys.iter().cloned()).collect(),
+                passwords: passwords.clone(),
+                provider: provider.clone(),
+                loaded: Mutex::new(HashMap::new()),
+            })
+        });
     let mut keys = Vec::new();
-    for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
-        keys.push(files.load(c, k, &passwords, &provider)?);
+    if dynamic.is_none() {
+        for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
+            keys.push(files.load(c, k, &passwords, &provider)?);
+        }
     }
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (conf.protocols.tls13, &rustls::version::TLS13),
@@ -122,6 +140,7 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
         h1,
         h2: Arc::new(c),
         client: client.map(|(_, auth)| auth),
+        dynamic,
     }))
 }
 
@@ -264,7 +283,56 @@ fn matches(part: &str, s: &SupportedCipherSuite) -> bool {
 
 /// The first certificate whose key can sign with a scheme the client offers.
 #[derive(Debug)]
-struct Certificates(Vec<Arc<CertifiedKey>>);
+pub struct Certificates(pub Vec<Arc<CertifiedKey>>);
+
+/// `ssl_certificate` / `ssl_certificate_key` with variables: the names are
+/// rendered for each handshake and each pair read once per configuration
+/// load, then kept by its file names.
+#[derive(Debug)]
+pub struct Dynamic {
+    pairs: Vec<(PemFile, PemFile)>,
+    passwords: Vec<String>,
+    provider: Arc<CryptoProvider>,
+    loaded: Mutex<HashMap<(std::path::PathBuf, std::path::PathBuf), Arc<CertifiedKey>>>,
+}
+
+impl Dynamic {
+    /// The key pairs the names render to; why one cannot be read otherwise.
+    pub fn keys(
+        &self,
+        render: &dyn Fn(&crate::core::vars::Template) -> Vec<u8>,
+    ) -> Result<Vec<Arc<CertifiedKey>>, String> {
+        let name = |f: &PemFile| match &f.vars {
+            Some(t) => PemFile {
+                path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&render(t))),
+                span: f.span.clone(),
+                vars: None,
+            },
+            None => f.clone(),
+        };
+        let mut keys = Vec::new();
+        for (c, k) in &self.pairs {
+            let (c, k) = (name(c), name(k));
+            let id = (c.path.clone(), k.path.clone());
+            let cached = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
+            let pair = match cached {
+                Some(p) => p,
+                None => {
+                    let p = Arc::new(
+                        load_pair(&c, &k, &self.passwords, &self.provider).map_err(|e| e.msg)?,
+                    );
+                    self.loaded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id, p.clone());
+                    p
+                }
+            };
+            keys.push(pair);
+        }
+        Ok(keys)
+    }
+}
 
 impl ResolvesServerCert for Certificates {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {

@@ -304,10 +304,28 @@ pub async fn accept(
         .join(":")
         .into();
     let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
-    let tls = super::config::of(server).or(super::config::of(&vhosts.default));
+    let (owner, tls) = match super::config::of(server) {
+        Some(t) => (server, Some(t)),
+        None => (&vhosts.default, super::config::of(&vhosts.default)),
+    };
     let (config, client) = match tls.map(|t| &**t) {
-        Some(ServerTls::Accept { h1, h2, client }) => {
-            let c = if http2 { h2.clone() } else { h1.clone() };
+        Some(ServerTls::Accept {
+            h1,
+            h2,
+            client,
+            dynamic,
+        }) => {
+            let mut c = if http2 { h2.clone() } else { h1.clone() };
+            if let Some(d) = dynamic {
+                let keys = dynamic_keys(d, owner, server_name.as_deref(), &tcp).map_err(|why| {
+                    // A fatal internal_error alert (80), in the clear.
+                    let _ = FdIo(fd).write(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 80]);
+                    fail(why)
+                })?;
+                let mut own = (*c).clone();
+                own.cert_resolver = Arc::new(super::config::Certificates(keys));
+                c = Arc::new(own);
+            }
             (c, client.clone())
         }
         Some(ServerTls::Reject) | None => {
@@ -399,6 +417,45 @@ pub async fn accept(
         tls: RefCell::new(conn),
         info: Arc::new(info),
         closing: Cell::new(false),
+    })
+}
+
+/// The key pairs of certificates named with variables, rendered in a
+/// request context of the handshake (`$ssl_server_name`, the client's
+/// address, …) at the server's level.
+fn dynamic_keys(
+    d: &super::config::Dynamic,
+    server: &crate::core::route::Server,
+    sni: Option<&str>,
+    tcp: &TcpStream,
+) -> Result<Vec<Arc<rustls::sign::CertifiedKey>>, String> {
+    let mut raw = BytesMut::from(&b"GET / HTTP/1.0\r\n\r\n"[..]);
+    let head = crate::http::h1::parse::parse(&mut raw, &Default::default())
+        .ok()
+        .flatten()
+        .ok_or("no request context")?;
+    let peer = match tcp.peer_addr() {
+        Ok(a) => crate::core::request::Peer::Tcp(a),
+        Err(_) => crate::core::request::Peer::Unix,
+    };
+    let info = TlsInfo {
+        server_name: sni.map(Into::into),
+        ..Default::default()
+    };
+    let c = crate::http::pipeline::ConnRef {
+        peer: &peer,
+        fd: tcp.as_raw_fd(),
+        local: None,
+        id: 0,
+        requests: 0,
+        born_ms: crate::core::clock::unix_millis(),
+        tls: Some(Arc::new(info)),
+    };
+    let req = crate::http::pipeline::context(c, server, &head, sni.unwrap_or(""));
+    d.keys(&|t| {
+        let mut out = Vec::new();
+        t.render(&req, &mut out);
+        out
     })
 }
 
