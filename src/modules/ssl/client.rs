@@ -149,9 +149,10 @@ pub fn build(
         trust.certs.extend(certificates(f)?);
     }
     if let Some(f) = &conf.crl {
-        trust.crls = CertificateRevocationListDer::pem_file_iter(&f.path)
-            .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| load_error(f, e))?
+        let pem = f.read().map_err(|e| load_error(f, e))?;
+        trust.crls = CertificateRevocationListDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| load_error(f, super::config::pem_error(e)))?
             .into_iter()
             .map(|c| c.as_ref().to_vec())
             .collect();
@@ -173,9 +174,10 @@ pub fn build(
 
 /// The certificates of a PEM file (DER each).
 pub fn certificates(f: &PemFile) -> Result<Vec<Vec<u8>>, ConfError> {
-    let certs = CertificateDer::pem_file_iter(&f.path)
-        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| load_error(f, e))?;
+    let pem = f.read().map_err(|e| load_error(f, e))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| load_error(f, super::config::pem_error(e)))?;
     if certs.is_empty() {
         return Err(ConfError::new(
             format!("no certificate in \"{}\"", f.path.display()),
@@ -185,13 +187,9 @@ pub fn certificates(f: &PemFile) -> Result<Vec<Vec<u8>>, ConfError> {
     Ok(certs.into_iter().map(|c| c.as_ref().to_vec()).collect())
 }
 
-fn load_error(f: &PemFile, e: rustls_pki_types::pem::Error) -> ConfError {
+fn load_error(f: &PemFile, why: String) -> ConfError {
     ConfError::new(
-        format!(
-            "cannot load \"{}\": {}",
-            f.path.display(),
-            super::config::pem_error(e)
-        ),
+        format!("cannot load \"{}\": {why}", f.path.display()),
         &f.span,
     )
 }

@@ -45,6 +45,18 @@ pub enum CipherRule {
     Remove(Vec<String>),
 }
 
+impl PemFile {
+    /// The file's contents, or the text after `data:` (as nginx, the PEM
+    /// itself given in the configuration).
+    pub fn read(&self) -> Result<Vec<u8>, String> {
+        let name = self.path.as_os_str().as_encoded_bytes();
+        if let Some(data) = name.strip_prefix(b"data:") {
+            return Ok(data.to_vec());
+        }
+        std::fs::read(&self.path).map_err(|e| crate::core::errlog::errno_text(&e))
+    }
+}
+
 /// `ssl_verify_client`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VerifyClient {
@@ -98,7 +110,10 @@ settings! {
 
 fn file(d: &Directive, e: &crate::conf::table::Env) -> PemFile {
     PemFile {
-        path: e.path(d.arg(0)),
+        path: match d.arg(0).starts_with("data:") {
+            true => PathBuf::from(d.arg(0)),
+            false => e.path(d.arg(0)),
+        },
         span: d.span.clone(),
         vars: None,
     }
@@ -119,8 +134,11 @@ fn push_file(
     d: &Directive,
     e: &mut crate::conf::table::Env,
 ) -> Result<(), ConfError> {
-    let path = e.path(d.arg(0));
-    let vars = if d.arg(0).contains('$') {
+    let path = match d.arg(0).starts_with("data:") {
+        true => PathBuf::from(d.arg(0)),
+        false => e.path(d.arg(0)),
+    };
+    let vars = if d.arg(0).contains('$') && !d.arg(0).starts_with("data:") {
         Some(
             crate::core::vars::Template::compile(&path.to_string_lossy(), &mut e.vars)
                 .map_err(|m| ConfError::new(m, &d.span))?,

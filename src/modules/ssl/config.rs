@@ -380,17 +380,18 @@ fn load_pair(
             &f.span,
         )
     };
-    let chain = CertificateDer::pem_file_iter(&cert.path)
-        .map_err(|e| err(cert, pem_error(e)))?
+    let cert_pem = cert.read().map_err(|e| err(cert, e))?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| err(cert, pem_error(e)))?;
     if chain.is_empty() {
         return Err(err(cert, "no certificate in it".into()));
     }
-    let der = match PrivateKeyDer::from_pem_file(&key.path) {
+    let key_pem = key.read().map_err(|e| err(key, e))?;
+    let der = match PrivateKeyDer::from_pem_slice(&key_pem) {
         Ok(der) => der,
         Err(rustls_pki_types::pem::Error::NoItemsFound) => {
-            super::password::decrypt_key(key, passwords).map_err(|why| err(key, why))?
+            super::password::decrypt_key(&key_pem, passwords).map_err(|why| err(key, why))?
         }
         Err(e) => return Err(err(key, pem_error(e))),
     };

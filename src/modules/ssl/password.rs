@@ -38,8 +38,8 @@ const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
 
 /// The key of an encrypted PKCS#8 PEM file, decrypted with the first pass
 /// phrase that opens it; the reason otherwise.
-pub fn decrypt_key(key: &PemFile, passwords: &[String]) -> Result<PrivateKeyDer<'static>, String> {
-    let text = std::fs::read_to_string(&key.path).map_err(|e| crate::core::errlog::errno_text(&e))?;
+pub fn decrypt_key(pem: &[u8], passwords: &[String]) -> Result<PrivateKeyDer<'static>, String> {
+    let text = String::from_utf8_lossy(pem);
     if text.contains("Proc-Type: 4,ENCRYPTED") {
         return Err("a key encrypted in the legacy PEM way (Proc-Type) is not supported: convert it with \"openssl pkcs8 -topk8\"".into());
     }
