@@ -613,7 +613,7 @@ pub static IGNORED: &[Def] = &[
         Ctx::HS,
         ONE,
         "ssl_stapling_verify on | off;",
-        "vireo does not fetch OCSP responses\n\n```nginx\nssl_stapling_verify on;\n```",
+        "vireo staples only `ssl_stapling_file` responses, as they are (as nginx does with a file)\n\n```nginx\nssl_stapling_verify on;\n```",
     ),
 ];
 

@@ -35,7 +35,11 @@ pub enum ServerTls {
 
 /// Build a server's TLS side; `None` when it has no certificate (and does
 /// not reject handshakes). `files` caches the key pairs read in this load.
-pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, ConfError> {
+pub fn build(
+    conf: &SslConf,
+    files: &mut KeyFiles,
+    notices: &mut Vec<String>,
+) -> Result<Option<ServerTls>, ConfError> {
     if conf.reject_handshake {
         return Ok(Some(ServerTls::Reject));
     }
@@ -83,6 +87,32 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
     if dynamic.is_none() {
         for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
             keys.push(files.load(c, k, &passwords, &provider)?);
+        }
+    }
+    if conf.stapling {
+        match (&conf.stapling_file, &dynamic) {
+            (Some(f), None) => {
+                let der = f.read().map_err(|why| {
+                    ConfError::new(
+                        format!("cannot load \"{}\": {why}", f.path.display()),
+                        &f.span,
+                    )
+                })?;
+                // Every certificate of the server staples the response, as nginx.
+                for k in keys.iter_mut() {
+                    let mut stapled = (**k).clone();
+                    stapled.ocsp = Some(der.clone());
+                    *k = Arc::new(stapled);
+                }
+            }
+            (Some(_), Some(_)) => notices.push(format!(
+                "\"ssl_stapling\" ignored, not supported with certificates loaded dynamically in {}",
+                conf.certificates[0].span
+            )),
+            (None, _) => notices.push(format!(
+                "\"ssl_stapling\" ignored, no \"ssl_stapling_file\" (vireo does not query OCSP responders) in {}",
+                conf.certificates[0].span
+            )),
         }
     }
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
@@ -555,8 +585,9 @@ pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
             l.ssl = true;
         }
     }
-    let files = b.env.ext.entry::<KeyFiles>();
-    if let Some(tls) = build(b.conf.get::<SslConf>(), files)? {
+    let env = &mut *b.env;
+    let files = env.ext.entry::<KeyFiles>();
+    if let Some(tls) = build(b.conf.get::<SslConf>(), files, &mut env.notices)? {
         b.ext.insert(Arc::new(tls));
     }
     Ok(())
