@@ -162,7 +162,10 @@ pub enum ClientVerify {
     None,
     Success,
     /// OpenSSL's error number and text.
-    Failed { code: u16, reason: &'static str },
+    Failed {
+        code: u16,
+        reason: &'static str,
+    },
 }
 
 /// URI changes (rewrites that search locations again, internal redirects by

@@ -124,7 +124,9 @@ pub fn build(
         Some(f) => certificates(f)?,
         None if *mode == VerifyClient::OptionalNoCa => Vec::new(),
         None => {
-            let span = span.clone().expect("a mode other than off was set by the directive");
+            let span = span
+                .clone()
+                .expect("a mode other than off was set by the directive");
             return Err(ConfError::new(
                 "no ssl_client_certificate for ssl_verify_client",
                 &span,

@@ -500,7 +500,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             let f = file(d, e);
-            set_once(&mut s.loc().get_mut::<SslConfSet>().client_certificate, Some(f), d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().client_certificate,
+                Some(f),
+                d,
+            )
         },
         syntax: "ssl_client_certificate file;",
         default: "—",
@@ -513,7 +517,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             let f = file(d, e);
-            set_once(&mut s.loc().get_mut::<SslConfSet>().trusted_certificate, Some(f), d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().trusted_certificate,
+                Some(f),
+                d,
+            )
         },
         syntax: "ssl_trusted_certificate file;",
         default: "—",
@@ -552,7 +560,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             let f = file(d, e);
-            set_once(&mut s.loc().get_mut::<SslConfSet>().password_file, Some(f), d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().password_file,
+                Some(f),
+                d,
+            )
         },
         syntax: "ssl_password_file file;",
         default: "—",
@@ -578,7 +590,11 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
-            set_once(&mut s.loc().get_mut::<SslConfSet>().stapling, flag(d, 0)?, d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().stapling,
+                flag(d, 0)?,
+                d,
+            )
         },
         syntax: "ssl_stapling on | off;",
         default: "off",
@@ -591,7 +607,11 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             let f = file(d, e);
-            set_once(&mut s.loc().get_mut::<SslConfSet>().stapling_file, Some(f), d)
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().stapling_file,
+                Some(f),
+                d,
+            )
         },
         syntax: "ssl_stapling_file file;",
         default: "—",

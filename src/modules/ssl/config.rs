@@ -77,7 +77,12 @@ pub fn build(
         .any(|f| f.vars.is_some())
         .then(|| {
             Arc::new(Dynamic {
-                pairs: conf.certificates.iter().cloned().zip(conf.keys.iter().cloned()).collect(),
+                pairs: conf
+                    .certificates
+                    .iter()
+                    .cloned()
+                    .zip(conf.keys.iter().cloned())
+                    .collect(),
                 passwords: passwords.clone(),
                 provider: provider.clone(),
                 loaded: Mutex::new(HashMap::new()),
@@ -146,7 +151,10 @@ pub fn build(
             ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?
         } else {
             let lifetime = conf.session_timeout.as_secs().min(u32::MAX as u64) as u32;
-            Arc::new(super::tickets::TicketKeys::load(&conf.ticket_keys, lifetime)?)
+            Arc::new(super::tickets::TicketKeys::load(
+                &conf.ticket_keys,
+                lifetime,
+            )?)
         };
         c.ticketer = Arc::new(Expiring {
             inner,
@@ -344,7 +352,12 @@ impl Dynamic {
         for (c, k) in &self.pairs {
             let (c, k) = (name(c), name(k));
             let id = (c.path.clone(), k.path.clone());
-            let cached = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
+            let cached = self
+                .loaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+                .cloned();
             let pair = match cached {
                 Some(p) => p,
                 None => {

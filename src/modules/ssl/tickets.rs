@@ -45,10 +45,7 @@ impl TicketKeys {
             })?;
             keys.push(key_of(&data).ok_or_else(|| {
                 ConfError::new(
-                    format!(
-                        "\"{}\" must be 80 or 48 bytes",
-                        f.path.display()
-                    ),
+                    format!("\"{}\" must be 80 or 48 bytes", f.path.display()),
                     &f.span,
                 )
             })?);
@@ -101,7 +98,10 @@ impl ProducesTickets for TicketKeys {
 
     fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
         let name = cipher.get(..NAME_LEN)?;
-        let nonce: [u8; NONCE_LEN] = cipher.get(NAME_LEN..NAME_LEN + NONCE_LEN)?.try_into().ok()?;
+        let nonce: [u8; NONCE_LEN] = cipher
+            .get(NAME_LEN..NAME_LEN + NONCE_LEN)?
+            .try_into()
+            .ok()?;
         let (name, key) = self.keys.iter().find(|(n, _)| n == name)?;
         let mut sealed = cipher[NAME_LEN + NONCE_LEN..].to_vec();
         let plain = key

@@ -155,7 +155,8 @@ pub fn verify_handshake_signature(
     };
     candidates.iter().any(|a| {
         a.public_key_alg_id().as_ref() == key_alg.body
-            && a.verify_signature(&key.body[1..], message, signature).is_ok()
+            && a.verify_signature(&key.body[1..], message, signature)
+                .is_ok()
     })
 }
 
