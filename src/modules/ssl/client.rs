@@ -110,12 +110,11 @@ fn holds_key(
     }
 }
 
-/// The verifier for the handshake and the verification for afterwards,
-/// when the server asks for client certificates.
-pub fn build(
-    conf: &SslConf,
-    algs: WebPkiSupportedAlgorithms,
-) -> Result<Option<(Arc<dyn ClientCertVerifier>, Arc<ClientAuth>)>, ConfError> {
+/// The verifier for the handshake and the verification for afterwards.
+pub type Built = (Arc<dyn ClientCertVerifier>, Arc<ClientAuth>);
+
+/// What a server asking for client certificates verifies them with.
+pub fn build(conf: &SslConf, algs: WebPkiSupportedAlgorithms) -> Result<Option<Built>, ConfError> {
     let (mode, span) = &conf.verify_client;
     if *mode == VerifyClient::Off {
         return Ok(None);
@@ -166,10 +165,7 @@ pub fn build(
         }
     }
     Ok(Some((
-        Arc::new(AskForCertificate {
-            hints,
-            algs: algs.clone(),
-        }),
+        Arc::new(AskForCertificate { hints, algs }),
         Arc::new(ClientAuth { trust, algs }),
     )))
 }
