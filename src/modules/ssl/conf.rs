@@ -119,6 +119,15 @@ fn file(d: &Directive, e: &crate::conf::table::Env) -> PemFile {
     }
 }
 
+/// A one-file setting (`ssl_client_certificate`, `ssl_crl`, …), set once.
+fn set_file(
+    slot: &mut Option<Option<PemFile>>,
+    d: &Directive,
+    e: &crate::conf::table::Env,
+) -> Result<(), ConfError> {
+    set_once(slot, Some(file(d, e)), d)
+}
+
 fn verify_client(d: &Directive) -> Result<VerifyClient, ConfError> {
     Ok(match d.arg(0) {
         "on" => VerifyClient::On,
@@ -499,11 +508,10 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, e| {
-            let f = file(d, e);
-            set_once(
+            set_file(
                 &mut s.loc().get_mut::<SslConfSet>().client_certificate,
-                Some(f),
                 d,
+                e,
             )
         },
         syntax: "ssl_client_certificate file;",
@@ -516,11 +524,10 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, e| {
-            let f = file(d, e);
-            set_once(
+            set_file(
                 &mut s.loc().get_mut::<SslConfSet>().trusted_certificate,
-                Some(f),
                 d,
+                e,
             )
         },
         syntax: "ssl_trusted_certificate file;",
@@ -532,10 +539,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, e| {
-            let f = file(d, e);
-            set_once(&mut s.loc().get_mut::<SslConfSet>().crl, Some(f), d)
-        },
+        set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().crl, d, e),
         syntax: "ssl_crl file;",
         default: "—",
         doc: "PEM certificate revocation lists for client certificates. With it every certificate of a client's chain needs its issuer's list: a revoked one fails with `certificate revoked`, one whose issuer has no list with `unable to get certificate CRL`. Read when the configuration is loaded.\n\n```nginx\nssl_crl /etc/ssl/clients.crl;\n```",
@@ -558,14 +562,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, e| {
-            let f = file(d, e);
-            set_once(
-                &mut s.loc().get_mut::<SslConfSet>().password_file,
-                Some(f),
-                d,
-            )
-        },
+        set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().password_file, d, e),
         syntax: "ssl_password_file file;",
         default: "—",
         doc: "Pass phrases for encrypted `ssl_certificate_key` files, one per line: each is tried in turn. Encrypted PKCS#8 keys (`BEGIN ENCRYPTED PRIVATE KEY`, what OpenSSL 3 writes) are read.\n\n```nginx\nssl_password_file /etc/ssl/passphrases;\n```",
@@ -605,14 +602,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, e| {
-            let f = file(d, e);
-            set_once(
-                &mut s.loc().get_mut::<SslConfSet>().stapling_file,
-                Some(f),
-                d,
-            )
-        },
+        set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().stapling_file, d, e),
         syntax: "ssl_stapling_file file;",
         default: "—",
         doc: "A DER OCSP response (as `openssl ocsp -respout` writes) stapled, with `ssl_stapling on`, to the handshakes of the server's first certificate. Read when the configuration is loaded.\n\n```nginx\nssl_stapling_file /etc/ssl/example.com.ocsp.der;\n```",

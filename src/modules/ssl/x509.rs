@@ -106,23 +106,22 @@ fn signed(der: &[u8]) -> Option<Signed<'_>> {
 
 /// Is `s` signed by the key of `spki` (a SubjectPublicKeyInfo, DER)?
 fn signed_by(s: &Signed<'_>, spki: &[u8], algs: &WebPkiSupportedAlgorithms) -> bool {
-    let Some((info, _)) = tlv(spki) else {
+    let Some((key_alg, key)) = public_key(spki) else {
         return false;
     };
-    let Some((key_alg, rest)) = tlv(info.body) else {
-        return false;
-    };
-    let Some((key, _)) = tlv(rest) else {
-        return false;
-    };
-    if key.body.is_empty() {
-        return false;
-    }
     algs.all.iter().any(|a| {
         a.signature_alg_id().as_ref() == s.alg
-            && a.public_key_alg_id().as_ref() == key_alg.body
-            && a.verify_signature(&key.body[1..], s.tbs, s.sig).is_ok()
+            && a.public_key_alg_id().as_ref() == key_alg
+            && a.verify_signature(key, s.tbs, s.sig).is_ok()
     })
+}
+
+/// A SubjectPublicKeyInfo's algorithm identifier (contents) and key bits.
+fn public_key(spki: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (info, _) = tlv(spki)?;
+    let (key_alg, rest) = tlv(info.body)?;
+    let (key, _) = tlv(rest)?;
+    Some((key_alg.body, key.body.get(1..)?))
 }
 
 /// Verify a signature over `message` made by the key of `cert` (DER) with
@@ -137,26 +136,15 @@ pub fn verify_handshake_signature(
     let Ok((_, c)) = X509Certificate::from_der(cert) else {
         return false;
     };
-    let spki = c.public_key().raw;
-    let Some((info, _)) = tlv(spki) else {
+    let Some((key_alg, key)) = public_key(c.public_key().raw) else {
         return false;
     };
-    let Some((key_alg, rest)) = tlv(info.body) else {
-        return false;
-    };
-    let Some((key, _)) = tlv(rest) else {
-        return false;
-    };
-    if key.body.is_empty() {
-        return false;
-    }
     let Some((_, candidates)) = algs.mapping.iter().find(|(s, _)| *s == scheme) else {
         return false;
     };
     candidates.iter().any(|a| {
-        a.public_key_alg_id().as_ref() == key_alg.body
-            && a.verify_signature(&key.body[1..], message, signature)
-                .is_ok()
+        a.public_key_alg_id().as_ref() == key_alg
+            && a.verify_signature(key, message, signature).is_ok()
     })
 }
 
