@@ -386,6 +386,11 @@ impl<'a> Request<'a> {
         if let Some(s) = self.state.err_status.filter(|s| *s != 0 && !own) {
             resp.status = s;
         }
+        // nginx's own codes (a bad TLS client, plain HTTP on a TLS port)
+        // go out as 400 once error_page had its chance at them.
+        if (494..=497).contains(&resp.status) {
+            resp.status = 400;
+        }
         let conf: &'a LocConf = self.conf;
         if special_redirect
             && conf.core.msie_refresh

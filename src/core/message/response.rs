@@ -174,7 +174,8 @@ impl Response {
             497 => Some("The plain HTTP request was sent to HTTPS port"),
             _ => None,
         };
-        let mut r = Response::new(if special.is_some() { 400 } else { status });
+        // The status stays for error_page; the request sends it as 400.
+        let mut r = Response::new(status);
         if status >= 300 && !matches!(status, 304) {
             let title = match special {
                 Some(why) => format!("400 {why}"),
