@@ -67,69 +67,17 @@ fn pki(dir: &TempDir) {
             "/CN=client",
         ],
     );
-    openssl(
-        dir,
-        &[
-            "ca",
-            "-batch",
-            "-config",
-            "ca.conf",
-            "-keyfile",
-            "ca.key",
-            "-cert",
-            "ca.crt",
-            "-subj",
-            "/CN=client",
-            "-in",
-            "client.csr",
-            "-out",
-            "client.crt",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "ca",
-            "-gencrl",
-            "-config",
-            "ca.conf",
-            "-keyfile",
-            "ca.key",
-            "-cert",
-            "ca.crt",
-            "-out",
-            "empty.crl",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "ca",
-            "-config",
-            "ca.conf",
-            "-keyfile",
-            "ca.key",
-            "-cert",
-            "ca.crt",
-            "-revoke",
-            "client.crt",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "ca",
-            "-gencrl",
-            "-config",
-            "ca.conf",
-            "-keyfile",
-            "ca.key",
-            "-cert",
-            "ca.crt",
-            "-out",
-            "revoked.crl",
-        ],
-    );
+    // The CA's operations: sign the client, a CRL, revoke the client, a CRL.
+    let ca = |args: &str| {
+        let mut all = vec!["ca", "-batch", "-config", "ca.conf", "-keyfile", "ca.key"];
+        all.extend(["-cert", "ca.crt"]);
+        all.extend(args.split(' '));
+        openssl(dir, &all);
+    };
+    ca("-subj /CN=client -in client.csr -out client.crt");
+    ca("-gencrl -out empty.crl");
+    ca("-revoke client.crt");
+    ca("-gencrl -out revoked.crl");
 }
 
 const CONF: &str = "error_log stderr info;\nevents {}\nhttp {\n  access_log off;\n  ssl_certificate server.crt;\n  ssl_certificate_key server.key;\n  add_header X-Verify $ssl_client_verify always;\n  server {\n    listen 127.0.0.1:{port} ssl;\n    server_name on.test;\n    ssl_verify_client on;\n    ssl_client_certificate ca.crt;\n    EXTRA\n    location / { return 200 \"$ssl_client_s_dn|$ssl_client_i_dn|$ssl_client_s_dn_legacy|$ssl_client_serial|$ssl_client_fingerprint|$ssl_client_v_remain\"; }\n    location /raw { add_header X-Cert $ssl_client_cert; return 200 $ssl_client_raw_cert; }\n  }\n  server {\n    listen 127.0.0.1:{port} ssl;\n    server_name noca.test;\n    ssl_verify_client optional_no_ca;\n    location / { return 200 \"$ssl_client_verify\"; }\n  }\n  server {\n    listen 127.0.0.1:{port} ssl;\n    server_name optional.test;\n    ssl_verify_client optional;\n    ssl_client_certificate ca.crt;\n    error_page 495 =403 /denied;\n    location / { return 200 \"$ssl_client_verify\"; }\n    location /denied { return 403 \"denied: $ssl_client_verify\"; }\n  }\n}\n";
