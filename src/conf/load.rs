@@ -283,9 +283,14 @@ fn build_http(
             }
         }
     }
-    for (spec, servers, _) in &by_addr {
+    for (spec, servers, default) in &by_addr {
+        let default = default.as_ref().unwrap_or(&servers[0]);
         for hook in env.modules.iter().filter_map(|m| m.hooks.listen) {
-            hook(&ListenBuild { spec, servers })?;
+            hook(&ListenBuild {
+                spec,
+                servers,
+                default,
+            })?;
         }
     }
     Ok(by_addr

@@ -187,6 +187,9 @@ pub struct ServerBuild<'a> {
 pub struct ListenBuild<'a> {
     pub spec: &'a crate::conf::model::ListenSpec,
     pub servers: &'a [Arc<crate::core::route::Server>],
+    /// The one answering names no other server has (`default_server`, else
+    /// the first).
+    pub default: &'a Arc<crate::core::route::Server>,
 }
 
 /// The hooks every level of a load runs: those that act on a level's own

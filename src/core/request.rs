@@ -126,7 +126,7 @@ impl std::fmt::Display for Peer {
 
 /// What a request can learn of its TLS connection (`$https`, `$scheme`, the
 /// ssl module's `$ssl_*` variables).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct TlsInfo {
     /// `TLSv1.2` or `TLSv1.3`.
     pub protocol: &'static str,
@@ -142,6 +142,30 @@ pub struct TlsInfo {
     pub curve: &'static str,
     /// The groups the client offered, `:`-separated (`$ssl_curves`).
     pub curves: Box<str>,
+    /// The cipher suites the client offered, `:`-separated (`$ssl_ciphers`).
+    pub ciphers: Box<str>,
+    /// The identifier of the session stored or resumed (`$ssl_session_id`,
+    /// hex), empty when none was.
+    pub session_id: Box<str>,
+    /// The certificate chain the client sent (DER), its own first; empty
+    /// when it sent none.
+    pub client_certs: Box<[Vec<u8>]>,
+    /// How the client's certificate was verified.
+    pub client_verify: ClientVerify,
+}
+
+/// The verification of a TLS client's certificate (`$ssl_client_verify`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClientVerify {
+    /// None was asked for or sent.
+    #[default]
+    None,
+    Success,
+    /// OpenSSL's error number and text.
+    Failed {
+        code: u16,
+        reason: &'static str,
+    },
 }
 
 /// URI changes (rewrites that search locations again, internal redirects by
@@ -196,8 +220,9 @@ pub struct State {
     /// name is alias + URI from now on (nginx's `add_uri_to_alias`).
     pub add_uri_to_alias: bool,
     /// The request was refused with this status before its phases (a
-    /// malformed head): [`Request::run`] answers it, through the server's
-    /// `error_page` when one applies, as nginx.
+    /// malformed head; a TLS client's certificate: 495, 496, 421):
+    /// [`Request::run`] answers it, through the server's `error_page` when
+    /// one applies, as nginx.
     pub refused: Option<u16>,
     /// Status of the last response made by [`Request::error`] in this pass.
     generated: Cell<u16>,
@@ -391,6 +416,11 @@ impl<'a> Request<'a> {
         let own = self.state.generated.get() == resp.status && resp.status >= 300;
         if let Some(s) = self.state.err_status.filter(|s| *s != 0 && !own) {
             resp.status = s;
+        }
+        // nginx's own codes (a bad TLS client, plain HTTP on a TLS port)
+        // go out as 400 once error_page had its chance at them.
+        if (494..=497).contains(&resp.status) {
+            resp.status = 400;
         }
         let conf: &'a LocConf = self.conf;
         if special_redirect

@@ -53,7 +53,20 @@ pub fn request<'a>(
     head: &'a RequestHead,
     host: &'a str,
 ) -> Request<'a> {
-    let server = vhosts.select(host);
+    let mut req = context(c, vhosts.select(host), head, host);
+    if req.tls.is_some() {
+        req.state.refused = crate::modules::ssl::client::refusal(&req);
+    }
+    req
+}
+
+/// A request context for `head` at the level of `server`, nothing checked.
+pub fn context<'a>(
+    c: ConnRef<'a>,
+    server: &'a Arc<crate::core::route::Server>,
+    head: &'a RequestHead,
+    host: &'a str,
+) -> Request<'a> {
     Request {
         head,
         peer: c.peer,
@@ -162,7 +175,6 @@ pub enum Ran {
 /// Run the phases under the panic guard, then read and drop what the handler
 /// left of the body; `max` is client_max_body_size for the 413 answer.
 pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -> Ran {
-    let mut close = false;
     let scope = crate::core::errlog::scopes().then(|| {
         let ip = match req.peer {
             Peer::Tcp(a) => Some(a.ip()),
@@ -177,6 +189,8 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
         let phases = std::pin::pin!(crate::server::guard::run(req, body));
         crate::core::errlog::scoped(scope, phases).await
     };
+    // nginx closes the connection after refusing a client's certificate.
+    let mut close = matches!(req.state.refused, Some(495 | 496));
     let resp = match ran {
         Some(r) => r,
         None => {

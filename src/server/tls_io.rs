@@ -95,10 +95,12 @@ pub enum HandshakeEnd {
 }
 
 /// Run the handshake `conn` has begun (either side) to its end, waiting on
-/// the socket's readiness; the caller bounds its time.
+/// the socket's readiness; the caller bounds its time. `after_packets` runs
+/// each time received records were processed (before any wait).
 pub async fn handshake<D>(
     tcp: &TcpStream,
     conn: &mut ConnectionCommon<D>,
+    after_packets: &mut dyn FnMut(),
 ) -> Result<(), HandshakeEnd> {
     let fd = tcp.as_raw_fd();
     loop {
@@ -118,7 +120,9 @@ pub async fn handshake<D>(
         match tcp.try_io(Interest::READABLE, || conn.read_tls(&mut FdIo(fd))) {
             Ok(0) => return Err(HandshakeEnd::Closed),
             Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
+                let processed = conn.process_new_packets();
+                after_packets();
+                if let Err(e) = processed {
                     while conn.wants_write() && conn.write_tls(&mut FdIo(fd)).is_ok() {}
                     return Err(HandshakeEnd::Tls(e));
                 }

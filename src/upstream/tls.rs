@@ -603,7 +603,7 @@ impl Drop for TlsConn {
 pub async fn handshake(tcp: TcpStream, dial: &Dial) -> io::Result<TlsConn> {
     let mut conn =
         ClientConnection::new(dial.client.config.clone(), dial.name.clone()).map_err(tls_error)?;
-    match tls_io::handshake(&tcp, &mut conn).await {
+    match tls_io::handshake(&tcp, &mut conn, &mut || {}).await {
         Ok(()) => {}
         Err(tls_io::HandshakeEnd::Closed) => {
             return Err(io::Error::new(

@@ -263,9 +263,22 @@ impl Response {
 
     /// An error or redirect page with a small HTML body, as nginx sends them.
     pub fn error(status: u16, server_tokens: bool) -> Self {
+        // nginx's own codes for a bad TLS client or plain HTTP on a TLS
+        // port go out as 400 with a page saying why.
+        let special = match status {
+            494 => Some("Request Header Or Cookie Too Large"),
+            495 => Some("The SSL certificate error"),
+            496 => Some("No required SSL certificate was sent"),
+            497 => Some("The plain HTTP request was sent to HTTPS port"),
+            _ => None,
+        };
+        // The status stays for error_page; the request sends it as 400.
         let mut r = Response::new(status);
         if status >= 300 && !matches!(status, 304) {
-            let title = format!("{status} {}", reason(status));
+            let title = match special {
+                Some(why) => format!("400 {why}"),
+                None => format!("{status} {}", reason(status)),
+            };
             r.body = Body::Bytes(Bytes::from(format!(
                 "<!DOCTYPE html>\n<html><head><title>{title}</title></head>\n<body><h1>{title}</h1><hr><p>{}</p></body></html>\n",
                 server_name(server_tokens)

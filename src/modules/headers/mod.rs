@@ -133,7 +133,17 @@ fn rendered(req: &Request<'_>, resp: &Response, h: &AddHeader, directive: &str) 
         body_bytes: 0,
     };
     h.value.render(&src, &mut out);
-    let breaks = out.iter().filter(|&&b| matches!(b, b'\r' | b'\n')).count();
+    // On HTTP/1 a line end followed by a tab or space continues the value
+    // (obs-fold, as nginx's `$ssl_client_cert` makes it): no new header.
+    let fold_ok = req.head.version != crate::core::message::head::Version::Http2;
+    let breaks = out
+        .iter()
+        .enumerate()
+        .filter(|&(i, &b)| {
+            matches!(b, b'\r' | b'\n')
+                && !(fold_ok && b == b'\n' && matches!(out.get(i + 1), Some(b'\t' | b' ')))
+        })
+        .count();
     if breaks > h.line_breaks || out.contains(&0) {
         crate::error_log!(
             Warn,

@@ -2,7 +2,7 @@
 
 use crate::conf::ast::{ConfError, Directive, Span};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
-use crate::conf::values::{bad_arg, flag, parse_size, set_once, size, time};
+use crate::conf::values::{bad_arg, flag, number, parse_size, set_once, size, time};
 use crate::settings;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct PemFile {
     pub path: PathBuf,
     pub span: Span,
+    /// The name with variables, rendered per handshake (`ssl_certificate`
+    /// and `ssl_certificate_key` only).
+    pub vars: Option<crate::core::vars::Template>,
 }
 
 /// `ssl_protocols`: the TLS versions rustls offers.
@@ -42,6 +45,31 @@ pub enum CipherRule {
     Remove(Vec<String>),
 }
 
+impl PemFile {
+    /// The file's contents, or the text after `data:` (as nginx, the PEM
+    /// itself given in the configuration).
+    pub fn read(&self) -> Result<Vec<u8>, String> {
+        let name = self.path.as_os_str().as_encoded_bytes();
+        if let Some(data) = name.strip_prefix(b"data:") {
+            return Ok(data.to_vec());
+        }
+        std::fs::read(&self.path).map_err(|e| crate::core::errlog::errno_text(&e))
+    }
+}
+
+/// `ssl_verify_client`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyClient {
+    Off,
+    /// A certificate is required and must verify (else 496 / 495).
+    On,
+    /// A certificate is asked for; one sent must verify (else 495).
+    Optional,
+    /// A certificate is asked for and its verification only recorded
+    /// (`$ssl_client_verify`), unless its chain is broken.
+    OptionalNoCa,
+}
+
 settings! {
     /// TLS settings of an http or server level.
     pub struct SslConf / SslConfSet {
@@ -63,28 +91,76 @@ settings! {
         pub reject_handshake: bool = false,
         /// `ssl on` (deprecated in nginx): the server's addresses are TLS ones.
         pub enable: bool = false,
+        /// With the directive's place, for errors.
+        pub verify_client: (VerifyClient, Option<Span>) = (VerifyClient::Off, None),
+        /// `ssl_client_certificate`: trusted, and named to clients.
+        pub client_certificate: Option<PemFile> = None,
+        /// `ssl_trusted_certificate`: trusted, not named.
+        pub trusted_certificate: Option<PemFile> = None,
+        pub crl: Option<PemFile> = None,
+        pub verify_depth: u32 = 1,
+        /// `ssl_password_file`: pass phrases of encrypted keys.
+        pub password_file: Option<PemFile> = None,
+        /// `ssl_session_ticket_key` files: the first encrypts, all decrypt.
+        pub ticket_keys: Arc<[PemFile]> = Arc::from(Vec::new()),
+        pub stapling: bool = false,
+        pub stapling_file: Option<PemFile> = None,
     }
+}
+
+fn file(d: &Directive, e: &crate::conf::table::Env) -> PemFile {
+    PemFile {
+        path: match d.arg(0).starts_with("data:") {
+            true => PathBuf::from(d.arg(0)),
+            false => e.path(d.arg(0)),
+        },
+        span: d.span.clone(),
+        vars: None,
+    }
+}
+
+/// A one-file setting (`ssl_client_certificate`, `ssl_crl`, …), set once.
+fn set_file(
+    slot: &mut Option<Option<PemFile>>,
+    d: &Directive,
+    e: &crate::conf::table::Env,
+) -> Result<(), ConfError> {
+    set_once(slot, Some(file(d, e)), d)
+}
+
+fn verify_client(d: &Directive) -> Result<VerifyClient, ConfError> {
+    Ok(match d.arg(0) {
+        "on" => VerifyClient::On,
+        "off" => VerifyClient::Off,
+        "optional" => VerifyClient::Optional,
+        "optional_no_ca" => VerifyClient::OptionalNoCa,
+        a => return Err(bad_arg(d, a)),
+    })
 }
 
 fn push_file(
     slot: &mut Option<Arc<[PemFile]>>,
     d: &Directive,
-    e: &crate::conf::table::Env,
+    e: &mut crate::conf::table::Env,
 ) -> Result<(), ConfError> {
-    if d.arg(0).contains('$') {
-        return Err(ConfError::new(
-            format!(
-                "variables in \"{}\" are not supported: name the file",
-                d.name
-            ),
-            &d.span,
-        ));
-    }
+    let path = match d.arg(0).starts_with("data:") {
+        true => PathBuf::from(d.arg(0)),
+        false => e.path(d.arg(0)),
+    };
+    let vars = if d.arg(0).contains('$') && !d.arg(0).starts_with("data:") {
+        Some(
+            crate::core::vars::Template::compile(&path.to_string_lossy(), &mut e.vars)
+                .map_err(|m| ConfError::new(m, &d.span))?,
+        )
+    } else {
+        None
+    };
     crate::conf::values::push(
         slot,
         PemFile {
-            path: e.path(d.arg(0)),
+            path,
             span: d.span.clone(),
+            vars,
         },
     );
     Ok(())
@@ -414,6 +490,128 @@ pub static DIRECTIVES: &[Def] = &[
         default: "off",
         doc: "Deprecated in nginx (a notice says so): `on` makes every address of the server (of every server, in http) a TLS one, as `listen … ssl` does; each server on such an address then needs `ssl_certificate`.\n\n```nginx\nserver {\n    listen 443;\n    ssl on;\n    ssl_certificate cert.pem;\n    ssl_certificate_key cert.key;\n}\n```",
     },
+    Def {
+        name: "ssl_verify_client",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let v = verify_client(d)?;
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().verify_client,
+                (v, Some(d.span.clone())),
+                d,
+            )
+        },
+        syntax: "ssl_verify_client on | off | optional | optional_no_ca;",
+        default: "off",
+        doc: "Ask TLS clients for a certificate and verify it against `ssl_client_certificate` and `ssl_trusted_certificate` (with `ssl_crl`, up to `ssl_verify_depth` intermediates). The handshake never fails for it: as nginx, the request is then answered 400 — \"No required SSL certificate was sent\" with `on` and no certificate (status 496 for `error_page`), \"The SSL certificate error\" when a certificate does not verify (495) — and the connection closed. `optional` asks without requiring; `optional_no_ca` also lets through a certificate whose chain leads to no trusted one, for the application to judge (`$ssl_client_verify` says `FAILED:…`). A request whose Host names another server than the one the handshake chose (SNI) is answered 421 when that server verifies clients.\n\n```nginx\nssl_verify_client on;\nssl_client_certificate /etc/ssl/clients-ca.pem;\n```",
+    },
+    Def {
+        name: "ssl_client_certificate",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| {
+            set_file(
+                &mut s.loc().get_mut::<SslConfSet>().client_certificate,
+                d,
+                e,
+            )
+        },
+        syntax: "ssl_client_certificate file;",
+        default: "—",
+        doc: "PEM certificates of the authorities trusted for client certificates; their names are also sent to clients in the certificate request (each once). Required by `ssl_verify_client on` and `optional`.\n\n```nginx\nssl_client_certificate /etc/ssl/clients-ca.pem;\n```",
+    },
+    Def {
+        name: "ssl_trusted_certificate",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| {
+            set_file(
+                &mut s.loc().get_mut::<SslConfSet>().trusted_certificate,
+                d,
+                e,
+            )
+        },
+        syntax: "ssl_trusted_certificate file;",
+        default: "—",
+        doc: "PEM certificates trusted for client certificates (and for checking stapled OCSP responses) whose names are not sent to clients.\n\n```nginx\nssl_trusted_certificate /etc/ssl/more-cas.pem;\n```",
+    },
+    Def {
+        name: "ssl_crl",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().crl, d, e),
+        syntax: "ssl_crl file;",
+        default: "—",
+        doc: "PEM certificate revocation lists for client certificates. With it every certificate of a client's chain needs its issuer's list: a revoked one fails with `certificate revoked`, one whose issuer has no list with `unable to get certificate CRL`. Read when the configuration is loaded.\n\n```nginx\nssl_crl /etc/ssl/clients.crl;\n```",
+    },
+    Def {
+        name: "ssl_verify_depth",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = u32::try_from(number(d, 0)?).map_err(|_| bad_arg(d, d.arg(0)))?;
+            set_once(&mut s.loc().get_mut::<SslConfSet>().verify_depth, n, d)
+        },
+        syntax: "ssl_verify_depth number;",
+        default: "1",
+        doc: "How many intermediate certificates may stand between a client's certificate and the trusted one (as OpenSSL ≥ 1.1.0 counts).\n\n```nginx\nssl_verify_depth 2;\n```",
+    },
+    Def {
+        name: "ssl_password_file",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().password_file, d, e),
+        syntax: "ssl_password_file file;",
+        default: "—",
+        doc: "Pass phrases for encrypted `ssl_certificate_key` files, one per line: each is tried in turn. Encrypted PKCS#8 keys (`BEGIN ENCRYPTED PRIVATE KEY`, what OpenSSL 3 writes) are read.\n\n```nginx\nssl_password_file /etc/ssl/passphrases;\n```",
+    },
+    Def {
+        name: "ssl_session_ticket_key",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| {
+            let f = file(d, e);
+            crate::conf::values::push(&mut s.loc().get_mut::<SslConfSet>().ticket_keys, f);
+            Ok(())
+        },
+        syntax: "ssl_session_ticket_key file;",
+        default: "—",
+        doc: "A file of 80 (or 48) random bytes that encrypts and decrypts session tickets, so that several servers (or restarts) resume each other's sessions. Given more than once, the first key encrypts and all decrypt (for rotation). Without it a key is made at start-up and kept across reloads.\n\n```nginx\nssl_session_ticket_key current.key;\nssl_session_ticket_key previous.key;\n```",
+    },
+    Def {
+        name: "ssl_stapling",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().stapling,
+                flag(d, 0)?,
+                d,
+            )
+        },
+        syntax: "ssl_stapling on | off;",
+        default: "off",
+        doc: "Send an OCSP response with the server's certificate (stapling). vireo staples the response of `ssl_stapling_file`; without one nothing is stapled (responses are not fetched from responders).\n\n```nginx\nssl_stapling on;\nssl_stapling_file /etc/ssl/example.com.ocsp.der;\n```",
+    },
+    Def {
+        name: "ssl_stapling_file",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().stapling_file, d, e),
+        syntax: "ssl_stapling_file file;",
+        default: "—",
+        doc: "A DER OCSP response (as `openssl ocsp -respout` writes) stapled, with `ssl_stapling on`, to the handshakes of the server's first certificate. Read when the configuration is loaded.\n\n```nginx\nssl_stapling_file /etc/ssl/example.com.ocsp.der;\n```",
+    },
 ];
 
 /// Accepted for compatibility: they mean nothing with rustls.
@@ -426,18 +624,11 @@ pub static IGNORED: &[Def] = &[
         "rustls has no finite-field Diffie-Hellman suites\n\n```nginx\nssl_dhparam /etc/ssl/dhparam.pem;\n```",
     ),
     crate::conf::core_directives::ignored(
-        "ssl_stapling",
-        Ctx::HS,
-        ONE,
-        "ssl_stapling on | off;",
-        "vireo does not fetch OCSP responses\n\n```nginx\nssl_stapling on;\n```",
-    ),
-    crate::conf::core_directives::ignored(
         "ssl_stapling_verify",
         Ctx::HS,
         ONE,
         "ssl_stapling_verify on | off;",
-        "vireo does not fetch OCSP responses\n\n```nginx\nssl_stapling_verify on;\n```",
+        "vireo staples only `ssl_stapling_file` responses, as they are (as nginx does with a file)\n\n```nginx\nssl_stapling_verify on;\n```",
     ),
 ];
 

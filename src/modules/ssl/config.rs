@@ -13,6 +13,7 @@ use rustls::{ServerConfig, SupportedCipherSuite};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,6 +24,10 @@ pub enum ServerTls {
     Accept {
         h1: Arc<ServerConfig>,
         h2: Arc<ServerConfig>,
+        /// `ssl_verify_client`: how a client's certificate is judged.
+        client: Option<Arc<super::client::ClientAuth>>,
+        /// Certificates named with variables, loaded per handshake.
+        dynamic: Option<Arc<Dynamic>>,
     },
     /// `ssl_reject_handshake on`.
     Reject,
@@ -30,7 +35,11 @@ pub enum ServerTls {
 
 /// Build a server's TLS side; `None` when it has no certificate (and does
 /// not reject handshakes). `files` caches the key pairs read in this load.
-pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, ConfError> {
+pub fn build(
+    conf: &SslConf,
+    files: &mut KeyFiles,
+    notices: &mut Vec<String>,
+) -> Result<Option<ServerTls>, ConfError> {
     if conf.reject_handshake {
         return Ok(Some(ServerTls::Reject));
     }
@@ -57,9 +66,59 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
         ));
     }
     let provider = Arc::new(provider(conf)?);
+    let passwords = match &conf.password_file {
+        Some(f) => super::password::read(f)?,
+        None => Vec::new(),
+    };
+    let dynamic = conf
+        .certificates
+        .iter()
+        .chain(conf.keys.iter())
+        .any(|f| f.vars.is_some())
+        .then(|| {
+            Arc::new(Dynamic {
+                pairs: conf
+                    .certificates
+                    .iter()
+                    .cloned()
+                    .zip(conf.keys.iter().cloned())
+                    .collect(),
+                passwords: passwords.clone(),
+                provider: provider.clone(),
+                loaded: Mutex::new(HashMap::new()),
+            })
+        });
     let mut keys = Vec::new();
-    for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
-        keys.push(files.load(c, k, &provider)?);
+    if dynamic.is_none() {
+        for (c, k) in conf.certificates.iter().zip(conf.keys.iter()) {
+            keys.push(files.load(c, k, &passwords, &provider)?);
+        }
+    }
+    if conf.stapling {
+        match (&conf.stapling_file, &dynamic) {
+            (Some(f), None) => {
+                let der = f.read().map_err(|why| {
+                    ConfError::new(
+                        format!("cannot load \"{}\": {why}", f.path.display()),
+                        &f.span,
+                    )
+                })?;
+                // Every certificate of the server staples the response, as nginx.
+                for k in keys.iter_mut() {
+                    let mut stapled = (**k).clone();
+                    stapled.ocsp = Some(der.clone());
+                    *k = Arc::new(stapled);
+                }
+            }
+            (Some(_), Some(_)) => notices.push(format!(
+                "\"ssl_stapling\" ignored, not supported with certificates loaded dynamically in {}",
+                conf.certificates[0].span
+            )),
+            (None, _) => notices.push(format!(
+                "\"ssl_stapling\" ignored, no \"ssl_stapling_file\" (vireo does not query OCSP responders) in {}",
+                conf.certificates[0].span
+            )),
+        }
     }
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (conf.protocols.tls13, &rustls::version::TLS13),
@@ -69,11 +128,15 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
     .filter_map(|(on, v)| on.then_some(v))
     .collect();
     let span = &conf.certificates[0].span;
-    let mut c = ServerConfig::builder_with_provider(provider)
+    let client = super::client::build(conf, provider.signature_verification_algorithms)?;
+    let builder = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|e| ConfError::new(format!("TLS settings refused: {e}"), span))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(Certificates(keys)));
+        .map_err(|e| ConfError::new(format!("TLS settings refused: {e}"), span))?;
+    let builder = match &client {
+        Some((verifier, _)) => builder.with_client_cert_verifier(verifier.clone()),
+        None => builder.with_no_client_auth(),
+    };
+    let mut c = builder.with_cert_resolver(Arc::new(Certificates(keys)));
     c.ignore_client_order = conf.prefer_server_ciphers;
     c.max_fragment_size = Some(conf.buffer_size);
     c.session_storage = match &conf.session_cache {
@@ -84,8 +147,17 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
         }),
     };
     if conf.session_tickets {
+        let inner: Arc<dyn ProducesTickets> = if conf.ticket_keys.is_empty() {
+            ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?
+        } else {
+            let lifetime = conf.session_timeout.as_secs().min(u32::MAX as u64) as u32;
+            Arc::new(super::tickets::TicketKeys::load(
+                &conf.ticket_keys,
+                lifetime,
+            )?)
+        };
         c.ticketer = Arc::new(Expiring {
-            inner: ticketer().map_err(|e| ConfError::new(format!("TLS tickets: {e}"), span))?,
+            inner,
             timeout: conf.session_timeout,
         });
     } else if matches!(conf.session_cache, SessionCache::Off) {
@@ -105,6 +177,8 @@ pub fn build(conf: &SslConf, files: &mut KeyFiles) -> Result<Option<ServerTls>, 
     Ok(Some(ServerTls::Accept {
         h1,
         h2: Arc::new(c),
+        client: client.map(|(_, auth)| auth),
+        dynamic,
     }))
 }
 
@@ -250,7 +324,61 @@ fn matches(part: &str, s: &SupportedCipherSuite) -> bool {
 
 /// The first certificate whose key can sign with a scheme the client offers.
 #[derive(Debug)]
-struct Certificates(Vec<Arc<CertifiedKey>>);
+pub struct Certificates(pub Vec<Arc<CertifiedKey>>);
+
+/// `ssl_certificate` / `ssl_certificate_key` with variables: the names are
+/// rendered for each handshake and each pair read once per configuration
+/// load, then kept by its file names.
+#[derive(Debug)]
+pub struct Dynamic {
+    pairs: Vec<(PemFile, PemFile)>,
+    passwords: Vec<String>,
+    provider: Arc<CryptoProvider>,
+    loaded: Mutex<HashMap<(std::path::PathBuf, std::path::PathBuf), Arc<CertifiedKey>>>,
+}
+
+impl Dynamic {
+    /// The key pairs the names render to; why one cannot be read otherwise.
+    pub fn keys(
+        &self,
+        render: &dyn Fn(&crate::core::vars::Template) -> Vec<u8>,
+    ) -> Result<Vec<Arc<CertifiedKey>>, String> {
+        let name = |f: &PemFile| match &f.vars {
+            Some(t) => PemFile {
+                path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&render(t))),
+                span: f.span.clone(),
+                vars: None,
+            },
+            None => f.clone(),
+        };
+        let mut keys = Vec::new();
+        for (c, k) in &self.pairs {
+            let (c, k) = (name(c), name(k));
+            let id = (c.path.clone(), k.path.clone());
+            let cached = self
+                .loaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+                .cloned();
+            let pair = match cached {
+                Some(p) => p,
+                None => {
+                    let p = Arc::new(
+                        load_pair(&c, &k, &self.passwords, &self.provider).map_err(|e| e.msg)?,
+                    );
+                    self.loaded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id, p.clone());
+                    p
+                }
+            };
+            keys.push(pair);
+        }
+        Ok(keys)
+    }
+}
 
 impl ResolvesServerCert for Certificates {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
@@ -273,13 +401,14 @@ impl KeyFiles {
         &mut self,
         cert: &PemFile,
         key: &PemFile,
+        passwords: &[String],
         provider: &CryptoProvider,
     ) -> Result<Arc<CertifiedKey>, ConfError> {
         let id = (cert.path.clone(), key.path.clone());
         if let Some(k) = self.0.get(&id) {
             return Ok(k.clone());
         }
-        let k = Arc::new(load_pair(cert, key, provider)?);
+        let k = Arc::new(load_pair(cert, key, passwords, provider)?);
         self.0.insert(id, k.clone());
         Ok(k)
     }
@@ -288,14 +417,33 @@ impl KeyFiles {
 fn load_pair(
     cert: &PemFile,
     key: &PemFile,
+    passwords: &[String],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, ConfError> {
-    read_pair(&cert.path, &key.path, &[], provider)
-        .map_err(|(of_key, msg)| ConfError::new(msg, if of_key { &key.span } else { &cert.span }))
+    let err = |f: &PemFile, why: String| {
+        ConfError::new(
+            format!("cannot load \"{}\": {why}", f.path.display()),
+            &f.span,
+        )
+    };
+    let cert_pem = cert.read().map_err(|e| err(cert, e))?;
+    let key_pem = key.read().map_err(|e| err(key, e))?;
+    pair_from_pem(&cert_pem, &key_pem, passwords, provider).map_err(|e| match e {
+        PairError::Cert(why) => err(cert, why),
+        PairError::Key(why) => err(key, why),
+        PairError::Mismatch => ConfError::new(
+            format!(
+                "the key \"{}\" does not belong to the certificate \"{}\"",
+                key.path.display(),
+                cert.path.display()
+            ),
+            &key.span,
+        ),
+    })
 }
 
 /// A certificate chain and its key read from PEM files (a TLS client's
-/// certificate too); an encrypted (PKCS#8) key is opened with the first of
+/// certificate); an encrypted (PKCS#8) key is opened with the first of
 /// `passwords` that fits. `Err` says why, as nginx does.
 pub fn load_key_pair(
     cert: &std::path::Path,
@@ -303,74 +451,60 @@ pub fn load_key_pair(
     passwords: &[String],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, String> {
-    read_pair(cert, key, passwords, provider).map_err(|(_, msg)| msg)
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| {
+            format!(
+                "cannot load \"{}\": {}",
+                p.display(),
+                crate::core::errlog::errno_text(&e)
+            )
+        })
+    };
+    let (cert_pem, key_pem) = (read(cert)?, read(key)?);
+    pair_from_pem(&cert_pem, &key_pem, passwords, provider).map_err(|e| match e {
+        PairError::Cert(why) => format!("cannot load \"{}\": {why}", cert.display()),
+        PairError::Key(why) => format!("cannot load \"{}\": {why}", key.display()),
+        PairError::Mismatch => format!(
+            "the key \"{}\" does not belong to the certificate \"{}\"",
+            key.display(),
+            cert.display()
+        ),
+    })
 }
 
-/// An `ENCRYPTED PRIVATE KEY` (PKCS#8, PBES2) opened with the first of
-/// `passwords` that fits; `Ok(None)` when the file holds no such key.
-fn encrypted_key(
-    path: &std::path::Path,
-    passwords: &[String],
-) -> Result<Option<PrivateKeyDer<'static>>, String> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(None);
-    };
-    let Some(at) = text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
-        return Ok(None);
-    };
-    let (_, doc) =
-        pkcs8::der::Document::from_pem(&text[at..]).map_err(|e| format!("not valid PEM ({e})"))?;
-    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes())
-        .map_err(|e| format!("not a PKCS#8 encrypted key ({e})"))?;
-    if passwords.is_empty() {
-        return Err("the key is encrypted and no password file is given".into());
-    }
-    for pw in passwords {
-        if let Ok(plain) = info.decrypt(pw.as_bytes()) {
-            let der = rustls_pki_types::PrivatePkcs8KeyDer::from(plain.as_bytes().to_vec());
-            return Ok(Some(PrivateKeyDer::Pkcs8(der)));
-        }
-    }
-    Err("no password of the password file opens the key (bad decrypt)".into())
+/// What is wrong with a certificate and key pair.
+enum PairError {
+    Cert(String),
+    Key(String),
+    Mismatch,
 }
 
-/// `Err((true, _))` when the key is at fault.
-fn read_pair(
-    cert: &std::path::Path,
-    key: &std::path::Path,
+/// A certificate chain and its key from PEM text.
+fn pair_from_pem(
+    cert_pem: &[u8],
+    key_pem: &[u8],
     passwords: &[String],
     provider: &CryptoProvider,
-) -> Result<CertifiedKey, (bool, String)> {
-    let err = |of_key: bool, why: String| {
-        let f = if of_key { key } else { cert };
-        (of_key, format!("cannot load \"{}\": {why}", f.display()))
-    };
-    let chain = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| err(false, pem_error(e)))?
+) -> Result<CertifiedKey, PairError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| err(false, pem_error(e)))?;
+        .map_err(|e| PairError::Cert(pem_error(e)))?;
     if chain.is_empty() {
-        return Err(err(false, "no certificate in it".into()));
+        return Err(PairError::Cert("no certificate in it".into()));
     }
-    let der = match encrypted_key(key, passwords).map_err(|why| err(true, why))? {
-        Some(k) => k,
-        None => PrivateKeyDer::from_pem_file(key).map_err(|e| err(true, pem_error(e)))?,
+    let der = match PrivateKeyDer::from_pem_slice(key_pem) {
+        Ok(der) => der,
+        Err(rustls_pki_types::pem::Error::NoItemsFound) => {
+            super::password::decrypt_key(key_pem, passwords).map_err(PairError::Key)?
+        }
+        Err(e) => return Err(PairError::Key(pem_error(e))),
     };
     let signing = provider
         .key_provider
         .load_private_key(der)
-        .map_err(|e| err(true, format!("unusable private key ({e})")))?;
+        .map_err(|e| PairError::Key(format!("unusable private key ({e})")))?;
     let pair = CertifiedKey::new(chain, signing);
-    keys_match(&pair).map_err(|_| {
-        (
-            true,
-            format!(
-                "the key \"{}\" does not belong to the certificate \"{}\"",
-                key.display(),
-                cert.display()
-            ),
-        )
-    })?;
+    keys_match(&pair).map_err(|_| PairError::Mismatch)?;
     Ok(pair)
 }
 
@@ -438,9 +572,29 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Length of the identifier a stored session carries (`$ssl_session_id`).
+const ID_LEN: usize = 32;
+
+thread_local! {
+    /// The identifier of the session a handshake on this thread stored or
+    /// resumed last: rustls runs both inside the handshake's calls, which
+    /// [`take_session_id`] follows.
+    static SESSION_ID: std::cell::Cell<Option<[u8; ID_LEN]>> = const { std::cell::Cell::new(None) };
+}
+
+/// The identifier of the session the last handshake call stored or resumed.
+pub fn take_session_id() -> Option<[u8; ID_LEN]> {
+    SESSION_ID.with(|c| c.take())
+}
+
+/// A session's value as kept: when it was made, its identifier, the value.
 fn stamped(v: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + v.len());
+    let mut id = [0u8; ID_LEN];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id);
+    SESSION_ID.with(|c| c.set(Some(id)));
+    let mut out = Vec::with_capacity(8 + ID_LEN + v.len());
     out.extend_from_slice(&now_secs().to_be_bytes());
+    out.extend_from_slice(&id);
     out.extend_from_slice(v);
     out
 }
@@ -448,7 +602,12 @@ fn stamped(v: &[u8]) -> Vec<u8> {
 /// The value under its stamp, if still fresh.
 fn fresh(v: Vec<u8>, timeout: Duration) -> Option<Vec<u8>> {
     let made = u64::from_be_bytes(v.get(..8)?.try_into().ok()?);
-    (now_secs().saturating_sub(made) < timeout.as_secs().max(1)).then(|| v[8..].to_vec())
+    let id: [u8; ID_LEN] = v.get(8..8 + ID_LEN)?.try_into().ok()?;
+    if now_secs().saturating_sub(made) >= timeout.as_secs().max(1) {
+        return None;
+    }
+    SESSION_ID.with(|c| c.set(Some(id)));
+    Some(v[8 + ID_LEN..].to_vec())
 }
 
 impl StoresServerSessions for Expiring<dyn StoresServerSessions> {
@@ -492,8 +651,9 @@ pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
             l.ssl = true;
         }
     }
-    let files = b.env.ext.entry::<KeyFiles>();
-    if let Some(tls) = build(b.conf.get::<SslConf>(), files)? {
+    let env = &mut *b.env;
+    let files = env.ext.entry::<KeyFiles>();
+    if let Some(tls) = build(b.conf.get::<SslConf>(), files, &mut env.notices)? {
         b.ext.insert(Arc::new(tls));
     }
     Ok(())
@@ -504,11 +664,12 @@ pub fn of(server: &Server) -> Option<&Arc<ServerTls>> {
     server.ext.get::<Arc<ServerTls>>()
 }
 
-/// Every server on a `listen … ssl` address needs a certificate.
+/// The default server of a `listen … ssl` address needs a certificate;
+/// the handshakes of other servers without one use it (as nginx).
 pub fn check_listen(l: &ListenBuild<'_>) -> Result<(), ConfError> {
-    match l.servers.iter().find(|s| l.spec.ssl && of(s).is_none()) {
-        Some(s) => Err(no_certificate(&l.spec.span, s.name())),
-        None => Ok(()),
+    match l.default {
+        s if l.spec.ssl && of(s).is_none() => Err(no_certificate(&l.spec.span, s.name())),
+        _ => Ok(()),
     }
 }
 

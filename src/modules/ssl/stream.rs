@@ -237,15 +237,38 @@ pub async fn accept(
         .collect::<Vec<_>>()
         .join(":")
         .into();
+    let ciphers = accepted
+        .client_hello()
+        .cipher_suites()
+        .iter()
+        .map(|&c| suite_name(c))
+        .collect::<Vec<_>>()
+        .join(":")
+        .into();
     let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
-    let tls = super::config::of(server).or(super::config::of(&vhosts.default));
-    let config = match tls.map(|t| &**t) {
-        Some(ServerTls::Accept { h1, h2, .. }) => {
-            if http2 {
-                h2.clone()
-            } else {
-                h1.clone()
+    let (owner, tls) = match super::config::of(server) {
+        Some(t) => (server, Some(t)),
+        None => (&vhosts.default, super::config::of(&vhosts.default)),
+    };
+    let (config, client) = match tls.map(|t| &**t) {
+        Some(ServerTls::Accept {
+            h1,
+            h2,
+            client,
+            dynamic,
+        }) => {
+            let mut c = if http2 { h2.clone() } else { h1.clone() };
+            if let Some(d) = dynamic {
+                let keys = dynamic_keys(d, owner, server_name.as_deref(), &tcp).map_err(|why| {
+                    // A fatal internal_error alert (80), in the clear.
+                    let _ = FdIo(fd).write(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 80]);
+                    fail(why)
+                })?;
+                let mut own = (*c).clone();
+                own.cert_resolver = Arc::new(super::config::Certificates(keys));
+                c = Arc::new(own);
             }
+            (c, client.clone())
         }
         Some(ServerTls::Reject) | None => {
             // A fatal unrecognized_name alert (112), in the clear.
@@ -256,20 +279,41 @@ pub async fn accept(
             )));
         }
     };
-    let mut conn = match accepted.into_connection(config) {
+    // The session stored or resumed in the handshake ($ssl_session_id).
+    let mut session_id = None;
+    let _ = super::config::take_session_id();
+    let conn = accepted.into_connection(config);
+    session_id = session_id.or(super::config::take_session_id());
+    let mut conn = match conn {
         Ok(c) => c,
         Err((e, mut alert)) => {
             let _ = alert.write(&mut FdIo(fd));
             return Err(fail(e.to_string()));
         }
     };
-    if let Err(e) = tls_io::handshake(&tcp, &mut conn).await {
+    // The session store names the session while packets are processed:
+    // taken at once, before another connection's handshake runs.
+    let took = tls_io::handshake(&tcp, &mut conn, &mut || {
+        session_id = session_id.take().or(super::config::take_session_id());
+    })
+    .await;
+    if let Err(e) = took {
         return Err(fail(match e {
             tls_io::HandshakeEnd::Closed => "peer closed the connection in the handshake".into(),
             tls_io::HandshakeEnd::Tls(e) => e.to_string(),
             tls_io::HandshakeEnd::Io(e) => crate::core::errlog::errno_text(&e),
         }));
     }
+    let client_certs: Box<[Vec<u8>]> = conn
+        .peer_certificates()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.as_ref().to_vec())
+        .collect();
+    let client_verify = match (&client, conn.peer_certificates()) {
+        (Some(auth), Some(chain)) => auth.check(chain),
+        _ => crate::core::request::ClientVerify::None,
+    };
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
             Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -286,6 +330,12 @@ pub async fn accept(
             .negotiated_key_exchange_group()
             .map_or("", |g| super::config::group_name(g.name())),
         curves,
+        ciphers,
+        session_id: session_id
+            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default(),
+        client_certs,
+        client_verify,
     };
     Ok(TlsStream {
         tcp,
@@ -293,6 +343,55 @@ pub async fn accept(
         info: Arc::new(info),
         closing: Cell::new(false),
     })
+}
+
+/// The key pairs of certificates named with variables, rendered in a
+/// request context of the handshake (`$ssl_server_name`, the client's
+/// address, …) at the server's level.
+fn dynamic_keys(
+    d: &super::config::Dynamic,
+    server: &Arc<crate::core::route::Server>,
+    sni: Option<&str>,
+    tcp: &TcpStream,
+) -> Result<Vec<Arc<rustls::sign::CertifiedKey>>, String> {
+    let mut raw = BytesMut::from(&b"GET / HTTP/1.0\r\n\r\n"[..]);
+    let head = crate::http::h1::parse::parse(&mut raw, &Default::default())
+        .ok()
+        .flatten()
+        .ok_or("no request context")?;
+    let peer = match tcp.peer_addr() {
+        Ok(a) => crate::core::request::Peer::Tcp(a),
+        Err(_) => crate::core::request::Peer::Unix,
+    };
+    let info = TlsInfo {
+        server_name: sni.map(Into::into),
+        ..Default::default()
+    };
+    let c = crate::http::pipeline::ConnRef {
+        peer: &peer,
+        fd: tcp.as_raw_fd(),
+        local: None,
+        id: 0,
+        requests: 0,
+        born_ms: crate::core::clock::unix_millis(),
+        tls: Some(Arc::new(info)),
+        proxy: None,
+    };
+    let req = crate::http::pipeline::context(c, server, &head, sni.unwrap_or(""));
+    d.keys(&|t| {
+        let mut out = Vec::new();
+        t.render(&req, &mut out);
+        out
+    })
+}
+
+/// A cipher suite as OpenSSL names it, or its number.
+fn suite_name(c: rustls::CipherSuite) -> String {
+    rustls::crypto::ring::ALL_CIPHER_SUITES
+        .iter()
+        .find(|s| s.suite() == c)
+        .map(super::config::openssl_name)
+        .unwrap_or_else(|| format!("0x{:04x}", u16::from(c)))
 }
 
 /// How long the handshake on `vhosts`'s address may take (its default

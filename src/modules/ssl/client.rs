@@ -1,0 +1,252 @@
+//! Client certificates: `ssl_verify_client` and its trust settings, the
+//! rustls verifier that asks for a certificate without ever failing the
+//! handshake for it (as nginx's OpenSSL callback), the verification done
+//! once the handshake is over, and the refusal of the request (495, 496,
+//! 421) the HTTP code makes from it.
+
+use super::conf::{PemFile, SslConf, VerifyClient};
+use super::x509::{self, Trust};
+use crate::conf::ast::ConfError;
+use crate::core::request::{ClientVerify, Request};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
+use std::sync::Arc;
+
+/// A server's client-certificate verification, built from its settings.
+#[derive(Debug)]
+pub struct ClientAuth {
+    trust: Trust,
+    algs: WebPkiSupportedAlgorithms,
+}
+
+impl ClientAuth {
+    /// How the chain a client sent verifies.
+    pub fn check(&self, chain: &[CertificateDer<'_>]) -> ClientVerify {
+        if chain.is_empty() {
+            return ClientVerify::None;
+        }
+        let ders: Vec<&[u8]> = chain.iter().map(|c| c.as_ref()).collect();
+        let now = UnixTime::now().as_secs() as i64;
+        match x509::verify(&ders, &self.trust, now, &self.algs) {
+            Ok(()) => ClientVerify::Success,
+            Err(e) => ClientVerify::Failed {
+                code: e.code,
+                reason: e.text,
+            },
+        }
+    }
+}
+
+/// The verifier rustls runs in the handshake: it asks for a certificate,
+/// names the `ssl_client_certificate` authorities, and checks only that the
+/// client holds its certificate's key; the chain is judged afterwards
+/// ([`ClientAuth::check`]) and the request refused, not the handshake.
+#[derive(Debug)]
+pub struct AskForCertificate {
+    hints: Vec<DistinguishedName>,
+    algs: WebPkiSupportedAlgorithms,
+}
+
+impl ClientCertVerifier for AskForCertificate {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &self.hints
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        holds_key(message, cert, dss, &self.algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        holds_key(message, cert, dss, &self.algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
+    }
+}
+
+fn holds_key(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &WebPkiSupportedAlgorithms,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    match x509::verify_handshake_signature(cert, message, dss.scheme, dss.signature(), algs) {
+        true => Ok(HandshakeSignatureValid::assertion()),
+        false => Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::BadSignature,
+        )),
+    }
+}
+
+/// The verifier for the handshake and the verification for afterwards.
+pub type Built = (Arc<dyn ClientCertVerifier>, Arc<ClientAuth>);
+
+/// What a server asking for client certificates verifies them with.
+pub fn build(conf: &SslConf, algs: WebPkiSupportedAlgorithms) -> Result<Option<Built>, ConfError> {
+    let (mode, span) = &conf.verify_client;
+    if *mode == VerifyClient::Off {
+        return Ok(None);
+    }
+    let named = match &conf.client_certificate {
+        Some(f) => certificates(f)?,
+        None if *mode == VerifyClient::OptionalNoCa => Vec::new(),
+        None => {
+            let span = span
+                .clone()
+                .expect("a mode other than off was set by the directive");
+            return Err(ConfError::new(
+                "no ssl_client_certificate for ssl_verify_client",
+                &span,
+            ));
+        }
+    };
+    let mut hints: Vec<DistinguishedName> = Vec::new();
+    for c in &named {
+        if let Some(s) = x509::subject_der(c) {
+            let dn = DistinguishedName::from(s);
+            if !hints.iter().any(|h| h.as_ref() == dn.as_ref()) {
+                hints.push(dn);
+            }
+        }
+    }
+    let mut trust = Trust {
+        certs: named,
+        crls: Vec::new(),
+        depth: conf.verify_depth,
+    };
+    if let Some(f) = &conf.trusted_certificate {
+        trust.certs.extend(certificates(f)?);
+    }
+    if let Some(f) = &conf.crl {
+        let pem = f.read().map_err(|e| load_error(f, e))?;
+        trust.crls = CertificateRevocationListDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| load_error(f, super::config::pem_error(e)))?
+            .into_iter()
+            .map(|c| c.as_ref().to_vec())
+            .collect();
+        if trust.crls.is_empty() {
+            return Err(ConfError::new(
+                format!("no CRL in \"{}\"", f.path.display()),
+                &f.span,
+            ));
+        }
+    }
+    Ok(Some((
+        Arc::new(AskForCertificate { hints, algs }),
+        Arc::new(ClientAuth { trust, algs }),
+    )))
+}
+
+/// The certificates of a PEM file (DER each).
+pub fn certificates(f: &PemFile) -> Result<Vec<Vec<u8>>, ConfError> {
+    let pem = f.read().map_err(|e| load_error(f, e))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| load_error(f, super::config::pem_error(e)))?;
+    if certs.is_empty() {
+        return Err(ConfError::new(
+            format!("no certificate in \"{}\"", f.path.display()),
+            &f.span,
+        ));
+    }
+    Ok(certs.into_iter().map(|c| c.as_ref().to_vec()).collect())
+}
+
+fn load_error(f: &PemFile, why: String) -> ConfError {
+    ConfError::new(
+        format!("cannot load \"{}\": {why}", f.path.display()),
+        &f.span,
+    )
+}
+
+/// Before a request's phases: nginx's answers for a TLS client its server
+/// refuses. 421 when the Host names another server than the handshake's
+/// (SNI) and that server verifies clients; 495 for a certificate that did
+/// not verify; 496 for none under `ssl_verify_client on`.
+pub fn refusal(req: &Request<'_>) -> Option<u16> {
+    let tls = req.tls.as_ref()?;
+    let mode = req.server.conf.get::<SslConf>().verify_client.0;
+    if mode == VerifyClient::Off {
+        return None;
+    }
+    if let Some(sni) = tls.server_name.as_deref()
+        && !req.host.is_empty()
+        && !sni.eq_ignore_ascii_case(req.host)
+    {
+        crate::error_log!(
+            Info,
+            "client attempted to request the server name different from the one that was negotiated while reading client request headers"
+        );
+        return Some(421);
+    }
+    match &tls.client_verify {
+        ClientVerify::Failed { code, reason }
+            if !(mode == VerifyClient::OptionalNoCa
+                && x509::VerifyError {
+                    code: *code,
+                    text: reason,
+                }
+                .optional()) =>
+        {
+            crate::error_log!(
+                Info,
+                "client SSL certificate verify error: ({code}:{reason}) while reading client request headers"
+            );
+            Some(495)
+        }
+        ClientVerify::None if mode == VerifyClient::On => {
+            crate::error_log!(
+                Info,
+                "client sent no required SSL certificate while reading client request headers"
+            );
+            Some(496)
+        }
+        _ => None,
+    }
+}
+
+/// PEM of a certificate, as OpenSSL writes it.
+pub fn pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
