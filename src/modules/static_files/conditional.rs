@@ -183,7 +183,7 @@ fn trim_ows(mut s: &[u8]) -> &[u8] {
 }
 
 /// Parse an HTTP date (IMF-fixdate, RFC 850 or asctime) into Unix seconds.
-fn http_date(value: &[u8]) -> Option<i64> {
+pub fn http_date(value: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(trim_ows(value)).ok()?;
     let t = httpdate::parse_http_date(s).ok()?;
     let secs = t.duration_since(UNIX_EPOCH).ok()?.as_secs();
