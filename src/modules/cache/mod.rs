@@ -751,6 +751,15 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
         resp.headers.push(("Accept-Ranges", Value::Static("bytes")));
     }
     let spec = match head.header("range") {
+        // A Content-Range of the reply's own never goes with a range.
+        Some(_) => {
+            resp.headers
+                .retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
+            head.header("range")
+        }
+        None => None,
+    };
+    let spec = match spec {
         Some(r)
             if head
                 .header("if-range")
