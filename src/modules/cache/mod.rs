@@ -107,6 +107,9 @@ impl Origin {
 #[derive(Debug, Default)]
 struct Pending {
     revalidate: Vec<(&'static str, String)>,
+    /// The client's conditional and range fields are left out (the reply
+    /// may be stored).
+    drop: bool,
     origin: RefCell<Option<Origin>>,
 }
 
@@ -123,7 +126,7 @@ const DROPPED: &[&str] = &[
 
 /// Is the client's field `name` left out of the upstream request?
 pub fn drops_header(req: &Request<'_>, name: &[u8]) -> bool {
-    req.state.ext.get::<Pending>().is_some()
+    req.state.ext.get::<Pending>().is_some_and(|p| p.drop)
         && DROPPED.iter().any(|d| d.as_bytes().eq_ignore_ascii_case(name))
 }
 
@@ -229,12 +232,23 @@ pub async fn lookup<K: Kind>(
         Use::Var(t, all) => {
             let mut v = Vec::new();
             t.render(req, &mut v);
+            if v.is_empty() {
+                return Lookup::Fetch(None);
+            }
             match all
                 .get()
                 .and_then(|all| all.iter().find(|z| z.name.as_bytes() == v))
             {
                 Some(z) => z.clone(),
-                None => return Lookup::Fetch(None),
+                None => {
+                    crate::error_log!(
+                        Error,
+                        "cache \"{}\" not found{}",
+                        String::from_utf8_lossy(&v),
+                        req.log_context()
+                    );
+                    return Lookup::Serve(req.error(500));
+                }
             }
         }
     };
@@ -247,11 +261,12 @@ pub async fn lookup<K: Kind>(
     if c.methods & m == 0 {
         return Lookup::Fetch(None);
     }
-    if let Some(max) = c.max_range_offset
-        && req.head.header("range").is_some_and(|r| range_start(r) > max)
-    {
-        return Lookup::Fetch(None);
-    }
+    // A range far into the reply is asked of the upstream, not stored.
+    let far = c.max_range_offset.is_some_and(|max| {
+        req.head
+            .header("range")
+            .is_some_and(|r| range_start(r).is_none_or(|s| s > max))
+    });
     let key = match &c.key {
         Some(t) => {
             let mut v = Vec::new();
@@ -280,7 +295,7 @@ pub async fn lookup<K: Kind>(
         key,
         hash: main,
         stale: None,
-        store: true,
+        store: !far,
         holding: false,
         status: Status::Miss,
         revalidating: false,
@@ -305,9 +320,10 @@ pub async fn lookup<K: Kind>(
                 return fill.fetch(req);
             }
             Found::Fetch => {
-                if fill.stale.is_some() {
+                if let Some(e) = &fill.stale {
                     fill.status = Status::Expired;
-                    if c.revalidate {
+                    // Only a 200 or 206 is asked for again conditionally.
+                    if c.revalidate && matches!(e.meta.status, 200 | 206) && !e.meta.error {
                         fill.revalidating = true;
                     }
                 }
@@ -317,15 +333,22 @@ pub async fn lookup<K: Kind>(
     }
 }
 
-/// The first offset a `Range` asks for (0 when it does not parse).
-fn range_start(r: &[u8]) -> u64 {
+/// The first offset a `Range` asks for: 0 when it does not parse, `None`
+/// for a suffix (`bytes=-N`, an offset not known before the reply).
+fn range_start(r: &[u8]) -> Option<u64> {
     let s = String::from_utf8_lossy(r);
-    s.trim()
+    let Some(first) = s
+        .trim()
         .strip_prefix("bytes=")
         .and_then(|s| s.split(',').next())
-        .and_then(|s| s.trim().split('-').next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    else {
+        return Some(0);
+    };
+    let start = first.trim().split('-').next().unwrap_or("").trim();
+    match start {
+        "" => None,
+        n => Some(n.parse().unwrap_or(0)),
+    }
 }
 
 enum Found {
@@ -353,6 +376,7 @@ impl<K: Kind> Fill<K> {
         }
         req.state.ext.insert(Rc::new(Pending {
             revalidate,
+            drop: self.store,
             origin: RefCell::new(None),
         }));
         Lookup::Fetch(Some(self))
@@ -476,7 +500,6 @@ impl<K: Kind> Fill<K> {
         }
         if !self.store
             || any_set(req, &c.no_cache)
-            || req.method() == Method::Head
             || matches!(resp.body, Body::File { .. } | Body::Multipart { .. })
         {
             self.release();
@@ -486,7 +509,16 @@ impl<K: Kind> Fill<K> {
             self.release();
             return resp;
         };
-        self.write(req, c, &origin, resp, valid_until).await
+        // An error page made in place of the reply (`*_intercept_errors`):
+        // stored as the status alone, answered by the error page again.
+        let error = resp.status >= 300 && req.is_generated(resp.status);
+        if error {
+            let mut e = Response::new(resp.status);
+            e.headers.clear();
+            let _ = self.write(req, c, &origin, e, valid_until, true).await;
+            return resp;
+        }
+        self.write(req, c, &origin, resp, valid_until, false).await
     }
 
     fn stale_or(mut self, req: &Request<'_>, c: &CacheLoc, cond: u16, resp: Response) -> Response {
@@ -522,6 +554,7 @@ impl<K: Kind> Fill<K> {
         origin: &Origin,
         mut resp: Response,
         valid_until: i64,
+        error: bool,
     ) -> Response {
         let vary = match c.ignore_headers & conf::ignore::VARY {
             0 => normalize_vary(origin),
@@ -534,6 +567,7 @@ impl<K: Kind> Fill<K> {
                 false => variant(req, &vary),
             },
             status: resp.status,
+            error,
             vary,
             content_type: resp.content_type.as_ref().map(|v| v.as_str().to_string()),
             headers: resp
@@ -573,7 +607,9 @@ impl<K: Kind> Fill<K> {
             },
             Body::File { .. } | Body::Multipart { .. } => unreachable!("not stored"),
         };
-        let complete = read.is_ok() && declared.is_none_or(|n| n == w.body_len());
+        // The reply to HEAD (`*_cache_convert_head off`) has a length and no body.
+        let complete = read.is_ok()
+            && (req.method() == Method::Head || declared.is_none_or(|n| n == w.body_len()));
         if !complete {
             // The reply broke off: the client gets what came, then the end.
             self.release();
@@ -692,6 +728,9 @@ fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
 fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response {
     set_status(req, z, status);
     let meta = &e.meta;
+    if meta.error {
+        return req.error(meta.status);
+    }
     let sf = req.conf.get::<crate::modules::static_files::conf::StaticConf>();
     let mut headers: Vec<(&'static str, Value)> = Vec::with_capacity(meta.headers.len() + 2);
     for (n, v) in &meta.headers {

@@ -36,6 +36,8 @@ pub struct Meta {
     /// MD5 of the request's values of the `Vary` fields.
     pub variant: [u8; 16],
     pub status: u16,
+    /// An error page stands for the reply: the status alone is kept.
+    pub error: bool,
     /// The reply's `Vary` field names, lowercase, comma-separated.
     pub vary: String,
     pub content_type: Option<String>,
@@ -48,6 +50,7 @@ impl Meta {
         put_bytes(&mut b, &self.key);
         b.extend_from_slice(&self.variant);
         b.put_u16_le(self.status);
+        b.put_u8(self.error as u8);
         put_bytes(&mut b, self.vary.as_bytes());
         match &self.content_type {
             Some(c) => {
@@ -66,12 +69,13 @@ impl Meta {
 
     fn decode(mut b: &[u8]) -> Option<Meta> {
         let key = get_bytes(&mut b)?.to_vec();
-        if b.len() < 18 {
+        if b.len() < 19 {
             return None;
         }
         let mut variant = [0; 16];
         b.copy_to_slice(&mut variant);
         let status = b.get_u16_le();
+        let error = b.get_u8() == 1;
         let vary = get_str(&mut b)?;
         let content_type = match b.first()? {
             0 => {
@@ -96,6 +100,7 @@ impl Meta {
             key,
             variant,
             status,
+            error,
             vary,
             content_type,
             headers,
