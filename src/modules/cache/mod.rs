@@ -198,10 +198,17 @@ fn variant(req: &Request<'_>, vary: &str) -> [u8; 16] {
     for name in vary.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let mut p = name.as_bytes().to_vec();
         p.push(b':');
+        // The values, with whitespace and empty elements dropped.
+        let mut first = true;
         for (n, v) in req.head.headers() {
             if n.eq_ignore_ascii_case(name.as_bytes()) {
-                p.extend_from_slice(v);
-                p.push(b',');
+                for e in v.split(|&b| b == b',').map(trim).filter(|e| !e.is_empty()) {
+                    if !first {
+                        p.push(b',');
+                    }
+                    first = false;
+                    p.extend_from_slice(e);
+                }
             }
         }
         p.push(b'\n');
@@ -214,6 +221,12 @@ fn variant(req: &Request<'_>, vary: &str) -> [u8; 16] {
 /// Does this location cache replies?
 pub fn enabled<K: Kind>(req: &Request<'_>) -> bool {
     !matches!(conf::<K>(req).cache, Use::Off)
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let s = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let e = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(s, |i| i + 1);
+    &b[s..e]
 }
 
 fn conf<'r, K: Kind>(req: &'r Request<'_>) -> &'r CacheLoc {
@@ -265,7 +278,7 @@ pub async fn lookup<K: Kind>(
     let far = c.max_range_offset.is_some_and(|max| {
         req.head
             .header("range")
-            .is_some_and(|r| range_start(r).is_none_or(|s| s > max))
+            .is_some_and(|r| range_start(r).is_none_or(|s| s >= max))
     });
     let key = match &c.key {
         Some(t) => {
@@ -402,8 +415,19 @@ impl<K: Kind> Fill<K> {
             };
             self.zone.remove_files(&gone);
             let path = self.zone.path(&self.hash);
-            let entry = match exists {
+            // Until the loader is done, a key it has not indexed yet may
+            // have its file: tried (and checked whole) as the loader would.
+            let cold = !exists && !self.zone.shared.loaded.load(Ordering::Acquire);
+            let entry = match exists || cold {
                 true => match Entry::open(&path) {
+                    Ok(e) if cold => match e.verify_body() {
+                        Ok(()) if e.meta.key == self.key => {
+                            self.zone.shared.lock().stored(&self.hash, e.size(), e.valid_until);
+                            Some(e)
+                        }
+                        _ => None,
+                    },
+                    Err(_) if cold => None,
                     Ok(e) if e.meta.key == self.key => Some(e),
                     Ok(_) => None,
                     Err(e) => {
@@ -560,6 +584,12 @@ impl<K: Kind> Fill<K> {
             0 => normalize_vary(origin),
             _ => String::new(),
         };
+        let main = store::md5(&[&self.key]);
+        if vary.is_empty() && self.hash != main {
+            // A reply without Vary stands for every variant: the key's own entry.
+            self.release();
+            self.hash = main;
+        }
         let meta = Meta {
             key: self.key.clone(),
             variant: match vary.is_empty() {
