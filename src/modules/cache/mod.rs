@@ -584,18 +584,26 @@ impl<K: Kind> Fill<K> {
             0 => normalize_vary(origin),
             _ => String::new(),
         };
+        // A reply without Vary is the key's own entry, standing for every
+        // variant. One with Vary is its variant's entry, and the key's too
+        // (the same file linked): the latest reply tells later requests
+        // which fields select a variant.
         let main = store::md5(&[&self.key]);
-        if vary.is_empty() && self.hash != main {
-            // A reply without Vary stands for every variant: the key's own entry.
+        let v = match vary.is_empty() {
+            true => [0; 16],
+            false => variant(req, &vary),
+        };
+        let target = match vary.is_empty() {
+            true => main,
+            false => store::md5(&[&main, &v]),
+        };
+        if target != self.hash {
             self.release();
-            self.hash = main;
+            self.hash = target;
         }
         let meta = Meta {
             key: self.key.clone(),
-            variant: match vary.is_empty() {
-                true => [0; 16],
-                false => variant(req, &vary),
-            },
+            variant: v,
             status: resp.status,
             error,
             vary,
@@ -649,11 +657,16 @@ impl<K: Kind> Fill<K> {
         let path = self.zone.path(&self.hash);
         match w.finish(&path, valid_until, unix_now()) {
             Ok(e) => {
+                let linked = self.hash != main && store::link(&path, &self.zone.path(&main)).is_ok();
                 let mut gone = Vec::new();
                 {
                     let mut idx = self.zone.shared.lock();
-                    idx.entry(&self.hash, unix_now(), &mut gone);
-                    idx.stored(&self.hash, e.size(), valid_until);
+                    for h in [self.hash, main] {
+                        if h == self.hash || linked {
+                            idx.entry(&h, unix_now(), &mut gone);
+                            idx.stored(&h, e.size(), valid_until);
+                        }
+                    }
                 }
                 self.zone.remove_files(&gone);
                 self.zone.shared.counters.stored.fetch_add(1, Ordering::Relaxed);

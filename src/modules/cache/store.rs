@@ -336,6 +336,24 @@ impl Drop for Writer {
     }
 }
 
+/// Make `to` another name of the entry file `from` (replacing what `to`
+/// was, at once: linked beside it, then renamed).
+pub fn link(from: &Path, to: &Path) -> io::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = to.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        "{TEMP_PREFIX}{}-l{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::hard_link(from, &tmp)?;
+    std::fs::rename(&tmp, to).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 /// The file of the entry `hash` under `dir`: `levels` folders named by the
 /// hex name's last characters, as nginx lays out its cache.
 pub fn path(dir: &Path, levels: &[u8], hash: &[u8; 16]) -> PathBuf {
