@@ -260,7 +260,11 @@ fn cache_path(d: &Directive, env: &mut Env) -> Result<(), ConfError> {
                 p.use_temp_path = match v {
                     "on" => true,
                     "off" => false,
-                    _ => return Err(err(format!("invalid use_temp_path value \"{v}\", it must be \"on\" or \"off\""))),
+                    _ => {
+                        return Err(err(format!(
+                            "invalid use_temp_path value \"{v}\", it must be \"on\" or \"off\""
+                        )));
+                    }
                 }
             }
             "keys_zone" => {
@@ -293,7 +297,10 @@ fn cache_path(d: &Directive, env: &mut Env) -> Result<(), ConfError> {
         }
     }
     let Some((name, size)) = zone else {
-        return Err(err(format!("\"{}\" must have \"keys_zone\" parameter", d.name)));
+        return Err(err(format!(
+            "\"{}\" must have \"keys_zone\" parameter",
+            d.name
+        )));
     };
     let zones = env.ext.entry::<Zones>();
     if zones.declared.iter().any(|z| *z.name == *name) {
@@ -314,7 +321,11 @@ fn cache_path(d: &Directive, env: &mut Env) -> Result<(), ConfError> {
     Ok(())
 }
 
-fn cache<K: Kind>(s: &mut crate::conf::table::Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfError> {
+fn cache<K: Kind>(
+    s: &mut crate::conf::table::Scope<'_>,
+    d: &Directive,
+    env: &mut Env,
+) -> Result<(), ConfError> {
     if set::<K>(s).cache.is_some() {
         return Err(dup(d));
     }
@@ -331,7 +342,10 @@ fn cache<K: Kind>(s: &mut crate::conf::table::Scope<'_>, d: &Directive, env: &mu
             name: a.into(),
             zone: Arc::new(OnceLock::new()),
         };
-        env.ext.entry::<Zones>().refs.push((r.clone(), d.span.clone()));
+        env.ext
+            .entry::<Zones>()
+            .refs
+            .push((r.clone(), d.span.clone()));
         Use::Zone(r)
     };
     set::<K>(s).cache = Some(u);
@@ -398,9 +412,15 @@ fn methods(d: &Directive) -> Result<u8, ConfError> {
 /// X-Accel fields that change how a reply is sent are refused.
 fn ignore_headers(d: &Directive) -> Result<u16, ConfError> {
     for a in d.arg_strs() {
-        if a.len() > 8 && a[..8].eq_ignore_ascii_case("X-Accel-") && !a.eq_ignore_ascii_case("X-Accel-Expires") {
+        if a.len() > 8
+            && a[..8].eq_ignore_ascii_case("X-Accel-")
+            && !a.eq_ignore_ascii_case("X-Accel-Expires")
+        {
             return Err(ConfError::new(
-                format!("\"{a}\" of \"{}\" is not supported: vireo ignores only the fields that decide caching (X-Accel-Expires, Expires, Cache-Control, Set-Cookie, Vary)", d.name),
+                format!(
+                    "\"{a}\" of \"{}\" is not supported: vireo ignores only the fields that decide caching (X-Accel-Expires, Expires, Cache-Control, Set-Cookie, Vary)",
+                    d.name
+                ),
                 &d.span,
             ));
         }

@@ -127,7 +127,9 @@ const DROPPED: &[&str] = &[
 /// Is the client's field `name` left out of the upstream request?
 pub fn drops_header(req: &Request<'_>, name: &[u8]) -> bool {
     req.state.ext.get::<Pending>().is_some_and(|p| p.drop)
-        && DROPPED.iter().any(|d| d.as_bytes().eq_ignore_ascii_case(name))
+        && DROPPED
+            .iter()
+            .any(|d| d.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Fields asking the upstream whether an expired entry is still current.
@@ -140,7 +142,11 @@ pub fn revalidation(req: &Request<'_>) -> Vec<(&'static str, String)> {
 }
 
 /// The handler received a reply head: its status and fields as sent.
-pub fn origin<'h>(req: &Request<'_>, status: u16, headers: impl Iterator<Item = (&'h str, &'h str)>) {
+pub fn origin<'h>(
+    req: &Request<'_>,
+    status: u16,
+    headers: impl Iterator<Item = (&'h str, &'h str)>,
+) {
     if let Some(p) = req.state.ext.get::<Pending>() {
         *p.origin.borrow_mut() = Some(Origin {
             status,
@@ -224,8 +230,14 @@ pub fn enabled<K: Kind>(req: &Request<'_>) -> bool {
 }
 
 fn trim(b: &[u8]) -> &[u8] {
-    let s = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
-    let e = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(s, |i| i + 1);
+    let s = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let e = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(s, |i| i + 1);
     &b[s..e]
 }
 
@@ -323,7 +335,9 @@ pub async fn lookup<K: Kind>(
     loop {
         match fill.find(req, c) {
             Found::Fresh(e) => return Lookup::Serve(serve(req, &fill.zone, e, Status::Hit)),
-            Found::Updating(e) => return Lookup::Serve(serve(req, &fill.zone, e, Status::Updating)),
+            Found::Updating(e) => {
+                return Lookup::Serve(serve(req, &fill.zone, e, Status::Updating));
+            }
             Found::Wait if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
@@ -410,7 +424,9 @@ impl<K: Kind> Fill<K> {
                 if n.uses < c.min_uses {
                     self.store = false;
                 }
-                let filling = n.filling.is_some_and(|t| now_ms.saturating_sub(t) < lock_age);
+                let filling = n
+                    .filling
+                    .is_some_and(|t| now_ms.saturating_sub(t) < lock_age);
                 (n.exists, filling)
             };
             self.zone.remove_files(&gone);
@@ -422,7 +438,10 @@ impl<K: Kind> Fill<K> {
                 true => match Entry::open(&path) {
                     Ok(e) if cold => match e.verify_body() {
                         Ok(()) if e.meta.key == self.key => {
-                            self.zone.shared.lock().stored(&self.hash, e.size(), e.valid_until);
+                            self.zone
+                                .shared
+                                .lock()
+                                .stored(&self.hash, e.size(), e.valid_until);
                             Some(e)
                         }
                         _ => None,
@@ -554,7 +573,13 @@ impl<K: Kind> Fill<K> {
     }
 
     /// A 304 to an expired entry's validators: fresh again.
-    fn revalidated(mut self, req: &Request<'_>, c: &CacheLoc, origin: &Origin, resp: Response) -> Response {
+    fn revalidated(
+        mut self,
+        req: &Request<'_>,
+        c: &CacheLoc,
+        origin: &Origin,
+        resp: Response,
+    ) -> Response {
         let e = self.stale.take().expect("checked by the caller");
         self.release();
         let Some(until) = validity(c, origin, e.meta.status) else {
@@ -657,7 +682,8 @@ impl<K: Kind> Fill<K> {
         let path = self.zone.path(&self.hash);
         match w.finish(&path, valid_until, unix_now()) {
             Ok(e) => {
-                let linked = self.hash != main && store::link(&path, &self.zone.path(&main)).is_ok();
+                let linked =
+                    self.hash != main && store::link(&path, &self.zone.path(&main)).is_ok();
                 let mut gone = Vec::new();
                 {
                     let mut idx = self.zone.shared.lock();
@@ -669,7 +695,11 @@ impl<K: Kind> Fill<K> {
                     }
                 }
                 self.zone.remove_files(&gone);
-                self.zone.shared.counters.stored.fetch_add(1, Ordering::Relaxed);
+                self.zone
+                    .shared
+                    .counters
+                    .stored
+                    .fetch_add(1, Ordering::Relaxed);
                 self.release();
                 let status = self.status;
                 serve(req, &self.zone, e, status)
@@ -774,7 +804,9 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
     if meta.error {
         return req.error(meta.status);
     }
-    let sf = req.conf.get::<crate::modules::static_files::conf::StaticConf>();
+    let sf = req
+        .conf
+        .get::<crate::modules::static_files::conf::StaticConf>();
     let mut headers: Vec<(&'static str, Value)> = Vec::with_capacity(meta.headers.len() + 2);
     for (n, v) in &meta.headers {
         if let Some(n) = crate::upstream::intern_header_name(n) {
@@ -829,7 +861,11 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
         resp.body = Body::Empty;
         return resp;
     }
-    if !resp.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges")) {
+    if !resp
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"))
+    {
         resp.headers.push(("Accept-Ranges", Value::Static("bytes")));
     }
     let spec = match head.header("range") {
@@ -843,9 +879,9 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
     };
     let spec = match spec {
         Some(r)
-            if head
-                .header("if-range")
-                .is_none_or(|ir| conditional::if_range_matches(ir, etag, lm.unwrap_or(i64::MIN))) =>
+            if head.header("if-range").is_none_or(|ir| {
+                conditional::if_range_matches(ir, etag, lm.unwrap_or(i64::MIN))
+            }) =>
         {
             range::parse(r, size, sf.max_ranges)
         }
@@ -853,10 +889,9 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
     };
     match spec {
         range::RangeSpec::Full => resp,
-        range::RangeSpec::Unsatisfiable => req.error(416).header(
-            "Content-Range",
-            Value::Owned(format!("bytes */{size}")),
-        ),
+        range::RangeSpec::Unsatisfiable => req
+            .error(416)
+            .header("Content-Range", Value::Owned(format!("bytes */{size}"))),
         range::RangeSpec::Partial(rs) if rs.len() == 1 => {
             resp.status = 206;
             resp.headers.push((
@@ -867,7 +902,11 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
             resp
         }
         range::RangeSpec::Partial(rs) => {
-            let ct = resp.content_type.as_ref().map_or("", |v| v.as_str()).to_string();
+            let ct = resp
+                .content_type
+                .as_ref()
+                .map_or("", |v| v.as_str())
+                .to_string();
             let mut parts = range::multipart(&rs, size, &ct, e.stored as u64 ^ size);
             for p in &mut parts.parts {
                 p.1 = e.body_off + p.1.start..e.body_off + p.1.end;
@@ -907,7 +946,12 @@ struct Partial {
 impl BodyStream for Partial {
     fn next(&mut self) -> BoxFuture<'_, std::io::Result<Option<Bytes>>> {
         Box::pin(async move {
-            let broke = || std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "upstream reply broke off");
+            let broke = || {
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "upstream reply broke off",
+                )
+            };
             let Some(f) = &self.file else {
                 return Err(broke());
             };
@@ -951,7 +995,11 @@ fn metrics(e: &mut crate::core::metrics::Exposition) {
             );
         }
     }
-    e.family("vireo_cache_stored_total", "counter", "Replies written to a cache.");
+    e.family(
+        "vireo_cache_stored_total",
+        "counter",
+        "Replies written to a cache.",
+    );
     for z in &zones {
         e.sample(
             "vireo_cache_stored_total",
@@ -959,7 +1007,11 @@ fn metrics(e: &mut crate::core::metrics::Exposition) {
             z.shared.counters.stored.load(Ordering::Relaxed),
         );
     }
-    e.family("vireo_cache_evicted_total", "counter", "Entries a cache removed (inactive, max_size, min_free, full keys zone).");
+    e.family(
+        "vireo_cache_evicted_total",
+        "counter",
+        "Entries a cache removed (inactive, max_size, min_free, full keys zone).",
+    );
     for z in &zones {
         e.sample(
             "vireo_cache_evicted_total",
@@ -967,7 +1019,11 @@ fn metrics(e: &mut crate::core::metrics::Exposition) {
             z.shared.counters.evicted.load(Ordering::Relaxed),
         );
     }
-    e.family("vireo_cache_size_bytes", "gauge", "Bytes of a cache's entry files.");
+    e.family(
+        "vireo_cache_size_bytes",
+        "gauge",
+        "Bytes of a cache's entry files.",
+    );
     e.family("vireo_cache_keys", "gauge", "Keys in a cache's keys zone.");
     for z in &zones {
         let (bytes, keys) = {
