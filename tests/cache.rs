@@ -80,9 +80,8 @@ fn hits_answer_ranges_conditionals_and_head() {
     let v = Vireo::start_in(dir, &conf("", ""));
     let r = v.get("/r");
     let etag = r.header("etag").unwrap().to_string();
-    let r = v.request(&format!(
-        "GET /r HTTP/1.1\r\nHost: x\r\nRange: bytes=2-4\r\nConnection: close\r\n\r\n"
-    ));
+    let r =
+        v.request("GET /r HTTP/1.1\r\nHost: x\r\nRange: bytes=2-4\r\nConnection: close\r\n\r\n");
     assert_eq!((r.status, r.text().as_str()), (206, "234"));
     assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
     let r = v.request(&format!(
