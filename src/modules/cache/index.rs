@@ -430,7 +430,7 @@ mod tests {
             1 << 20,
             dir.clone(),
             Params {
-                max_size: Some(25),
+                max_size: Some(15),
                 inactive: Duration::from_secs(60),
                 ..Params::default()
             },

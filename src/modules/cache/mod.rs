@@ -1038,7 +1038,7 @@ fn metrics(e: &mut crate::core::metrics::Exposition) {
 /// `proxy_cache*`, with the cache's shared parts: `$upstream_cache_status`,
 /// the loader and manager, the figures.
 pub static PROXY_MODULE: Module = Module {
-    name: "proxy_cache",
+    name: "cache",
     directives: &[conf::PROXY_DIRECTIVES],
     settings: Some(&CacheConf::<conf::Proxy>::KIND),
     variables: &[VarDef::name("upstream_cache_status", upstream_cache_status)],
