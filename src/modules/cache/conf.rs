@@ -395,6 +395,14 @@ fn bits(d: &Directive, names: &[(&str, u16)], off: bool) -> Result<u16, ConfErro
     Ok(b)
 }
 
+fn on_off(d: &Directive) -> Result<bool, ConfError> {
+    flag(d, 0)
+}
+
+fn first_time(d: &Directive) -> Result<Duration, ConfError> {
+    time(d, 0)
+}
+
 fn methods(d: &Directive) -> Result<u8, ConfError> {
     let mut m = GET | HEAD;
     for a in d.arg_strs() {
@@ -428,37 +436,40 @@ fn ignore_headers(d: &Directive) -> Result<u16, ConfError> {
     bits(d, ignore::NAMES, false)
 }
 
-macro_rules! flag_def {
-    ($p:literal, $K:ty, $name:literal, $field:ident, $default:literal, $doc:expr) => {
+/// A directive set once per level from a parse of its arguments.
+macro_rules! one_def {
+    ($p:literal, $K:ty, $name:literal, $field:ident, $arity:expr, $parse:expr, $args:literal, $default:literal, $doc:expr) => {
         Def {
             name: concat!($p, $name),
             ignored: false,
             ctx: Ctx::HSL,
-            arity: ONE,
+            arity: $arity,
             set: |s, d, _| {
-                let v = flag(d, 0)?;
+                let v = $parse(d)?;
                 crate::conf::values::set_once(&mut set::<$K>(s).$field, v, d)
             },
-            syntax: concat!($p, $name, " on | off;"),
+            syntax: concat!($p, $name, " ", $args, ";"),
             default: $default,
             doc: $doc,
         }
     };
 }
 
-macro_rules! time_def {
-    ($p:literal, $K:ty, $name:literal, $field:ident, $default:literal, $doc:expr) => {
+macro_rules! list_def {
+    ($p:literal, $K:ty, $name:literal, $field:ident, $doc:expr) => {
         Def {
             name: concat!($p, $name),
             ignored: false,
             ctx: Ctx::HSL,
-            arity: ONE,
-            set: |s, d, _| {
-                let v = time(d, 0)?;
-                crate::conf::values::set_once(&mut set::<$K>(s).$field, v, d)
+            arity: Arity::args(1, MANY),
+            set: |s, d, env| {
+                for t in templates(d, env)? {
+                    push(&mut set::<$K>(s).$field, t);
+                }
+                Ok(())
             },
-            syntax: concat!($p, $name, " time;"),
-            default: $default,
+            syntax: concat!($p, $name, " string ...;"),
+            default: "—",
             doc: $doc,
         }
     };
@@ -520,79 +531,15 @@ macro_rules! defs {
                 default: "—",
                 doc: concat!("How long replies with these statuses stay fresh when the reply itself does not say (`X-Accel-Expires`, `Cache-Control`, `Expires` come first). Without codes: 200, 301 and 302; `any` stands for every status. A level with any of these drops the inherited ones. A reply whose status has no time is not cached.\n\n```nginx\n", $p, "_cache_valid 200 302 10m;\n", $p, "_cache_valid 404 1m;\n", $p, "_cache_valid any 5s;\n```"),
             },
-            Def {
-                name: concat!($p, "_cache_methods"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: Arity::args(1, 3),
-                set: |s, d, _| {
-                    let m = methods(d)?;
-                    crate::conf::values::set_once(&mut set::<$K>(s).methods, m, d)
-                },
-                syntax: concat!($p, "_cache_methods GET | HEAD | POST ...;"),
-                default: "GET HEAD",
-                doc: concat!("The methods whose replies are cached; GET and HEAD always are. The method is not part of the default key: add `$request_method` to the key when POST is cached.\n\n```nginx\n", $p, "_cache_methods GET HEAD POST;\n```"),
-            },
-            Def {
-                name: concat!($p, "_cache_min_uses"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: ONE,
-                set: |s, d, _| {
-                    let n = number(d, 0)?.max(1);
-                    crate::conf::values::set_once(&mut set::<$K>(s).min_uses, n, d)
-                },
-                syntax: concat!($p, "_cache_min_uses number;"),
-                default: "1",
-                doc: concat!("A reply is stored once its key has been asked for this many times (counted in the keys zone).\n\n```nginx\n", $p, "_cache_min_uses 3;\n```"),
-            },
-            Def {
-                name: concat!($p, "_cache_bypass"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: Arity::args(1, MANY),
-                set: |s, d, env| {
-                    for t in templates(d, env)? {
-                        push(&mut set::<$K>(s).bypass, t);
-                    }
-                    Ok(())
-                },
-                syntax: concat!($p, "_cache_bypass string ...;"),
-                default: "—",
-                doc: concat!("When any value is neither empty nor `0`, the reply is taken from the upstream, not the cache (`BYPASS`); it may still be stored.\n\n```nginx\n", $p, "_cache_bypass $cookie_nocache $arg_nocache;\n```"),
-            },
-            Def {
-                name: concat!($p, "_no_cache"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: Arity::args(1, MANY),
-                set: |s, d, env| {
-                    for t in templates(d, env)? {
-                        push(&mut set::<$K>(s).no_cache, t);
-                    }
-                    Ok(())
-                },
-                syntax: concat!($p, "_no_cache string ...;"),
-                default: "—",
-                doc: concat!("When any value is neither empty nor `0`, the reply is not stored.\n\n```nginx\n", $p, "_no_cache $http_pragma $http_authorization;\n```"),
-            },
-            Def {
-                name: concat!($p, "_cache_use_stale"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: Arity::args(1, MANY),
-                set: |s, d, _| {
-                    let b = bits(d, stale::NAMES, true)?;
-                    crate::conf::values::set_once(&mut set::<$K>(s).use_stale, b, d)
-                },
-                syntax: concat!($p, "_cache_use_stale error | timeout | invalid_header | updating | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | off ...;"),
-                default: "off",
-                doc: concat!("When an expired entry may be sent (`STALE`) instead of what the upstream gives: no reply (`error`, `timeout`, `invalid_header`) or one of these statuses; `updating` sends it (`UPDATING`) while another request is fetching the entry anew.\n\n```nginx\n", $p, "_cache_use_stale error timeout updating http_503;\n```"),
-            },
-            flag_def!($p, $K, "_cache_revalidate", revalidate, "off", concat!("An expired entry with an ETag or Last-Modified is asked for with `If-None-Match`/`If-Modified-Since`; a 304 makes it fresh again (`REVALIDATED`) for the time the 304 or the cached status says.\n\n```nginx\n", $p, "_cache_revalidate on;\n```")),
-            flag_def!($p, $K, "_cache_lock", lock, "off", concat!("One request at a time fills a missing entry: the others wait for it (up to `", $p, "_cache_lock_timeout`) and are then served from the cache. A request that waited too long goes to the upstream and its reply is not stored. After `", $p, "_cache_lock_age` another request may fill the entry.\n\n```nginx\n", $p, "_cache_lock on;\n```")),
-            time_def!($p, $K, "_cache_lock_timeout", lock_timeout, "5s", concat!("How long a request waits for another to fill an entry (`", $p, "_cache_lock`).\n\n```nginx\n", $p, "_cache_lock_timeout 2s;\n```")),
-            time_def!($p, $K, "_cache_lock_age", lock_age, "5s", concat!("After this long, a fill that has not ended lets one more request fill the entry (`", $p, "_cache_lock`).\n\n```nginx\n", $p, "_cache_lock_age 10s;\n```")),
+            one_def!($p, $K, "_cache_methods", methods, Arity::args(1, 3), methods, "GET | HEAD | POST ...", "GET HEAD", concat!("The methods whose replies are cached; GET and HEAD always are. The method is not part of the default key: add `$request_method` to the key when POST is cached.\n\n```nginx\n", $p, "_cache_methods GET HEAD POST;\n```")),
+            one_def!($p, $K, "_cache_min_uses", min_uses, ONE, |d| number(d, 0).map(|n| n.max(1)), "number", "1", concat!("A reply is stored once its key has been asked for this many times (counted in the keys zone).\n\n```nginx\n", $p, "_cache_min_uses 3;\n```")),
+            list_def!($p, $K, "_cache_bypass", bypass, concat!("When any value is neither empty nor `0`, the reply is taken from the upstream, not the cache (`BYPASS`); it may still be stored.\n\n```nginx\n", $p, "_cache_bypass $cookie_nocache $arg_nocache;\n```")),
+            list_def!($p, $K, "_no_cache", no_cache, concat!("When any value is neither empty nor `0`, the reply is not stored.\n\n```nginx\n", $p, "_no_cache $http_pragma $http_authorization;\n```")),
+            one_def!($p, $K, "_cache_use_stale", use_stale, Arity::args(1, MANY), |d| bits(d, stale::NAMES, true), "error | timeout | invalid_header | updating | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | off ...", "off", concat!("When an expired entry may be sent (`STALE`) instead of what the upstream gives: no reply (`error`, `timeout`, `invalid_header`) or one of these statuses; `updating` sends it (`UPDATING`) while another request is fetching the entry anew.\n\n```nginx\n", $p, "_cache_use_stale error timeout updating http_503;\n```")),
+            one_def!($p, $K, "_cache_revalidate", revalidate, ONE, on_off, "on | off", "off", concat!("An expired entry with an ETag or Last-Modified is asked for with `If-None-Match`/`If-Modified-Since`; a 304 makes it fresh again (`REVALIDATED`) for the time the 304 or the cached status says.\n\n```nginx\n", $p, "_cache_revalidate on;\n```")),
+            one_def!($p, $K, "_cache_lock", lock, ONE, on_off, "on | off", "off", concat!("One request at a time fills a missing entry: the others wait for it (up to `", $p, "_cache_lock_timeout`) and are then served from the cache. A request that waited too long goes to the upstream and its reply is not stored. After `", $p, "_cache_lock_age` another request may fill the entry.\n\n```nginx\n", $p, "_cache_lock on;\n```")),
+            one_def!($p, $K, "_cache_lock_timeout", lock_timeout, ONE, first_time, "time", "5s", concat!("How long a request waits for another to fill an entry (`", $p, "_cache_lock`).\n\n```nginx\n", $p, "_cache_lock_timeout 2s;\n```")),
+            one_def!($p, $K, "_cache_lock_age", lock_age, ONE, first_time, "time", "5s", concat!("After this long, a fill that has not ended lets one more request fill the entry (`", $p, "_cache_lock`).\n\n```nginx\n", $p, "_cache_lock_age 10s;\n```")),
             Def {
                 name: concat!($p, "_cache_background_update"),
                 ignored: false,
@@ -611,33 +558,9 @@ macro_rules! defs {
                 default: "off",
                 doc: concat!("Only `off` is accepted: an expired entry is fetched anew by the request that finds it (others get it stale with `", $p, "_cache_use_stale updating`).\n\n```nginx\n", $p, "_cache_background_update off;\n```"),
             },
-            flag_def!($p, $K, "_cache_convert_head", convert_head, "on", concat!("A HEAD request that may be cached goes to the upstream as GET, so that the whole reply is stored.\n\n```nginx\n", $p, "_cache_convert_head off;\n```")),
-            Def {
-                name: concat!($p, "_cache_max_range_offset"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: ONE,
-                set: |s, d, _| {
-                    let n = number(d, 0)?;
-                    crate::conf::values::set_once(&mut set::<$K>(s).max_range_offset, Some(n), d)
-                },
-                syntax: concat!($p, "_cache_max_range_offset number;"),
-                default: "—",
-                doc: concat!("A range request starting beyond this offset goes to the upstream, and its reply is not stored.\n\n```nginx\n", $p, "_cache_max_range_offset 1048576;\n```"),
-            },
-            Def {
-                name: concat!($p, "_ignore_headers"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: Arity::args(1, MANY),
-                set: |s, d, _| {
-                    let b = ignore_headers(d)?;
-                    crate::conf::values::set_once(&mut set::<$K>(s).ignore_headers, b, d)
-                },
-                syntax: concat!($p, "_ignore_headers field ...;"),
-                default: "—",
-                doc: concat!("Reply fields the cache does not act on: `X-Accel-Expires`, `Expires`, `Cache-Control` (then `", $p, "_cache_valid` decides), `Set-Cookie` (a reply with one is then cached), `Vary` (one entry for every variant). The other `X-Accel-*` fields are refused.\n\n```nginx\n", $p, "_ignore_headers Cache-Control Expires Set-Cookie;\n```"),
-            },
+            one_def!($p, $K, "_cache_convert_head", convert_head, ONE, on_off, "on | off", "on", concat!("A HEAD request that may be cached goes to the upstream as GET, so that the whole reply is stored.\n\n```nginx\n", $p, "_cache_convert_head off;\n```")),
+            one_def!($p, $K, "_cache_max_range_offset", max_range_offset, ONE, |d| number(d, 0).map(Some), "number", "—", concat!("A range request starting beyond this offset goes to the upstream, and its reply is not stored.\n\n```nginx\n", $p, "_cache_max_range_offset 1048576;\n```")),
+            one_def!($p, $K, "_ignore_headers", ignore_headers, Arity::args(1, MANY), ignore_headers, "field ...", "—", concat!("Reply fields the cache does not act on: `X-Accel-Expires`, `Expires`, `Cache-Control` (then `", $p, "_cache_valid` decides), `Set-Cookie` (a reply with one is then cached), `Vary` (one entry for every variant). The other `X-Accel-*` fields are refused.\n\n```nginx\n", $p, "_ignore_headers Cache-Control Expires Set-Cookie;\n```")),
         ]
     };
 }

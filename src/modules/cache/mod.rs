@@ -995,43 +995,38 @@ fn metrics(e: &mut crate::core::metrics::Exposition) {
             );
         }
     }
-    e.family(
-        "vireo_cache_stored_total",
-        "counter",
-        "Replies written to a cache.",
-    );
-    for z in &zones {
-        e.sample(
+    type Figure = fn(&CacheZone) -> u64;
+    let figures: [(&str, &str, &str, Figure); 4] = [
+        (
             "vireo_cache_stored_total",
-            &[("zone", &z.name)],
-            z.shared.counters.stored.load(Ordering::Relaxed),
-        );
-    }
-    e.family(
-        "vireo_cache_evicted_total",
-        "counter",
-        "Entries a cache removed (inactive, max_size, min_free, full keys zone).",
-    );
-    for z in &zones {
-        e.sample(
+            "counter",
+            "Replies written to a cache.",
+            |z| z.shared.counters.stored.load(Ordering::Relaxed),
+        ),
+        (
             "vireo_cache_evicted_total",
-            &[("zone", &z.name)],
-            z.shared.counters.evicted.load(Ordering::Relaxed),
-        );
-    }
-    e.family(
-        "vireo_cache_size_bytes",
-        "gauge",
-        "Bytes of a cache's entry files.",
-    );
-    e.family("vireo_cache_keys", "gauge", "Keys in a cache's keys zone.");
-    for z in &zones {
-        let (bytes, keys) = {
-            let idx = z.shared.lock();
-            (idx.bytes, idx.len())
-        };
-        e.sample("vireo_cache_size_bytes", &[("zone", &z.name)], bytes);
-        e.sample("vireo_cache_keys", &[("zone", &z.name)], keys);
+            "counter",
+            "Entries a cache removed (inactive, max_size, min_free, full keys zone).",
+            |z| z.shared.counters.evicted.load(Ordering::Relaxed),
+        ),
+        (
+            "vireo_cache_size_bytes",
+            "gauge",
+            "Bytes of a cache's entry files.",
+            |z| z.shared.lock().bytes,
+        ),
+        (
+            "vireo_cache_keys",
+            "gauge",
+            "Keys in a cache's keys zone.",
+            |z| z.shared.lock().len() as u64,
+        ),
+    ];
+    for (name, kind, help, get) in figures {
+        e.family(name, kind, help);
+        for z in &zones {
+            e.sample(name, &[("zone", &z.name)], get(z));
+        }
     }
 }
 
