@@ -26,7 +26,8 @@ SIZES = {"2b.txt": "2 B", "21k.txt": "21 KB", "92k.txt": "92 KB", PHPINFO: "phpi
 PHP_MARK = b"PHP Version"
 # server name -> command it needs (vb.PACKAGES installs it)
 SERVER_TOOLS = {"nginx": ["nginx"], "lighttpd": ["lighttpd"], "h2o": ["h2o"],
-                "apache": ["apache2"], "apache-prefork": ["apache2", "mod_php"], "floor": ["cc"]}
+                "apache": ["apache2"], "apache-prefork": ["apache2", "mod_php"], "floor": ["cc"],
+                "caddy": ["caddy"], "haproxy": ["haproxy"]}
 
 
 class Gap(NamedTuple):
@@ -122,11 +123,11 @@ class Ctx:
         else why not.  vireo's templates are checked with `vireo -t`, so a vireo that
         gains FastCGI or a proxy is measured without touching the suite."""
         if kind == "static":
-            return None
+            return SERVERS[name].get("no_static")
         if (name, kind) not in self._why:
             conf = self.conf(name, kind)
             why = None
-            if not conf or not conf.endswith(".conf"):
+            if not conf or not (vb.CONF / conf).is_file():
                 why = conf or f"no {kind} configuration"
             elif "test" in SERVERS[name]:
                 d = self.scratch / f"{name}-{kind}-test"
@@ -329,6 +330,161 @@ def markdown_e3(rows, servers):
            table(head, pivot(lambda r: fmt(r["rss_mb"]))),
            "\nDetail:\n\n", vb.markdown(rows, servers)]
     return "".join(out)
+
+
+# ---------------------------------------------------------------- E3's variants
+
+GZIP_HEADER = "Accept-Encoding: gzip"
+
+
+class Workload(NamedTuple):
+    """One E3-style load: key (the row's "file"), the path requested, extra request
+    headers, "static" or "php"."""
+    key: str
+    path: str
+    headers: tuple = ()
+    kind: str = "static"
+
+
+class Variant(NamedTuple):
+    """An E3 variant: one nginx-syntax template that vireo and nginx both run, and its loads."""
+    conf: str
+    workloads: tuple
+    what: str
+
+
+E3_VARIANTS = {
+    # seed document 002's tuned directives (conf/tuned.conf, as E5) on E3's files: as wrk
+    # sends, and for 21 KB and 92 KB also with Accept-Encoding: gzip, where that
+    # configuration's `gzip on; gzip_min_length 10240` compresses them
+    "E3-seed": Variant("tuned.conf",
+                       tuple(Workload(f, f) for f, _ in FILES)
+                       + tuple(Workload(f"{f} gzip", f, (GZIP_HEADER,)) for f in ("21k.txt", "92k.txt")),
+                       "the seed's tuned configuration"),
+    # phpinfo() through a pooled FastCGI upstream (keepalive 8, fastcgi_keep_conn on)
+    "E3-pool": Variant("php-pool.conf", (Workload(PHPINFO, PHPINFO, kind="php"),),
+                       "pooled FastCGI"),
+}
+NGINX_SYNTAX = ("vireo", "nginx")  # the servers that run nginx's configuration grammar
+SIZES.update({"21k.txt gzip": "21 KB (gzip)", "92k.txt gzip": "92 KB (gzip)"})
+
+
+def get_gzip(url, plain):
+    """One GET with Accept-Encoding: gzip before measuring: the answer must be the file
+    gzipped.  Returns the compressed size."""
+    import gzip
+    import urllib.request
+    get = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    try:
+        with urllib.request.urlopen(get, timeout=10) as r:
+            body, coding = r.read(), r.headers.get("Content-Encoding")
+    except OSError as e:
+        raise RuntimeError(f"GET {url} (gzip): {e}") from e
+    if coding != "gzip" or gzip.decompress(body) != plain:
+        raise RuntimeError(f"GET {url}: not the file gzipped ({coding}, {len(body)} B)")
+    return len(body)
+
+
+def exp_e3_variant(opts, scratch, name):
+    """Measure the variant `name` of E3 (E3_VARIANTS): each server on the variant's
+    template, E3's load (wrk -c50, keep-alive, 1 s warm-up) on each workload."""
+    v = E3_VARIANTS[name]
+    ctx = Ctx(opts, scratch)
+    kind = v.workloads[0].kind
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    progress, results, why = Progress(len(plan) * len(v.workloads), name), [], {}
+    for k, s in plan:
+        if s not in NGINX_SYNTAX:
+            why[s] = f"no nginx-syntax configuration for {label(s)} ({v.what} is nginx's)"
+        if s in why:
+            if k == 1:
+                results += [{"server": s, "path": w.key, "run": k, "unsupported": why[s]}
+                            for w in v.workloads]
+            for _ in v.workloads:
+                progress.step(f"{s:8} not measured")
+            continue
+        done = 0
+        try:
+            with ctx.serving(s, kind, conf=v.conf) as (front, backends):
+                for w in v.workloads:
+                    progress.step(f"{s:8} {w.key:12} {v.conf} run {k}/{opts.runs}")
+                    done += 1
+                    if w.headers:
+                        url = ctx.url(s, w.path)
+                        get_gzip(url, (ctx.root / w.path).read_bytes())
+                    else:
+                        url = ctx.check(s, w.path)
+                    run_wrk(url, 1, opts.connections, headers=w.headers)
+                    with Meter(front, backends) as m:
+                        r = run_wrk(url, opts.duration, opts.connections, headers=w.headers)
+                    results.append(dict(r, server=s, path=w.key, run=k, conf=v.conf,
+                                        **m.result(r["requests"])))
+        except vb.StartError as e:
+            why[s] = refused(s, e)
+            results += [{"server": s, "path": w.key, "run": k, "unsupported": why[s]}
+                        for w in v.workloads]
+            for _ in v.workloads[done:]:
+                progress.step(f"{s:8} does not start")
+        except ERRORS as e:
+            for w in v.workloads[max(done - 1, 0):]:
+                results.append({"server": s, "path": w.key, "run": k, "error": failure(e)})
+            for _ in v.workloads[done:]:
+                progress.step(f"{s:8} skipped after an error")
+    progress.close()
+    return results
+
+
+def exp_e3_seed(opts, scratch):
+    """E3-seed: E3's files (and gzip) with vireo and nginx on doc 002's tuned nginx.conf."""
+    return exp_e3_variant(opts, scratch, "E3-seed")
+
+
+def exp_e3_pool(opts, scratch):
+    """E3-pool: E3's phpinfo() through a pooled FastCGI upstream (keepalive 8, keep_conn)."""
+    return exp_e3_variant(opts, scratch, "E3-pool")
+
+
+# metric, higher is better: the "vireo ÷ best peer" columns of the variants
+VS_BEST = (("cpu_us", False), ("rps", True))
+
+
+def summarize_variant(results, servers):
+    """vb.summarize's rows; vireo's also carry, per metric of VS_BEST, its ratio to the
+    best peer's median ("vs_best_cpu_us", "best_cpu_us": that peer)."""
+    rows = vb.summarize(results, servers)
+    for r in rows:
+        if r["server"] != "vireo" or r.get("note"):
+            continue
+        peers = [p for p in rows if p["file"] == r["file"] and p["server"] != "vireo"
+                 and not p.get("note")]
+        for metric, higher in VS_BEST:
+            vals = [p for p in peers if p.get(metric)]
+            if r.get(metric) and vals:
+                best = (max if higher else min)(vals, key=lambda p: p[metric])
+                r[f"vs_best_{metric}"], r[f"best_{metric}"] = r[metric] / best[metric], best["server"]
+    return rows
+
+
+def markdown_variant(rows, servers):
+    """Per workload and server: CPU µs/req, req/s, p99, RSS, errors, and on vireo's row
+    its ratio to the best peer (CPU: below 1 is better; req/s: above 1 is better)."""
+    body = []
+    for r in rows:
+        name = SIZES.get(r["file"], r["file"])
+        if r.get("note"):
+            body.append([name, label(r["server"]), short(r["note"])] + [""] * 6)
+            continue
+
+        def vs(metric):
+            x = r.get(f"vs_best_{metric}")
+            return f"{x:.2f}× ({label(r[f'best_{metric}'])})" if x is not None else ""
+        body.append([name, label(r["server"]),
+                     spread(dict(r, cpu_us_min=r["cpu_min"], cpu_us_max=r["cpu_max"]), "cpu_us", ".2f"),
+                     spread(r, "rps", ",.0f"), fmt(r["p99_ms"], ".2f"), fmt(r["rss_mb"]),
+                     str(r["errors"]), vs("cpu_us"), vs("rps")])
+    return table(["workload", "server", "CPU µs/req (median, min–max)", "req/s (median, min–max)",
+                  "p99 ms", "RSS MB", "errors", "vireo ÷ best peer, CPU", "vireo ÷ best peer, req/s"],
+                 body)
 
 
 # ---------------------------------------------------------------- E1
@@ -615,6 +771,11 @@ def exp_idle(opts, scratch):
     progress, results = Progress(len(plan), "M"), []
     for k, s in plan:
         progress.step(f"{s:8} {opts.idle_conns} idle connections, run {k}/{opts.runs}")
+        why = ctx.unsupported(s, "static")
+        if why:
+            if k == 1:
+                results.append({"server": s, "run": k, "unsupported": why})
+            continue
         try:
             with ctx.serving(s) as (srv, _):
                 ctx.check(s, "2b.txt")
@@ -828,9 +989,7 @@ M_GAPS = (Gap("mb_per_10k", "RSS MB per 10k idle connections", False,
 
 def exp_gzip(opts, scratch):
     """gzip level 5 of a 92 KB JS file at c=50: vireo (without, with its variant cache) vs nginx."""
-    import gzip
     import random
-    import urllib.request
     ctx = Ctx(opts, scratch)
     # A real minified script where the toolchain ships one (rustdoc's), else JS-like text.
     size, data = 94208, b""
@@ -861,22 +1020,10 @@ def exp_gzip(opts, scratch):
             with Server(name, ctx.scratch, ctx.root, ctx.port(name), conf=conf, edits=edits,
                         subst=ctx.subst(), tag=tag) as srv:
                 url = ctx.url(name, "app.js")
-                get = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
-                with urllib.request.urlopen(get, timeout=10) as r:
-                    body, coding = r.read(), r.headers.get("Content-Encoding")
-                if coding != "gzip" or gzip.decompress(body) != plain:
-                    raise RuntimeError(f"GET {url}: not the file gzipped ({coding}, {len(body)} B)")
-                sizes[tag] = len(body)
-
-                def wrk(secs):
-                    secs = max(1, round(secs))  # wrk takes whole seconds
-                    cmd = ["taskset", "-c", vb.LOAD_CPU, "wrk", "-t1", f"-c{opts.connections}",
-                           f"-d{secs}s", "--latency", "-H", "Accept-Encoding: gzip", url]
-                    return subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 60,
-                                          check=True).stdout
-                wrk(1)
+                sizes[tag] = get_gzip(url, plain)
+                run_wrk(url, 1, opts.connections, headers=(GZIP_HEADER,))
                 with Meter(srv) as m:
-                    w = vb.parse_wrk(wrk(opts.duration))
+                    w = run_wrk(url, opts.duration, opts.connections, headers=(GZIP_HEADER,))
                 results.append(dict(w, server=name, tag=tag, run=k, **m.result(w["requests"])))
         except ERRORS as e:
             results.append({"server": name, "tag": tag, "run": k, "error": failure(e)})
@@ -897,11 +1044,13 @@ def exp_gzip(opts, scratch):
 # ---------------------------------------------------------------- proxy (issue 6)
 
 def exp_proxy(opts, scratch):
-    """vireo and nginx as reverse proxies (upstream keepalive 64) in front of the same
-    h2o serving 2 B and 21 KB files; front server's CPU µs/req (target ≤ 0.7× nginx)."""
+    """proxy (issue 6): vireo, nginx and HAProxy proxying 2 B and 21 KB to h2o, keep-alive.
+
+    vireo and nginx with upstream keepalive 64, HAProxy with http-reuse always, in
+    front of the same h2o; front server's CPU µs/req (target ≤ 0.7× nginx)."""
     ctx = Ctx(opts, scratch)
     files = ["2b.txt", "21k.txt"]
-    plan = [(k, s) for k in range(1, opts.runs + 1) for s in opts.servers]
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
     progress, results = Progress(len(plan) * len(files), "proxy"), []
     for k, s in plan:
         why = ctx.unsupported(s, "proxy")
@@ -922,7 +1071,9 @@ def exp_proxy(opts, scratch):
                         w = run_wrk(url, opts.duration, opts.connections)
                     results.append(dict(w, server=s, path=f, run=k, **m.result(w["requests"])))
         except ERRORS as e:
-            results.append({"server": s, "path": "2b.txt", "run": k, "error": failure(e)})
+            done = {r["path"] for r in results if r["server"] == s and r["run"] == k}
+            results += [{"server": s, "path": f, "run": k, "error": failure(e)}
+                        for f in files if f not in done]
     progress.close()
     return results
 
@@ -1213,6 +1364,12 @@ EXPERIMENTS = {
                      keys=("file",),
                      gaps=E3_GAPS,
                      title="E3 — static sizes, phpinfo() and memory (paper 003)"),
+    "E3-seed": Experiment(exp_e3_seed, summarize_variant, markdown_variant, NGINX_SYNTAX,
+                          ("wrk",), duration=4, keys=("file",), gaps=E3_GAPS,
+                          title="E3-seed — E3's files on the seed's tuned nginx.conf (papers 002, 003)"),
+    "E3-pool": Experiment(exp_e3_pool, summarize_variant, markdown_variant, NGINX_SYNTAX,
+                          ("wrk",), duration=4, php=True, keys=("file",), gaps=E3_GAPS,
+                          title="E3-pool — phpinfo() through a pooled FastCGI upstream (paper 003)"),
     "E4": Experiment(exp_e4, summarize_e4, markdown_e4, tuple(vb.PEERS), ("wrk", "ab"), runs=3,
                      php=True, keys=("path",),
                      gaps=(Gap("rps", "req/s", True, "rps_min", "rps_max", ",.0f"),
@@ -1235,8 +1392,8 @@ EXPERIMENTS = {
                         php=True, duration=4, keys=("file",), gaps=E3_GAPS, title="quick — E3, vireo vs nginx"),
     "idle": Experiment(exp_idle, summarize_idle, markdown_idle, ("vireo", "nginx"), (),
                        gaps=M_GAPS, title="idle — M, vireo vs nginx"),
-    "proxy": Experiment(exp_proxy, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
-                        keys=("file",), gaps=E3_GAPS[:1],
+    "proxy": Experiment(exp_proxy, vb.summarize, vb.markdown, ("vireo", "nginx", "haproxy"),
+                        ("wrk",), keys=("file",), gaps=E3_GAPS[:1],
                         title="proxy — reverse proxy to h2o with upstream keepalive (issue 6)"),
     "routes": Experiment(exp_routes, summarize_routes, markdown_routes, ROUTES_SERVERS,
                          ("wrk",), duration=4, runs=5, keys=("path", "config"),
@@ -1245,7 +1402,8 @@ EXPERIMENTS = {
                                Gap("ratio", "CPU 30 locations ÷ E3's config", False,
                                    "ratio_min", "ratio_max", ".3f")),
                          title="routes — 30 locations against E3's config (issue 4)"),
-    "tls": Experiment(exp_tls, summarize_tls, markdown_tls, ("vireo", "nginx", "h2o", "lighttpd"),
+    "tls": Experiment(exp_tls, summarize_tls, markdown_tls,
+                      ("vireo", "nginx", "h2o", "lighttpd", "caddy"),
                       ("h2load", "openssl", "curl"), duration=4, runs=3, keys=("proto",),
                       gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
                                 "cpu_us_per_req_max", ".2f"),

@@ -15,13 +15,15 @@ import vireobench as vb
 from vireobench import fmt, label
 
 DOCS = vb.REPO / "docs" / "benchmarks.md"
-ORDER = ["E1", "E2", "E3", "E4", "E5", "M", "proxy", "gzip", "routes", "tls"]
+ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "gzip", "routes", "tls"]
 NOT_PEERS = {"vireo", "floor"}
 
 PAPERS = {
     "E1": "000_9171ad52abe9534a.txt (Apache vs nginx I/O, table 1)",
     "E2": "001_80da0c0936cbfb6d.txt (Apache prefork / nginx + php-fpm / nginx → Apache)",
     "E3": "003_606d7d291432ff5d.txt (21 KB, 2 B, 92 KB, phpinfo(); req/s and memory)",
+    "E3-seed": "002_5b0f10aa4f0e31a6.txt's tuned nginx.conf on 003_606d7d291432ff5d.txt's files",
+    "E3-pool": "003_606d7d291432ff5d.txt (phpinfo()) with a pooled FastCGI upstream",
     "E4": "004_edfdbb5a0d033307.txt (lighttpd vs nginx, ab -n 100000 -c 1000)",
     "E5": "002_5b0f10aa4f0e31a6.txt (the tuned nginx at 904k req/s)",
     "M": "DESIGN.md §3 (idle keep-alive connections)",
@@ -55,6 +57,36 @@ METHOD = {
     "E3": lambda o: (f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s --latency, keep-alive, "
                      f"1 s warm-up, {o['runs']} runs, servers interleaved; phpinfo() through "
                      "php-fpm (pm static, 20 children, pinned to CPU 0 with the server)."),
+    "E3-seed": lambda o: (
+        f"E3's load (wrk -t1 -c{o['connections']} -d{o['duration']:g}s --latency, keep-alive, 1 s "
+        f"warm-up, {o['runs']} runs, servers interleaved) with vireo and nginx both on "
+        "`bench/conf/tuned.conf`, the tuned configuration of paper 002 (as E5: open_file_cache "
+        "max=200000 inactive=20s, open_file_cache_valid 30s, open_file_cache_min_uses 2, "
+        "open_file_cache_errors on; sendfile, tcp_nopush, tcp_nodelay on; keepalive_requests "
+        "100000; gzip on with gzip_min_length 10240; access_log off; one worker). wrk sends no "
+        "Accept-Encoding, so the first three rows are served as they are; the \"gzip\" rows "
+        "send `Accept-Encoding: gzip`, and the 21 KB and 92 KB files (over gzip_min_length) "
+        "come back gzipped (level 1, nginx's default), checked with a GET first. vireo keeps "
+        "the gzipped bytes of a hot file (`compress_cache`, 16 MB per worker by default) where "
+        "nginx compresses every response. \"vireo ÷ best peer\": vireo's median over the best "
+        "peer's (CPU below 1 and req/s above 1 favour vireo)."),
+    "E3-pool": lambda o: (
+        f"E3's phpinfo() load (wrk -t1 -c{o['connections']} -d{o['duration']:g}s, keep-alive, "
+        f"1 s warm-up, {o['runs']} runs) with vireo and nginx both on "
+        "`bench/conf/php-pool.conf`: nginx.conf's PHP location with `fastcgi_pass php; "
+        "fastcgi_keep_conn on;` and `upstream php { server …; keepalive 8; }`, so connections "
+        "to php-fpm (pm static, 20 children) are reused instead of opened per request; "
+        "E3's phpinfo() rows are the same load without the pool. The CPU column is the web "
+        "server's own (php-fpm apart)."),
+    "proxy": lambda o: (
+        f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s on /proxy/2b.txt and /proxy/21k.txt, "
+        "keep-alive, 1 s warm-up, each front server proxying to the same h2o (one thread, "
+        "pinned with it) over kept-alive connections: vireo (`vireo-proxy.conf`) and nginx "
+        "(`nginx.conf`) with `upstream { keepalive 64; }`, proxy_http_version 1.1"
+        + ("; HAProxy (`haproxy.cfg`) with nbthread 1, `http-reuse always` (idle backend "
+           "connections shared by all clients), no logs" if "haproxy" in o["servers"] else "")
+        + ". The CPU column is the front server's; h2o's is beside it. "
+        f"{o['runs']} runs, servers interleaved."),
     "E4": lambda o: (f"ab -r -t {o['ab_time']} -n <N> -c {o['ab_c']} without keep-alive (as in the "
                      f"paper): N = {o['ab_n']:,} for the 21 KB page and {o['ab_n_php']:,} for "
                      f"phpinfo(), each run stopped after {o['ab_time']} s (so a server slower than "
@@ -84,7 +116,10 @@ METHOD = {
                       f"in a 1 s warm-up, then requests are counted for {o['duration']:g} s (server "
                       "CPU read at h2load's own phase marks). Configs: `bench/conf/vireo-tls.conf` "
                       "and `nginx-tls.conf`, the same directives: `listen … ssl` and `listen … ssl "
-                      "http2` on a second port. A curl GET checks each address first (TLS 1.3, the "
+                      "http2` on a second port" + (
+                          "; `Caddyfile-tls` (the same certificate, TLS 1.3 only, h2 and "
+                          "http/1.1 by ALPN on both ports, no HTTP/3)" if "caddy" in o["servers"]
+                          else "") + ". A curl GET checks each address first (TLS 1.3, the "
                       "HTTP version by ALPN, the file's bytes), and a run whose h2load negotiated "
                       "anything else is an error. h2load offers TLS_AES_128_GCM_SHA256 first; what "
                       "each server chose is in the \"negotiated\" column. "
@@ -140,8 +175,8 @@ def open_gaps(datasets):
 
 def describe(key, value):
     if key in ("path", "file"):
-        return {"2b.txt": "2 B", "21k.txt": "21 KB", "92k.txt": "92 KB",
-                "info.php": "phpinfo()"}.get(value, value)
+        import experiments
+        return experiments.SIZES.get(value, value)
     if key == "clients":
         return f"c={value:,}"
     if key == "config":
@@ -208,7 +243,8 @@ def _plt():
 
 
 COLORS = {"vireo": "#d62728", "nginx": "#2ca02c", "lighttpd": "#1f77b4", "h2o": "#9467bd",
-          "apache": "#8c564b", "apache-prefork": "#e377c2", "floor": "#7f7f7f"}
+          "apache": "#8c564b", "apache-prefork": "#e377c2", "floor": "#7f7f7f",
+          "caddy": "#17becf", "haproxy": "#bcbd22"}
 
 
 def _save(fig, path):
@@ -524,6 +560,7 @@ def targets_markdown(datasets):
                      f"{'met' if fcgi[1] else 'not met'} |" if fcgi else
                      "| FastCGI: front-server CPU ≤ 0.5× nginx's | – | not measured "
                      "(needs FastCGI, issue 5) |")
+    lines += pool_target(datasets.get("E3-pool"))
     lines += e2_proxy_target(datasets.get("E2")) + proxy_targets(datasets.get("proxy"))
     lines += gzip_targets(datasets.get("gzip"))
     lines += routes_target(datasets.get("routes")) + tls_targets(datasets.get("tls"))
@@ -533,6 +570,12 @@ def targets_markdown(datasets):
 
 def vireo_note(rows):
     return next((r["note"] for r in rows if r["server"] == "vireo" and r.get("note")), None)
+
+
+def pool_target(data):
+    """The FastCGI target (front-server CPU ≤ 0.5× nginx's) with E3-pool's pooled upstream."""
+    return ratio_rows(data, "| FastCGI pooled (E3-pool, keepalive 8 + fastcgi_keep_conn): "
+                            "front-server CPU ≤ 0.5× nginx's |", 0.5)
 
 
 def e2_proxy_target(data):
@@ -558,7 +601,9 @@ def ratio_rows(data, name, limit, where=lambda f: describe("path", f)):
     rows = [r for r in data["summary"] if r["server"] == "vireo"]
     if not rows or any(r.get("note") for r in rows):
         return [f"{name} – | not measured ({vireo_note(data['summary']) or 'no vireo rows'}) |"]
-    nginx = {r["file"]: r for r in data["summary"] if r["server"] == "nginx"}
+    nginx = {r["file"]: r for r in data["summary"] if r["server"] == "nginx" and r.get("cpu_us")}
+    if not any(r["file"] in nginx for r in rows):
+        return [f"{name} – | not measured (no nginx figure in this run) |"]
     figures = "; ".join(f"{where(r['file'])}: {r['cpu_us']:.2f} µs = {r['cpu_ratio']:.2f}× "
                         f"nginx ({nginx[r['file']]['cpu_us']:.2f})" for r in rows
                         if r["file"] in nginx)
@@ -686,12 +731,23 @@ def docs_header(datasets, all_command=None, all_minutes=None):
     total = sum(d.get("elapsed_s", 0) for d in datasets.values()) / 60
     made = (f"`{all_command}` ({all_minutes:.0f} min)" if all_command else
             ", ".join(f"`{c}`" for c in cmds) + f" ({total:.0f} min of measuring in all)")
+    peers = [label(s) for s in dict.fromkeys(
+        s for name in ("E1", "E3", "E4", "M") for s in datasets.get(name, {}).get(
+            "options", {}).get("servers", []) if s not in NOT_PEERS)]
+    peers = ", ".join(peers[:-1]) + f" and {peers[-1]}" if len(peers) > 1 else "".join(peers) \
+        or "the peers"
+    variants = [n for n in ("E3-seed", "E3-pool") if n in datasets]
+    proxy = datasets.get("proxy", {}).get("options", {}).get("servers", [])
     return ("# Benchmarks\n\n"
             "How to run them and how they work: [`bench/README.md`](../bench/README.md). "
             "Method: DESIGN.md §3. The five experiments reproduce the seed documents "
-            "(`/work/shared/seeds/`) with vireo beside nginx, lighttpd, h2o and Apache; "
-            "`proxy`, `gzip`, `routes` and `tls` check the performance asks of issues 6 (proxy), "
-            "7 (compression), 4 (routing) and 9 (TLS 1.3, HTTP/2) against nginx.\n\n"
+            f"(`/work/shared/seeds/`) with vireo beside {peers}; "
+            + ("E3-seed runs E3 with vireo and nginx on the seed's tuned nginx.conf, E3-pool "
+               "with pooled FastCGI; " if variants else "")
+            + "`proxy`" + (" (with HAProxy)" if "haproxy" in proxy else "")
+            + ", `gzip`, `routes` and `tls` check "
+            "the performance asks of issues 6 (proxy), 7 (compression), 4 (routing) and 9 "
+            "(TLS 1.3, HTTP/2) against nginx.\n\n"
             f"Latest full run: {dates[0]} to about {end}, made by {made}; "
             "this page is written by `bench/run all` (or `bench/run report` from the latest "
             "`bench/results/*.json`). For a quick check after a change: `bench/run quick` "

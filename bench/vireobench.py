@@ -96,6 +96,19 @@ SERVERS = {
         "cmd": lambda s: [php_fpm_binary(), "-F", "-y", str(s.conf)],
         "version": [php_fpm_binary(), "-v"], "stop": signal.SIGTERM, "start_timeout": 60,
     },
+    "caddy": {  # Caddy 2.6: static files, PHP through php_fastcgi, TLS; one Go thread
+        "conf": "Caddyfile", "php": "Caddyfile", "tls": "Caddyfile-tls",
+        "cmd": lambda s: ["env", "GOMAXPROCS=1", f"XDG_CONFIG_HOME={s.dir}",
+                          f"XDG_DATA_HOME={s.dir}", "caddy", "run", "--config", str(s.conf),
+                          "--adapter", "caddyfile"],
+        "version": ["caddy", "version"], "stop": signal.SIGTERM,
+    },
+    "haproxy": {  # HAProxy 2.6: a reverse proxy only (the proxy experiment)
+        "conf": "haproxy.cfg", "proxy": "haproxy.cfg",
+        "no_static": "HAProxy serves no files (a peer in the proxy experiment only)",
+        "cmd": lambda s: ["haproxy", "-db", "-f", str(s.conf)],
+        "version": ["haproxy", "-v"], "stop": signal.SIGTERM,
+    },
     "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
         "conf": None,
         "cmd": lambda s: [str(FLOOR), str(s.port), (s.root / "2b.txt").read_text()],
@@ -103,10 +116,10 @@ SERVERS = {
     },
 }
 
-LABELS = {"apache": "Apache event", "apache-prefork": "Apache prefork + mod_php",
+LABELS = {"caddy": "Caddy", "haproxy": "HAProxy", "apache": "Apache event", "apache-prefork": "Apache prefork + mod_php",
           "floor": "C epoll floor", "php-fpm": "php-fpm"}
 # Web servers compared in E1, E3, E4 and M (`--servers` overrides).
-PEERS = ["vireo", "nginx", "lighttpd", "h2o", "apache"]
+PEERS = ["vireo", "nginx", "lighttpd", "h2o", "caddy", "apache"]
 NOT_YET = {"php": "not yet: needs FastCGI (issue 5)", "proxy": "not yet: needs proxy (issue 6)"}
 
 
@@ -238,10 +251,18 @@ def parse_wrk(out):
     }
 
 
-def run_wrk(url, duration, connections, threads=1):
-    duration = max(1, round(duration))  # wrk takes whole seconds
-    cmd = ["taskset", "-c", LOAD_CPU, "wrk", f"-t{threads}", f"-c{connections}",
-           f"-d{duration}s", "--latency", url]
+def wrk_cmd(url, duration, connections, threads=1, headers=()):
+    """wrk for `duration` s (rounded to whole seconds, at least 1: wrk takes no less)
+    with `connections`, pinned to the load CPU; headers: extra request header lines
+    ("Accept-Encoding: gzip")."""
+    return (["taskset", "-c", LOAD_CPU, "wrk", f"-t{threads}", f"-c{connections}",
+             f"-d{max(1, round(duration))}s", "--latency"]
+            + [a for h in headers for a in ("-H", h)] + [url])
+
+
+def run_wrk(url, duration, connections, threads=1, headers=()):
+    duration = max(1, round(duration))
+    cmd = wrk_cmd(url, duration, connections, threads, headers)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr}")
@@ -700,7 +721,7 @@ def measure(name, scratch, root, port, path, duration, connections):
 PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "h2load": "nghttp2-client", "nginx": "nginx",
             "apache2": "apache2", "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
             "cc": "gcc", "mod_php": "libapache2-mod-php", "openssl": "openssl", "curl": "curl",
-            "mod_openssl": "lighttpd-mod-openssl"}
+            "mod_openssl": "lighttpd-mod-openssl", "caddy": "caddy", "haproxy": "haproxy"}
 
 
 def have(tool):
@@ -928,7 +949,7 @@ class Progress:
 
 # ---------------------------------------------------------------- command line
 
-ALL_ORDER = ["E3", "E5", "proxy", "gzip", "routes", "tls", "M", "E4", "E1", "E2"]
+ALL_ORDER = ["E3", "E3-seed", "E3-pool", "E5", "proxy", "gzip", "routes", "tls", "M", "E4", "E1", "E2"]
 
 
 def experiments():
@@ -941,25 +962,27 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="bench/run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__,
-        epilog="experiments:\n" + "\n".join(f"  {n:6} {e.run.__doc__.strip().splitlines()[0]}"
+        epilog="experiments:\n" + "\n".join(f"  {n:7} {e.run.__doc__.strip().splitlines()[0]}"
                                             for n, e in exps.items())
-        + f"\n  all    {', '.join(ALL_ORDER)} in turn, then the report and docs/benchmarks.md"
-        + "\n  report the report and docs/benchmarks.md from the latest results/*.json")
+        + f"\n  all     {', '.join(ALL_ORDER)} in turn, then the report and docs/benchmarks.md"
+        + "\n  report  the report and docs/benchmarks.md from the latest results/*.json")
     ap.add_argument("experiment", choices=list(exps) + ["all", "report"])
     ap.add_argument("--duration", type=float, help="seconds per measured load run "
-                    "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3, quick, "
-                    "routes, tls: 4; E5: 5)")
-    ap.add_argument("--runs", type=int, help="repetitions of every point (3; routes, tls: 5; "
+                    "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3, E3-seed, "
+                    "E3-pool, quick, routes, tls: 4; E5: 5)")
+    ap.add_argument("--runs", type=int, help="repetitions of every point (3; routes: 5; "
                     "E2: 1)")
     ap.add_argument("--points", help="E1 client counts, comma-separated "
                     "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
     ap.add_argument("--connections", type=int, default=50,
-                    help="wrk -c for E3/E5/quick/routes, h2load -c for tls (50)")
+                    help="wrk -c for E3/E3-seed/E3-pool/E5/quick/proxy/gzip/routes, h2load -c "
+                         "for tls (50)")
     ap.add_argument("--h2-streams", type=int, default=10,
                     help="tls: h2load -m, concurrent streams per HTTP/2 connection (10)")
     ap.add_argument("--servers", help="comma-separated, interleaved in this order "
-                    "(quick: vireo,nginx; E5: vireo,nginx,floor; others: "
-                    + ",".join(PEERS) + ")")
+                    "(quick, idle, E3-seed, E3-pool, routes, gzip: vireo,nginx; E5: "
+                    "vireo,nginx,floor; proxy: vireo,nginx,haproxy; tls: "
+                    "vireo,nginx,h2o,lighttpd,caddy; others: " + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,
                     help="first port; server i listens on port-base+i (tls: and on "
                          "port-base+20+i for HTTP/2), php-fpm on +50, a proxied backend on +51 "

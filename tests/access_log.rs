@@ -379,6 +379,23 @@ fn unparsable_requests_are_logged() {
     assert!(l[1].starts_with("414 "), "{l:?}");
 }
 
+/// Buffered logs naming one file share its buffer (as nginx's): lines go out
+/// in the order requests finished, whichever `access_log` wrote them.
+#[test]
+fn buffered_logs_of_one_file_share_the_buffer() {
+    let dir = TempDir::new("al");
+    let mut v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n log_format u $uri;\n server {\n  listen 127.0.0.1:{port};\n  location / {\n   access_log logs/s.log u buffer=16k if=$arg_a;\n   access_log logs/s.log u buffer=16k if=$arg_b;\n   return 200;\n  }\n }\n}\n",
+    );
+    for (i, q) in ["a=1", "b=1", "a=1", "c=1", "b=1"].iter().enumerate() {
+        assert_eq!(v.get(&format!("/{i}?{q}")).status, 200);
+    }
+    v.signal(libc::SIGQUIT);
+    assert_eq!(v.wait_exit(5).and_then(|s| s.code()), Some(0));
+    assert_eq!(v.dir.read("logs/s.log"), "/0\n/1\n/2\n/4\n");
+}
+
 #[test]
 fn unknown_log_format_is_a_config_error() {
     let dir = TempDir::new("al");
@@ -395,6 +412,11 @@ fn unknown_log_format_is_a_config_error() {
         "events {}\nhttp {\n server {\n  access_log logs/x.log nosuch;\n }\n}\n",
         "unknown log format \"nosuch\"",
         4,
+    );
+    check(
+        "events {}\nhttp {\n access_log logs/x.log combined buffer=8k;\n server {\n  access_log logs/x.log combined buffer=16k;\n }\n}\n",
+        "access_log \"logs/x.log\" already defined with conflicting parameters",
+        5,
     );
     // A format must be defined before it is used, as in nginx.
     check(

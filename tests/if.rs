@@ -1,6 +1,7 @@
-//! `if` (the supported subset: conditions on variables, file tests, regexes;
-//! rewrite, return, set and break inside), `set`, `break`, and what is
-//! refused. The expected results are what nginx 1.22 answers.
+//! `if` (conditions on variables, file tests, regexes; in a location a level
+//! of its own with the directives nginx allows there, in a server the rewrite
+//! directives only), `set`, `break`, and what is refused. The expected results
+//! are what nginx 1.22 answers.
 
 mod common;
 use common::*;
@@ -168,8 +169,16 @@ fn refused_and_invalid() {
     let dir = TempDir::new("if");
     for (conf, msg) in [
         (
-            "if ($uri) { root /x; }",
-            "\"root\" inside \"if\" is not supported by vireo (only rewrite, return, set and break are)",
+            "if ($uri) { try_files $uri =404; }",
+            "\"try_files\" directive is not allowed here",
+        ),
+        (
+            "if ($uri) { proxy_pass http://127.0.0.1:1/x; }",
+            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block",
+        ),
+        (
+            "if ($uri) { proxy_pass http://127.0.0.1:1; fastcgi_pass 127.0.0.1:1; }",
+            "\"fastcgi_pass\" directive is duplicate: the location already has a content handler",
         ),
         (
             "if ($uri) { if ($uri) { } }",
@@ -194,4 +203,81 @@ fn refused_and_invalid() {
         let want = format!("{msg} in {}:5", dir.path().join("t.conf").display());
         assert!(err.contains(&want), "{conf}: want {want}\n{err}");
     }
+}
+
+/// A location's `if` is a level of its own: when its condition holds the
+/// request runs with its settings and content handler (nginx's "if in
+/// location"); the last matching `if` wins.
+#[test]
+fn blocks_of_their_own() {
+    let v = Vireo::start(
+        r#"
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:{port2};
+        return 200 "backend $uri\n";
+    }
+    server {
+        listen 127.0.0.1:{port};
+        root {dir}/html;
+        location /r {
+            if ($arg_other) { root {dir}/other; add_header X-If yes; }
+        }
+        location /p {
+            proxy_pass http://127.0.0.1:{port2}/replaced;
+            if ($arg_if) { }
+            if ($arg_direct) { proxy_pass http://127.0.0.1:{port2}; }
+        }
+        location /s {
+            if ($arg_proxy) { proxy_pass http://127.0.0.1:{port2}; }
+            if ($arg_later) { }
+        }
+        location /t {
+            try_files /nothing =418;
+            if ($arg_if) { }
+        }
+        location /e {
+            if ($arg_if) { error_page 404 =200 /r; }
+        }
+    }
+}
+"#,
+    );
+    v.dir.write("html/r", "main\n");
+    v.dir.write("other/r", "other\n");
+    assert_eq!(get(&v, "/r"), (200, "main\n".into()));
+    let r = v.get("/r?other=1");
+    assert_eq!((r.status, r.text()), (200, "other\n".into()));
+    assert_eq!(r.header("x-if"), Some("yes"));
+    // The location's handler with its URI part, unless the block has its own.
+    assert_eq!(get(&v, "/p").1, "backend /replaced\n");
+    assert_eq!(get(&v, "/p?if=1").1, "backend /replaced\n");
+    assert_eq!(get(&v, "/p?direct=1").1, "backend /p\n");
+    assert_eq!(get(&v, "/s?proxy=1").1, "backend /s\n");
+    assert_eq!(get(&v, "/s").0, 404);
+    // A later matching `if` without a handler: nginx runs the earlier one's
+    // handler with settings that hold no upstream, a 500.
+    assert_eq!(get(&v, "/s?proxy=1&later=1").0, 500);
+    // try_files does not run once an `if` matched.
+    assert_eq!(get(&v, "/t").0, 418);
+    assert_eq!(get(&v, "/t?if=1").0, 404);
+    assert_eq!(get(&v, "/e/x").0, 404);
+    assert_eq!(get(&v, "/e/x?if=1"), (200, "main\n".into()));
+}
+
+/// A server's `if` holds the rewrite directives only, as nginx's.
+#[test]
+fn server_if_holds_the_script_only() {
+    let dir = TempDir::new("if-server");
+    let text = "events {}\nhttp {\nserver {\nif ($uri) { root /x; }\n}\n}\n";
+    let out = test_conf(&dir, text);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want = format!(
+        "\"root\" directive is not allowed here in {}:4",
+        dir.path().join("t.conf").display()
+    );
+    assert!(err.contains(&want), "want {want}\n{err}");
 }

@@ -1191,18 +1191,12 @@ fn location(d: &Directive, e: &mut Env) -> Result<LocationConf, ConfError> {
         ),
         _ => None,
     };
-    Ok(LocationConf {
+    Ok(LocationConf::new(
         kind,
-        pattern: pattern.to_string(),
+        pattern.to_string(),
         regex,
-        conf: Default::default(),
-        alias: None,
-        content: None,
-        phases: Default::default(),
-        locations: Vec::new(),
-        limit_except: None,
-        span: d.span.clone(),
-    })
+        d.span.clone(),
+    ))
 }
 
 /// The methods `limit_except` knows, as nginx.
@@ -1244,18 +1238,7 @@ fn limit_except(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), Con
             methods.push("HEAD");
         }
     }
-    let mut inner = LocationConf {
-        kind: l.kind,
-        pattern: l.pattern.clone(),
-        regex: None,
-        conf: Default::default(),
-        alias: None,
-        content: None,
-        phases: Default::default(),
-        locations: Vec::new(),
-        limit_except: None,
-        span: d.span.clone(),
-    };
+    let mut inner = l.block(d.span.clone());
     e.walk(block(d), &mut Scope::LimitExcept(&mut inner))?;
     e.vars.at(&d.span);
     l.limit_except = Some(Box::new((methods, inner)));

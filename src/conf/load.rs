@@ -10,7 +10,7 @@ use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
 use crate::core::errlog::{Dest, ErrorLog, Level};
 use crate::core::module::{Extensions, ListenBuild, Module, Pipeline, ServerBuild};
-use crate::core::route::{LimitExcept, Location, Locations, Server, VirtualHosts};
+use crate::core::route::{IfBlock, LimitExcept, Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -396,6 +396,15 @@ fn build_location(
             content: inner.content.or_else(|| l.content.clone()),
         })
     });
+    let ifs = l
+        .ifs
+        .into_iter()
+        .map(|b| IfBlock {
+            conf: Arc::new(b.conf.resolve(&conf).with_hooks(modules)),
+            own_content: b.content.is_some(),
+            content: b.content.or_else(|| l.content.clone()),
+        })
+        .collect();
     let nested = l
         .locations
         .into_iter()
@@ -412,6 +421,7 @@ fn build_location(
         phases: l.phases,
         nested: Locations::new(nested),
         limit_except,
+        ifs,
     }
 }
 

@@ -100,7 +100,7 @@ settings! {
         pub error_pages: Option<Arc<crate::core::error_page::ErrorPages>> = None,
         pub recursive_error_pages: bool = false,
         /// Warn when a `set` variable is read before it was given a value.
-        pub uninitialized_variable_warning: bool = true,
+        pub uninitialized_variable_warn: bool = true,
         /// `chunked_transfer_encoding`: a body of unknown length goes out
         /// chunked on HTTP/1.1 (off: the connection closes after it).
         pub chunked_transfer_encoding: bool = true,
@@ -361,5 +361,38 @@ pub struct LocationConf {
     /// `limit_except`: the methods it lists (GET brings HEAD), and its
     /// block, which applies to every other method.
     pub limit_except: Option<Box<(Vec<&'static str>, LocationConf)>>,
+    /// The `if` blocks of the location, in the order written: each the
+    /// settings a request takes when its condition holds.
+    pub ifs: Vec<LocationConf>,
     pub span: Span,
+}
+
+impl LocationConf {
+    /// A level with nothing set yet.
+    pub fn new(
+        kind: LocKind,
+        pattern: String,
+        regex: Option<crate::core::vars::Re>,
+        span: Span,
+    ) -> Self {
+        LocationConf {
+            kind,
+            pattern,
+            regex,
+            conf: Default::default(),
+            alias: None,
+            content: None,
+            phases: Default::default(),
+            locations: Vec::new(),
+            limit_except: None,
+            ifs: Vec::new(),
+            span,
+        }
+    }
+
+    /// A block inside this location (`limit_except`, `if`): named as the
+    /// location, its settings inherited from it.
+    pub fn block(&self, span: Span) -> Self {
+        LocationConf::new(self.kind, self.pattern.clone(), None, span)
+    }
 }

@@ -20,6 +20,13 @@ impl Ctx {
     pub const LOCATION: Ctx = Ctx(16);
     /// Inside `limit_except`.
     pub const LIMIT_EXCEPT: Ctx = Ctx(32);
+    /// Inside an `if` of a location (nginx's "if in location").
+    pub const IF: Ctx = Ctx(64);
+    /// Inside an `if` of a server (nginx's "if in server": the rewrite
+    /// directives only).
+    pub const SERVER_IF: Ctx = Ctx(128);
+    /// The rewrite script's directives: server, location and both `if`s.
+    pub const SCRIPT: Ctx = Ctx(8 | 16 | 64 | 128);
     /// http, server and location: the usual home of a setting that inherits downwards.
     pub const HSL: Ctx = Ctx(4 | 8 | 16);
     /// http and server.
@@ -40,6 +47,8 @@ impl Ctx {
             (Ctx::SERVER, "server"),
             (Ctx::LOCATION, "location"),
             (Ctx::LIMIT_EXCEPT, "limit_except"),
+            (Ctx::SERVER_IF, "if in server"),
+            (Ctx::IF, "if in location"),
         ]
         .into_iter()
         .filter(|(c, _)| self.contains(*c))
@@ -84,6 +93,11 @@ pub enum Scope<'a> {
     Location(&'a mut LocationConf),
     /// A `limit_except` block: the settings it holds for other methods.
     LimitExcept(&'a mut LocationConf),
+    /// An `if` block of a location: the settings (and content handler) the
+    /// request takes when the condition holds.
+    LocationIf(&'a mut LocationConf),
+    /// An `if` block of a server: only its rewrite script counts.
+    ServerIf(&'a mut LocationConf),
 }
 
 impl Scope<'_> {
@@ -91,7 +105,10 @@ impl Scope<'_> {
     pub fn level_ext(&mut self) -> &mut Extensions {
         match self {
             Scope::Server(s) => &mut s.phases.ext,
-            Scope::Location(l) | Scope::LimitExcept(l) => &mut l.phases.ext,
+            Scope::Location(l)
+            | Scope::LimitExcept(l)
+            | Scope::LocationIf(l)
+            | Scope::ServerIf(l) => &mut l.phases.ext,
             _ => unreachable!("table declares this directive for server/location only"),
         }
     }
@@ -104,6 +121,8 @@ impl Scope<'_> {
             Scope::Server(_) => Ctx::SERVER,
             Scope::Location(_) => Ctx::LOCATION,
             Scope::LimitExcept(_) => Ctx::LIMIT_EXCEPT,
+            Scope::LocationIf(_) => Ctx::IF,
+            Scope::ServerIf(_) => Ctx::SERVER_IF,
         }
     }
 
@@ -114,7 +133,10 @@ impl Scope<'_> {
         match self {
             Scope::Http(h) => &mut h.conf,
             Scope::Server(s) => &mut s.conf,
-            Scope::Location(l) | Scope::LimitExcept(l) => &mut l.conf,
+            Scope::Location(l)
+            | Scope::LimitExcept(l)
+            | Scope::LocationIf(l)
+            | Scope::ServerIf(l) => &mut l.conf,
             Scope::Main(_) | Scope::Events(_) => {
                 unreachable!("table declares this directive for http/server/location only")
             }
@@ -128,7 +150,7 @@ impl Scope<'_> {
         d: &Directive,
         handler: std::sync::Arc<dyn crate::core::request::Content>,
     ) -> Result<(), ConfError> {
-        let (Scope::Location(l) | Scope::LimitExcept(l)) = self else {
+        let (Scope::Location(l) | Scope::LimitExcept(l) | Scope::LocationIf(l)) = self else {
             unreachable!("table declares this directive for location only")
         };
         if l.content.is_some() {

@@ -93,7 +93,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "error_page",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: Arity::args(2, MANY),
         set: |s, d, e| {
             let page = parse(d, &mut e.vars)?;

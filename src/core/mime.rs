@@ -413,3 +413,58 @@ mod tests {
         assert_eq!(t.len(), 7);
     }
 }
+
+/// The MIME types a body filter applies to (`gzip_types`, `charset_types`,
+/// `sub_filter_types` …): `text/html` always, or any type (`*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeList {
+    /// `*`: any type, also a response without one.
+    pub any: bool,
+    /// Lowercase, without parameters, text/html first.
+    pub list: Box<[Box<str>]>,
+}
+
+impl TypeList {
+    /// `text/html` only.
+    pub fn html() -> std::sync::Arc<TypeList> {
+        Self::of([]).expect("no names to refuse")
+    }
+
+    /// The list a directive names; a name that is neither `*` nor a MIME type
+    /// without parameters is given back as the error.
+    pub fn of<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<std::sync::Arc<TypeList>, &'a str> {
+        let mut any = false;
+        let mut list: Vec<Box<str>> = vec![Box::from("text/html")];
+        for a in names {
+            if a == "*" {
+                any = true;
+            } else if a.contains('/') && !a.contains(';') {
+                let t = a.to_ascii_lowercase();
+                if !list.iter().any(|x| **x == *t) {
+                    list.push(t.into());
+                }
+            } else {
+                return Err(a);
+            }
+        }
+        Ok(std::sync::Arc::new(TypeList {
+            any,
+            list: list.into(),
+        }))
+    }
+
+    /// Does a response with this Content-Type qualify? Parameters (`; charset=…`)
+    /// are ignored, the comparison is case-insensitive.
+    pub fn matches(&self, content_type: Option<&str>) -> bool {
+        if self.any {
+            return true;
+        }
+        let Some(ct) = content_type else {
+            return false;
+        };
+        let ct = ct.split(';').next().unwrap_or_default().trim();
+        self.list.iter().any(|t| t.eq_ignore_ascii_case(ct))
+    }
+}

@@ -185,10 +185,13 @@ pub struct State {
     /// Status the response goes out with after an error page: the original
     /// error, or the `=code` of error_page; 0 for `=` (the page's own).
     pub err_status: Option<u16>,
-    /// An `if` matched in the location's rewrite phase: as in nginx, the
-    /// request then runs in the `if` block's configuration, which has no
-    /// `try_files`.
-    pub in_if: bool,
+    /// The last `if` of the location's rewrite phase whose condition held
+    /// (its index in `Location::ifs`): as in nginx, the request then runs
+    /// with that block's settings and content handler, and no `try_files`.
+    pub if_block: Option<usize>,
+    /// The last matching `if` that set a content handler of its own: in
+    /// nginx that handler stays chosen when a later `if` matches.
+    pub if_handler: Option<usize>,
     /// try_files found a file in a regex location with `alias`: the file
     /// name is alias + URI from now on (nginx's `add_uri_to_alias`).
     pub add_uri_to_alias: bool,
@@ -281,6 +284,18 @@ impl<'a> Request<'a> {
             None => self.head.query()?,
         };
         (!a.is_empty()).then_some(a)
+    }
+
+    /// An `if` of the location's rewrite script matched: the request takes
+    /// that block's settings (and, for content, its handler).
+    pub fn enter_if(&mut self, i: usize) {
+        let Some(l) = self.location else { return };
+        let b = &l.ifs[i];
+        if b.own_content {
+            self.state.if_handler = Some(i);
+        }
+        self.state.if_block = Some(i);
+        self.set_conf(&b.conf);
     }
 
     /// Make `conf` the request's level: its settings, and its error log for
@@ -418,7 +433,8 @@ impl<'a> Request<'a> {
             if let Some(le) = limit {
                 self.set_conf(&le.conf);
             }
-            self.state.in_if = false;
+            self.state.if_block = None;
+            self.state.if_handler = None;
             if let Some(l) = loc {
                 crate::error_log!(Debug, "using configuration \"{}\"", l.pattern);
                 if l.phases.internal && !self.state.internal {
@@ -455,9 +471,9 @@ impl<'a> Request<'a> {
                 Some(l) => &l.phases.ext,
                 None => &server.phases.ext,
             };
-            let precontent = match self.state.in_if {
-                true => &[][..],
-                false => &pipeline.precontent[..],
+            let precontent = match self.state.if_block {
+                Some(_) => &[][..],
+                None => &pipeline.precontent[..],
             };
             for hook in precontent {
                 match hook(self, data) {
@@ -482,9 +498,25 @@ impl<'a> Request<'a> {
                     Precontent::Status(code) => return self.error(code),
                 }
             }
-            let handler = match limit {
-                Some(le) => le.content.as_deref(),
-                None => loc.and_then(|l| l.content.as_deref()),
+            let handler = match (loc, self.state.if_block, limit) {
+                (Some(l), Some(i), _) => {
+                    let b = &l.ifs[i];
+                    match self.state.if_handler {
+                        // nginx runs the handler an earlier `if` chose with
+                        // this block's settings, which hold no upstream of
+                        // it: 500.
+                        Some(h) if h != i && !b.own_content && b.content.is_none() => {
+                            crate::error_log!(
+                                Error,
+                                "the content handler of one \"if\" runs with the settings of a later \"if\" that has none"
+                            );
+                            return self.error(500);
+                        }
+                        _ => b.content.as_deref(),
+                    }
+                }
+                (_, _, Some(le)) => le.content.as_deref(),
+                _ => loc.and_then(|l| l.content.as_deref()),
             };
             let outcome = match (handler, pipeline.default_content) {
                 (Some(h), _) => h.content(self, body).await,
@@ -804,7 +836,7 @@ impl<'a> Request<'a> {
                     self.set_var(index, out[start..].to_vec());
                 }
             }
-            Some(UserKind::Set) if self.conf.core.uninitialized_variable_warning => {
+            Some(UserKind::Set) if self.conf.core.uninitialized_variable_warn => {
                 crate::error_log!(
                     Warn,
                     "using uninitialized \"{}\" variable",

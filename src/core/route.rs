@@ -41,6 +41,20 @@ pub struct Location {
     pub nested: Locations,
     /// `limit_except`: settings for the methods it does not list.
     pub limit_except: Option<Box<LimitExcept>>,
+    /// The location's `if` blocks, by the index its rewrite script names.
+    pub ifs: Vec<IfBlock>,
+}
+
+/// A location's `if` block, resolved: what a request runs with once its
+/// condition held (nginx makes it a location of its own).
+#[derive(Debug)]
+pub struct IfBlock {
+    /// The block's settings, over the location's.
+    pub conf: Arc<LocConf>,
+    /// The block's content handler, else the location's.
+    pub content: Option<Arc<dyn crate::core::request::Content>>,
+    /// The block sets its own content handler.
+    pub own_content: bool,
 }
 
 /// A location's `limit_except` block, resolved.
@@ -396,6 +410,7 @@ mod tests {
             phases: Phases::default(),
             nested: Locations::new(nested),
             limit_except: None,
+            ifs: Vec::new(),
         }
     }
 

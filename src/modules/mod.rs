@@ -13,6 +13,7 @@ pub mod compress;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
+pub mod gunzip;
 pub mod headers;
 pub mod limit_conn;
 pub mod limit_rate;
@@ -20,6 +21,7 @@ pub mod limit_req;
 pub mod log;
 pub mod map;
 pub mod proxy;
+pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
@@ -27,6 +29,7 @@ pub mod split_clients;
 pub mod ssl;
 pub mod static_files;
 pub mod status;
+pub mod sub_filter;
 pub mod try_files;
 pub mod userid;
 pub mod zone;
@@ -48,8 +51,11 @@ pub static MODULES: &[&Module] = &[
     &referer::MODULE,
     &split_clients::MODULE,
     &try_files::MODULE,
+    &random_index::MODULE,
     &headers::MODULE,
+    &gunzip::MODULE,
     &userid::MODULE,
+    &sub_filter::MODULE,
     &charset::MODULE,
     &autoindex::MODULE,
     &compress::MODULE,

@@ -3,3 +3,4 @@
 
 pub mod head;
 pub mod response;
+pub mod transform;

@@ -115,7 +115,26 @@ pub fn read_file_at(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<us
     }
 }
 
+/// The body of a HEAD answer whose GET would have no known length: none.
+#[derive(Debug)]
+struct NoBody;
+
+impl BodyStream for NoBody {
+    fn next(&mut self) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<Bytes>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+}
+
 impl Body {
+    /// No body, and no length either: the body of a HEAD answer whose GET
+    /// would stream one of unknown length (compressed, decompressed).
+    pub fn unknown_length() -> Body {
+        Body::Stream {
+            stream: Box::new(NoBody),
+            len: None,
+        }
+    }
+
     /// Length in bytes; `None` for a stream of unknown length.
     pub fn size(&self) -> Option<u64> {
         Some(match self {

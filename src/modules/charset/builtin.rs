@@ -71,6 +71,7 @@ pub static MAPS: LazyLock<Arc<[Arc<CharsetMap>]>> = LazyLock::new(|| {
 mod tests {
     use super::super::recode::Recoder;
     use super::*;
+    use crate::core::message::transform::Transform;
 
     #[test]
     fn cyrillic_both_ways() {

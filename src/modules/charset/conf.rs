@@ -4,6 +4,7 @@ use super::recode::{CharsetMap, parse_map};
 use crate::conf::ast::{ConfError, Directive, Span};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, push, set_once};
+use crate::core::mime::TypeList;
 use crate::core::vars::Template;
 use crate::settings;
 use std::sync::Arc;
@@ -18,37 +19,6 @@ pub const DEFAULT_TYPES: &[&str] = &[
     "application/rss+xml",
 ];
 
-/// `charset_types`: the MIME types that get a charset, or any (`*`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Types {
-    pub any: bool,
-    /// Lower case, text/html included.
-    pub list: Box<[Box<str>]>,
-}
-
-impl Types {
-    fn of(names: &[&str]) -> Types {
-        let mut list: Vec<Box<str>> = vec![Box::from("text/html")];
-        let mut any = false;
-        for n in names {
-            if *n == "*" {
-                any = true;
-            } else if !list.iter().any(|t| t.eq_ignore_ascii_case(n)) {
-                list.push(Box::from(n.to_ascii_lowercase()));
-            }
-        }
-        Types {
-            any,
-            list: list.into_boxed_slice(),
-        }
-    }
-
-    /// Does this MIME type (without parameters) qualify?
-    pub fn matches(&self, mime: &str) -> bool {
-        self.any || self.list.iter().any(|t| t.eq_ignore_ascii_case(mime))
-    }
-}
-
 settings! {
     /// Settings of the charset filter at one level.
     pub struct CharsetConf / CharsetConfSet {
@@ -58,7 +28,7 @@ settings! {
         /// Where `source_charset` was written, for the load's check.
         pub source_at: Option<Span> = None,
         pub override_charset: bool = false,
-        pub types: Arc<Types> = Arc::new(Types::of(DEFAULT_TYPES)),
+        pub types: Arc<TypeList> = TypeList::of(DEFAULT_TYPES.iter().copied()).expect("MIME types"),
         /// Every `charset_map` of the http block.
         pub maps: Arc<[Arc<CharsetMap>]> = Arc::from(Vec::new()),
     }
@@ -92,7 +62,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "charset",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, e| {
             let v = match d.arg(0) {
@@ -111,7 +81,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "source_charset",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let l = loc(s);
@@ -125,7 +95,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "override_charset",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let v = flag(d, 0)?;
@@ -141,8 +111,8 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
         set: |s, d, _| {
-            let names: Vec<&str> = d.arg_strs().collect();
-            set_once(&mut loc(s).types, Arc::new(Types::of(&names)), d)
+            let types = TypeList::of(d.arg_strs()).map_err(|a| bad_arg(d, a))?;
+            set_once(&mut loc(s).types, types, d)
         },
         syntax: "charset_types mime-type … | *;",
         default: "text/html text/xml text/plain text/vnd.wap.wml application/javascript application/rss+xml",

@@ -12,12 +12,12 @@ pub mod recode;
 use crate::conf::ast::ConfError;
 use crate::conf::model::LocConf;
 use crate::core::message::response::{Body, Response, Value};
+use crate::core::message::transform;
 use crate::core::module::{Hooks, ListenBuild, Module, Ordered};
 use crate::core::request::Request;
 use crate::core::route::Locations;
-use bytes::Bytes;
 use conf::CharsetConf;
-use recode::{FileStream, Recoder, WrapStream};
+use recode::Recoder;
 
 /// The MIME type of a Content-Type, its parameters but `charset`, and its
 /// charset.
@@ -49,7 +49,7 @@ fn plan(conf: &CharsetConf, ct: &str, charset: &str) -> Option<(String, Option<S
     let source = match had {
         Some(_) if !conf.override_charset => return None,
         Some(h) => Some(h.to_string()),
-        None if !conf.types.matches(mime) => return None,
+        None if !conf.types.matches(Some(mime)) => return None,
         None => conf.source_charset.as_deref().map(str::to_string),
     };
     let mut new = mime.to_string();
@@ -119,25 +119,9 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
 }
 
 /// Swap the body for its recoded form.
-fn recode(mut rec: Recoder, resp: &mut Response, same_length: bool) {
+fn recode(rec: Recoder, resp: &mut Response, same_length: bool) {
     let body = std::mem::replace(&mut resp.body, Body::Empty);
-    resp.body = match body {
-        Body::Empty => Body::Empty,
-        Body::Bytes(b) => Body::Bytes(Bytes::from(rec.all(&b))),
-        Body::File { file, range } => {
-            let len = same_length.then_some(range.end - range.start);
-            Body::Stream {
-                stream: Box::new(FileStream::new(file, range, rec)),
-                len,
-            }
-        }
-        Body::Stream { stream, len } => Body::Stream {
-            stream: Box::new(WrapStream::new(stream, rec)),
-            len: if same_length { len } else { None },
-        },
-        // Refused by the filter: the parts' ranges count source bytes.
-        m @ Body::Multipart { .. } => m,
-    };
+    resp.body = transform::apply(body, rec, same_length);
     if !same_length && let Some(i) = find(&resp.headers, "accept-ranges") {
         resp.headers.remove(i);
     }

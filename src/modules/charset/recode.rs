@@ -2,14 +2,8 @@
 //! to one-byte, one-byte to UTF-8 and UTF-8 to one-byte, piece by piece.
 
 use crate::conf::ast::{ConfError, Directive};
-use crate::core::message::response::BodyStream;
-use crate::core::message::response::read_file_at;
-use crate::core::request::BoxFuture;
-use bytes::Bytes;
+use crate::core::message::transform::Transform;
 use std::collections::HashMap;
-use std::fs::File;
-use std::io;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// One way of a table.
@@ -169,9 +163,11 @@ impl Recoder {
         let m = &self.maps[self.map];
         if self.forward { &m.forward } else { &m.back }
     }
+}
 
+impl Transform for Recoder {
     /// Recode `input`, appending to `out`.
-    pub fn write(&mut self, input: &[u8], out: &mut Vec<u8>) {
+    fn write(&mut self, input: &[u8], out: &mut Vec<u8>) {
         let m = self.maps[self.map].clone();
         let table = if self.forward { &m.forward } else { &m.back };
         match table {
@@ -196,7 +192,7 @@ impl Recoder {
     }
 
     /// The end of the body: an unfinished UTF-8 sequence becomes `?`.
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.saved.is_empty() {
             let m = self.maps[self.map].clone();
             if let Table::FromUtf8(t) = if self.forward { &m.forward } else { &m.back } {
@@ -204,14 +200,6 @@ impl Recoder {
                 from_utf8(t, &saved, out, true);
             }
         }
-    }
-
-    /// Recode a whole body at once.
-    pub fn all(&mut self, input: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(input.len() + input.len() / 2);
-        self.write(input, &mut out);
-        self.finish(&mut out);
-        out
     }
 }
 
@@ -265,128 +253,6 @@ fn from_utf8(t: &HashMap<u32, u8>, input: &[u8], out: &mut Vec<u8>, last: bool) 
         }
     }
     i
-}
-
-/// Pieces read from a file at most this long.
-const READ_CHUNK: usize = 32 * 1024;
-
-/// A byte range of a file, recoded as it is read.
-#[derive(Debug)]
-pub struct FileStream {
-    file: Rc<File>,
-    off: u64,
-    end: u64,
-    rec: Recoder,
-    done: bool,
-}
-
-impl FileStream {
-    pub fn new(file: Rc<File>, range: std::ops::Range<u64>, rec: Recoder) -> Self {
-        FileStream {
-            file,
-            off: range.start,
-            end: range.end,
-            rec,
-            done: false,
-        }
-    }
-
-    fn step(&mut self) -> io::Result<Option<Bytes>> {
-        loop {
-            if self.done {
-                return Ok(None);
-            }
-            let mut out = Vec::new();
-            if self.off >= self.end {
-                self.rec.finish(&mut out);
-                self.done = true;
-            } else {
-                let mut buf = vec![0; ((self.end - self.off) as usize).min(READ_CHUNK)];
-                let n = read_file_at(&self.file, &mut buf, self.off)?;
-                self.off += n as u64;
-                self.rec.write(&buf[..n], &mut out);
-            }
-            if !out.is_empty() {
-                return Ok(Some(Bytes::from(out)));
-            }
-        }
-    }
-}
-
-impl BodyStream for FileStream {
-    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
-        Box::pin(std::future::ready(self.step()))
-    }
-}
-
-/// Another body stream (proxy, FastCGI), recoded piece by piece.
-#[derive(Debug)]
-pub struct WrapStream {
-    inner: Box<dyn BodyStream>,
-    rec: Recoder,
-    done: bool,
-}
-
-impl WrapStream {
-    pub fn new(inner: Box<dyn BodyStream>, rec: Recoder) -> Self {
-        WrapStream {
-            inner,
-            rec,
-            done: false,
-        }
-    }
-
-    /// Recode one piece of the inner stream; `None` when it gave no output.
-    fn take(&mut self, piece: Option<Bytes>) -> Option<Option<Bytes>> {
-        let mut out = Vec::new();
-        match piece {
-            Some(p) => self.rec.write(&p, &mut out),
-            None => {
-                self.rec.finish(&mut out);
-                self.done = true;
-                if out.is_empty() {
-                    return Some(None);
-                }
-            }
-        }
-        (!out.is_empty()).then(|| Some(Bytes::from(out)))
-    }
-}
-
-impl BodyStream for WrapStream {
-    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
-        Box::pin(async move {
-            loop {
-                if self.done {
-                    return Ok(None);
-                }
-                let piece = self.inner.next().await?;
-                if let Some(r) = self.take(piece) {
-                    return Ok(r);
-                }
-            }
-        })
-    }
-
-    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
-        loop {
-            if self.done {
-                return Some(Ok(None));
-            }
-            match self.inner.ready()? {
-                Err(e) => return Some(Err(e)),
-                Ok(piece) => {
-                    if let Some(r) = self.take(piece) {
-                        return Some(Ok(r));
-                    }
-                }
-            }
-        }
-    }
-
-    fn unbuffered(&self) -> bool {
-        self.inner.unbuffered()
-    }
 }
 
 #[cfg(test)]
@@ -443,37 +309,6 @@ mod tests {
         }
         let mut r = Recoder::new(m, "utf-8", "koi8-r").unwrap();
         assert_eq!(r.all(b"\xd0\xff\xd0"), b"???");
-    }
-
-    #[derive(Debug)]
-    struct Pieces(std::collections::VecDeque<Bytes>);
-
-    impl BodyStream for Pieces {
-        fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
-            Box::pin(std::future::ready(Ok(self.0.pop_front())))
-        }
-    }
-
-    #[test]
-    fn streams_never_send_empty_pieces() {
-        let m = maps(&map("koi8-r", "utf-8", &[("C1", "D0B0")]));
-        // "а" split across pieces: the first gives no output.
-        let pieces = [&b"\xd0"[..], b"\xb0x", b"\xd0"];
-        let inner = Pieces(pieces.iter().map(|p| Bytes::copy_from_slice(p)).collect());
-        let rec = Recoder::new(m, "utf-8", "koi8-r").unwrap();
-        let mut s = WrapStream::new(Box::new(inner), rec);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let got = rt.block_on(async {
-            let mut got = Vec::new();
-            while let Some(p) = s.next().await.unwrap() {
-                assert!(!p.is_empty());
-                got.push(p.to_vec());
-            }
-            got
-        });
-        assert_eq!(got, vec![b"\xc1x".to_vec(), b"?".to_vec()]);
     }
 
     #[test]

@@ -7,39 +7,9 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
 use crate::conf::values::{bad_arg, flag, number, parse_size, set_once, size};
 use crate::core::message::head::Version;
+use crate::core::mime::TypeList;
 use crate::settings;
 use std::sync::Arc;
-
-/// MIME types a coding applies to (`gzip_types` …). `text/html` is always in.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Types {
-    /// `*`: any type, also a response without one.
-    pub any: bool,
-    /// Lowercase, without parameters.
-    pub list: Box<[Box<str>]>,
-}
-
-impl Types {
-    fn html() -> Arc<Types> {
-        Arc::new(Types {
-            any: false,
-            list: Box::new([Box::from("text/html")]),
-        })
-    }
-
-    /// Does a response with this Content-Type qualify? Parameters (`; charset=…`)
-    /// are ignored, the comparison is case-insensitive.
-    pub fn matches(&self, content_type: Option<&str>) -> bool {
-        if self.any {
-            return true;
-        }
-        let Some(ct) = content_type else {
-            return false;
-        };
-        let ct = ct.split(';').next().unwrap_or_default().trim();
-        self.list.iter().any(|t| t.eq_ignore_ascii_case(ct))
-    }
-}
 
 /// `gzip_proxied` flags, as nginx's bit mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +56,7 @@ settings! {
     /// Response compression settings of one level.
     pub struct CompressConf / CompressConfSet {
         pub gzip: bool = false,
-        pub gzip_types: Arc<Types> = Types::html(),
+        pub gzip_types: Arc<TypeList> = TypeList::html(),
         pub gzip_min_length: u64 = 20,
         pub gzip_comp_level: u8 = 1,
         pub gzip_http_version: Version = Version::Http11,
@@ -95,14 +65,14 @@ settings! {
         pub gzip_vary: bool = false,
         pub gzip_static: StaticMode = StaticMode::Off,
         pub brotli: bool = false,
-        pub brotli_types: Arc<Types> = Types::html(),
+        pub brotli_types: Arc<TypeList> = TypeList::html(),
         pub brotli_min_length: u64 = 20,
         pub brotli_comp_level: u8 = 6,
         /// log2 of the window (`brotli_window 512k` = 19).
         pub brotli_window: u8 = 19,
         pub brotli_static: StaticMode = StaticMode::Off,
         pub zstd: bool = false,
-        pub zstd_types: Arc<Types> = Types::html(),
+        pub zstd_types: Arc<TypeList> = TypeList::html(),
         pub zstd_min_length: u64 = 20,
         pub zstd_comp_level: u8 = 1,
         pub zstd_static: StaticMode = StaticMode::Off,
@@ -132,7 +102,7 @@ impl CompressConf {
     }
 
     /// On, types and minimum length of a coding.
-    pub fn dynamic(&self, c: Coding) -> (bool, &Types, u64) {
+    pub fn dynamic(&self, c: Coding) -> (bool, &TypeList, u64) {
         match c {
             Coding::Br => (self.brotli, &self.brotli_types, self.brotli_min_length),
             Coding::Zstd => (self.zstd, &self.zstd_types, self.zstd_min_length),
@@ -141,25 +111,8 @@ impl CompressConf {
     }
 }
 
-fn types(d: &Directive) -> Result<Arc<Types>, ConfError> {
-    let mut any = false;
-    let mut list: Vec<Box<str>> = vec![Box::from("text/html")];
-    for a in d.arg_strs() {
-        if a == "*" {
-            any = true;
-        } else if a.contains('/') && !a.contains(';') {
-            let t = a.to_ascii_lowercase();
-            if !list.iter().any(|x| **x == *t) {
-                list.push(t.into());
-            }
-        } else {
-            return Err(bad_arg(d, a));
-        }
-    }
-    Ok(Arc::new(Types {
-        any,
-        list: list.into(),
-    }))
+fn types(d: &Directive) -> Result<Arc<TypeList>, ConfError> {
+    TypeList::of(d.arg_strs()).map_err(|a| bad_arg(d, a))
 }
 
 fn level(d: &Directive, min: u64, max: u64) -> Result<u8, ConfError> {
@@ -259,7 +212,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "gzip",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -412,7 +365,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "brotli",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -518,7 +471,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "zstd",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(

@@ -95,7 +95,7 @@ fn find(headers: &[(&'static str, Value)], name: &str) -> Option<usize> {
 }
 
 /// Add `Vary: Accept-Encoding` unless a Vary already names it.
-fn add_vary(resp: &mut Response) {
+pub fn add_vary(resp: &mut Response) {
     let named = resp.headers.iter().any(|(n, v)| {
         n.eq_ignore_ascii_case("vary")
             && v.as_str()
@@ -145,10 +145,7 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     }
     if req.method() == Method::Head {
         // The head GET would get, with nothing compressed: no length.
-        resp.body = Body::Stream {
-            stream: Box::new(NoBody),
-            len: None,
-        };
+        resp.body = Body::unknown_length();
         encoded_headers(resp, coding);
         return;
     }
@@ -192,18 +189,6 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
         }
     }
     encoded_headers(resp, coding);
-}
-
-/// The body of a HEAD answer: none.
-#[derive(Debug)]
-struct NoBody;
-
-impl crate::core::message::response::BodyStream for NoBody {
-    fn next(
-        &mut self,
-    ) -> crate::core::request::BoxFuture<'_, std::io::Result<Option<bytes::Bytes>>> {
-        Box::pin(std::future::ready(Ok(None)))
-    }
 }
 
 /// The headers of an encoded body: no Accept-Ranges, a weak ETag (a strong

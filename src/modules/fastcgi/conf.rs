@@ -91,7 +91,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "fastcgi_pass",
         ignored: false,
-        ctx: Ctx::LOCATION.or(Ctx::LIMIT_EXCEPT),
+        ctx: Ctx::LOCATION.or(Ctx::LIMIT_EXCEPT).or(Ctx::IF),
         arity: Arity::args(1, 1),
         set: set_pass,
         syntax: "fastcgi_pass address;",

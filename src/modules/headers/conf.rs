@@ -232,7 +232,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "add_header",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: Arity::args(2, 3),
         set: |s, d, e| {
             let h = parse_add_header(d, &mut e.vars)?;
@@ -246,7 +246,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "add_trailer",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: Arity::args(2, 3),
         set: |s, d, e| {
             let h = parse_add_header(d, &mut e.vars)?;
@@ -260,7 +260,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "expires",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: Arity::args(1, 2),
         set: |s, d, e| {
             let (v, value) = parse_expires(d, &mut e.vars)?;

@@ -177,7 +177,7 @@ static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_rate",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let rate = size(d, 0)?;
@@ -190,7 +190,7 @@ static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_rate_after",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let after = size(d, 0)?;

@@ -17,7 +17,8 @@ enum Out {
 /// Scratch buffers above this size are given back after a huge line.
 const SCRATCH_KEEP: usize = 64 * 1024;
 
-/// `access_log path [format [buffer=size] [flush=time]]`, one per worker.
+/// The writer of one access log file (or syslog target) in one worker: every
+/// `access_log` naming the file shares it, its buffer with them, as nginx's.
 ///
 /// Without a buffer every line is written at once with one `write(2)`.
 /// With `buffer=size`, lines collect in memory and are written together:
@@ -31,7 +32,6 @@ const SCRATCH_KEEP: usize = 64 * 1024;
 /// [`flush`]: AccessLog::flush
 pub struct AccessLog {
     out: Out,
-    format: Arc<LogFormat>,
     /// `gzip=level`: what is written is compressed, one gzip member per write.
     gzip: Option<u32>,
     /// Buffer size; 0 means unbuffered.
@@ -48,16 +48,10 @@ impl AccessLog {
     /// `buffer: None` (or `Some(0)`) logs unbuffered; `flush` only has a
     /// meaning together with a buffer (nginx refuses `flush=` without
     /// `buffer=` at configuration time) and is ignored otherwise.
-    pub fn new(
-        file: Arc<LogFile>,
-        format: Arc<LogFormat>,
-        buffer: Option<usize>,
-        flush: Option<Duration>,
-    ) -> Self {
+    pub fn new(file: Arc<LogFile>, buffer: Option<usize>, flush: Option<Duration>) -> Self {
         let size = buffer.unwrap_or(0);
         AccessLog {
             out: Out::File(file),
-            format,
             gzip: None,
             size,
             flush: if size > 0 { flush } else { None },
@@ -68,10 +62,9 @@ impl AccessLog {
     }
 
     /// Log to syslog: each line one message, never buffered.
-    pub fn syslog(syslog: Arc<Syslog>, format: Arc<LogFormat>) -> Self {
+    pub fn syslog(syslog: Arc<Syslog>) -> Self {
         AccessLog {
             out: Out::Syslog(syslog),
-            format,
             gzip: None,
             size: 0,
             flush: None,
@@ -113,13 +106,13 @@ impl AccessLog {
         self.buf.len()
     }
 
-    /// Render one line for the request `src` and write or buffer it.
-    /// Returns the `flush` time when this line started a buffer that must
-    /// be written by then.
-    pub fn log(&mut self, src: &dyn VarSource) -> Option<Duration> {
+    /// Render one line in `format` for the request `src` and write or
+    /// buffer it. Returns the `flush` time when this line started a buffer
+    /// that must be written by then.
+    pub fn log(&mut self, format: &LogFormat, src: &dyn VarSource) -> Option<Duration> {
         let mut started = None;
         self.line.clear();
-        self.format.render(src, &mut self.line);
+        format.render(src, &mut self.line);
 
         if self.size == 0 {
             self.write(&self.line);
@@ -220,11 +213,11 @@ mod tests {
     #[test]
     fn unbuffered_writes_each_line() {
         let t = TempLog::new("unbuf");
-        let mut log = AccessLog::new(LogFile::open(&t.path).unwrap(), uri_format(), None, None);
-        log.log(&Req("/a"));
+        let mut log = AccessLog::new(LogFile::open(&t.path).unwrap(), None, None);
+        log.log(&uri_format(), &Req("/a"));
         assert_eq!(t.read(), "GET /a\n");
         // An empty $uri is logged empty (it is always found, as in nginx).
-        log.log(&Req(""));
+        log.log(&uri_format(), &Req(""));
         assert_eq!(t.read(), "GET /a\nGET \n");
         assert_eq!(log.pending(), 0);
     }
@@ -233,31 +226,26 @@ mod tests {
     fn buffered_until_full() {
         let t = TempLog::new("buf");
         // Each line "GET /x\n" is 7 bytes; room for two.
-        let mut log = AccessLog::new(
-            LogFile::open(&t.path).unwrap(),
-            uri_format(),
-            Some(16),
-            None,
-        );
-        log.log(&Req("/1"));
-        log.log(&Req("/2"));
+        let mut log = AccessLog::new(LogFile::open(&t.path).unwrap(), Some(16), None);
+        log.log(&uri_format(), &Req("/1"));
+        log.log(&uri_format(), &Req("/2"));
         assert_eq!(t.read(), "");
         assert_eq!(log.pending(), 14);
         // The third line does not fit: the first two go out, it stays.
-        log.log(&Req("/3"));
+        log.log(&uri_format(), &Req("/3"));
         assert_eq!(t.read(), "GET /1\nGET /2\n");
         assert_eq!(log.pending(), 7);
         // A line bigger than the buffer: flush, then write it directly.
-        log.log(&Req("/a-very-long-uri"));
+        log.log(&uri_format(), &Req("/a-very-long-uri"));
         assert_eq!(t.read(), "GET /1\nGET /2\nGET /3\nGET /a-very-long-uri\n");
         assert_eq!(log.pending(), 0);
-        log.log(&Req("/4"));
+        log.log(&uri_format(), &Req("/4"));
         log.flush();
         assert_eq!(
             t.read(),
             "GET /1\nGET /2\nGET /3\nGET /a-very-long-uri\nGET /4\n"
         );
-        log.log(&Req("/5"));
+        log.log(&uri_format(), &Req("/5"));
         drop(log);
         assert!(t.read().ends_with("GET /4\nGET /5\n"));
     }
@@ -266,13 +254,8 @@ mod tests {
     fn buffered_flush_time() {
         let t = TempLog::new("flush");
         let flush = Duration::from_millis(50);
-        let mut log = AccessLog::new(
-            LogFile::open(&t.path).unwrap(),
-            uri_format(),
-            Some(4096),
-            Some(flush),
-        );
-        log.log(&Req("/1"));
+        let mut log = AccessLog::new(LogFile::open(&t.path).unwrap(), Some(4096), Some(flush));
+        log.log(&uri_format(), &Req("/1"));
         log.flush_due();
         assert_eq!(t.read(), "");
         std::thread::sleep(flush + Duration::from_millis(10));
@@ -280,10 +263,10 @@ mod tests {
         assert_eq!(t.read(), "GET /1\n");
 
         // Checked on the log call too: the old line and the new go out.
-        log.log(&Req("/2"));
+        log.log(&uri_format(), &Req("/2"));
         assert_eq!(t.read(), "GET /1\n");
         std::thread::sleep(flush + Duration::from_millis(10));
-        log.log(&Req("/3"));
+        log.log(&uri_format(), &Req("/3"));
         assert_eq!(t.read(), "GET /1\nGET /2\nGET /3\n");
         assert_eq!(log.pending(), 0);
     }
@@ -293,11 +276,10 @@ mod tests {
         let t = TempLog::new("nobuf");
         let mut log = AccessLog::new(
             LogFile::open(&t.path).unwrap(),
-            uri_format(),
             Some(0),
             Some(Duration::from_secs(5)),
         );
-        log.log(&Req("/x"));
+        log.log(&uri_format(), &Req("/x"));
         assert_eq!(t.read(), "GET /x\n");
     }
 
@@ -310,9 +292,9 @@ mod tests {
             .map(|_| {
                 let (file, fmt) = (file.clone(), fmt.clone());
                 std::thread::spawn(move || {
-                    let mut log = AccessLog::new(file, fmt, Some(64), None);
+                    let mut log = AccessLog::new(file, Some(64), None);
                     for _ in 0..100 {
-                        log.log(&Req("/w"));
+                        log.log(&fmt, &Req("/w"));
                     }
                 })
             })

@@ -58,11 +58,17 @@ settings! {
     }
 }
 
+/// A buffered access_log's `buffer=`, `flush=` and `gzip=`.
+type BufferParams = (Option<usize>, Option<std::time::Duration>, Option<u32>);
+
 /// Builder state: formats defined so far and files opened so far (shared when named twice).
 #[derive(Default)]
 pub struct LogEnv {
     formats: HashMap<String, Arc<LogFormat>>,
     files: HashMap<PathBuf, Arc<LogFile>>,
+    /// The buffer of each file a buffered access_log names (size, flush,
+    /// gzip): one per file, as nginx's.
+    buffers: HashMap<PathBuf, BufferParams>,
 }
 
 impl LogEnv {
@@ -215,6 +221,18 @@ fn access_log(d: &Directive, env: &mut Env) -> Result<AccessLogs, ConfError> {
         p @ ("/dev/stdout" | "/dev/stderr") => PathBuf::from(p),
         p => env.path(p),
     };
+    if buffer.is_some() {
+        let buffers = &mut env.ext.entry::<LogEnv>().buffers;
+        if *buffers.entry(path.clone()).or_insert((buffer, flush, gzip)) != (buffer, flush, gzip) {
+            return Err(ConfError::new(
+                format!(
+                    "access_log \"{}\" already defined with conflicting parameters",
+                    d.arg(0)
+                ),
+                &d.span,
+            ));
+        }
+    }
     let file = env.ext.entry::<LogEnv>().open(path.clone()).map_err(|e| {
         ConfError::new(
             format!(
@@ -278,7 +296,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "access_log",
         ignored: false,
-        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT).or(Ctx::IF),
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let new = access_log(d, e)?;

@@ -127,7 +127,8 @@ fn time(d: &Directive) -> Result<Duration, ConfError> {
 }
 
 fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
-    let (Scope::Location(l) | Scope::LimitExcept(l)) = s else {
+    let in_block = matches!(s, Scope::LimitExcept(_) | Scope::LocationIf(_));
+    let (Scope::Location(l) | Scope::LimitExcept(l) | Scope::LocationIf(l)) = s else {
         unreachable!("table declares proxy_pass for location only")
     };
     if l.content.is_some() {
@@ -168,9 +169,9 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
             &d.span,
         ));
     }
-    if uri.is_some() && matches!(l.kind, LocKind::Regex { .. } | LocKind::Named) {
+    if uri.is_some() && (in_block || matches!(l.kind, LocKind::Regex { .. } | LocKind::Named)) {
         return Err(ConfError::new(
-            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location",
+            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block",
             &d.span,
         ));
     }
@@ -229,7 +230,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "proxy_pass",
         ignored: false,
-        ctx: Ctx::LOCATION.or(Ctx::LIMIT_EXCEPT),
+        ctx: Ctx::LOCATION.or(Ctx::LIMIT_EXCEPT).or(Ctx::IF),
         arity: ONE,
         set: proxy_pass,
         syntax: "proxy_pass URL;",

@@ -2,6 +2,7 @@
 
 use super::script::{Cond, FileTest, Flag, Op, Return, Rewrite, Script, SetTarget};
 use crate::conf::ast::{ConfError, Directive};
+use crate::conf::model::{LocKind, LocationConf};
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use crate::conf::values::{flag, set_once};
 use crate::core::vars::{Re, Template, UserKind, Var, Vars};
@@ -187,59 +188,39 @@ fn compile_cond(d: &Directive, vars: &mut Vars) -> Result<Cond, ConfError> {
     }
 }
 
-/// The directives allowed inside `if`.
-const IN_IF: &[&str] = &["rewrite", "return", "set", "break"];
-
-/// Compile the directives inside an `if` block: only the script
-/// directives; anything else nginx would accept there is refused.
-fn compile_block(s: &mut Scope, block: &[Directive], e: &mut Env) -> Result<Vec<Op>, ConfError> {
-    let mut out = Vec::new();
-    for d in block {
-        e.vars.at(&d.span);
-        let def = DIRECTIVES.iter().find(|def| def.name == d.name);
-        let Some(def) = def.filter(|def| IN_IF.contains(&def.name)) else {
-            if d.name == "if" {
-                return Err(err("\"if\" directive is not allowed here", d));
-            }
-            if e.lookup(&d.name).is_some() {
-                return Err(err(
-                    format!(
-                        "\"{}\" inside \"if\" is not supported by vireo (only rewrite, return, set and break are)",
-                        d.name
-                    ),
-                    d,
-                ));
-            }
-            return Err(err(format!("unknown directive \"{}\"", d.name), d));
-        };
-        let n = d.args.len();
-        if n < def.arity.min as usize || n > def.arity.max as usize {
-            return Err(err(
-                format!("invalid number of arguments in \"{}\" directive", d.name),
-                d,
-            ));
+/// Walk an `if` block: in a location a level of its own (its settings and
+/// content handler, over the location's, kept in `Location::ifs`), in a server
+/// only its script. Returns the block's script and, in a location, its index.
+fn walk_block(
+    s: &mut Scope,
+    d: &Directive,
+    e: &mut Env,
+) -> Result<(Vec<Op>, Option<usize>), ConfError> {
+    let dirs = d.block.as_deref().unwrap_or(&[]);
+    match s {
+        Scope::Location(l) => {
+            let mut inner = l.block(d.span.clone());
+            e.walk(dirs, &mut Scope::LocationIf(&mut inner))?;
+            let body = inner.phases.ext.remove::<Script>().unwrap_or_default().0;
+            l.ifs.push(inner);
+            Ok((body, Some(l.ifs.len() - 1)))
         }
-        if d.block.is_some() {
-            return Err(err(
-                format!("directive \"{}\" is not terminated by \";\"", d.name),
-                d,
-            ));
+        _ => {
+            let mut inner = LocationConf::new(LocKind::Prefix, String::new(), None, d.span.clone());
+            e.walk(dirs, &mut Scope::ServerIf(&mut inner))?;
+            Ok((
+                inner.phases.ext.remove::<Script>().unwrap_or_default().0,
+                None,
+            ))
         }
-        out.push(match d.name.as_str() {
-            "rewrite" => compile_rewrite(d, &mut e.vars)?,
-            "return" => compile_return(d, &mut e.vars)?,
-            "set" => compile_set(s, d, &mut e.vars)?,
-            _ => Op::Break,
-        });
     }
-    Ok(out)
 }
 
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "rewrite",
         ignored: false,
-        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        ctx: Ctx::SCRIPT,
         arity: Arity::args(2, 3),
         set: |s, d, e| {
             let op = compile_rewrite(d, &mut e.vars)?;
@@ -253,7 +234,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "return",
         ignored: false,
-        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        ctx: Ctx::SCRIPT,
         arity: Arity::args(1, 2),
         set: |s, d, e| {
             let op = compile_return(d, &mut e.vars)?;
@@ -267,7 +248,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "set",
         ignored: false,
-        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        ctx: Ctx::SCRIPT,
         arity: Arity::args(2, 2),
         set: |s, d, e| {
             let op = compile_set(s, d, &mut e.vars)?;
@@ -285,18 +266,19 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::block(1, MANY),
         set: |s, d, e| {
             let cond = compile_cond(d, &mut e.vars)?;
-            let body = compile_block(s, d.block.as_deref().unwrap_or(&[]), e)?;
-            ops(s).push(Op::If(Box::new(cond), body));
+            let (body, block) = walk_block(s, d, e)?;
+            e.vars.at(&d.span);
+            ops(s).push(Op::If(Box::new(cond), body, block));
             Ok(())
         },
         syntax: "if (condition) { … }",
         default: "—",
-        doc: "Runs the `rewrite`, `return`, `set` and `break` inside when the condition holds: `($var)` (not empty and not \"0\"), `($var = text)`, `($var != text)`, `($var ~ regex)`, `~*` (caseless), `!~`, `!~*`, `(-f path)`, `-d`, `-e`, `-x` and their `!` forms. A regex sets captures. Other directives inside `if` are refused. As in nginx, a location whose `if` matched no longer uses its `try_files`.\n\n```nginx\nif ($request_method = POST) { return 405; }\nif ($http_user_agent ~* \"(bot|crawler)\") { set $is_bot 1; }\n```",
+        doc: "Runs the `rewrite`, `return`, `set` and `break` inside when the condition holds: `($var)` (not empty and not \"0\"), `($var = text)`, `($var != text)`, `($var ~ regex)`, `~*` (caseless), `!~`, `!~*`, `(-f path)`, `-d`, `-e`, `-x` and their `!` forms. A regex sets captures. In a location the block is a level of its own, as in nginx: besides the rewrite directives it may hold those whose contexts list \"if in location\" (`root`, `proxy_pass`, `fastcgi_pass`, `add_header`, `error_page`, `access_log`, …); when its condition holds the request runs with the block's settings and content handler (else the location's), the last matching `if` winning, and no longer uses the location's `try_files`. In a server it holds the rewrite directives only.\n\n```nginx\nif ($request_method = POST) { return 405; }\nif ($http_user_agent ~* \"(bot|crawler)\") { set $is_bot 1; }\n```",
     },
     Def {
         name: "break",
         ignored: false,
-        ctx: Ctx::SERVER.or(Ctx::LOCATION),
+        ctx: Ctx::SCRIPT,
         arity: Arity::args(0, 0),
         set: |s, _, _| {
             ops(s).push(Op::Break);
@@ -309,7 +291,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "rewrite_log",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF).or(Ctx::SERVER_IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -323,19 +305,19 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Logs each `rewrite` regex test and its result to the error log at the `notice` level.\n\n```nginx\nerror_log logs/error.log notice;\nrewrite_log on;\n```",
     },
     Def {
-        name: "uninitialized_variable_warning",
+        name: "uninitialized_variable_warn",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF).or(Ctx::SERVER_IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
-                &mut s.loc().core.uninitialized_variable_warning,
+                &mut s.loc().core.uninitialized_variable_warn,
                 flag(d, 0)?,
                 d,
             )
         },
-        syntax: "uninitialized_variable_warning on | off;",
+        syntax: "uninitialized_variable_warn on | off;",
         default: "on",
-        doc: "Logs a warning when a variable declared by `set` is read before any `set` gave it a value.\n\n```nginx\nuninitialized_variable_warning off;\n```",
+        doc: "Logs a warning when a variable declared by `set` is read before any `set` gave it a value.\n\n```nginx\nuninitialized_variable_warn off;\n```",
     },
 ];

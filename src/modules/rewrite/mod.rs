@@ -8,7 +8,7 @@ pub mod script;
 use crate::core::module::{Hooks, Module, Rewrite};
 
 /// `rewrite`, `return`, `set`, `if`, `break`, `rewrite_log`,
-/// `uninitialized_variable_warning`.
+/// `uninitialized_variable_warn`.
 pub static MODULE: Module = Module {
     name: "rewrite",
     nginx_default: &["http_rewrite_module"],

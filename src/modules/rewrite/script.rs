@@ -22,7 +22,9 @@ pub enum Op {
     Rewrite(Box<Rewrite>),
     Return(Box<Return>),
     Set(SetTarget, Template),
-    If(Box<Cond>, Vec<Op>),
+    /// A condition, the block's script, and in a location the block's
+    /// index in `Location::ifs`.
+    If(Box<Cond>, Vec<Op>, Option<usize>),
     Break,
 }
 
@@ -114,10 +116,10 @@ pub fn run(req: &mut Request<'_>, ops: &[Op], location: bool) -> Flow {
                     SetTarget::Module(set) => (set.run)(req, &v),
                 }
             }
-            Op::If(cond, body) => {
+            Op::If(cond, body, block) => {
                 if test(req, cond) {
-                    if location {
-                        req.state.in_if = true;
+                    if let Some(i) = block.filter(|_| location) {
+                        req.enter_if(i);
                     }
                     match run(req, body, location) {
                         Flow::Next => {}

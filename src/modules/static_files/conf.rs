@@ -36,7 +36,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "root",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, e| {
             if let Scope::Location(l) = s
@@ -111,7 +111,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "sendfile",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             set_once(
