@@ -257,7 +257,9 @@ fn kill_during_fill_leaves_only_whole_entries() {
     drop(v);
     let v = Vireo::start_in(dir, &template);
     for i in 0..8 {
-        let r = v.get(&format!("/b{i}"));
+        let raw =
+            v.raw(format!("GET /b{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes());
+        let r = Resp::parse(&raw).unwrap_or_else(|| panic!("b{i}: no response; {}", v.stderr()));
         assert_eq!(r.status, 200);
         assert!(
             r.body == body(i),
@@ -356,4 +358,47 @@ http {{
     // A reply setting a cookie is not stored.
     assert_eq!(cache_status(&v.get("/cookie.php")), "MISS");
     assert_eq!(cache_status(&v.get("/cookie.php")), "MISS");
+}
+
+#[test]
+fn entries_survive_a_reload_and_are_counted() {
+    let dir = TempDir::new("cache");
+    dir.write("html/k", "kept");
+    let template = conf("", "").replace(
+        "    location / {",
+        "    location = /metrics { metrics; }\n    location / {",
+    );
+    let template = format!("error_log logs/error.log notice;\n{template}");
+    let v = Vireo::start_in(dir, &template);
+    assert_eq!(cache_status(&v.get("/k")), "MISS");
+    v.dir.write("html/k", "changed");
+    // The same configuration again (the origin on the port it has).
+    let text = std::fs::read_to_string(v.dir.path().join("vireo.conf")).unwrap();
+    let before = v.dir.read("logs/error.log").matches("reloaded").count();
+    std::fs::write(v.dir.path().join("vireo.conf"), text).unwrap();
+    v.signal(libc::SIGHUP);
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while v.dir.read("logs/error.log").matches("reloaded").count() == before {
+        assert!(std::time::Instant::now() < end, "no reload");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = v.get("/k");
+    assert_eq!((cache_status(&r), r.text().as_str()), ("HIT", "kept"));
+    let m = v.get("/metrics").text();
+    assert_eq!(
+        metric(
+            &m,
+            "vireo_cache_requests_total",
+            &["zone=\"c\"", "status=\"HIT\""]
+        ),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "vireo_cache_requests_total", &["status=\"MISS\""]),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(metric(&m, "vireo_cache_stored_total", &["zone=\"c\""]), 1.0);
+    assert_eq!(metric(&m, "vireo_cache_keys", &["zone=\"c\""]), 1.0);
 }

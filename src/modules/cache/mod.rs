@@ -65,7 +65,7 @@ struct StatusVar(Cell<Status>);
 
 fn set_status(req: &Request<'_>, z: &CacheZone, s: Status) {
     let c = &z.shared.counters;
-    match s {
+    let counter = |s: Status| match s {
         Status::Miss => &c.miss,
         Status::Bypass => &c.bypass,
         Status::Expired => &c.expired,
@@ -73,10 +73,13 @@ fn set_status(req: &Request<'_>, z: &CacheZone, s: Status) {
         Status::Updating => &c.updating,
         Status::Revalidated => &c.revalidated,
         Status::Hit => &c.hit,
-    }
-    .fetch_add(1, Ordering::Relaxed);
+    };
+    // A request is counted once, under its last status.
+    counter(s).fetch_add(1, Ordering::Relaxed);
     match req.state.ext.get::<StatusVar>() {
-        Some(v) => v.0.set(s),
+        Some(v) => {
+            counter(v.0.replace(s)).fetch_sub(1, Ordering::Relaxed);
+        }
         None => req.state.ext.insert(Rc::new(StatusVar(Cell::new(s)))),
     }
 }
