@@ -559,8 +559,7 @@ impl<K: Kind> Fill<K> {
         // stored as the status alone, answered by the error page again.
         let error = resp.status >= 300 && req.is_generated(resp.status);
         if error {
-            let mut e = Response::new(resp.status);
-            e.headers.clear();
+            let e = Response::new(resp.status);
             let _ = self.write(req, c, &origin, e, valid_until, true).await;
             return resp;
         }
@@ -760,12 +759,10 @@ fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
     if on(ig::CACHE_CONTROL) {
         let mut max_age = None;
         let mut s_maxage = None;
-        let mut seen = false;
         for (n, v) in &o.headers {
             if !n.eq_ignore_ascii_case("cache-control") {
                 continue;
             }
-            seen = true;
             for d in v.split(',').map(str::trim) {
                 let (name, val) = d.split_once('=').unwrap_or((d, ""));
                 let name = name.trim().to_ascii_lowercase();
@@ -781,7 +778,6 @@ fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
         if let Some(n) = s_maxage.or(max_age) {
             return (n > 0).then_some(now + n);
         }
-        let _ = seen;
     }
     if on(ig::EXPIRES)
         && let Some(v) = o.header("expires")
