@@ -747,6 +747,12 @@ impl<'a> Request<'a> {
         })
     }
 
+    /// Was a response of this status made by [`Request::error`] in this
+    /// pass (an error page stands for it)?
+    pub fn is_generated(&self, status: u16) -> bool {
+        self.state.generated.get() == status
+    }
+
     /// False when an error page runs with a status of its own, or in a
     /// subrequest: conditional and range headers are then ignored, as
     /// nginx's filters skip responses that are not 200 and subrequests.

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod auth_basic;
 pub mod autoindex;
+pub mod cache;
 pub mod cgi;
 pub mod charset;
 pub mod client_body;
@@ -65,6 +66,8 @@ pub static MODULES: &[&Module] = &[
     &crate::upstream::MODULE,
     &proxy::MODULE,
     &fastcgi::MODULE,
+    &cache::PROXY_MODULE,
+    &cache::FASTCGI_MODULE,
     &cgi::MODULE,
     &ssl::MODULE,
     &access::MODULE,

@@ -282,6 +282,21 @@ pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count())
 }
 
+/// Bytes free for an unprivileged user on the file system holding `path`
+/// (statvfs: available blocks × fragment size), as `min_free` counts them.
+pub fn free_space(path: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs is plain data; zeroed is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path, `st` a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 /// Milliseconds since the Unix epoch from the coarse real-time clock (a few ms
 /// of resolution, cheaper than the precise clock: request-duration histograms).
 pub fn coarse_unix_millis() -> u64 {

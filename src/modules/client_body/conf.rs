@@ -79,7 +79,7 @@ pub fn default_temp_path(http: &mut LocConfSet, env: &mut Env) -> Result<(), Con
     Ok(())
 }
 
-fn make_dir(dir: &std::path::Path, user: Option<&(String, u32, u32)>) -> std::io::Result<()> {
+pub fn make_dir(dir: &std::path::Path, user: Option<&(String, u32, u32)>) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new()

@@ -40,12 +40,20 @@ impl Content for FastcgiPass {
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
+            use crate::modules::cache::{self, Lookup, conf::Fastcgi as Cached};
+            let fill = match cache::lookup::<Cached>(req, |_| None).await {
+                Lookup::Serve(resp) => return Outcome::Respond(resp),
+                Lookup::Fetch(fill) => fill,
+            };
             let mut out = run(self, req, body).await;
             if let Outcome::Respond(resp) = &mut out {
                 let c = req.conf.get::<FastcgiConf>();
                 crate::upstream::store::apply(req, c.store.as_deref(), c.store_access, resp);
             }
-            out
+            match (fill, out) {
+                (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
+                (_, out) => out,
+            }
         })
     }
 
@@ -385,11 +393,18 @@ fn build_params(
     if !sent_len && let Some(n) = body_len {
         p.add(b"CONTENT_LENGTH", n.to_string().as_bytes());
     }
+    for (name, value) in crate::modules::cache::revalidation(req) {
+        let name = format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_"));
+        p.add(name.as_bytes(), value.as_bytes());
+    }
     if conf.pass_request_headers {
         let mut name = Vec::with_capacity(64);
         for (n, val) in req.head.headers() {
             // Names with `_` would alias ones with `-`; Proxy is httpoxy.
-            if n.contains(&b'_') || n.eq_ignore_ascii_case(b"proxy") {
+            if n.contains(&b'_')
+                || n.eq_ignore_ascii_case(b"proxy")
+                || crate::modules::cache::drops_header(req, n)
+            {
                 continue;
             }
             name.clear();
@@ -818,6 +833,13 @@ async fn exchange(
         intercept_errors: conf.intercept_errors,
         buffering: conf.buffering,
     };
+    let status = match cgi.status {
+        0 if cgi.location.is_some() => 302,
+        0 => 200,
+        s => s,
+    };
+    let fields = cgi.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    crate::modules::cache::origin(req, status, fields);
     let reply = match respond::head(req, cgi, &opts) {
         Head::Done(o) => return o,
         Head::Reply(r) => r,

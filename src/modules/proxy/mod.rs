@@ -152,6 +152,32 @@ pub(crate) fn host_port(authority: &str, default: u16) -> Result<(String, String
 }
 
 impl Proxy {
+    /// `$proxy_host` before the upstream is chosen: the URL's host, rendered
+    /// when it has variables.
+    fn cache_host(&self, req: &Request<'_>) -> String {
+        let Target::Dynamic(t, _) = &self.target else {
+            return self.host.clone();
+        };
+        let mut v = Vec::new();
+        t.render(req, &mut v);
+        let url = String::from_utf8_lossy(&v);
+        let (rest, port) = match url.get(..8) {
+            Some(s) if s.eq_ignore_ascii_case("https://") => (&url[8..], 443),
+            _ => (url.get(7..).unwrap_or_default(), 80),
+        };
+        host_port(split_url(rest).0, port).map_or_else(|_| rest.to_string(), |(h, _)| h)
+    }
+
+    /// The default cache key, `$scheme$proxy_host$request_uri`.
+    fn cache_key(&self, req: &Request<'_>) -> Vec<u8> {
+        let host = self.cache_host(req);
+        let mut k = Vec::with_capacity(64);
+        k.extend_from_slice(req.scheme().as_bytes());
+        k.extend_from_slice(host.as_bytes());
+        k.extend_from_slice(req.request_uri());
+        k
+    }
+
     /// Where this request goes: for a URL with variables, its value's
     /// upstream block, address or resolved host (`Err`: the status).
     async fn dest(&self, req: &Request<'_>) -> Result<Dest<'_>, u16> {
@@ -220,20 +246,30 @@ impl Content for Proxy {
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let mut resp = self.handle(req, body).await;
-            match crate::upstream::accel::from_reply(req, resp.status) {
-                Some(o) => o,
-                None => {
-                    let pc = req.conf.get::<ProxyConf>();
-                    crate::upstream::store::apply(
-                        req,
-                        pc.store.as_deref(),
-                        pc.store_access,
-                        &mut resp,
-                    );
-                    Outcome::Respond(resp)
-                }
+            use crate::modules::cache::{self, Lookup, conf::Proxy as Cached};
+            if cache::enabled::<Cached>(req) {
+                // `$proxy_host` for the cache key.
+                let host = self.cache_host(req);
+                req.state.ext.insert(Rc::new(RefCell::new(UpstreamVars {
+                    proxy_host: host,
+                    proxy_port: self.port.clone(),
+                    ..Default::default()
+                })));
             }
+            let fill = match cache::lookup::<Cached>(req, |r| Some(self.cache_key(r))).await {
+                Lookup::Serve(resp) => return Outcome::Respond(resp),
+                Lookup::Fetch(fill) => fill,
+            };
+            let mut resp = self.handle(req, body).await;
+            if let Some(o) = crate::upstream::accel::from_reply(req, resp.status) {
+                return o;
+            }
+            let pc = req.conf.get::<ProxyConf>();
+            crate::upstream::store::apply(req, pc.store.as_deref(), pc.store_access, &mut resp);
+            Outcome::Respond(match fill {
+                Some(f) => f.store(req, resp).await,
+                None => resp,
+            })
         })
     }
 
@@ -600,6 +636,7 @@ impl Proxy {
         }
         let status_kind = NextUpstream::of_status(h.status);
         let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
+        crate::modules::cache::origin(req, h.status, h.headers());
         let resp = self.response(req, pc, &h);
         // The fields' values live on in the response; their spans serve $upstream_http_*.
         let mut h = h;
@@ -1106,6 +1143,9 @@ impl Proxy {
             t.render(req, &mut v);
             emit(&mut h, name, &v);
         }
+        for (name, value) in crate::modules::cache::revalidation(req) {
+            emit(&mut h, name, value.as_bytes());
+        }
         if pc.pass_request_headers {
             let named: Vec<&[u8]> = req
                 .head
@@ -1118,6 +1158,7 @@ impl Proxy {
                         .iter()
                         .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
                     || named.iter().any(|c| c.eq_ignore_ascii_case(name))
+                    || crate::modules::cache::drops_header(req, name)
                 {
                     continue;
                 }
