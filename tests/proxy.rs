@@ -1671,6 +1671,7 @@ http {{
         location /own {{ proxy_bind 127.0.0.3; proxy_pass http://127.0.0.1:{port}; }}
         location /off {{ proxy_bind off; proxy_pass http://127.0.0.1:{port}; }}
         location /var {{ proxy_bind $arg_b; proxy_pass http://127.0.0.1:{port}; }}
+        location /tp {{ proxy_bind 127.0.0.9 transparent; proxy_pass http://127.0.0.1:{port}; }}
     }}
 }}"
     ));
@@ -1682,6 +1683,10 @@ http {{
     let r = v.get("/var?b=127.0.0.5:45678").text();
     assert_eq!(r, "127.0.0.5|45678");
     assert_eq!(ip("/var"), "127.0.0.1");
+    // IP_TRANSPARENT needs CAP_NET_RAW: root here.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(ip("/tp"), "127.0.0.9");
+    }
 }
 
 #[test]
@@ -1690,8 +1695,8 @@ fn proxy_directive_errors_name_file_and_line() {
     for (line, want) in [
         ("proxy_bind 300.1.1.1;", "invalid address \"300.1.1.1\""),
         (
-            "proxy_bind 127.0.0.2 transparent;",
-            "\"proxy_bind ... transparent\" is not supported",
+            "proxy_bind 127.0.0.2 opaque;",
+            "invalid parameter \"opaque\"",
         ),
         ("proxy_cookie_flags a sure;", "invalid parameter \"sure\""),
         (

@@ -427,7 +427,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "post_action",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| {
             let v = d.arg(0);

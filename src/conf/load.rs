@@ -108,6 +108,8 @@ pub struct Config {
     pub ext: Extensions,
     /// `user`: name, uid, gid to switch to after binding when started as root.
     pub user: Option<(String, u32, u32)>,
+    /// Keep CAP_NET_RAW after switching to `user` (transparent binds).
+    pub net_raw: bool,
     pub daemon: bool,
     /// `worker_shutdown_timeout`: how long a draining worker waits for its connections.
     pub shutdown_timeout: Option<std::time::Duration>,
@@ -217,6 +219,7 @@ pub fn load(
         notices: std::mem::take(&mut env.notices),
         ext: env.ext,
         user: main.user,
+        net_raw: env.net_raw,
         daemon: main.daemon.unwrap_or(false),
         shutdown_timeout: main.worker_shutdown_timeout,
         retired: Vec::new(),

@@ -221,6 +221,9 @@ pub struct Env {
     /// The main level's `user` (name, uid, gid), known once the main level
     /// is walked: what folders made at load are handed to.
     pub user: Option<(String, u32, u32)>,
+    /// A directive needs CAP_NET_RAW kept after switching to `user`
+    /// (`proxy_bind … transparent`).
+    pub net_raw: bool,
 }
 
 impl Env {
@@ -237,6 +240,7 @@ impl Env {
             vars: Vars::new(modules),
             ext: Extensions::default(),
             user: None,
+            net_raw: false,
         }
     }
 

@@ -228,7 +228,7 @@ impl Master {
         }
         if let Some((name, uid, gid)) = &config.user {
             if crate::sys::is_root() {
-                crate::sys::drop_privileges(name, *uid, *gid).map_err(|e| {
+                crate::sys::drop_privileges(name, *uid, *gid, config.net_raw).map_err(|e| {
                     io::Error::new(
                         e.kind(),
                         format!("switching to user \"{name}\" failed ({})", errno_text(&e)),

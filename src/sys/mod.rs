@@ -223,7 +223,9 @@ pub fn lookup_group(name: &str) -> io::Result<Option<u32>> {
 
 /// Become `user` (uid, gid; supplementary groups from the group database):
 /// initgroups, setgid, setuid, in that order. glibc applies each to every thread.
-pub fn drop_privileges(user: &str, uid: u32, gid: u32) -> io::Result<()> {
+/// With `keep_net_raw`, CAP_NET_RAW stays permitted and effective (and no
+/// other capability), for transparent binds.
+pub fn drop_privileges(user: &str, uid: u32, gid: u32, keep_net_raw: bool) -> io::Result<()> {
     let cname = std::ffi::CString::new(user)?;
     // SAFETY: `cname` is a valid C string; the calls have no other preconditions.
     unsafe {
@@ -231,6 +233,9 @@ pub fn drop_privileges(user: &str, uid: u32, gid: u32) -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
         if libc::setgid(gid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if keep_net_raw && libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
             return Err(io::Error::last_os_error());
         }
         if libc::setuid(uid) != 0 {
@@ -243,7 +248,51 @@ pub fn drop_privileges(user: &str, uid: u32, gid: u32) -> io::Result<()> {
             ));
         }
     }
+    if keep_net_raw && uid != 0 {
+        keep_only_net_raw()?;
+    }
     Ok(())
+}
+
+/// capset(2): CAP_NET_RAW permitted and effective, nothing else.
+fn keep_only_net_raw() -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_NET_RAW: u32 = 13;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: 1 << CAP_NET_RAW,
+            permitted: 1 << CAP_NET_RAW,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: the header and the two data words are the layout capset(2)
+    // takes for version 3, alive for the call.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    match r {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
 }
 
 /// Detach from the terminal: fork (the parent exits at once with status 0),
@@ -420,6 +469,15 @@ pub fn set_bind_address_no_port(fd: &impl AsRawFd) {
         libc::IP_BIND_ADDRESS_NO_PORT,
         1,
     );
+}
+
+/// IP_TRANSPARENT (IPV6_TRANSPARENT): the socket may bind an address that
+/// is not the host's (`proxy_bind … transparent`); needs CAP_NET_RAW.
+pub fn set_transparent(fd: &impl AsRawFd, v6: bool) -> io::Result<()> {
+    match v6 {
+        false => set_int(fd.as_raw_fd(), libc::SOL_IP, libc::IP_TRANSPARENT, 1),
+        true => set_int(fd.as_raw_fd(), libc::SOL_IPV6, libc::IPV6_TRANSPARENT, 1),
+    }
 }
 
 fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {

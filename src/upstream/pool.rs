@@ -357,7 +357,7 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
 /// covers it; a unix socket with TLS is refused).
 pub async fn connect_from(
     addr: &PeerAddr,
-    local: Option<std::net::SocketAddr>,
+    local: Option<Bind>,
     tls: Option<&super::tls::Dial>,
     timeout: Duration,
 ) -> io::Result<UpConn> {
@@ -404,17 +404,29 @@ pub async fn connect_from(
 /// (EISCONN), or gives the error, without a turn through epoll and a
 /// getsockopt(SO_ERROR); only a handshake still under way (EALREADY) is waited
 /// for.
-async fn connect_tcp(
-    addr: std::net::SocketAddr,
-    local: Option<std::net::SocketAddr>,
-) -> io::Result<TcpStream> {
+/// The local end of a connection to an upstream (`proxy_bind`).
+#[derive(Clone, Copy, Debug)]
+pub struct Bind {
+    pub addr: std::net::SocketAddr,
+    /// `transparent`: the address need not be the host's (IP_TRANSPARENT).
+    pub transparent: bool,
+}
+
+async fn connect_tcp(addr: std::net::SocketAddr, local: Option<Bind>) -> io::Result<TcpStream> {
     use socket2::{Domain, Protocol, SockAddr, Socket, Type};
     let sock = Socket::new(
         Domain::for_address(addr),
         Type::STREAM.nonblocking(),
         Some(Protocol::TCP),
     )?;
-    if let Some(l) = local {
+    if let Some(Bind {
+        addr: l,
+        transparent,
+    }) = local
+    {
+        if transparent {
+            crate::sys::set_transparent(&sock, l.is_ipv6())?;
+        }
         if l.port() == 0 {
             // The port is chosen at connect(), with the peer known, so that
             // binds to one address do not exhaust its ports.

@@ -2,8 +2,8 @@
 //! target per worker (thread-local, no locks), flushed by the worker's timer.
 
 use super::AccessLog;
-use super::conf::Dest;
 use super::conf::LogConf;
+use super::conf::{AccessLogTarget, Dest};
 use super::paths;
 use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
@@ -12,16 +12,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// What a writer belongs to: kept as a Weak, it pins the address the writer
-/// is keyed by (not the owner: a reload that drops it lets `flush_due` drop
-/// the writer).
-type Owner = Weak<dyn std::any::Any + Send + Sync>;
-
 thread_local! {
     /// Keyed by the log file's address (the buffered `access_log`s naming one
     /// file share its writer and buffer, as nginx's; the unbuffered ones, one
     /// past it, share an unbuffered one), or a syslog target's.
-    static WRITERS: RefCell<HashMap<usize, (Owner, AccessLog)>> = RefCell::default();
+    /// The Weak kept beside a writer is of the first target that used it:
+    /// the targets sharing it belong to one configuration, and a reload that
+    /// drops them lets `flush_due` drop the writer (and close its file).
+    static WRITERS: RefCell<HashMap<usize, (Weak<AccessLogTarget>, AccessLog)>> = RefCell::default();
 }
 
 /// Write the access log lines for a finished request.
@@ -57,16 +55,12 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
                 _ => Arc::as_ptr(t) as usize,
             };
             let (_, writer) = w.entry(key).or_insert_with(|| {
-                let owner: Arc<dyn std::any::Any + Send + Sync> = match &t.dest {
-                    Dest::File(f) => f.clone(),
-                    _ => t.clone(),
-                };
                 let writer = match &t.dest {
                     Dest::Syslog(s) => AccessLog::syslog(s.clone()),
                     Dest::File(f) => AccessLog::new(f.clone(), t.buffer, t.flush).with_gzip(t.gzip),
                     Dest::Path(_) => unreachable!("handled above"),
                 };
-                (Arc::downgrade(&owner), writer)
+                (Arc::downgrade(t), writer)
             });
             if let Some(flush) = writer.log(&t.format, &done) {
                 flush_at(key, flush);

@@ -98,6 +98,8 @@ crate::settings! {
         /// `proxy_bind`: the local address of connections to upstreams
         /// (`None`: the kernel's choice; `off` sets `None`).
         pub bind: Option<Template> = None,
+        /// `proxy_bind … transparent`.
+        pub bind_transparent: bool = false,
         /// `proxy_set_body`: the body sent upstream in place of the client's.
         pub set_body: Option<Template> = None,
         /// `proxy_method`: the method sent upstream (else the request's).
@@ -429,12 +431,14 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(1, 2),
         set: |s, d, e| {
             let err = |m: String| ConfError::new(m, &d.span);
-            if d.args.len() == 2 {
-                return Err(err(format!(
-                    "\"proxy_bind ... {}\" is not supported by vireo (a transparent bind needs CAP_NET_ADMIN and routing vireo does not set up)",
-                    d.arg(1)
-                )));
-            }
+            let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
+                None => false,
+                Some("transparent") => {
+                    e.net_raw = true;
+                    true
+                }
+                Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
+            };
             let v = match d.arg(0) {
                 "off" => None,
                 a => {
@@ -445,11 +449,12 @@ pub static DIRECTIVES: &[Def] = &[
                     Some(t)
                 }
             };
+            loc(s).bind_transparent = Some(transparent);
             values::set_once(&mut loc(s).bind, v, d)
         },
-        syntax: "proxy_bind address | off;",
+        syntax: "proxy_bind address [transparent] | off;",
         default: "off",
-        doc: "Connections to upstreams go out from this local address (`ip` or `ip:port`; variables allowed, an empty value is the kernel's choice); `off` cancels an inherited one. A bound connection is opened for the request rather than taken from the keep-alive pool.\n\n```nginx\nproxy_bind 192.0.2.10;\nproxy_bind $split_source;\n```",
+        doc: "Connections to upstreams go out from this local address (`ip` or `ip:port`; variables allowed, an empty value is the kernel's choice); `off` cancels an inherited one. A bound connection is opened for the request rather than taken from the keep-alive pool. With `transparent` the address need not be the host's (a client's, for a transparent proxy; the routing that brings the replies back is the system's): the socket gets IP_TRANSPARENT, and a server started as root keeps CAP_NET_RAW for it after switching to `user`, as nginx.\n\n```nginx\nproxy_bind 192.0.2.10;\nproxy_bind $remote_addr transparent;\nproxy_bind $split_source;\n```",
     },
     Def {
         name: "proxy_set_body",

@@ -558,7 +558,10 @@ impl Proxy {
                     String::from_utf8_lossy(&v)
                 );
             }
-            a
+            a.map(|addr| crate::upstream::pool::Bind {
+                addr,
+                transparent: pc.bind_transparent,
+            })
         });
         // A streamed body cannot be sent twice: it goes on a fresh connection.
         let mut conn = if streamed || upgrade || local.is_some() {

@@ -24,7 +24,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssi",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::IF),
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().get_mut::<SsiConfSet>().ssi, flag(d, 0)?, d),
         syntax: "ssi on | off;",
