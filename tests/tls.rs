@@ -455,3 +455,32 @@ fn curve_variables_name_the_groups_as_openssl() {
         "{text}"
     );
 }
+
+/// `ssl_conf_command`: the commands rustls can carry out override the other
+/// settings; the others are refused, naming them.
+#[test]
+fn conf_commands() {
+    let dir = TempDir::new("tls-conf-command");
+    certs(&dir);
+    let v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port} ssl;\n  ssl_certificate ec.crt;\n  ssl_certificate_key ec.key;\n  ssl_conf_command Certificate rsa.crt;\n  ssl_conf_command PrivateKey rsa.key;\n  ssl_conf_command Options -ServerPreference,NoRenegotiation;\n  return 200 ok;\n }\n}\n",
+    );
+    let text = s_client(&v, &[]);
+    assert!(
+        text.contains("CN=b.test") || text.contains("CN = b.test"),
+        "{text}"
+    );
+    let dir = TempDir::new("tls-conf-command-bad");
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n server {\n  ssl_conf_command Options PrioritizeChaCha;\n }\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "\"ssl_conf_command Options PrioritizeChaCha\" is not supported by vireo (rustls)"
+        ) && err.contains("t.conf:4"),
+        "{err}"
+    );
+}

@@ -105,6 +105,64 @@ settings! {
         pub ticket_keys: Arc<[PemFile]> = Arc::from(Vec::new()),
         pub stapling: bool = false,
         pub stapling_file: Option<PemFile> = None,
+        /// `ssl_conf_command`s, applied over the other settings, in order.
+        pub conf_commands: Arc<[ConfCommand]> = Arc::from(Vec::new()),
+    }
+}
+
+/// An `ssl_conf_command` (OpenSSL's SSL_CONF commands) vireo carries out.
+#[derive(Clone, Debug)]
+pub enum ConfCommand {
+    /// `Options [-]SessionTicket`.
+    Tickets(bool),
+    /// `Options [-]ServerPreference`.
+    ServerPreference(bool),
+    /// `Certificate file`.
+    Certificate(PemFile),
+    /// `PrivateKey file`.
+    PrivateKey(PemFile),
+}
+
+/// Options rustls has no use for (it never renegotiates nor compresses).
+const MOOT_OPTIONS: &[&str] = &[
+    "NoRenegotiation",
+    "NoCompression",
+    "NoResumptionOnRenegotiation",
+];
+
+fn conf_command(d: &Directive, e: &crate::conf::table::Env) -> Result<Vec<ConfCommand>, ConfError> {
+    let (name, value) = (d.arg(0), d.arg(1));
+    let unsupported = || {
+        ConfError::new(
+            format!("\"ssl_conf_command {name} {value}\" is not supported by vireo (rustls)"),
+            &d.span,
+        )
+    };
+    let pem = |v: &str| PemFile {
+        path: e.path(v),
+        span: d.span.clone(),
+        vars: None,
+    };
+    match name {
+        "Certificate" => Ok(vec![ConfCommand::Certificate(pem(value))]),
+        "PrivateKey" => Ok(vec![ConfCommand::PrivateKey(pem(value))]),
+        "Options" => value
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !MOOT_OPTIONS.contains(&o.trim_start_matches('-')))
+            .map(|o| {
+                let (on, opt) = match o.strip_prefix('-') {
+                    Some(o) => (false, o),
+                    None => (true, o),
+                };
+                match opt {
+                    "SessionTicket" => Ok(ConfCommand::Tickets(on)),
+                    "ServerPreference" => Ok(ConfCommand::ServerPreference(on)),
+                    _ => Err(unsupported()),
+                }
+            })
+            .collect(),
+        _ => Err(unsupported()),
     }
 }
 
@@ -292,6 +350,27 @@ fn ecdh_curve(d: &Directive) -> Result<Option<Arc<[&'static str]>>, ConfError> {
 }
 
 pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "ssl_conf_command",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: Arity::args(2, 2),
+        set: |s, d, e| {
+            let cmds = conf_command(d, e)?;
+            let l = s.loc().get_mut::<SslConfSet>();
+            let mut list: Vec<ConfCommand> = l
+                .conf_commands
+                .as_deref()
+                .map(<[ConfCommand]>::to_vec)
+                .unwrap_or_default();
+            list.extend(cmds);
+            l.conf_commands = Some(Arc::from(list));
+            Ok(())
+        },
+        syntax: "ssl_conf_command name value;",
+        default: "—",
+        doc: "OpenSSL's configuration commands, those rustls can carry out, applied over the other `ssl_*` settings: `Options` with `SessionTicket` or `ServerPreference` (`-` before one turns it off; `NoRenegotiation`, `NoCompression` and `NoResumptionOnRenegotiation` are what rustls does anyway), `Certificate` and `PrivateKey` (the pair served instead of `ssl_certificate`'s). Any other is refused, naming it.\n\n```nginx\nssl_conf_command Options -ServerPreference;\n```",
+    },
     Def {
         name: "ssl_certificate",
         ignored: false,

@@ -46,6 +46,14 @@ pub fn build(
     if conf.certificates.is_empty() {
         return Ok(None);
     }
+    let commanded;
+    let conf = match conf.conf_commands.is_empty() {
+        true => conf,
+        false => {
+            commanded = with_commands(conf);
+            &commanded
+        }
+    };
     if conf.keys.len() < conf.certificates.len() {
         let c = &conf.certificates[conf.keys.len()];
         return Err(ConfError::new(
@@ -643,6 +651,21 @@ impl ProducesTickets for Expiring<dyn ProducesTickets> {
 }
 
 /// A server on a TLS address without a certificate: nginx's message.
+/// The settings with their `ssl_conf_command`s carried out.
+fn with_commands(conf: &SslConf) -> SslConf {
+    use super::conf::ConfCommand;
+    let mut c = conf.clone();
+    for cmd in conf.conf_commands.iter() {
+        match cmd {
+            ConfCommand::Tickets(on) => c.session_tickets = *on,
+            ConfCommand::ServerPreference(on) => c.prefer_server_ciphers = *on,
+            ConfCommand::Certificate(f) => c.certificates = Arc::from(vec![f.clone()]),
+            ConfCommand::PrivateKey(f) => c.keys = Arc::from(vec![f.clone()]),
+        }
+    }
+    c
+}
+
 /// A server was resolved: its TLS side, from its ssl settings, in its
 /// module data (`Arc<ServerTls>`) when it has certificates.
 pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
