@@ -111,14 +111,16 @@ impl Request<'_> {
 
     /// `post_action`: once the response is sent, an internal GET for the
     /// location's post_action URI, whose answer is read and discarded.
-    pub async fn post_action(&self) {
-        let Some(target) = self.conf.core.post_action.clone() else {
-            return;
-        };
-        let (uri, args) = crate::core::request::split_args(&target);
-        if let Ok(mut sub) = self.subrequests().subrequest(uri.to_vec(), args.to_vec()) {
-            while let Ok(Some(_)) = sub.next().await {}
-        }
+    /// `None` without one (boxed, so that the connection's own future does
+    /// not carry a subrequest's state on every request).
+    pub fn post_action(&self) -> Option<crate::core::request::BoxFuture<'_, ()>> {
+        let target = self.conf.core.post_action.clone()?;
+        Some(Box::pin(async move {
+            let (uri, args) = crate::core::request::split_args(&target);
+            if let Ok(mut sub) = self.subrequests().subrequest(uri.to_vec(), args.to_vec()) {
+                while let Ok(Some(_)) = sub.next().await {}
+            }
+        }))
     }
 
     /// What subrequests made by this request inherit.

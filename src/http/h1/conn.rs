@@ -440,7 +440,9 @@ impl<S: Stream> Conn<S> {
                 .await
             }
         };
-        req.post_action().await;
+        if let Some(post) = req.post_action() {
+            post.await;
+        }
         pipeline::finished(req, resp, head_len, body_sent);
         r
     }

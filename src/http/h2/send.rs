@@ -76,7 +76,9 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
         }
         sent = out.sent;
     }
-    req.post_action().await;
+    if let Some(post) = req.post_action() {
+        post.await;
+    }
     pipeline::finished(req, &resp, head_len, sent);
 }
 

@@ -2,13 +2,14 @@
 //! a directory (a URI ending in `/`) goes on, by an internal redirect, to a
 //! file of that directory chosen at random. Names starting with `.` are left
 //! out, and so is anything that is not a regular file (symbolic links are
-//! followed). A directory with no file leaves the request to `index`.
+//! followed). A directory with no file leaves the request to `index`. It
+//! is a content hook of the levels where it is on, as nginx's handler.
 
 use crate::conf::table::{Ctx, Def, ONE, Scope};
 use crate::conf::values::{flag, set_once};
-use crate::core::module::{Hooks, Module, Precontent};
+use crate::core::module::{ContentHook, Hooks, Module, Ordered};
 use crate::core::path::map_uri;
-use crate::core::request::Request;
+use crate::core::request::{BoxFuture, Outcome, Request, RequestBody};
 use crate::settings;
 use std::hash::{BuildHasher, Hasher};
 use std::os::unix::ffi::OsStrExt;
@@ -28,13 +29,35 @@ fn random() -> u64 {
         .finish()
 }
 
-fn run(req: &mut Request<'_>) -> Precontent {
-    if !req.conf.get::<RandomIndexConf>().on || req.uri.last() != Some(&b'/') {
-        return Precontent::Next;
-    }
+fn takes(req: &Request<'_>) -> bool {
+    req.uri.last() == Some(&b'/')
+}
+
+fn run<'r>(req: &'r mut Request<'_>, _: &'r mut dyn RequestBody) -> BoxFuture<'r, Outcome> {
+    let outcome = match choose(req) {
+        Choice::File(uri) => Outcome::Redirect(uri),
+        Choice::Status(code) => Outcome::Respond(req.error(code)),
+        Choice::Index => match req.server.pipeline.default_content {
+            Some(index) => index(req),
+            None => Outcome::Respond(req.error(404)),
+        },
+    };
+    Box::pin(std::future::ready(outcome))
+}
+
+/// What a directory request turns into.
+enum Choice {
+    /// The URI of the file chosen.
+    File(Vec<u8>),
+    Status(u16),
+    /// No file there: `index` and the static files answer.
+    Index,
+}
+
+fn choose(req: &Request<'_>) -> Choice {
     let mut path = Vec::new();
     if let Err(code) = map_uri(req, &req.uri, &mut path) {
-        return Precontent::Status(code);
+        return Choice::Status(code);
     }
     let dir = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
     let entries = match std::fs::read_dir(dir) {
@@ -52,7 +75,7 @@ fn run(req: &mut Request<'_>) -> Precontent {
                 crate::core::errlog::errno_text(&e),
                 req.log_context()
             );
-            return Precontent::Status(code);
+            return Choice::Status(code);
         }
     };
     let names: Vec<Vec<u8>> = entries
@@ -62,13 +85,12 @@ fn run(req: &mut Request<'_>) -> Precontent {
         .map(|e| e.file_name().as_bytes().to_vec())
         .collect();
     if names.is_empty() {
-        return Precontent::Next;
+        return Choice::Index;
     }
     let name = &names[(random() % names.len() as u64) as usize];
     let mut uri = req.uri.clone();
     uri.extend_from_slice(name);
-    let args = req.args().map(<[u8]>::to_vec).unwrap_or_default();
-    Precontent::Redirect(uri, args)
+    Choice::File(uri)
 }
 
 pub static DIRECTIVES: &[Def] = &[Def {
@@ -92,7 +114,11 @@ pub static MODULE: Module = Module {
     directives: &[DIRECTIVES],
     settings: Some(&RandomIndexConf::KIND),
     hooks: Hooks {
-        precontent: Some(|req, _| run(req)),
+        content: Some(Ordered {
+            order: 20,
+            run: ContentHook { takes, run },
+            active: |c| c.get::<RandomIndexConf>().on,
+        }),
         ..Hooks::NONE
     },
     ..Module::EMPTY
