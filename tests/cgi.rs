@@ -54,7 +54,7 @@ fn start() -> Vireo {
     dir.write("html/plain.txt", "plain\n");
     Vireo::start_in(
         dir,
-        "events {}\nhttp {\n  server {\n    listen 127.0.0.1:{port};\n    root {dir}/html;\n    location /cgi-bin/ {\n      cgi;\n      cgi_param MY_VAR \"v-$arg_x\";\n      cgi_read_timeout 1s;\n      cgi_max_processes 2;\n    }\n  }\n}\n",
+        "events {}\nhttp {\n  server {\n    listen 127.0.0.1:{port};\n    root {dir}/html;\n    location /cgi-bin/ {\n      cgi;\n      cgi_param MY_VAR \"v-$arg_x\";\n      cgi_read_timeout 3s;\n      cgi_max_processes 2;\n    }\n  }\n}\n",
     )
 }
 
