@@ -445,29 +445,7 @@ impl ServerCertVerifier for Verifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let spki = self.spki(cert)?;
-        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-        })?;
-        let algs = self
-            .algs
-            .mapping
-            .iter()
-            .find(|(s, _)| *s == dss.scheme)
-            .map(|(_, a)| *a)
-            .ok_or(rustls::Error::PeerMisbehaved(
-                rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
-            ))?;
-        for alg in algs {
-            match key.verify_signature(*alg, message, dss.signature()) {
-                Ok(()) => return Ok(HandshakeSignatureValid::assertion()),
-                Err(webpki::Error::UnsupportedSignatureAlgorithmForPublicKeyContext(_)) => {}
-                Err(_) => break,
-            }
-        }
-        Err(rustls::Error::InvalidCertificate(
-            rustls::CertificateError::BadSignature,
-        ))
+        crate::modules::ssl::client::holds_key(message, cert, dss, &self.algs)
     }
 
     fn verify_tls13_signature(

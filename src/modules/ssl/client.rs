@@ -96,7 +96,10 @@ impl ClientCertVerifier for AskForCertificate {
     }
 }
 
-fn holds_key(
+/// The peer's handshake signature, made with its certificate's key (X.509
+/// v1 certificates too): the check a listener makes of a client and an
+/// upstream connection of its server.
+pub fn holds_key(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
