@@ -35,17 +35,9 @@ fn service(answer: fn(&str, &[u8]) -> String) -> Service {
             std::thread::spawn(move || {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                 let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut head = String::new();
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push_str(&line);
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
+                let Some(head) = read_head(&mut r) else {
+                    return;
+                };
                 let len = head
                     .to_ascii_lowercase()
                     .lines()
@@ -254,7 +246,11 @@ fn verdicts_in_front_of_static_and_proxy() {
 
     // 401: every WWW-Authenticate field of the service's reply goes on.
     let raw = v.raw(b"GET /static/a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    assert!(raw.starts_with(b"HTTP/1.1 401 "), "{}", String::from_utf8_lossy(&raw));
+    assert!(
+        raw.starts_with(b"HTTP/1.1 401 "),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
     assert_eq!(
         fields(&raw, "www-authenticate"),
         ["Bearer realm=\"api\"", "Basic realm=\"old\""]
@@ -283,7 +279,10 @@ fn verdicts_in_front_of_static_and_proxy() {
     // reaches the upstream after the check; the check never sees it.
     let body = vec![b'b'; 50_000];
     let r = post(v, "/api/upload", "good", &body);
-    assert_eq!((r.status, r.text().as_str()), (200, "up user=alice body=50000"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "up user=alice body=50000")
+    );
     assert!(s.auth.seen.lock().unwrap().last().unwrap().1.is_empty());
     let r = post(v, "/api/upload", "nobody", &body);
     assert_eq!(r.status, 401);
@@ -367,7 +366,10 @@ fn http2_bodies_reach_the_upstream_after_the_check() {
     assert!(out.ends_with("up user=alice body=5000"), "{out}");
     let out = h2_post(port2, "/api/h2", "nobody", &body);
     assert!(out.starts_with("HTTP/2 401"), "{out}");
-    assert!(out.contains("www-authenticate: Bearer realm=\"api\""), "{out}");
+    assert!(
+        out.contains("www-authenticate: Bearer realm=\"api\""),
+        "{out}"
+    );
 }
 
 #[test]
