@@ -9,24 +9,27 @@
 mod common;
 use common::fpm::Fpm;
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The heads and bodies a service got, in order.
+type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 /// A small HTTP server in threads, one request per connection: `answer`
 /// gets the head (text) and body and returns the whole response; each head
 /// and body it got is kept in `seen`.
 struct Service {
     port: u16,
-    seen: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    seen: Seen,
 }
 
 fn service(answer: fn(&str, &[u8]) -> String) -> Service {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen: Seen = Arc::default();
     let log = seen.clone();
     std::thread::spawn(move || {
         for s in l.incoming() {
@@ -35,7 +38,7 @@ fn service(answer: fn(&str, &[u8]) -> String) -> Service {
             std::thread::spawn(move || {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                 let mut r = BufReader::new(s.try_clone().unwrap());
-                let Some(head) = read_head(&mut r) else {
+                let Some(head) = read_request_head(&mut r) else {
                     return;
                 };
                 let len = head

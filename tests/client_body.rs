@@ -40,7 +40,7 @@ fn serve(s: TcpStream, tx: mpsc::Sender<Got>) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
-        let Some(head) = read_head(&mut r) else {
+        let Some(head) = read_request_head(&mut r) else {
             return;
         };
         let lower = head.to_ascii_lowercase();

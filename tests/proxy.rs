@@ -43,7 +43,7 @@ fn serve(s: TcpStream, h: Handler, reqs: Arc<AtomicUsize>, port: u16) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
-        let Some(head) = read_head(&mut r) else {
+        let Some(head) = read_request_head(&mut r) else {
             return;
         };
         reqs.fetch_add(1, Ordering::SeqCst);
@@ -639,7 +639,7 @@ fn streams_100_mb_both_ways_with_small_memory() {
             let mut s = s.unwrap();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(s.try_clone().unwrap());
-                let Some(head) = read_head(&mut r) else {
+                let Some(head) = read_request_head(&mut r) else {
                     return;
                 };
                 if head.starts_with("GET") {

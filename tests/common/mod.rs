@@ -529,7 +529,7 @@ pub fn dechunk(raw: &[u8]) -> Vec<u8> {
 
 /// A request head (text up to and with its empty line) read from a test
 /// upstream's connection; `None` when the connection ends or fails first.
-pub fn read_head(r: &mut impl std::io::BufRead) -> Option<String> {
+pub fn read_request_head(r: &mut impl std::io::BufRead) -> Option<String> {
     let mut head = String::new();
     loop {
         let mut line = String::new();
