@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod auth_basic;
+pub mod auth_request;
 pub mod autoindex;
 pub mod cache;
 pub mod cgi;
@@ -72,6 +73,7 @@ pub static MODULES: &[&Module] = &[
     &ssl::MODULE,
     &access::MODULE,
     &auth_basic::MODULE,
+    &auth_request::MODULE,
     &realip::MODULE,
     &crate::http::h2::MODULE,
     &zone::MODULE,

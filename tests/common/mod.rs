@@ -526,3 +526,19 @@ pub fn dechunk(raw: &[u8]) -> Vec<u8> {
     assert_eq!(used, raw.len(), "nothing after the chunked body");
     out
 }
+
+/// A request head (text up to and with its empty line) read from a test
+/// upstream's connection; `None` when the connection ends or fails first.
+pub fn read_request_head(r: &mut impl std::io::BufRead) -> Option<String> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            return Some(head);
+        }
+    }
+}
