@@ -3,6 +3,7 @@
 //! line in [`MODULES`].
 
 pub mod access;
+pub mod addition;
 pub mod auth_basic;
 pub mod autoindex;
 pub mod cache;
@@ -62,6 +63,7 @@ pub static MODULES: &[&Module] = &[
     &charset::MODULE,
     &autoindex::MODULE,
     &ssi::MODULE,
+    &addition::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,
