@@ -50,7 +50,13 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| set_once(&mut s.loc().get_mut::<AdditionConfSet>().types, types(d)?, d),
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<AdditionConfSet>().types,
+                types(d)?,
+                d,
+            )
+        },
         syntax: "addition_types mime-type …;",
         default: "text/html",
         doc: "MIME types `add_before_body` and `add_after_body` apply to, besides `text/html` which they always do; `*` is any type.\n\n```nginx\naddition_types text/plain application/xhtml+xml;\n```",
