@@ -63,15 +63,9 @@ fn raw_upstream(reply: &'static [u8]) -> (u16, std::thread::JoinHandle<()>) {
     let h = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut head = Vec::new();
-        let mut b = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut b) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&b[..n]),
-            }
+        if read_request_head(&mut s).is_some() {
+            let _ = s.write_all(reply);
         }
-        let _ = s.write_all(reply);
     });
     (port, h)
 }
@@ -202,21 +196,7 @@ fn extra_data_is_dropped_and_a_short_reply_ends_without_the_after_part() {
 #[test]
 fn http2_with_gzip_after_the_additions() {
     let v = start();
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "30",
-            "--http2-prior-knowledge",
-            "--compressed",
-            "-D",
-            "-",
-        ])
-        .arg(format!("http://127.0.0.1:{}/gz/page.html", v.port))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    let (head, body) = curl_h2_compressed(v.port, "/gz/page.html");
     assert!(head.starts_with("HTTP/2 200"), "{head}");
     assert!(
         head.to_ascii_lowercase().contains("content-encoding: gzip"),
@@ -234,11 +214,7 @@ fn fastcgi_replies() {
         "<?php header('Content-Type: text/html'); echo 'PHP', $_GET['x'] ?? '';",
     );
     dir.write("html/tail.html", "[tail]");
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
-        dir.path().join("fastcgi_params"),
-    )
-    .unwrap();
+    copy_fastcgi_params(&dir);
     let v = Vireo::start_in(
         dir,
         &format!(
@@ -274,31 +250,27 @@ http {{
 #[test]
 fn bad_directives() {
     let dir = TempDir::new("addition");
-    for (line, msg) in [
-        (
-            "add_before_body /a /b;",
-            "invalid number of arguments in \"add_before_body\" directive",
-        ),
-        (
-            "add_after_body /a; add_after_body /b;",
-            "\"add_after_body\" directive is duplicate",
-        ),
-        (
-            "addition_types text/plain; addition_types *;",
-            "\"addition_types\" directive is duplicate",
-        ),
-        (
-            "addition_types html;",
-            "invalid parameter \"html\" in \"addition_types\" directive",
-        ),
-    ] {
-        let text = format!("events {{}}\nhttp {{\nserver {{\n{line}\n}}\n}}\n");
-        let out = test_conf(&dir, &text);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{line}: {err}");
-        let want = format!("{msg} in {}:4", dir.path().join("t.conf").display());
-        assert!(err.contains(&want), "{line}: want {want}\n{err}");
-    }
+    assert_conf_errors(
+        &dir,
+        &[
+            (
+                "add_before_body /a /b;",
+                "invalid number of arguments in \"add_before_body\" directive",
+            ),
+            (
+                "add_after_body /a; add_after_body /b;",
+                "\"add_after_body\" directive is duplicate",
+            ),
+            (
+                "addition_types text/plain; addition_types *;",
+                "\"addition_types\" directive is duplicate",
+            ),
+            (
+                "addition_types html;",
+                "invalid parameter \"html\" in \"addition_types\" directive",
+            ),
+        ],
+    );
     // Not in `events`.
     let out = test_conf(&dir, "events {\nadd_after_body /a;\n}\nhttp {}\n");
     let err = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -364,21 +364,7 @@ fn length_and_validators_are_dropped_or_weakened() {
 #[test]
 fn http2_with_gzip_after_ssi() {
     let v = start();
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "30",
-            "--http2-prior-knowledge",
-            "--compressed",
-            "-D",
-            "-",
-        ])
-        .arg(format!("http://127.0.0.1:{}/gz/page.html", v.port))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    let (head, body) = curl_h2_compressed(v.port, "/gz/page.html");
     assert!(head.starts_with("HTTP/2 200"), "{head}");
     assert!(
         head.to_ascii_lowercase().contains("content-encoding: gzip"),

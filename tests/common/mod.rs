@@ -526,3 +526,60 @@ pub fn dechunk(raw: &[u8]) -> Vec<u8> {
     assert_eq!(used, raw.len(), "nothing after the chunked body");
     out
 }
+
+/// Read a request head off `s` (up to the empty line); `None` when the
+/// peer closes or fails first.
+pub fn read_request_head(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&b[..n]),
+        }
+    }
+    Some(head)
+}
+
+/// Put the repository's `conf/fastcgi_params` into `dir`.
+pub fn copy_fastcgi_params(dir: &TempDir) {
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
+        dir.path().join("fastcgi_params"),
+    )
+    .unwrap();
+}
+
+/// GET `path` with curl over HTTP/2 (prior knowledge), gzip accepted and
+/// undone: the response head and the decoded body.
+pub fn curl_h2_compressed(port: u16, path: &str) -> (String, String) {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "30",
+            "--http2-prior-knowledge",
+            "--compressed",
+            "-D",
+            "-",
+        ])
+        .arg(format!("http://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    (head.to_string(), body.to_string())
+}
+
+/// Each `(line, message)`: a server block holding `line` is refused by
+/// `-t` with `message in FILE:4`.
+pub fn assert_conf_errors(dir: &TempDir, cases: &[(&str, &str)]) {
+    for (line, msg) in cases {
+        let text = format!("events {{}}\nhttp {{\nserver {{\n{line}\n}}\n}}\n");
+        let out = test_conf(dir, &text);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{line}: {err}");
+        let want = format!("{msg} in {}:4", dir.path().join("t.conf").display());
+        assert!(err.contains(&want), "{line}: want {want}\n{err}");
+    }
+}
