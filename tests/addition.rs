@@ -8,7 +8,7 @@
 mod common;
 use common::fpm::Fpm;
 use common::*;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::time::Duration;
 
@@ -23,6 +23,11 @@ http {
         add_after_body /parts/after.html;
         location /parts/ {
             internal;
+        }
+        location /gz/ {
+            gzip on;
+            gzip_min_length 1;
+            gzip_types text/html;
         }
         location /plain/ {
             addition_types text/plain;
@@ -44,10 +49,6 @@ http {
         }
         location /off/ {
             add_before_body \"\";
-        }
-        location /gz/ {
-            gzip on;
-            gzip_min_length 1;
         }
     }
     server {
@@ -72,51 +73,49 @@ fn raw_upstream(reply: &'static [u8]) -> (u16, std::thread::JoinHandle<()>) {
 
 fn start_with(raw: u16) -> Vireo {
     let dir = TempDir::new("addition");
-    dir.write("html/parts/before.html", "<b>");
-    dir.write("html/parts/after.html", "</b>");
-    dir.write("html/page.html", "PAGE");
-    dir.write("html/t.txt", "TEXT");
-    dir.write("html/plain/t.txt", "TEXT");
-    dir.write("html/off/page.html", "OFF");
-    dir.write("html/from-upstream/page.html", "MID");
-    dir.write("up/page.html", "UPSTREAM");
-    dir.write("up/head.html", "{head}");
+    for (path, text) in [
+        ("html/parts/before.html", "<b>"),
+        ("html/parts/after.html", "</b>"),
+        ("html/page.html", "PAGE"),
+        ("html/t.txt", "TEXT"),
+        ("html/plain/t.txt", "TEXT"),
+        ("html/off/page.html", "OFF"),
+        ("html/from-upstream/page.html", "MID"),
+        ("up/page.html", "UPSTREAM"),
+        ("up/head.html", "{head}"),
+    ] {
+        dir.write(path, text);
+    }
     dir.write("html/gz/page.html", "x".repeat(70000));
     Vireo::start_in(dir, &CONF.replace("RAW", &raw.to_string()))
 }
 
+/// The server without a raw upstream.
 fn start() -> Vireo {
     start_with(1)
-}
-
-fn get10(v: &Vireo, path: &str) -> Resp {
-    v.request(&format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n"))
 }
 
 #[test]
 fn static_proxied_and_internal_additions() {
     let v = start();
-    assert_eq!(get10(&v, "/page.html").text(), "<b>PAGE</b>");
+    assert_eq!(v.get("/page.html").text(), "<b>PAGE</b>");
     // A proxied reply gets them too.
-    assert_eq!(get10(&v, "/proxy/page.html").text(), "<b>UPSTREAM</b>");
+    assert_eq!(v.get("/proxy/page.html").text(), "<b>UPSTREAM</b>");
     // Subrequests to a proxied and to an internal location.
-    assert_eq!(
-        get10(&v, "/from-upstream/page.html").text(),
-        "{head}MID{tail}"
-    );
+    assert_eq!(v.get("/from-upstream/page.html").text(), "{head}MID{tail}");
     // The internal part is not reachable from outside.
-    assert_eq!(get10(&v, "/parts/before.html").status, 404);
+    assert_eq!(v.get("/parts/before.html").status, 404);
 }
 
 #[test]
 fn types_status_and_inheritance() {
     let v = start();
-    assert_eq!(get10(&v, "/t.txt").text(), "TEXT");
-    assert_eq!(get10(&v, "/plain/t.txt").text(), "<b>TEXT</b>");
+    assert_eq!(v.get("/t.txt").text(), "TEXT");
+    assert_eq!(v.get("/plain/t.txt").text(), "<b>TEXT</b>");
     // An empty URI turns the inherited one off.
-    assert_eq!(get10(&v, "/off/page.html").text(), "OFF</b>");
+    assert_eq!(v.get("/off/page.html").text(), "OFF</b>");
     // Not a 200: left alone.
-    let r = get10(&v, "/nosuch.html");
+    let r = v.get("/nosuch.html");
     assert_eq!(r.status, 404);
     assert!(!r.text().contains("<b>"), "{}", r.text());
 }
@@ -124,7 +123,7 @@ fn types_status_and_inheritance() {
 #[test]
 fn length_ranges_and_validators() {
     let v = start();
-    let r = get10(&v, "/page.html");
+    let r = v.get("/page.html");
     assert!(r.header("content-length").is_none());
     assert!(r.header("accept-ranges").is_none());
     assert!(r.header("last-modified").is_some());
@@ -145,20 +144,9 @@ fn length_ranges_and_validators() {
     );
     assert!(text.ends_with("\r\n\r\n"), "{text}");
     // Kept alive over HTTP/1.1: chunked.
-    let mut s = v.connect();
-    s.write_all(b"GET /page.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut got = Vec::new();
-    let mut b = [0u8; 4096];
-    while !got.ends_with(b"0\r\n\r\n") {
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&b[..n]);
-    }
-    let text = String::from_utf8_lossy(&got);
-    assert!(text.contains("Transfer-Encoding: chunked"), "{text}");
-    let (_, chunks) = got.split_at(got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4);
-    assert_eq!(dechunk(chunks), b"<b>PAGE</b>");
+    let (head, body) = get_chunked(&v, "/page.html");
+    assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+    assert_eq!(body, b"<b>PAGE</b>");
 }
 
 #[test]
@@ -168,7 +156,7 @@ fn extra_data_is_dropped_and_a_short_reply_ends_without_the_after_part() {
         b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 4\r\n\r\nGOODEXTRA",
     );
     let v = start_with(port);
-    let r = get10(&v, "/raw/x");
+    let r = v.get("/raw/x");
     assert_eq!(r.text(), "<b>GOOD</b>");
     up.join().unwrap();
     // Less than declared: the head and what came, then the connection
@@ -196,12 +184,7 @@ fn extra_data_is_dropped_and_a_short_reply_ends_without_the_after_part() {
 #[test]
 fn http2_with_gzip_after_the_additions() {
     let v = start();
-    let (head, body) = curl_h2_compressed(v.port, "/gz/page.html");
-    assert!(head.starts_with("HTTP/2 200"), "{head}");
-    assert!(
-        head.to_ascii_lowercase().contains("content-encoding: gzip"),
-        "{head}"
-    );
+    let body = curl_h2_gzipped(v.port, "/gz/page.html");
     assert_eq!(body, format!("<b>{}</b>", "x".repeat(70000)));
 }
 
@@ -243,8 +226,8 @@ http {{
         ),
     );
     // The before part is a FastCGI subrequest too, without the arguments.
-    assert_eq!(get10(&v, "/page.php?x=1").text(), "PHPPHP1[tail]");
-    assert_eq!(get10(&v, "/unbuf/x").text(), "PHP[tail]");
+    assert_eq!(v.get("/page.php?x=1").text(), "PHPPHP1[tail]");
+    assert_eq!(v.get("/unbuf/x").text(), "PHP[tail]");
 }
 
 #[test]

@@ -550,9 +550,9 @@ pub fn copy_fastcgi_params(dir: &TempDir) {
     .unwrap();
 }
 
-/// GET `path` with curl over HTTP/2 (prior knowledge), gzip accepted and
-/// undone: the response head and the decoded body.
-pub fn curl_h2_compressed(port: u16, path: &str) -> (String, String) {
+/// GET `path` with curl over HTTP/2 (prior knowledge), gzip accepted: the
+/// body, checked to come as a 200 gzip-encoded, decoded.
+pub fn curl_h2_gzipped(port: u16, path: &str) -> String {
     let out = Command::new("curl")
         .args([
             "-sS",
@@ -568,7 +568,12 @@ pub fn curl_h2_compressed(port: u16, path: &str) -> (String, String) {
         .expect("curl runs");
     let text = String::from_utf8_lossy(&out.stdout);
     let (head, body) = text.split_once("\r\n\r\n").expect("a head");
-    (head.to_string(), body.to_string())
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    body.to_string()
 }
 
 /// Each `(line, message)`: a server block holding `line` is refused by
@@ -582,4 +587,22 @@ pub fn assert_conf_errors(dir: &TempDir, cases: &[(&str, &str)]) {
         let want = format!("{msg} in {}:4", dir.path().join("t.conf").display());
         assert!(err.contains(&want), "{line}: want {want}\n{err}");
     }
+}
+
+/// GET `path` over a kept-alive HTTP/1.1 connection, read up to the last
+/// chunk: the head and the body with its chunked framing undone.
+pub fn get_chunked(v: &Vireo, path: &str) -> (String, Vec<u8>) {
+    let mut s = v.connect();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.ends_with(b"0\r\n\r\n") {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&b[..n]);
+    }
+    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+    (head, dechunk(&got[end..]))
 }
