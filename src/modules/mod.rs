@@ -3,6 +3,7 @@
 //! line in [`MODULES`].
 
 pub mod access;
+pub mod addition;
 pub mod auth_basic;
 pub mod auth_request;
 pub mod autoindex;
@@ -63,6 +64,7 @@ pub static MODULES: &[&Module] = &[
     &charset::MODULE,
     &autoindex::MODULE,
     &ssi::MODULE,
+    &addition::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,

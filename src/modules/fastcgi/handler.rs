@@ -10,7 +10,7 @@ use super::record::{self, Params, Record, Type};
 use super::respond::{self, Head, Reply};
 use crate::core::message::head::BodyFraming;
 use crate::core::message::head::Method;
-use crate::core::message::response::{Body, BodyStream};
+use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body::{self, Buffered};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
@@ -912,7 +912,20 @@ async fn finish(
     }
     if up.ended {
         release(up, pool);
-        resp.body = respond::whole(pieces, declared_len);
+        resp.body = match declared_len {
+            // Shorter than declared: what came, then the break.
+            Some(d) if d > total as u64 => Body::Stream {
+                stream: Box::new(FcgiBody {
+                    up: None,
+                    pool: None,
+                    pending: pieces,
+                    left: declared_len,
+                    unbuffered: !buffering,
+                }),
+                len: declared_len,
+            },
+            _ => respond::whole(pieces, declared_len),
+        };
         return Outcome::Respond(resp);
     }
     // The body streams: a buffer's worth at a time (see `Lowat`).
@@ -980,7 +993,7 @@ impl FcgiBody {
             Err(f) => {
                 let name = self.up.as_ref().map_or("", |u| u.name.as_str());
                 crate::error_log!(Error, "{}, upstream: \"{}\"", f.text(), name);
-                return Err(io::Error::other("upstream failed"));
+                return Err(CutShort::wrap(io::Error::other("upstream failed")));
             }
         };
         if piece.is_none()
