@@ -9,21 +9,6 @@ use common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-fn openssl(dir: &TempDir, args: &[&str]) -> String {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A CA whose certificates name the responder at `ocsp_port`: the server's
 /// (`server`), a revoked server's (`bad`), a client's (`client`), a revoked
 /// client's (`revoked`); a self-signed stranger responder key (`rogue`).

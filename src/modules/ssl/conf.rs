@@ -80,8 +80,10 @@ pub enum Ocsp {
     Leaf,
 }
 
-fn ocsp_url(d: &Directive) -> Result<super::ocsp::Url, ConfError> {
-    super::ocsp::Url::parse(d.arg(0)).map_err(|m| ConfError::new(m, &d.span))
+/// An OCSP responder's URL (`ssl_stapling_responder`, `ssl_ocsp_responder`), set once.
+fn set_url(slot: &mut Option<Option<super::ocsp::Url>>, d: &Directive) -> Result<(), ConfError> {
+    let u = super::ocsp::Url::parse(d.arg(0)).map_err(|m| ConfError::new(m, &d.span))?;
+    set_once(slot, Some(u), d)
 }
 
 fn ocsp_cache(d: &Directive) -> Result<Option<(String, u64)>, ConfError> {
@@ -733,14 +735,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| {
-            let u = ocsp_url(d)?;
-            set_once(
-                &mut s.loc().get_mut::<SslConfSet>().stapling_responder,
-                Some(u),
-                d,
-            )
-        },
+        set: |s, d, _| set_url(&mut s.loc().get_mut::<SslConfSet>().stapling_responder, d),
         syntax: "ssl_stapling_responder url;",
         default: "—",
         doc: "The OCSP responder asked for stapled responses instead of the one the certificate names. Only `http://` responders are supported.\n\n```nginx\nssl_stapling_responder http://ocsp.example.com/;\n```",
@@ -788,14 +783,7 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HS,
         arity: ONE,
-        set: |s, d, _| {
-            let u = ocsp_url(d)?;
-            set_once(
-                &mut s.loc().get_mut::<SslConfSet>().ocsp_responder,
-                Some(u),
-                d,
-            )
-        },
+        set: |s, d, _| set_url(&mut s.loc().get_mut::<SslConfSet>().ocsp_responder, d),
         syntax: "ssl_ocsp_responder url;",
         default: "—",
         doc: "The OCSP responder `ssl_ocsp` asks instead of the ones the client certificates name. Only `http://` responders are supported.\n\n```nginx\nssl_ocsp_responder http://ocsp.example.com/;\n```",

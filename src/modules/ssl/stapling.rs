@@ -119,11 +119,12 @@ impl Stapler {
             Some((k, valid)) if *valid >= now => k.clone(),
             _ => base.clone(),
         };
-        if !s.loading && s.refresh <= now {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                s.loading = true;
-                rt.spawn(self.clone().update(base.clone()));
-            }
+        if !s.loading
+            && s.refresh <= now
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            s.loading = true;
+            rt.spawn(self.clone().update(base.clone()));
         }
         key
     }
