@@ -677,6 +677,46 @@ mod tests {
     }
 
     #[test]
+    fn cache_keeps_statuses_until_next_update() {
+        let c = Cache::named("unit-test", 1 << 20);
+        let id = CertId {
+            issuer_name: vec![1],
+            issuer_key: vec![2],
+            serial: vec![3],
+        };
+        let now = 1_000_000;
+        let good = |next_update| Checked {
+            status: Status::Good,
+            next_update,
+        };
+        c.put(id.clone(), good(Some(now + 10)), now);
+        assert_eq!(c.get(&id, now + 10), Some(Status::Good));
+        assert_eq!(c.get(&id, now + 11), None);
+        c.put(id.clone(), good(None), now);
+        assert_eq!(c.get(&id, now + 3600), Some(Status::Good));
+        assert_eq!(c.get(&id, now + 3601), None);
+        // The same name and size is the same cache (kept across reloads).
+        assert!(Arc::ptr_eq(&c, &Cache::named("unit-test", 1 << 20)));
+    }
+
+    #[test]
+    fn requests_carry_one_sha1_cert_id() {
+        let id = CertId {
+            issuer_name: b"name".to_vec(),
+            issuer_key: b"key".to_vec(),
+            serial: vec![0x10, 0x00],
+        };
+        let r = id.request();
+        // SEQUENCE { SEQUENCE { SEQUENCE OF { SEQUENCE { CertID } } } }
+        assert_eq!(&r[..2], &[0x30, (r.len() - 2) as u8]);
+        let sha1 = [0x06, 0x05, 0x2b, 0x0e, 0x03, 0x02, 0x1a, 0x05, 0x00];
+        assert!(r.windows(sha1.len()).any(|w| w == sha1));
+        assert!(r.ends_with(&[0x02, 0x02, 0x10, 0x00]));
+        let name_hash = digest(SHA1, b"name").unwrap();
+        assert!(r.windows(20).any(|w| w == name_hash.as_slice()));
+    }
+
+    #[test]
     fn unsuccessful_responses_say_why() {
         // OCSPResponse { responseStatus tryLater }
         let e = decode(&[0x30, 0x03, 0x0a, 0x01, 0x03]).err().unwrap();

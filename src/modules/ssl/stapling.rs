@@ -140,7 +140,7 @@ impl Stapler {
                 let mut k = (*base).clone();
                 k.ocsp = Some(der);
                 s.staple = Some((Arc::new(k), valid));
-                s.refresh = (valid.saturating_sub(300)).min(now + 3600).max(now + 300);
+                s.refresh = refresh_at(valid, now);
             }
             Err(e) => {
                 crate::error_log!(
@@ -171,6 +171,26 @@ impl Stapler {
     }
 }
 
+/// When to ask again for a response that holds until `valid`: five
+/// minutes before, but within an hour and no sooner than five minutes.
+fn refresh_at(valid: i64, now: i64) -> i64 {
+    valid.saturating_sub(300).min(now + 3600).max(now + 300)
+}
+
 pub fn now_secs() -> i64 {
     crate::core::clock::unix_millis() as i64 / 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refresh_at;
+
+    #[test]
+    fn responses_are_asked_again_before_they_expire() {
+        let now = 1_000_000;
+        assert_eq!(refresh_at(now + 1800, now), now + 1500);
+        assert_eq!(refresh_at(now + 86400, now), now + 3600);
+        assert_eq!(refresh_at(now + 60, now), now + 300);
+        assert_eq!(refresh_at(i64::MAX, now), now + 3600);
+    }
 }
