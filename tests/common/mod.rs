@@ -429,6 +429,22 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Run `openssl ARGS…` in `dir`; its output (it must succeed).
+pub fn openssl(dir: &TempDir, args: &[&str]) -> String {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Set a file's mtime to `secs` after the epoch.
 pub fn set_mtime(path: &Path, secs: u64) {
     let f = std::fs::File::options().write(true).open(path).unwrap();
