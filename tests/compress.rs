@@ -70,11 +70,8 @@ fn ae(path: &str, accept: &str) -> String {
 
 /// The body as sent on the wire, without transfer coding.
 fn body(r: &Resp) -> Vec<u8> {
-    if r.header("transfer-encoding") == Some("chunked") {
-        dechunk(&r.body)
-    } else {
-        r.body.clone()
-    }
+    // `Resp::parse` undoes chunked framing.
+    r.body.clone()
 }
 
 /// Undo the content coding named by the response, with the Rust decoders.
