@@ -1908,8 +1908,14 @@ http {{
     let ct = r.header("content-type").unwrap().to_string();
     assert!(ct.starts_with("multipart/byteranges; boundary="), "{ct}");
     let t = r.text();
-    assert!(t.contains("Content-Range: bytes 0-1/10\r\n\r\n01\r\n"), "{t}");
-    assert!(t.contains("Content-Range: bytes 8-9/10\r\n\r\n89\r\n"), "{t}");
+    assert!(
+        t.contains("Content-Range: bytes 0-1/10\r\n\r\n01\r\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("Content-Range: bytes 8-9/10\r\n\r\n89\r\n"),
+        "{t}"
+    );
 }
 
 /// A cached reply whose upstream did not offer ranges takes none.
@@ -1977,7 +1983,12 @@ http {{
     assert_eq!(r.header("date"), Some("passed"));
     assert_eq!(r.header("server"), Some("upstream"));
     let r = v.get("/pass/bare");
-    assert_eq!((r.header("date"), r.header("server")), (None, None), "{}", r.head);
+    assert_eq!(
+        (r.header("date"), r.header("server")),
+        (None, None),
+        "{}",
+        r.head
+    );
     let r = v.get("/date/x");
     assert_eq!(r.header("date"), Some("passed"));
     assert!(r.header("server").unwrap().starts_with("vireo"));
@@ -1990,9 +2001,11 @@ http {{
 fn reply_cut_short_has_no_last_chunk() {
     let b = backend(Arc::new(|head, _, _| {
         Some(if head.starts_with("GET /short") {
-            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nunfinished foo".to_vec()
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nunfinished foo"
+                .to_vec()
         } else {
-            b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nfinished foo".to_vec()
+            b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nfinished foo"
+                .to_vec()
         })
     }));
     let v = Vireo::start(&format!(
@@ -2011,9 +2024,8 @@ http {{
         p = b.port
     ));
     for path in ["/short", "/whole"] {
-        let raw = v.raw(
-            format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes(),
-        );
+        let raw = v
+            .raw(format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes());
         let text = String::from_utf8_lossy(&raw).into_owned();
         assert!(text.contains("Transfer-Encoding: chunked\r\n"), "{text}");
         if path == "/short" {
@@ -2032,7 +2044,8 @@ http {{
 fn sent_http_connection_and_unasked_upgrade() {
     let b = backend(Arc::new(|head, _, _| {
         Some(if head.starts_with("GET /switch") {
-            b"HTTP/1.1 101 Switching\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nhandshaked".to_vec()
+            b"HTTP/1.1 101 Switching\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nhandshaked"
+                .to_vec()
         } else {
             ok("x")
         })
@@ -2062,11 +2075,18 @@ http {{
     let raw = v.raw(b"GET /switch HTTP/1.1\r\nHost: a\r\n\r\n");
     let text = String::from_utf8_lossy(&raw).into_owned();
     assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
-    assert!(text.ends_with("\r\n\r\n") && !text.contains("handshaked"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\n") && !text.contains("handshaked"),
+        "{text}"
+    );
     let lines = access_lines(&v, 3);
     assert_eq!(
         lines,
-        ["/ka 200 1 keep-alive", "/cl 200 1 close", "/switch 101 0 upgrade"]
+        [
+            "/ka 200 1 keep-alive",
+            "/cl 200 1 close",
+            "/switch 101 0 upgrade"
+        ]
     );
 }
 
@@ -2090,6 +2110,9 @@ fn force_ranges_directive_errors() {
         );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{loc}");
-        assert!(err.contains(want) && err.contains("t.conf:4"), "{loc}: {err}");
+        assert!(
+            err.contains(want) && err.contains("t.conf:4"),
+            "{loc}: {err}"
+        );
     }
 }

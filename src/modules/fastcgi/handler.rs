@@ -56,7 +56,9 @@ impl Content for FastcgiPass {
             }
             match (fill, out) {
                 (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
-                (None, Outcome::Respond(resp)) => Outcome::Respond(range::of_reply(req, resp, false)),
+                (None, Outcome::Respond(resp)) => {
+                    Outcome::Respond(range::of_reply(req, resp, false))
+                }
                 (_, out) => out,
             }
         })

@@ -987,7 +987,11 @@ impl Proxy {
                 continue;
             }
             if let (Passed::Own(is_date), Some(own)) = (kind, resp.own.as_deref_mut()) {
-                let slot = if is_date { &mut own.date } else { &mut own.server };
+                let slot = if is_date {
+                    &mut own.date
+                } else {
+                    &mut own.server
+                };
                 if slot.is_some() {
                     *slot = Some(Value::Slice(h.text.clone(), va, vb));
                 }

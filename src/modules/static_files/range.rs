@@ -99,7 +99,7 @@ pub fn of_reply(req: &Request<'_>, mut resp: Response, cached: bool) -> Response
         .headers
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
-    if !forced && !(cached && said) {
+    if !(forced || cached && said) {
         return resp;
     }
     let max = req.conf.get::<super::conf::StaticConf>().max_ranges;
