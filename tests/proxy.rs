@@ -1845,11 +1845,15 @@ fn fixed(reply: &'static [u8]) -> Handler {
 /// Byte ranges of proxied replies: with proxy_force_ranges a 200 of known
 /// length is answered with the client's range (one, the reply streaming in;
 /// If-Range against the reply's validators); without it, not, whatever the
-/// upstream says; a cached reply takes them when the upstream offered them.
+/// upstream says; a cached reply takes them when the upstream offered them
+/// (or with proxy_force_ranges), else it is whole.
 #[test]
 fn ranges_of_proxied_replies() {
     let b = backend(fixed(
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nETag: \"e1\"\r\nLast-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nAccept-Ranges: bytes\r\nCache-Control: max-age=60\r\n\r\n0123456789",
+    ));
+    let silent = backend(fixed(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\n0123456789",
     ));
     let v = Vireo::start(&format!(
         "events {{}}
@@ -1862,9 +1866,12 @@ http {{
         location /forced/ {{ proxy_pass http://127.0.0.1:{p}; proxy_force_ranges on; }}
         location /none/ {{ proxy_pass http://127.0.0.1:{p}; proxy_force_ranges on; max_ranges 0; }}
         location /cached/ {{ proxy_pass http://127.0.0.1:{p}; proxy_cache z; }}
+        location /silent/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; }}
+        location /silent-forced/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; proxy_force_ranges on; }}
     }}
 }}",
-        p = b.port
+        p = b.port,
+        q = silent.port
     ));
     let get = |path: &str, extra: &str| {
         v.request(&format!(
@@ -1916,36 +1923,12 @@ http {{
         t.contains("Content-Range: bytes 8-9/10\r\n\r\n89\r\n"),
         "{t}"
     );
-}
 
-/// A cached reply whose upstream did not offer ranges takes none.
-#[test]
-fn cached_reply_without_accept_ranges_is_whole() {
-    let b = backend(fixed(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\n0123456789",
-    ));
-    let v = Vireo::start(&format!(
-        "events {{}}
-http {{
-    access_log off;
-    proxy_cache_path {{dir}}/cache keys_zone=z:1m;
-    server {{
-        listen 127.0.0.1:{{port}};
-        location / {{ proxy_pass http://127.0.0.1:{p}; proxy_cache z; }}
-        location /f/ {{ proxy_pass http://127.0.0.1:{p}; proxy_cache z; proxy_force_ranges on; }}
-    }}
-}}",
-        p = b.port
-    ));
-    let range = "Range: bytes=2-4\r\n";
+    // Cached, from an upstream that did not offer ranges: whole, unless forced.
     for _ in 0..2 {
-        let r = v.request(&format!(
-            "GET /t HTTP/1.1\r\nHost: a\r\nConnection: close\r\n{range}\r\n"
-        ));
+        let r = get("/silent/t", "Range: bytes=2-4\r\n");
         assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
-        let r = v.request(&format!(
-            "GET /f/t HTTP/1.1\r\nHost: a\r\nConnection: close\r\n{range}\r\n"
-        ));
+        let r = get("/silent-forced/t", "Range: bytes=2-4\r\n");
         assert_eq!((r.status, r.text().as_str()), (206, "234"));
         assert_eq!(r.header("accept-ranges"), Some("bytes"));
     }
