@@ -1842,6 +1842,26 @@ fn fixed(reply: &'static [u8]) -> Handler {
     Arc::new(move |_, _, _| Some(reply.to_vec()))
 }
 
+/// vireo with one server on `{port}` holding `locations`, after the
+/// http-level directives `http` (the access log off unless they set one).
+fn front(http: &str, locations: &str) -> Vireo {
+    let log = match http.contains("access_log") {
+        true => "",
+        false => "access_log off;",
+    };
+    Vireo::start(&format!(
+        "events {{}}\nhttp {{\n    {log}\n    {http}\n    server {{\n        listen 127.0.0.1:{{port}};\n        {locations}\n    }}\n}}\n"
+    ))
+}
+
+/// A backend answering `GET PATH…` with `hit` as it is, others with `other`.
+fn two_replies(path: &'static str, hit: &'static [u8], other: &'static [u8]) -> Handler {
+    Arc::new(move |head, _, _| {
+        let start = head.strip_prefix("GET ").unwrap_or("");
+        Some(if start.starts_with(path) { hit } else { other }.to_vec())
+    })
+}
+
 /// Byte ranges of proxied replies: with proxy_force_ranges a 200 of known
 /// length is answered with the client's range (one, the reply streaming in;
 /// If-Range against the reply's validators); without it, not, whatever the
@@ -1855,24 +1875,18 @@ fn ranges_of_proxied_replies() {
     let silent = backend(fixed(
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\n0123456789",
     ));
-    let v = Vireo::start(&format!(
-        "events {{}}
-http {{
-    access_log off;
-    proxy_cache_path {{dir}}/cache keys_zone=z:1m;
-    server {{
-        listen 127.0.0.1:{{port}};
-        location /plain/ {{ proxy_pass http://127.0.0.1:{p}; }}
+    let (p, q) = (b.port, silent.port);
+    let v = front(
+        "proxy_cache_path {dir}/cache keys_zone=z:1m;",
+        &format!(
+            "location /plain/ {{ proxy_pass http://127.0.0.1:{p}; }}
         location /forced/ {{ proxy_pass http://127.0.0.1:{p}; proxy_force_ranges on; }}
         location /none/ {{ proxy_pass http://127.0.0.1:{p}; proxy_force_ranges on; max_ranges 0; }}
         location /cached/ {{ proxy_pass http://127.0.0.1:{p}; proxy_cache z; }}
         location /silent/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; }}
-        location /silent-forced/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; proxy_force_ranges on; }}
-    }}
-}}",
-        p = b.port,
-        q = silent.port
-    ));
+        location /silent-forced/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; proxy_force_ranges on; }}"
+        ),
+    );
     let get = |path: &str, extra: &str| {
         v.request(&format!(
             "GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n{extra}\r\n"
@@ -1938,27 +1952,20 @@ http {{
 /// and none when the upstream sent none.
 #[test]
 fn pass_header_date_and_server() {
-    let b = backend(Arc::new(|head, _, _| {
-        Some(if head.starts_with("GET /bare") {
-            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()
-        } else {
-            b"HTTP/1.1 200 OK\r\nDate: passed\r\nServer: upstream\r\nContent-Length: 0\r\n\r\n"
-                .to_vec()
-        })
-    }));
-    let v = Vireo::start(&format!(
-        "events {{}}
-http {{
-    access_log off;
-    server {{
-        listen 127.0.0.1:{{port}};
-        location / {{ proxy_pass http://127.0.0.1:{p}; }}
-        location /pass/ {{ proxy_pass http://127.0.0.1:{p}/; proxy_pass_header Date; proxy_pass_header Server; }}
-        location /date/ {{ proxy_pass http://127.0.0.1:{p}/; proxy_pass_header Date; }}
-    }}
-}}",
-        p = b.port
+    let b = backend(two_replies(
+        "/bare",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nDate: passed\r\nServer: upstream\r\nContent-Length: 0\r\n\r\n",
     ));
+    let p = b.port;
+    let v = front(
+        "",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /pass/ {{ proxy_pass http://127.0.0.1:{p}/; proxy_pass_header Date; proxy_pass_header Server; }}
+        location /date/ {{ proxy_pass http://127.0.0.1:{p}/; proxy_pass_header Date; }}"
+        ),
+    );
     let r = v.get("/x");
     assert!(r.header("server").unwrap().starts_with("vireo"));
     assert_ne!(r.header("date"), Some("passed"));
@@ -1982,30 +1989,18 @@ http {{
 /// without the last chunk. A whole one ends with it.
 #[test]
 fn reply_cut_short_has_no_last_chunk() {
-    let b = backend(Arc::new(|head, _, _| {
-        Some(if head.starts_with("GET /short") {
-            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nunfinished foo"
-                .to_vec()
-        } else {
-            b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nfinished foo"
-                .to_vec()
-        })
-    }));
-    let v = Vireo::start(&format!(
-        "events {{}}
-http {{
-    access_log off;
-    server {{
-        listen 127.0.0.1:{{port}};
-        location / {{
-            proxy_pass http://127.0.0.1:{p};
-            sub_filter foo bar;
-            sub_filter_types *;
-        }}
-    }}
-}}",
-        p = b.port
+    let b = backend(two_replies(
+        "/short",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nunfinished foo",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nfinished foo",
     ));
+    let v = front(
+        "",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{}; sub_filter foo bar; sub_filter_types *; }}",
+            b.port
+        ),
+    );
     for path in ["/short", "/whole"] {
         let raw = v
             .raw(format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes());
@@ -2025,31 +2020,24 @@ http {{
 /// body, and the connection closes.
 #[test]
 fn sent_http_connection_and_unasked_upgrade() {
-    let b = backend(Arc::new(|head, _, _| {
-        Some(if head.starts_with("GET /switch") {
-            b"HTTP/1.1 101 Switching\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nhandshaked"
-                .to_vec()
-        } else {
-            ok("x")
-        })
-    }));
-    let v = Vireo::start(&format!(
-        "events {{}}
-http {{
-    log_format t \"$request_uri $status $body_bytes_sent $sent_http_connection\";
-    access_log {{dir}}/logs/access.log t;
-    server {{
-        listen 127.0.0.1:{{port}};
-        location / {{
-            proxy_pass http://127.0.0.1:{p};
+    let b = backend(two_replies(
+        "/switch",
+        b"HTTP/1.1 101 Switching\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nhandshaked",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
+    ));
+    let v = front(
+        "log_format t \"$request_uri $status $body_bytes_sent $sent_http_connection\";
+    access_log {dir}/logs/access.log t;",
+        &format!(
+            "location / {{
+            proxy_pass http://127.0.0.1:{};
             proxy_http_version 1.1;
             proxy_set_header Upgrade $http_upgrade;
             proxy_set_header Connection $http_connection;
-        }}
-    }}
-}}",
-        p = b.port
-    ));
+        }}",
+            b.port
+        ),
+    );
     let mut s = v.connect();
     s.write_all(b"GET /ka HTTP/1.1\r\nHost: a\r\n\r\nGET /cl HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
         .unwrap();
