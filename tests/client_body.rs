@@ -40,18 +40,9 @@ fn serve(s: TcpStream, tx: mpsc::Sender<Got>) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            match r.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            head.push_str(&line);
-            if line == "\r\n" {
-                break;
-            }
-        }
+        let Some(head) = read_request_head(&mut r) else {
+            return;
+        };
         let lower = head.to_ascii_lowercase();
         let mut body = Vec::new();
         if let Some(cl) = lower

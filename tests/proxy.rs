@@ -43,18 +43,9 @@ fn serve(s: TcpStream, h: Handler, reqs: Arc<AtomicUsize>, port: u16) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            match r.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            head.push_str(&line);
-            if line == "\r\n" {
-                break;
-            }
-        }
+        let Some(head) = read_request_head(&mut r) else {
+            return;
+        };
         reqs.fetch_add(1, Ordering::SeqCst);
         let lower = head.to_ascii_lowercase();
         let mut body = Vec::new();
@@ -648,17 +639,9 @@ fn streams_100_mb_both_ways_with_small_memory() {
             let mut s = s.unwrap();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut head = String::new();
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push_str(&line);
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
+                let Some(head) = read_request_head(&mut r) else {
+                    return;
+                };
                 if head.starts_with("GET") {
                     s.write_all(
                         format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n").as_bytes(),

@@ -9,19 +9,6 @@ use common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn openssl(dir: &TempDir, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir.path())
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// `openssl req` making a key and a self-signed certificate (`-x509`) or
 /// a request for `name` (its CN; `ext` added).
 fn request(dir: &TempDir, x509: bool, name: &str, cn: &str, ext: &str) {

@@ -594,3 +594,62 @@ fn http2_connections_take_the_new_configuration() {
         v.dir.read("logs/error.log")
     );
 }
+
+/// Read until the server closes the connection; false when it stays open
+/// past `secs` or answers something.
+fn closed_within(s: &mut TcpStream, secs: u64) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
+    let mut b = [0u8; 64];
+    matches!(s.read(&mut b), Ok(0))
+        || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+}
+
+#[test]
+fn worker_shutdown_timeout_closes_connections_older_than_a_reload() {
+    let dir = TempDir::new("wst");
+    two_roots(&dir);
+    let with = |root: &str| {
+        conf(root, 1).replace(
+            "pid logs/v.pid;",
+            "pid logs/v.pid;\nworker_shutdown_timeout 300ms;",
+        )
+    };
+    let v = Vireo::start_in(dir, &with("a"));
+    let port2 = port2_of(&v);
+    // A kept-alive connection, and one that has sent nothing yet.
+    let mut used = TcpStream::connect(("127.0.0.1", v.port)).unwrap();
+    assert_eq!(keepalive_get(&mut used, "/v").body[0], b'A');
+    let mut silent = TcpStream::connect(("127.0.0.1", v.port)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    rewrite(&v, &with("b"), port2);
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || fetch(v.port, "/v").is_some_and(|b| b[0] == b'B')));
+    // A connection opened under the new configuration stays.
+    let mut fresh = TcpStream::connect(("127.0.0.1", v.port)).unwrap();
+    assert_eq!(keepalive_get(&mut fresh, "/v").body[0], b'B');
+    assert!(
+        closed_within(&mut used, 5),
+        "the kept-alive connection stays open"
+    );
+    assert!(
+        closed_within(&mut silent, 5),
+        "the silent connection stays open"
+    );
+    assert_eq!(keepalive_get(&mut fresh, "/v").body[0], b'B');
+    assert!(eventually(5, || {
+        v.dir
+            .read("logs/error.log")
+            .contains("worker_shutdown_timeout: closing 2 connection(s) opened before the reload")
+    }));
+    // Without the directive, connections outlive reloads.
+    rewrite(&v, &conf("a", 1), port2);
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || fetch(v.port, "/v").is_some_and(|b| b[0] == b'A')));
+    let mut later = TcpStream::connect(("127.0.0.1", v.port)).unwrap();
+    assert_eq!(keepalive_get(&mut later, "/v").body[0], b'A');
+    rewrite(&v, &conf("b", 1), port2);
+    v.signal(libc::SIGHUP);
+    assert!(eventually(5, || fetch(v.port, "/v").is_some_and(|b| b[0] == b'B')));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(keepalive_get(&mut later, "/v").body[0], b'B');
+}

@@ -338,52 +338,15 @@ fn length_and_validators_are_dropped_or_weakened() {
     );
     assert_eq!(r.text(), "<TEXTFILE>");
     // A kept-alive HTTP/1.1 connection gets the body chunked.
-    let mut s = v.connect();
-    s.write_all(b"GET /a.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut got = Vec::new();
-    let mut b = [0u8; 4096];
-    while !got.ends_with(b"0\r\n\r\n") {
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&b[..n]);
-    }
-    let text = String::from_utf8_lossy(&got);
-    assert!(text.contains("Transfer-Encoding: chunked"), "{text}");
-    let (_, chunks) = text.split_once("\r\n\r\n").unwrap();
-    let mut body = String::new();
-    let mut rest = chunks;
-    while let Some((len, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(len, 16).unwrap();
-        body.push_str(&after[..n]);
-        rest = &after[n + 2..];
-    }
-    assert_eq!(body, "A[B(C)B]A");
+    let (head, body) = get_chunked(&v, "/a.html");
+    assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+    assert_eq!(body, b"A[B(C)B]A");
 }
 
 #[test]
 fn http2_with_gzip_after_ssi() {
     let v = start();
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "30",
-            "--http2-prior-knowledge",
-            "--compressed",
-            "-D",
-            "-",
-        ])
-        .arg(format!("http://127.0.0.1:{}/gz/page.html", v.port))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
-    assert!(head.starts_with("HTTP/2 200"), "{head}");
-    assert!(
-        head.to_ascii_lowercase().contains("content-encoding: gzip"),
-        "{head}"
-    );
+    let body = curl_h2_gzipped(v.port, "/gz/page.html");
     assert_eq!(body.len(), 73000);
     assert_eq!(body, format!("{}{}", "x".repeat(3000), "y".repeat(70000)));
 }

@@ -173,26 +173,22 @@ fn compressed_after_replacing() {
 #[test]
 fn bad_directives() {
     let dir = TempDir::new("sub_filter");
-    for (line, msg) in [
-        (
-            "sub_filter a;",
-            "invalid number of arguments in \"sub_filter\" directive",
-        ),
-        (
-            "sub_filter_once maybe;",
-            "invalid value \"maybe\" in \"sub_filter_once\" directive, it must be \"on\" or \"off\"",
-        ),
-        (
-            "sub_filter_types text/html; sub_filter_types *;",
-            "\"sub_filter_types\" directive is duplicate",
-        ),
-        ("sub_filter $nosuch x;", "unknown \"nosuch\" variable"),
-    ] {
-        let text = format!("events {{}}\nhttp {{\nserver {{\n{line}\n}}\n}}\n");
-        let out = test_conf(&dir, &text);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{line}: {err}");
-        let want = format!("{msg} in {}:4", dir.path().join("t.conf").display());
-        assert!(err.contains(&want), "{line}: want {want}\n{err}");
-    }
+    assert_conf_errors(
+        &dir,
+        &[
+            (
+                "sub_filter a;",
+                "invalid number of arguments in \"sub_filter\" directive",
+            ),
+            (
+                "sub_filter_once maybe;",
+                "invalid value \"maybe\" in \"sub_filter_once\" directive, it must be \"on\" or \"off\"",
+            ),
+            (
+                "sub_filter_types text/html; sub_filter_types *;",
+                "\"sub_filter_types\" directive is duplicate",
+            ),
+            ("sub_filter $nosuch x;", "unknown \"nosuch\" variable"),
+        ],
+    );
 }

@@ -8,21 +8,6 @@ mod common;
 use common::*;
 use std::process::{Command, Stdio};
 
-fn openssl(dir: &TempDir, args: &[&str]) -> String {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A CA, a client certificate it signed (serial 1000), a self-signed
 /// stranger, and the server's certificate; `openssl ca`'s files to revoke.
 fn pki(dir: &TempDir) {

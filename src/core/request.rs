@@ -483,7 +483,9 @@ impl<'a> Request<'a> {
             self.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
             // limit_except: a method the location does not list takes the
             // block's settings and, when it has one, its handler.
-            let limit = loc.and_then(|l| l.limit_for(self.method_name()));
+            let limit = loc
+                .filter(|l| l.limit_except.is_some())
+                .and_then(|l| l.limit_for(self.method_name()));
             if let Some(le) = limit {
                 self.set_conf(&le.conf);
             }
@@ -855,7 +857,7 @@ impl<'a> Request<'a> {
         let named = re.named();
         let numbered = re.groups() > 0 && self.server.vars.captures;
         if named.is_empty() && !numbered {
-            return re.is_match(subject);
+            return re.is_match_allowed(subject);
         }
         let mut spans = Vec::with_capacity(re.groups() + 1);
         if !re.captures(subject, &mut spans) {

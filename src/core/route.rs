@@ -114,6 +114,43 @@ pub struct Locations {
     regex: Vec<Location>,
     /// Which regex locations can match a URI, by its bytes (up to 64).
     index: Option<Box<RegexIndex>>,
+    /// Which prefix locations can match a URI, by its second byte.
+    by_second: Option<Box<PrefixIndex>>,
+}
+
+/// The prefix and exact locations of a level by their pattern's second
+/// byte, which a URI of two bytes or more must share with every pattern
+/// it can match or be completed to with a slash (the first is nearly
+/// always `/`). Indices into `prefix`, longest first; patterns of one byte
+/// or none (`location /`) end every bucket.
+#[derive(Debug)]
+struct PrefixIndex {
+    buckets: Box<[Box<[u32]>]>,
+}
+
+impl PrefixIndex {
+    /// Worth it from this many prefix locations on.
+    const FROM: usize = 8;
+
+    fn new(prefix: &[Location]) -> Option<Box<PrefixIndex>> {
+        if prefix.len() < Self::FROM {
+            return None;
+        }
+        let mut buckets = vec![Vec::new(); 256];
+        let mut short = Vec::new();
+        for (i, l) in prefix.iter().enumerate() {
+            match l.pattern.as_bytes().get(1) {
+                Some(&b) => buckets[usize::from(b)].push(i as u32),
+                None => short.push(i as u32),
+            }
+        }
+        for b in &mut buckets {
+            b.extend_from_slice(&short);
+        }
+        Some(Box::new(PrefixIndex {
+            buckets: buckets.into_iter().map(Vec::into_boxed_slice).collect(),
+        }))
+    }
 }
 
 /// The regex locations of a level indexed by the bytes their literals
@@ -186,11 +223,18 @@ impl Locations {
                 .then((a.kind != LocKind::Exact).cmp(&(b.kind != LocKind::Exact)))
         });
         let index = RegexIndex::new(&regex);
+        let by_second = PrefixIndex::new(&prefix);
         Locations {
             prefix,
             regex,
             index,
+            by_second,
         }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.prefix.is_empty() && self.regex.is_empty()
     }
 
     /// Find the location for `uri` (regex locations tested with plain matching).
@@ -215,15 +259,25 @@ impl Locations {
     /// Returns the match and whether the search is final (exact, `^~`,
     /// regex, or an auto-redirect).
     fn find_inner<F: FnMut(&Re) -> bool>(&self, uri: &[u8], exec: &mut F) -> (Found<'_>, bool) {
+        if self.is_empty() {
+            return (Found::None, false);
+        }
         let mut best = None;
         let mut stop_regex = false;
         let mut add_slash = None;
-        // Longest first: start at the patterns that can match (or be the
-        // URI plus a slash).
-        let from = self
-            .prefix
-            .partition_point(|l| l.pattern.len() > uri.len() + 1);
-        for l in &self.prefix[from..] {
+        // Longest first: the patterns that can match (or be the URI plus
+        // a slash), through the index when there is one.
+        let (indexed, all): (&[u32], &[Location]) = match (&self.by_second, uri.get(1)) {
+            (Some(ix), Some(&b)) => (&ix.buckets[usize::from(b)], &[]),
+            _ => {
+                let from = self
+                    .prefix
+                    .partition_point(|l| l.pattern.len() > uri.len() + 1);
+                (&[], &self.prefix[from..])
+            }
+        };
+        let at = indexed.iter().map(|&i| &self.prefix[i as usize]);
+        for l in at.chain(all) {
             let p = l.pattern.as_bytes();
             if p.len() > uri.len() {
                 if l.auto_redirect
@@ -248,7 +302,10 @@ impl Locations {
                     {
                         return (Found::AddSlash(a), true);
                     }
-                    let (nested, done) = l.nested.find_inner(uri, exec);
+                    let (nested, done) = match l.nested.is_empty() {
+                        true => (Found::None, false),
+                        false => l.nested.find_inner(uri, exec),
+                    };
                     if done {
                         return (nested, true);
                     }
@@ -288,9 +345,12 @@ impl Locations {
                     .find(|l| l.regex.as_ref().is_some_and(&mut *exec)),
             };
             if let Some(l) = hit {
-                let found = match l.nested.find_inner(uri, exec).0 {
-                    Found::None => Found::Loc(l),
-                    f => f,
+                let found = match l.nested.is_empty() {
+                    true => Found::Loc(l),
+                    false => match l.nested.find_inner(uri, exec).0 {
+                        Found::None => Found::Loc(l),
+                        f => f,
+                    },
                 };
                 return (found, true);
             }
@@ -516,6 +576,64 @@ mod tests {
             only.search(b"/y", &mut |_: &Re| false),
             Found::None
         ));
+    }
+
+    #[test]
+    fn indexed_prefix_search_answers_as_a_scan() {
+        let all = || {
+            vec![
+                loc(LocKind::Exact, "/", vec![]),
+                loc(LocKind::Prefix, "/", vec![]),
+                loc(LocKind::Exact, "/healthz", vec![]),
+                loc(LocKind::Prefix, "/home/", vec![]),
+                loc(LocKind::Prefix, "/api/", vec![]),
+                loc(LocKind::Prefix, "/api/v1/", vec![]),
+                loc(LocKind::PrefixNoRegex, "/static/", vec![]),
+                auto("/app/"),
+                loc(LocKind::Prefix, "/app", vec![]),
+                auto("/b/"),
+                loc(LocKind::Prefix, "x", vec![]),
+                loc(LocKind::Prefix, "", vec![]),
+                loc(LocKind::Regex { caseless: true }, r"\.txt$", vec![]),
+            ]
+        };
+        let indexed = Locations::new(all());
+        assert!(indexed.by_second.is_some());
+        let mut scan = Locations::new(all());
+        scan.by_second = None;
+        let name = |f: Found<'_>| match f {
+            Found::Loc(l) => format!("loc {:?} {}", l.kind, l.pattern),
+            Found::AddSlash(l) => format!("slash {}", l.pattern),
+            Found::None => "none".into(),
+        };
+        for uri in [
+            "",
+            "/",
+            "x",
+            "xy",
+            "/h",
+            "/healthz",
+            "/healthz/",
+            "/home/a.TXT",
+            "/api",
+            "/api/",
+            "/api/v1/x",
+            "/static/a.txt",
+            "/app",
+            "/ap",
+            "/app/x",
+            "/b",
+            "/b/",
+            "/zzz.txt",
+        ] {
+            let u = uri.as_bytes();
+            let exec = |r: &Re| r.is_match(u);
+            assert_eq!(
+                name(indexed.search(u, &mut { exec })),
+                name(scan.search(u, &mut { exec })),
+                "{uri}"
+            );
+        }
     }
 
     #[test]

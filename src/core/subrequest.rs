@@ -26,7 +26,7 @@
 
 use crate::core::clock;
 use crate::core::message::head::{BodyFraming, Method, RequestHead};
-use crate::core::message::response::{Body, BodyStream, Value};
+use crate::core::message::response::{Body, BodyStream, Response, Value};
 use crate::core::module::RequestExt;
 use crate::core::request::{BodyError, BoxFuture, Peer, Request, RequestBody, TlsInfo};
 use crate::core::route::Server;
@@ -125,7 +125,18 @@ impl Request<'_> {
 
     /// What subrequests made by this request inherit.
     pub fn subrequests(&self) -> Rc<Origin> {
-        let shared = self.state.ext.shared();
+        self.sub_origin(self.state.ext.shared())
+    }
+
+    /// What subrequests made by this request inherit, less its request
+    /// body even when it was read whole: they run with an empty one (as
+    /// nginx's auth_request subrequest, whose fake empty body leaves the
+    /// main request's alone).
+    pub fn subrequests_without_body(&self) -> Rc<Origin> {
+        self.sub_origin(Vec::new())
+    }
+
+    fn sub_origin(&self, shared: Vec<Rc<dyn Any>>) -> Rc<Origin> {
         let mut head = self.head.clone();
         if shared.is_empty() {
             head.framing = BodyFraming::None;
@@ -168,6 +179,13 @@ pub struct SubHead {
     /// the most of its body a module should keep in memory.
     pub buffer_size: u64,
 }
+
+/// What a module runs when a subrequest is done (its body read to the
+/// end), in the subrequest's own context: its variables (`$upstream_*` of
+/// its upstream, `$sent_http_*` of its answer through
+/// [`crate::core::request::Finished`]) and its response (the body already
+/// taken).
+pub type OnDone = Box<dyn FnOnce(&Request<'_>, &Response)>;
 
 /// Why no subrequest was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +252,17 @@ impl Origin {
     /// Run an internal GET for `uri` (decoded, as `$uri`) with `args`; the
     /// subrequest starts when it is first polled.
     pub fn subrequest(self: &Rc<Self>, uri: Vec<u8>, args: Vec<u8>) -> Result<Subrequest, Refused> {
+        self.subrequest_then(uri, args, None)
+    }
+
+    /// [`Origin::subrequest`], with `done` run in the subrequest's context
+    /// once its body has been read to the end.
+    pub fn subrequest_then(
+        self: &Rc<Self>,
+        uri: Vec<u8>,
+        args: Vec<u8>,
+        done: Option<OnDone>,
+    ) -> Result<Subrequest, Refused> {
         if self.depth > MAX_DEPTH {
             crate::error_log!(
                 Error,
@@ -253,7 +282,7 @@ impl Origin {
         }
         self.tree.count.set(n);
         let chan = Rc::new(Chan::default());
-        let fut = run(self.clone(), uri, args, chan.clone());
+        let fut = run(self.clone(), uri, args, chan.clone(), done);
         Ok(Subrequest {
             fut: Some(Box::pin(fut)),
             chan,
@@ -352,7 +381,7 @@ impl RequestBody for NoBody {
 }
 
 /// The subrequest itself: phases, head, body pieces, log.
-async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>) {
+async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>, done: Option<OnDone>) {
     let mut req = o.request(uri);
     req.state.sub_depth = o.depth;
     req.state.args = Some(args);
@@ -402,6 +431,9 @@ async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>) {
                 break;
             }
         }
+    }
+    if let Some(done) = done {
+        done(&req, &resp);
     }
     if req.conf.core.log_subrequest {
         for log in &req.server.pipeline.log {

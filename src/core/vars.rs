@@ -789,10 +789,21 @@ pub struct Re {
 /// engine, which matters when a request walks past a dozen regex locations
 /// that do not match. Literals are lowercase and compared ASCII-caselessly,
 /// which also covers `~*`.
+///
+/// A prefilter is *decisive* when its literals are the regex's whole
+/// language and its only anchor is the one its kind checks (`\.php$`,
+/// `^/api/`, `/\.ht`, `\.(?:css|js)$`): its answer is then the regex's, and
+/// the engine is not entered. The literals of a case-sensitive decisive
+/// prefilter keep their case and are compared exactly.
 #[derive(Clone, Debug)]
 struct Prefilter {
     kind: PreKind,
     lits: Box<[Box<[u8]>]>,
+    /// For `Contains`: where each literal is looked for (`Prefilter::key`).
+    keys: Box<[usize]>,
+    decisive: bool,
+    /// Literals compared byte for byte (a decisive case-sensitive one).
+    exact_case: bool,
     /// For `Starts`/`Ends`: the bytes (both cases) the subject may have at
     /// `at` from its start (`Starts`) or end (`Ends`), checked first.
     bytes: [u64; 4],
@@ -829,11 +840,15 @@ impl Prefilter {
     const NONE: fn() -> Prefilter = || Prefilter {
         kind: PreKind::None,
         lits: Box::default(),
+        keys: Box::default(),
+        decisive: false,
+        exact_case: false,
         bytes: [0; 4],
         at: 0,
     };
 
-    fn of(pattern: &str) -> Prefilter {
+    /// The prefilter of `pattern`, compiled caselessly (`~*`) or not.
+    fn of(pattern: &str, caseless: bool) -> Prefilter {
         use regex_syntax::hir::Look;
         use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
         // Case-sensitive on purpose: the literals of the case-sensitive
@@ -847,7 +862,9 @@ impl Prefilter {
             return (Prefilter::NONE)();
         };
         let props = hir.properties();
-        let lits = |kind: ExtractKind| -> Option<Vec<Box<[u8]>>> {
+        // The literals, and whether they are the whole language (then the
+        // case-sensitive ones keep their case).
+        let lits = |kind: ExtractKind| -> Option<(Vec<Box<[u8]>>, bool)> {
             let prefix = kind.is_prefix();
             let seq: Seq = Extractor::new().kind(kind).extract(&hir);
             let lits = seq.literals()?;
@@ -861,24 +878,32 @@ impl Prefilter {
             } else {
                 seq.longest_common_suffix()
             };
-            match common {
+            let exact = match common {
                 Some(c) if !c.is_empty() && lits.len() > 2 => {
-                    out.push(c.to_ascii_lowercase().into())
+                    out.push(c.to_ascii_lowercase().into());
+                    false
                 }
                 _ => {
+                    let exact = seq.is_exact();
                     for l in lits {
-                        let low: Box<[u8]> = l.as_bytes().to_ascii_lowercase().into();
-                        if !out.contains(&low) {
-                            out.push(low);
+                        let b = l.as_bytes();
+                        let lit: Box<[u8]> = match exact && !caseless {
+                            true => b.into(),
+                            false => b.to_ascii_lowercase().into(),
+                        };
+                        if !out.contains(&lit) {
+                            out.push(lit);
                         }
                     }
+                    exact
                 }
-            }
-            (out.len() <= PREFILTER_MAX_LITERALS).then_some(out)
+            };
+            (out.len() <= PREFILTER_MAX_LITERALS).then_some((out, exact))
         };
-        let (kind, lits) = if props.look_set_prefix().contains(Look::Start) {
+        let looks = props.look_set();
+        let ((kind, (lits, exact)), only) = if props.look_set_prefix().contains(Look::Start) {
             match lits(ExtractKind::Prefix) {
-                Some(l) => (PreKind::Starts, l),
+                Some(l) => ((PreKind::Starts, l), Look::Start),
                 None => return (Prefilter::NONE)(),
             }
         } else if let Some(l) = props
@@ -887,13 +912,19 @@ impl Prefilter {
             .then(|| lits(ExtractKind::Suffix))
             .flatten()
         {
-            (PreKind::Ends, l)
+            ((PreKind::Ends, l), Look::End)
         } else {
             match lits(ExtractKind::Prefix) {
-                Some(l) => (PreKind::Contains, l),
+                Some(l) => ((PreKind::Contains, l), Look::End),
                 None => return (Prefilter::NONE)(),
             }
         };
+        let decisive = exact
+            && match kind {
+                PreKind::Contains => looks.is_empty(),
+                _ => looks.remove(only).is_empty(),
+            };
+        let exact_case = decisive && !caseless;
         // The quick byte: the second one for starts (the first is usually
         // '/'), the last one for ends.
         let shortest = lits.iter().map(|l| l.len()).min().unwrap_or(0);
@@ -911,7 +942,10 @@ impl Prefilter {
         }
         Prefilter {
             kind,
+            keys: lits.iter().map(|l| Prefilter::key(l)).collect(),
             lits: lits.into(),
+            decisive,
+            exact_case,
             bytes,
             at,
         }
@@ -924,20 +958,53 @@ impl Prefilter {
             PreKind::None => true,
             PreKind::Starts => s.get(self.at).is_some_and(|&b| quick(b)) && self.starts(s),
             PreKind::Ends => s.last().is_some_and(|&b| quick(b)) && self.ends(s),
-            PreKind::Contains => self.lits.iter().any(|l| contains_lower(s, l)),
+            PreKind::Contains => {
+                (self.lits.iter().zip(&self.keys)).any(|(l, &k)| self.contains(s, l, k))
+            }
+        }
+    }
+
+    /// Byte by byte: literals are a few bytes, shorter than a call to
+    /// `memcmp`.
+    #[inline]
+    fn eq(&self, a: &[u8], l: &[u8]) -> bool {
+        match self.exact_case {
+            true => a.iter().zip(l).all(|(x, y)| x == y),
+            false => eq_lower(a, l),
         }
     }
 
     fn starts(&self, s: &[u8]) -> bool {
         self.lits
             .iter()
-            .any(|l| s.len() >= l.len() && eq_lower(&s[..l.len()], l))
+            .any(|l| s.len() >= l.len() && self.eq(&s[..l.len()], l))
     }
 
     fn ends(&self, s: &[u8]) -> bool {
         self.lits
             .iter()
-            .any(|l| s.len() >= l.len() && eq_lower(&s[s.len() - l.len()..], l))
+            .any(|l| s.len() >= l.len() && self.eq(&s[s.len() - l.len()..], l))
+    }
+
+    /// `s` contains `l`. Candidates are found by the literal's byte at
+    /// `k` (see `Prefilter::key`).
+    #[inline]
+    fn contains(&self, s: &[u8], l: &[u8], k: usize) -> bool {
+        let Some(last) = s.len().checked_sub(l.len()) else {
+            return false;
+        };
+        let key = l[k];
+        (0..=last).any(|i| s[i + k].eq_ignore_ascii_case(&key) && self.eq(&s[i..], l))
+    }
+
+    /// Where a literal is looked for in a subject: its first byte that is
+    /// neither a letter nor `/` (`.`, rare in a URI and the same in both
+    /// cases), else its first `/`, else its last byte.
+    fn key(l: &[u8]) -> usize {
+        (l.iter()
+            .position(|b| !b.is_ascii_alphabetic() && *b != b'/'))
+        .or_else(|| l.iter().position(|&b| b == b'/'))
+        .unwrap_or(l.len() - 1)
     }
 }
 
@@ -945,17 +1012,6 @@ impl Prefilter {
 #[inline]
 fn eq_lower(a: &[u8], l: &[u8]) -> bool {
     a.iter().zip(l).all(|(x, y)| x.to_ascii_lowercase() == *y)
-}
-
-/// `s` contains the lowercase `l`, ASCII-caselessly. Candidates are found
-/// by the literal's last byte (its first is often a common `/`).
-fn contains_lower(s: &[u8], l: &[u8]) -> bool {
-    if s.len() < l.len() {
-        return false;
-    }
-    let n = l.len() - 1;
-    let (head, last) = (&l[..n], l[n]);
-    (n..s.len()).any(|i| s[i].to_ascii_lowercase() == last && eq_lower(&s[i - n..i], head))
 }
 
 /// The engine a pattern was compiled by.
@@ -1001,7 +1057,7 @@ impl Re {
             named: named.into(),
             // Unicode case folding is beyond the prefilter's ASCII compare.
             pre: if bytes_mode {
-                Prefilter::of(pattern)
+                Prefilter::of(pattern, caseless)
             } else {
                 (Prefilter::NONE)()
             },
@@ -1017,7 +1073,13 @@ impl Re {
 
     #[inline]
     pub fn is_match(&self, s: &[u8]) -> bool {
-        self.pre.allows(s) && self.engine_match(s)
+        self.pre.allows(s) && (self.pre.decisive || self.engine_match(s))
+    }
+
+    /// `is_match` for a subject `may_match` allowed.
+    #[inline]
+    pub fn is_match_allowed(&self, s: &[u8]) -> bool {
+        self.pre.decisive || self.engine_match(s)
     }
 
     /// The engine's answer, without the prefilter.
@@ -1468,9 +1530,25 @@ mod tests {
             r"[é]",
             r"(?i)^/É",
             r"^/(?-u:\xFF)",
+            r"/\.HT",
+            r"^/API/",
+            r"(?i)\.php$",
+            r"\.(?:css|JS|woff2?)$",
+            r"/\.(?:git|svn)",
+            r"/\.ht|/\.git",
+            r"^/a\b",
+            r"(?m)\.php$",
+            r"\.php$|^/x",
         ];
-        let subjects: [&[u8]; 17] = [
+        let subjects: [&[u8]; 24] = [
             b"/2b.txt",
+            b"/d/.HTaccess",
+            b"/API/x",
+            b"/api/x",
+            b"/s.JS",
+            b"/s.js",
+            b"/.git/HEAD",
+            b"/a.php\n",
             b"/x.PHP",
             b"/a.php",
             b"/api/v2/x",
@@ -1519,6 +1597,39 @@ mod tests {
                 .quick(),
             Quick::Any
         ));
+    }
+
+    #[test]
+    fn literal_regexes_are_decided_without_the_engine() {
+        let decisive = |p: &str, caseless: bool| {
+            Re::new(p, caseless, &mut Vars::new(&[]))
+                .unwrap()
+                .pre
+                .decisive
+        };
+        for p in [
+            r"\.php$",
+            r"^/api/",
+            r"/\.ht",
+            r"\.(?:jpe?g|gif|png)$",
+            r"/\.HT",
+        ] {
+            assert!(decisive(p, false) && decisive(p, true), "{p}");
+        }
+        // Another anchor, a class, a repetition: the engine decides.
+        for p in [
+            r"^/a\b",
+            r"(?m)\.php$",
+            r"\.php$|^/x",
+            r"^/api/v\d+",
+            r"^/x$",
+        ] {
+            assert!(!decisive(p, false), "{p}");
+        }
+        let re = Re::new(r"/\.HT", false, &mut Vars::new(&[])).unwrap();
+        assert!(re.is_match(b"/d/.HTaccess") && !re.is_match(b"/d/.htaccess"));
+        let re = Re::new(r"/\.HT", true, &mut Vars::new(&[])).unwrap();
+        assert!(re.is_match(b"/d/.HTaccess") && re.is_match(b"/d/.htaccess"));
     }
 
     #[test]

@@ -33,10 +33,12 @@ pub fn serve_connection<S: Stream>(
         l.http2 && !l.ssl
     };
     if !sniff {
-        tokio::task::spawn_local(h1::conn::serve(s, peer, proxy, listener, id, shared, slot));
+        slot.spawn(id, |slot| {
+            h1::conn::serve(s, peer, proxy, listener, id, shared, slot)
+        });
         return;
     }
-    tokio::task::spawn_local(async move {
+    slot.spawn(id, move |slot| async move {
         let (timeout, nodelay) = {
             let cfg = shared.config.load();
             let core = &cfg.listener(listener).vhosts.default.conf.core;

@@ -3,7 +3,9 @@
 //! line in [`MODULES`].
 
 pub mod access;
+pub mod addition;
 pub mod auth_basic;
+pub mod auth_request;
 pub mod autoindex;
 pub mod cache;
 pub mod cgi;
@@ -62,6 +64,7 @@ pub static MODULES: &[&Module] = &[
     &charset::MODULE,
     &autoindex::MODULE,
     &ssi::MODULE,
+    &addition::MODULE,
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,
@@ -72,6 +75,7 @@ pub static MODULES: &[&Module] = &[
     &ssl::MODULE,
     &access::MODULE,
     &auth_basic::MODULE,
+    &auth_request::MODULE,
     &realip::MODULE,
     &crate::http::h2::MODULE,
     &zone::MODULE,

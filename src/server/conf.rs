@@ -59,6 +59,6 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.main().worker_shutdown_timeout, time(d, 0)?, d),
         syntax: "worker_shutdown_timeout time;",
         default: "— (wait for every connection)",
-        doc: "The drain timeout: how long a draining worker (graceful stop, the old binary after an upgrade, a worker retired by a reload) waits for its connections, long downloads and other long-lived ones included, before closing them.\n\n```nginx\nworker_shutdown_timeout 30s;\n```",
+        doc: "The drain timeout: how long a draining worker (graceful stop, the old binary after an upgrade, a worker retired by a reload) waits for its connections, long downloads and other long-lived ones included, before closing them. Also how long after a reload the client connections opened before it (kept-alive, upgraded, still downloading) are closed; without the directive they serve on under the new configuration.\n\n```nginx\nworker_shutdown_timeout 30s;\n```",
     },
 ];

@@ -11,7 +11,7 @@ use crate::core::errlog::{self, errno_text};
 use crate::error_log;
 use crate::http::h1::conn::{self, Peer};
 use crate::modules::ssl;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -109,12 +109,21 @@ pub struct Slots {
     freed: Notify,
     /// When idle connections were last closed to free slots.
     reclaimed: Cell<Option<Instant>>,
+    /// The configuration's `worker_shutdown_timeout`: client connections
+    /// started under it are tracked, and closed that long after a reload.
+    cut_after: Cell<Option<Duration>>,
+    /// Reloads seen; a tracked connection carries the one it started in.
+    epoch: Cell<u64>,
+    /// Tracked client connections: id → (epoch, task).
+    tracked: RefCell<HashMap<u64, (u64, tokio::task::AbortHandle)>>,
 }
 
 /// Holds one connection slot; frees it when dropped.
 pub struct Slot {
     slots: Rc<Slots>,
     client: bool,
+    /// The connection's id when its worker tracks it ([`Slot::spawn`]).
+    tracked: Option<u64>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -127,9 +136,36 @@ impl std::fmt::Debug for Slot {
     }
 }
 
+impl Slot {
+    /// Run a client connection's task, `serve` given this slot. Where
+    /// `worker_shutdown_timeout` is set the worker tracks the task, to close
+    /// it that long after a reload ([`Slots::reloaded`]).
+    pub fn spawn<F>(mut self, id: u64, serve: impl FnOnce(Slot) -> F)
+    where
+        F: std::future::Future<Output = ()> + 'static,
+    {
+        let slots = self.slots.clone();
+        let track = self.client && slots.cut_after.get().is_some();
+        if track {
+            self.tracked = Some(id);
+        }
+        let task = tokio::task::spawn_local(serve(self));
+        if track {
+            let epoch = slots.epoch.get();
+            slots
+                .tracked
+                .borrow_mut()
+                .insert(id, (epoch, task.abort_handle()));
+        }
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let s = &self.slots;
+        if let Some(id) = self.tracked {
+            s.tracked.borrow_mut().remove(&id);
+        }
         s.active.set(s.active.get() - 1);
         s.freed.notify_one();
         if self.client {
@@ -229,7 +265,40 @@ impl Slots {
         Some(Slot {
             slots: self.clone(),
             client,
+            tracked: None,
         })
+    }
+
+    /// A new configuration is live: the client connections started before
+    /// it are closed once the old configuration's `worker_shutdown_timeout`
+    /// has passed, as nginx's old workers close theirs (without it they
+    /// serve on, each request under the configuration live when it starts).
+    fn reloaded(self: &Rc<Self>, timeout: Option<Duration>) {
+        let epoch = self.epoch.get();
+        self.epoch.set(epoch + 1);
+        let Some(t) = self.cut_after.replace(timeout) else {
+            return;
+        };
+        let slots = self.clone();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(t).await;
+            let old: Vec<tokio::task::AbortHandle> = slots
+                .tracked
+                .borrow_mut()
+                .extract_if(|_, (e, _)| *e <= epoch)
+                .map(|(_, (_, h))| h)
+                .collect();
+            if !old.is_empty() {
+                error_log!(
+                    Notice,
+                    "worker_shutdown_timeout: closing {} connection(s) opened before the reload",
+                    old.len()
+                );
+            }
+            for h in old {
+                h.abort();
+            }
+        });
     }
 
     /// Accepting pauses while fewer than an eighth of the slots are free
@@ -291,6 +360,9 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
             drained: Notify::new(),
             freed: Notify::new(),
             reclaimed: Cell::new(None),
+            cut_after: Cell::new(shared.config.load().shutdown_timeout),
+            epoch: Cell::new(0),
+            tracked: RefCell::default(),
         });
         SLOTS.with(|s| *s.borrow_mut() = Some(slots.clone()));
         let local = tokio::task::LocalSet::new();
@@ -322,7 +394,9 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
                             }
                         }
                         Some(Ctl::Reloaded) => {
-                            slots.max.set(shared.config.load().worker_connections);
+                            let cfg = shared.config.load();
+                            slots.max.set(cfg.worker_connections);
+                            slots.reloaded(cfg.shutdown_timeout);
                             super::idle::reloaded();
                         }
                         Some(Ctl::Drain {
@@ -555,7 +629,7 @@ fn start_tcp(
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    tokio::task::spawn_local(async move {
+    slot.spawn(id, move |slot| async move {
         let proxy = match pp {
             Some(t) => match proxy_protocol::read(&s, t, Peer::Tcp(peer)).await {
                 Ok(p) => p,

@@ -448,6 +448,22 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Run `openssl ARGS…` in `dir`; its output (it must succeed).
+pub fn openssl(dir: &TempDir, args: &[&str]) -> String {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Set a file's mtime to `secs` after the epoch.
 pub fn set_mtime(path: &Path, secs: u64) {
     let f = std::fs::File::options().write(true).open(path).unwrap();
@@ -552,4 +568,86 @@ pub fn dechunk(raw: &[u8]) -> Vec<u8> {
     let (out, used) = dechunk_front(raw);
     assert_eq!(used, raw.len(), "nothing after the chunked body");
     out
+}
+
+/// A request head (text up to and with its empty line) read from a test
+/// upstream's connection; `None` when the connection ends or fails first.
+pub fn read_request_head(r: &mut impl std::io::BufRead) -> Option<String> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            return Some(head);
+        }
+    }
+}
+
+/// Put the repository's `conf/fastcgi_params` into `dir`.
+pub fn copy_fastcgi_params(dir: &TempDir) {
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
+        dir.path().join("fastcgi_params"),
+    )
+    .unwrap();
+}
+
+/// GET `path` with curl over HTTP/2 (prior knowledge), gzip accepted: the
+/// body, checked to come as a 200 gzip-encoded, decoded.
+pub fn curl_h2_gzipped(port: u16, path: &str) -> String {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "30",
+            "--http2-prior-knowledge",
+            "--compressed",
+            "-D",
+            "-",
+        ])
+        .arg(format!("http://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// Each `(line, message)`: a server block holding `line` is refused by
+/// `-t` with `message in FILE:4`.
+pub fn assert_conf_errors(dir: &TempDir, cases: &[(&str, &str)]) {
+    for (line, msg) in cases {
+        let text = format!("events {{}}\nhttp {{\nserver {{\n{line}\n}}\n}}\n");
+        let out = test_conf(dir, &text);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{line}: {err}");
+        let want = format!("{msg} in {}:4", dir.path().join("t.conf").display());
+        assert!(err.contains(&want), "{line}: want {want}\n{err}");
+    }
+}
+
+/// GET `path` over a kept-alive HTTP/1.1 connection, read up to the last
+/// chunk: the head and the body with its chunked framing undone.
+pub fn get_chunked(v: &Vireo, path: &str) -> (String, Vec<u8>) {
+    let mut s = v.connect();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.ends_with(b"0\r\n\r\n") {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&b[..n]);
+    }
+    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+    (head, dechunk(&got[end..]))
 }

@@ -115,6 +115,34 @@ pub fn read_file_at(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<us
     }
 }
 
+/// The error of a body whose source broke off (an upstream that closed,
+/// timed out or sent less than it declared): the connection sends what
+/// came of the response — its head included, when no piece went out yet —
+/// and then closes, as nginx flushes an upstream's response once its header
+/// is committed. Other body errors close the connection at once.
+#[derive(Debug)]
+pub struct CutShort(pub std::io::Error);
+
+impl std::fmt::Display for CutShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for CutShort {}
+
+impl CutShort {
+    /// `e`, marked as the source's breaking off (its kind kept).
+    pub fn wrap(e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), CutShort(e))
+    }
+
+    /// Is `e` a source's breaking off?
+    pub fn is(e: &std::io::Error) -> bool {
+        e.get_ref().is_some_and(|i| i.is::<CutShort>())
+    }
+}
+
 /// The body of a HEAD answer whose GET would have no known length: none.
 #[derive(Debug)]
 struct NoBody;

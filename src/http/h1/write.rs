@@ -7,7 +7,7 @@
 use crate::conf::model::CoreConf;
 use crate::core::clock;
 use crate::core::message::response::read_file_at;
-use crate::core::message::response::{Body, OwnFields, Response, reason, server_name};
+use crate::core::message::response::{Body, CutShort, OwnFields, Response, reason, server_name};
 use crate::server::socket::Stream;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
@@ -208,7 +208,9 @@ pub(super) async fn send<S: Stream>(
                         b"\r\n0\r\n\r\n"
                     });
                 }
-                if !batch.is_empty() || end {
+                // A source that broke off: what came goes out, head included.
+                let cut = !out.is_empty() && failed.as_ref().is_some_and(CutShort::is);
+                if !batch.is_empty() || end || cut {
                     let mut segs = [(&[][..], false); 2 * GATHER_PIECES + 1];
                     let mut at = 0;
                     for (i, (mark, piece)) in batch.iter().enumerate() {

@@ -120,6 +120,6 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "satisfy all | any;",
         default: "all",
-        doc: "How `allow`/`deny` and `auth_basic` combine: with `all` the request needs every one of them that has something to check to let it through; with `any` one is enough. When none lets it through under `any`, an authentication failure (401 with the `WWW-Authenticate` challenge) wins over a denial by address (403), as in nginx.\n\n```nginx\nlocation /private/ {\n    satisfy any;\n    allow 10.0.0.0/8;\n    deny all;\n    auth_basic \"Staff\";\n    auth_basic_user_file conf/htpasswd;\n}\n```",
+        doc: "How `allow`/`deny`, `auth_basic` and `auth_request` combine (checked in that order): with `all` the request needs every one of them that has something to check to let it through; with `any` one is enough. When none lets it through under `any`, an authentication failure (401 with the `WWW-Authenticate` challenge) wins over a denial by address (403), as in nginx.\n\n```nginx\nlocation /private/ {\n    satisfy any;\n    allow 10.0.0.0/8;\n    deny all;\n    auth_basic \"Staff\";\n    auth_basic_user_file conf/htpasswd;\n}\n```",
     },
 ];

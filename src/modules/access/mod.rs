@@ -1,5 +1,7 @@
 //! `allow` / `deny` (nginx's ngx_http_access_module) and `satisfy`, which
-//! combines them with basic authentication ([`super::auth_basic`]).
+//! combines them with basic authentication ([`super::auth_basic`]) and
+//! subrequest authorization ([`super::auth_request`]), checked in that
+//! order as nginx's access phase does.
 //!
 //! Rules are checked in order and the first that matches the client address
 //! ([`Request::client_addr`], so realip's address when it set one) decides;
@@ -23,6 +25,7 @@ use crate::core::message::response::Response;
 use crate::core::module::{Hooks, Module, Ordered, Phase};
 use crate::core::request::{Peer, Request};
 use crate::modules::auth_basic::{self, Auth};
+use crate::modules::auth_request;
 pub use cidr::{Cidr, Client};
 use conf::AccessConf;
 use conf::{Rule, Satisfy, Who};
@@ -82,28 +85,53 @@ async fn decide(req: &mut Request<'_>) -> Option<Response> {
                 crate::error_log!(Error, "access forbidden by rule{}", req.log_context());
                 return Some(req.error(403));
             }
-            match auth_basic::check(req).await {
+            if let Auth::Refused(r) | Auth::Failed(r) = auth_basic::check(req).await {
+                return Some(r);
+            }
+            match auth_request::check(req).await {
                 Auth::Declined | Auth::Granted => None,
                 Auth::Refused(r) | Auth::Failed(r) => Some(r),
             }
         }
         Satisfy::Any => {
-            if verdict == Verdict::Allow {
-                return None;
+            // nginx's access code: the refusal that stands when no check
+            // grants; a 401 is never replaced by a 403.
+            let mut refused: Option<Response> = match verdict {
+                Verdict::Allow => return None,
+                Verdict::Deny => Some(req.error(403)),
+                Verdict::Declined => None,
+            };
+            for step in 0..2 {
+                let auth = match step {
+                    0 => auth_basic::check(req).await,
+                    _ => auth_request::check(req).await,
+                };
+                match auth {
+                    Auth::Granted => return None,
+                    Auth::Declined => {}
+                    Auth::Refused(r) => {
+                        if refused.as_ref().is_none_or(|p| p.status != 401) {
+                            refused = Some(r);
+                        }
+                    }
+                    Auth::Failed(r) => return Some(r),
+                }
             }
-            match auth_basic::check(req).await {
-                Auth::Granted => None,
-                Auth::Declined if verdict == Verdict::Declined => None,
-                Auth::Declined => Some(req.error(403)),
-                Auth::Refused(r) if r.status == 401 || verdict == Verdict::Declined => Some(r),
-                Auth::Refused(_) => Some(req.error(403)),
-                Auth::Failed(r) => Some(r),
+            // The answer kept must be the one error pages see as generated.
+            match refused {
+                Some(r) if r.status != req.generated_status() => {
+                    let mut fresh = req.error(r.status);
+                    fresh.headers = r.headers;
+                    Some(fresh)
+                }
+                r => r,
             }
         }
     }
 }
 
-/// allow/deny, then basic authentication, combined by `satisfy`.
+/// allow/deny, then basic authentication, then auth_request, combined by
+/// `satisfy`.
 pub static MODULE: Module = Module {
     name: "access",
     nginx_default: &["http_access_module"],
@@ -118,6 +146,7 @@ pub static MODULE: Module = Module {
                     || c.get::<crate::modules::auth_basic::conf::AuthBasicConf>()
                         .realm
                         .is_some()
+                    || auth_request::active(c)
             },
         }),
         ..Hooks::NONE

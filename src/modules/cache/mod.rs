@@ -22,7 +22,7 @@ pub mod index;
 pub mod store;
 
 use crate::core::message::head::Method;
-use crate::core::message::response::{Body, BodyStream, Response, Value};
+use crate::core::message::response::{Body, BodyStream, CutShort, Response, Value};
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BoxFuture, Request};
 use crate::modules::static_files::{conditional, range};
@@ -894,10 +894,10 @@ impl BodyStream for Partial {
     fn next(&mut self) -> BoxFuture<'_, std::io::Result<Option<Bytes>>> {
         Box::pin(async move {
             let broke = || {
-                std::io::Error::new(
+                CutShort::wrap(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
                     "upstream reply broke off",
-                )
+                ))
             };
             let Some(f) = &self.file else {
                 return Err(broke());

@@ -10,7 +10,7 @@ use super::record::{self, Params, Record, Type};
 use super::respond::{self, Head, Reply};
 use crate::core::message::head::BodyFraming;
 use crate::core::message::head::Method;
-use crate::core::message::response::{Body, BodyStream};
+use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body::{self, Buffered};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
@@ -513,38 +513,38 @@ async fn send_request(
         record::stream(&mut all, Type::Stdin, ID, b"");
         return write_first(&mut up.sock, &all, send_timeout).await;
     }
-    let sent = up.sock.write_now(first);
+    // The params go with the body already at hand (the client's first
+    // bytes read with its head), as nginx sends them.
+    let mut lead = BytesMut::with_capacity(first.len() + record::MAX_CONTENT + 64);
+    lead.extend_from_slice(first);
+    let done = gather_ready(src, &mut lead, first.len() + record::MAX_CONTENT)?;
+    let sent = up.sock.write_now(&lead);
     let (mut rd, mut wr) = tokio::io::split(&mut up.sock);
     let rbuf = &mut up.rbuf;
     let writer = async {
-        if sent < first.len() {
-            write_t(&mut wr, &first[sent..], send_timeout).await?;
+        if sent < lead.len() {
+            write_t(&mut wr, &lead[sent..], send_timeout).await?;
+        }
+        if done {
+            return Ok(());
         }
         // Each write carries the body at hand (up to a record's worth more),
         // and the last one the end of STDIN.
         let mut rec = BytesMut::with_capacity(record::MAX_CONTENT + 64);
         loop {
             rec.clear();
-            let piece = src.next().await?;
-            let mut end = piece.is_none();
-            if let Some(p) = piece.filter(|p| !p.is_empty()) {
-                record::stream(&mut rec, Type::Stdin, ID, &p);
-            }
-            while !end && rec.len() < record::MAX_CONTENT {
-                match client_body::now_or_never(src.next()) {
-                    None => break,
-                    Some(Ok(Some(p))) => {
-                        if !p.is_empty() {
-                            record::stream(&mut rec, Type::Stdin, ID, &p);
-                        }
-                    }
-                    Some(Ok(None)) => end = true,
-                    Some(Err(e)) => return Err(e),
+            let end = match src.next().await? {
+                None => {
+                    record::stream(&mut rec, Type::Stdin, ID, b"");
+                    true
                 }
-            }
-            if end {
-                record::stream(&mut rec, Type::Stdin, ID, b"");
-            }
+                Some(p) => {
+                    if !p.is_empty() {
+                        record::stream(&mut rec, Type::Stdin, ID, &p);
+                    }
+                    gather_ready(src, &mut rec, record::MAX_CONTENT)?
+                }
+            };
             if !rec.is_empty() {
                 write_t(&mut wr, &rec, send_timeout).await?;
             }
@@ -571,6 +571,27 @@ async fn send_request(
             }
         }
     }
+}
+
+/// Append as STDIN records the body pieces ready without waiting, while
+/// `out` is under `cap`; at the body's end the empty record too, and true.
+fn gather_ready(src: &mut BodySrc<'_>, out: &mut BytesMut, cap: usize) -> Result<bool, Fail> {
+    while out.len() < cap {
+        match client_body::now_or_never(src.next()) {
+            None => break,
+            Some(Ok(Some(p))) => {
+                if !p.is_empty() {
+                    record::stream(out, Type::Stdin, ID, &p);
+                }
+            }
+            Some(Ok(None)) => {
+                record::stream(out, Type::Stdin, ID, b"");
+                return Ok(true);
+            }
+            Some(Err(e)) => return Err(e),
+        }
+    }
+    Ok(false)
 }
 
 /// Give up: the last failure's status (already logged), else 502.
@@ -898,7 +919,20 @@ async fn finish(
     }
     if up.ended {
         release(up, pool);
-        resp.body = respond::whole(pieces, declared_len);
+        resp.body = match declared_len {
+            // Shorter than declared: what came, then the break.
+            Some(d) if d > total as u64 => Body::Stream {
+                stream: Box::new(FcgiBody {
+                    up: None,
+                    pool: None,
+                    pending: pieces,
+                    left: declared_len,
+                    unbuffered: !buffering,
+                }),
+                len: declared_len,
+            },
+            _ => respond::whole(pieces, declared_len),
+        };
         return Outcome::Respond(resp);
     }
     // The body streams: a buffer's worth at a time (see `Lowat`).
@@ -966,7 +1000,7 @@ impl FcgiBody {
             Err(f) => {
                 let name = self.up.as_ref().map_or("", |u| u.name.as_str());
                 crate::error_log!(Error, "{}, upstream: \"{}\"", f.text(), name);
-                return Err(io::Error::other("upstream failed"));
+                return Err(CutShort::wrap(io::Error::other("upstream failed")));
             }
         };
         if piece.is_none()

@@ -3,7 +3,7 @@
 //! `Location`), intercepted errors; and the body helpers both handlers share.
 
 use super::cgi_head::CgiHead;
-use crate::core::message::response::{Body, Response, Value};
+use crate::core::message::response::{Body, CutShort, Response, Value};
 use crate::core::request::{Outcome, Request};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -161,10 +161,10 @@ pub fn limit(left: &mut Option<u64>, piece: Option<Bytes>) -> io::Result<Option<
         return Ok(piece);
     };
     match piece {
-        None if *left > 0 => Err(io::Error::new(
+        None if *left > 0 => Err(CutShort::wrap(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "upstream sent less than its Content-Length",
-        )),
+        ))),
         None => Ok(None),
         Some(_) if *left == 0 => Ok(None),
         Some(mut p) => {

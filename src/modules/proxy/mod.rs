@@ -27,7 +27,9 @@ pub mod conf;
 pub mod ssl;
 
 use crate::core::message::head::{BodyFraming, Method};
-use crate::core::message::response::{Body, BodyStream, ClientIo, OwnFields, Response, Value};
+use crate::core::message::response::{
+    Body, BodyStream, ClientIo, CutShort, OwnFields, Response, Value,
+};
 use crate::core::module::{Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
@@ -1613,7 +1615,7 @@ impl UpstreamBody {
         );
         self.conn = None;
         self.end(false);
-        e
+        CutShort::wrap(e)
     }
 
     async fn fill(&mut self) -> io::Result<usize> {

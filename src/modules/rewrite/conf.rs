@@ -106,17 +106,25 @@ fn compile_return(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
 }
 
 fn compile_set(s: &mut Scope, d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
+    let target = set_target(s, d, vars)?;
+    let value = template(d.arg(1), d, vars)?;
+    Ok(Op::Set(target, value))
+}
+
+/// What a directive assigning the variable its first argument names
+/// (`set`, auth_request's `auth_request_set`) writes: `$args`, a module's
+/// variable that takes a value, or a configuration variable it declares.
+pub fn set_target(s: &mut Scope, d: &Directive, vars: &mut Vars) -> Result<SetTarget, ConfError> {
     let name = d
         .arg(0)
         .strip_prefix('$')
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .ok_or_else(|| err(format!("invalid variable name \"{}\"", d.arg(0)), d))?;
-    let value = template(d.arg(1), d, vars)?;
     let settable = match vars.provided(name) {
         Some(Var::Module(m)) => m.def.set,
         _ => None,
     };
-    let target = match name.to_ascii_lowercase().as_str() {
+    Ok(match name.to_ascii_lowercase().as_str() {
         "args" | "query_string" => SetTarget::Args,
         _ if let Some(set) = settable => {
             (set.level)(s);
@@ -127,8 +135,7 @@ fn compile_set(s: &mut Scope, d: &Directive, vars: &mut Vars) -> Result<Op, Conf
                 .map_err(|e| err(e, d))?
                 .index,
         ),
-    };
-    Ok(Op::Set(target, value))
+    })
 }
 
 /// Parse an `if` condition as nginx splits it: `(` opens the first word or

@@ -72,6 +72,17 @@ pub enum SetTarget {
     Module(&'static VarSet),
 }
 
+impl SetTarget {
+    /// Give the variable `v` for `req`.
+    pub fn assign(&self, req: &mut Request<'_>, v: Vec<u8>) {
+        match self {
+            SetTarget::Var(i) => req.set_var(*i, v),
+            SetTarget::Args => req.state.args = Some(v),
+            SetTarget::Module(set) => (set.run)(req, &v),
+        }
+    }
+}
+
 /// An `if` condition.
 #[derive(Debug)]
 pub enum Cond {
@@ -110,11 +121,7 @@ pub fn run(req: &mut Request<'_>, ops: &[Op], location: bool) -> Flow {
             Op::Set(target, value) => {
                 let mut v = Vec::new();
                 value.render(&*req, &mut v);
-                match target {
-                    SetTarget::Var(i) => req.set_var(*i, v),
-                    SetTarget::Args => req.state.args = Some(v),
-                    SetTarget::Module(set) => (set.run)(req, &v),
-                }
+                target.assign(req, v);
             }
             Op::If(cond, body, block) => {
                 if test(req, cond) {

@@ -36,7 +36,7 @@ fn find(headers: &[(&'static str, Value)], name: &str) -> Option<usize> {
 fn filter(req: &Request<'_>, resp: &mut Response) {
     let c = req.conf.get::<SsiConf>();
     if c.ssi && resp.status == 206 {
-        whole_file(resp);
+        crate::modules::static_files::range::whole_file(resp);
     }
     if !c.ssi
         || matches!(resp.status, 101 | 204 | 206 | 304)
@@ -77,23 +77,6 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         stream: Box::new(stream::Ssi::new(req, c, src)),
         len: None,
     };
-}
-
-/// A single range of a file (the static handler answered a Range request)
-/// becomes the whole file with 200: SSI output has no ranges, as nginx's
-/// SSI turns ranges off.
-fn whole_file(resp: &mut Response) {
-    let Body::File { file, range } = &mut resp.body else {
-        return;
-    };
-    let Ok(meta) = file.metadata() else {
-        return;
-    };
-    *range = 0..meta.len();
-    resp.status = 200;
-    while let Some(i) = find(&resp.headers, "content-range") {
-        resp.headers.remove(i);
-    }
 }
 
 /// `$date_local`, `$date_gmt`: now, in the document's `timefmt`.

@@ -4,7 +4,8 @@
 //! once the handshake is over, and the refusal of the request (495, 496,
 //! 421) the HTTP code makes from it.
 
-use super::conf::{PemFile, SslConf, VerifyClient};
+use super::conf::{Ocsp, PemFile, SslConf, VerifyClient};
+use super::ocsp;
 use super::x509::{self, Trust};
 use crate::conf::ast::ConfError;
 use crate::core::request::{ClientVerify, Request};
@@ -21,7 +22,30 @@ use std::sync::Arc;
 pub struct ClientAuth {
     trust: Trust,
     algs: WebPkiSupportedAlgorithms,
+    /// `ssl_ocsp`, when on.
+    ocsp: Option<OcspCheck>,
 }
+
+/// `ssl_ocsp` and its responder, cache and resolver.
+#[derive(Debug)]
+struct OcspCheck {
+    leaf: bool,
+    responder: Option<ocsp::Url>,
+    cache: Option<Arc<ocsp::Cache>>,
+    names: ocsp::Names,
+}
+
+/// nginx's `$ssl_client_verify` reasons for an OCSP check that did not
+/// say good (the numbers are OpenSSL's nearest verification errors).
+const REVOKED: x509::VerifyError = x509::REVOKED;
+const STATUS_FAILED: x509::VerifyError = x509::VerifyError {
+    code: 74,
+    text: "certificate status request failed",
+};
+const STATUS_UNKNOWN: x509::VerifyError = x509::VerifyError {
+    code: 75,
+    text: "certificate status unknown",
+};
 
 impl ClientAuth {
     /// How the chain a client sent verifies.
@@ -38,6 +62,99 @@ impl ClientAuth {
                 reason: e.text,
             },
         }
+    }
+
+    /// [`ClientAuth::check`], then with `ssl_ocsp` the status of the
+    /// verified chain's certificates asked of their responders.
+    pub async fn verify(&self, chain: &[CertificateDer<'_>]) -> ClientVerify {
+        let Some(o) = &self.ocsp else {
+            return self.check(chain);
+        };
+        if chain.is_empty() {
+            return ClientVerify::None;
+        }
+        let ders: Vec<&[u8]> = chain.iter().map(|c| c.as_ref()).collect();
+        let now = UnixTime::now().as_secs() as i64;
+        let path = match x509::verified_path(&ders, &self.trust, now, &self.algs) {
+            Ok(p) => p,
+            Err(e) => {
+                return ClientVerify::Failed {
+                    code: e.code,
+                    reason: e.text,
+                };
+            }
+        };
+        let checked = match o.leaf {
+            true => path.len().min(2).saturating_sub(1),
+            false => path.len().saturating_sub(1),
+        };
+        for i in 0..checked {
+            if let Err(e) = self.status(o, &path[i], &path[i + 1]).await {
+                return ClientVerify::Failed {
+                    code: e.code,
+                    reason: e.text,
+                };
+            }
+        }
+        ClientVerify::Success
+    }
+
+    /// One certificate's OCSP status: from the cache, else its responder.
+    async fn status(
+        &self,
+        o: &OcspCheck,
+        cert: &[u8],
+        issuer: &[u8],
+    ) -> Result<(), x509::VerifyError> {
+        let id = ocsp::CertId::new(cert, issuer).ok_or(STATUS_FAILED)?;
+        let now = UnixTime::now().as_secs() as i64;
+        let cached = o.cache.as_ref().and_then(|c| c.get(&id, now));
+        let status = match cached {
+            Some(s) => s,
+            None => {
+                let checked = self.ask(o, cert, issuer, &id).await.map_err(|e| {
+                    crate::error_log!(Error, "{e} while requesting certificate status");
+                    STATUS_FAILED
+                })?;
+                if let Some(c) = &o.cache {
+                    c.put(id, checked, now);
+                }
+                checked.status
+            }
+        };
+        match status {
+            ocsp::Status::Good => Ok(()),
+            ocsp::Status::Revoked => Err(REVOKED),
+            ocsp::Status::Unknown => Err(STATUS_UNKNOWN),
+        }
+    }
+
+    async fn ask(
+        &self,
+        o: &OcspCheck,
+        cert: &[u8],
+        issuer: &[u8],
+        id: &ocsp::CertId,
+    ) -> Result<ocsp::Checked, String> {
+        let url = match &o.responder {
+            Some(u) => u.clone(),
+            None => ocsp::Url::parse(
+                &ocsp::responder_of(cert).ok_or("no OCSP responder URL in certificate")?,
+            )?,
+        };
+        let der = ocsp::fetch(&url, &id.request(), &o.names).await?;
+        let verify = ocsp::Verify {
+            algs: &self.algs,
+            known: &self.trust.certs,
+            trust: None,
+        };
+        ocsp::check(
+            &der,
+            id,
+            issuer,
+            Some(&verify),
+            UnixTime::now().as_secs() as i64,
+        )
     }
 }
 
@@ -117,11 +234,33 @@ pub fn holds_key(
 pub type Built = (Arc<dyn ClientCertVerifier>, Arc<ClientAuth>);
 
 /// What a server asking for client certificates verifies them with.
-pub fn build(conf: &SslConf, algs: WebPkiSupportedAlgorithms) -> Result<Option<Built>, ConfError> {
+pub fn build(
+    conf: &SslConf,
+    algs: WebPkiSupportedAlgorithms,
+    names: ocsp::Names,
+) -> Result<Option<Built>, ConfError> {
     let (mode, span) = &conf.verify_client;
     if *mode == VerifyClient::Off {
         return Ok(None);
     }
+    let ocsp = match &conf.ocsp {
+        (Ocsp::Off, _) => None,
+        (_, Some(span)) if *mode == VerifyClient::OptionalNoCa => {
+            return Err(ConfError::new(
+                "\"ssl_ocsp\" is incompatible with \"ssl_verify_client optional_no_ca\"",
+                span,
+            ));
+        }
+        (o, _) => Some(OcspCheck {
+            leaf: *o == Ocsp::Leaf,
+            responder: conf.ocsp_responder.clone(),
+            cache: conf
+                .ocsp_cache
+                .as_ref()
+                .map(|(name, size)| ocsp::Cache::named(name, *size)),
+            names,
+        }),
+    };
     let named = match &conf.client_certificate {
         Some(f) => certificates(f)?,
         None if *mode == VerifyClient::OptionalNoCa => Vec::new(),
@@ -169,7 +308,7 @@ pub fn build(conf: &SslConf, algs: WebPkiSupportedAlgorithms) -> Result<Option<B
     }
     Ok(Some((
         Arc::new(AskForCertificate { hints, algs }),
-        Arc::new(ClientAuth { trust, algs }),
+        Arc::new(ClientAuth { trust, algs, ocsp }),
     )))
 }
 

@@ -70,6 +70,37 @@ pub enum VerifyClient {
     OptionalNoCa,
 }
 
+/// `ssl_ocsp`: which certificates of a client's chain are checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ocsp {
+    Off,
+    /// Every certificate but the trusted one at the top.
+    On,
+    /// The client's own certificate only.
+    Leaf,
+}
+
+/// An OCSP responder's URL (`ssl_stapling_responder`, `ssl_ocsp_responder`), set once.
+fn set_url(slot: &mut Option<Option<super::ocsp::Url>>, d: &Directive) -> Result<(), ConfError> {
+    let u = super::ocsp::Url::parse(d.arg(0)).map_err(|m| ConfError::new(m, &d.span))?;
+    set_once(slot, Some(u), d)
+}
+
+fn ocsp_cache(d: &Directive) -> Result<Option<(String, u64)>, ConfError> {
+    let a = d.arg(0);
+    if a == "off" {
+        return Ok(None);
+    }
+    let invalid = || ConfError::new(format!("invalid ssl_ocsp_cache \"{a}\""), &d.span);
+    let rest = a.strip_prefix("shared:").ok_or_else(invalid)?;
+    let (name, size) = rest.rsplit_once(':').ok_or_else(invalid)?;
+    let size = parse_size(size).ok_or_else(invalid)?;
+    if name.is_empty() || size == 0 {
+        return Err(invalid());
+    }
+    Ok(Some((name.to_string(), size)))
+}
+
 settings! {
     /// TLS settings of an http or server level.
     pub struct SslConf / SslConfSet {
@@ -105,6 +136,14 @@ settings! {
         pub ticket_keys: Arc<[PemFile]> = Arc::from(Vec::new()),
         pub stapling: bool = false,
         pub stapling_file: Option<PemFile> = None,
+        /// `ssl_stapling_responder`: asked instead of the certificate's.
+        pub stapling_responder: Option<super::ocsp::Url> = None,
+        pub stapling_verify: bool = false,
+        /// `ssl_ocsp`, with the directive's place for errors.
+        pub ocsp: (Ocsp, Option<Span>) = (Ocsp::Off, None),
+        pub ocsp_responder: Option<super::ocsp::Url> = None,
+        /// `ssl_ocsp_cache shared:name:size` (`None`: off).
+        pub ocsp_cache: Option<(String, u64)> = None,
         /// `ssl_conf_command`s, applied over the other settings, in order.
         pub conf_commands: Arc<[ConfCommand]> = Arc::from(Vec::new()),
     }
@@ -679,7 +718,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "ssl_stapling on | off;",
         default: "off",
-        doc: "Send an OCSP response with the server's certificate (stapling). vireo staples the response of `ssl_stapling_file`; without one nothing is stapled (responses are not fetched from responders).\n\n```nginx\nssl_stapling on;\nssl_stapling_file /etc/ssl/example.com.ocsp.der;\n```",
+        doc: "Send an OCSP response with the server's certificates (stapling): the response of `ssl_stapling_file`, else one asked of the OCSP responder (`ssl_stapling_responder`, else the certificate's Authority Information Access URL) over plain HTTP, a name resolved through `resolver`. As nginx, the first handshake starts the request and goes on without a response; later ones staple it while it holds, and it is asked again before its nextUpdate (at most an hour later, five minutes after a failure). Only a `good` status is stapled. The issuer is found in the certificate's chain or among `ssl_trusted_certificate`; a certificate without issuer or responder staples nothing (a warning says why).\n\n```nginx\nssl_stapling on;\nssl_trusted_certificate /etc/ssl/chain.pem;\nresolver 127.0.0.53;\n```",
     },
     Def {
         name: "ssl_stapling_file",
@@ -691,25 +730,87 @@ pub static DIRECTIVES: &[Def] = &[
         default: "—",
         doc: "A DER OCSP response (as `openssl ocsp -respout` writes) stapled, with `ssl_stapling on`, to the handshakes of the server's first certificate. Read when the configuration is loaded.\n\n```nginx\nssl_stapling_file /etc/ssl/example.com.ocsp.der;\n```",
     },
+    Def {
+        name: "ssl_stapling_responder",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_url(&mut s.loc().get_mut::<SslConfSet>().stapling_responder, d),
+        syntax: "ssl_stapling_responder url;",
+        default: "—",
+        doc: "The OCSP responder asked for stapled responses instead of the one the certificate names. Only `http://` responders are supported.\n\n```nginx\nssl_stapling_responder http://ocsp.example.com/;\n```",
+    },
+    Def {
+        name: "ssl_stapling_verify",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().stapling_verify,
+                flag(d, 0)?,
+                d,
+            )
+        },
+        syntax: "ssl_stapling_verify on | off;",
+        default: "off",
+        doc: "Staple a response from a responder only when its signature verifies: signed by the certificate's issuer, or by a responder certificate the issuer gave the OCSP-signing purpose, the issuer leading to a certificate of `ssl_trusted_certificate`. A `ssl_stapling_file` response is stapled as it is.\n\n```nginx\nssl_stapling_verify on;\nssl_trusted_certificate /etc/ssl/ca-chain.pem;\n```",
+    },
+    Def {
+        name: "ssl_ocsp",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let v = match d.arg(0) {
+                "on" => Ocsp::On,
+                "off" => Ocsp::Off,
+                "leaf" => Ocsp::Leaf,
+                a => return Err(bad_arg(d, a)),
+            };
+            set_once(
+                &mut s.loc().get_mut::<SslConfSet>().ocsp,
+                (v, Some(d.span.clone())),
+                d,
+            )
+        },
+        syntax: "ssl_ocsp on | off | leaf;",
+        default: "off",
+        doc: "Check client certificates (`ssl_verify_client`) with OCSP once their chain verifies: every certificate of the chain but the trusted one at its top, or with `leaf` the client's own only. Each is asked of `ssl_ocsp_responder`, else of the responder its certificate names, over plain HTTP (names through `resolver`); the response must be signed by the certificate's issuer or a responder it delegated to. A revoked certificate gives `$ssl_client_verify` `FAILED:certificate revoked`, a failed request `FAILED:certificate status request failed`, and the request is answered 400 (495). Not allowed with `ssl_verify_client optional_no_ca`.\n\n```nginx\nssl_verify_client on;\nssl_client_certificate /etc/ssl/clients-ca.pem;\nssl_ocsp on;\nresolver 127.0.0.53;\n```",
+    },
+    Def {
+        name: "ssl_ocsp_responder",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| set_url(&mut s.loc().get_mut::<SslConfSet>().ocsp_responder, d),
+        syntax: "ssl_ocsp_responder url;",
+        default: "—",
+        doc: "The OCSP responder `ssl_ocsp` asks instead of the ones the client certificates name. Only `http://` responders are supported.\n\n```nginx\nssl_ocsp_responder http://ocsp.example.com/;\n```",
+    },
+    Def {
+        name: "ssl_ocsp_cache",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |s, d, _| {
+            let c = ocsp_cache(d)?;
+            set_once(&mut s.loc().get_mut::<SslConfSet>().ocsp_cache, c, d)
+        },
+        syntax: "ssl_ocsp_cache off | [shared:name:size];",
+        default: "off",
+        doc: "Keep the statuses `ssl_ocsp` found, by certificate, until the response's nextUpdate (an hour when it gives none), so that later handshakes ask no responder. The cache is shared by all workers (threads of one process), holds about 4000 entries per megabyte, and is kept across reloads while its name and size stay. Without it every handshake with a client certificate asks.\n\n```nginx\nssl_ocsp_cache shared:OCSP:10m;\n```",
+    },
 ];
 
 /// Accepted for compatibility: they mean nothing with rustls.
-pub static IGNORED: &[Def] = &[
-    crate::conf::core_directives::ignored(
-        "ssl_dhparam",
-        Ctx::HS,
-        ONE,
-        "ssl_dhparam file;",
-        "rustls has no finite-field Diffie-Hellman suites\n\n```nginx\nssl_dhparam /etc/ssl/dhparam.pem;\n```",
-    ),
-    crate::conf::core_directives::ignored(
-        "ssl_stapling_verify",
-        Ctx::HS,
-        ONE,
-        "ssl_stapling_verify on | off;",
-        "vireo staples only `ssl_stapling_file` responses, as they are (as nginx does with a file)\n\n```nginx\nssl_stapling_verify on;\n```",
-    ),
-];
+pub static IGNORED: &[Def] = &[crate::conf::core_directives::ignored(
+    "ssl_dhparam",
+    Ctx::HS,
+    ONE,
+    "ssl_dhparam file;",
+    "rustls has no finite-field Diffie-Hellman suites\n\n```nginx\nssl_dhparam /etc/ssl/dhparam.pem;\n```",
+)];
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,7 @@ pub enum ServerTls {
 /// not reject handshakes). `files` caches the key pairs read in this load.
 pub fn build(
     conf: &SslConf,
+    names: super::ocsp::Names,
     files: &mut KeyFiles,
     notices: &mut Vec<String>,
 ) -> Result<Option<ServerTls>, ConfError> {
@@ -102,6 +103,7 @@ pub fn build(
             keys.push(files.load(c, k, &passwords, &provider)?);
         }
     }
+    let mut staplers = Vec::new();
     if conf.stapling {
         match (&conf.stapling_file, &dynamic) {
             (Some(f), None) => {
@@ -118,14 +120,13 @@ pub fn build(
                     *k = Arc::new(stapled);
                 }
             }
-            (Some(_), Some(_)) => notices.push(format!(
+            (Some(_), Some(_)) | (None, Some(_)) => notices.push(format!(
                 "\"ssl_stapling\" ignored, not supported with certificates loaded dynamically in {}",
                 conf.certificates[0].span
             )),
-            (None, _) => notices.push(format!(
-                "\"ssl_stapling\" ignored, no \"ssl_stapling_file\" (vireo does not query OCSP responders) in {}",
-                conf.certificates[0].span
-            )),
+            (None, None) => {
+                staplers = stapling(conf, &keys, names.clone(), &provider, notices)?;
+            }
         }
     }
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
@@ -136,7 +137,7 @@ pub fn build(
     .filter_map(|(on, v)| on.then_some(v))
     .collect();
     let span = &conf.certificates[0].span;
-    let client = super::client::build(conf, provider.signature_verification_algorithms)?;
+    let client = super::client::build(conf, provider.signature_verification_algorithms, names)?;
     let builder = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
         .map_err(|e| ConfError::new(format!("TLS settings refused: {e}"), span))?;
@@ -144,7 +145,7 @@ pub fn build(
         Some((verifier, _)) => builder.with_client_cert_verifier(verifier.clone()),
         None => builder.with_no_client_auth(),
     };
-    let mut c = builder.with_cert_resolver(Arc::new(Certificates(keys)));
+    let mut c = builder.with_cert_resolver(Arc::new(Certificates::new(keys, staplers)));
     c.ignore_client_order = conf.prefer_server_ciphers;
     c.max_fragment_size = Some(conf.buffer_size);
     c.session_storage = match &conf.session_cache {
@@ -330,9 +331,62 @@ fn matches(part: &str, s: &SupportedCipherSuite) -> bool {
     }
 }
 
-/// The first certificate whose key can sign with a scheme the client offers.
+/// The first certificate whose key can sign with a scheme the client
+/// offers, with its stapled OCSP response when it has a stapler.
 #[derive(Debug)]
-pub struct Certificates(pub Vec<Arc<CertifiedKey>>);
+pub struct Certificates {
+    keys: Vec<Arc<CertifiedKey>>,
+    staplers: Vec<Option<Arc<super::stapling::Stapler>>>,
+}
+
+impl Certificates {
+    /// `staplers` pair with `keys` in order (missing ones: none).
+    pub fn new(
+        keys: Vec<Arc<CertifiedKey>>,
+        staplers: Vec<Option<Arc<super::stapling::Stapler>>>,
+    ) -> Certificates {
+        Certificates { keys, staplers }
+    }
+}
+
+/// A stapler for each certificate that can have one; a notice for each
+/// that cannot (no issuer, no responder), as nginx warns.
+fn stapling(
+    conf: &SslConf,
+    keys: &[Arc<CertifiedKey>],
+    names: super::ocsp::Names,
+    provider: &CryptoProvider,
+    notices: &mut Vec<String>,
+) -> Result<Vec<Option<Arc<super::stapling::Stapler>>>, ConfError> {
+    let mut store = Vec::new();
+    for f in [&conf.trusted_certificate, &conf.client_certificate]
+        .into_iter()
+        .flatten()
+    {
+        store.extend(super::client::certificates(f)?);
+    }
+    let mut out = Vec::new();
+    for (k, f) in keys.iter().zip(conf.certificates.iter()) {
+        let chain: Vec<Vec<u8>> = k.cert.iter().map(|c| c.as_ref().to_vec()).collect();
+        let setup = super::stapling::Setup {
+            name: f.path.display().to_string(),
+            chain: &chain,
+            store: &store,
+            responder: conf.stapling_responder.as_ref(),
+            verify: conf.stapling_verify,
+            names: names.clone(),
+            algs: provider.signature_verification_algorithms,
+        };
+        match super::stapling::Stapler::new(setup) {
+            Ok(s) => out.push(Some(Arc::new(s))),
+            Err(why) => {
+                notices.push(format!("{why} in {}", f.span));
+                out.push(None);
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// `ssl_certificate` / `ssl_certificate_key` with variables: the names are
 /// rendered for each handshake and each pair read once per configuration
@@ -391,11 +445,16 @@ impl Dynamic {
 impl ResolvesServerCert for Certificates {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let schemes = hello.signature_schemes();
-        self.0
+        let i = self
+            .keys
             .iter()
-            .find(|k| k.key.choose_scheme(schemes).is_some())
-            .or(self.0.first())
-            .cloned()
+            .position(|k| k.key.choose_scheme(schemes).is_some())
+            .unwrap_or(0);
+        let key = self.keys.get(i)?;
+        Some(match self.staplers.get(i) {
+            Some(Some(s)) => s.key(key),
+            _ => key.clone(),
+        })
     }
 }
 
@@ -676,7 +735,9 @@ pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
     }
     let env = &mut *b.env;
     let files = env.ext.entry::<KeyFiles>();
-    if let Some(tls) = build(b.conf.get::<SslConf>(), files, &mut env.notices)? {
+    let r = b.conf.get::<crate::upstream::resolver::ResolverConf>();
+    let names = r.resolver.clone().map(|r2| (r2, r.timeout));
+    if let Some(tls) = build(b.conf.get::<SslConf>(), names, files, &mut env.notices)? {
         b.ext.insert(Arc::new(tls));
     }
     Ok(())

@@ -13,7 +13,9 @@
 pub mod client;
 pub mod conf;
 pub mod config;
+pub mod ocsp;
 pub mod password;
+pub mod stapling;
 pub mod stream;
 pub mod tickets;
 pub mod x509;

@@ -265,7 +265,7 @@ pub async fn accept(
                     fail(why)
                 })?;
                 let mut own = (*c).clone();
-                own.cert_resolver = Arc::new(super::config::Certificates(keys));
+                own.cert_resolver = Arc::new(super::config::Certificates::new(keys, Vec::new()));
                 c = Arc::new(own);
             }
             (c, client.clone())
@@ -311,7 +311,7 @@ pub async fn accept(
         .map(|c| c.as_ref().to_vec())
         .collect();
     let client_verify = match (&client, conn.peer_certificates()) {
-        (Some(auth), Some(chain)) => auth.check(chain),
+        (Some(auth), Some(chain)) => auth.verify(chain).await,
         _ => crate::core::request::ClientVerify::None,
     };
     let info = TlsInfo {

@@ -202,6 +202,17 @@ pub fn verify(
     now: i64,
     algs: &WebPkiSupportedAlgorithms,
 ) -> Result<(), VerifyError> {
+    verified_path(chain, trust, now, algs).map(|_| ())
+}
+
+/// [`verify`], giving the path it verified: the client's certificate, each
+/// one's issuer, up to the trusted certificate (DER each).
+pub fn verified_path(
+    chain: &[&[u8]],
+    trust: &Trust,
+    now: i64,
+    algs: &WebPkiSupportedAlgorithms,
+) -> Result<Vec<Vec<u8>>, VerifyError> {
     let sent: Vec<Cert<'_>> = chain
         .iter()
         .map(|d| Cert::parse(d))
@@ -307,7 +318,25 @@ pub fn verify(
     }
     match last {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(path.iter().map(|c| c.der.to_vec()).collect()),
+    }
+}
+
+/// Is the signed object `der` (certificate, CRL, basic OCSP response:
+/// signed part, algorithm, signature first) signed by the key of the
+/// certificate `by`?
+pub fn signed_by_cert(der: &[u8], by: &[u8], algs: &WebPkiSupportedAlgorithms) -> bool {
+    let Some(by) = Cert::parse(by) else {
+        return false;
+    };
+    signed(der).is_some_and(|s| signed_by(&s, by.x.public_key().raw, algs))
+}
+
+/// Did `issuer` issue `cert` (names match, signature verifies)?
+pub fn issued_by(cert: &[u8], issuer: &[u8], algs: &WebPkiSupportedAlgorithms) -> bool {
+    match (Cert::parse(cert), Cert::parse(issuer)) {
+        (Some(c), Some(i)) => c.issued_by(&i, algs),
+        _ => false,
     }
 }
 

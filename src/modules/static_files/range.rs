@@ -228,6 +228,23 @@ pub enum RangeSpec {
     Unsatisfiable,
 }
 
+/// A single range of a file (the static handler answered a Range request)
+/// becomes the whole file with 200: for a filter that turns ranges off, as
+/// nginx's SSI and addition filters do, since the range filter would then
+/// have sent the whole file.
+pub fn whole_file(resp: &mut Response) {
+    let Body::File { file, range } = &mut resp.body else {
+        return;
+    };
+    let Ok(meta) = file.metadata() else {
+        return;
+    };
+    *range = 0..meta.len();
+    resp.status = 200;
+    resp.headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
+}
+
 /// Parse a `Range` header value for a representation of `size` bytes, as
 /// nginx does.
 ///
