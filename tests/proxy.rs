@@ -1819,3 +1819,254 @@ http {{
     // Another port: a host name to resolve, and no resolver.
     assert_eq!(v.get("/var/x?b=localhost:1").status, 502);
 }
+
+/// A backend answering every request with `reply` as it is.
+fn fixed(reply: &'static [u8]) -> Handler {
+    Arc::new(move |_, _, _| Some(reply.to_vec()))
+}
+
+/// vireo with one server on `{port}` holding `locations`, after the
+/// http-level directives `http` (the access log off unless they set one).
+fn front(http: &str, locations: &str) -> Vireo {
+    let log = match http.contains("access_log") {
+        true => "",
+        false => "access_log off;",
+    };
+    Vireo::start(&format!(
+        "events {{}}\nhttp {{\n    {log}\n    {http}\n    server {{\n        listen 127.0.0.1:{{port}};\n        {locations}\n    }}\n}}\n"
+    ))
+}
+
+/// A backend answering `GET PATH…` with `hit` as it is, others with `other`.
+fn two_replies(path: &'static str, hit: &'static [u8], other: &'static [u8]) -> Handler {
+    Arc::new(move |head, _, _| {
+        let start = head.strip_prefix("GET ").unwrap_or("");
+        Some(if start.starts_with(path) { hit } else { other }.to_vec())
+    })
+}
+
+/// Byte ranges of proxied replies: with proxy_force_ranges a 200 of known
+/// length is answered with the client's range (one, the reply streaming in;
+/// If-Range against the reply's validators); without it, not, whatever the
+/// upstream says; a cached reply takes them when the upstream offered them
+/// (or with proxy_force_ranges), else it is whole.
+#[test]
+fn ranges_of_proxied_replies() {
+    let b = backend(fixed(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nETag: \"e1\"\r\nLast-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nAccept-Ranges: bytes\r\nCache-Control: max-age=60\r\n\r\n0123456789",
+    ));
+    let silent = backend(fixed(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\n0123456789",
+    ));
+    let (p, q) = (b.port, silent.port);
+    let v = front(
+        "proxy_cache_path {dir}/cache keys_zone=z:1m;",
+        &format!(
+            "location /plain/ {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /forced/ {{ proxy_pass http://127.0.0.1:{p}; proxy_force_ranges on; }}
+        location /none/ {{ proxy_pass http://127.0.0.1:{p}; proxy_force_ranges on; max_ranges 0; }}
+        location /cached/ {{ proxy_pass http://127.0.0.1:{p}; proxy_cache z; }}
+        location /silent/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; }}
+        location /silent-forced/ {{ proxy_pass http://127.0.0.1:{q}; proxy_cache z; proxy_force_ranges on; }}"
+        ),
+    );
+    let get = |path: &str, extra: &str| {
+        v.request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n{extra}\r\n"
+        ))
+    };
+    // Accept-Ranges alone does not make an uncached reply take ranges.
+    let r = get("/plain/t", "Range: bytes=2-4\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+
+    let r = get("/forced/t", "Range: bytes=2-4\r\n");
+    assert_eq!((r.status, r.text().as_str()), (206, "234"), "{}", r.head);
+    assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
+    assert_eq!(r.header("content-length"), Some("3"));
+    let r = get("/forced/t", "Range: bytes=-2\r\n");
+    assert_eq!((r.status, r.text().as_str()), (206, "89"));
+    // Several ranges of a streamed reply: the whole reply.
+    let r = get("/forced/t", "Range: bytes=0-1,4-5\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+    let r = get("/forced/t", "Range: bytes=20-\r\n");
+    assert_eq!(r.status, 416);
+    assert_eq!(r.header("content-range"), Some("bytes */10"));
+    // If-Range: the reply's entity tag or date.
+    let r = get("/forced/t", "Range: bytes=5-\r\nIf-Range: \"e1\"\r\n");
+    assert_eq!((r.status, r.text().as_str()), (206, "56789"));
+    let r = get(
+        "/forced/t",
+        "Range: bytes=5-\r\nIf-Range: Mon, 28 Sep 1970 06:00:00 GMT\r\n",
+    );
+    assert_eq!(r.status, 206);
+    let r = get("/forced/t", "Range: bytes=5-\r\nIf-Range: \"other\"\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+    let r = get("/none/t", "Range: bytes=2-4\r\n");
+    assert_eq!(r.status, 200);
+
+    // From the cache: several ranges too.
+    let r = get("/cached/t", "");
+    assert_eq!(r.status, 200);
+    let r = get("/cached/t", "Range: bytes=0-1,8-\r\n");
+    assert_eq!(r.status, 206, "{}", r.head);
+    let ct = r.header("content-type").unwrap().to_string();
+    assert!(ct.starts_with("multipart/byteranges; boundary="), "{ct}");
+    let t = r.text();
+    assert!(
+        t.contains("Content-Range: bytes 0-1/10\r\n\r\n01\r\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("Content-Range: bytes 8-9/10\r\n\r\n89\r\n"),
+        "{t}"
+    );
+
+    // Cached, from an upstream that did not offer ranges: whole, unless forced.
+    for _ in 0..2 {
+        let r = get("/silent/t", "Range: bytes=2-4\r\n");
+        assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+        let r = get("/silent-forced/t", "Range: bytes=2-4\r\n");
+        assert_eq!((r.status, r.text().as_str()), (206, "234"));
+        assert_eq!(r.header("accept-ranges"), Some("bytes"));
+    }
+}
+
+/// proxy_pass_header Date / Server: the upstream's in place of vireo's own,
+/// and none when the upstream sent none.
+#[test]
+fn pass_header_date_and_server() {
+    let b = backend(two_replies(
+        "/bare",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nDate: passed\r\nServer: upstream\r\nContent-Length: 0\r\n\r\n",
+    ));
+    let p = b.port;
+    let v = front(
+        "",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{p}; }}
+        location /pass/ {{ proxy_pass http://127.0.0.1:{p}/; proxy_pass_header Date; proxy_pass_header Server; }}
+        location /date/ {{ proxy_pass http://127.0.0.1:{p}/; proxy_pass_header Date; }}"
+        ),
+    );
+    let r = v.get("/x");
+    assert!(r.header("server").unwrap().starts_with("vireo"));
+    assert_ne!(r.header("date"), Some("passed"));
+    let r = v.get("/pass/x");
+    assert_eq!(r.header("date"), Some("passed"));
+    assert_eq!(r.header("server"), Some("upstream"));
+    let r = v.get("/pass/bare");
+    assert_eq!(
+        (r.header("date"), r.header("server")),
+        (None, None),
+        "{}",
+        r.head
+    );
+    let r = v.get("/date/x");
+    assert_eq!(r.header("date"), Some("passed"));
+    assert!(r.header("server").unwrap().starts_with("vireo"));
+}
+
+/// A reply the upstream cuts short shows as cut short to an HTTP/1.1
+/// client also through sub_filter and on a closing connection: chunked,
+/// without the last chunk. A whole one ends with it.
+#[test]
+fn reply_cut_short_has_no_last_chunk() {
+    let b = backend(two_replies(
+        "/short",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nunfinished foo",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nfinished foo",
+    ));
+    let v = front(
+        "",
+        &format!(
+            "location / {{ proxy_pass http://127.0.0.1:{}; sub_filter foo bar; sub_filter_types *; }}",
+            b.port
+        ),
+    );
+    for path in ["/short", "/whole"] {
+        let raw = v
+            .raw(format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes());
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        assert!(text.contains("Transfer-Encoding: chunked\r\n"), "{text}");
+        if path == "/short" {
+            assert!(!text.ends_with("0\r\n\r\n"), "{text}");
+        } else {
+            assert!(text.ends_with("\r\n0\r\n\r\n"), "{text}");
+            assert_eq!(Resp::parse(&raw).unwrap().text(), "finished bar");
+        }
+    }
+}
+
+/// `$sent_http_connection` as the connection answered (keep-alive, close,
+/// upgrade); a 101 the client did not ask for goes on as a head without a
+/// body, and the connection closes.
+#[test]
+fn sent_http_connection_and_unasked_upgrade() {
+    let b = backend(two_replies(
+        "/switch",
+        b"HTTP/1.1 101 Switching\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nhandshaked",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
+    ));
+    let v = front(
+        "log_format t \"$request_uri $status $body_bytes_sent $sent_http_connection\";
+    access_log {dir}/logs/access.log t;",
+        &format!(
+            "location / {{
+            proxy_pass http://127.0.0.1:{};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $http_connection;
+        }}",
+            b.port
+        ),
+    );
+    let mut s = v.connect();
+    s.write_all(b"GET /ka HTTP/1.1\r\nHost: a\r\n\r\nGET /cl HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let got = read_to_close(&mut s);
+    assert_eq!(Resp::parse_all(&got).len(), 2);
+    let raw = v.raw(b"GET /switch HTTP/1.1\r\nHost: a\r\n\r\n");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\n") && !text.contains("handshaked"),
+        "{text}"
+    );
+    let lines = access_lines(&v, 3);
+    assert_eq!(
+        lines,
+        [
+            "/ka 200 1 keep-alive",
+            "/cl 200 1 close",
+            "/switch 101 0 upgrade"
+        ]
+    );
+}
+
+/// proxy_force_ranges and fastcgi_force_ranges take on or off.
+#[test]
+fn force_ranges_directive_errors() {
+    let dir = TempDir::new("force-ranges");
+    for (loc, want) in [
+        (
+            "location / { proxy_pass http://127.0.0.1:9; proxy_force_ranges maybe; }",
+            "invalid value \"maybe\" in \"proxy_force_ranges\"",
+        ),
+        (
+            "location / { fastcgi_pass 127.0.0.1:9; fastcgi_force_ranges on off; }",
+            "invalid number of arguments in \"fastcgi_force_ranges\"",
+        ),
+    ] {
+        let out = test_conf(
+            &dir,
+            &format!("events {{}}\nhttp {{\n server {{\n  {loc}\n }}\n}}\n"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{loc}");
+        assert!(
+            err.contains(want) && err.contains("t.conf:4"),
+            "{loc}: {err}"
+        );
+    }
+}

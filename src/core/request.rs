@@ -228,6 +228,9 @@ pub struct State {
     generated: Cell<u16>,
     /// The status a response being built has (`$status` before it is sent).
     pub status: Cell<u16>,
+    /// The connection closes after this response (nginx's `r->keepalive`
+    /// unset): `$sent_http_connection`, `$sent_http_keep_alive`.
+    pub closing: Cell<bool>,
     /// Values of the configuration's variables (`set`, computed `map`s),
     /// until the request makes a subrequest: then they move to `tree`.
     pub(super) vals: RefCell<Vec<Option<Vec<u8>>>>,
@@ -1235,11 +1238,30 @@ impl VarSource for Finished<'_> {
                         }
                     }
                 }
-                if !found
-                    && name.as_ref() == "content-length"
-                    && let Some(n) = r.body.size()
-                {
-                    push_u64(out, n);
+                if found {
+                    return;
+                }
+                // The fields the connection writes itself, as nginx computes them.
+                let closing = self.req.state.closing.get();
+                match name.as_ref() {
+                    "content-length" => {
+                        if let Some(n) = r.body.size() {
+                            push_u64(out, n);
+                        }
+                    }
+                    "connection" => out.extend_from_slice(match r.status {
+                        101 => b"upgrade".as_slice(),
+                        _ if closing => b"close",
+                        _ => b"keep-alive",
+                    }),
+                    "keep-alive" => {
+                        let t = self.req.conf.core.keepalive_header;
+                        if !closing && r.status != 101 && t.is_some_and(|t| !t.is_zero()) {
+                            out.extend_from_slice(b"timeout=");
+                            push_u64(out, t.unwrap_or_default().as_secs());
+                        }
+                    }
+                    _ => {}
                 }
             }
             _ => self.req.var_into(var, out, self),

@@ -304,6 +304,25 @@ impl Resp {
             .iter()
             .find(|(k, _)| k == "content-length")
             .and_then(|(_, v)| v.parse::<usize>().ok());
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+        // A whole chunked body is given without its framing (one cut short,
+        // without its last chunk, as it came).
+        if chunked
+            && status != 304
+            && let Some((body, used)) = try_dechunk_front(&raw[end..])
+        {
+            return Some((
+                Resp {
+                    status,
+                    head,
+                    headers,
+                    body,
+                },
+                end + used,
+            ));
+        }
         let body_end = match len {
             Some(n) if status != 304 && raw.len() >= end + n => end + n,
             Some(_) if status == 304 => end,
@@ -512,26 +531,34 @@ pub fn refused(v: &Vireo, req: &[u8], codes: &[u16]) {
 
 /// Undo chunked framing at the front of `raw`: the body, and the bytes the
 /// framing took (what follows is the next response).
-pub fn dechunk_front(mut raw: &[u8]) -> (Vec<u8>, usize) {
+pub fn dechunk_front(raw: &[u8]) -> (Vec<u8>, usize) {
+    try_dechunk_front(raw).expect("a whole chunked body")
+}
+
+/// [`dechunk_front`], `None` when `raw` is not a whole chunked body
+/// (trailer fields after the last chunk are skipped).
+pub fn try_dechunk_front(mut raw: &[u8]) -> Option<(Vec<u8>, usize)> {
     let all = raw.len();
     let mut out = Vec::new();
     loop {
-        let eol = raw
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
-        let line = std::str::from_utf8(&raw[..eol]).unwrap();
-        let n = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16).unwrap();
+        let eol = raw.windows(2).position(|w| w == b"\r\n")?;
+        let line = std::str::from_utf8(&raw[..eol]).ok()?;
+        let n = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
         raw = &raw[eol + 2..];
         if n == 0 {
-            assert!(
-                raw.starts_with(b"\r\n"),
-                "chunked body ends with an empty trailer"
-            );
-            return (out, all - raw.len() + 2);
+            // Trailer fields, then the empty line.
+            loop {
+                let eol = raw.windows(2).position(|w| w == b"\r\n")?;
+                raw = &raw[eol + 2..];
+                if eol == 0 {
+                    return Some((out, all - raw.len()));
+                }
+            }
+        }
+        if raw.len() < n + 2 || &raw[n..n + 2] != b"\r\n" {
+            return None;
         }
         out.extend_from_slice(&raw[..n]);
-        assert_eq!(&raw[n..n + 2], b"\r\n");
         raw = &raw[n + 2..];
     }
 }

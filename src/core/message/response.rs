@@ -263,6 +263,29 @@ pub struct Response {
     /// Trailer fields to send after the body (`add_trailer`), made once the
     /// body is sent. With them an HTTP/1.1 response goes out chunked.
     pub trailers: Option<Trailers>,
+    /// An upstream's `Server` and `Date` passed on in place of the server's
+    /// own (`proxy_pass_header Server` / `Date`); `None`: the server's own.
+    pub own: Option<Box<OwnFields>>,
+}
+
+/// The `Server` and `Date` fields a response sends instead of the server's
+/// own: `None` keeps the server's, an empty value sends no field at all
+/// (nginx's empty `Server`/`Date` when the upstream sent none).
+#[derive(Debug, Default)]
+pub struct OwnFields {
+    pub server: Option<Value>,
+    pub date: Option<Value>,
+}
+
+impl OwnFields {
+    /// `Server` (`date`: false) or `Date` of `r`: `None` for the server's
+    /// own, `Some(None)` for no field at all.
+    pub fn of(r: &Response, date: bool) -> Option<Option<&str>> {
+        let f = r.own.as_deref()?;
+        let v = if date { &f.date } else { &f.server };
+        let v = v.as_ref()?.as_str();
+        Some((!v.is_empty()).then_some(v))
+    }
 }
 
 /// Makes a response's trailer fields once its body is sent (the body
@@ -279,6 +302,7 @@ impl Response {
             headers: Vec::with_capacity(4),
             body: Body::Empty,
             trailers: None,
+            own: None,
         }
     }
 
@@ -316,10 +340,13 @@ impl Response {
         r
     }
 
-    /// Does the body go out with chunked framing? When its length is unknown and
-    /// the connection stays open (the caller closes HTTP/1.0 connections then).
-    pub fn chunked(&self, keep_alive: bool) -> bool {
-        keep_alive && self.body.size().is_none()
+    /// Does the body go out with chunked framing? When its length is unknown
+    /// and the client takes chunked framing (HTTP/1.1 with
+    /// `chunked_transfer_encoding on`), also on a connection that closes
+    /// after it, as nginx: the last chunk tells a whole body from one cut
+    /// short. Otherwise the close ends the body.
+    pub fn chunked(&self, takes_chunked: bool) -> bool {
+        takes_chunked && self.body.size().is_none()
     }
 
     pub fn header(mut self, name: &'static str, v: Value) -> Self {

@@ -309,7 +309,8 @@ impl<S: Stream> Conn<S> {
             && !listener.retired
             && !idle::stopping()
             // Bytes after a refused Upgrade must not be read as a request.
-            && (resp.status == 101 || head.header("upgrade").is_none());
+            && resp.status != 101
+            && head.header("upgrade").is_none();
         // The request's location says how long the connection then waits.
         self.keepalive_ms = u32::try_from(core.keepalive_timeout.as_millis()).unwrap_or(u32::MAX);
         if self.nodelay_unset
@@ -319,6 +320,7 @@ impl<S: Stream> Conn<S> {
             self.s.set_nodelay();
             self.nodelay_unset = false;
         }
+        req.state.closing.set(!keep_alive);
         match self.respond(io, &req, &mut resp, keep_alive).await {
             Ok(()) if keep_alive => Next::KeepAlive,
             Ok(()) => Next::Close(close),
@@ -377,12 +379,14 @@ impl<S: Stream> Conn<S> {
                 && !head_only
                 && !matches!(resp.status, 100..=199 | 204 | 304)
         });
+        let takes_chunked = req.head.version == Version::Http11 && core.chunked_transfer_encoding;
+        let chunked = resp.chunked(takes_chunked);
         write_head(
             &mut io.out,
             resp,
             keep_alive.then_some(core.keepalive_header),
             core.server_tokens,
-            trailers.is_some(),
+            chunked || trailers.is_some(),
         );
         let head_len = io.out.len() as u64;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
@@ -390,7 +394,7 @@ impl<S: Stream> Conn<S> {
         let sendfile = (sf.sendfile && S::PLAIN).then_some(sf.sendfile_max_chunk);
         let how = How {
             head_only,
-            chunked: resp.chunked(keep_alive) && core.chunked_transfer_encoding,
+            chunked,
             open_end: false,
             sendfile,
             watch_client: !req.state.ignore_client_abort,

@@ -7,7 +7,7 @@
 use crate::conf::model::CoreConf;
 use crate::core::clock;
 use crate::core::message::response::read_file_at;
-use crate::core::message::response::{Body, CutShort, Response, reason, server_name};
+use crate::core::message::response::{Body, CutShort, OwnFields, Response, reason, server_name};
 use crate::server::socket::Stream;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
@@ -24,38 +24,46 @@ const READ_CHUNK: usize = 64 * 1024;
 ///
 /// `keep_alive`: the connection stays open, `Some(header)` with the
 /// `Keep-Alive: timeout=N` header of keepalive_timeout's second value if set;
-/// `None`: it closes.
+/// `None`: it closes. `chunked`: the body goes out chunked (whatever its
+/// length: trailers follow it).
 pub(super) fn write_head(
     out: &mut Vec<u8>,
     r: &Response,
     keep_alive: Option<Option<std::time::Duration>>,
     tokens: bool,
-    force_chunked: bool,
+    chunked: bool,
 ) {
     out.extend_from_slice(b"HTTP/1.1 ");
     let mut n = itoa::Buffer::new();
     out.extend_from_slice(n.format(r.status).as_bytes());
     out.push(b' ');
     out.extend_from_slice(reason(r.status).as_bytes());
-    out.extend_from_slice(b"\r\nServer: ");
-    out.extend_from_slice(server_name(tokens).as_bytes());
-    out.extend_from_slice(b"\r\nDate: ");
-    clock::with_http_date(|d| out.extend_from_slice(d.as_bytes()));
+    match OwnFields::of(r, false) {
+        None => {
+            out.extend_from_slice(b"\r\nServer: ");
+            out.extend_from_slice(server_name(tokens).as_bytes());
+        }
+        Some(v) => field(out, "Server", v),
+    }
+    match OwnFields::of(r, true) {
+        None => {
+            out.extend_from_slice(b"\r\nDate: ");
+            clock::with_http_date(|d| out.extend_from_slice(d.as_bytes()));
+        }
+        Some(v) => field(out, "Date", v),
+    }
     if let Some(ct) = &r.content_type {
         out.extend_from_slice(b"\r\nContent-Type: ");
         out.extend_from_slice(ct.as_str().as_bytes());
     }
     if r.status != 304 && !(100..200).contains(&r.status) && r.status != 204 {
         match r.body.size() {
-            _ if force_chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
+            _ if chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
             Some(len) => {
                 out.extend_from_slice(b"\r\nContent-Length: ");
                 out.extend_from_slice(n.format(len).as_bytes());
             }
-            None if r.chunked(keep_alive.is_some()) => {
-                out.extend_from_slice(b"\r\nTransfer-Encoding: chunked");
-            }
-            // Unknown length on a closing connection: the close ends the body.
+            // Unknown length without chunked framing: the close ends the body.
             None => {}
         }
     }
@@ -77,12 +85,22 @@ pub(super) fn write_head(
     }
 }
 
+/// `name: value` on a line of its own, when there is a value.
+fn field(out: &mut Vec<u8>, name: &str, v: Option<&str>) {
+    if let Some(v) = v {
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+    }
+}
+
 /// How a response body goes out.
 #[derive(Clone, Copy)]
 pub(super) struct How {
     /// HEAD: the head only.
     pub(super) head_only: bool,
-    /// Chunked framing (unknown length, connection kept).
+    /// Chunked framing (unknown length, an HTTP/1.1 client).
     pub(super) chunked: bool,
     /// Chunked, and the caller writes the last chunk (with trailers).
     pub(super) open_end: bool,

@@ -9,7 +9,7 @@ use super::conf::Http2Conf;
 use crate::core::clock;
 use crate::core::message::head::Method;
 use crate::core::message::response::read_file_at;
-use crate::core::message::response::{Body, Response, server_name};
+use crate::core::message::response::{Body, OwnFields, Response, server_name};
 use crate::core::request::Request;
 use crate::http::pipeline;
 use bytes::{Bytes, BytesMut};
@@ -93,12 +93,28 @@ fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64)
         len += name.as_str().len() + v.len() + 4;
         m.append(name, v);
     };
-    add(
-        http::header::SERVER,
-        HeaderValue::from_static(server_name(tokens)),
-    );
-    if let Ok(d) = clock::with_http_date(HeaderValue::from_str) {
-        add(http::header::DATE, d);
+    match OwnFields::of(r, false) {
+        None => add(
+            http::header::SERVER,
+            HeaderValue::from_static(server_name(tokens)),
+        ),
+        Some(v) => {
+            if let Some(v) = v.and_then(|v| HeaderValue::from_str(v).ok()) {
+                add(http::header::SERVER, v);
+            }
+        }
+    }
+    match OwnFields::of(r, true) {
+        None => {
+            if let Ok(d) = clock::with_http_date(HeaderValue::from_str) {
+                add(http::header::DATE, d);
+            }
+        }
+        Some(v) => {
+            if let Some(v) = v.and_then(|v| HeaderValue::from_str(v).ok()) {
+                add(http::header::DATE, v);
+            }
+        }
     }
     if let Some(ct) = &r.content_type
         && let Ok(v) = HeaderValue::from_str(ct.as_str())

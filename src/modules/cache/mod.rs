@@ -828,6 +828,7 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
         headers,
         body: body_at(0..size),
         trailers: None,
+        own: None,
     };
     if meta.status != 200 || !req.conditionals_apply() {
         return resp;
@@ -860,65 +861,12 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
         resp.body = Body::Empty;
         return resp;
     }
-    if !resp
-        .headers
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"))
-    {
-        resp.headers.push(("Accept-Ranges", Value::Static("bytes")));
+    // A Content-Range of the reply's own never goes with a range.
+    if head.header("range").is_some() {
+        resp.headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
     }
-    let spec = match head.header("range") {
-        // A Content-Range of the reply's own never goes with a range.
-        Some(_) => {
-            resp.headers
-                .retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
-            head.header("range")
-        }
-        None => None,
-    };
-    let spec = match spec {
-        Some(r)
-            if head.header("if-range").is_none_or(|ir| {
-                conditional::if_range_matches(ir, etag, lm.unwrap_or(i64::MIN))
-            }) =>
-        {
-            range::parse(r, size, sf.max_ranges)
-        }
-        _ => range::RangeSpec::Full,
-    };
-    match spec {
-        range::RangeSpec::Full => resp,
-        range::RangeSpec::Unsatisfiable => req
-            .error(416)
-            .header("Content-Range", Value::Owned(format!("bytes */{size}"))),
-        range::RangeSpec::Partial(rs) if rs.len() == 1 => {
-            resp.status = 206;
-            resp.headers.push((
-                "Content-Range",
-                Value::Owned(range::content_range(&rs[0], size)),
-            ));
-            resp.body = body_at(rs[0].clone());
-            resp
-        }
-        range::RangeSpec::Partial(rs) => {
-            let ct = resp
-                .content_type
-                .as_ref()
-                .map_or("", |v| v.as_str())
-                .to_string();
-            let mut parts = range::multipart(&rs, size, &ct, e.stored as u64 ^ size);
-            for p in &mut parts.parts {
-                p.1 = e.body_off + p.1.start..e.body_off + p.1.end;
-            }
-            resp.status = 206;
-            resp.content_type = Some(Value::Owned(parts.content_type()));
-            resp.body = Body::Multipart {
-                file,
-                parts: Box::new(parts),
-            };
-            resp
-        }
-    }
+    range::of_reply(req, resp, true)
 }
 
 /// What was read of a reply that broke off: its bytes from the temporary

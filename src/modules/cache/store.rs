@@ -141,7 +141,6 @@ pub struct Entry {
     pub file: File,
     pub meta: Meta,
     pub valid_until: i64,
-    pub stored: i64,
     pub body_off: u64,
     pub body_len: u64,
     body_crc: u32,
@@ -163,7 +162,8 @@ impl Entry {
         }
         let mut f = &fixed[8..];
         let valid_until = f.get_i64_le();
-        let stored = f.get_i64_le();
+        // When it was stored: kept in the file, not needed to serve it.
+        let _stored = f.get_i64_le();
         let meta_len = f.get_u32_le() as u64;
         let body_len = f.get_u64_le();
         let meta_crc = f.get_u32_le();
@@ -186,7 +186,6 @@ impl Entry {
             file,
             meta,
             valid_until,
-            stored,
             body_off: FIXED + meta_len,
             body_len,
             body_crc,
@@ -319,7 +318,6 @@ impl Writer {
             file,
             meta: Meta::decode(&self.meta).expect("encoded above"),
             valid_until,
-            stored,
             body_off: FIXED + self.meta.len() as u64,
             body_len: self.body_len,
             body_crc: self.body_crc.clone().finalize(),

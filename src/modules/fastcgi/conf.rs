@@ -29,6 +29,8 @@ settings! {
         pub split_path_info: Option<Arc<Re>> = None,
         pub intercept_errors: bool = false,
         pub ignore_client_abort: bool = false,
+        /// `fastcgi_force_ranges`: byte ranges of every reply.
+        pub force_ranges: bool = false,
         pub connect_timeout: Duration = Duration::from_secs(60),
         pub send_timeout: Duration = Duration::from_secs(60),
         pub read_timeout: Duration = Duration::from_secs(60),
@@ -188,6 +190,19 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_store_access users:permissions ...;",
         default: "user:rw",
         doc: "The permissions of files `fastcgi_store` saves, as `proxy_store_access`.\n\n```nginx\nfastcgi_store_access user:rw group:r;\n```",
+    },
+    Def {
+        name: "fastcgi_force_ranges",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().get_mut::<FastcgiConfSet>().force_ranges = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_force_ranges on | off;",
+        default: "off",
+        doc: "Byte ranges of the application's replies, as `proxy_force_ranges`: with `on`, a 200 reply of known length is answered with the client's `Range` whatever the application said about ranges.\n\n```nginx\nfastcgi_force_ranges on;\n```",
     },
     Def {
         name: "fastcgi_ignore_client_abort",

@@ -41,6 +41,10 @@ impl Content for FastcgiPass {
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             use crate::modules::cache::{self, Lookup, conf::Fastcgi as Cached};
+            use crate::modules::static_files::range;
+            if req.conf.get::<FastcgiConf>().force_ranges {
+                req.state.ext.insert(Rc::new(range::Forced));
+            }
             let fill = match cache::lookup::<Cached>(req, |_| None).await {
                 Lookup::Serve(resp) => return Outcome::Respond(resp),
                 Lookup::Fetch(fill) => fill,
@@ -52,6 +56,9 @@ impl Content for FastcgiPass {
             }
             match (fill, out) {
                 (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
+                (None, Outcome::Respond(resp)) => {
+                    Outcome::Respond(range::of_reply(req, resp, false))
+                }
                 (_, out) => out,
             }
         })

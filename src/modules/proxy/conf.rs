@@ -118,6 +118,8 @@ crate::settings! {
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
         pub ignore_client_abort: bool = false,
+        /// `proxy_force_ranges`: byte ranges of every reply.
+        pub force_ranges: bool = false,
         /// `proxy_store`: where a 200 reply's body is saved (`None`: off).
         pub store: Option<Arc<Store>> = None,
         /// `proxy_store_access`: the mode of stored files.
@@ -715,6 +717,19 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_store_access users:permissions ...;",
         default: "user:rw",
         doc: "The permissions of files `proxy_store` saves (and of the folders it creates, with `x` added where `r` is): `user:`, `group:`, `all:` with `rw` or `r`; the user keeps `rw` unless given.\n\n```nginx\nproxy_store_access user:rw group:rw all:r;\n```",
+    },
+    Def {
+        name: "proxy_force_ranges",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).force_ranges = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_force_ranges on | off;",
+        default: "off",
+        doc: "Byte ranges of the upstream's replies: with `on`, a 200 reply of known length is answered with the client's `Range` (206, one range as the reply streams in; several from a cached reply) whatever the upstream said about ranges, and offers them with `Accept-Ranges: bytes`. With `off`, only a reply answered from the cache whose upstream sent `Accept-Ranges` takes ranges, as nginx. `If-Range` is compared with the reply's `ETag` or `Last-Modified`; `max_ranges` applies.\n\n```nginx\nproxy_force_ranges on;\n```",
     },
     Def {
         name: "proxy_ignore_client_abort",

@@ -27,7 +27,9 @@ pub mod conf;
 pub mod ssl;
 
 use crate::core::message::head::{BodyFraming, Method};
-use crate::core::message::response::{Body, BodyStream, ClientIo, CutShort, Response, Value};
+use crate::core::message::response::{
+    Body, BodyStream, ClientIo, CutShort, OwnFields, Response, Value,
+};
 use crate::core::module::{Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
@@ -247,6 +249,10 @@ impl Content for Proxy {
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             use crate::modules::cache::{self, Lookup, conf::Proxy as Cached};
+            use crate::modules::static_files::range;
+            if req.conf.get::<ProxyConf>().force_ranges {
+                req.state.ext.insert(Rc::new(range::Forced));
+            }
             if cache::enabled::<Cached>(req) {
                 // `$proxy_host` for the cache key.
                 let host = self.cache_host(req);
@@ -268,7 +274,7 @@ impl Content for Proxy {
             crate::upstream::store::apply(req, pc.store.as_deref(), pc.store_access, &mut resp);
             Outcome::Respond(match fill {
                 Some(f) => f.store(req, resp).await,
-                None => resp,
+                None => range::of_reply(req, resp, false),
             })
         })
     }
@@ -629,7 +635,7 @@ impl Proxy {
             a.received = conn.bytes_in() - in0;
         }
         up.responded(peer, t0);
-        if h.upgrade && !upgrade {
+        if h.upgrade && !upgrade && req.head.version == crate::core::message::head::Version::Http2 {
             return Err(fail(
                 NextUpstream::INVALID_HEADER,
                 502,
@@ -660,6 +666,14 @@ impl Proxy {
         if let Some(e) = intercepted(req, pc, &resp) {
             up.finished(peer, true);
             return Ok(e);
+        }
+        if h.upgrade && !upgrade {
+            // A 101 the client did not ask for goes on as a head without a
+            // body (what nginx's client sees); the connection then closes.
+            vars.borrow_mut().attempts.last_mut().unwrap().status = 101;
+            up.finished(peer, true);
+            drop(conn);
+            return Ok(resp);
         }
         if h.upgrade {
             let mut v = vars.borrow_mut();
@@ -953,7 +967,19 @@ impl Proxy {
             headers: Vec::with_capacity(h.fields.len() + 2),
             body: Body::Empty,
             trailers: None,
+            own: None,
         };
+        // `proxy_pass_header Server` / `Date`: the upstream's in place of
+        // the server's own, and none when it sent none.
+        let passes = |n: &str| pc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(n));
+        let (server, date) = (passes("server"), passes("date"));
+        if server || date {
+            let empty = || Some(Value::Static(""));
+            resp.own = Some(Box::new(OwnFields {
+                server: server.then(empty).flatten(),
+                date: date.then(empty).flatten(),
+            }));
+        }
         for &(n, (va, vb)) in &h.fields {
             let (name, value) = (h.at(n), h.at((va, vb)));
             let is = |p: &String| name.eq_ignore_ascii_case(p);
@@ -962,8 +988,19 @@ impl Proxy {
                 resp.content_type = Some(Value::Slice(h.text.clone(), va, vb));
                 continue;
             }
+            if let (Passed::Own(is_date), Some(own)) = (kind, resp.own.as_deref_mut()) {
+                let slot = if is_date {
+                    &mut own.date
+                } else {
+                    &mut own.server
+                };
+                if slot.is_some() {
+                    *slot = Some(Value::Slice(h.text.clone(), va, vb));
+                }
+                continue;
+            }
             let hidden = match kind {
-                Passed::Not => true,
+                Passed::Not | Passed::Own(_) => true,
                 Passed::Accel => !pc.pass_headers.iter().any(is),
                 _ => false,
             };
@@ -1240,8 +1277,11 @@ fn trim(s: &[u8]) -> &[u8] {
 enum Passed {
     /// Passed on as it is (unless proxy_hide_header names it).
     As,
-    /// Content-Length, Date, Server: the client connection sets its own.
+    /// Content-Length: the client connection sets its own.
     Not,
+    /// Date (`true`), Server: the server's own, unless proxy_pass_header
+    /// names it.
+    Own(bool),
     /// X-Pad, X-Accel-*: hidden unless proxy_pass_header names it.
     Accel,
     ContentType,
@@ -1256,9 +1296,9 @@ enum Passed {
 fn passed_header(name: &str) -> Passed {
     let is = |n: &str| name.eq_ignore_ascii_case(n);
     match name.len() {
-        4 if is("date") => Passed::Not,
+        4 if is("date") => Passed::Own(true),
         5 if is("x-pad") => Passed::Accel,
-        6 if is("server") => Passed::Not,
+        6 if is("server") => Passed::Own(false),
         7 if is("refresh") => Passed::Refresh,
         8 if is("location") => Passed::Location,
         10 if is("set-cookie") => Passed::SetCookie,

@@ -159,23 +159,6 @@ fn respond_file(req: &Request<'_>, info: Option<&Rc<FileInfo>>) -> Option<Respon
     Some(r)
 }
 
-/// `If-Range` against the validators the response goes out with: the
-/// file's, or those the location's `add_header Last-Modified` / `ETag`
-/// put in their place (as nginx, whose range filter runs after add_header;
-/// a removed or unreadable Last-Modified matches no date).
-fn if_range(req: &Request<'_>, ir: &[u8], etag: &str, mtime: i64) -> bool {
-    use crate::modules::headers::replaced;
-    let tag = replaced(req, "etag");
-    let etag = tag
-        .as_deref()
-        .map_or(etag, |t| std::str::from_utf8(t).unwrap_or(""));
-    let mtime = match replaced(req, "last-modified") {
-        Some(v) => conditional::http_date(&v).unwrap_or(i64::MIN),
-        None => mtime,
-    };
-    conditional::if_range_matches(ir, etag, mtime)
-}
-
 fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     let sf = req.conf.get::<StaticConf>();
     let head = req.head;
@@ -220,65 +203,18 @@ fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
             .clone(),
     );
     let file = info.file.clone().expect("regular files are opened");
-    let spec = match head.header("range") {
-        Some(r)
-            if conditionals
-                && head
-                    .header("if-range")
-                    .is_none_or(|ir| if_range(req, ir, etag, info.mtime)) =>
-        {
-            range::parse(r, info.size, sf.max_ranges)
-        }
-        _ => range::RangeSpec::Full,
+    let mut r = Response::new(200);
+    r.body = match &info.body {
+        Some(b) => Body::Bytes(b.clone()),
+        None => Body::File {
+            file,
+            range: 0..info.size,
+        },
     };
-    let mut r = match spec {
-        range::RangeSpec::Full => {
-            let mut r = Response::new(200);
-            r.body = match &info.body {
-                Some(b) => Body::Bytes(b.clone()),
-                None => Body::File {
-                    file,
-                    range: 0..info.size,
-                },
-            };
-            r.content_type = Some(ct);
-            r
-        }
-        range::RangeSpec::Unsatisfiable => {
-            return req.error(416).header(
-                "Content-Range",
-                Value::Owned(format!("bytes */{}", info.size)),
-            );
-        }
-        range::RangeSpec::Partial(ranges) if ranges.len() == 1 => {
-            let rg = ranges[0].clone();
-            let mut r = Response::new(206).header(
-                "Content-Range",
-                Value::Owned(range::content_range(&rg, info.size)),
-            );
-            r.body = match &info.body {
-                Some(b) => Body::Bytes(b.slice(rg.start as usize..rg.end as usize)),
-                None => Body::File { file, range: rg },
-            };
-            r.content_type = Some(ct);
-            r
-        }
-        range::RangeSpec::Partial(ranges) => {
-            let parts = range::multipart(
-                &ranges,
-                info.size,
-                ct.as_str(),
-                info.mtime as u64 ^ info.size,
-            );
-            let mut r = Response::new(206);
-            r.content_type = Some(Value::Owned(parts.content_type()));
-            r.body = Body::Multipart {
-                file,
-                parts: Box::new(parts),
-            };
-            r
-        }
-    };
-    r.headers.push(("Accept-Ranges", Value::Static("bytes")));
-    with_validators(r)
+    r.content_type = Some(ct);
+    // max_ranges 0: no ranges, and none offered.
+    if sf.max_ranges != Some(0) {
+        r.headers.push(("Accept-Ranges", Value::Static("bytes")));
+    }
+    range::apply(req, with_validators(r), sf.max_ranges)
 }

@@ -1,8 +1,220 @@
 //! `Range` request header parsing and `multipart/byteranges` framing.
 
-use crate::core::message::response::{Body, Multipart, Response};
+use super::conditional;
+use crate::core::message::response::{Body, BodyStream, Multipart, Response, Value};
+use crate::core::request::{BoxFuture, Request};
+use bytes::Bytes;
 use std::fmt::Write as _;
 use std::ops::Range;
+
+/// nginx's range filter over a response the request may take ranges of
+/// (a file, a cached entry, an upstream's reply with `Accept-Ranges` or
+/// `*_force_ranges`): a 200 of known length becomes, for the request's
+/// `Range`, a 206 with that range or `multipart/byteranges` of several, or
+/// a 416. `If-Range` is compared with the validators the response goes out
+/// with (its `ETag` and `Last-Modified`, or what `add_header` puts in their
+/// place). A streamed body takes one range (more are answered whole, as
+/// nginx's single range for a reply it has not stored); otherwise
+/// `max_ranges` limits them.
+pub fn apply(req: &Request<'_>, resp: Response, max_ranges: Option<usize>) -> Response {
+    let Some(size) = resp.body.size() else {
+        return resp;
+    };
+    let head = req.head;
+    let Some(range) = head.header("range") else {
+        return resp;
+    };
+    if resp.status != 200 || !req.conditionals_apply() {
+        return resp;
+    }
+    if let Some(ir) = head.header("if-range")
+        && !if_range(req, &resp, ir)
+    {
+        return resp;
+    }
+    let streamed = matches!(resp.body, Body::Stream { .. });
+    let max = match streamed {
+        true => Some(max_ranges.unwrap_or(1).min(1)),
+        false => max_ranges,
+    };
+    let mut resp = resp;
+    match parse(range, size, max) {
+        RangeSpec::Full => resp,
+        RangeSpec::Unsatisfiable => req
+            .error(416)
+            .header("Content-Range", Value::Owned(format!("bytes */{size}"))),
+        RangeSpec::Partial(rs) if rs.len() == 1 => {
+            let r = rs[0].clone();
+            resp.status = 206;
+            resp.headers
+                .push(("Content-Range", Value::Owned(content_range(&r, size))));
+            resp.body = slice(std::mem::replace(&mut resp.body, Body::Empty), r);
+            resp
+        }
+        RangeSpec::Partial(rs) => {
+            let ct = resp.content_type.as_ref().map_or("", Value::as_str);
+            let seed = req.start_ms ^ size ^ rs.len() as u64;
+            let mut parts = multipart(&rs, size, ct, seed);
+            resp.status = 206;
+            resp.content_type = Some(Value::Owned(parts.content_type()));
+            resp.body = match std::mem::replace(&mut resp.body, Body::Empty) {
+                Body::File { file, range: base } => {
+                    for p in &mut parts.parts {
+                        p.1 = base.start + p.1.start..base.start + p.1.end;
+                    }
+                    Body::Multipart {
+                        file,
+                        parts: Box::new(parts),
+                    }
+                }
+                Body::Bytes(b) => {
+                    let mut out = Vec::with_capacity(parts.content_length() as usize);
+                    for (h, r) in &parts.parts {
+                        out.extend_from_slice(h);
+                        out.extend_from_slice(&b[r.start as usize..r.end as usize]);
+                    }
+                    out.extend_from_slice(&parts.trailer);
+                    Body::Bytes(out.into())
+                }
+                other => other,
+            };
+            resp
+        }
+    }
+}
+
+/// Marks a request whose handler's `*_force_ranges` is on: its upstream's
+/// reply takes ranges whatever it said.
+#[derive(Debug)]
+pub struct Forced;
+
+/// The ranges of an upstream's reply, as nginx: taken when
+/// `proxy_force_ranges` / `fastcgi_force_ranges` is on ([`Forced`]), or
+/// when the reply is answered from the cache (`cached`) and the upstream
+/// said `Accept-Ranges`. A reply that takes them offers them
+/// (`Accept-Ranges: bytes`), unless `max_ranges 0`.
+pub fn of_reply(req: &Request<'_>, mut resp: Response, cached: bool) -> Response {
+    let forced = req.state.ext.get::<Forced>().is_some();
+    let said = resp
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
+    if !(forced || cached && said) {
+        return resp;
+    }
+    let max = req.conf.get::<super::conf::StaticConf>().max_ranges;
+    if !said && max != Some(0) && resp.status == 200 && resp.body.size().is_some() {
+        resp.headers.push(("Accept-Ranges", Value::Static("bytes")));
+    }
+    apply(req, resp, max)
+}
+
+/// Does `If-Range` match the response's validators? An entity tag (a value
+/// ending in `"`) is compared strongly with its `ETag`, else a date with its
+/// `Last-Modified`; `add_header` values in their place count, as nginx's
+/// range filter runs after add_header (a removed or unreadable
+/// Last-Modified matches no date).
+fn if_range(req: &Request<'_>, resp: &Response, ir: &[u8]) -> bool {
+    use crate::modules::headers::replaced;
+    let own = |name: &str| {
+        resp.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str().as_bytes().to_vec())
+    };
+    let field = |name: &str| replaced(req, name).or_else(|| own(name));
+    let etag = field("etag").unwrap_or_default();
+    let etag = std::str::from_utf8(&etag).unwrap_or("");
+    let mtime = field("last-modified")
+        .and_then(|v| conditional::http_date(&v))
+        .unwrap_or(i64::MIN);
+    conditional::if_range_matches(ir, etag, mtime)
+}
+
+/// Bytes `r` of a body.
+fn slice(body: Body, r: Range<u64>) -> Body {
+    match body {
+        Body::Bytes(b) => Body::Bytes(b.slice(r.start as usize..r.end as usize)),
+        Body::File { file, range } => Body::File {
+            file,
+            range: range.start + r.start..range.start + r.end,
+        },
+        Body::Stream { stream, .. } => Body::Stream {
+            stream: Box::new(Slice {
+                inner: stream,
+                skip: r.start,
+                left: r.end - r.start,
+            }),
+            len: Some(r.end - r.start),
+        },
+        other => other,
+    }
+}
+
+/// One range of a streamed body: the bytes before it are skipped, those
+/// after it read and dropped, so the stream still runs to its end (an
+/// upstream connection read whole can be kept; a reply being stored is
+/// stored whole; a reply cut short still ends the response with an error).
+#[derive(Debug)]
+struct Slice {
+    inner: Box<dyn BodyStream>,
+    skip: u64,
+    left: u64,
+}
+
+impl Slice {
+    /// The part of `piece` in the range; `None` when there is none.
+    fn cut(&mut self, piece: Option<Bytes>) -> Option<Option<Bytes>> {
+        let Some(mut p) = piece else {
+            return Some(None);
+        };
+        let n = p.len() as u64;
+        if self.left == 0 {
+            return None;
+        }
+        if self.skip >= n {
+            self.skip -= n;
+            return None;
+        }
+        p = p.slice(self.skip as usize..);
+        self.skip = 0;
+        if p.len() as u64 > self.left {
+            p.truncate(self.left as usize);
+        }
+        self.left -= p.len() as u64;
+        Some(Some(p))
+    }
+}
+
+impl BodyStream for Slice {
+    fn next(&mut self) -> BoxFuture<'_, std::io::Result<Option<Bytes>>> {
+        Box::pin(async move {
+            loop {
+                let piece = self.inner.next().await?;
+                if let Some(r) = self.cut(piece) {
+                    return Ok(r);
+                }
+            }
+        })
+    }
+
+    fn ready(&mut self) -> Option<std::io::Result<Option<Bytes>>> {
+        loop {
+            match self.inner.ready()? {
+                Err(e) => return Some(Err(e)),
+                Ok(piece) => {
+                    if let Some(r) = self.cut(piece) {
+                        return Some(Ok(r));
+                    }
+                }
+            }
+        }
+    }
+
+    fn unbuffered(&self) -> bool {
+        self.inner.unbuffered()
+    }
+}
 
 /// Outcome of evaluating a `Range` header against a representation.
 #[derive(Debug, Clone, PartialEq, Eq)]
