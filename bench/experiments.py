@@ -1225,6 +1225,132 @@ def markdown_routes(rows, servers):
                     body))
 
 
+# ---------------------------------------------------------------- modules (filters and subrequests)
+
+MODULES_HTML = "page.html"          # the 92 KB HTML page sub_filter rewrites
+MODULES_HTML_SIZE = 94208
+MODULES_FROM, MODULES_TO = b"http://example.com/", b"https://www.example.org/"
+# path -> (what it measures, the file it serves)
+MODULES_PATHS = {
+    "sub/page.html": ("sub_filter, 92 KB HTML", MODULES_HTML),
+    "page.html": ("92 KB HTML, no filter", MODULES_HTML),
+    "auth/2b.txt": ("auth_request (204), 2 B", "2b.txt"),
+    "2b.txt": ("2 B, no auth_request", "2b.txt"),
+}
+# This block replaces the E3 template's "root @ROOT@;" line in both servers: sub_filter
+# rewriting every link of the page, and auth_request to a local location answering 204.
+MODULES_CONF = (
+    "    root @ROOT@;\n"
+    "    location /sub/ {\n"
+    "      alias @ROOT@/;\n"
+    f"      sub_filter '{MODULES_FROM.decode()}' '{MODULES_TO.decode()}';\n"
+    "      sub_filter_once off;\n"
+    "    }\n"
+    "    location /auth/ { alias @ROOT@/; auth_request /_auth; }\n"
+    "    location = /_auth { internal; return 204; }\n")
+MODULES_SERVERS = ("vireo", "nginx")
+SIZES.update({p: w for p, (w, _) in MODULES_PATHS.items() if p not in SIZES})
+
+
+def modules_page():
+    """A 92 KB HTML page of paragraphs and lists of links, as a site's page has them."""
+    head = (b"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Catalogue</title>\n"
+            b"<link rel=\"stylesheet\" href=\"" + MODULES_FROM + b"static/site.css\">\n"
+            b"</head>\n<body>\n<h1>Catalogue</h1>\n")
+    parts, i = [head], 0
+    while sum(map(len, parts)) < MODULES_HTML_SIZE:
+        parts.append(
+            b"<div class=\"item\"><h2>Item %d</h2>\n<p>Item %d is described here in a few "
+            b"sentences of running text, with its price, its size and where to find it.</p>\n"
+            b"<ul><li><a href=\"%sitems/%d\">details</a></li><li><a href=\"%sreviews/%d\">"
+            b"reviews</a></li></ul></div>\n" % (i, i, MODULES_FROM, i, MODULES_FROM, i))
+        i += 1
+    tail = b"</body></html>\n"
+    body = b"".join(parts)[:MODULES_HTML_SIZE - len(tail)]
+    return body[:body.rindex(b"\n") + 1] + tail
+
+
+def modules_edits(name):
+    return (list(NGINX_STATIC) if name == "nginx" else []) + [("    root @ROOT@;\n", MODULES_CONF)]
+
+
+def exp_modules(opts, scratch):
+    """modules: sub_filter on 92 KB HTML and auth_request before a 2 B file, vireo vs nginx."""
+    ctx = Ctx(opts, scratch)
+    page = modules_page()
+    (ctx.root / MODULES_HTML).write_bytes(page)
+    expect = {p: (ctx.root / f).read_bytes() for p, (_, f) in MODULES_PATHS.items()}
+    expect["sub/page.html"] = page.replace(MODULES_FROM, MODULES_TO)
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    progress, results = Progress(len(plan) * len(MODULES_PATHS), "modules"), []
+    for k, s in plan:
+        base = {"server": s, "run": k}
+        if s not in MODULES_SERVERS:
+            if k == 1:
+                results += [dict(base, path=p, unsupported=f"no nginx-syntax configuration for {s}")
+                            for p in MODULES_PATHS]
+            for _ in MODULES_PATHS:
+                progress.step(f"{s:8} not measured")
+            continue
+        done = 0
+        try:
+            with Server(s, ctx.scratch, ctx.root, ctx.port(s), edits=modules_edits(s),
+                        subst=ctx.subst(), tag=f"{s}-modules") as srv:
+                for path in MODULES_PATHS:
+                    progress.step(f"{s:8} {path:14} run {k}/{opts.runs}")
+                    done += 1
+                    url = ctx.url(s, path)
+                    check_get(url, expect[path])
+                    warm_up(url)
+                    with Meter(srv) as m:
+                        w = run_wrk(url, opts.duration, opts.connections)
+                    results.append(dict(w, **base, path=path, **m.result(w["requests"])))
+        except vb.StartError as e:
+            results += [dict(base, path=p, unsupported=refused(s, e)) for p in MODULES_PATHS]
+            for _ in list(MODULES_PATHS)[done:]:
+                progress.step(f"{s:8} does not start")
+        except ERRORS as e:
+            results += [dict(base, path=p, error=failure(e)) for p in list(MODULES_PATHS)[max(done - 1, 0):]]
+            for _ in list(MODULES_PATHS)[done:]:
+                progress.step(f"{s:8} skipped after an error")
+    progress.close()
+    return results
+
+
+MODULES_METRICS = ["rps", "cpu_us_per_req", "p99_ms", "rss_mb", "errors"]
+
+
+def summarize_modules(results, servers):
+    """Rows per (path, server); vireo's also carry "vs_nginx": its CPU µs/req ÷ nginx's,
+    per run (median, min–max)."""
+    rows = summarize_points(results, servers, ["path"], MODULES_METRICS)
+    for r in rows:
+        if r["server"] != "nginx" and not r.get("note"):
+            r["vs_nginx"], r["vs_nginx_min"], r["vs_nginx_max"] = paired(
+                results, "cpu_us_per_req", {"server": r["server"], "path": r["path"]},
+                {"server": "nginx", "path": r["path"]}, ())
+    return rows
+
+
+def markdown_modules(rows, servers):
+    body = []
+    for path in dict.fromkeys(r["path"] for r in rows):
+        for s in servers:
+            r = find(rows, s, path=path)
+            if r is None:
+                continue
+            what = MODULES_PATHS.get(path, (path,))[0]
+            if r.get("note"):
+                body.append([what, label(s), short(r["note"]), "", "", ""])
+                continue
+            body.append([what, label(s), spread(r, "cpu_us_per_req", ".2f"),
+                         ratio_cell(r, "vs_nginx") if s != "nginx" else "1", fmt(r["rps"], ",.0f"),
+                         fmt(r["errors"], ",.0f")])
+    return ("Server CPU µs per request (median, min–max) and its ratio to nginx's within "
+            "each run:\n\n"
+            + table(["workload", "server", "CPU µs/req", "CPU ÷ nginx", "req/s", "errors"], body))
+
+
 # ---------------------------------------------------------------- TLS and HTTP/2 (issue 9)
 
 TLS_FILE = "21k.txt"
@@ -1411,6 +1537,11 @@ EXPERIMENTS = {
                                 ",.0f")),
                       needs=(("lighttpd", "mod_openssl"),),
                       title="tls — 21 KB over TLS 1.3 and HTTP/2 (issue 9)"),
+    "modules": Experiment(exp_modules, summarize_modules, markdown_modules, MODULES_SERVERS,
+                          ("wrk",), duration=4, runs=3, keys=("path",),
+                          gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                                    "cpu_us_per_req_max", ".2f"),),
+                          title="modules — sub_filter on 92 KB HTML, auth_request before 2 B"),
     "gzip": Experiment(exp_gzip, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
                        keys=("file",), gaps=E3_GAPS[:1],
                        title="gzip — on-the-fly gzip 5 of a 92 KB JS file (issue 7)"),

@@ -15,7 +15,8 @@ import vireobench as vb
 from vireobench import fmt, label
 
 DOCS = vb.REPO / "docs" / "benchmarks.md"
-ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "gzip", "routes", "tls"]
+ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "gzip", "routes", "tls",
+         "modules"]
 NOT_PEERS = {"vireo", "floor"}
 
 PAPERS = {
@@ -31,6 +32,7 @@ PAPERS = {
     "gzip": "issue 7 (92 KB JS, gzip 5, c=50: CPU µs per request ≤ 0.8× nginx's, ≤ 0.2× with a variant cache)",
     "routes": "issue 4 (routing must not tax the hot path: 30 locations within 5 % of one)",
     "tls": "issue 9 (TLS 1.3 and HTTP/2: vireo's CPU µs per request ≤ nginx's)",
+    "modules": "issue (sub_filter and auth_request: CPU µs per request no more than nginx's)",
 }
 
 METHOD = {
@@ -125,6 +127,16 @@ METHOD = {
                       "each server chose is in the \"negotiated\" column. "
                       f"{o['runs']} runs, servers interleaved; "
                       "the ratio to nginx is taken within each run."),
+    "modules": lambda o: (
+        f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s, keep-alive, 1 s warm-up, vireo and "
+        "nginx on E3's config (nginx's without its proxy and PHP locations) plus two locations: "
+        "`/sub/` (alias of the docroot) with `sub_filter 'http://example.com/' "
+        "'https://www.example.org/'; sub_filter_once off;` on a 92 KB HTML page holding 653 "
+        "such links, and `/auth/` with `auth_request /_auth;`, `location = /_auth { internal; "
+        "return 204; }`, before the 2 B file; the same files without the module beside them. "
+        "A GET checks each body first (the page with every link rewritten). "
+        f"{o['runs']} runs, servers interleaved, the order rotating; the ratio to nginx is "
+        "taken within each run."),
 }
 
 
@@ -745,9 +757,9 @@ def docs_header(datasets, all_command=None, all_minutes=None):
             + ("E3-seed runs E3 with vireo and nginx on the seed's tuned nginx.conf, E3-pool "
                "with pooled FastCGI; " if variants else "")
             + "`proxy`" + (" (with HAProxy)" if "haproxy" in proxy else "")
-            + ", `gzip`, `routes` and `tls` check "
-            "the performance asks of issues 6 (proxy), 7 (compression), 4 (routing) and 9 "
-            "(TLS 1.3, HTTP/2) against nginx.\n\n"
+            + ", `gzip`, `routes`, `tls` and `modules` check "
+            "the performance asks of issues 6 (proxy), 7 (compression), 4 (routing), 9 "
+            "(TLS 1.3, HTTP/2) and of the sub_filter and auth_request modules against nginx.\n\n"
             f"Latest full run: {dates[0]} to about {end}, made by {made}; "
             "this page is written by `bench/run all` (or `bench/run report` from the latest "
             "`bench/results/*.json`). For a quick check after a change: `bench/run quick` "

@@ -245,3 +245,44 @@ class Variants(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Modules(unittest.TestCase):
+    def test_page_and_order(self):
+        page = ex.modules_page()
+        self.assertLessEqual(abs(len(page) - ex.MODULES_HTML_SIZE), 200)
+        self.assertTrue(page.endswith(b"</body></html>\n"))
+        self.assertEqual(page.count(ex.MODULES_FROM), 653)
+        self.assertIn("modules", vb.ALL_ORDER)
+        self.assertIn("modules", report.ORDER)
+        self.assertEqual(ex.EXPERIMENTS["modules"].servers, ("vireo", "nginx"))
+
+    def test_summary_ratio_within_runs(self):
+        runs = [{"server": s, "path": "auth/2b.txt", "run": k, "cpu_us_per_req": c, "rps": 1,
+                 "p99_ms": 1, "rss_mb": 1, "errors": 0}
+                for k, (v, n) in enumerate([(10, 20), (12, 20), (9, 10)], 1)
+                for s, c in (("vireo", v), ("nginx", n))]
+        rows = ex.summarize_modules(runs, ["vireo", "nginx"])
+        v = ex.find(rows, "vireo", path="auth/2b.txt")
+        self.assertEqual((v["vs_nginx"], v["vs_nginx_min"], v["vs_nginx_max"]), (0.6, 0.5, 0.9))
+        self.assertIn("| auth_request (204), 2 B | vireo | 10.00 (9.00–12.00) | 0.600× (0.500–0.900)",
+                      ex.markdown_modules(rows, ["vireo", "nginx"]))
+
+    @unittest.skipUnless(shutil.which("nginx"), "needs nginx")
+    def test_nginx_and_vireo_accept_the_config(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("vireo", "nginx"):
+                text = (vb.CONF / vb.SERVERS[name]["conf"]).read_text()
+                for old, new in ex.modules_edits(name):
+                    self.assertIn(old, text)
+                    text = text.replace(old, new)
+                path = Path(d, name + ".conf")
+                path.write_text(vb.fill(text, dict(KEYS, **{"@DIR@": d, "@ROOT@": d})))
+                if name == "nginx":
+                    cmd = ["nginx", "-t", "-p", f"{d}/", "-e", f"{d}/e.log", "-c", str(path)]
+                elif vb.VIREO.exists():
+                    cmd = [str(vb.VIREO), "-t", "-c", str(path)]
+                else:
+                    continue
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)

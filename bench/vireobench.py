@@ -949,7 +949,8 @@ class Progress:
 
 # ---------------------------------------------------------------- command line
 
-ALL_ORDER = ["E3", "E3-seed", "E3-pool", "E5", "proxy", "gzip", "routes", "tls", "M", "E4", "E1", "E2"]
+ALL_ORDER = ["E3", "E3-seed", "E3-pool", "E5", "proxy", "gzip", "routes", "tls", "modules", "M", "E4",
+             "E1", "E2"]
 
 
 def experiments():
@@ -969,18 +970,18 @@ def parse_args(argv):
     ap.add_argument("experiment", choices=list(exps) + ["all", "report"])
     ap.add_argument("--duration", type=float, help="seconds per measured load run "
                     "(E1: 1.5 after a warm-up of 0.3 s + 1 s per 5,000 clients; E3, E3-seed, "
-                    "E3-pool, quick, routes, tls: 4; E5: 5)")
+                    "E3-pool, quick, routes, tls, modules: 4; E5: 5)")
     ap.add_argument("--runs", type=int, help="repetitions of every point (3; routes: 5; "
                     "E2: 1)")
     ap.add_argument("--points", help="E1 client counts, comma-separated "
                     "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
     ap.add_argument("--connections", type=int, default=50,
-                    help="wrk -c for E3/E3-seed/E3-pool/E5/quick/proxy/gzip/routes, h2load -c "
+                    help="wrk -c for E3/E3-seed/E3-pool/E5/quick/proxy/gzip/routes/modules, h2load -c "
                          "for tls (50)")
     ap.add_argument("--h2-streams", type=int, default=10,
                     help="tls: h2load -m, concurrent streams per HTTP/2 connection (10)")
     ap.add_argument("--servers", help="comma-separated, interleaved in this order "
-                    "(quick, idle, E3-seed, E3-pool, routes, gzip: vireo,nginx; E5: "
+                    "(quick, idle, E3-seed, E3-pool, routes, gzip, modules: vireo,nginx; E5: "
                     "vireo,nginx,floor; proxy: vireo,nginx,haproxy; tls: "
                     "vireo,nginx,h2o,lighttpd,caddy; others: " + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,

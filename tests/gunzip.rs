@@ -1,6 +1,7 @@
 //! gunzip: gzip-encoded answers (a proxied backend's, `gzip_static always`)
 //! decompressed for clients that do not take gzip, passed through for those
-//! that do; several members; the filters after it see the plain body.
+//! that do; several members; the filters after it see the plain body; an SSI
+//! include gets the plain body whatever the client takes.
 
 mod common;
 use common::*;
@@ -47,6 +48,9 @@ http {
         location /off/ {
             proxy_pass http://127.0.0.1:{port2}/;
         }
+        location = /page.html {
+            ssi on;
+        }
     }
 }
 "#;
@@ -63,6 +67,8 @@ fn start() -> Vireo {
     let mut two = gz(b"first\n");
     two.extend(gz(b"second\n"));
     v.dir.write("back/two.gz", two);
+    v.dir
+        .write("html/page.html", "a <!--#include virtual=\"/two\" --> b");
     v
 }
 
@@ -111,4 +117,17 @@ fn filters_after_it_see_the_plain_body() {
         &body[..40]
     );
     assert_eq!(body.matches("____").count(), 3000);
+}
+
+#[test]
+fn subrequests_get_the_plain_body() {
+    let v = start();
+    for ae in ["", "Accept-Encoding: gzip\r\n"] {
+        let r = v.request(&format!(
+            "GET /page.html HTTP/1.1\r\nHost: a\r\n{ae}Connection: close\r\n\r\n"
+        ));
+        assert_eq!(r.status, 200, "{ae}");
+        assert_eq!(r.header("content-encoding"), None, "{ae}");
+        assert_eq!(r.text(), "a first\nsecond\n b", "{ae}");
+    }
 }

@@ -137,10 +137,13 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
     if c.gzip_vary {
         add_vary(resp);
     }
+    // A subrequest's answer always goes into another response (an SSI
+    // include, an addition): it is decompressed whatever the client takes.
     let head = req.head;
-    let takes_gzip = head
-        .header("accept-encoding")
-        .is_some_and(|ae| negotiate::accept_encoding(ae).q(Coding::Gzip) > 0)
+    let takes_gzip = !req.is_subrequest()
+        && head
+            .header("accept-encoding")
+            .is_some_and(|ae| negotiate::accept_encoding(ae).q(Coding::Gzip) > 0)
         && negotiate::request_ok(c, head, &resp.headers);
     if takes_gzip || matches!(resp.body, Body::Multipart { .. }) || resp.status == 206 {
         return;
@@ -174,7 +177,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "gunzip on | off;",
         default: "off",
-        doc: "Decompresses responses with `Content-Encoding: gzip` (from an upstream, or `gzip_static always`) for clients that do not take gzip, by the checks of `gzip`: Accept-Encoding, `gzip_http_version`, `gzip_proxied`, `gzip_disable`. The answer loses its Content-Encoding, Content-Length and Accept-Ranges and its ETag becomes weak; with `gzip_vary on` every gzip-encoded answer gets `Vary: Accept-Encoding`. Several gzip members are decompressed one after the other; the other body filters (`sub_filter`, `charset`) see the plain body.\n\n```nginx\nlocation / {\n    gunzip on;\n    proxy_pass http://backend;\n    proxy_set_header Accept-Encoding gzip;\n}\n```",
+        doc: "Decompresses responses with `Content-Encoding: gzip` (from an upstream, or `gzip_static always`) for clients that do not take gzip, by the checks of `gzip`: Accept-Encoding, `gzip_http_version`, `gzip_proxied`, `gzip_disable`; the answer to a subrequest (an SSI include, `addition`) is always decompressed, as it goes into another response. The answer loses its Content-Encoding, Content-Length and Accept-Ranges and its ETag becomes weak; with `gzip_vary on` every gzip-encoded answer gets `Vary: Accept-Encoding`. Several gzip members are decompressed one after the other; the other body filters (`sub_filter`, `charset`) see the plain body.\n\n```nginx\nlocation / {\n    gunzip on;\n    proxy_pass http://backend;\n    proxy_set_header Accept-Encoding gzip;\n}\n```",
     },
     Def {
         name: "gunzip_buffers",
