@@ -461,6 +461,9 @@ def machine_markdown(m):
              f"kernel {m.get('kernel')}; open files {m.get('nofile', ['?'])[0]}, somaxconn "
              f"{m.get('somaxconn')}; load average at the start {', '.join(f'{x:.1f}' for x in m.get('loadavg', []))}"]
     for k, val in v.items():
+        if k == "vireo":
+            # `vireo -v` answers in nginx's words ("nginx version: vireo/…").
+            val = val.replace("nginx version: ", "")
         lines.append(f"- {label(k)}: {val}")
     return "\n".join(lines) + "\n"
 
