@@ -10,7 +10,8 @@
 //!    changed URI (`last`, or a rewrite without flag) goes back to 2;
 //! 4. preaccess and access: the modules' access hooks in their order
 //!    (limits, then allow/deny and authentication), skipped by subrequests;
-//! 5. pre-content: the modules' pre-content hooks (`try_files`);
+//! 5. pre-content: the modules' pre-content hooks (`try_files`), then
+//!    those of the level (`mirror`);
 //! 6. content: the location's handler ([`Content`]), else the default
 //!    content hook (static files);
 //! 7. error pages: a response vireo generated (through [`Request::error`])
@@ -555,6 +556,17 @@ impl<'a> Request<'a> {
                         Err(r) => return r,
                     },
                     Precontent::Status(code) => return self.error(code),
+                }
+            }
+            for hook in &conf.hooks.precontent {
+                match hook(self, body) {
+                    Phase::Next => {}
+                    Phase::Respond(r) => return r,
+                    Phase::Wait(decide) => {
+                        if let Some(r) = decide.await {
+                            return r;
+                        }
+                    }
                 }
             }
             let handler = match (loc, self.state.if_block, limit) {

@@ -23,6 +23,7 @@ pub mod limit_rate;
 pub mod limit_req;
 pub mod log;
 pub mod map;
+pub mod mirror;
 pub mod proxy;
 pub mod random_index;
 pub mod realip;
@@ -76,6 +77,7 @@ pub static MODULES: &[&Module] = &[
     &access::MODULE,
     &auth_basic::MODULE,
     &auth_request::MODULE,
+    &mirror::MODULE,
     &realip::MODULE,
     &crate::http::h2::MODULE,
     &zone::MODULE,
