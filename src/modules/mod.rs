@@ -29,6 +29,7 @@ pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
+pub mod secure_link;
 pub mod split_clients;
 pub mod ssi;
 pub mod ssl;
@@ -55,6 +56,7 @@ pub static MODULES: &[&Module] = &[
     &map::MODULE,
     &geo::MODULE,
     &referer::MODULE,
+    &secure_link::MODULE,
     &split_clients::MODULE,
     &try_files::MODULE,
     &random_index::MODULE,
