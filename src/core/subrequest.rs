@@ -320,7 +320,7 @@ impl Origin {
             crate::error_log!(
                 Error,
                 "subrequests cycle while processing \"{}\"",
-                String::from_utf8_lossy(&uri)
+                String::from_utf8_lossy(uri)
             );
             return Err(Refused::Cycle);
         }
@@ -329,7 +329,7 @@ impl Origin {
             crate::error_log!(
                 Error,
                 "request reference counter overflow while processing \"{}\"",
-                String::from_utf8_lossy(&uri)
+                String::from_utf8_lossy(uri)
             );
             return Err(Refused::TooMany);
         }
