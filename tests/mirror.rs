@@ -7,51 +7,20 @@
 
 mod common;
 use common::*;
-use std::io::{BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// The heads and bodies a backend got, in order.
-type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// A small HTTP backend in threads, one request per connection: it keeps
-/// what it got, waits `delay`, then answers 200 with `text`.
+/// A backend that answers 200 with `text` after `delay`.
 fn backend(text: &'static str, delay: Duration) -> (u16, Seen) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let log = log.clone();
-            std::thread::spawn(move || {
-                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let Some(head) = read_request_head(&mut r) else {
-                    return;
-                };
-                let len = head
-                    .to_ascii_lowercase()
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0; len];
-                r.read_exact(&mut body).unwrap();
-                log.lock().unwrap().push((head, body));
-                std::thread::sleep(delay);
-                let _ = s.write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                        text.len()
-                    )
-                    .as_bytes(),
-                );
-            });
-        }
+    let s = service(move |_, _| {
+        std::thread::sleep(delay);
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )
     });
-    (port, seen)
+    (s.port, s.seen)
 }
 
 const CONF: &str = "
@@ -283,16 +252,7 @@ fn directive_errors_name_file_and_line() {
             "\"mirror_request_body\" directive is duplicate",
         ),
     ] {
-        let out = test_conf(
-            &dir,
-            &format!("events {{}}\nhttp {{\n server {{\n  {line}\n }}\n}}\n"),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{line}");
-        assert!(
-            err.contains(want) && err.contains("t.conf:4"),
-            "{line}: {err}"
-        );
+        refused_in_server(&dir, line, want);
     }
     let out = test_conf(
         &dir,

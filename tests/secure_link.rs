@@ -180,15 +180,6 @@ fn directive_errors_name_file_and_line() {
             "unknown \"no_such_variable\" variable",
         ),
     ] {
-        let out = test_conf(
-            &dir,
-            &format!("events {{}}\nhttp {{\n server {{\n  {line}\n }}\n}}\n"),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{line}");
-        assert!(
-            err.contains(want) && err.contains("t.conf:4"),
-            "{line}: {err}"
-        );
+        refused_in_server(&dir, line, want);
     }
 }

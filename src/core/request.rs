@@ -516,16 +516,8 @@ impl<'a> Request<'a> {
                 true => &[][..],
                 false => &conf.hooks.access[..],
             };
-            for hook in access {
-                match hook(self, body) {
-                    Phase::Next => {}
-                    Phase::Respond(r) => return r,
-                    Phase::Wait(decide) => {
-                        if let Some(r) = decide.await {
-                            return r;
-                        }
-                    }
-                }
+            if let Some(r) = self.phase_hooks(access, body).await {
+                return r;
             }
             let data = match loc {
                 Some(l) => &l.phases.ext,
@@ -558,16 +550,8 @@ impl<'a> Request<'a> {
                     Precontent::Status(code) => return self.error(code),
                 }
             }
-            for hook in &conf.hooks.precontent {
-                match hook(self, body) {
-                    Phase::Next => {}
-                    Phase::Respond(r) => return r,
-                    Phase::Wait(decide) => {
-                        if let Some(r) = decide.await {
-                            return r;
-                        }
-                    }
-                }
+            if let Some(r) = self.phase_hooks(&conf.hooks.precontent, body).await {
+                return r;
             }
             let handler = match (loc, self.state.if_block, limit) {
                 (Some(l), Some(i), _) => {
@@ -615,6 +599,26 @@ impl<'a> Request<'a> {
                 },
             }
         }
+    }
+
+    /// Run access-like hooks in order; `Some` is the answer one decided on.
+    async fn phase_hooks(
+        &mut self,
+        hooks: &[crate::core::module::AccessHook],
+        body: &mut dyn RequestBody,
+    ) -> Option<Response> {
+        for hook in hooks {
+            match hook(self, body) {
+                Phase::Next => {}
+                Phase::Respond(r) => return Some(r),
+                Phase::Wait(decide) => {
+                    if let Some(r) = decide.await {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The location for the current URI; regex locations record their captures.
