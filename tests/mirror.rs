@@ -29,6 +29,7 @@ http {
     access_log off;
     server {
         listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port2} http2;
         root {dir}/html;
 
         location /api/ {
@@ -225,6 +226,34 @@ fn the_response_does_not_wait_for_a_slow_mirror_but_the_next_request_does() {
         "{:?}",
         start.elapsed()
     );
+}
+
+#[test]
+fn http2_requests_are_mirrored_with_their_body() {
+    let s = setup();
+    let conf = s.v.dir.read("vireo.conf");
+    let at = conf.find(" http2;").unwrap();
+    let port2: u16 = conf[conf[..at].rfind(':').unwrap() + 1..at]
+        .parse()
+        .unwrap();
+    let body = "b".repeat(3000);
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "30", "--http2-prior-knowledge"])
+        .args(["--data-binary", &body])
+        .arg(format!("http://127.0.0.1:{port2}/api/h2?x=2"))
+        .output()
+        .expect("curl runs");
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.starts_with("HTTP/2 200"), "{out}");
+    assert!(out.ends_with("main answer"), "{out}");
+    assert_eq!(wait_for(&s.main, 1)[0].1, body.as_bytes());
+    let shadow = wait_for(&s.shadow, 1);
+    assert!(
+        shadow[0].0.starts_with("POST /api/h2?x=2 HTTP/1."),
+        "{}",
+        shadow[0].0
+    );
+    assert_eq!(shadow[0].1, body.as_bytes());
 }
 
 #[test]
