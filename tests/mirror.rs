@@ -53,6 +53,10 @@ http {
                 mirror off;
             }
         }
+        location /dav/ {
+            mirror /shadow;
+            dav_methods PUT;
+        }
         location /slow/ {
             mirror /slow-shadow;
         }
@@ -162,6 +166,23 @@ fn a_body_read_for_the_mirror_still_reaches_an_unbuffered_proxy() {
     assert_eq!(r.status, 200);
     assert_eq!(wait_for(&s.main, 1)[0].1, b"streamed body");
     assert_eq!(wait_for(&s.shadow, 1)[0].1, b"streamed body");
+}
+
+#[test]
+fn a_put_after_the_mirror_read_the_body_writes_it_whole() {
+    let s = setup();
+    std::fs::create_dir_all(s.v.dir.path().join("html/dav")).unwrap();
+    let r =
+        s.v.request(&post("/dav/new.txt", "put body").replacen("POST", "PUT", 1));
+    assert_eq!(r.status, 201);
+    assert_eq!(s.v.dir.read("html/dav/new.txt"), "put body");
+    let shadow = wait_for(&s.shadow, 1);
+    assert!(
+        shadow[0].0.starts_with("PUT /dav/new.txt HTTP/1."),
+        "{}",
+        shadow[0].0
+    );
+    assert_eq!(shadow[0].1, b"put body");
 }
 
 #[test]
