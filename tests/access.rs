@@ -176,16 +176,7 @@ fn configuration_errors() {
             "invalid value \"some\" in \"satisfy\" directive",
         ),
     ] {
-        let out = test_conf(
-            &dir,
-            &format!("events {{}}\nhttp {{\n server {{\n  {line}\n }}\n}}\n"),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{line}");
-        assert!(
-            err.contains(want) && err.contains("t.conf:4"),
-            "{line}: {err}"
-        );
+        refused_in_server(&dir, line, want);
     }
     // Host bits outside the mask: accepted, with nginx's warning.
     let out = test_conf(

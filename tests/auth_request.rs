@@ -9,53 +9,8 @@
 mod common;
 use common::fpm::Fpm;
 use common::*;
-use std::io::{BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// The heads and bodies a service got, in order.
-type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// A small HTTP server in threads, one request per connection: `answer`
-/// gets the head (text) and body and returns the whole response; each head
-/// and body it got is kept in `seen`.
-struct Service {
-    port: u16,
-    seen: Seen,
-}
-
-fn service(answer: fn(&str, &[u8]) -> String) -> Service {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let log = log.clone();
-            std::thread::spawn(move || {
-                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let Some(head) = read_request_head(&mut r) else {
-                    return;
-                };
-                let len = head
-                    .to_ascii_lowercase()
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0; len];
-                r.read_exact(&mut body).unwrap();
-                let reply = answer(&head, &body);
-                log.lock().unwrap().push((head, body));
-                let _ = s.write_all(reply.as_bytes());
-            });
-        }
-    });
-    Service { port, seen }
-}
 
 /// The value of a header field of `head` (names in any case).
 fn field<'h>(head: &'h str, name: &str) -> Option<&'h str> {

@@ -175,15 +175,6 @@ fn configuration_errors() {
             "host not found in set_real_ip_from \"no-such-host.invalid\"",
         ),
     ] {
-        let out = test_conf(
-            &dir,
-            &format!("events {{}}\nhttp {{\n server {{\n  {line}\n }}\n}}\n"),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{line}");
-        assert!(
-            err.contains(want) && err.contains("t.conf:4"),
-            "{line}: {err}"
-        );
+        refused_in_server(&dir, line, want);
     }
 }

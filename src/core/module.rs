@@ -103,6 +103,10 @@ pub type RewriteHook = fn(&mut Request<'_>, data: &Extensions, location: bool) -
 pub type AccessHook = for<'r, 'a> fn(&'r mut Request<'a>, &'r mut dyn RequestBody) -> Phase<'r>;
 /// Pre-content phase, with the level's own module data.
 pub type PrecontentHook = fn(&mut Request<'_>, data: &Extensions) -> Precontent;
+/// Pre-content phase of the levels whose settings use it, after the
+/// [`PrecontentHook`]s (try_files) and also in `if` blocks: like an access
+/// hook it has the body and may wait (mirror reads the body whole first).
+pub type LevelPrecontentHook = AccessHook;
 /// Content phase of a location without a handler of its own: the first
 /// module that `takes` the request (as WebDAV its methods) `run`s it, else
 /// the default content does.
@@ -139,6 +143,7 @@ pub struct Hooks {
     pub rewrite: Option<RewriteHook>,
     pub access: Option<Ordered<AccessHook>>,
     pub precontent: Option<PrecontentHook>,
+    pub precontent_level: Option<Ordered<LevelPrecontentHook>>,
     pub content: Option<Ordered<ContentHook>>,
     pub default_content: Option<DefaultContentHook>,
     pub filter: Option<Ordered<FilterHook>>,
@@ -161,6 +166,7 @@ impl Hooks {
         rewrite: None,
         access: None,
         precontent: None,
+        precontent_level: None,
         content: None,
         default_content: None,
         filter: None,
@@ -232,6 +238,7 @@ impl Pipeline {
 pub struct LevelHooks {
     pub post_read: Vec<PostReadHook>,
     pub access: Vec<AccessHook>,
+    pub precontent: Vec<LevelPrecontentHook>,
     pub content: Vec<ContentHook>,
     pub filters: Vec<FilterHook>,
 }
@@ -241,6 +248,7 @@ impl std::fmt::Debug for LevelHooks {
         f.debug_struct("LevelHooks")
             .field("post_read", &self.post_read.len())
             .field("access", &self.access.len())
+            .field("precontent", &self.precontent.len())
             .field("content", &self.content.len())
             .field("filters", &self.filters.len())
             .finish()
@@ -266,6 +274,7 @@ impl LevelHooks {
         LevelHooks {
             post_read: active(modules, conf, |h| h.post_read),
             access: active(modules, conf, |h| h.access),
+            precontent: active(modules, conf, |h| h.precontent_level),
             content: active(modules, conf, |h| h.content),
             filters: active(modules, conf, |h| h.filter),
         }

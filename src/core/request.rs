@@ -10,7 +10,8 @@
 //!    changed URI (`last`, or a rewrite without flag) goes back to 2;
 //! 4. preaccess and access: the modules' access hooks in their order
 //!    (limits, then allow/deny and authentication), skipped by subrequests;
-//! 5. pre-content: the modules' pre-content hooks (`try_files`);
+//! 5. pre-content: the modules' pre-content hooks (`try_files`), then
+//!    those of the level (`mirror`);
 //! 6. content: the location's handler ([`Content`]), else the default
 //!    content hook (static files);
 //! 7. error pages: a response vireo generated (through [`Request::error`])
@@ -518,16 +519,8 @@ impl<'a> Request<'a> {
                 true => &[][..],
                 false => &conf.hooks.access[..],
             };
-            for hook in access {
-                match hook(self, body) {
-                    Phase::Next => {}
-                    Phase::Respond(r) => return r,
-                    Phase::Wait(decide) => {
-                        if let Some(r) = decide.await {
-                            return r;
-                        }
-                    }
-                }
+            if let Some(r) = self.phase_hooks(access, body).await {
+                return r;
             }
             let data = match loc {
                 Some(l) => &l.phases.ext,
@@ -559,6 +552,9 @@ impl<'a> Request<'a> {
                     },
                     Precontent::Status(code) => return self.error(code),
                 }
+            }
+            if let Some(r) = self.phase_hooks(&conf.hooks.precontent, body).await {
+                return r;
             }
             let handler = match (loc, self.state.if_block, limit) {
                 (Some(l), Some(i), _) => {
@@ -606,6 +602,26 @@ impl<'a> Request<'a> {
                 },
             }
         }
+    }
+
+    /// Run access-like hooks in order; `Some` is the answer one decided on.
+    async fn phase_hooks(
+        &mut self,
+        hooks: &[crate::core::module::AccessHook],
+        body: &mut dyn RequestBody,
+    ) -> Option<Response> {
+        for hook in hooks {
+            match hook(self, body) {
+                Phase::Next => {}
+                Phase::Respond(r) => return Some(r),
+                Phase::Wait(decide) => {
+                    if let Some(r) = decide.await {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The location for the current URI; regex locations record their captures.

@@ -21,6 +21,14 @@
 //! piece, to the [`Subrequest`] that polls it (no task is spawned; the body
 //! is produced only as fast as it is read).
 //!
+//! A background subrequest ([`Origin::background`], nginx's
+//! `NGX_HTTP_SUBREQUEST_BACKGROUND` as mirror makes it) runs as a task of
+//! the worker beside the request that made it, with that request's method,
+//! and only its response's head is taken (its body is dropped unread, as
+//! nginx's `header_only`): the main request's response goes out without
+//! waiting for it, and the connection waits for it
+//! ([`Request::background`]) before its next request.
+//!
 //! Limits, as nginx: 50 levels of nesting (a deeper one is refused as a
 //! "subrequests cycle"), 65535 subrequests per main request.
 
@@ -56,6 +64,8 @@ pub struct Tree {
     pub ext: RequestExt,
     /// Subrequests made so far.
     count: Cell<u32>,
+    /// Background subrequests not yet waited for.
+    background: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// What the subrequests of one request inherit, owned.
@@ -119,6 +129,23 @@ impl Request<'_> {
             let (uri, args) = crate::core::request::split_args(&target);
             if let Ok(mut sub) = self.subrequests().subrequest(uri.to_vec(), args.to_vec()) {
                 while let Ok(Some(_)) = sub.next().await {}
+            }
+        }))
+    }
+
+    /// The background subrequests of this request's tree still to wait
+    /// for: the connection awaits them once the response is sent, before
+    /// it logs the request and reads the next one (nginx keeps the
+    /// connection until they end). `None` when there are none.
+    pub fn background(&self) -> Option<BoxFuture<'_, ()>> {
+        let tree = self.state.tree.get()?;
+        let tasks = std::mem::take(&mut *tree.background.borrow_mut());
+        if tasks.is_empty() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            for t in tasks {
+                let _ = t.await;
             }
         }))
     }
@@ -263,11 +290,37 @@ impl Origin {
         args: Vec<u8>,
         done: Option<OnDone>,
     ) -> Result<Subrequest, Refused> {
+        self.count(&uri)?;
+        let chan = Rc::new(Chan::default());
+        let fut = run(self.clone(), uri, args, chan.clone(), done, Mode::Get);
+        Ok(Subrequest {
+            fut: Some(Box::pin(fut)),
+            chan,
+            head: None,
+        })
+    }
+
+    /// A background subrequest for `uri` with `args`, with the method of
+    /// the request that makes it: it starts at once as a task of the
+    /// worker; its response's head is taken and its body dropped, and it
+    /// is logged with `log_subrequest on`. The connection waits for it
+    /// before its next request ([`Request::background`]).
+    pub fn background(self: &Rc<Self>, uri: Vec<u8>, args: Vec<u8>) -> Result<(), Refused> {
+        self.count(&uri)?;
+        let chan = Rc::new(Chan::default());
+        let task =
+            tokio::task::spawn_local(run(self.clone(), uri, args, chan, None, Mode::Background));
+        self.tree.background.borrow_mut().push(task);
+        Ok(())
+    }
+
+    /// Count one more subrequest of the tree, refused past the limits.
+    fn count(&self, uri: &[u8]) -> Result<(), Refused> {
         if self.depth > MAX_DEPTH {
             crate::error_log!(
                 Error,
                 "subrequests cycle while processing \"{}\"",
-                String::from_utf8_lossy(&uri)
+                String::from_utf8_lossy(uri)
             );
             return Err(Refused::Cycle);
         }
@@ -276,19 +329,22 @@ impl Origin {
             crate::error_log!(
                 Error,
                 "request reference counter overflow while processing \"{}\"",
-                String::from_utf8_lossy(&uri)
+                String::from_utf8_lossy(uri)
             );
             return Err(Refused::TooMany);
         }
         self.tree.count.set(n);
-        let chan = Rc::new(Chan::default());
-        let fut = run(self.clone(), uri, args, chan.clone(), done);
-        Ok(Subrequest {
-            fut: Some(Box::pin(fut)),
-            chan,
-            head: None,
-        })
+        Ok(())
     }
+}
+
+/// How a subrequest runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// A GET whose head and body its reader pulls.
+    Get,
+    /// With the maker's method, on its own, its body dropped.
+    Background,
 }
 
 /// The producer's side of a subrequest: the response head once it is
@@ -381,12 +437,22 @@ impl RequestBody for NoBody {
 }
 
 /// The subrequest itself: phases, head, body pieces, log.
-async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>, done: Option<OnDone>) {
+async fn run(
+    o: Rc<Origin>,
+    uri: Vec<u8>,
+    args: Vec<u8>,
+    chan: Rc<Chan>,
+    done: Option<OnDone>,
+    mode: Mode,
+) {
     let mut req = o.request(uri);
     req.state.sub_depth = o.depth;
     req.state.args = Some(args);
     req.state.internal = true;
-    req.state.method = Some(Method::Get);
+    req.state.method = match mode {
+        Mode::Get => Some(Method::Get),
+        Mode::Background => o.method,
+    };
     for e in &o.shared {
         req.state.ext.share(e.clone());
     }
@@ -408,6 +474,10 @@ async fn run(o: Rc<Origin>, uri: Vec<u8>, args: Vec<u8>, chan: Rc<Chan>, done: O
     });
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let mut sent = 0u64;
+    let body = match mode {
+        Mode::Get => body,
+        Mode::Background => Body::Empty,
+    };
     if let Some(mut stream) = body.into_stream() {
         loop {
             let piece = match stream.next().await {

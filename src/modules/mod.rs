@@ -23,11 +23,13 @@ pub mod limit_rate;
 pub mod limit_req;
 pub mod log;
 pub mod map;
+pub mod mirror;
 pub mod proxy;
 pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
+pub mod secure_link;
 pub mod split_clients;
 pub mod ssi;
 pub mod ssl;
@@ -54,6 +56,7 @@ pub static MODULES: &[&Module] = &[
     &map::MODULE,
     &geo::MODULE,
     &referer::MODULE,
+    &secure_link::MODULE,
     &split_clients::MODULE,
     &try_files::MODULE,
     &random_index::MODULE,
@@ -76,6 +79,7 @@ pub static MODULES: &[&Module] = &[
     &access::MODULE,
     &auth_basic::MODULE,
     &auth_request::MODULE,
+    &mirror::MODULE,
     &realip::MODULE,
     &crate::http::h2::MODULE,
     &zone::MODULE,

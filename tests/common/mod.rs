@@ -651,3 +651,63 @@ pub fn get_chunked(v: &Vireo, path: &str) -> (String, Vec<u8>) {
     let head = String::from_utf8_lossy(&got[..end]).into_owned();
     (head, dechunk(&got[end..]))
 }
+
+/// The heads and bodies a [`service`] got, in order.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A small HTTP server in threads (a backend, an authorization service).
+pub struct Service {
+    pub port: u16,
+    pub seen: Seen,
+}
+
+/// Start a [`Service`], one request per connection: `answer` gets the head
+/// (text) and body and returns the whole response; each head and body is
+/// kept in `seen` before `answer` runs.
+pub fn service(answer: impl Fn(&str, &[u8]) -> String + Send + Sync + 'static) -> Service {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen: Seen = Default::default();
+    let log = seen.clone();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let (log, answer) = (log.clone(), answer.clone());
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let Some(head) = read_request_head(&mut r) else {
+                    return;
+                };
+                let len = head
+                    .to_ascii_lowercase()
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                log.lock().unwrap().push((head.clone(), body.clone()));
+                let reply = answer(&head, &body);
+                let _ = s.write_all(reply.as_bytes());
+            });
+        }
+    });
+    Service { port, seen }
+}
+
+/// `line` in a server block is refused by `vireo -t` with `want`, naming
+/// the file and its line.
+pub fn refused_in_server(dir: &TempDir, line: &str, want: &str) {
+    let out = test_conf(
+        dir,
+        &format!("events {{}}\nhttp {{\n server {{\n  {line}\n }}\n}}\n"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{line}");
+    assert!(
+        err.contains(want) && err.contains("t.conf:4"),
+        "{line}: {err}"
+    );
+}

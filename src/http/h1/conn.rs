@@ -447,6 +447,11 @@ impl<S: Stream> Conn<S> {
         if let Some(post) = req.post_action() {
             post.await;
         }
+        // Background subrequests (mirrors) end before the request is logged
+        // and the connection goes on.
+        if let Some(bg) = req.background() {
+            bg.await;
+        }
         pipeline::finished(req, resp, head_len, body_sent);
         r
     }

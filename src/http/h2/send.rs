@@ -79,6 +79,11 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     if let Some(post) = req.post_action() {
         post.await;
     }
+    // Background subrequests (mirrors) end before the request is logged
+    // and the connection goes on.
+    if let Some(bg) = req.background() {
+        bg.await;
+    }
     pipeline::finished(req, &resp, head_len, sent);
 }
 

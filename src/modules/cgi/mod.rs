@@ -57,7 +57,15 @@ impl Content for Cgi {
         req: &'a mut Request<'_>,
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(run(req, body))
+        Box::pin(async move {
+            let mut replay = crate::modules::client_body::held(req)
+                .map(crate::modules::client_body::Replay::new);
+            let body: &mut dyn RequestBody = match &mut replay {
+                Some(r) => r,
+                None => body,
+            };
+            run(req, body).await
+        })
     }
 }
 

@@ -159,6 +159,48 @@ pub async fn read_all(req: &Request<'_>, body: &mut dyn RequestBody) -> Result<R
     Ok(b)
 }
 
+/// The body when it was already read whole (by `mirror`, or a handler
+/// before an internal redirect): a handler that would stream it sends
+/// this instead, as nginx disables unbuffered reading of a body read.
+pub fn held(req: &Request<'_>) -> Option<Rc<Buffered>> {
+    req.state.ext.get::<Buffered>()
+}
+
+/// A body read whole, read again piece by piece by a handler that takes
+/// its body from a [`RequestBody`] (WebDAV's PUT, CGI) after a module
+/// before it read the client's.
+pub struct Replay {
+    held: Rc<Buffered>,
+    off: u64,
+}
+
+impl Replay {
+    pub fn new(held: Rc<Buffered>) -> Replay {
+        Replay { held, off: 0 }
+    }
+}
+
+impl RequestBody for Replay {
+    fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>> {
+        let r = match self.held.piece_at(self.off) {
+            Ok(p) => {
+                self.off += p.as_ref().map_or(0, |p| p.len() as u64);
+                Ok(p)
+            }
+            Err(_) => Err(BodyError::Closed),
+        };
+        Box::pin(std::future::ready(r))
+    }
+
+    fn declared_len(&self) -> Option<u64> {
+        Some(self.held.len)
+    }
+
+    fn gone(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
 /// `f`'s output when it is ready at once: a streaming handler gathers the
 /// body pieces already read this way, to send them in one write.
 pub fn now_or_never<F: std::future::Future>(f: F) -> Option<F::Output> {

@@ -37,6 +37,12 @@ fn takes(req: &Request<'_>) -> bool {
 
 fn run<'r>(req: &'r mut Request<'_>, body: &'r mut dyn RequestBody) -> BoxFuture<'r, Outcome> {
     Box::pin(async move {
+        let mut replay =
+            crate::modules::client_body::held(req).map(crate::modules::client_body::Replay::new);
+        let body: &mut dyn RequestBody = match &mut replay {
+            Some(r) => r,
+            None => body,
+        };
         let resp = match req.method_name() {
             "PUT" => put(req, body).await,
             m => {

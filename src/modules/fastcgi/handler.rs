@@ -648,7 +648,7 @@ async fn run(pass: &FastcgiPass, req: &mut Request<'_>, body: &mut dyn RequestBo
         return Outcome::Respond(req.error(502));
     };
     let has_body = conf.pass_request_body && req.head.framing != BodyFraming::None;
-    if has_body && !conf.request_buffering {
+    if has_body && !conf.request_buffering && client_body::held(req).is_none() {
         let mut tee = client_body::Tee::new(req, body);
         let out = exchange(&upstream, req, &mut tee, Plan::Stream).await;
         tee.finish(req);

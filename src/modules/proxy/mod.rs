@@ -350,7 +350,8 @@ impl Proxy {
         // length needs HTTP/1.1's chunked framing).
         let has_body = pc.pass_request_body && req.head.framing != BodyFraming::None;
         let declared = body.declared_len();
-        let streamed = !pc.request_buffering && pc.set_body.is_none();
+        let streamed =
+            !pc.request_buffering && pc.set_body.is_none() && client_body::held(req).is_none();
         if has_body && streamed && (declared.is_some() || pc.http11) {
             let mut tee = client_body::Tee::new(req, body);
             let resp = self.proxy(req, &mut tee, ReqBody::Stream(declared)).await;
