@@ -519,7 +519,9 @@ impl<'a> Request<'a> {
                 true => &[][..],
                 false => &conf.hooks.access[..],
             };
-            if let Some(r) = self.phase_hooks(access, body).await {
+            if !access.is_empty()
+                && let Some(r) = self.phase_hooks(access, body).await
+            {
                 return r;
             }
             let data = match loc {
@@ -553,7 +555,9 @@ impl<'a> Request<'a> {
                     Precontent::Status(code) => return self.error(code),
                 }
             }
-            if let Some(r) = self.phase_hooks(&conf.hooks.precontent, body).await {
+            if !conf.hooks.precontent.is_empty()
+                && let Some(r) = self.phase_hooks(&conf.hooks.precontent, body).await
+            {
                 return r;
             }
             let handler = match (loc, self.state.if_block, limit) {
