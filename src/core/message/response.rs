@@ -266,6 +266,11 @@ pub struct Response {
     /// An upstream's `Server` and `Date` passed on in place of the server's
     /// own (`proxy_pass_header Server` / `Date`); `None`: the server's own.
     pub own: Option<Box<OwnFields>>,
+    /// The charset the reply asks to be sent in (an upstream's
+    /// `X-Accel-Charset`, nginx's `override_charset` of the reply): the
+    /// charset filter recodes the body to it from the reply's own charset,
+    /// whatever the location's `charset` says. Never sent as a field.
+    pub override_charset: Option<Box<str>>,
 }
 
 /// The `Server` and `Date` fields a response sends instead of the server's
@@ -303,6 +308,7 @@ impl Response {
             body: Body::Empty,
             trailers: None,
             own: None,
+            override_charset: None,
         }
     }
 
@@ -425,6 +431,8 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Multipart {
     pub boundary: String,
+    /// The parts' `Content-Type` (empty: none).
+    pub content_type: String,
     /// For each range: `"\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: bytes a-b/size\r\n\r\n"`
     /// (the `Content-Type` line is omitted when the type is empty).
     pub parts: Vec<(Vec<u8>, Range<u64>)>,
@@ -440,6 +448,25 @@ impl Multipart {
             .map(|(h, r)| h.len() as u64 + (r.end - r.start))
             .sum::<u64>()
             + self.trailer.len() as u64
+    }
+
+    /// Give every part the `Content-Type` `ct`, in its head and in
+    /// `content_type`.
+    pub fn retype(&mut self, ct: &str) {
+        // Each head starts "\r\n--BOUNDARY\r\n", then the type's line.
+        let at = 4 + self.boundary.len() + 2;
+        let old = match self.content_type.is_empty() {
+            true => 0,
+            false => "Content-Type: ".len() + self.content_type.len() + 2,
+        };
+        let line = match ct.is_empty() {
+            true => String::new(),
+            false => format!("Content-Type: {ct}\r\n"),
+        };
+        for (head, _) in &mut self.parts {
+            head.splice(at..at + old, line.bytes());
+        }
+        self.content_type = ct.to_string();
     }
 
     /// `Content-Type` of the whole response: `multipart/byteranges; boundary=…`.

@@ -968,6 +968,7 @@ impl Proxy {
             body: Body::Empty,
             trailers: None,
             own: None,
+            override_charset: None,
         };
         // `proxy_pass_header Server` / `Date`: the upstream's in place of
         // the server's own, and none when it sent none.
@@ -998,6 +999,10 @@ impl Proxy {
                     *slot = Some(Value::Slice(h.text.clone(), va, vb));
                 }
                 continue;
+            }
+            if kind == Passed::Accel && name.eq_ignore_ascii_case("x-accel-charset") {
+                // For the charset filter, passed on or not.
+                resp.override_charset = Some(value.trim().into());
             }
             let hidden = match kind {
                 Passed::Not | Passed::Own(_) => true,
