@@ -263,23 +263,25 @@ pub struct Response {
     /// Trailer fields to send after the body (`add_trailer`), made once the
     /// body is sent. With them an HTTP/1.1 response goes out chunked.
     pub trailers: Option<Trailers>,
-    /// An upstream's `Server` and `Date` passed on in place of the server's
-    /// own (`proxy_pass_header Server` / `Date`); `None`: the server's own.
+    /// What an upstream's reply says besides its passed fields: its
+    /// `Server` and `Date` in place of the server's own, the charset it
+    /// asks for; `None`: nothing.
     pub own: Option<Box<OwnFields>>,
-    /// The charset the reply asks to be sent in (an upstream's
-    /// `X-Accel-Charset`, nginx's `override_charset` of the reply): the
-    /// charset filter recodes the body to it from the reply's own charset,
-    /// whatever the location's `charset` says. Never sent as a field.
-    pub override_charset: Option<Box<str>>,
 }
 
 /// The `Server` and `Date` fields a response sends instead of the server's
-/// own: `None` keeps the server's, an empty value sends no field at all
-/// (nginx's empty `Server`/`Date` when the upstream sent none).
+/// own (`proxy_pass_header Server` / `Date`): `None` keeps the server's, an
+/// empty value sends no field at all (nginx's empty `Server`/`Date` when the
+/// upstream sent none). And the charset the reply asks to be sent in.
 #[derive(Debug, Default)]
 pub struct OwnFields {
     pub server: Option<Value>,
     pub date: Option<Value>,
+    /// An upstream's `X-Accel-Charset` (nginx's `override_charset` of the
+    /// reply): the charset filter recodes the body to it from the reply's
+    /// own charset, whatever the location's `charset` says. Never sent as
+    /// a field.
+    pub override_charset: Option<Box<str>>,
 }
 
 impl OwnFields {
@@ -308,8 +310,20 @@ impl Response {
             body: Body::Empty,
             trailers: None,
             own: None,
-            override_charset: None,
         }
+    }
+
+    /// The charset the reply asks to be sent in (`OwnFields::override_charset`).
+    pub fn override_charset(&self) -> Option<&str> {
+        self.own.as_deref()?.override_charset.as_deref()
+    }
+
+    /// Set the charset the reply asks to be sent in.
+    pub fn set_override_charset(&mut self, charset: Option<Box<str>>) {
+        if charset.is_none() && self.own.is_none() {
+            return;
+        }
+        self.own.get_or_insert_default().override_charset = charset;
     }
 
     /// Closed without an answer, logged with this status: `return 444`, and 499

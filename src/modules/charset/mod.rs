@@ -77,7 +77,7 @@ fn destination(
     mime: &str,
     had: Option<&str>,
 ) -> Option<String> {
-    if let Some(o) = resp.override_charset.as_deref().filter(|o| !o.is_empty()) {
+    if let Some(o) = resp.override_charset().filter(|o| !o.is_empty()) {
         if known(conf, o) {
             return Some(o.to_string());
         }

@@ -117,7 +117,7 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         }
         if lower == "x-accel-charset" {
             // For the charset filter, passed on or not.
-            resp.override_charset = Some(value.trim().into());
+            resp.set_override_charset(Some(value.trim().into()));
         }
         let hidden = (HIDDEN.contains(&lower.as_str()) || opts.hide.iter().any(|h| **h == *lower))
             && !opts.pass.iter().any(|p| **p == *lower);

@@ -968,7 +968,6 @@ impl Proxy {
             body: Body::Empty,
             trailers: None,
             own: None,
-            override_charset: None,
         };
         // `proxy_pass_header Server` / `Date`: the upstream's in place of
         // the server's own, and none when it sent none.
@@ -979,6 +978,7 @@ impl Proxy {
             resp.own = Some(Box::new(OwnFields {
                 server: server.then(empty).flatten(),
                 date: date.then(empty).flatten(),
+                override_charset: None,
             }));
         }
         for &(n, (va, vb)) in &h.fields {
@@ -1002,7 +1002,7 @@ impl Proxy {
             }
             if kind == Passed::Accel && name.eq_ignore_ascii_case("x-accel-charset") {
                 // For the charset filter, passed on or not.
-                resp.override_charset = Some(value.trim().into());
+                resp.set_override_charset(Some(value.trim().into()));
             }
             let hidden = match kind {
                 Passed::Not | Passed::Own(_) => true,
