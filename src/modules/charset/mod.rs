@@ -132,6 +132,9 @@ fn find(headers: &[(&'static str, Value)], name: &str) -> Option<usize> {
 /// The response filter.
 fn filter(req: &Request<'_>, resp: &mut Response) {
     let conf = req.conf.get::<CharsetConf>();
+    if conf.charset.is_none() && resp.override_charset().is_none() {
+        return;
+    }
     let Some(ct) = representation_type(resp) else {
         return;
     };
