@@ -227,3 +227,130 @@ fn config_errors() {
         3,
     );
 }
+
+const ACCEL: &str = "
+events {}
+error_log {dir}/logs/error.log info;
+http {
+    access_log off;
+    charset_map B A {
+        58 59; # X -> Y
+    }
+    charset_map koi8-r utf-8 {
+        C1 D0B0; # а
+    }
+    proxy_cache_path {dir}/cache keys_zone=z:1m;
+    server {
+        listen 127.0.0.1:{port};
+        location /cached/ {
+            proxy_pass http://127.0.0.1:{port2}/;
+            proxy_cache z;
+            proxy_cache_valid 200 1m;
+        }
+        location /direct/ {
+            proxy_pass http://127.0.0.1:{port2}/;
+            proxy_force_ranges on;
+        }
+    }
+    server {
+        listen 127.0.0.1:{port2};
+        root {dir}/html;
+        charset B;
+        location /a/ { add_header X-Accel-Charset A; }
+        location /koi/ { charset koi8-r; add_header X-Accel-Charset utf-8; }
+        location /unknown/ { add_header X-Accel-Charset Z; }
+    }
+}";
+
+#[test]
+fn x_accel_charset_of_upstream_replies() {
+    let dir = TempDir::new("charset-accel");
+    let text: String = (0..100).map(|i| format!("X{i:03}XXXXXX")).collect();
+    for f in ["a/t.html", "unknown/t.html"] {
+        dir.write(&format!("html/{f}"), &text);
+    }
+    dir.write("html/koi/t.html", b"X\xc1".repeat(50));
+    let v = Vireo::start_in(dir, ACCEL);
+    let range = |p: &str, r: &str| {
+        v.request(&format!(
+            "GET {p} HTTP/1.1\r\nHost: localhost\r\nRange: bytes={r}\r\nConnection: close\r\n\r\n"
+        ))
+    };
+    let recoded = text.replace('X', "Y");
+    for p in ["/direct/a/t.html", "/cached/a/t.html", "/cached/a/t.html"] {
+        // The reply says charset B and asks for A: recoded, A named, the
+        // field itself not sent.
+        let r = v.get(p);
+        assert_eq!(r.status, 200, "{p}");
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/html; charset=A"),
+            "{p}"
+        );
+        assert_eq!(r.header("x-accel-charset"), None, "{p}");
+        assert_eq!(body(&r), recoded.as_bytes(), "{p}");
+        // One range: the same bytes, recoded (a one-byte table keeps
+        // lengths).
+        let r = range(p, "10-19");
+        assert_eq!(r.status, 206, "{p}");
+        assert_eq!(r.header("content-range"), Some("bytes 10-19/1000"), "{p}");
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/html; charset=A"),
+            "{p}"
+        );
+        assert_eq!(body(&r), b"Y001YYYYYY", "{p}");
+    }
+    // Several ranges of a cached reply: each part's bytes recoded and its
+    // type naming A; the lengths still hold.
+    for _ in 0..2 {
+        let r = range("/cached/a/t.html", "0-9,990-999");
+        assert_eq!(r.status, 206);
+        assert!(
+            r.header("content-type")
+                .is_some_and(|c| c.starts_with("multipart/byteranges; boundary=")),
+            "{:?}",
+            r.header("content-type")
+        );
+        let t = String::from_utf8_lossy(&r.body).into_owned();
+        assert_eq!(
+            t.matches("Content-Type: text/html; charset=A\r\n").count(),
+            2,
+            "{t}"
+        );
+        assert!(!t.contains("charset=B"), "{t}");
+        assert!(t.contains("bytes 0-9/1000\r\n\r\nY000YYYYYY\r\n"), "{t}");
+        assert!(
+            t.contains("bytes 990-999/1000\r\n\r\nY099YYYYYY\r\n"),
+            "{t}"
+        );
+        let len: usize = r.header("content-length").unwrap().parse().unwrap();
+        assert_eq!(len, r.body.len());
+    }
+
+    // koi8-r asked to go out as utf-8: the whole reply is recoded; ranges,
+    // whose lengths would change, go out as they are, and are logged.
+    let r = v.get("/cached/koi/t.html");
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(body(&r), "Xа".repeat(50).as_bytes());
+    let r = range("/cached/koi/t.html", "0-1,4-5");
+    assert_eq!(r.status, 206);
+    let t = r.body.clone();
+    let t = String::from_utf8_lossy(&t);
+    assert_eq!(
+        t.matches("Content-Type: text/html; charset=koi8-r\r\n")
+            .count(),
+        2,
+        "{t}"
+    );
+
+    // A charset the configuration does not know: left alone, and logged.
+    let r = v.get("/cached/unknown/t.html");
+    assert_eq!(r.header("content-type"), Some("text/html; charset=B"));
+    assert_eq!(body(&r), text.as_bytes());
+    assert!(eventually(5, || {
+        let log = v.dir.read("logs/error.log");
+        log.contains("unknown charset \"Z\" to override")
+            && log.contains("range response not recoded from \"koi8-r\" to \"utf-8\"")
+    }));
+}

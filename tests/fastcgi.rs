@@ -920,3 +920,22 @@ fn replies_are_not_held_under_the_low_water_mark() {
     assert_eq!((r.status, &r.body[..]), (200, &b"hello world"[..]));
     assert_eq!(r.header("content-length"), Some("11"));
 }
+
+#[test]
+fn x_accel_charset_recodes_the_reply() {
+    // The application's reply is in charset B and asks to go out in A.
+    let mut stream = record(
+        STDOUT,
+        b"Content-Type: text/html; charset=B\r\nX-Accel-Charset: A\r\n\r\nXaX",
+    );
+    stream.extend(record(END, &[0; 8]));
+    let port = scripted(vec![stream]);
+    let v = Vireo::start(&format!(
+        "events {{}}\nhttp {{ charset_map B A {{ 58 59; }}\nserver {{ listen 127.0.0.1:{{port}};\nlocation / {{ fastcgi_pass 127.0.0.1:{port}; }} }} }}\n"
+    ));
+    let r = v.get("/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=A"));
+    assert_eq!(r.header("x-accel-charset"), None);
+    assert_eq!(r.body, b"YaY");
+}

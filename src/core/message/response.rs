@@ -263,18 +263,25 @@ pub struct Response {
     /// Trailer fields to send after the body (`add_trailer`), made once the
     /// body is sent. With them an HTTP/1.1 response goes out chunked.
     pub trailers: Option<Trailers>,
-    /// An upstream's `Server` and `Date` passed on in place of the server's
-    /// own (`proxy_pass_header Server` / `Date`); `None`: the server's own.
+    /// What an upstream's reply says besides its passed fields: its
+    /// `Server` and `Date` in place of the server's own, the charset it
+    /// asks for; `None`: nothing.
     pub own: Option<Box<OwnFields>>,
 }
 
 /// The `Server` and `Date` fields a response sends instead of the server's
-/// own: `None` keeps the server's, an empty value sends no field at all
-/// (nginx's empty `Server`/`Date` when the upstream sent none).
+/// own (`proxy_pass_header Server` / `Date`): `None` keeps the server's, an
+/// empty value sends no field at all (nginx's empty `Server`/`Date` when the
+/// upstream sent none). And the charset the reply asks to be sent in.
 #[derive(Debug, Default)]
 pub struct OwnFields {
     pub server: Option<Value>,
     pub date: Option<Value>,
+    /// An upstream's `X-Accel-Charset` (nginx's `override_charset` of the
+    /// reply): the charset filter recodes the body to it from the reply's
+    /// own charset, whatever the location's `charset` says. Never sent as
+    /// a field.
+    pub override_charset: Option<Box<str>>,
 }
 
 impl OwnFields {
@@ -304,6 +311,19 @@ impl Response {
             trailers: None,
             own: None,
         }
+    }
+
+    /// The charset the reply asks to be sent in (`OwnFields::override_charset`).
+    pub fn override_charset(&self) -> Option<&str> {
+        self.own.as_deref()?.override_charset.as_deref()
+    }
+
+    /// Set the charset the reply asks to be sent in.
+    pub fn set_override_charset(&mut self, charset: Option<Box<str>>) {
+        if charset.is_none() && self.own.is_none() {
+            return;
+        }
+        self.own.get_or_insert_default().override_charset = charset;
     }
 
     /// Closed without an answer, logged with this status: `return 444`, and 499
@@ -425,6 +445,8 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Multipart {
     pub boundary: String,
+    /// The parts' `Content-Type` (empty: none).
+    pub content_type: String,
     /// For each range: `"\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: bytes a-b/size\r\n\r\n"`
     /// (the `Content-Type` line is omitted when the type is empty).
     pub parts: Vec<(Vec<u8>, Range<u64>)>,
@@ -440,6 +462,25 @@ impl Multipart {
             .map(|(h, r)| h.len() as u64 + (r.end - r.start))
             .sum::<u64>()
             + self.trailer.len() as u64
+    }
+
+    /// Give every part the `Content-Type` `ct`, in its head and in
+    /// `content_type`.
+    pub fn retype(&mut self, ct: &str) {
+        // Each head starts "\r\n--BOUNDARY\r\n", then the type's line.
+        let at = 4 + self.boundary.len() + 2;
+        let old = match self.content_type.is_empty() {
+            true => 0,
+            false => "Content-Type: ".len() + self.content_type.len() + 2,
+        };
+        let line = match ct.is_empty() {
+            true => String::new(),
+            false => format!("Content-Type: {ct}\r\n"),
+        };
+        for (head, _) in &mut self.parts {
+            head.splice(at..at + old, line.bytes());
+        }
+        self.content_type = ct.to_string();
     }
 
     /// `Content-Type` of the whole response: `multipart/byteranges; boundary=…`.

@@ -3,7 +3,7 @@
 //! [`apply`] puts one over any body — at once for a body in memory, as a file
 //! is read, or as another stream produces it.
 
-use super::response::{Body, BodyStream, read_file_at};
+use super::response::{Body, BodyStream, Multipart, read_file_at};
 use crate::core::request::BoxFuture;
 use bytes::Bytes;
 use std::fs::File;
@@ -45,8 +45,10 @@ pub trait Transform: std::fmt::Debug + 'static {
 }
 
 /// `body` with `t` over it; `same_length` when the output is as long as the
-/// input (the length stays known). A multipart body is given back as it is:
-/// its parts' ranges count the input's bytes.
+/// input (the length stays known). Of a multipart body only the ranges' bytes
+/// are transformed, when `same_length` (each range ended on its own, its
+/// heads as they are); otherwise it is given back as it is: its parts'
+/// ranges count the input's bytes.
 pub fn apply<T: Transform>(body: Body, mut t: T, same_length: bool) -> Body {
     match body {
         Body::Empty => Body::Empty,
@@ -76,6 +78,16 @@ pub fn apply<T: Transform>(body: Body, mut t: T, same_length: bool) -> Body {
                 done: false,
             }),
             len: if same_length { len } else { None },
+        },
+        Body::Multipart { file, parts } if same_length => Body::Stream {
+            len: Some(parts.content_length()),
+            stream: Box::new(PartsStream {
+                file,
+                parts,
+                part: 0,
+                off: None,
+                t,
+            }),
         },
         m @ Body::Multipart { .. } => m,
     }
@@ -122,6 +134,62 @@ impl<T: Transform> FileStream<T> {
 impl<T: Transform> BodyStream for FileStream<T> {
     fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
         Box::pin(std::future::ready(self.step()))
+    }
+}
+
+/// A multipart body of a file whose ranges' bytes are transformed as they
+/// are read; part heads and trailer go out as they are.
+#[derive(Debug)]
+struct PartsStream<T> {
+    file: Rc<File>,
+    parts: Box<Multipart>,
+    /// The part being sent; `parts.len()`: the trailer; past it, the end.
+    part: usize,
+    /// How far into the part's range; `None`: its head is next.
+    off: Option<u64>,
+    t: T,
+}
+
+impl<T: Transform> PartsStream<T> {
+    fn step(&mut self) -> io::Result<Option<Bytes>> {
+        loop {
+            let Some((head, range)) = self.parts.parts.get(self.part) else {
+                if self.part > self.parts.parts.len() {
+                    return Ok(None);
+                }
+                self.part += 1;
+                return Ok(Some(Bytes::copy_from_slice(&self.parts.trailer)));
+            };
+            let Some(off) = self.off else {
+                self.off = Some(0);
+                return Ok(Some(Bytes::copy_from_slice(head)));
+            };
+            let mut out = Vec::new();
+            let at = range.start + off;
+            if at >= range.end {
+                self.t.finish(&mut out);
+                self.part += 1;
+                self.off = None;
+            } else {
+                let mut buf = vec![0; ((range.end - at) as usize).min(READ_CHUNK)];
+                let n = read_file_at(&self.file, &mut buf, at)?;
+                self.off = Some(off + n as u64);
+                self.t.write(&buf[..n], &mut out);
+            }
+            if !out.is_empty() {
+                return Ok(Some(Bytes::from(out)));
+            }
+        }
+    }
+}
+
+impl<T: Transform> BodyStream for PartsStream<T> {
+    fn next(&mut self) -> BoxFuture<'_, io::Result<Option<Bytes>>> {
+        Box::pin(std::future::ready(self.step()))
+    }
+
+    fn ready(&mut self) -> Option<io::Result<Option<Bytes>>> {
+        Some(self.step())
     }
 }
 
@@ -288,5 +356,42 @@ mod tests {
         let out = apply(Body::File { file, range: 2..6 }, HoldX::default(), true);
         assert!(matches!(out, Body::Stream { len: Some(4), .. }));
         assert_eq!(collect(out), vec![b"ABC".to_vec(), b"!".to_vec()]);
+    }
+
+    #[test]
+    fn multipart_ranges_only() {
+        let path = std::env::temp_dir().join(format!("vireo-parts-{}", std::process::id()));
+        std::fs::write(&path, b"--abxcd--").unwrap();
+        let file = Rc::new(File::open(&path).unwrap());
+        let _ = std::fs::remove_file(&path);
+        let mut parts = Multipart {
+            boundary: "B".into(),
+            content_type: "t/x".into(),
+            parts: vec![
+                (b"\r\n--B\r\nContent-Type: t/x\r\nR1\r\n\r\n".to_vec(), 2..5),
+                (b"\r\n--B\r\nContent-Type: t/x\r\nR2\r\n\r\n".to_vec(), 5..7),
+            ],
+            trailer: b"\r\n--B--\r\n".to_vec(),
+        };
+        parts.retype("t/y; c=1");
+        let n = parts.content_length();
+        let body = Body::Multipart {
+            file: file.clone(),
+            parts: Box::new(parts.clone()),
+        };
+        let out = apply(body, HoldX::default(), true);
+        assert!(matches!(out, Body::Stream { len: Some(l), .. } if l == n));
+        let got = collect(out).concat();
+        let want = b"\r\n--B\r\nContent-Type: t/y; c=1\r\nR1\r\n\r\nAB!\r\n--B\r\nContent-Type: t/y; c=1\r\nR2\r\n\r\nCD\r\n--B--\r\n";
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+        // A transform that changes lengths leaves it as it is.
+        let body = Body::Multipart {
+            file,
+            parts: Box::new(parts),
+        };
+        assert!(matches!(
+            apply(body, HoldX::default(), false),
+            Body::Multipart { .. }
+        ));
     }
 }

@@ -640,6 +640,7 @@ impl<K: Kind> Fill<K> {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.as_str().to_string()))
                 .collect(),
+            override_charset: resp.override_charset().map(str::to_string),
         };
         let mut w = match store::Writer::create(&self.zone.dir, &meta) {
             Ok(w) => w,
@@ -830,6 +831,7 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
         trailers: None,
         own: None,
     };
+    resp.set_override_charset(meta.override_charset.as_deref().map(Box::from));
     if meta.status != 200 || !req.conditionals_apply() {
         return resp;
     }

@@ -12,7 +12,8 @@
 //! 36  CRC-32 of the meta
 //! 40  CRC-32 of the body
 //! 44  CRC-32 of bytes 16..44
-//! 48  meta: key, variant, status, Vary names, Content-Type, header fields
+//! 48  meta: key, variant, status, Vary names, Content-Type, header fields,
+//!     X-Accel-Charset when the reply had one
 //!     body
 //! ```
 //!
@@ -42,6 +43,8 @@ pub struct Meta {
     pub vary: String,
     pub content_type: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// The reply's `X-Accel-Charset` (`Response::override_charset`).
+    pub override_charset: Option<String>,
 }
 
 impl Meta {
@@ -63,6 +66,9 @@ impl Meta {
         for (n, v) in &self.headers {
             put_bytes(&mut b, n.as_bytes());
             put_bytes(&mut b, v.as_bytes());
+        }
+        if let Some(c) = &self.override_charset {
+            put_bytes(&mut b, c.as_bytes());
         }
         b
     }
@@ -96,6 +102,10 @@ impl Meta {
         for _ in 0..n {
             headers.push((get_str(&mut b)?, get_str(&mut b)?));
         }
+        let override_charset = match b.is_empty() {
+            true => None,
+            false => Some(get_str(&mut b)?),
+        };
         b.is_empty().then_some(Meta {
             key,
             variant,
@@ -104,6 +114,7 @@ impl Meta {
             vary,
             content_type,
             headers,
+            override_charset,
         })
     }
 
@@ -449,5 +460,20 @@ mod tests {
             .collect();
         assert!(left.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn meta_with_and_without_charset() {
+        let mut m = Meta {
+            key: b"k".to_vec(),
+            headers: vec![("A".into(), "b".into())],
+            ..Default::default()
+        };
+        assert_eq!(Meta::decode(&m.encode()), Some(m.clone()));
+        m.override_charset = Some("koi8-r".into());
+        assert_eq!(Meta::decode(&m.encode()), Some(m.clone()));
+        let mut b = m.encode();
+        b.push(0);
+        assert_eq!(Meta::decode(&b), None);
     }
 }

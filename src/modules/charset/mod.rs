@@ -39,19 +39,8 @@ fn split(ct: &str) -> (&str, Vec<&str>, Option<&str>) {
     (mime, rest, charset)
 }
 
-/// What the filter does to a response: its new Content-Type, and the
-/// charsets to recode from and to when they differ.
-fn plan(conf: &CharsetConf, ct: &str, charset: &str) -> Option<(String, Option<String>)> {
-    let (mime, rest, had) = split(ct);
-    if mime.is_empty() {
-        return None;
-    }
-    let source = match had {
-        Some(_) if !conf.override_charset => return None,
-        Some(h) => Some(h.to_string()),
-        None if !conf.types.matches(Some(mime)) => return None,
-        None => conf.source_charset.as_deref().map(str::to_string),
-    };
+/// `mime` with its other parameters and `; charset=NAME`.
+fn with_charset(mime: &str, rest: &[&str], charset: &str) -> String {
     let mut new = mime.to_string();
     for p in rest {
         new.push_str("; ");
@@ -59,8 +48,79 @@ fn plan(conf: &CharsetConf, ct: &str, charset: &str) -> Option<(String, Option<S
     }
     new.push_str("; charset=");
     new.push_str(charset);
-    let source = source.filter(|s| !s.eq_ignore_ascii_case(charset));
-    Some((new, source))
+    new
+}
+
+/// Is `name` a charset the configuration knows (a `charset_map`'s, a
+/// built-in table's, the level's `charset` or `source_charset`)?
+fn known(conf: &CharsetConf, name: &str) -> bool {
+    let is = |n: &str| n.eq_ignore_ascii_case(name);
+    conf.maps
+        .iter()
+        .chain(builtin::MAPS.iter())
+        .any(|m| is(&m.from) || is(&m.to))
+        || conf.source_charset.as_deref().is_some_and(is)
+        || conf
+            .charset
+            .as_ref()
+            .and_then(|t| t.literal())
+            .is_some_and(|l| l.eq_ignore_ascii_case(name.as_bytes()))
+}
+
+/// The charset a response goes out in, as nginx decides it: the reply's
+/// own request (`X-Accel-Charset`), else `charset` for a type in
+/// `charset_types` without a charset, or with one under `override_charset`.
+fn destination(
+    req: &Request<'_>,
+    conf: &CharsetConf,
+    resp: &Response,
+    mime: &str,
+    had: Option<&str>,
+) -> Option<String> {
+    if let Some(o) = resp.override_charset().filter(|o| !o.is_empty()) {
+        if known(conf, o) {
+            return Some(o.to_string());
+        }
+        crate::error_log!(
+            Error,
+            "unknown charset \"{o}\" to override{}",
+            req.log_context()
+        );
+        return None;
+    }
+    let t = conf.charset.as_ref()?;
+    match had {
+        Some(_) if !conf.override_charset => return None,
+        None if !conf.types.matches(Some(mime)) => return None,
+        _ => {}
+    }
+    let mut name = Vec::new();
+    t.render(req, &mut name);
+    let name = String::from_utf8_lossy(&name);
+    (!name.is_empty() && name != "off").then(|| name.into_owned())
+}
+
+/// The type the response's representation has: a multipart range
+/// response's parts'. `None` for a multipart one already in memory.
+fn representation_type(resp: &Response) -> Option<&str> {
+    let ct = match &resp.body {
+        Body::Multipart { parts, .. } => parts.content_type.as_str(),
+        _ => resp.content_type.as_ref()?.as_str(),
+    };
+    let multipart = resp.status == 206
+        && ct
+            .get(..20)
+            .is_some_and(|m| m.eq_ignore_ascii_case("multipart/byteranges"));
+    (!ct.is_empty() && !multipart).then_some(ct)
+}
+
+/// Give the representation the Content-Type `ct`: a multipart range
+/// response's parts, else the response.
+fn retype(resp: &mut Response, ct: String) {
+    match &mut resp.body {
+        Body::Multipart { parts, .. } => parts.retype(&ct),
+        _ => resp.content_type = Some(Value::Owned(ct)),
+    }
 }
 
 fn find(headers: &[(&'static str, Value)], name: &str) -> Option<usize> {
@@ -72,23 +132,26 @@ fn find(headers: &[(&'static str, Value)], name: &str) -> Option<usize> {
 /// The response filter.
 fn filter(req: &Request<'_>, resp: &mut Response) {
     let conf = req.conf.get::<CharsetConf>();
-    let Some(t) = &conf.charset else {
-        return;
-    };
-    let Some(ct) = resp.content_type.as_ref().map(Value::as_str) else {
-        return;
-    };
-    let mut name = Vec::new();
-    t.render(req, &mut name);
-    let name = String::from_utf8_lossy(&name);
-    if name.is_empty() || name == "off" {
+    if conf.charset.is_none() && resp.override_charset().is_none() {
         return;
     }
-    let Some((new_ct, source)) = plan(conf, ct, &name) else {
+    let Some(ct) = representation_type(resp) else {
         return;
     };
+    let (mime, rest, had) = split(ct);
+    if mime.is_empty() {
+        return;
+    }
+    let Some(name) = destination(req, conf, resp, mime, had) else {
+        return;
+    };
+    let source = had
+        .or(conf.source_charset.as_deref())
+        .filter(|s| !s.eq_ignore_ascii_case(&name))
+        .map(str::to_string);
+    let new_ct = with_charset(mime, &rest, &name);
     let Some(source) = source else {
-        resp.content_type = Some(Value::Owned(new_ct));
+        retype(resp, new_ct);
         return;
     };
     if find(&resp.headers, "content-encoding").is_some() {
@@ -105,8 +168,8 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         return;
     };
     let same_length = rec.table().same_length();
-    if matches!(resp.body, Body::Multipart { .. }) || (resp.status == 206 && !same_length) {
-        // The parts' ranges count source bytes: recoding would break them.
+    if resp.status == 206 && !same_length {
+        // The ranges count source bytes: recoding would break them.
         crate::error_log!(
             Error,
             "range response not recoded from \"{source}\" to \"{name}\"{}",
@@ -114,7 +177,7 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         );
         return;
     }
-    resp.content_type = Some(Value::Owned(new_ct));
+    retype(resp, new_ct);
     recode(rec, resp, same_length);
 }
 
@@ -181,7 +244,11 @@ pub static MODULE: Module = Module {
         filter: Some(Ordered {
             order: 12,
             run: filter,
-            active: |c| c.get::<CharsetConf>().charset.is_some(),
+            // Also where only a reply's X-Accel-Charset may ask for it.
+            active: |c| {
+                let c = c.get::<CharsetConf>();
+                c.charset.is_some() || c.source_charset.is_some() || !c.maps.is_empty()
+            },
         }),
         listen: Some(check_listen),
         ..Hooks::NONE
@@ -194,41 +261,42 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn conf(over: bool, source: Option<&str>) -> CharsetConf {
-        CharsetConf {
-            override_charset: over,
-            source_charset: source.map(Arc::from),
-            ..CharsetConf::default()
-        }
+    #[test]
+    fn content_types() {
+        let p = |ct| {
+            let (mime, rest, had) = split(ct);
+            (with_charset(mime, &rest, "utf-8"), had.map(str::to_string))
+        };
+        assert_eq!(p("text/html"), ("text/html; charset=utf-8".into(), None));
+        assert_eq!(
+            p("application/javascript; x=1").0,
+            "application/javascript; x=1; charset=utf-8"
+        );
+        assert_eq!(
+            p("text/html; charset=\"cp1251\""),
+            ("text/html; charset=utf-8".into(), Some("cp1251".into()))
+        );
     }
 
     #[test]
-    fn content_types() {
-        let c = conf(false, None);
-        let p = |ct| plan(&c, ct, "utf-8").map(|p| p.0);
-        assert_eq!(p("text/html").as_deref(), Some("text/html; charset=utf-8"));
-        assert_eq!(
-            p("TEXT/plain").as_deref(),
-            Some("TEXT/plain; charset=utf-8")
-        );
-        assert_eq!(
-            p("application/javascript; x=1").as_deref(),
-            Some("application/javascript; x=1; charset=utf-8")
-        );
-        assert_eq!(p("image/png"), None);
-        assert_eq!(p("text/html; charset=koi8-r"), None);
-        let c = conf(true, Some("koi8-r"));
-        assert_eq!(
-            plan(&c, "text/html; charset=\"cp1251\"", "utf-8"),
-            Some(("text/html; charset=utf-8".into(), Some("cp1251".into())))
-        );
-        assert_eq!(
-            plan(&c, "text/html", "utf-8"),
-            Some(("text/html; charset=utf-8".into(), Some("koi8-r".into())))
-        );
-        assert_eq!(
-            plan(&c, "text/html", "KOI8-R"),
-            Some(("text/html; charset=KOI8-R".into(), None))
-        );
+    fn known_charsets() {
+        let c = CharsetConf {
+            source_charset: Some(Arc::from("cp866")),
+            ..CharsetConf::default()
+        };
+        assert!(known(&c, "CP866"));
+        assert!(known(&c, "koi8-r"), "a built-in table's");
+        assert!(known(&c, "UTF-8"));
+        assert!(!known(&c, "B"));
+    }
+
+    #[test]
+    fn multipart_types() {
+        let mut r = Response::new(206);
+        r.content_type = Some(Value::Static("multipart/byteranges; boundary=1"));
+        assert_eq!(representation_type(&r), None);
+        r.status = 200;
+        r.content_type = Some(Value::Static("text/html"));
+        assert_eq!(representation_type(&r), Some("text/html"));
     }
 }

@@ -115,6 +115,10 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         if lower == "x-accel-buffering" {
             buffering = crate::upstream::buffering(buffering, Some(&value));
         }
+        if lower == "x-accel-charset" {
+            // For the charset filter, passed on or not.
+            resp.set_override_charset(Some(value.trim().into()));
+        }
         let hidden = (HIDDEN.contains(&lower.as_str()) || opts.hide.iter().any(|h| **h == *lower))
             && !opts.pass.iter().any(|p| **p == *lower);
         if hidden {

@@ -979,6 +979,7 @@ impl Proxy {
             resp.own = Some(Box::new(OwnFields {
                 server: server.then(empty).flatten(),
                 date: date.then(empty).flatten(),
+                override_charset: None,
             }));
         }
         for &(n, (va, vb)) in &h.fields {
@@ -999,6 +1000,10 @@ impl Proxy {
                     *slot = Some(Value::Slice(h.text.clone(), va, vb));
                 }
                 continue;
+            }
+            if kind == Passed::Accel && name.eq_ignore_ascii_case("x-accel-charset") {
+                // For the charset filter, passed on or not.
+                resp.set_override_charset(Some(value.trim().into()));
             }
             let hidden = match kind {
                 Passed::Not | Passed::Own(_) => true,

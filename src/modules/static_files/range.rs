@@ -422,6 +422,7 @@ pub fn multipart(
     let trailer = format!("\r\n--{boundary}--\r\n").into_bytes();
     Multipart {
         boundary,
+        content_type: content_type.to_string(),
         parts,
         trailer,
     }
