@@ -3,6 +3,7 @@
 //! Each takes the directive (for its name and span in errors) and one argument.
 
 use super::ast::{ConfError, Directive};
+use crate::core::vars::{Template, Vars};
 use std::time::Duration;
 
 fn invalid(d: &Directive, what: &str, v: &str) -> ConfError {
@@ -10,6 +11,12 @@ fn invalid(d: &Directive, what: &str, v: &str) -> ConfError {
         format!("invalid {what} \"{v}\" in \"{}\" directive", d.name),
         &d.span,
     )
+}
+
+/// Argument `i` compiled as a template (its variables known to `vars`);
+/// an error names the directive's file:line.
+pub fn template(d: &Directive, i: usize, vars: &mut Vars) -> Result<Template, ConfError> {
+    Template::compile(d.arg(i), vars).map_err(|m| ConfError::new(m, &d.span))
 }
 
 /// `on` | `off`.

@@ -81,7 +81,7 @@ fn parse(d: &Directive, vars: &mut Vars) -> Result<Page, ConfError> {
             &d.span,
         ));
     }
-    let uri = Template::compile(d.arg(n - 1), vars).map_err(|e| ConfError::new(e, &d.span))?;
+    let uri = crate::conf::values::template(d, n - 1, vars)?;
     Ok(Page {
         codes,
         overwrite,

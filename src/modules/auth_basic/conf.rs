@@ -25,10 +25,7 @@ pub static DIRECTIVES: &[Def] = &[
             let v = if d.arg(0) == "off" {
                 None
             } else {
-                Some(
-                    Template::compile(d.arg(0), &mut e.vars)
-                        .map_err(|e| ConfError::new(e, &d.span))?,
-                )
+                Some(crate::conf::values::template(d, 0, &mut e.vars)?)
             };
             set_once(&mut s.loc().get_mut::<AuthBasicConfSet>().realm, v, d)
         },

@@ -1,7 +1,6 @@
 //! Directives of subrequest authorization: `auth_request`,
 //! `auth_request_set`.
 
-use crate::conf::ast::ConfError;
 use crate::conf::table::{Arity, Ctx, Def, ONE};
 use crate::conf::values::set_once;
 use crate::core::vars::Template;
@@ -52,8 +51,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(2, 2),
         set: |s, d, e| {
             let target = crate::modules::rewrite::conf::set_target(s, d, &mut e.vars)?;
-            let value =
-                Template::compile(d.arg(1), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+            let value = crate::conf::values::template(d, 1, &mut e.vars)?;
             crate::conf::values::push(
                 &mut s.loc().get_mut::<AuthRequestConfSet>().set,
                 Arc::new(SetVar { target, value }),

@@ -504,7 +504,7 @@ macro_rules! defs {
                 ctx: Ctx::HSL,
                 arity: ONE,
                 set: |s, d, env| {
-                    let t = Template::compile(d.arg(0), &mut env.vars).map_err(|e| ConfError::new(e, &d.span))?;
+                    let t = crate::conf::values::template(d, 0, &mut env.vars)?;
                     let slot = &mut set::<$K>(s).key;
                     if slot.is_some() {
                         return Err(dup(d));

@@ -4,7 +4,6 @@ use super::Cgi;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, Scope};
 use crate::conf::values::{bad_arg, number, size, time};
-use crate::core::vars::Template;
 use crate::modules::fastcgi::conf::Param;
 use crate::settings;
 use std::sync::Arc;
@@ -25,7 +24,7 @@ fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
     if name.is_empty() || name.bytes().any(|b| b.is_ascii_control() || b == b'=') {
         return Err(bad_arg(d, name));
     }
-    let value = Template::compile(d.arg(1), &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
+    let value = crate::conf::values::template(d, 1, &mut e.vars)?;
     let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
         None => false,
         Some("if_not_empty") => true,

@@ -69,7 +69,7 @@ fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
     if name.is_empty() || name.bytes().any(|b| b.is_ascii_control()) {
         return Err(bad_arg(d, name));
     }
-    let value = Template::compile(d.arg(1), &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
+    let value = crate::conf::values::template(d, 1, &mut e.vars)?;
     let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
         None => false,
         Some("if_not_empty") => true,

@@ -40,11 +40,6 @@ pub enum CookieName {
     Regex(Re),
 }
 
-/// The directive's first argument as a template.
-fn template(d: &Directive, e: &mut Env) -> Result<Template, ConfError> {
-    Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))
-}
-
 /// A `proxy_bind` address: `ip` or `ip:port` (`[v6]:port`).
 pub fn bind_addr(v: &[u8]) -> Option<std::net::SocketAddr> {
     let v = std::str::from_utf8(v).ok()?;
@@ -294,8 +289,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: Arity::args(2, 2),
         set: |s, d, e| {
             let name = header_name(d)?;
-            let t =
-                Template::compile(d.arg(1), &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
+            let t = crate::conf::values::template(d, 1, &mut e.vars)?;
             push(&mut loc(s).set_headers, (name, t));
             Ok(())
         },
@@ -376,7 +370,7 @@ pub static DIRECTIVES: &[Def] = &[
                 }
                 (2, from) => {
                     let err = |m: String| ConfError::new(m, &d.span);
-                    let to = Template::compile(d.arg(1), &mut e.vars).map_err(err)?;
+                    let to = values::template(d, 1, &mut e.vars)?;
                     let from = match (from.strip_prefix("~*"), from.strip_prefix('~')) {
                         (Some(re), _) => {
                             RedirectFrom::Regex(Re::new(re, true, &mut e.vars).map_err(err)?)
@@ -463,7 +457,13 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, e| values::set_once(&mut loc(s).set_body, Some(template(d, e)?), d),
+        set: |s, d, e| {
+            values::set_once(
+                &mut loc(s).set_body,
+                Some(values::template(d, 0, &mut e.vars)?),
+                d,
+            )
+        },
         syntax: "proxy_set_body value;",
         default: "—",
         doc: "The request body sent upstream in place of the client's (text and variables, sent with its Content-Length); the client's body is still read (`$request_body`) but not passed.\n\n```nginx\nproxy_set_body \"user=$remote_user\";\nproxy_set_header Content-Type application/x-www-form-urlencoded;\n```",
@@ -473,7 +473,13 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: ONE,
-        set: |s, d, e| values::set_once(&mut loc(s).method, Some(template(d, e)?), d),
+        set: |s, d, e| {
+            values::set_once(
+                &mut loc(s).method,
+                Some(values::template(d, 0, &mut e.vars)?),
+                d,
+            )
+        },
         syntax: "proxy_method method;",
         default: "—",
         doc: "The method of the request sent upstream, in place of the client's (variables allowed; an empty value keeps the client's).\n\n```nginx\nproxy_method POST;\n```",
@@ -500,9 +506,7 @@ pub static DIRECTIVES: &[Def] = &[
             } else {
                 let cookie = match d.arg(0).strip_prefix("~*").or(d.arg(0).strip_prefix('~')) {
                     Some(re) => CookieName::Regex(Re::new(re, true, &mut e.vars).map_err(err)?),
-                    None => {
-                        CookieName::Name(Template::compile(d.arg(0), &mut e.vars).map_err(err)?)
-                    }
+                    None => CookieName::Name(values::template(d, 0, &mut e.vars)?),
                 };
                 let mut flags = Vec::new();
                 for a in &d.args[1..] {

@@ -162,7 +162,7 @@ fn pem_list<T: PemObject + 'static>(
 }
 
 fn file_name(d: &Directive, e: &mut Env) -> Result<FileName, ConfError> {
-    let name = Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+    let name = crate::conf::values::template(d, 0, &mut e.vars)?;
     if let Some(lit) = name.literal() {
         // A fixed file is read now, so a bad one fails the load here.
         let path = e.path(&String::from_utf8_lossy(lit));
@@ -286,8 +286,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
-            let t =
-                Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+            let t = crate::conf::values::template(d, 0, &mut e.vars)?;
             values::set_once(&mut loc(s).ssl_name, Some(t), d)
         },
         syntax: "proxy_ssl_name name;",

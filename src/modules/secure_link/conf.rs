@@ -1,8 +1,7 @@
 //! Directives of secure links: `secure_link`, `secure_link_md5`,
 //! `secure_link_secret`.
 
-use crate::conf::ast::{ConfError, Directive};
-use crate::conf::table::{Ctx, Def, Env, ONE};
+use crate::conf::table::{Ctx, Def, ONE};
 use crate::conf::values::set_once;
 use crate::core::module::{Settings, SettingsKind, SettingsSet, Slot};
 use crate::core::vars::Template;
@@ -70,11 +69,6 @@ impl SecureLinkConf {
     pub const KIND: SettingsKind = SettingsKind::of::<SecureLinkConf>();
 }
 
-fn template(d: &Directive, e: &mut Env) -> Result<Arc<Template>, ConfError> {
-    let t = Template::compile(d.arg(0), &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
-    Ok(Arc::new(t))
-}
-
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "secure_link",
@@ -82,7 +76,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
-            let t = template(d, e)?;
+            let t = Arc::new(crate::conf::values::template(d, 0, &mut e.vars)?);
             set_once(&mut s.loc().get_mut::<SecureLinkConfSet>().variable, t, d)
         },
         syntax: "secure_link expression;",
@@ -95,7 +89,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, e| {
-            let t = template(d, e)?;
+            let t = Arc::new(crate::conf::values::template(d, 0, &mut e.vars)?);
             set_once(&mut s.loc().get_mut::<SecureLinkConfSet>().md5, t, d)
         },
         syntax: "secure_link_md5 expression;",

@@ -47,8 +47,7 @@ pub static DIRECTIVES: &[Def] = &[
                     &d.span,
                 ));
             }
-            let t = Template::compile(d.arg(0), &mut e.vars)
-                .map_err(|err| ConfError::new(err, &d.span))?;
+            let t = crate::conf::values::template(d, 0, &mut e.vars)?;
             let (p, vars) = match t.is_literal() {
                 true => (Arc::new(e.path(d.arg(0))), None),
                 false => (Arc::new(e.path("")), Some(Arc::new(t))),
@@ -68,8 +67,7 @@ pub static DIRECTIVES: &[Def] = &[
         arity: ONE,
         set: |s, d, e| {
             // Variables are checked here, where an error names this line.
-            crate::core::vars::Template::compile(d.arg(0), &mut e.vars)
-                .map_err(|err| ConfError::new(err, &d.span))?;
+            crate::conf::values::template(d, 0, &mut e.vars)?;
             let Scope::Location(l) = s else {
                 unreachable!()
             };

@@ -70,9 +70,8 @@ fn sub_filter(
     d: &Directive,
     e: &mut crate::conf::table::Env,
 ) -> Result<(), crate::conf::ast::ConfError> {
-    let err = |m: String| crate::conf::ast::ConfError::new(m, &d.span);
-    let string = Template::compile(d.arg(0), &mut e.vars).map_err(err)?;
-    let replacement = Template::compile(d.arg(1), &mut e.vars).map_err(err)?;
+    let string = crate::conf::values::template(d, 0, &mut e.vars)?;
+    let replacement = crate::conf::values::template(d, 1, &mut e.vars)?;
     let l = loc(s);
     let mut filters = match l.filters.take().flatten() {
         Some(f) => Arc::try_unwrap(f).expect("only this level holds it while loading"),

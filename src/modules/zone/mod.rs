@@ -402,7 +402,7 @@ pub fn parse_zone(d: &Directive, arg: &str) -> Result<(String, u64), ConfError> 
 
 /// The key of a `…_zone` directive (text with variables).
 pub fn parse_key(d: &Directive, vars: &mut Vars) -> Result<Template, ConfError> {
-    Template::compile(d.arg(0), vars).map_err(|e| ConfError::new(e, &d.span))
+    crate::conf::values::template(d, 0, vars)
 }
 
 /// `…_status CODE`: 400 to 599.
