@@ -253,15 +253,16 @@ impl Locations {
     /// Find the location for `uri`; `exec` runs a location's regex (and
     /// records its captures).
     pub fn search<F: FnMut(&Re) -> bool>(&self, uri: &[u8], exec: &mut F) -> Found<'_> {
-        self.find_inner(uri, exec).0
+        match self.is_empty() {
+            true => Found::None,
+            false => self.find_inner(uri, exec).0,
+        }
     }
 
     /// Returns the match and whether the search is final (exact, `^~`,
-    /// regex, or an auto-redirect).
+    /// regex, or an auto-redirect). Not called for an empty level (the callers look first: most nested
+    /// levels are empty, and entering one costs more than the check).
     fn find_inner<F: FnMut(&Re) -> bool>(&self, uri: &[u8], exec: &mut F) -> (Found<'_>, bool) {
-        if self.is_empty() {
-            return (Found::None, false);
-        }
         let mut best = None;
         let mut stop_regex = false;
         let mut add_slash = None;
