@@ -33,12 +33,10 @@ pub fn serve_connection<S: Stream>(
         l.http2 && !l.ssl
     };
     if !sniff {
-        slot.spawn(id, |slot| {
-            h1::conn::serve(s, peer, proxy, listener, id, shared, slot)
-        });
+        slot.spawn(|slot| h1::conn::serve(s, peer, proxy, listener, id, shared, slot));
         return;
     }
-    slot.spawn(id, move |slot| async move {
+    slot.spawn(move |slot| async move {
         let (timeout, nodelay) = {
             let cfg = shared.config.load();
             let core = &cfg.listener(listener).vhosts.default.conf.core;

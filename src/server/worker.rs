@@ -114,16 +114,16 @@ pub struct Slots {
     cut_after: Cell<Option<Duration>>,
     /// Reloads seen; a tracked connection carries the one it started in.
     epoch: Cell<u64>,
-    /// Tracked client connections: id → (epoch, task).
-    tracked: RefCell<HashMap<u64, (u64, tokio::task::AbortHandle)>>,
+    /// Tracked client connections: (epoch, task). Finished ones are
+    /// dropped as the list grows (an idle connection's memory stays as it
+    /// is without the directive).
+    tracked: RefCell<Vec<(u64, tokio::task::AbortHandle)>>,
 }
 
 /// Holds one connection slot; frees it when dropped.
 pub struct Slot {
     slots: Rc<Slots>,
     client: bool,
-    /// The connection's id when its worker tracks it ([`Slot::spawn`]).
-    tracked: Option<u64>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -140,22 +140,19 @@ impl Slot {
     /// Run a client connection's task, `serve` given this slot. Where
     /// `worker_shutdown_timeout` is set the worker tracks the task, to close
     /// it that long after a reload ([`Slots::reloaded`]).
-    pub fn spawn<F>(mut self, id: u64, serve: impl FnOnce(Slot) -> F)
+    pub fn spawn<F>(self, serve: impl FnOnce(Slot) -> F)
     where
         F: std::future::Future<Output = ()> + 'static,
     {
         let slots = self.slots.clone();
         let track = self.client && slots.cut_after.get().is_some();
-        if track {
-            self.tracked = Some(id);
-        }
         let task = tokio::task::spawn_local(serve(self));
         if track {
-            let epoch = slots.epoch.get();
-            slots
-                .tracked
-                .borrow_mut()
-                .insert(id, (epoch, task.abort_handle()));
+            let mut tracked = slots.tracked.borrow_mut();
+            if tracked.len() >= 2 * slots.clients.get().max(64) {
+                tracked.retain(|(_, h)| !h.is_finished());
+            }
+            tracked.push((slots.epoch.get(), task.abort_handle()));
         }
     }
 }
@@ -163,9 +160,6 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let s = &self.slots;
-        if let Some(id) = self.tracked {
-            s.tracked.borrow_mut().remove(&id);
-        }
         s.active.set(s.active.get() - 1);
         s.freed.notify_one();
         if self.client {
@@ -265,7 +259,6 @@ impl Slots {
         Some(Slot {
             slots: self.clone(),
             client,
-            tracked: None,
         })
     }
 
@@ -285,8 +278,9 @@ impl Slots {
             let old: Vec<tokio::task::AbortHandle> = slots
                 .tracked
                 .borrow_mut()
-                .extract_if(|_, (e, _)| *e <= epoch)
-                .map(|(_, (_, h))| h)
+                .extract_if(.., |(e, _)| *e <= epoch)
+                .map(|(_, h)| h)
+                .filter(|h| !h.is_finished())
                 .collect();
             if !old.is_empty() {
                 error_log!(
@@ -629,7 +623,7 @@ fn start_tcp(
     };
     let id = shared.next_connection();
     let shared = shared.clone();
-    slot.spawn(id, move |slot| async move {
+    slot.spawn(move |slot| async move {
         let proxy = match pp {
             Some(t) => match proxy_protocol::read(&s, t, Peer::Tcp(peer)).await {
                 Ok(p) => p,
