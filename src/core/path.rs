@@ -73,7 +73,9 @@ pub fn map_uri(req: &Request<'_>, uri: &[u8], out: &mut Vec<u8>) -> Result<(), u
 
 /// Does `p` have a `.` or `..` segment?
 fn has_dot_segment(p: &[u8]) -> bool {
-    if p.first() != Some(&b'.') && memchr::memmem::find(p, b"/.").is_none() {
+    // Every dot segment starts with a `.` at the start or after a `/`.
+    let starts_segment = |i: usize| i == 0 || p[i - 1] == b'/';
+    if !memchr::memchr_iter(b'.', p).any(starts_segment) {
         return false;
     }
     p.split(|&b| b == b'/').any(|s| s == b"." || s == b"..")
@@ -117,4 +119,36 @@ pub fn push_clean(path: &mut Vec<u8>, part: &[u8]) -> bool {
         path.extend_from_slice(s);
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_segments_are_found_only_at_a_segment_start() {
+        for p in [
+            &b"."[..],
+            b"..",
+            b"./a",
+            b"a/./b",
+            b"a/..",
+            b"/a/../b",
+            b"/.",
+        ] {
+            assert!(has_dot_segment(p), "{}", String::from_utf8_lossy(p));
+        }
+        for p in [&b""[..], b"a.b", b"/a.b/c.d", b"/a/.b", b"/a/b.", b"/a/..b"] {
+            assert!(!has_dot_segment(p), "{}", String::from_utf8_lossy(p));
+        }
+    }
+
+    #[test]
+    fn push_clean_resolves_and_refuses_climbing() {
+        let mut out = b"/root".to_vec();
+        assert!(push_clean(&mut out, b"/a/./b/../c.txt"));
+        assert_eq!(out, b"/root/a/c.txt");
+        let mut out = b"/root".to_vec();
+        assert!(!push_clean(&mut out, b"/../etc"));
+    }
 }

@@ -65,12 +65,15 @@ struct Conn<S> {
 /// `keepalive_disable` says this request's browser closes after it.
 fn keepalive_disabled(head: &RequestHead, disable: u8) -> bool {
     use crate::conf::model::{KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
-    if disable == 0 {
+    // Only a POST can be MSIE 6's to refuse: other requests skip the
+    // User-Agent scan unless Safari is named too.
+    let msie6 = disable & KEEPALIVE_DISABLE_MSIE6 != 0 && head.method == Method::Post;
+    let safari = disable & KEEPALIVE_DISABLE_SAFARI != 0;
+    if !msie6 && !safari {
         return false;
     }
     let b = crate::core::browser::Browser::of_head(head);
-    (b.msie6 && head.method == Method::Post && disable & KEEPALIVE_DISABLE_MSIE6 != 0)
-        || (b.safari && disable & KEEPALIVE_DISABLE_SAFARI != 0)
+    (b.msie6 && msie6) || (b.safari && safari)
 }
 
 /// A connection's buffers: bytes read and not yet parsed, and the response head
