@@ -9,6 +9,19 @@ pub struct MimeTypes {
     /// Sorted by extension bytes (extensions are stored ASCII-lowercased).
     /// Types are shared (`Arc`) so a response can carry one without copying it.
     entries: Vec<(Box<str>, std::sync::Arc<str>)>,
+    /// Each entry's first 8 key bytes as a big-endian number (zero-padded),
+    /// beside `entries`: sorted as they are, and compared in one instruction.
+    prefixes: Vec<u64>,
+}
+
+/// The first 8 bytes of `ext`, ASCII-lowercased, big-endian, zero-padded:
+/// ordered as the extensions are (extensions hold no NUL byte).
+fn prefix(ext: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    for (d, s) in b.iter_mut().zip(ext) {
+        *d = s.to_ascii_lowercase();
+    }
+    u64::from_be_bytes(b)
 }
 
 impl MimeTypes {
@@ -38,6 +51,7 @@ impl MimeTypes {
         {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, mime.into())),
             Err(i) => {
+                self.prefixes.insert(i, prefix(key.as_bytes()));
                 self.entries.insert(i, (key.into(), mime.into()));
                 None
             }
@@ -100,10 +114,14 @@ impl MimeTypes {
         if ext.is_empty() {
             return None;
         }
-        self.entries
-            .binary_search_by(|(k, _)| cmp_lowercased(k.as_bytes(), ext))
-            .ok()
-            .map(|i| &self.entries[i].1)
+        let p = prefix(ext);
+        let first = self.prefixes.partition_point(|&k| k < p);
+        self.prefixes[first..]
+            .iter()
+            .take_while(|&&k| k == p)
+            .zip(&self.entries[first..])
+            .find(|(_, (k, _))| cmp_lowercased(k.as_bytes(), ext) == Ordering::Equal)
+            .map(|(_, (_, mime))| mime)
     }
 
     /// Number of extensions in the table.
@@ -345,6 +363,22 @@ mod tests {
         }
         // sorted and unique
         assert!(t.entries.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn long_extensions_sharing_their_first_eight_bytes() {
+        let mut t = MimeTypes::new();
+        t.insert("a/one", "manifest");
+        t.insert("a/two", "manifestx");
+        t.insert("a/three", "MANIFESTXY");
+        t.insert("a/four", "mani");
+        assert!(t.prefixes.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(t.lookup(b"/f.manifest"), Some("a/one"));
+        assert_eq!(t.lookup(b"/f.Manifestx"), Some("a/two"));
+        assert_eq!(t.lookup(b"/f.manifestxy"), Some("a/three"));
+        assert_eq!(t.lookup(b"/f.mani"), Some("a/four"));
+        assert_eq!(t.lookup(b"/f.manifestz"), None);
+        assert_eq!(t.lookup(b"/f.man"), None);
     }
 
     #[test]

@@ -396,7 +396,7 @@ impl Server {
 #[derive(Debug)]
 pub struct VirtualHosts {
     pub default: Arc<Server>,
-    exact: HashMap<String, Arc<Server>>,
+    exact: rustc_hash::FxHashMap<String, Arc<Server>>,
     /// `*.example.com` stored as ".example.com", longest first.
     lead_wild: Vec<(String, Arc<Server>)>,
     /// `www.example.*` stored as "www.example.", longest first.
@@ -410,7 +410,7 @@ impl VirtualHosts {
     pub fn new(servers: &[Arc<Server>], default: Arc<Server>) -> Self {
         let mut v = VirtualHosts {
             default,
-            exact: HashMap::new(),
+            exact: Default::default(),
             lead_wild: Vec::new(),
             trail_wild: Vec::new(),
             regex: Vec::new(),
