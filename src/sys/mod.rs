@@ -21,6 +21,34 @@ pub fn sendfile(
     Ok(n as usize)
 }
 
+/// `pread(2)` of up to `count` bytes of `file` at `offset`, appended to `buf`
+/// in room that is not zeroed first (the kernel fills it); the bytes read.
+pub fn pread_append(
+    file: &impl AsRawFd,
+    buf: &mut bytes::BytesMut,
+    count: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    buf.reserve(count);
+    let room = &mut buf.spare_capacity_mut()[..count];
+    // SAFETY: `room` is writable memory of `count` bytes owned by `buf`; the
+    // kernel writes at most `count` bytes into it.
+    let n = unsafe {
+        libc::pread(
+            file.as_raw_fd(),
+            room.as_mut_ptr().cast(),
+            count,
+            offset as libc::off_t,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialised the first `n` (≤ `count`) bytes of the room.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    Ok(n as usize)
+}
+
 /// `send(2)` with `MSG_MORE` when `more`, so a head and the file that follows leave together.
 pub fn send(sock: RawFd, buf: &[u8], more: bool) -> io::Result<usize> {
     let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };

@@ -107,12 +107,26 @@ pub trait Tunnel {
 pub fn read_file_at(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
     use std::os::unix::fs::FileExt;
     match file.read_at(buf, off)? {
-        0 => Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "file shrank while sending",
-        )),
+        0 => Err(shrank()),
         n => Ok(n),
     }
+}
+
+/// A piece of up to `want` bytes of a file body at `off`, read into a fresh
+/// buffer that is not zeroed first; never empty (see [`read_file_at`]).
+pub fn read_file_piece(file: &File, off: u64, want: usize) -> std::io::Result<bytes::Bytes> {
+    let mut buf = bytes::BytesMut::new();
+    match crate::sys::pread_append(file, &mut buf, want, off)? {
+        0 => Err(shrank()),
+        _ => Ok(buf.freeze()),
+    }
+}
+
+fn shrank() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "file shrank while sending",
+    )
 }
 
 /// The error of a body whose source broke off (an upstream that closed,

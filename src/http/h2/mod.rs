@@ -253,6 +253,8 @@ async fn lingering_close<T: AsyncRead + AsyncWrite + Unpin>(
 
 /// Most bytes gathered before they go out in one write.
 const GATHER: usize = 64 * 1024;
+/// The first room of a gather that holds only small (control) frames.
+const SMALL_GATHER: usize = 1024;
 
 /// The client socket and the frames the codec wrote to it that have not left
 /// yet. The codec writes (and flushes) frame by frame — a HEADERS frame, then
@@ -305,6 +307,18 @@ impl<T: AsyncWrite + Unpin> SharedIo<T> {
             if len >= GATHER {
                 return Pin::new(&mut s.io).poll_write_vectored(cx, bufs);
             }
+        }
+        let have = s.out.len();
+        let need = have + len;
+        if need > s.out.capacity() {
+            // One step to the whole gather size once more than control frames
+            // come: growing by doubling would copy the frames already here.
+            let room = if need <= SMALL_GATHER {
+                SMALL_GATHER
+            } else {
+                GATHER
+            };
+            s.out.reserve_exact(room - have);
         }
         for b in bufs {
             s.out.extend_from_slice(b);

@@ -8,11 +8,11 @@
 use super::conf::Http2Conf;
 use crate::core::clock;
 use crate::core::message::head::Method;
-use crate::core::message::response::read_file_at;
+use crate::core::message::response::read_file_piece;
 use crate::core::message::response::{Body, OwnFields, Response, server_name};
 use crate::core::request::Request;
 use crate::http::pipeline;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use h2::SendStream;
 use h2::server::SendResponse;
 use http::header::{HeaderName, HeaderValue};
@@ -241,11 +241,9 @@ impl Out {
         }
         while off < range.end {
             let n = self.capacity((range.end - off) as usize).await?;
-            let mut buf = BytesMut::zeroed(n);
-            let got = read_file_at(file, &mut buf, off)?;
-            buf.truncate(got);
-            off += got as u64;
-            self.send(buf.freeze(), end && off == range.end)?;
+            let piece = read_file_piece(file, off, n)?;
+            off += piece.len() as u64;
+            self.send(piece, end && off == range.end)?;
         }
         Ok(())
     }

@@ -907,11 +907,10 @@ impl BodyStream for Partial {
             if self.off >= self.end {
                 return Err(broke());
             }
-            let mut buf = vec![0; ((self.end - self.off) as usize).min(64 * 1024)];
-            let n = crate::core::message::response::read_file_at(f, &mut buf, self.off)?;
-            buf.truncate(n);
-            self.off += n as u64;
-            Ok(Some(Bytes::from(buf)))
+            let want = ((self.end - self.off) as usize).min(64 * 1024);
+            let piece = crate::core::message::response::read_file_piece(f, self.off, want)?;
+            self.off += piece.len() as u64;
+            Ok(Some(piece))
         })
     }
 }

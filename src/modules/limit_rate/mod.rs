@@ -7,7 +7,7 @@
 
 use crate::conf::table::{Ctx, Def, ONE};
 use crate::conf::values::{parse_size, set_once, size};
-use crate::core::message::response::read_file_at;
+use crate::core::message::response::read_file_piece;
 use crate::core::message::response::{Body, BodyStream, Response};
 use crate::core::module::{Hooks, Module, Ordered, VarDef, VarSet};
 use crate::core::request::{BoxFuture, Request};
@@ -104,11 +104,9 @@ impl Throttle {
                     return Ok(None);
                 }
                 let want = (range.end - range.start).min(max as u64) as usize;
-                let mut buf = vec![0; want];
-                let n = read_file_at(file, &mut buf, range.start)?;
-                buf.truncate(n);
-                range.start += n as u64;
-                Ok(Some(Bytes::from(buf)))
+                let piece = read_file_piece(file, range.start, want)?;
+                range.start += piece.len() as u64;
+                Ok(Some(piece))
             }
             Source::Stream { inner, held } => {
                 if held.is_empty() {
