@@ -180,7 +180,9 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
             }) => match r {
                 Some(Ok((req, respond))) => {
                     requests += 1;
-                    streams.spawn_local(stream(info.clone(), requests, req, respond));
+                    // Boxed: the task then holds a pointer, and spawning and
+                    // finishing it move that, not the whole stream future.
+                    streams.spawn_local(Box::pin(stream(info.clone(), requests, req, respond)));
                     // As nginx: keepalive_requests streams, or a connection
                     // older than keepalive_time, then GOAWAY.
                     if (requests >= keepalive_requests || born.elapsed() >= keepalive_time)
