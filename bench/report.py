@@ -501,7 +501,24 @@ NOISE = (
     "M's 10,000 and E2's 5,000 (+500 upstream) connections fit.\n")
 
 
-def section(name, data, link):
+CAUSES = vb.REPO / "bench" / "causes.md"
+
+
+def causes(path=CAUSES):
+    """{experiment: Markdown}: the causes of gaps measured and what was done about
+    them, written by hand in bench/causes.md under a `## NAME` heading per experiment."""
+    found, name = {}, None
+    text = path.read_text() if path.exists() else ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            name = line[3:].strip()
+            found[name] = ""
+        elif name:
+            found[name] += line
+    return {k: v.strip() + "\n" for k, v in found.items() if v.strip()}
+
+
+def section(name, data, link, notes=None):
     import experiments as ex
     exp = ex.EXPERIMENTS[name]
     o = data["options"]
@@ -518,6 +535,8 @@ def section(name, data, link):
     out.append(exp.markdown(data["summary"], o["servers"]))
     if link:
         out.append(f"\n![{name}]({link})\n")
+    if notes:
+        out.append("\n**Causes measured, and what was done** (bench/causes.md):\n\n" + notes)
     return "".join(out) + "\n"
 
 
@@ -695,9 +714,10 @@ def render_report(datasets, links=None, header=None):
     out.append("## Targets\n\n" + targets_markdown(datasets) + "\n")
     out.append(NOISE + "\n")
     out.append("Machine and versions:\n\n" + machine_markdown(merge_machines(datasets)) + "\n")
+    notes = causes()
     for name in ORDER + ["quick", "idle"]:
         if name in datasets:
-            out.append(section(name, datasets[name], links.get(name)))
+            out.append(section(name, datasets[name], links.get(name), notes.get(name)))
     return "".join(out)
 
 

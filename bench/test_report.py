@@ -524,6 +524,14 @@ class Report(unittest.TestCase):
         self.assertIn("Open files: 20,000", md)
         self.assertIn("Command: `bench/run E3`", md)
 
+    def test_causes_per_experiment(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "causes.md"
+            f.write_text("# Causes\n\nintro\n\n## E3\n\n- the 21 KB copy: sendfile now.\n\n## M\n\n")
+            self.assertEqual(report.causes(f), {"E3": "- the 21 KB copy: sendfile now.\n"})
+        md = report.section("E3", self.data()["E3"], None, "- the cause.\n")
+        self.assertIn("**Causes measured, and what was done** (bench/causes.md):\n\n- the cause.\n", md)
+
     def test_targets(self):
         md = report.targets_markdown(self.data())
         # 2 B: vireo 5.5 µs vs nginx 11.0 = 0.50x, target 4.2/6.2 = 0.68x
