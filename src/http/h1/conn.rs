@@ -65,12 +65,14 @@ struct Conn<S> {
 /// `keepalive_disable` says this request's browser closes after it.
 fn keepalive_disabled(head: &RequestHead, disable: u8) -> bool {
     use crate::conf::model::{KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
-    if disable == 0 {
+    // The User-Agent is searched only when its answer can matter: MSIE 6
+    // closes after a POST only.
+    let msie6 = head.method == Method::Post && disable & KEEPALIVE_DISABLE_MSIE6 != 0;
+    if !msie6 && disable & KEEPALIVE_DISABLE_SAFARI == 0 {
         return false;
     }
     let b = crate::core::browser::Browser::of_head(head);
-    (b.msie6 && head.method == Method::Post && disable & KEEPALIVE_DISABLE_MSIE6 != 0)
-        || (b.safari && disable & KEEPALIVE_DISABLE_SAFARI != 0)
+    (msie6 && b.msie6) || (b.safari && disable & KEEPALIVE_DISABLE_SAFARI != 0)
 }
 
 /// A connection's buffers: bytes read and not yet parsed, and the response head
