@@ -363,8 +363,8 @@ pub struct Attempt {
 pub struct UpstreamVars {
     pub attempts: Vec<Attempt>,
     /// `$proxy_host`, `$proxy_port`.
-    pub proxy_host: String,
-    pub proxy_port: String,
+    pub proxy_host: Arc<str>,
+    pub proxy_port: Arc<str>,
     /// The last reply's head text and its end-to-end header fields
     /// (`$upstream_http_NAME`, `$upstream_cookie_NAME`).
     pub head: Option<ReplyHead>,

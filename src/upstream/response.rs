@@ -118,25 +118,30 @@ fn clean_lines(raw: &[u8]) -> bool {
     !bad && raw.last() != Some(&b'\r')
 }
 
-/// The length of the head: through the first empty line, whether lines end
-/// in CRLF or a bare LF.
-fn head_end(buf: &[u8]) -> Option<usize> {
-    memchr::memchr_iter(b'\n', buf).find_map(|i| match &buf[i + 1..] {
-        [b'\n', ..] => Some(i + 2),
-        [b'\r', b'\n', ..] => Some(i + 3),
-        _ => None,
-    })
-}
-
 fn parse_one(
     buf: &mut BytesMut,
     max: usize,
     head_request: bool,
 ) -> Result<Option<UpstreamHead>, Invalid> {
-    let end = match head_end(buf) {
-        Some(i) => i,
-        None if buf.len() >= max => return Err(Invalid("upstream sent too big header")),
-        None => return Ok(None),
+    // httparse finds the end of the head (the first empty line, after CRLF
+    // or a bare LF) as it parses, so the head is scanned once.
+    // Uninitialised: nothing to clear for the 128 slots on every reply.
+    let mut fields = [const { std::mem::MaybeUninit::uninit() }; 128];
+    let mut resp = httparse::Response::new(&mut []);
+    let end = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut resp,
+        buf,
+        &mut fields,
+    ) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() >= max => {
+            return Err(Invalid("upstream sent too big header"));
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(Invalid("upstream sent too many headers"));
+        }
+        Err(_) => return Err(Invalid("upstream sent invalid header")),
     };
     if end > max {
         return Err(Invalid("upstream sent too big header"));
@@ -144,20 +149,6 @@ fn parse_one(
     let raw = &buf[..end];
     if !clean_lines(raw) {
         return Err(Invalid("upstream sent invalid header"));
-    }
-    // Uninitialised: nothing to clear for the 128 slots on every reply.
-    let mut fields = [const { std::mem::MaybeUninit::uninit() }; 128];
-    let mut resp = httparse::Response::new(&mut []);
-    match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-        &mut resp,
-        raw,
-        &mut fields,
-    ) {
-        Ok(httparse::Status::Complete(n)) if n == end => {}
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(Invalid("upstream sent too many headers"));
-        }
-        _ => return Err(Invalid("upstream sent invalid header")),
     }
     let status = resp
         .code
@@ -170,9 +161,8 @@ fn parse_one(
     // when httparse gives it) or else from the first header line to the end.
     let reason = resp.reason.unwrap_or("");
     let at = |s: &[u8]| s.as_ptr() as usize - raw.as_ptr() as usize;
-    let first_header = memchr::memchr(b'\n', raw).map_or(end, |i| i + 1);
     let from = if reason.is_empty() {
-        first_header
+        memchr::memchr(b'\n', raw).map_or(end, |i| i + 1)
     } else {
         at(reason.as_bytes())
     };

@@ -167,8 +167,8 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
         l.content = Some(Arc::new(Proxy {
             target: Target::Dynamic(t, crate::upstream::conf::dynamic(e, 80)),
             tls: false,
-            host: String::new(),
-            port: String::new(),
+            host: "".into(),
+            port: "".into(),
             ssl_name: String::new(),
             uri: None,
             default_redirect: None,
@@ -217,8 +217,8 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
         target: Target::Fixed(up),
         tls,
         ssl_name: super::ssl_host(authority).to_string(),
-        host,
-        port,
+        host: host.into(),
+        port: port.into(),
         uri,
         default_redirect,
     }));

@@ -66,9 +66,9 @@ pub struct Proxy {
     target: Target,
     /// `https://`: TLS to the upstream.
     tls: bool,
-    /// `$proxy_host`, `$proxy_port`.
-    host: String,
-    port: String,
+    /// `$proxy_host`, `$proxy_port` (shared with each request's `UpstreamVars`).
+    host: Arc<str>,
+    port: Arc<str>,
     /// The name a TLS upstream's certificate is checked against by default.
     ssl_name: String,
     /// The URI part of the proxy_pass URL.
@@ -89,8 +89,8 @@ pub enum Target {
 struct Dest<'a> {
     up: Arc<Upstream>,
     /// `$proxy_host` (the Host sent), `$proxy_port`.
-    host: Cow<'a, str>,
-    port: Cow<'a, str>,
+    host: Arc<str>,
+    port: Arc<str>,
     /// `https`, and the default name for the peer's certificate.
     tls: bool,
     ssl_name: Cow<'a, str>,
@@ -158,7 +158,7 @@ impl Proxy {
     /// when it has variables.
     fn cache_host(&self, req: &Request<'_>) -> String {
         let Target::Dynamic(t, _) = &self.target else {
-            return self.host.clone();
+            return self.host.to_string();
         };
         let mut v = Vec::new();
         t.render(req, &mut v);
@@ -187,8 +187,8 @@ impl Proxy {
             Target::Fixed(up) => {
                 return Ok(Dest {
                     up: up.arc().clone(),
-                    host: Cow::Borrowed(&self.host),
-                    port: Cow::Borrowed(&self.port),
+                    host: self.host.clone(),
+                    port: self.port.clone(),
                     tls: self.tls,
                     ssl_name: Cow::Borrowed(&self.ssl_name),
                     uri: self.uri.as_deref().map(Cow::Borrowed),
@@ -231,8 +231,8 @@ impl Proxy {
         });
         Ok(Dest {
             up,
-            host: Cow::Owned(host),
-            port: Cow::Owned(port),
+            host: host.into(),
+            port: port.into(),
             tls,
             ssl_name: Cow::Owned(ssl_host(authority).to_string()),
             whole: uri.is_some(),
@@ -257,7 +257,7 @@ impl Content for Proxy {
                 // `$proxy_host` for the cache key.
                 let host = self.cache_host(req);
                 req.state.ext.insert(Rc::new(RefCell::new(UpstreamVars {
-                    proxy_host: host,
+                    proxy_host: host.into(),
                     proxy_port: self.port.clone(),
                     ..Default::default()
                 })));
@@ -397,8 +397,8 @@ impl Proxy {
             Err(status) => return req.error(status),
         };
         let vars = Rc::new(RefCell::new(UpstreamVars {
-            proxy_host: dest.host.to_string(),
-            proxy_port: dest.port.to_string(),
+            proxy_host: dest.host.clone(),
+            proxy_port: dest.port.clone(),
             ..Default::default()
         }));
         req.state.ext.insert(vars.clone());
@@ -413,7 +413,6 @@ impl Proxy {
         let scheme = if dest.tls { "https" } else { "http" };
 
         let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
-
         let up = &dest.up;
         let key: Vec<u8> = match up.method {
             Balance::IpHash => match req.client_addr() {
@@ -1078,11 +1077,11 @@ impl Proxy {
     }
 
     /// The URI sent upstream (path and arguments).
-    fn upstream_uri(&self, req: &Request<'_>, dest: &Dest<'_>) -> Vec<u8> {
+    fn upstream_uri<'r>(&self, req: &'r Request<'_>, dest: &Dest<'_>) -> Cow<'r, [u8]> {
         if dest.whole
             && let Some(u) = &dest.uri
         {
-            return u.to_vec();
+            return Cow::Owned(u.to_vec());
         }
         // The request's own URI goes unchanged when vireo did not change it.
         let unchanged = || {
@@ -1096,7 +1095,7 @@ impl Proxy {
         };
         let mut out = Vec::with_capacity(req.uri.len() + 16);
         match dest.uri.as_deref() {
-            None if unchanged() => return req.request_uri().to_vec(),
+            None if unchanged() => return Cow::Borrowed(req.request_uri()),
             None => escape(&req.uri, &mut out),
             Some(u) => {
                 let prefix = req
@@ -1116,7 +1115,7 @@ impl Proxy {
             out.push(b'?');
             out.extend_from_slice(a);
         }
-        out
+        Cow::Owned(out)
     }
 
     /// The method sent upstream: proxy_method's, else the request's (GET
