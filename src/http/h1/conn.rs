@@ -24,6 +24,7 @@ use crate::server::worker::Slot;
 use bytes::BytesMut;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -135,15 +136,22 @@ pub fn serve<S: Stream>(
 
 /// A connection's task, written by hand so an idle connection costs only its
 /// `Conn` and a timer key: either it waits for the next request (no buffers, no
-/// tokio timer), or a boxed step owns the `Conn` while it reads and serves one
-/// request, and hands it back.
-struct ConnTask<S>(Task<S>);
+/// tokio timer; after a full idle `TICK` a plain socket parks, giving up its
+/// tokio I/O registration too: `server::idle`), or a boxed step owns the `Conn`
+/// while it reads and serves one request, and hands it back.
+struct ConnTask<S: Stream>(Task<S>);
 
 type Step<S> = Pin<Box<dyn Future<Output = Option<Conn<S>>>>>;
 
-enum Task<S> {
+enum Task<S: Stream> {
     Idle {
         c: Conn<S>,
+        timer: IdleTimer,
+        reset_on_timeout: bool,
+    },
+    /// Idle, its socket parked (`idle::park`): readiness comes through the timer.
+    Parked {
+        c: Conn<S::Parked>,
         timer: IdleTimer,
         reset_on_timeout: bool,
     },
@@ -180,6 +188,17 @@ impl<S: Stream> Future for ConnTask<S> {
                     }
                     match Pin::new(timer).poll(cx) {
                         Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Expired::Park) => {
+                            let Task::Idle {
+                                c,
+                                timer,
+                                reset_on_timeout,
+                            } = std::mem::replace(task, Task::Done)
+                            else {
+                                unreachable!()
+                            };
+                            *task = c.park(timer, reset_on_timeout);
+                        }
                         Poll::Ready(why) => {
                             if why == Expired::TimedOut && *reset_on_timeout {
                                 c.reset_on_close();
@@ -188,9 +207,91 @@ impl<S: Stream> Future for ConnTask<S> {
                         }
                     }
                 }
+                Task::Parked { timer, .. } => {
+                    let Poll::Ready(why) = Pin::new(timer).poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let Task::Parked {
+                        c,
+                        timer,
+                        reset_on_timeout,
+                    } = std::mem::replace(task, Task::Done)
+                    else {
+                        unreachable!()
+                    };
+                    *task = unpark(c, timer, why, reset_on_timeout);
+                }
                 Task::Done => return Poll::Ready(()),
             }
         }
+    }
+}
+
+/// A parked connection's wait ended: readable, it serves its next request with
+/// its socket registered with tokio again; otherwise it closes (reset first
+/// when a timeout asks for it).
+fn unpark<S: Stream>(
+    c: Conn<S::Parked>,
+    timer: IdleTimer,
+    why: Expired,
+    reset_on_timeout: bool,
+) -> Task<S> {
+    let reset = why == Expired::TimedOut && reset_on_timeout;
+    if why != Expired::Readable && !reset {
+        // Closing the socket takes it out of the parking poll.
+        return Task::Done;
+    }
+    idle::unpark(c.s.as_raw_fd());
+    drop(timer);
+    let (c, p) = c.with_stream(());
+    let Ok(s) = S::unpark(p) else {
+        return Task::Done;
+    };
+    let mut c = c.with_stream(s).0;
+    if reset {
+        c.reset_on_close();
+        return Task::Done;
+    }
+    c.drained = false;
+    Task::Active(Box::pin(c.step_owned()))
+}
+
+impl<S> Conn<S> {
+    /// The connection with another stream, and the one it had (parking).
+    fn with_stream<T>(self, s: T) -> (Conn<T>, S) {
+        let Conn {
+            _slot,
+            s: old,
+            peer,
+            proxy,
+            listener,
+            id,
+            shared,
+            io,
+            requests,
+            reset,
+            drained,
+            nodelay_unset,
+            born,
+            keepalive_ms,
+        } = self;
+        let c = Conn {
+            _slot,
+            s,
+            peer,
+            proxy,
+            listener,
+            id,
+            shared,
+            io,
+            requests,
+            reset,
+            drained,
+            nodelay_unset,
+            born,
+            keepalive_ms,
+        };
+        (c, old)
     }
 }
 
@@ -212,10 +313,39 @@ impl<S: Stream> Conn<S> {
                 (core.client_header_timeout, core.reset_timedout_connection)
             }
         };
+        let deadline = Instant::now() + wait;
         Task::Idle {
             c: self,
-            timer: IdleTimer::new(Instant::now() + wait),
+            timer: if S::PLAIN {
+                IdleTimer::parkable(deadline)
+            } else {
+                IdleTimer::new(deadline)
+            },
             reset_on_timeout,
+        }
+    }
+
+    /// Long idle: the socket leaves tokio for the worker's parking poll, or
+    /// stays where it is if that poll cannot be had.
+    fn park(self, timer: IdleTimer, reset_on_timeout: bool) -> Task<S> {
+        let (c, s) = self.with_stream(());
+        let Ok(p) = s.park() else {
+            return Task::Done;
+        };
+        if idle::park(&timer, p.as_raw_fd()) {
+            return Task::Parked {
+                c: c.with_stream(p).0,
+                timer,
+                reset_on_timeout,
+            };
+        }
+        match S::unpark(p) {
+            Ok(s) => Task::Idle {
+                c: c.with_stream(s).0,
+                timer,
+                reset_on_timeout,
+            },
+            Err(_) => Task::Done,
         }
     }
 
