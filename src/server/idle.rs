@@ -189,6 +189,16 @@ impl Drop for IdleTimer {
     }
 }
 
+/// Room for `n` registrations (the worker's worker_connections): the table
+/// then never regrows, so no outgrown copy of it is left behind, and its pages
+/// are touched only as connections come.
+pub fn reserve(n: usize) {
+    REGISTRY.with(|r| {
+        let slots = &mut r.borrow_mut().slots;
+        slots.reserve(n.saturating_sub(slots.len()));
+    });
+}
+
 /// Fire the waits `pick` chooses.
 fn fire(r: &mut Registry, why: Expired, pick: impl Fn(&Slot) -> bool) {
     for slot in r.slots.iter_mut().flatten() {
@@ -275,7 +285,11 @@ async fn parked(mut fd: tokio::io::unix::AsyncFd<mio::Poll>) {
         let Ok(mut ready) = fd.readable_mut().await else {
             return;
         };
-        if ready.get_inner_mut().poll(&mut events, Some(Duration::ZERO)).is_err() {
+        if ready
+            .get_inner_mut()
+            .poll(&mut events, Some(Duration::ZERO))
+            .is_err()
+        {
             return;
         }
         let full = events.iter().count() == events.capacity();

@@ -251,7 +251,11 @@ macro_rules! stream_impl {
     };
 }
 stream_impl!(tokio::net::TcpStream, std::net::TcpStream, true);
-stream_impl!(tokio::net::UnixStream, std::os::unix::net::UnixStream, false);
+stream_impl!(
+    tokio::net::UnixStream,
+    std::os::unix::net::UnixStream,
+    false
+);
 
 #[cfg(test)]
 mod tests {
