@@ -526,4 +526,41 @@ mod tests {
         let b = IdleTimer::new(Instant::now());
         assert_eq!(b.key, k);
     }
+
+    #[test]
+    fn a_long_idle_wait_parks_once_and_wakes_when_readable() {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async {
+                use std::io::Write;
+                use std::os::fd::AsRawFd;
+                let cx = &mut Context::from_waker(Waker::noop());
+                let far = Instant::now() + Duration::from_secs(3600);
+                let mut t = IdleTimer::parkable(far);
+                let mut plain = IdleTimer::new(far);
+                tick();
+                assert!(
+                    Pin::new(&mut t).poll(cx).is_pending(),
+                    "not a full tick yet"
+                );
+                tick();
+                assert_eq!(Pin::new(&mut t).poll(cx), Poll::Ready(Expired::Park));
+                assert!(Pin::new(&mut t).poll(cx).is_pending(), "asked once");
+                assert!(Pin::new(&mut plain).poll(cx).is_pending());
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                let (server, _) = l.accept().unwrap();
+                assert!(park(&t, server.as_raw_fd()));
+                client.write_all(b"GET").unwrap();
+                assert_eq!(t.await, Expired::Readable);
+                unpark(server.as_raw_fd());
+            });
+        })
+        .join()
+        .unwrap();
+    }
 }
