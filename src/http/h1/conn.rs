@@ -144,19 +144,18 @@ struct ConnTask<S: Stream>(Task<S>);
 type Step<S> = Pin<Box<dyn Future<Output = Option<Conn<S>>>>>;
 
 enum Task<S: Stream> {
-    Idle {
-        c: Conn<S>,
-        timer: IdleTimer,
-        reset_on_timeout: bool,
-    },
+    Idle(Wait<Conn<S>>),
     /// Idle, its socket parked (`idle::park`): readiness comes through the timer.
-    Parked {
-        c: Conn<S::Parked>,
-        timer: IdleTimer,
-        reset_on_timeout: bool,
-    },
+    Parked(Wait<Conn<S::Parked>>),
     Active(Step<S>),
     Done,
+}
+
+/// An idle connection's wait for its next request.
+struct Wait<C> {
+    c: C,
+    timer: IdleTimer,
+    reset_on_timeout: bool,
 }
 
 impl<S: Stream> Future for ConnTask<S> {
@@ -171,13 +170,10 @@ impl<S: Stream> Future for ConnTask<S> {
                     Poll::Ready(None) => *task = Task::Done,
                     Poll::Ready(Some(c)) => *task = c.next(),
                 },
-                Task::Idle {
-                    c,
-                    timer,
-                    reset_on_timeout,
-                } => {
-                    if let Poll::Ready(r) = c.s.poll_read_ready(cx) {
-                        let Task::Idle { mut c, .. } = std::mem::replace(task, Task::Done) else {
+                Task::Idle(w) => {
+                    if let Poll::Ready(r) = w.c.s.poll_read_ready(cx) {
+                        let Task::Idle(Wait { mut c, .. }) = std::mem::replace(task, Task::Done)
+                        else {
                             unreachable!()
                         };
                         if r.is_ok() {
@@ -186,40 +182,30 @@ impl<S: Stream> Future for ConnTask<S> {
                         }
                         continue;
                     }
-                    match Pin::new(timer).poll(cx) {
+                    match Pin::new(&mut w.timer).poll(cx) {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Expired::Park) => {
-                            let Task::Idle {
-                                c,
-                                timer,
-                                reset_on_timeout,
-                            } = std::mem::replace(task, Task::Done)
-                            else {
+                            let Task::Idle(w) = std::mem::replace(task, Task::Done) else {
                                 unreachable!()
                             };
-                            *task = c.park(timer, reset_on_timeout);
+                            *task = park(w);
                         }
                         Poll::Ready(why) => {
-                            if why == Expired::TimedOut && *reset_on_timeout {
-                                c.reset_on_close();
+                            if why == Expired::TimedOut && w.reset_on_timeout {
+                                w.c.reset_on_close();
                             }
                             *task = Task::Done;
                         }
                     }
                 }
-                Task::Parked { timer, .. } => {
-                    let Poll::Ready(why) = Pin::new(timer).poll(cx) else {
+                Task::Parked(w) => {
+                    let Poll::Ready(why) = Pin::new(&mut w.timer).poll(cx) else {
                         return Poll::Pending;
                     };
-                    let Task::Parked {
-                        c,
-                        timer,
-                        reset_on_timeout,
-                    } = std::mem::replace(task, Task::Done)
-                    else {
+                    let Task::Parked(w) = std::mem::replace(task, Task::Done) else {
                         unreachable!()
                     };
-                    *task = unpark(c, timer, why, reset_on_timeout);
+                    *task = unpark(w, why);
                 }
                 Task::Done => return Poll::Ready(()),
             }
@@ -230,20 +216,15 @@ impl<S: Stream> Future for ConnTask<S> {
 /// A parked connection's wait ended: readable, it serves its next request with
 /// its socket registered with tokio again; otherwise it closes (reset first
 /// when a timeout asks for it).
-fn unpark<S: Stream>(
-    c: Conn<S::Parked>,
-    timer: IdleTimer,
-    why: Expired,
-    reset_on_timeout: bool,
-) -> Task<S> {
-    let reset = why == Expired::TimedOut && reset_on_timeout;
+fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
+    let reset = why == Expired::TimedOut && w.reset_on_timeout;
     if why != Expired::Readable && !reset {
         // Closing the socket takes it out of the parking poll.
         return Task::Done;
     }
-    idle::unpark(c.s.as_raw_fd());
-    drop(timer);
-    let (c, p) = c.with_stream(());
+    idle::unpark(w.c.s.as_raw_fd());
+    drop(w.timer);
+    let (c, p) = w.c.with_stream(());
     let Ok(s) = S::unpark(p) else {
         return Task::Done;
     };
@@ -256,42 +237,60 @@ fn unpark<S: Stream>(
     Task::Active(Box::pin(c.step_owned()))
 }
 
+/// Long idle: the socket leaves tokio for the worker's parking poll, or stays
+/// where it is if that poll cannot be had.
+fn park<S: Stream>(w: Wait<Conn<S>>) -> Task<S> {
+    let Wait {
+        c,
+        timer,
+        reset_on_timeout,
+    } = w;
+    let (c, s) = c.with_stream(());
+    let Ok(p) = s.park() else {
+        return Task::Done;
+    };
+    let parked = idle::park(&timer, p.as_raw_fd());
+    if parked {
+        let c = c.with_stream(p).0;
+        return Task::Parked(Wait {
+            c,
+            timer,
+            reset_on_timeout,
+        });
+    }
+    match S::unpark(p) {
+        Ok(s) => {
+            let c = c.with_stream(s).0;
+            Task::Idle(Wait {
+                c,
+                timer,
+                reset_on_timeout,
+            })
+        }
+        Err(_) => Task::Done,
+    }
+}
+
 impl<S> Conn<S> {
     /// The connection with another stream, and the one it had (parking).
     fn with_stream<T>(self, s: T) -> (Conn<T>, S) {
-        let Conn {
-            _slot,
-            s: old,
-            peer,
-            proxy,
-            listener,
-            id,
-            shared,
-            io,
-            requests,
-            reset,
-            drained,
-            nodelay_unset,
-            born,
-            keepalive_ms,
-        } = self;
         let c = Conn {
-            _slot,
             s,
-            peer,
-            proxy,
-            listener,
-            id,
-            shared,
-            io,
-            requests,
-            reset,
-            drained,
-            nodelay_unset,
-            born,
-            keepalive_ms,
+            _slot: self._slot,
+            peer: self.peer,
+            proxy: self.proxy,
+            listener: self.listener,
+            id: self.id,
+            shared: self.shared,
+            io: self.io,
+            requests: self.requests,
+            reset: self.reset,
+            drained: self.drained,
+            nodelay_unset: self.nodelay_unset,
+            born: self.born,
+            keepalive_ms: self.keepalive_ms,
         };
-        (c, old)
+        (c, self.s)
     }
 }
 
@@ -314,7 +313,7 @@ impl<S: Stream> Conn<S> {
             }
         };
         let deadline = Instant::now() + wait;
-        Task::Idle {
+        Task::Idle(Wait {
             c: self,
             timer: if S::PLAIN {
                 IdleTimer::parkable(deadline)
@@ -322,31 +321,7 @@ impl<S: Stream> Conn<S> {
                 IdleTimer::new(deadline)
             },
             reset_on_timeout,
-        }
-    }
-
-    /// Long idle: the socket leaves tokio for the worker's parking poll, or
-    /// stays where it is if that poll cannot be had.
-    fn park(self, timer: IdleTimer, reset_on_timeout: bool) -> Task<S> {
-        let (c, s) = self.with_stream(());
-        let Ok(p) = s.park() else {
-            return Task::Done;
-        };
-        if idle::park(&timer, p.as_raw_fd()) {
-            return Task::Parked {
-                c: c.with_stream(p).0,
-                timer,
-                reset_on_timeout,
-            };
-        }
-        match S::unpark(p) {
-            Ok(s) => Task::Idle {
-                c: c.with_stream(s).0,
-                timer,
-                reset_on_timeout,
-            },
-            Err(_) => Task::Done,
-        }
+        })
     }
 
     /// One step with the connection moved into it; gives it back unless it closed.
