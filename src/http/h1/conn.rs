@@ -131,7 +131,7 @@ pub fn serve<S: Stream>(
         born: crate::core::clock::unix_millis(),
         keepalive_ms: 0,
     };
-    ConnTask(Task::Active(Box::pin(c.step_owned())))
+    ConnTask(Task::New(c))
 }
 
 /// A connection's task, written by hand so an idle connection costs only its
@@ -144,6 +144,9 @@ struct ConnTask<S: Stream>(Task<S>);
 type Step<S> = Pin<Box<dyn Future<Output = Option<Conn<S>>>>>;
 
 enum Task<S: Stream> {
+    /// Accepted, not yet run: its step is boxed when it first runs, so the
+    /// connections of an accept burst hold no step while they wait their turn.
+    New(Conn<S>),
     Idle(Wait<Conn<S>>),
     /// Idle, its socket parked (`idle::park`): readiness comes through the timer.
     Parked(Wait<Conn<S::Parked>>),
@@ -165,6 +168,12 @@ impl<S: Stream> Future for ConnTask<S> {
         let task = &mut self.get_mut().0;
         loop {
             match task {
+                Task::New(_) => {
+                    let Task::New(c) = std::mem::replace(task, Task::Done) else {
+                        unreachable!()
+                    };
+                    *task = Task::Active(Box::pin(c.step_owned()));
+                }
                 Task::Active(step) => match step.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(None) => *task = Task::Done,
