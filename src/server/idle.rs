@@ -6,9 +6,17 @@
 //! Waits that are not idle but need only a coarse deadline (an upstream's
 //! reply, `proxy_read_timeout`) register a plain deadline in the same slab
 //! instead of arming a tokio timer per wait.
+//!
+//! A plain connection idle for a full `TICK` is parked: it gives up its tokio
+//! I/O registration (a 256-byte slot per socket) and its socket waits in the
+//! worker's parking poll instead, an epoll set of its own that tokio polls as one
+//! descriptor; readiness there wakes the connection's task, which takes its
+//! registration back. A keep-alive connection between requests of a busy
+//! client never stays idle that long, so serving costs nothing more.
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -25,6 +33,21 @@ pub enum Expired {
     Reclaimed,
     /// A new configuration is live ([`reloaded`]; [`IdleTimer::watch`] only).
     Reloaded,
+    /// Not an end: the wait has lasted a full `TICK`, and the connection may
+    /// park its socket ([`IdleTimer::parkable`], [`park`]).
+    Park,
+    /// The parked socket is readable ([`park`]).
+    Readable,
+}
+
+/// Where a parkable wait stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parking {
+    No,
+    /// Waiting since this tick.
+    Since(u32),
+    /// Told to park (or not, if it cannot): never asked again.
+    Asked,
 }
 
 struct Slot {
@@ -37,6 +60,7 @@ struct Slot {
     /// An idle connection's wait or a watch (stop and reclaim end it too), or a
     /// plain deadline ([`IdleTimer::deadline`]) that only time ends.
     idle: bool,
+    parking: Parking,
 }
 
 #[derive(Default)]
@@ -48,6 +72,10 @@ struct Registry {
     /// Draining (a handover): idle connections stay until their next request,
     /// answered with `Connection: close`, or their own timeout.
     draining: bool,
+    /// Ticks so far.
+    ticks: u32,
+    /// The parking poll's registry, once a connection has parked.
+    parking: Option<mio::Registry>,
 }
 
 thread_local! {
@@ -65,6 +93,20 @@ impl IdleTimer {
     /// (at once if it is stopping), or when [`reclaim`] picks it.
     pub fn new(deadline: Instant) -> IdleTimer {
         Self::register(Some(deadline), true, false)
+    }
+
+    /// An idle wait as [`IdleTimer::new`] whose connection may park its socket:
+    /// once it has lasted a full `TICK` the wait yields `Expired::Park` (once).
+    pub fn parkable(deadline: Instant) -> IdleTimer {
+        let t = Self::register(Some(deadline), true, false);
+        REGISTRY.with(|r| {
+            let mut r = r.borrow_mut();
+            let since = r.ticks;
+            if let Some(slot) = r.slots[t.key].as_mut() {
+                slot.parking = Parking::Since(since);
+            }
+        });
+        t
     }
 
     /// A coarse deadline for a wait that is not idle (an upstream's reply):
@@ -93,6 +135,7 @@ impl IdleTimer {
                 fired,
                 watch,
                 idle,
+                parking: Parking::No,
             });
             let key = match r.free.pop() {
                 Some(k) => {
@@ -121,6 +164,11 @@ impl Future for IdleTimer {
             if let Some(why) = slot.fired {
                 return Poll::Ready(why);
             }
+            if slot.parking == Parking::Asked && slot.waker.is_none() {
+                // Told to park: once; the waker stays for the wait that follows.
+                slot.waker = Some(cx.waker().clone());
+                return Poll::Ready(Expired::Park);
+            }
             match &slot.waker {
                 Some(w) if w.will_wake(cx.waker()) => {}
                 _ => slot.waker = Some(cx.waker().clone()),
@@ -141,6 +189,16 @@ impl Drop for IdleTimer {
     }
 }
 
+/// Room for `n` registrations (the worker's worker_connections): the table
+/// then never regrows, so no outgrown copy of it is left behind, and its pages
+/// are touched only as connections come.
+pub fn reserve(n: usize) {
+    REGISTRY.with(|r| {
+        let slots = &mut r.borrow_mut().slots;
+        slots.reserve(n.saturating_sub(slots.len()));
+    });
+}
+
 /// Fire the waits `pick` chooses.
 fn fire(r: &mut Registry, why: Expired, pick: impl Fn(&Slot) -> bool) {
     for slot in r.slots.iter_mut().flatten() {
@@ -153,14 +211,106 @@ fn fire(r: &mut Registry, why: Expired, pick: impl Fn(&Slot) -> bool) {
     }
 }
 
-/// Wake registrations whose deadline has passed (the worker calls this every `TICK`).
+/// Wake registrations whose deadline has passed, and parkable waits that have
+/// lasted a full `TICK` (the worker calls this every `TICK`).
 pub fn tick() {
     let now = Instant::now();
     REGISTRY.with(|r| {
-        fire(&mut r.borrow_mut(), Expired::TimedOut, |s| {
-            s.deadline.is_some_and(|d| d <= now)
-        })
+        let r = &mut *r.borrow_mut();
+        r.ticks = r.ticks.wrapping_add(1);
+        let ticks = r.ticks;
+        for slot in r.slots.iter_mut().flatten() {
+            if slot.fired.is_some() {
+                continue;
+            }
+            if slot.deadline.is_some_and(|d| d <= now) {
+                slot.fired = Some(Expired::TimedOut);
+            } else if matches!(slot.parking, Parking::Since(t) if ticks.wrapping_sub(t) >= 2) {
+                slot.parking = Parking::Asked;
+            } else {
+                continue;
+            }
+            // A wait told to park keeps no waker until it is polled again.
+            if let Some(w) = slot.waker.take() {
+                w.wake();
+            }
+        }
     });
+}
+
+/// Park a socket whose [`IdleTimer::parkable`] wait yielded `Expired::Park`:
+/// its readiness now ends that wait with `Expired::Readable`. False when the
+/// worker's parking poll cannot be had; the caller then keeps its registration.
+/// The caller [`unpark`]s the socket, or closes it, before dropping the timer.
+pub fn park(t: &IdleTimer, fd: RawFd) -> bool {
+    REGISTRY.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.parking.is_none() {
+            r.parking = start_parking();
+        }
+        let Some(registry) = &r.parking else {
+            return false;
+        };
+        let src = &mut mio::unix::SourceFd(&fd);
+        registry
+            .register(src, mio::Token(t.key), mio::Interest::READABLE)
+            .is_ok()
+    })
+}
+
+/// Take a parked socket out of the parking poll.
+pub fn unpark(fd: RawFd) {
+    REGISTRY.with(|r| {
+        if let Some(registry) = &r.borrow().parking {
+            let _ = registry.deregister(&mut mio::unix::SourceFd(&fd));
+        }
+    });
+}
+
+/// The worker's parking poll: its registry, and a task of the worker that
+/// reads its readiness.
+fn start_parking() -> Option<mio::Registry> {
+    let poll = mio::Poll::new().ok()?;
+    let registry = poll.registry().try_clone().ok()?;
+    let fd = crate::sys::async_poll(poll).ok()?;
+    tokio::task::spawn_local(parked(fd));
+    Some(registry)
+}
+
+/// Wake the parked connections whose sockets are ready (edge-triggered: each
+/// readiness once).
+async fn parked(mut fd: tokio::io::unix::AsyncFd<mio::Poll>) {
+    let mut events = mio::Events::with_capacity(256);
+    loop {
+        let Ok(mut ready) = fd.readable_mut().await else {
+            return;
+        };
+        if ready
+            .get_inner_mut()
+            .poll(&mut events, Some(Duration::ZERO))
+            .is_err()
+        {
+            return;
+        }
+        let full = events.iter().count() == events.capacity();
+        REGISTRY.with(|r| {
+            let mut r = r.borrow_mut();
+            for e in &events {
+                let Some(slot) = r.slots.get_mut(e.token().0).and_then(Option::as_mut) else {
+                    continue;
+                };
+                if slot.parking == Parking::Asked && slot.fired.is_none() {
+                    slot.fired = Some(Expired::Readable);
+                    if let Some(w) = slot.waker.take() {
+                        w.wake();
+                    }
+                }
+            }
+        });
+        if !full {
+            ready.clear_ready();
+        }
+    }
 }
 
 /// Close up to `n` idle connections, those waiting longest first, to free
@@ -375,5 +525,42 @@ mod tests {
         drop(a);
         let b = IdleTimer::new(Instant::now());
         assert_eq!(b.key, k);
+    }
+
+    #[test]
+    fn a_long_idle_wait_parks_once_and_wakes_when_readable() {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async {
+                use std::io::Write;
+                use std::os::fd::AsRawFd;
+                let cx = &mut Context::from_waker(Waker::noop());
+                let far = Instant::now() + Duration::from_secs(3600);
+                let mut t = IdleTimer::parkable(far);
+                let mut plain = IdleTimer::new(far);
+                tick();
+                assert!(
+                    Pin::new(&mut t).poll(cx).is_pending(),
+                    "not a full tick yet"
+                );
+                tick();
+                assert_eq!(Pin::new(&mut t).poll(cx), Poll::Ready(Expired::Park));
+                assert!(Pin::new(&mut t).poll(cx).is_pending(), "asked once");
+                assert!(Pin::new(&mut plain).poll(cx).is_pending());
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                let (server, _) = l.accept().unwrap();
+                assert!(park(&t, server.as_raw_fd()));
+                client.write_all(b"GET").unwrap();
+                assert_eq!(t.await, Expired::Readable);
+                unpark(server.as_raw_fd());
+            });
+        })
+        .join()
+        .unwrap();
     }
 }

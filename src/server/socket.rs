@@ -193,11 +193,29 @@ pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
     /// TCP options; no-ops on unix sockets.
     fn set_nodelay(&self);
     fn set_reset_on_close(&self);
+    /// The socket without its tokio I/O registration, as a connection long idle
+    /// keeps it (`server::idle::park`); plain streams only (TLS state is more
+    /// than the socket). An error has closed the socket.
+    type Parked: AsRawFd + Unpin;
+    fn park(self) -> io::Result<Self::Parked>
+    where
+        Self: Sized;
+    /// A parked socket registered with tokio again.
+    fn unpark(p: Self::Parked) -> io::Result<Self>
+    where
+        Self: Sized;
 }
 
 macro_rules! stream_impl {
-    ($t:ty, $tcp:expr) => {
+    ($t:ty, $std:ty, $tcp:expr) => {
         impl Stream for $t {
+            type Parked = $std;
+            fn park(self) -> io::Result<$std> {
+                self.into_std()
+            }
+            fn unpark(p: $std) -> io::Result<Self> {
+                <$t>::from_std(p)
+            }
             fn writable(&self) -> impl Future<Output = io::Result<()>> {
                 <$t>::writable(self)
             }
@@ -232,8 +250,12 @@ macro_rules! stream_impl {
         }
     };
 }
-stream_impl!(tokio::net::TcpStream, true);
-stream_impl!(tokio::net::UnixStream, false);
+stream_impl!(tokio::net::TcpStream, std::net::TcpStream, true);
+stream_impl!(
+    tokio::net::UnixStream,
+    std::os::unix::net::UnixStream,
+    false
+);
 
 #[cfg(test)]
 mod tests {

@@ -364,6 +364,7 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
             .run_until(async {
                 tokio::task::spawn_local(crate::modules::timers());
                 tokio::task::spawn_local(super::idle::ticker());
+                super::idle::reserve(max);
                 tokio::task::spawn_local(figures());
                 let mut accepting: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
                 let drain = loop {
@@ -390,6 +391,7 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
                         Some(Ctl::Reloaded) => {
                             let cfg = shared.config.load();
                             slots.max.set(cfg.worker_connections);
+                            super::idle::reserve(cfg.worker_connections);
                             slots.reloaded(cfg.shutdown_timeout);
                             super::idle::reloaded();
                         }

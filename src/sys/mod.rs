@@ -81,6 +81,16 @@ pub fn recv(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Is the process running as root (effective uid 0)?
+/// A mio poll (an epoll set of its own) registered with the current tokio
+/// runtime for read readiness, so a task can wait on every socket in it.
+pub fn async_poll(poll: mio::Poll) -> io::Result<tokio::io::unix::AsyncFd<mio::Poll>> {
+    let interest = tokio::io::Interest::READABLE;
+    // SAFETY: the `AsyncFd` owns the poll, so its descriptor stays open for as
+    // long as it is registered, and is deregistered before it closes.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(poll, interest) }
+        .map_err(|e| e.into_parts().1)
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -24,6 +24,7 @@ use crate::server::worker::Slot;
 use bytes::BytesMut;
 use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -133,25 +134,34 @@ pub fn serve<S: Stream>(
         born: crate::core::clock::unix_millis(),
         keepalive_ms: 0,
     };
-    ConnTask(Task::Active(Box::pin(c.step_owned())))
+    ConnTask(Task::New(c))
 }
 
 /// A connection's task, written by hand so an idle connection costs only its
 /// `Conn` and a timer key: either it waits for the next request (no buffers, no
-/// tokio timer), or a boxed step owns the `Conn` while it reads and serves one
-/// request, and hands it back.
-struct ConnTask<S>(Task<S>);
+/// tokio timer; after a full idle `TICK` a plain socket parks, giving up its
+/// tokio I/O registration too: `server::idle`), or a boxed step owns the `Conn`
+/// while it reads and serves one request, and hands it back.
+struct ConnTask<S: Stream>(Task<S>);
 
 type Step<S> = Pin<Box<dyn Future<Output = Option<Conn<S>>>>>;
 
-enum Task<S> {
-    Idle {
-        c: Conn<S>,
-        timer: IdleTimer,
-        reset_on_timeout: bool,
-    },
+enum Task<S: Stream> {
+    /// Accepted, not yet run: its step is boxed when it first runs, so the
+    /// connections of an accept burst hold no step while they wait their turn.
+    New(Conn<S>),
+    Idle(Wait<Conn<S>>),
+    /// Idle, its socket parked (`idle::park`): readiness comes through the timer.
+    Parked(Wait<Conn<S::Parked>>),
     Active(Step<S>),
     Done,
+}
+
+/// An idle connection's wait for its next request.
+struct Wait<C> {
+    c: C,
+    timer: IdleTimer,
+    reset_on_timeout: bool,
 }
 
 impl<S: Stream> Future for ConnTask<S> {
@@ -161,18 +171,21 @@ impl<S: Stream> Future for ConnTask<S> {
         let task = &mut self.get_mut().0;
         loop {
             match task {
+                Task::New(_) => {
+                    let Task::New(c) = std::mem::replace(task, Task::Done) else {
+                        unreachable!()
+                    };
+                    *task = Task::Active(Box::pin(c.step_owned()));
+                }
                 Task::Active(step) => match step.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(None) => *task = Task::Done,
                     Poll::Ready(Some(c)) => *task = c.next(),
                 },
-                Task::Idle {
-                    c,
-                    timer,
-                    reset_on_timeout,
-                } => {
-                    if let Poll::Ready(r) = c.s.poll_read_ready(cx) {
-                        let Task::Idle { mut c, .. } = std::mem::replace(task, Task::Done) else {
+                Task::Idle(w) => {
+                    if let Poll::Ready(r) = w.c.s.poll_read_ready(cx) {
+                        let Task::Idle(Wait { mut c, .. }) = std::mem::replace(task, Task::Done)
+                        else {
                             unreachable!()
                         };
                         if r.is_ok() {
@@ -181,19 +194,115 @@ impl<S: Stream> Future for ConnTask<S> {
                         }
                         continue;
                     }
-                    match Pin::new(timer).poll(cx) {
+                    match Pin::new(&mut w.timer).poll(cx) {
                         Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Expired::Park) => {
+                            let Task::Idle(w) = std::mem::replace(task, Task::Done) else {
+                                unreachable!()
+                            };
+                            *task = park(w);
+                        }
                         Poll::Ready(why) => {
-                            if why == Expired::TimedOut && *reset_on_timeout {
-                                c.reset_on_close();
+                            if why == Expired::TimedOut && w.reset_on_timeout {
+                                w.c.reset_on_close();
                             }
                             *task = Task::Done;
                         }
                     }
                 }
+                Task::Parked(w) => {
+                    let Poll::Ready(why) = Pin::new(&mut w.timer).poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let Task::Parked(w) = std::mem::replace(task, Task::Done) else {
+                        unreachable!()
+                    };
+                    *task = unpark(w, why);
+                }
                 Task::Done => return Poll::Ready(()),
             }
         }
+    }
+}
+
+/// A parked connection's wait ended: readable, it serves its next request with
+/// its socket registered with tokio again; otherwise it closes (reset first
+/// when a timeout asks for it).
+fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
+    let reset = why == Expired::TimedOut && w.reset_on_timeout;
+    if why != Expired::Readable && !reset {
+        // Closing the socket takes it out of the parking poll.
+        return Task::Done;
+    }
+    idle::unpark(w.c.s.as_raw_fd());
+    drop(w.timer);
+    let (c, p) = w.c.with_stream(());
+    let Ok(s) = S::unpark(p) else {
+        return Task::Done;
+    };
+    let mut c = c.with_stream(s).0;
+    if reset {
+        c.reset_on_close();
+        return Task::Done;
+    }
+    c.drained = false;
+    Task::Active(Box::pin(c.step_owned()))
+}
+
+/// Long idle: the socket leaves tokio for the worker's parking poll, or stays
+/// where it is if that poll cannot be had.
+fn park<S: Stream>(w: Wait<Conn<S>>) -> Task<S> {
+    let Wait {
+        c,
+        timer,
+        reset_on_timeout,
+    } = w;
+    let (c, s) = c.with_stream(());
+    let Ok(p) = s.park() else {
+        return Task::Done;
+    };
+    let parked = idle::park(&timer, p.as_raw_fd());
+    if parked {
+        let c = c.with_stream(p).0;
+        return Task::Parked(Wait {
+            c,
+            timer,
+            reset_on_timeout,
+        });
+    }
+    match S::unpark(p) {
+        Ok(s) => {
+            let c = c.with_stream(s).0;
+            Task::Idle(Wait {
+                c,
+                timer,
+                reset_on_timeout,
+            })
+        }
+        Err(_) => Task::Done,
+    }
+}
+
+impl<S> Conn<S> {
+    /// The connection with another stream, and the one it had (parking).
+    fn with_stream<T>(self, s: T) -> (Conn<T>, S) {
+        let c = Conn {
+            s,
+            _slot: self._slot,
+            peer: self.peer,
+            proxy: self.proxy,
+            listener: self.listener,
+            id: self.id,
+            shared: self.shared,
+            io: self.io,
+            requests: self.requests,
+            reset: self.reset,
+            drained: self.drained,
+            nodelay_unset: self.nodelay_unset,
+            born: self.born,
+            keepalive_ms: self.keepalive_ms,
+        };
+        (c, self.s)
     }
 }
 
@@ -215,11 +324,16 @@ impl<S: Stream> Conn<S> {
                 (core.client_header_timeout, core.reset_timedout_connection)
             }
         };
-        Task::Idle {
+        let deadline = Instant::now() + wait;
+        Task::Idle(Wait {
             c: self,
-            timer: IdleTimer::new(Instant::now() + wait),
+            timer: if S::PLAIN {
+                IdleTimer::parkable(deadline)
+            } else {
+                IdleTimer::new(deadline)
+            },
             reset_on_timeout,
-        }
+        })
     }
 
     /// One step with the connection moved into it; gives it back unless it closed.

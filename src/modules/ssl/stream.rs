@@ -68,6 +68,15 @@ impl AsRawFd for TlsStream {
 
 impl Stream for TlsStream {
     const PLAIN: bool = false;
+    type Parked = std::net::TcpStream;
+
+    fn park(self) -> io::Result<Self::Parked> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    fn unpark(_: Self::Parked) -> io::Result<Self> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 
     fn writable(&self) -> impl Future<Output = io::Result<()>> {
         self.tcp.writable()
