@@ -80,7 +80,6 @@ pub fn recv(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
-/// Is the process running as root (effective uid 0)?
 /// A mio poll (an epoll set of its own) registered with the current tokio
 /// runtime for read readiness, so a task can wait on every socket in it.
 pub fn async_poll(poll: mio::Poll) -> io::Result<tokio::io::unix::AsyncFd<mio::Poll>> {
@@ -91,6 +90,7 @@ pub fn async_poll(poll: mio::Poll) -> io::Result<tokio::io::unix::AsyncFd<mio::P
         .map_err(|e| e.into_parts().1)
 }
 
+/// Is the process running as root (effective uid 0)?
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
