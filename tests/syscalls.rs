@@ -3,7 +3,9 @@
 //! keep-alive requests are counted. A small hot file costs one read and one
 //! writev per request and, with open_file_cache, no open or stat; a large file
 //! goes out with sendfile(2) (tcp_nopush: its head with MSG_MORE, so head and
-//! file leave together, as TCP_CORK would have them); sendfile off reads the
+//! file leave together, as TCP_CORK would have them; on a connection closed
+//! after the response, TCP_CORK itself, left on for the close to send the
+//! file's tail with the FIN); sendfile off reads the
 //! file instead; tcp_nodelay sets TCP_NODELAY on each kept-alive connection
 //! (not on one closed after its response, nor is it shut down before close);
 //! multi_accept on takes every queued connection at once, off one per turn.
@@ -318,6 +320,40 @@ fn tcp_nopush_sends_the_head_with_msg_more_before_sendfile() {
         assert!(l.contains("MSG_MORE"), "{l}");
         assert_eq!(calls[i + 1].0, "sendfile", "{:?}", calls[i + 1]);
     }
+}
+
+#[test]
+fn tcp_nopush_corks_head_and_file_on_a_closing_connection() {
+    if !have_strace() {
+        return;
+    }
+    let v = server("sendfile on; tcp_nopush on; open_file_cache max=100;");
+    let t = Trace::attach(&v);
+    Client::new(&v).get("/mark-start");
+    for _ in 0..N {
+        let mut s = v.connect();
+        s.write_all(b"GET /big.bin HTTP/1.0\r\n\r\n").unwrap();
+        let r = read_to_close(&mut s);
+        assert!(r.starts_with(b"HTTP/1.1 200 OK"));
+        assert!(r.ends_with(&[b'b'; 64]) && r.len() > 300_000);
+    }
+    Client::new(&v).get("/mark-end");
+    let calls = t.finish();
+    let heads: Vec<usize> = (0..calls.len())
+        .filter(|&i| calls[i].1.contains("HTTP/1.1 200 OK"))
+        .collect();
+    assert_eq!(heads.len(), N, "{calls:?}");
+    for i in heads {
+        let (n, l) = &calls[i - 1];
+        assert!(n == "setsockopt" && l.contains("TCP_CORK, [1]"), "{l}");
+        assert!(!calls[i].1.contains("MSG_MORE"), "{:?}", calls[i]);
+    }
+    // Never uncorked: the close sends what is held, with the FIN.
+    assert!(
+        !calls.iter().any(|(_, l)| l.contains("TCP_CORK, [0]")),
+        "{calls:?}"
+    );
+    assert_none(&calls, &["shutdown"]);
 }
 
 #[test]
