@@ -184,6 +184,26 @@ fn traced_requests(v: &Vireo, path: &str, len: usize) -> Vec<(String, String)> {
     t.finish()
 }
 
+/// Trace `N` HTTP/1.0 requests for `path`, each on its own connection,
+/// which the server closes after the response; `check` passes each response.
+fn traced_closing(v: &Vireo, path: &str, check: impl Fn(&[u8]) -> bool) -> Vec<(String, String)> {
+    let t = Trace::attach(v);
+    Client::new(v).get("/mark-start");
+    for _ in 0..N {
+        let mut s = v.connect();
+        s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = read_to_close(&mut s);
+        assert!(
+            check(&r),
+            "{}",
+            String::from_utf8_lossy(&r[..r.len().min(200)])
+        );
+    }
+    Client::new(v).get("/mark-end");
+    t.finish()
+}
+
 fn assert_none(calls: &[(String, String)], names: &[&str]) {
     for (n, l) in calls {
         assert!(!names.contains(&n.as_str()), "unexpected call: {l}");
@@ -328,17 +348,9 @@ fn tcp_nopush_corks_head_and_file_on_a_closing_connection() {
         return;
     }
     let v = server("sendfile on; tcp_nopush on; open_file_cache max=100;");
-    let t = Trace::attach(&v);
-    Client::new(&v).get("/mark-start");
-    for _ in 0..N {
-        let mut s = v.connect();
-        s.write_all(b"GET /big.bin HTTP/1.0\r\n\r\n").unwrap();
-        let r = read_to_close(&mut s);
-        assert!(r.starts_with(b"HTTP/1.1 200 OK"));
-        assert!(r.ends_with(&[b'b'; 64]) && r.len() > 300_000);
-    }
-    Client::new(&v).get("/mark-end");
-    let calls = t.finish();
+    let calls = traced_closing(&v, "/big.bin", |r| {
+        r.starts_with(b"HTTP/1.1 200 OK") && r.ends_with(&[b'b'; 64]) && r.len() > 300_000
+    });
     let heads: Vec<usize> = (0..calls.len())
         .filter(|&i| calls[i].1.contains("HTTP/1.1 200 OK"))
         .collect();
@@ -396,15 +408,7 @@ fn tcp_nodelay_is_set_on_each_kept_alive_connection_unless_off() {
     // Closed after one response, as nginx: no TCP_NODELAY (the response
     // leaves in one write) and no shutdown before the close.
     let v = server("");
-    let t = Trace::attach(&v);
-    Client::new(&v).get("/mark-start");
-    for _ in 0..N {
-        let mut s = v.connect();
-        s.write_all(b"GET /two HTTP/1.0\r\n\r\n").unwrap();
-        assert!(read_to_close(&mut s).ends_with(b"ok"));
-    }
-    Client::new(&v).get("/mark-end");
-    let calls = t.finish();
+    let calls = traced_closing(&v, "/two", |r| r.ends_with(b"ok"));
     let c = count(&calls);
     assert_eq!(c.get("writev").copied().unwrap_or(0), N, "{calls:?}");
     assert_none(&calls, &["setsockopt", "shutdown"]);
