@@ -3,7 +3,9 @@
 //! keep-alive requests are counted. A small hot file costs one read and one
 //! writev per request and, with open_file_cache, no open or stat; a large file
 //! goes out with sendfile(2) (tcp_nopush: its head with MSG_MORE, so head and
-//! file leave together, as TCP_CORK would have them); sendfile off reads the
+//! file leave together, as TCP_CORK would have them; on a connection closed
+//! after the response, TCP_CORK itself, left on for the close to send the
+//! file's tail with the FIN); sendfile off reads the
 //! file instead; tcp_nodelay sets TCP_NODELAY on each kept-alive connection
 //! (not on one closed after its response, nor is it shut down before close);
 //! multi_accept on takes every queued connection at once, off one per turn.
@@ -182,6 +184,26 @@ fn traced_requests(v: &Vireo, path: &str, len: usize) -> Vec<(String, String)> {
     t.finish()
 }
 
+/// Trace `N` HTTP/1.0 requests for `path`, each on its own connection,
+/// which the server closes after the response; `check` passes each response.
+fn traced_closing(v: &Vireo, path: &str, check: impl Fn(&[u8]) -> bool) -> Vec<(String, String)> {
+    let t = Trace::attach(v);
+    Client::new(v).get("/mark-start");
+    for _ in 0..N {
+        let mut s = v.connect();
+        s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = read_to_close(&mut s);
+        assert!(
+            check(&r),
+            "{}",
+            String::from_utf8_lossy(&r[..r.len().min(200)])
+        );
+    }
+    Client::new(v).get("/mark-end");
+    t.finish()
+}
+
 fn assert_none(calls: &[(String, String)], names: &[&str]) {
     for (n, l) in calls {
         assert!(!names.contains(&n.as_str()), "unexpected call: {l}");
@@ -321,6 +343,32 @@ fn tcp_nopush_sends_the_head_with_msg_more_before_sendfile() {
 }
 
 #[test]
+fn tcp_nopush_corks_head_and_file_on_a_closing_connection() {
+    if !have_strace() {
+        return;
+    }
+    let v = server("sendfile on; tcp_nopush on; open_file_cache max=100;");
+    let calls = traced_closing(&v, "/big.bin", |r| {
+        r.starts_with(b"HTTP/1.1 200 OK") && r.ends_with(&[b'b'; 64]) && r.len() > 300_000
+    });
+    let heads: Vec<usize> = (0..calls.len())
+        .filter(|&i| calls[i].1.contains("HTTP/1.1 200 OK"))
+        .collect();
+    assert_eq!(heads.len(), N, "{calls:?}");
+    for i in heads {
+        let (n, l) = &calls[i - 1];
+        assert!(n == "setsockopt" && l.contains("TCP_CORK, [1]"), "{l}");
+        assert!(!calls[i].1.contains("MSG_MORE"), "{:?}", calls[i]);
+    }
+    // Never uncorked: the close sends what is held, with the FIN.
+    assert!(
+        !calls.iter().any(|(_, l)| l.contains("TCP_CORK, [0]")),
+        "{calls:?}"
+    );
+    assert_none(&calls, &["shutdown"]);
+}
+
+#[test]
 fn sendfile_off_reads_the_file() {
     if !have_strace() {
         return;
@@ -360,15 +408,7 @@ fn tcp_nodelay_is_set_on_each_kept_alive_connection_unless_off() {
     // Closed after one response, as nginx: no TCP_NODELAY (the response
     // leaves in one write) and no shutdown before the close.
     let v = server("");
-    let t = Trace::attach(&v);
-    Client::new(&v).get("/mark-start");
-    for _ in 0..N {
-        let mut s = v.connect();
-        s.write_all(b"GET /two HTTP/1.0\r\n\r\n").unwrap();
-        assert!(read_to_close(&mut s).ends_with(b"ok"));
-    }
-    Client::new(&v).get("/mark-end");
-    let calls = t.finish();
+    let calls = traced_closing(&v, "/two", |r| r.ends_with(b"ok"));
     let c = count(&calls);
     assert_eq!(c.get("writev").copied().unwrap_or(0), N, "{calls:?}");
     assert_none(&calls, &["setsockopt", "shutdown"]);

@@ -204,6 +204,10 @@ pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + 'static {
     fn unpark(p: Self::Parked) -> io::Result<Self>
     where
         Self: Sized;
+    /// TCP_CORK on or off (a plain TCP socket only): while on, partial
+    /// segments wait for more data, a close or shutdown (which sends them
+    /// with the FIN), or turning it off.
+    fn set_cork(&self, _on: bool) {}
 }
 
 macro_rules! stream_impl {
@@ -245,6 +249,11 @@ macro_rules! stream_impl {
             fn set_reset_on_close(&self) {
                 if $tcp {
                     let _ = SockRef::from(self).set_linger(Some(std::time::Duration::ZERO));
+                }
+            }
+            fn set_cork(&self, on: bool) {
+                if $tcp {
+                    let _ = SockRef::from(self).set_tcp_cork(on);
                 }
             }
         }

@@ -515,6 +515,7 @@ impl<S: Stream> Conn<S> {
             open_end: false,
             sendfile,
             watch_client: !req.state.ignore_client_abort,
+            closing: !keep_alive,
         };
         let mut body_sent = 0;
         if resp.status == 101
@@ -561,12 +562,20 @@ impl<S: Stream> Conn<S> {
                 .await
             }
         };
+        // What a closing connection corked leaves now, not after the waits.
+        let uncork = || {
+            if !keep_alive && core.tcp_nopush && S::PLAIN {
+                self.s.set_cork(false);
+            }
+        };
         if let Some(post) = req.post_action() {
+            uncork();
             post.await;
         }
         // Background subrequests (mirrors) end before the request is logged
         // and the connection goes on.
         if let Some(bg) = req.background() {
+            uncork();
             bg.await;
         }
         pipeline::finished(req, resp, head_len, body_sent);

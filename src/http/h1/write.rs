@@ -110,6 +110,8 @@ pub(super) struct How {
     /// A client that closes while a streamed body waits ends the response
     /// (unless the handler ignores client aborts).
     pub(super) watch_client: bool,
+    /// The connection closes once this response is written.
+    pub(super) closing: bool,
 }
 
 /// Write the head in `out` and the body; `sent` counts the body bytes
@@ -129,7 +131,11 @@ pub(super) async fn send<S: Stream>(
         open_end,
         sendfile,
         watch_client,
+        closing,
     } = how;
+    // A file sent on a closing connection with tcp_nopush is corked (see
+    // `send_file`), once.
+    let mut cork = closing && core.tcp_nopush && S::PLAIN;
     if head_only {
         return write_all(s, out, t).await;
     }
@@ -137,12 +143,14 @@ pub(super) async fn send<S: Stream>(
         Body::Empty => write_all(s, out, t).await,
         Body::Bytes(b) => write_vectored_all(s, out, b, t, sent).await,
         Body::File { file, range } => {
-            send_file(s, out, file, range.clone(), core, sendfile, sent).await
+            let file = (&**file, range.clone());
+            send_file(s, out, file, core, (sendfile, &mut cork), sent).await
         }
         Body::Multipart { file, parts } => {
             for (part_head, range) in &parts.parts {
                 out.extend_from_slice(part_head);
-                send_file(s, out, file, range.clone(), core, sendfile, sent).await?;
+                let file = (&**file, range.clone());
+                send_file(s, out, file, core, (sendfile, &mut cork), sent).await?;
                 *sent += part_head.len() as u64;
             }
             out.extend_from_slice(&parts.trailer);
@@ -293,6 +301,8 @@ pub(super) async fn send_with_trailers<S: Stream>(
                 open_end: true,
                 sendfile: None,
                 watch_client,
+                // A stream's pieces are never corked.
+                closing: false,
             };
             send(s, out, body, how, core, sent).await?;
             // What is left: the CRLF after the last piece, if any.
@@ -341,14 +351,14 @@ async fn chunk_file<S: Stream>(
 
 /// Send what is pending in `out`, then `range` of `file`; `sent` counts
 /// the file bytes written. Small pieces are read into the buffer and leave
-/// with the head in one write.
+/// with the head in one write. `sendfile`: its largest call, when on, and
+/// whether to cork the socket before the head (cleared once done).
 async fn send_file<S: Stream>(
     s: &S,
     out: &mut Vec<u8>,
-    file: &File,
-    range: std::ops::Range<u64>,
+    (file, range): (&File, std::ops::Range<u64>),
     core: &CoreConf,
-    sendfile: Option<usize>,
+    (sendfile, cork): (Option<usize>, &mut bool),
     sent: &mut u64,
 ) -> io::Result<()> {
     let t = core.send_timeout;
@@ -379,10 +389,18 @@ async fn send_file<S: Stream>(
         }
         return Ok(());
     };
-    // tcp_nopush: the head is sent with MSG_MORE, so the kernel holds it back
-    // and it leaves together with the start of the file, as TCP_CORK around
-    // head + sendfile would, without the two setsockopt calls per response.
-    if core.tcp_nopush {
+    // tcp_nopush on a connection that closes after this response: TCP_CORK,
+    // as nginx sets it for a head and a sendfile'd file. Never turned off:
+    // the close sends what it holds with the FIN, in one segment with the
+    // file's tail, where pushing the file would send the FIN alone after it
+    // (one packet and one acknowledgement more per connection).
+    // On a kept-alive connection the head is sent with MSG_MORE instead, so
+    // the kernel holds it back and it leaves together with the start of the
+    // file, without the two setsockopt calls per response a cork takes.
+    if std::mem::take(cork) {
+        s.set_cork(true);
+        write_all(s, out, t).await?;
+    } else if core.tcp_nopush {
         send_more(s, out, t).await?;
     } else {
         write_all(s, out, t).await?;
