@@ -1015,7 +1015,7 @@ impl<'a> Request<'a> {
     pub fn var_into(&self, var: &Var, out: &mut Vec<u8>, outer: &dyn VarSource) {
         let head = self.head;
         match var {
-            Var::RemoteAddr => write_display(out, &self.client_addr()),
+            Var::RemoteAddr => push_peer(out, self.client_addr()),
             Var::BinaryRemoteAddr => match self.client_addr() {
                 Peer::Tcp(remote) => match remote.ip() {
                     std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
@@ -1031,7 +1031,7 @@ impl<'a> Request<'a> {
                     push_u64(out, remote.port().into());
                 }
             }
-            Var::RealipRemoteAddr => write_display(out, self.peer),
+            Var::RealipRemoteAddr => push_peer(out, *self.peer),
             Var::RealipRemotePort => {
                 if let Peer::Tcp(remote) = self.peer {
                     push_u64(out, remote.port().into());
@@ -1100,7 +1100,7 @@ impl<'a> Request<'a> {
             }
             Var::ServerAddr => {
                 if let Some(l) = self.local_addr() {
-                    write_display(out, &l.ip());
+                    crate::core::vars::push_ip(out, l.ip());
                 }
             }
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
@@ -1310,9 +1310,12 @@ impl RequestId {
     }
 }
 
-fn write_display(out: &mut Vec<u8>, v: &dyn std::fmt::Display) {
-    use std::io::Write;
-    let _ = write!(out, "{v}");
+/// `Peer`'s `Display`, without the formatting machinery for an IP address.
+fn push_peer(out: &mut Vec<u8>, p: Peer) {
+    match p {
+        Peer::Tcp(a) => crate::core::vars::push_ip(out, a.ip()),
+        Peer::Unix => out.extend_from_slice(b"unix:"),
+    }
 }
 
 /// The machine's host name (`$hostname`), read once.

@@ -553,6 +553,26 @@ pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&buf[i..]);
 }
 
+/// An address as text: IPv4 digit by digit (without the formatting
+/// machinery: `$remote_addr` is rendered for most FastCGI requests), IPv6
+/// through `Display`.
+pub fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(a) => {
+            for (i, o) in a.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                push_u64(out, o.into());
+            }
+        }
+        std::net::IpAddr::V6(a) => {
+            use std::io::Write;
+            let _ = write!(out, "{a}");
+        }
+    }
+}
+
 /// A variable declared by the configuration (`set`, `map`, a named regex
 /// capture): its index in the configuration's [`VarTable`] and its name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

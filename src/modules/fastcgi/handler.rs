@@ -123,12 +123,12 @@ impl Fail {
     }
 
     /// Log (unless it is the client's fault) and answer.
-    pub fn respond(self, req: &Request<'_>, upstream: &str) -> Outcome {
+    pub fn respond(self, req: &Request<'_>, upstream: &PeerName) -> Outcome {
         self.log(req, upstream);
         Outcome::Respond(req.error(self.status()))
     }
 
-    pub fn log(&self, req: &Request<'_>, upstream: &str) {
+    pub fn log(&self, req: &Request<'_>, upstream: &PeerName) {
         if !matches!(self, Fail::Client(_) | Fail::Status(_)) {
             crate::error_log!(
                 Error,
@@ -139,6 +139,20 @@ impl Fail {
                 upstream
             );
         }
+    }
+}
+
+/// A peer as log lines name it (`fastcgi://127.0.0.1:9000`), written only
+/// when a line is logged.
+#[derive(Debug)]
+pub struct PeerName {
+    group: Arc<Group>,
+    peer: usize,
+}
+
+impl std::fmt::Display for PeerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "fastcgi://{}", self.group.addr_name(self.peer))
     }
 }
 
@@ -153,7 +167,7 @@ pub struct Upstream {
     /// A low-water mark for the reply's reads.
     lowat: Lowat,
     /// For log lines.
-    pub name: String,
+    pub name: PeerName,
     /// `fastcgi_catch_stderr` while the head is read; `None` after it.
     catch: Option<std::sync::Arc<Vec<Box<[u8]>>>>,
 }
@@ -186,6 +200,41 @@ const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
 /// sent it. (Growing a partly filled buffer would copy it: room is made only
 /// when it runs short.)
 const READ_RESERVE: usize = 2 * READ_MIN;
+
+/// How many read buffers of finished replies a worker keeps for the next
+/// replies.
+const SPARES: usize = 4;
+
+thread_local! {
+    /// Read buffers of finished replies. The pieces of a reply are slices of
+    /// its buffer; once the connection has written them (dropped them) the
+    /// buffer is taken back whole for another reply instead of allocating
+    /// one: a reply of a record or more would otherwise allocate and free
+    /// `READ_RESERVE` bytes each time, outside the allocator's thread cache.
+    static SPARE: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A read buffer: a spare one whose pieces are all gone, else a new one.
+fn read_buffer() -> BytesMut {
+    SPARE
+        .with_borrow_mut(|spare| {
+            let i = spare.iter_mut().position(|b| b.try_reclaim(READ_RESERVE))?;
+            Some(spare.swap_remove(i))
+        })
+        .unwrap_or_default()
+}
+
+/// Keep an emptied read buffer for a later reply (its pieces may still be
+/// on their way to the client).
+fn spare(b: BytesMut) {
+    if b.is_empty() && b.capacity() > 0 {
+        SPARE.with_borrow_mut(|spare| {
+            if spare.len() < SPARES {
+                spare.push(b);
+            }
+        });
+    }
+}
 
 impl Upstream {
     /// The next record already read; stderr records are logged and skipped.
@@ -311,7 +360,7 @@ impl Upstream {
     }
 }
 
-fn log_stderr(b: &[u8], upstream: &str) {
+fn log_stderr(b: &[u8], upstream: &PeerName) {
     let text = String::from_utf8_lossy(&b[..b.len().min(4096)]);
     let text = text.trim_end();
     if !text.is_empty() {
@@ -733,7 +782,10 @@ async fn exchange(
             }
         };
         tries += 1;
-        let name = format!("fastcgi://{}", upstream.addr_name(peer));
+        let name = PeerName {
+            group: upstream.clone(),
+            peer,
+        };
         let started = std::time::Instant::now();
         let conn = match fresh.take() {
             Some(_) => {
@@ -774,7 +826,7 @@ async fn exchange(
         let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
         let mut up = Upstream {
             sock: conn,
-            rbuf: BytesMut::new(),
+            rbuf: read_buffer(),
             read_timeout: conf.read_timeout,
             ended: false,
             eof: false,
@@ -798,7 +850,7 @@ async fn exchange(
                 {
                     Some(r) => r,
                     None => {
-                        upstream.client_left(peer, req, &up.name);
+                        upstream.client_left(peer, req, &up.name.to_string());
                         return Outcome::Respond(crate::core::message::response::Response::new(
                             499,
                         ));
@@ -957,10 +1009,10 @@ async fn finish(
 /// After END_REQUEST with nothing more buffered, a kept connection goes back
 /// to the upstream's pool; otherwise it is closed.
 fn release(up: Upstream, pool: Option<(Arc<Group>, usize)>) {
+    let clean = up.ended && up.rbuf.is_empty() && !up.eof;
+    spare(up.rbuf);
     if let Some((r, peer)) = pool
-        && up.ended
-        && up.rbuf.is_empty()
-        && !up.eof
+        && clean
     {
         r.release(peer, up.sock);
     }
@@ -998,7 +1050,8 @@ impl FcgiBody {
         let piece = match piece {
             Ok(p) => p,
             Err(f) => {
-                let name = self.up.as_ref().map_or("", |u| u.name.as_str());
+                let name = self.up.as_ref().map(|u| u.name.to_string());
+                let name = name.as_deref().unwrap_or("");
                 crate::error_log!(Error, "{}, upstream: \"{}\"", f.text(), name);
                 return Err(CutShort::wrap(io::Error::other("upstream failed")));
             }
