@@ -496,6 +496,21 @@ def e1_warmup(clients):
     return round(0.3 + clients / 5000, 1)
 
 
+E1_CYCLES = 3
+E1_MAX_S = 30
+
+
+def e1_duration(base, clients, prev_rps):
+    """Seconds to count requests at one point: at least `base`, and at least E1_CYCLES
+    turns of every client (clients ÷ the req/s of the point before, capped at the paper's
+    30 s). A closed loop of c clients answered at X req/s makes each wait c ÷ X on
+    average; a window shorter than that counts only the requests a queue happened to
+    drain first, so its p99 measures the queue's order, not the server."""
+    if not prev_rps:
+        return base
+    return round(min(E1_MAX_S, max(base, E1_CYCLES * clients / prev_rps)), 1)
+
+
 def exp_e1(opts, scratch):
     """E1 (doc 000): clients 50 → 15,000 on a 21 KB file and phpinfo(), fixed time each."""
     ctx = Ctx(opts, scratch)
@@ -511,7 +526,7 @@ def exp_e1(opts, scratch):
                 results += [{"server": s, "path": path, "clients": c, "run": k,
                              "unsupported": why} for c in opts.points]
             continue
-        done = 0
+        done, rps = 0, None
         try:
             with ctx.serving(s, kind) as (front, backends):
                 url = ctx.check(s, path)
@@ -521,8 +536,10 @@ def exp_e1(opts, scratch):
                     done += 1
                     settle(front)
                     m = Meter(front, backends)
-                    h = run_h2load(url, c, opts.duration, e1_warmup(c),
+                    seconds = e1_duration(opts.duration, c, rps)
+                    h = run_h2load(url, c, seconds, e1_warmup(c),
                                    ctx.scratch / "h2load.log", on_main=m.mark)
+                    rps = h["ok_rps"] or rps
                     results.append(dict(h, server=s, path=path, clients=c, run=k,
                                         warmup_s=e1_warmup(c), **m.result(h["requests"])))
         except ERRORS as e:

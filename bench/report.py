@@ -38,7 +38,10 @@ PAPERS = {
 METHOD = {
     "E1": lambda o: (f"h2load --h1 -t1 -c<clients>, keep-alive: the clients connect during a "
                      f"warm-up of 0.3 s + 1 s per 5,000 clients, then requests are counted for "
-                     f"{o['duration']:g} s (server CPU is read at h2load's own phase marks). One server "
+                     f"{o['duration']:g} s, or longer where the clients need it: at least three "
+                     "turns of every client (clients ÷ the previous point's req/s, at most 30 s), "
+                     "so that p99 is that of a steady state and not of the order in which a queue "
+                     "drains (server CPU is read at h2load's own phase marks). One server "
                      f"start per (run, workload), the points in rising order, {o['runs']} runs, "
                      "servers interleaved. The paper ran webbench for 30 s per point, a new "
                      "connection per request. Clients: "

@@ -148,5 +148,14 @@ class Summary(unittest.TestCase):
         self.assertIn("| 2b.txt | vireo | 110 | 5.00 (4.00–6.00) |", table)
 
 
+class Windows(unittest.TestCase):
+    def test_e1_counts_three_turns_of_every_client(self):
+        import experiments as ex
+        self.assertEqual(ex.e1_duration(1.5, 50, None), 1.5)  # first point: no rate yet
+        self.assertEqual(ex.e1_duration(1.5, 15000, 60000), 1.5)  # 0.75 s of turns
+        self.assertEqual(ex.e1_duration(1.5, 4000, 2000), 6.0)
+        self.assertEqual(ex.e1_duration(1.5, 15000, 1000), 30)  # the paper's 30 s at most
+
+
 if __name__ == "__main__":
     unittest.main()
