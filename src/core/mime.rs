@@ -446,6 +446,21 @@ mod tests {
         assert_eq!(t.lookup(b"/a.comment"), None);
         assert_eq!(t.len(), 7);
     }
+
+    #[test]
+    fn type_lists() {
+        let l = TypeList::of(["text/plain", "Application/JSON"]).unwrap();
+        assert!(l.matches(Some("text/html")));
+        assert!(l.matches(Some("text/plain")));
+        assert!(l.matches(Some("TEXT/Plain; charset=utf-8")));
+        assert!(l.matches(Some(" application/json ;q")));
+        assert!(!l.matches(Some("text/plainx")));
+        assert!(!l.matches(Some("text/css")));
+        assert!(!l.matches(None));
+        let any = TypeList::of(["*"]).unwrap();
+        assert!(any.matches(None) && any.matches(Some("image/png")));
+        assert_eq!(TypeList::of(["text"]), Err("text"));
+    }
 }
 
 /// The MIME types a body filter applies to (`gzip_types`, `charset_types`,
@@ -498,7 +513,12 @@ impl TypeList {
         let Some(ct) = content_type else {
             return false;
         };
-        let ct = ct.split(';').next().unwrap_or_default().trim();
-        self.list.iter().any(|t| t.eq_ignore_ascii_case(ct))
+        let end = memchr::memchr(b';', ct.as_bytes()).unwrap_or(ct.len());
+        let ct = ct[..end].trim_ascii();
+        // The list is lower case, as Content-Types mostly are: an exact comparison
+        // settles most entries, the case-insensitive one only equal lengths.
+        self.list
+            .iter()
+            .any(|t| **t == *ct || (t.len() == ct.len() && t.eq_ignore_ascii_case(ct)))
     }
 }

@@ -122,6 +122,12 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     {
         return;
     }
+    let head = req.head;
+    let accept = head.header("accept-encoding");
+    // Without Accept-Encoding only `gzip_vary` has anything to add.
+    if accept.is_none() && !c.gzip_vary {
+        return;
+    }
     let len = resp.body.size();
     let ct = resp.content_type.as_ref().map(Value::as_str);
     let mut eligible = [None; 3];
@@ -137,10 +143,7 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     if c.gzip_vary {
         add_vary(resp);
     }
-    let head = req.head;
-    let Some(coding) = head
-        .header("accept-encoding")
-        .and_then(|ae| negotiate::accept_encoding(ae).choose(eligible.iter().flatten().copied()))
+    let Some(coding) = accept.and_then(|ae| negotiate::accept_encoding(ae).choose(eligible.iter().flatten().copied()))
     else {
         return;
     };
