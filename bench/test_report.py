@@ -499,6 +499,17 @@ class Report(unittest.TestCase):
         self.assertEqual(missing, [{"experiment": "E3", "where": "phpinfo()",
                                     "why": "not yet: needs FastCGI (issue 5) — vireo -t: unknown directive"}])
 
+    def test_latency_only_beside_peers_that_failed_no_more(self):
+        rows = [dict(server="vireo", path="21k.txt", clients=15000, ok_rps=57000, p99_ms=406.0, errors=0, runs=3),
+                dict(server="lighttpd", path="21k.txt", clients=15000, ok_rps=59000, p99_ms=267.0, errors=3976,
+                     runs=3),
+                dict(server="nginx", path="21k.txt", clients=15000, ok_rps=62000, p99_ms=368.0, errors=0, runs=3)]
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "lighttpd", "nginx"])})
+        p99 = [g for g in gaps if g["metric"] == "p99 ms"]
+        self.assertEqual([(g["peer"], g["peer_value"]) for g in p99], [("nginx", 368.0)])
+        rps = [g for g in gaps if g["metric"] == "successful req/s"]
+        self.assertEqual(rps[0]["peer"], "nginx")  # throughput counts every peer
+
     def test_noisy_gaps_fold(self):
         gaps = [{"experiment": "E1", "where": f"21 KB, c={c}", "metric": "req/s", "vireo": 90,
                  "peer": "nginx", "peer_value": 100, "ratio": 0.9, "spec": ",.0f", "clear": False}
