@@ -557,9 +557,9 @@ fn conns_to(port: u16) -> usize {
         .count()
 }
 
-#[test]
-fn upstream_block_with_keepalive_pool() {
-    let Some(fpm) = Fpm::start(6) else { return };
+/// vireo with `fastcgi_pass php; fastcgi_keep_conn on;` to
+/// `upstream php { server …; keepalive 2; }`, and a /metrics location.
+fn start_pooled(fpm: &Fpm) -> Vireo {
     let dir = site();
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
@@ -586,7 +586,13 @@ fn upstream_block_with_keepalive_pool() {
         "    error_page 404 /nf.html;\n    location = /metrics { metrics; }\n",
     );
     assert!(conf.contains("fastcgi_pass php;"), "{conf}");
-    let v = Vireo::start_in(dir, &conf);
+    Vireo::start_in(dir, &conf)
+}
+
+#[test]
+fn upstream_block_with_keepalive_pool() {
+    let Some(fpm) = Fpm::start(6) else { return };
+    let v = start_pooled(&fpm);
     let r = v.get("/echo.php?a=first");
     assert_eq!(r.status, 200, "{}", v.stderr());
     let port = v.port;
@@ -651,6 +657,30 @@ fn upstream_block_with_keepalive_pool() {
     );
     assert_eq!(count("vireo_upstream_peer_up", &[]), 1.0);
     assert_eq!(count("vireo_upstream_peer_connections", &[]), 0.0);
+}
+
+/// php-fpm leaves Nagle's algorithm on and writes phpinfo()'s reply in
+/// pieces: on a pooled connection the rest must not wait for a delayed ACK
+/// (~40 ms a request), so pooled requests take no longer than new
+/// connections do.
+#[test]
+fn pooled_replies_are_not_held_by_delayed_acks() {
+    const N: u32 = 20;
+    let Some(fpm) = Fpm::start(2) else { return };
+    let time = |v: &Vireo| {
+        assert!(v.get("/info.php").text().contains("PHP Version"));
+        let t = Instant::now();
+        for _ in 0..N {
+            assert!(v.get("/info.php").text().contains("PHP Version"));
+        }
+        t.elapsed()
+    };
+    let fresh = time(&start(&fpm, ""));
+    let pooled = time(&start_pooled(&fpm));
+    assert!(
+        pooled < fresh + Duration::from_millis(20) * N,
+        "{N} phpinfo() requests: {pooled:?} pooled, {fresh:?} on new connections"
+    );
 }
 
 /// One FastCGI record for request 1, padded to a multiple of 8.

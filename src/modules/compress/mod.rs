@@ -143,7 +143,8 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     if c.gzip_vary {
         add_vary(resp);
     }
-    let Some(coding) = accept.and_then(|ae| negotiate::accept_encoding(ae).choose(eligible.iter().flatten().copied()))
+    let Some(coding) = accept
+        .and_then(|ae| negotiate::accept_encoding(ae).choose(eligible.iter().flatten().copied()))
     else {
         return;
     };
