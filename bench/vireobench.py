@@ -68,6 +68,9 @@ SERVERS = {
         "cmd": lambda s: ["nginx", "-p", f"{s.dir}/", "-e", str(s.dir / "nginx-error.log"),
                           "-c", str(s.conf)],
         "version": ["nginx", "-v"], "stop": signal.SIGQUIT,
+        # peers/nginx.conf as an nginx user serving a connection per request tunes it
+        # (README: How each peer is tuned); the other nginx templates have it written in
+        "edits": {"nginx.conf": (("reuseport backlog=4096;", "reuseport backlog=4096 deferred;"),)},
     },
     "lighttpd": {
         "conf": "lighttpd.conf", "php": "lighttpd.conf", "tls": "lighttpd-tls.conf",
@@ -557,7 +560,7 @@ class Server:
         self.conf = None
         if conf:
             text = (CONF / conf).read_text()
-            for old, new in edits:
+            for old, new in tuple(spec.get("edits", {}).get(conf, ())) + tuple(edits):
                 if old not in text:
                     raise RuntimeError(f"{conf}: '{old}' not found to replace")
                 text = text.replace(old, new)

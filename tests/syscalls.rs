@@ -8,7 +8,8 @@
 //! file's tail with the FIN); sendfile off reads the
 //! file instead; tcp_nodelay sets TCP_NODELAY on each kept-alive connection
 //! (not on one closed after its response, nor is it shut down before close);
-//! multi_accept on takes every queued connection at once, off one per turn.
+//! multi_accept on takes every queued connection at once, off one per turn;
+//! a connection served without waiting is never added to the event loop.
 
 mod common;
 use common::*;
@@ -24,7 +25,7 @@ use std::time::Duration;
 /// sockets and files, socket options.
 const CALLS: &str = "openat,open,statx,newfstatat,fstat,stat,lstat,read,pread64,readv,\
                      recvfrom,recvmsg,write,writev,sendto,sendmsg,sendfile,setsockopt,accept4,\
-                     shutdown";
+                     shutdown,epoll_ctl";
 
 /// Can strace trace here? scripts/test installs it; without it, or where ptrace
 /// is not allowed (some containers), these tests say so and pass.
@@ -121,6 +122,11 @@ fn count(calls: &[(String, String)]) -> HashMap<&str, usize> {
 }
 
 fn server(extra: &str) -> Vireo {
+    server_on("", extra)
+}
+
+/// [`server`] with `listen_opts` on its `listen`.
+fn server_on(listen_opts: &str, extra: &str) -> Vireo {
     let dir = TempDir::new("sys");
     dir.write("html/two", "ok");
     dir.write("html/big.bin", vec![b'b'; 300_000]);
@@ -130,7 +136,7 @@ fn server(extra: &str) -> Vireo {
         dir,
         &format!(
             "worker_processes 1;\nevents {{}}\nhttp {{\n    access_log off;\n    {extra}\n    \
-             server {{\n        listen 127.0.0.1:{{port}};\n        root {{dir}}/html;\n    }}\n}}\n"
+             server {{\n        listen 127.0.0.1:{{port}}{listen_opts};\n        root {{dir}}/html;\n    }}\n}}\n"
         ),
     )
 }
@@ -366,6 +372,28 @@ fn tcp_nopush_corks_head_and_file_on_a_closing_connection() {
         "{calls:?}"
     );
     assert_none(&calls, &["shutdown"]);
+}
+
+/// With `deferred`, a connection is accepted with its request there: one
+/// answered at once and closed never waits, so it is never registered with
+/// the event loop (no epoll_ctl to add it, none to remove it). Only the
+/// keep-alive start mark's connection, idle after its response, is.
+#[test]
+fn a_connection_served_without_waiting_never_enters_the_event_loop() {
+    if !have_strace() {
+        return;
+    }
+    let v = server_on(" deferred", "open_file_cache max=100;");
+    let calls = traced_closing(&v, "/two", |r| {
+        r.starts_with(b"HTTP/1.1 200 OK") && r.ends_with(b"ok")
+    });
+    // The end mark's connection is accepted within the trace too.
+    assert_eq!(count(&calls)["accept4"], N + 1, "{calls:?}");
+    let epoll = count(&calls).get("epoll_ctl").copied().unwrap_or(0);
+    assert!(
+        epoll <= 2,
+        "{epoll} epoll_ctl calls for {N} connections: {calls:?}"
+    );
 }
 
 #[test]

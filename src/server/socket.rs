@@ -3,10 +3,14 @@
 use crate::conf::model::{Keepalive, ListenAddr, SockOpts};
 use crate::error_log;
 use socket2::{Domain, SockRef, Socket, Type};
+use std::cell::{Cell, OnceCell};
 use std::future::Future;
 use std::io;
-use std::os::fd::AsRawFd;
-use tokio::io::{AsyncRead, AsyncWrite, Interest};
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 /// A bound, listening socket not yet registered with a worker's event loop.
 #[derive(Debug)]
@@ -265,6 +269,219 @@ stream_impl!(
     std::os::unix::net::UnixStream,
     false
 );
+
+/// A listening TCP socket a worker accepts on. What it accepts is not yet
+/// registered with the worker's event loop (see [`Tcp`]).
+pub struct TcpListener(AsyncFd<std::net::TcpListener>);
+
+impl TcpListener {
+    pub fn new(l: std::net::TcpListener) -> io::Result<TcpListener> {
+        crate::sys::register(l, Interest::READABLE)
+            .map(TcpListener)
+            .map_err(|(_, e)| e)
+    }
+
+    /// The next connection, non-blocking and close-on-exec.
+    pub async fn accept(&self) -> io::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            if let Ok(r) = ready.try_io(|l| accept(l.get_ref())) {
+                return r;
+            }
+        }
+    }
+
+    /// A connection already queued, without waiting (`WouldBlock` if none).
+    pub fn try_accept(&self) -> io::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+        self.0.try_io(Interest::READABLE, accept)
+    }
+}
+
+fn accept(l: &std::net::TcpListener) -> io::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+    let (s, a) = SockRef::from(l).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)?;
+    let a = a
+        .as_socket()
+        .ok_or_else(|| io::Error::other("accepted a connection without an IP address"))?;
+    Ok((s.into(), a))
+}
+
+/// A plain TCP connection, registered with the worker's event loop (tokio's
+/// I/O driver) only once it has to wait. A connection served without
+/// waiting — its request there when it was accepted (`deferred`, or a quick
+/// client), its response taken whole by the socket, then closed — costs no
+/// epoll_ctl to add it and none to remove it. Exactly one of `raw` and `io`
+/// holds the socket.
+pub struct Tcp {
+    fd: RawFd,
+    /// The socket while it is not registered.
+    raw: Cell<Option<std::net::TcpStream>>,
+    /// The socket once registered.
+    io: OnceCell<AsyncFd<std::net::TcpStream>>,
+}
+
+impl Tcp {
+    /// `s` must be non-blocking.
+    pub fn new(s: std::net::TcpStream) -> Tcp {
+        Tcp {
+            fd: s.as_raw_fd(),
+            raw: Cell::new(Some(s)),
+            io: OnceCell::new(),
+        }
+    }
+
+    /// The registered socket, registering it first if it is not yet.
+    fn io(&self) -> io::Result<&AsyncFd<std::net::TcpStream>> {
+        if let Some(io) = self.io.get() {
+            return Ok(io);
+        }
+        let Some(s) = self.raw.take() else {
+            return Err(io::Error::other("socket registration lost"));
+        };
+        match crate::sys::register(s, Interest::READABLE | Interest::WRITABLE) {
+            Ok(io) => Ok(self.io.get_or_init(|| io)),
+            Err((s, e)) => {
+                self.raw.set(Some(s));
+                Err(e)
+            }
+        }
+    }
+
+    /// `op` now: through the registration's readiness when there is one (it
+    /// is cleared when `op` would block), else straight to the socket.
+    fn now<R>(&self, interest: Interest, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match self.io.get() {
+            Some(io) => io.try_io(interest, |_| op()),
+            None => op(),
+        }
+    }
+
+    fn writev(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        io::Write::write_vectored(&mut crate::sys::FdIo(self.fd), bufs)
+    }
+}
+
+impl AsRawFd for Tcp {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl Stream for Tcp {
+    type Parked = std::net::TcpStream;
+    fn park(self) -> io::Result<std::net::TcpStream> {
+        match self.io.into_inner() {
+            Some(io) => Ok(io.into_inner()),
+            None => self
+                .raw
+                .into_inner()
+                .ok_or_else(|| io::Error::other("socket registration lost")),
+        }
+    }
+    fn unpark(p: std::net::TcpStream) -> io::Result<Tcp> {
+        Ok(Tcp::new(p))
+    }
+    async fn writable(&self) -> io::Result<()> {
+        self.io()?.writable().await.map(drop)
+    }
+    async fn readable(&self) -> io::Result<()> {
+        self.io()?.readable().await.map(drop)
+    }
+    fn try_io<R>(&self, i: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        self.now(i, f)
+    }
+    fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+        self.now(Interest::READABLE, || crate::sys::recv_append(self.fd, buf))
+    }
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.io() {
+            Ok(io) => io.poll_read_ready(cx).map_ok(drop),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+    fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.now(Interest::WRITABLE, || self.writev(bufs))
+    }
+    fn set_nodelay(&self) {
+        let _ = crate::sys::set_tcp_int(self.fd, libc::TCP_NODELAY, 1);
+    }
+    fn set_reset_on_close(&self) {
+        let _ = crate::sys::set_linger_zero(self.fd);
+    }
+    fn set_cork(&self, on: bool) {
+        let _ = crate::sys::set_tcp_int(self.fd, libc::TCP_CORK, on.into());
+    }
+}
+
+impl AsyncRead for Tcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            let read = |b: &mut ReadBuf<'_>| {
+                let n = io::Read::read(&mut crate::sys::FdIo(this.fd), b.initialize_unfilled())?;
+                b.advance(n);
+                Ok(())
+            };
+            let r = match this.io.get() {
+                Some(io) => match ready!(io.poll_read_ready(cx))?.try_io(|_| read(buf)) {
+                    Ok(r) => r,
+                    Err(_would_block) => continue,
+                },
+                None => read(buf),
+            };
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    this.io()?;
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Tcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        loop {
+            let r = match this.io.get() {
+                Some(io) => match ready!(io.poll_write_ready(cx))?.try_io(|_| this.writev(bufs)) {
+                    Ok(r) => r,
+                    Err(_would_block) => continue,
+                },
+                None => this.writev(bufs),
+            };
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    this.io()?;
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(crate::sys::shutdown_write(self.fd))
+    }
+}
 
 #[cfg(test)]
 mod tests {

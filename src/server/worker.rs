@@ -472,7 +472,7 @@ async fn accept_loop(
 ) -> std::io::Result<()> {
     match bound {
         Bound::Tcp(l) => {
-            let l = tokio::net::TcpListener::from_std(l)?;
+            let l = super::socket::TcpListener::new(l)?;
             loop {
                 slots.reserve().await;
                 let (s, peer) = match l.accept().await {
@@ -485,7 +485,7 @@ async fn accept_loop(
                 start_tcp(s, peer, key, &shared, &slots);
                 if shared.config.load().multi_accept {
                     while slots.active.get() + slots.max.get() / 8 < slots.max.get()
-                        && let Ok((s, peer)) = poll_accept(&l)
+                        && let Ok((s, peer)) = l.try_accept()
                     {
                         start_tcp(s, peer, key, &shared, &slots);
                     }
@@ -515,18 +515,6 @@ async fn accept_loop(
                 }
             }
         }
-    }
-}
-
-/// Accept without waiting (multi_accept): whatever is already queued.
-fn poll_accept(
-    l: &tokio::net::TcpListener,
-) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
-    let waker = std::task::Waker::noop();
-    let mut cx = std::task::Context::from_waker(waker);
-    match l.poll_accept(&mut cx) {
-        std::task::Poll::Ready(r) => r,
-        std::task::Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
     }
 }
 
@@ -604,7 +592,7 @@ fn proxy_timeout(l: &crate::conf::load::Listener) -> Option<Duration> {
 /// A TCP connection: served at once, or after a TLS handshake on `ssl`
 /// addresses (bounded by ssl_handshake_timeout, holding its connection slot).
 fn start_tcp(
-    s: tokio::net::TcpStream,
+    s: std::net::TcpStream,
     peer: std::net::SocketAddr,
     key: usize,
     shared: &Arc<Shared>,
@@ -616,12 +604,20 @@ fn start_tcp(
         let pp = proxy_timeout(l);
         if !l.ssl {
             drop(cfg);
+            let s = super::socket::Tcp::new(s);
             return start(s, Peer::Tcp(peer), key, pp, shared, slots);
         }
         (l.vhosts.clone(), l.http2, pp)
     };
     let Some(slot) = take_slot(slots) else {
         return;
+    };
+    let s = match tokio::net::TcpStream::from_std(s) {
+        Ok(s) => s,
+        Err(e) => {
+            error_log!(Alert, "cannot watch a new connection: {e}");
+            return;
+        }
     };
     let id = shared.next_connection();
     let shared = shared.clone();

@@ -90,6 +90,66 @@ pub fn async_poll(poll: mio::Poll) -> io::Result<tokio::io::unix::AsyncFd<mio::P
         .map_err(|e| e.into_parts().1)
 }
 
+/// `inner`, which owns its descriptor, registered with the current tokio
+/// runtime for `interest`; on failure it comes back with the error.
+pub fn register<T: AsRawFd + Into<std::os::fd::OwnedFd>>(
+    inner: T,
+    interest: tokio::io::Interest,
+) -> Result<tokio::io::unix::AsyncFd<T>, (T, io::Error)> {
+    // SAFETY: the `AsyncFd` owns `inner`, which owns the descriptor (it
+    // converts into an `OwnedFd`), so the descriptor stays open for as long
+    // as it is registered, and is deregistered before it closes.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(inner, interest) }
+        .map_err(|e| e.into_parts())
+}
+
+/// `recv(2)` into `buf`'s spare capacity, which is not zeroed first (the
+/// kernel fills it); the bytes read.
+pub fn recv_append(sock: RawFd, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+    let room = buf.spare_capacity_mut();
+    // SAFETY: `room` is writable memory owned by `buf`; the kernel writes at
+    // most its length.
+    let n = unsafe { libc::recv(sock, room.as_mut_ptr().cast(), room.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialised the first `n` bytes of the room.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    Ok(n as usize)
+}
+
+/// `shutdown(2)` of the write side: a FIN after what is queued.
+pub fn shutdown_write(sock: RawFd) -> io::Result<()> {
+    // SAFETY: no memory is passed.
+    if unsafe { libc::shutdown(sock, libc::SHUT_WR) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// SO_LINGER with a zero timeout: close(2) resets the connection instead of
+/// sending a FIN.
+pub fn set_linger_zero(sock: RawFd) -> io::Result<()> {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `l` is a valid linger for the call's duration and its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Is the process running as root (effective uid 0)?
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
