@@ -168,7 +168,7 @@ impl BodyStream for NoBody {
 }
 
 /// Pieces read from a file body at most this long.
-const FILE_PIECE: usize = 32 * 1024;
+pub const FILE_PIECE: usize = 32 * 1024;
 
 /// A body that is not a stream yet, as one: bytes at once, a file range
 /// piece by piece.

@@ -8,8 +8,8 @@
 use super::conf::Http2Conf;
 use crate::core::clock;
 use crate::core::message::head::Method;
-use crate::core::message::response::read_file_piece;
 use crate::core::message::response::{Body, OwnFields, Response, server_name};
+use crate::core::message::response::{FILE_PIECE, read_file_piece};
 use crate::core::request::Request;
 use crate::http::pipeline;
 use bytes::Bytes;
@@ -233,17 +233,20 @@ impl Out {
         Ok(())
     }
 
-    /// Send `range` of `file`, reading each piece only once window is there.
+    /// Send `range` of `file`: once the stream has window, up to
+    /// `FILE_PIECE` bytes are read with one call, then sent in the pieces the
+    /// window allows (a 21 KB file is one read, not one per DATA frame).
     async fn file(&mut self, file: &File, range: Range<u64>, end: bool) -> io::Result<()> {
         let mut off = range.start;
         if off == range.end && end {
             return self.send(Bytes::new(), true);
         }
         while off < range.end {
-            let n = self.capacity((range.end - off) as usize).await?;
-            let piece = read_file_piece(file, off, n)?;
-            off += piece.len() as u64;
-            self.send(piece, end && off == range.end)?;
+            let left = (range.end - off) as usize;
+            self.capacity(left).await?;
+            let read = read_file_piece(file, off, left.min(FILE_PIECE))?;
+            off += read.len() as u64;
+            self.data(read, end && off == range.end).await?;
         }
         Ok(())
     }
