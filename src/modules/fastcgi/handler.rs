@@ -195,11 +195,13 @@ const HOLD: Duration = crate::server::idle::TICK;
 
 /// Room for one full record: a read with less room first makes some.
 const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
-/// The room made: two full records, so that a reply of a little over one
-/// record (phpinfo()'s ~70 KB) is read in one call when the application has
-/// sent it. (Growing a partly filled buffer would copy it: room is made only
-/// when it runs short.)
-const READ_RESERVE: usize = 2 * READ_MIN;
+/// The room made: one full record, so that a reply of up to ~64 KB (most
+/// pages) is read in one call when the application has sent it; a larger one
+/// takes a read per record. Every reply being read holds one: two records' room
+/// read phpinfo()'s ~70 KB in one call instead of two, for twice the memory
+/// per reply in flight. (Growing a partly filled buffer would copy it: room is
+/// made only when it runs short.)
+const READ_RESERVE: usize = READ_MIN;
 
 /// How many read buffers of finished replies a worker keeps for the next
 /// replies.
@@ -276,6 +278,12 @@ impl Upstream {
                 return Err(Fail::Closed(phase));
             }
             if self.rbuf.capacity() - self.rbuf.len() < READ_MIN {
+                if self.rbuf.is_empty() {
+                    // No buffer is held while the application works (or its
+                    // backlog holds the connection): the room is made once
+                    // there is something to read.
+                    self.wait(phase).await?;
+                }
                 self.rbuf.reserve(READ_RESERVE);
             }
             // A short read clears the read readiness: the wait that follows
