@@ -502,3 +502,54 @@ while not done:
     let got = events("/missing");
     assert!(got.ends_with("trailers [('x-always', 'yes')]\n"), "{got}");
 }
+
+/// A file body is read no further than the stream's window: what is left
+/// when the window is spent goes out in one DATA frame once the client opens
+/// the window again (nginx's order of frames, which h2_priority.t checks).
+#[test]
+fn file_past_the_window_ends_in_one_frame_after_a_window_update() {
+    let dir = TempDir::new("h2-window");
+    dir.write("html/big", vec![b'x'; 65_535 + 81]);
+    let v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port} http2;\n  \
+         root {dir}/html;\n }\n}\n",
+    );
+    const CLIENT: &str = r#"
+import socket, sys, h2.connection, h2.events, h2.config
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+c.send_headers(1, [(":method", "GET"), (":scheme", "http"), (":path", "/big"), (":authority", "localhost")], end_stream=True)
+s.sendall(c.data_to_send())
+got, opened, ended = 0, False, False
+while not ended:
+    d = s.recv(65535)
+    if not d:
+        break
+    for e in c.receive_data(d):
+        if isinstance(e, h2.events.DataReceived):
+            got += len(e.data)
+            if opened:
+                print("after", len(e.data))
+        if isinstance(e, h2.events.StreamEnded):
+            ended = True
+    if got == 65535 and not opened:
+        # The stream's window is spent: open it (and the connection's).
+        opened = True
+        print("window spent")
+        c.increment_flow_control_window(65536, stream_id=1)
+        c.increment_flow_control_window(65536)
+    s.sendall(c.data_to_send())
+"#;
+    let out = Command::new("python3")
+        .args(["-c", CLIENT, &v.port.to_string()])
+        .output()
+        .expect("python3 runs");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "window spent\nafter 81\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

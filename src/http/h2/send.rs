@@ -233,9 +233,10 @@ impl Out {
         Ok(())
     }
 
-    /// Send `range` of `file`: once the stream has window, up to
-    /// `FILE_PIECE` bytes are read with one call, then sent in the pieces the
-    /// window allows (a 21 KB file is one read, not one per DATA frame).
+    /// Send `range` of `file`: as much of it as the stream's window takes now
+    /// (up to `FILE_PIECE`) is read with one call, then sent in DATA frames of
+    /// at most http2_chunk_size (a 21 KB file is one read, not one per frame).
+    /// Nothing is read ahead of the window.
     async fn file(&mut self, file: &File, range: Range<u64>, end: bool) -> io::Result<()> {
         let mut off = range.start;
         if off == range.end && end {
@@ -244,7 +245,8 @@ impl Out {
         while off < range.end {
             let left = (range.end - off) as usize;
             self.capacity(left).await?;
-            let read = read_file_piece(file, off, left.min(FILE_PIECE))?;
+            let window = self.s.capacity().clamp(1, FILE_PIECE);
+            let read = read_file_piece(file, off, left.min(window))?;
             off += read.len() as u64;
             self.data(read, end && off == range.end).await?;
         }
