@@ -13,6 +13,7 @@ pub mod path;
 pub mod proxy_protocol;
 pub mod request;
 pub mod route;
+pub mod spare;
 pub mod subrequest;
 pub mod syslog;
 pub mod vars;

@@ -25,6 +25,7 @@ use crate::core::message::head::RequestHead;
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::Peer;
 use crate::core::request::TlsInfo;
+use crate::core::spare::Spares;
 use crate::http::pipeline::{self, ConnRef, Ran};
 use crate::server::Shared;
 use crate::server::idle::{Expired, IdleTimer};
@@ -258,12 +259,20 @@ const GATHER: usize = 64 * 1024;
 /// The first room of a gather that holds only small (control) frames.
 const SMALL_GATHER: usize = 1024;
 
+thread_local! {
+    /// Emptied gather buffers of `GATHER` bytes, for the worker's next
+    /// connection turn that sends more than control frames (one that size is
+    /// above the allocator's thread cache: made anew, it cost an arena
+    /// allocation and free per turn).
+    static GATHERS: Spares<Vec<u8>> = const { Spares::new(4) };
+}
+
 /// The client socket and the frames the codec wrote to it that have not left
 /// yet. The codec writes (and flushes) frame by frame — a HEADERS frame, then
 /// each DATA frame — so its writes are gathered here and leave together, in
 /// one system call, when its turn on the connection ends ([`Sock::poll_drain`]
-/// after each poll of the codec). The buffer is given back once empty: an
-/// idle connection holds none.
+/// after each poll of the codec). The buffer is given back once empty (a
+/// full-size one to the worker's spares): an idle connection holds none.
 struct Sock<T> {
     io: T,
     out: Vec<u8>,
@@ -281,7 +290,11 @@ impl<T: AsyncWrite + Unpin> Sock<T> {
             }
             self.sent += n;
         }
-        self.out = Vec::new();
+        let mut out = std::mem::take(&mut self.out);
+        if out.capacity() >= GATHER {
+            out.clear();
+            GATHERS.with(|g| g.keep(out));
+        }
         self.sent = 0;
         Poll::Ready(Ok(()))
     }
@@ -315,12 +328,15 @@ impl<T: AsyncWrite + Unpin> SharedIo<T> {
         if need > s.out.capacity() {
             // One step to the whole gather size once more than control frames
             // come: growing by doubling would copy the frames already here.
-            let room = if need <= SMALL_GATHER {
-                SMALL_GATHER
+            if need <= SMALL_GATHER {
+                s.out.reserve_exact(SMALL_GATHER - have);
             } else {
-                GATHER
-            };
-            s.out.reserve_exact(room - have);
+                let mut big = GATHERS
+                    .with(|g| g.take())
+                    .unwrap_or_else(|| Vec::with_capacity(GATHER));
+                big.extend_from_slice(&s.out);
+                s.out = big;
+            }
         }
         for b in bufs {
             s.out.extend_from_slice(b);
@@ -477,7 +493,15 @@ pub static MODULE: Module = Module {
             }
             Ok(())
         }),
+        tick: Some(trim_spares),
         ..Hooks::NONE
     },
     ..Module::EMPTY
 };
+
+/// The worker's kept gather and file piece buffers that went unused for a
+/// tick are let go.
+fn trim_spares() {
+    GATHERS.with(|g| g.trim());
+    crate::core::message::response::trim_spares();
+}

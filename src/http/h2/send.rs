@@ -8,7 +8,7 @@
 use super::conf::Http2Conf;
 use crate::core::clock;
 use crate::core::message::head::Method;
-use crate::core::message::response::{Body, OwnFields, Response, server_name};
+use crate::core::message::response::{Body, OwnFields, Response, Value, server_name};
 use crate::core::message::response::{FILE_PIECE, read_file_piece};
 use crate::core::request::Request;
 use crate::http::pipeline;
@@ -93,7 +93,9 @@ fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64)
     let mut h = http::Response::new(());
     *h.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or(http::StatusCode::OK);
     let mut len = 17;
+    // Room for every field at once: growing the map rehashes it.
     let m = h.headers_mut();
+    m.reserve(4 + r.headers.len());
     let mut add = |name: HeaderName, v: HeaderValue| {
         len += name.as_str().len() + v.len() + 4;
         m.append(name, v);
@@ -111,7 +113,7 @@ fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64)
     }
     match OwnFields::of(r, true) {
         None => {
-            if let Ok(d) = clock::with_http_date(HeaderValue::from_str) {
+            if let Some(d) = http_date() {
                 add(http::header::DATE, d);
             }
         }
@@ -122,7 +124,7 @@ fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64)
         }
     }
     if let Some(ct) = &r.content_type
-        && let Ok(v) = HeaderValue::from_str(ct.as_str())
+        && let Ok(v) = value(ct)
     {
         add(http::header::CONTENT_TYPE, v);
     }
@@ -133,14 +135,61 @@ fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64)
         if connection_specific(name) {
             continue;
         }
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(v.as_str()),
-        ) {
+        let n = match known_name(name) {
+            Some(n) => Ok(n),
+            None => HeaderName::from_bytes(name.as_bytes()),
+        };
+        if let (Ok(n), Ok(v)) = (n, value(v)) {
             add(n, v);
         }
     }
     (h, len as u64 + 2)
+}
+
+/// The field names responses carry most, as the server's code spells them,
+/// without parsing them.
+fn known_name(name: &str) -> Option<HeaderName> {
+    use http::header;
+    Some(match name {
+        "Last-Modified" => header::LAST_MODIFIED,
+        "ETag" => header::ETAG,
+        "Accept-Ranges" => header::ACCEPT_RANGES,
+        "Expires" => header::EXPIRES,
+        "Cache-Control" => header::CACHE_CONTROL,
+        "Location" => header::LOCATION,
+        "Content-Encoding" => header::CONTENT_ENCODING,
+        "Content-Range" => header::CONTENT_RANGE,
+        "Vary" => header::VARY,
+        _ => return None,
+    })
+}
+
+/// A field value, checked as `HeaderValue::from_str` checks it; a static
+/// text is not copied.
+fn value(v: &Value) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    match v {
+        Value::Static(s) => HeaderValue::from_maybe_shared(Bytes::from_static(s.as_bytes())),
+        v => HeaderValue::from_str(v.as_str()),
+    }
+}
+
+thread_local! {
+    /// The last `Date` value made, shared by the responses of its second.
+    static DATE: std::cell::RefCell<Option<HeaderValue>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The current `Date` value.
+fn http_date() -> Option<HeaderValue> {
+    clock::with_http_date(|now| {
+        DATE.with_borrow_mut(|last| {
+            if let Some(d) = last.as_ref().filter(|d| d.as_bytes() == now.as_bytes()) {
+                return Some(d.clone());
+            }
+            let d = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(now.as_bytes())).ok()?;
+            *last = Some(d.clone());
+            Some(d)
+        })
+    })
 }
 
 /// A stream's sending side, with the body bytes sent so far.
