@@ -33,6 +33,16 @@ impl<T> Spares<T> {
         v
     }
 
+    /// The last kept value that `ready` accepts (it may change the value as
+    /// it looks, e.g. reclaim a buffer whose slices are gone), if any.
+    pub fn take_if(&self, mut ready: impl FnMut(&mut T) -> bool) -> Option<T> {
+        let mut kept = self.kept.borrow_mut();
+        let i = kept.iter_mut().rposition(|v| ready(v))?;
+        let v = kept.remove(i);
+        self.low.set(self.low.get().min(kept.len()));
+        Some(v)
+    }
+
     /// Keep `v` for a later `take`, unless `max` are kept already.
     pub fn keep(&self, v: T) {
         let mut kept = self.kept.borrow_mut();
@@ -64,6 +74,17 @@ mod tests {
         assert_eq!(s.take(), Some(2));
         assert_eq!(s.take(), Some(1));
         assert_eq!(s.take(), None);
+    }
+
+    #[test]
+    fn take_if_skips_what_is_not_ready() {
+        let s = Spares::new(4);
+        for v in [1, 2, 3] {
+            s.keep(v);
+        }
+        assert_eq!(s.take_if(|v| *v % 2 == 0), Some(2));
+        assert_eq!(s.take_if(|v| *v % 2 == 0), None);
+        assert_eq!(s.take(), Some(3));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::core::message::head::BodyFraming;
 use crate::core::message::head::Method;
 use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
+use crate::core::spare::Spares;
 use crate::modules::client_body::{self, Buffered};
 use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
 use crate::upstream::dynamic::Target;
@@ -203,26 +204,19 @@ const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
 /// made only when it runs short.)
 const READ_RESERVE: usize = READ_MIN;
 
-/// How many read buffers of finished replies a worker keeps for the next
-/// replies.
-const SPARES: usize = 4;
-
 thread_local! {
-    /// Read buffers of finished replies. The pieces of a reply are slices of
-    /// its buffer; once the connection has written them (dropped them) the
-    /// buffer is taken back whole for another reply instead of allocating
-    /// one: a reply of a record or more would otherwise allocate and free
-    /// `READ_RESERVE` bytes each time, outside the allocator's thread cache.
-    static SPARE: std::cell::RefCell<Vec<BytesMut>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Read buffers of finished replies, at most 4. The pieces of a reply are
+    /// slices of its buffer; once the connection has written them (dropped
+    /// them) the buffer is taken back whole for another reply instead of
+    /// allocating one: a reply of a record or more would otherwise allocate
+    /// and free `READ_RESERVE` bytes each time, outside the allocator's
+    /// thread cache.
+    static SPARE: Spares<BytesMut> = const { Spares::new(4) };
 }
 
-/// A read buffer: a spare one whose pieces are all gone, else a new one.
 fn read_buffer() -> BytesMut {
     SPARE
-        .with_borrow_mut(|spare| {
-            let i = spare.iter_mut().position(|b| b.try_reclaim(READ_RESERVE))?;
-            Some(spare.swap_remove(i))
-        })
+        .with(|s| s.take_if(|b| b.try_reclaim(READ_RESERVE)))
         .unwrap_or_default()
 }
 
@@ -230,12 +224,14 @@ fn read_buffer() -> BytesMut {
 /// on their way to the client).
 fn spare(b: BytesMut) {
     if b.is_empty() && b.capacity() > 0 {
-        SPARE.with_borrow_mut(|spare| {
-            if spare.len() < SPARES {
-                spare.push(b);
-            }
-        });
+        // Not while the worker's thread-locals are torn down.
+        let _ = SPARE.try_with(|s| s.keep(b));
     }
+}
+
+/// Let go of the read buffers a whole tick left unused (the module's tick).
+pub fn trim_spares() {
+    SPARE.with(|s| s.trim());
 }
 
 impl Upstream {

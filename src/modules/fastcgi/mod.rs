@@ -8,7 +8,7 @@ pub mod handler;
 pub mod record;
 pub mod respond;
 
-use crate::core::module::{Module, VarDef};
+use crate::core::module::{Hooks, Module, VarDef};
 pub use handler::script_name;
 
 /// `fastcgi_pass` and its settings, `$fastcgi_script_name`, `$fastcgi_path_info`.
@@ -25,5 +25,9 @@ pub static MODULE: Module = Module {
             script_name(req, true, out)
         }),
     ],
+    hooks: Hooks {
+        tick: Some(handler::trim_spares),
+        ..Hooks::NONE
+    },
     ..Module::EMPTY
 };
