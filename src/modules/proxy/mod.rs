@@ -217,8 +217,9 @@ impl Proxy {
                 return Err(502);
             }
         };
-        let up = blocks
-            .find_with_port(req, authority, default_port)
+        // Boxed: a name to resolve holds state that a fixed upstream's
+        // requests would otherwise carry (and move) in their futures.
+        let up = Box::pin(blocks.find_with_port(req, authority, default_port))
             .await
             .map_err(|()| 502u16)?;
         let uri = uri.map(|u| {
@@ -589,10 +590,13 @@ impl Proxy {
         let watch = !pc.ignore_client_abort;
         let h = loop {
             // A streamed body is sent before the wait is watched (below).
-            let exchange = self.exchange(&conn, pc, head, plan, is_head, &mut buf);
-            let r = upstream::unless_client_leaves(watch && !streamed, body, exchange)
-                .await
-                .ok_or(Gave::Up)?;
+            // Pinned where it is made: the wait holds a reference, not a copy.
+            let r = {
+                let exchange =
+                    std::pin::pin!(self.exchange(&conn, pc, head, plan, is_head, &mut buf));
+                upstream::unless_client_leaves(watch && !streamed, body, exchange).await
+            }
+            .ok_or(Gave::Up)?;
             match r {
                 Ok(h) => break h,
                 // A kept-alive connection the peer closed meanwhile: once more on a new one.
@@ -1506,7 +1510,8 @@ async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Re
             Ok(0) => return Err(io::Error::from(ErrorKind::WriteZero)),
             Ok(n) => done += n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                tokio::time::timeout(t, c.writable())
+                // Boxed: a request's future does not carry the timer.
+                Box::pin(tokio::time::timeout(t, c.writable()))
                     .await
                     .map_err(|_| timed_out())??;
             }
@@ -1520,10 +1525,9 @@ async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Re
 /// worker's coarse one (`server::idle`, up to 250 ms late), registered only
 /// if the socket is not readable at once: no tokio timer per reply.
 async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
-    let mut readable = std::pin::pin!(c.readable());
     let mut deadline = None;
     std::future::poll_fn(|cx| {
-        if let Poll::Ready(r) = readable.as_mut().poll(cx) {
+        if let Poll::Ready(r) = c.poll_readable(cx) {
             return Poll::Ready(r);
         }
         let timer = deadline.get_or_insert_with(|| IdleTimer::deadline(Instant::now() + t));
