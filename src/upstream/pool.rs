@@ -160,9 +160,9 @@ impl UpConn {
     pub fn hold(&mut self, h: super::queue::Hold) {
         self.hold = Some(h);
     }
-    /// Time since it was opened.
-    pub fn age(&self) -> Duration {
-        self.born.elapsed()
+    /// Time from its opening to `now`.
+    pub fn age_at(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.born)
     }
     /// Taken from the keep-alive pool rather than newly connected.
     pub fn reused(&self) -> bool {
@@ -564,8 +564,9 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
     })
 }
 
-/// Keep `conn` idle for `addr`, at most `max` per peer (the oldest goes).
-pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
+/// Keep `conn` idle for `addr` from `now`, at most `max` per peer (the
+/// oldest goes).
+pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Instant) {
     // An idle connection does not count toward max_conns.
     conn.hold = None;
     POOL.with(|p| {
@@ -579,10 +580,7 @@ pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
         while q.len() >= max {
             q.pop_front();
         }
-        q.push_back(Idle {
-            conn,
-            since: Instant::now(),
-        });
+        q.push_back(Idle { conn, since: now });
     });
 }
 

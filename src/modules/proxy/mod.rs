@@ -631,14 +631,15 @@ impl Proxy {
                 }
             }
         };
+        let took = t0.elapsed();
         {
             let mut v = vars.borrow_mut();
             let a = v.attempts.last_mut().unwrap();
-            a.header_ms = Some(t0.elapsed().as_millis() as u64);
+            a.header_ms = Some(took.as_millis() as u64);
             a.sent = conn.bytes_out() - out0;
             a.received = conn.bytes_in() - in0;
         }
-        up.responded(peer, t0);
+        up.responded(peer, took);
         if h.upgrade && !upgrade && req.head.version == crate::core::message::head::Version::Http2 {
             return Err(fail(
                 NextUpstream::INVALID_HEADER,
@@ -1591,10 +1592,12 @@ impl UpstreamBody {
             return;
         }
         self.done = true;
+        // One clock read for the figures, the time and the pool.
+        let now = Instant::now();
         let up = &self.up;
-        up.finished(self.peer, clean && !self.failed);
+        up.finished_at(self.peer, clean && !self.failed, now);
         if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
-            a.response_ms = Some(self.t0.elapsed().as_millis() as u64);
+            a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
         }
         if let Some(c) = self.conn.take()
             && clean
@@ -1602,7 +1605,7 @@ impl UpstreamBody {
             && self.buf.is_empty()
             && !matches!(self.framing, Framing::Close)
         {
-            up.release(self.peer, c);
+            up.release_at(self.peer, c, now);
         }
     }
 
