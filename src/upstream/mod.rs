@@ -384,6 +384,12 @@ pub struct UpstreamVars {
 pub type ReplyHead = (Arc<str>, Vec<(response::Span, response::Span)>);
 
 impl UpstreamVars {
+    /// The value of the last reply's first field named `name` (caseless).
+    pub fn field(&self, name: &str) -> Option<&str> {
+        let (text, fields) = self.head.as_ref()?;
+        response::field(text, fields, name)
+    }
+
     /// The last reply's header fields, in order.
     fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
         self.head.iter().flat_map(|(text, fields)| {

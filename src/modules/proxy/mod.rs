@@ -430,7 +430,7 @@ impl Proxy {
             _ => Vec::new(),
         };
         let idempotent = !matches!(req.method(), Method::Post)
-            && !matches!(req.head.method_str(), "LOCK" | "PATCH");
+            && !matches!(req.head.method_bytes(), b"LOCK" | b"PATCH");
         let mut started = None;
         let mut tried = Tried::default();
         let mut tries = 0u32;
@@ -1135,7 +1135,7 @@ impl Proxy {
         }
         match req.state.method {
             Some(Method::Get) => (&b"GET"[..]).into(),
-            _ => req.head.method_str().as_bytes().into(),
+            _ => req.head.method_bytes().into(),
         }
     }
 
