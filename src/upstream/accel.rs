@@ -64,12 +64,7 @@ pub fn from_reply(req: &mut Request<'_>, resp_status: u16) -> Option<Outcome> {
         if u.attempts.last().map(|a| a.status) != Some(resp_status) {
             return None;
         }
-        let target = u
-            .fields()
-            .find(|(n, _)| n.eq_ignore_ascii_case("x-accel-redirect"))?
-            .1
-            .trim()
-            .to_string();
+        let target = u.field("x-accel-redirect")?.trim().to_string();
         let carried: Vec<(&'static str, Value)> = u
             .fields()
             .filter(|(n, _)| CARRIED.iter().any(|c| n.eq_ignore_ascii_case(c)))

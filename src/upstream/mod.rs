@@ -232,8 +232,13 @@ impl Upstream {
     /// The attempt on `peer` is over: `ok` false counts a failure. The place
     /// it held goes to the first request waiting in the queue that can use it.
     pub fn finished(&self, peer: usize, ok: bool) {
+        self.finished_at(peer, ok, Instant::now());
+    }
+
+    /// [`Upstream::finished`] at `now`, read by the caller.
+    pub fn finished_at(&self, peer: usize, ok: bool, now: Instant) {
         self.with_balancer(|b, figures| {
-            b.finished(peer, ok, Instant::now());
+            b.finished(peer, ok, now);
             if let Some(f) = figures.get(peer) {
                 f.finished(ok, b.conns(peer), b.failed_until(peer));
             }
@@ -261,12 +266,12 @@ impl Upstream {
         );
     }
 
-    /// The response head of the attempt on `peer` that began at `started`
-    /// arrived (the upstream latency figures).
-    pub fn responded(&self, peer: usize, started: Instant) {
+    /// The response head of the attempt on `peer` arrived `took` after the
+    /// attempt began (the upstream latency figures).
+    pub fn responded(&self, peer: usize, took: Duration) {
         self.with_balancer(|_, figures| {
             if let Some(f) = figures.get(peer) {
-                f.responded(started);
+                f.responded(took);
             }
         });
     }
@@ -292,13 +297,18 @@ impl Upstream {
 
     /// Give a connection whose exchange finished cleanly back to the pool.
     pub fn release(&self, peer: usize, conn: UpConn) {
+        self.release_at(peer, conn, Instant::now());
+    }
+
+    /// [`Upstream::release`] at `now`, read by the caller.
+    pub fn release_at(&self, peer: usize, conn: UpConn, now: Instant) {
         if self.keepalive == 0
             || conn.uses() >= self.keepalive_requests
-            || conn.age() >= self.keepalive_time
+            || conn.age_at(now) >= self.keepalive_time
         {
             return;
         }
-        pool::put(&self.name, &self.addrs[peer], conn, self.keepalive);
+        pool::put(&self.name, &self.addrs[peer], conn, self.keepalive, now);
     }
 
     /// The peer's address as `$upstream_addr` shows it.
@@ -374,6 +384,12 @@ pub struct UpstreamVars {
 pub type ReplyHead = (Arc<str>, Vec<(response::Span, response::Span)>);
 
 impl UpstreamVars {
+    /// The value of the last reply's first field named `name` (caseless).
+    pub fn field(&self, name: &str) -> Option<&str> {
+        let (text, fields) = self.head.as_ref()?;
+        response::field(text, fields, name)
+    }
+
     /// The last reply's header fields, in order.
     fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
         self.head.iter().flat_map(|(text, fields)| {

@@ -160,9 +160,9 @@ impl UpConn {
     pub fn hold(&mut self, h: super::queue::Hold) {
         self.hold = Some(h);
     }
-    /// Time since it was opened.
-    pub fn age(&self) -> Duration {
-        self.born.elapsed()
+    /// Time from its opening to `now`.
+    pub fn age_at(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.born)
     }
     /// Taken from the keep-alive pool rather than newly connected.
     pub fn reused(&self) -> bool {
@@ -219,15 +219,22 @@ impl UpConn {
             Sock::Tls(s) => s.poll_read_ready(&mut cx).is_ready(),
         }
     }
-    /// Wait until a read may find bytes (for TLS: after sending the
-    /// records a write left queued).
-    pub async fn readable(&self) -> io::Result<()> {
+    /// Ready when a read may find bytes (for TLS: once the records a write
+    /// left queued are sent); otherwise the task is woken when one may. The
+    /// task waits as the socket's one reader, in the slot tokio keeps for it:
+    /// no waiter to add to the socket's list and take off it again, as a
+    /// `readable()` future does.
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.before_wait();
         match &self.sock {
-            Sock::Tcp(s) => s.readable().await,
-            Sock::Unix(s) => s.readable().await,
-            Sock::Tls(s) => s.readable().await,
+            Sock::Tcp(s) => s.poll_read_ready(cx),
+            Sock::Unix(s) => s.poll_read_ready(cx),
+            Sock::Tls(s) => s.poll_readable(cx),
         }
+    }
+    /// Wait until a read may find bytes ([`UpConn::poll_readable`]).
+    pub async fn readable(&self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_readable(cx)).await
     }
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         self.before_write();
@@ -398,7 +405,20 @@ pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
 /// the kernel choose one) when given, with TLS over it when `tls` is given
 /// (the handshake within the same timeout, as nginx's connect timeout
 /// covers it; a unix socket with TLS is refused).
-pub async fn connect_from(
+///
+/// Boxed: connecting (with a TLS handshake) holds 1.6 KB of state, which
+/// would otherwise be part of every request's future, and be moved with it,
+/// also when a pooled connection is taken.
+pub fn connect_from<'a>(
+    addr: &'a PeerAddr,
+    local: Option<Bind>,
+    tls: Option<&'a super::tls::Dial>,
+    timeout: Duration,
+) -> crate::core::request::BoxFuture<'a, io::Result<UpConn>> {
+    Box::pin(open(addr, local, tls, timeout))
+}
+
+async fn open(
     addr: &PeerAddr,
     local: Option<Bind>,
     tls: Option<&super::tls::Dial>,
@@ -544,8 +564,9 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
     })
 }
 
-/// Keep `conn` idle for `addr`, at most `max` per peer (the oldest goes).
-pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
+/// Keep `conn` idle for `addr` from `now`, at most `max` per peer (the
+/// oldest goes).
+pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Instant) {
     // An idle connection does not count toward max_conns.
     conn.hold = None;
     POOL.with(|p| {
@@ -559,10 +580,7 @@ pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize) {
         while q.len() >= max {
             q.pop_front();
         }
-        q.push_back(Idle {
-            conn,
-            since: Instant::now(),
-        });
+        q.push_back(Idle { conn, since: now });
     });
 }
 

@@ -54,11 +54,21 @@ impl UpstreamHead {
         self.fields.iter().map(|&(n, v)| (self.at(n), self.at(v)))
     }
 
+    /// The first field named `name` (caseless); only names of its length
+    /// are compared.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        field(&self.text, &self.fields, name)
     }
+}
+
+/// The value of the first of `fields` (spans of `text`) named `name`
+/// (caseless), comparing only names of its length.
+pub fn field<'t>(text: &'t str, fields: &[(Span, Span)], name: &str) -> Option<&'t str> {
+    let at = |(a, b): Span| &text[a as usize..b as usize];
+    fields
+        .iter()
+        .find(|&&(n, _)| (n.1 - n.0) as usize == name.len() && at(n).eq_ignore_ascii_case(name))
+        .map(|&(_, v)| at(v))
 }
 
 /// An invalid upstream reply (answered with 502, and `invalid_header` for

@@ -49,10 +49,10 @@ impl PeerFigures {
         self.conns.store(conns.into(), Relaxed);
     }
 
-    /// The peer's response head arrived, `started` being the attempt's start.
-    pub fn responded(&self, started: Instant) {
+    /// The peer's response head arrived `took` after the attempt's start.
+    pub fn responded(&self, took: std::time::Duration) {
         self.header
-            .observe_us(started.elapsed().as_micros().try_into().unwrap_or(u64::MAX));
+            .observe_us(took.as_micros().try_into().unwrap_or(u64::MAX));
     }
 }
 

@@ -530,18 +530,17 @@ impl TlsConn {
     }
 
     /// Queued records sent first, then the wait for plaintext (or an end).
-    pub async fn readable(&self) -> io::Result<()> {
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             match self.try_flush() {
                 Ok(()) => break,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => self.tcp.writable().await?,
-                Err(e) => return Err(e),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::task::ready!(self.tcp.poll_write_ready(cx))?;
+                }
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
-        if self.has_plaintext() {
-            return Ok(());
-        }
-        self.tcp.readable().await
+        self.poll_read_ready(cx)
     }
 
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

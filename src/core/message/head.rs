@@ -230,6 +230,11 @@ impl RequestHead {
         &self.raw
     }
 
+    /// The method as sent, e.g. `b"GET"`.
+    pub fn method_bytes(&self) -> &[u8] {
+        &self.raw[..self.method_end]
+    }
+
     /// The method as sent, e.g. "GET".
     pub fn method_str(&self) -> &str {
         // httparse only accepts token characters here, which are ASCII.

@@ -166,7 +166,12 @@ pub(super) async fn client_gone<S: Stream>(s: &S) {
     let fd = std::os::fd::AsRawFd::as_raw_fd(s);
     let mut b = [0u8; 1];
     loop {
-        if s.readable().await.is_err() {
+        // As the socket's one reader (no waiter list: see
+        // `UpConn::poll_readable`); nothing else reads the client meanwhile.
+        if std::future::poll_fn(|cx| s.poll_read_ready(cx))
+            .await
+            .is_err()
+        {
             return;
         }
         match s.try_io(Interest::READABLE, || crate::sys::peek(fd, &mut b)) {

@@ -413,8 +413,11 @@ fn timed_out() -> io::Error {
     io::Error::new(ErrorKind::TimedOut, "send_timeout")
 }
 
+/// Wait at most `t` for the socket to take more. Boxed: the timer and the
+/// readiness wait are ~300 bytes that every future writing a response would
+/// otherwise hold (and move) though a socket seldom fills.
 async fn wait_writable<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
-    tokio::time::timeout(t, s.writable())
+    Box::pin(tokio::time::timeout(t, s.writable()))
         .await
         .map_err(|_| timed_out())?
 }
@@ -480,7 +483,6 @@ async fn write_segments<S: Stream>(
     t: Duration,
     sent: &mut u64,
 ) -> io::Result<()> {
-    let mut iov = [IoSlice::new(&[]); 2 * GATHER_PIECES + 1];
     let mut i = 0;
     loop {
         while i < segs.len() && segs[i].0.is_empty() {
@@ -489,11 +491,16 @@ async fn write_segments<S: Stream>(
         if i == segs.len() {
             break;
         }
-        let rest = &segs[i..];
-        for (v, (b, _)) in iov.iter_mut().zip(rest) {
-            *v = IoSlice::new(b);
-        }
-        match s.try_write_vectored(&iov[..rest.len().min(iov.len())]) {
+        // In a block of its own: the array is not kept across the wait.
+        let r = {
+            let mut iov = [IoSlice::new(&[]); 2 * GATHER_PIECES + 1];
+            let rest = &segs[i..];
+            for (v, (b, _)) in iov.iter_mut().zip(rest) {
+                *v = IoSlice::new(b);
+            }
+            s.try_write_vectored(&iov[..rest.len().min(iov.len())])
+        };
+        match r {
             Ok(mut n) => {
                 for (b, body) in segs[i..].iter_mut() {
                     if n == 0 {

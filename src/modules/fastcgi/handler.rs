@@ -868,7 +868,7 @@ async fn exchange(
             !stream_body && (idempotent || conf.next_upstream.has(NextUpstream::NON_IDEMPOTENT));
         match res {
             Ok((cgi, rest)) => {
-                upstream.responded(peer, started);
+                upstream.responded(peer, started.elapsed());
                 let kind = NextUpstream::of_status(cgi.status);
                 if conf.next_upstream.has(kind) && replayable {
                     upstream.finished(peer, false);

@@ -217,8 +217,9 @@ impl Proxy {
                 return Err(502);
             }
         };
-        let up = blocks
-            .find_with_port(req, authority, default_port)
+        // Boxed: a name to resolve holds state that a fixed upstream's
+        // requests would otherwise carry (and move) in their futures.
+        let up = Box::pin(blocks.find_with_port(req, authority, default_port))
             .await
             .map_err(|()| 502u16)?;
         let uri = uri.map(|u| {
@@ -429,7 +430,7 @@ impl Proxy {
             _ => Vec::new(),
         };
         let idempotent = !matches!(req.method(), Method::Post)
-            && !matches!(req.head.method_str(), "LOCK" | "PATCH");
+            && !matches!(req.head.method_bytes(), b"LOCK" | b"PATCH");
         let mut started = None;
         let mut tried = Tried::default();
         let mut tries = 0u32;
@@ -589,10 +590,13 @@ impl Proxy {
         let watch = !pc.ignore_client_abort;
         let h = loop {
             // A streamed body is sent before the wait is watched (below).
-            let exchange = self.exchange(&conn, pc, head, plan, is_head, &mut buf);
-            let r = upstream::unless_client_leaves(watch && !streamed, body, exchange)
-                .await
-                .ok_or(Gave::Up)?;
+            // Pinned where it is made: the wait holds a reference, not a copy.
+            let r = {
+                let exchange =
+                    std::pin::pin!(self.exchange(&conn, pc, head, plan, is_head, &mut buf));
+                upstream::unless_client_leaves(watch && !streamed, body, exchange).await
+            }
+            .ok_or(Gave::Up)?;
             match r {
                 Ok(h) => break h,
                 // A kept-alive connection the peer closed meanwhile: once more on a new one.
@@ -627,14 +631,15 @@ impl Proxy {
                 }
             }
         };
+        let took = t0.elapsed();
         {
             let mut v = vars.borrow_mut();
             let a = v.attempts.last_mut().unwrap();
-            a.header_ms = Some(t0.elapsed().as_millis() as u64);
+            a.header_ms = Some(took.as_millis() as u64);
             a.sent = conn.bytes_out() - out0;
             a.received = conn.bytes_in() - in0;
         }
-        up.responded(peer, t0);
+        up.responded(peer, took);
         if h.upgrade && !upgrade && req.head.version == crate::core::message::head::Version::Http2 {
             return Err(fail(
                 NextUpstream::INVALID_HEADER,
@@ -1130,7 +1135,7 @@ impl Proxy {
         }
         match req.state.method {
             Some(Method::Get) => (&b"GET"[..]).into(),
-            _ => req.head.method_str().as_bytes().into(),
+            _ => req.head.method_bytes().into(),
         }
     }
 
@@ -1506,7 +1511,8 @@ async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Re
             Ok(0) => return Err(io::Error::from(ErrorKind::WriteZero)),
             Ok(n) => done += n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                tokio::time::timeout(t, c.writable())
+                // Boxed: a request's future does not carry the timer.
+                Box::pin(tokio::time::timeout(t, c.writable()))
                     .await
                     .map_err(|_| timed_out())??;
             }
@@ -1520,10 +1526,9 @@ async fn write_vectored(c: &UpConn, bufs: &[IoSlice<'_>], t: Duration) -> io::Re
 /// worker's coarse one (`server::idle`, up to 250 ms late), registered only
 /// if the socket is not readable at once: no tokio timer per reply.
 async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
-    let mut readable = std::pin::pin!(c.readable());
     let mut deadline = None;
     std::future::poll_fn(|cx| {
-        if let Poll::Ready(r) = readable.as_mut().poll(cx) {
+        if let Poll::Ready(r) = c.poll_readable(cx) {
             return Poll::Ready(r);
         }
         let timer = deadline.get_or_insert_with(|| IdleTimer::deadline(Instant::now() + t));
@@ -1587,10 +1592,12 @@ impl UpstreamBody {
             return;
         }
         self.done = true;
+        // One clock read for the figures, the time and the pool.
+        let now = Instant::now();
         let up = &self.up;
-        up.finished(self.peer, clean && !self.failed);
+        up.finished_at(self.peer, clean && !self.failed, now);
         if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
-            a.response_ms = Some(self.t0.elapsed().as_millis() as u64);
+            a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
         }
         if let Some(c) = self.conn.take()
             && clean
@@ -1598,7 +1605,7 @@ impl UpstreamBody {
             && self.buf.is_empty()
             && !matches!(self.framing, Framing::Close)
         {
-            up.release(self.peer, c);
+            up.release_at(self.peer, c, now);
         }
     }
 

@@ -95,11 +95,14 @@ pub struct Forced;
 /// (`Accept-Ranges: bytes`), unless `max_ranges 0`.
 pub fn of_reply(req: &Request<'_>, mut resp: Response, cached: bool) -> Response {
     let forced = req.state.ext.get::<Forced>().is_some();
+    if !forced && !cached {
+        return resp;
+    }
     let said = resp
         .headers
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
-    if !(forced || cached && said) {
+    if !(forced || said) {
         return resp;
     }
     let max = req.conf.get::<super::conf::StaticConf>().max_ranges;
