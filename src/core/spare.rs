@@ -37,7 +37,7 @@ impl<T> Spares<T> {
     /// it looks, e.g. reclaim a buffer whose slices are gone), if any.
     pub fn take_if(&self, mut ready: impl FnMut(&mut T) -> bool) -> Option<T> {
         let mut kept = self.kept.borrow_mut();
-        let i = kept.iter_mut().rposition(|v| ready(v))?;
+        let i = kept.iter_mut().rposition(&mut ready)?;
         let v = kept.remove(i);
         self.low.set(self.low.get().min(kept.len()));
         Some(v)

@@ -30,8 +30,9 @@ use crate::core::message::head::{BodyFraming, Method};
 use crate::core::message::response::{
     Body, BodyStream, ClientIo, CutShort, OwnFields, Response, Value,
 };
-use crate::core::module::{Module, VarDef};
+use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
+use crate::core::spare::Spares;
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::modules::client_body::{self, Buffered};
 use crate::server::idle::IdleTimer;
@@ -1751,18 +1752,16 @@ impl Drop for UpstreamBody {
     }
 }
 
-/// Read buffers kept per worker for the next replies.
-const SPARE_BUFFERS: usize = 8;
-
 thread_local! {
-    static SPARE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+    /// Read buffers kept per worker for the next replies, at most 8.
+    static SPARE: Spares<BytesMut> = const { Spares::new(8) };
 }
 
 /// A read buffer for a reply: a kept one when there is one. A request
 /// allocating (and freeing) its own 32 KB buffer costs more than the rest of
 /// its allocations together (jemalloc refills and flushes its caches).
 fn spare_buffer() -> BytesMut {
-    SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+    SPARE.with(|s| s.take()).unwrap_or_default()
 }
 
 /// Keep a reply's read buffer for another reply. Pieces of the body split off
@@ -1773,12 +1772,13 @@ fn keep_buffer(mut buf: BytesMut) {
         return;
     }
     buf.clear();
-    SPARE.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < SPARE_BUFFERS {
-            s.push(buf);
-        }
-    });
+    // Not while the worker's thread-locals are torn down.
+    let _ = SPARE.try_with(|s| s.keep(buf));
+}
+
+/// Let go of the read buffers a whole tick left unused (the module's tick).
+fn trim_spares() {
+    SPARE.with(|s| s.trim());
 }
 
 /// A 101 reply's body: hands the tunnel to the client connection.
@@ -1925,5 +1925,9 @@ pub static MODULE: Module = Module {
             req.var(&crate::core::vars::Var::RemoteAddr, out);
         }),
     ],
+    hooks: Hooks {
+        tick: Some(trim_spares),
+        ..Hooks::NONE
+    },
     ..Module::EMPTY
 };
