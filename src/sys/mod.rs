@@ -130,24 +130,10 @@ pub fn shutdown_write(sock: RawFd) -> io::Result<()> {
 /// SO_LINGER with a zero timeout: close(2) resets the connection instead of
 /// sending a FIN.
 pub fn set_linger_zero(sock: RawFd) -> io::Result<()> {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: `l` is a valid linger for the call's duration and its size is passed.
-    let r = unsafe {
-        libc::setsockopt(
-            sock,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // SAFETY: the caller's socket is open for the duration of this call; the
+    // borrowed descriptor does not outlive it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock) };
+    socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO))
 }
 
 /// Is the process running as root (effective uid 0)?
@@ -196,20 +182,7 @@ pub fn local_addr(fd: RawFd) -> Option<std::net::SocketAddr> {
 /// only once `bytes` are queued, or at end of stream or an error.
 pub fn set_recv_lowat(fd: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     let v = bytes.min(i32::MAX as usize / 2) as libc::c_int;
-    // SAFETY: `v` is a valid c_int for the call's duration, its size is passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
 }
 
 /// Spawn `cmd` with the descriptors `keep` left open across its exec: their
