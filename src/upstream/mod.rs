@@ -287,12 +287,15 @@ impl Upstream {
     ) -> std::io::Result<UpConn> {
         let addr = &self.addrs[peer];
         let tag = tls.map_or(0, |d| d.tag);
-        if self.keepalive > 0
-            && let Some(c) = pool::take(&self.name, addr, tag, self.keepalive_timeout)
-        {
+        if self.keepalive == 0 {
+            return pool::connect_from(addr, None, tls, timeout).await;
+        }
+        if let Some(c) = pool::take(&self.name, addr, tag, self.keepalive_timeout) {
             return Ok(c);
         }
-        pool::connect_from(addr, None, tls, timeout).await
+        let c = pool::connect_from(addr, None, tls, timeout).await?;
+        pool::unanswered(&self.name, addr, &c);
+        Ok(c)
     }
 
     /// Give a connection whose exchange finished cleanly back to the pool.

@@ -57,6 +57,9 @@ pub struct UpConn {
     nagle: Cell<Nagle>,
     /// Delayed acknowledgements, see [`UpConn::before_wait`].
     acks: Cell<Acks>,
+    /// A new connection of a keep-alive pool until it reads its first reply
+    /// byte: counted among its peer's unanswered ones (see [`put`]).
+    unanswered: std::cell::RefCell<Option<std::rc::Rc<()>>>,
     /// The pool key's TLS part ([`super::tls::Dial::tag`]; 0: plain).
     tls_tag: u64,
 }
@@ -144,6 +147,7 @@ impl UpConn {
     }
     /// Called after a read that returned bytes: what was sent is acknowledged.
     fn after_read(&self) {
+        self.unanswered.take();
         if self.acks.get() == Acks::Awaited {
             self.acks.set(Acks::Partial);
         }
@@ -459,6 +463,7 @@ async fn open(
         hold: None,
         nagle: Cell::new(nagle),
         acks: Cell::new(Acks::Awaited),
+        unanswered: std::cell::RefCell::new(None),
         tls_tag: tls.map_or(0, |d| d.tag),
     })
 }
@@ -521,8 +526,20 @@ async fn connect_tcp(addr: std::net::SocketAddr, local: Option<Bind>) -> io::Res
     Ok(s)
 }
 
-/// One upstream's idle connections by peer and TLS tag (0: plain).
-type PeerPools = FxHashMap<(PeerAddr, u64), VecDeque<Idle>>;
+/// One upstream's pools by peer and TLS tag (0: plain).
+type PeerPools = FxHashMap<(PeerAddr, u64), Peer>;
+
+/// A peer's pool: its idle connections, and its new connections that have
+/// not read a byte of their first reply yet, with when they were made.
+#[derive(Default)]
+struct Peer {
+    idle: VecDeque<Idle>,
+    unanswered: Vec<(std::rc::Weak<()>, Instant)>,
+}
+
+/// How long a new connection may wait for its first reply byte before the
+/// pool makes room for it (see [`put`]).
+const STARVED: Duration = Duration::from_millis(10);
 
 struct Idle {
     conn: UpConn,
@@ -541,7 +558,7 @@ thread_local! {
 pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Option<UpConn> {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = p.get_mut(group)?.get_mut(&(addr.clone(), tls_tag))?;
+        let q = &mut p.get_mut(group)?.get_mut(&(addr.clone(), tls_tag))?.idle;
         let now = Instant::now();
         while let Some(mut idle) = q.pop_back() {
             if now.duration_since(idle.since) >= timeout {
@@ -564,19 +581,58 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
     })
 }
 
-/// Keep `conn` idle for `addr` from `now`, at most `max` per peer (the
-/// oldest goes).
-pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Instant) {
-    // An idle connection does not count toward max_conns.
-    conn.hold = None;
+/// Count `conn`, new to `addr` while its pool had none idle, among the
+/// peer's unanswered connections until it reads its first reply byte.
+pub fn unanswered(group: &str, addr: &PeerAddr, conn: &UpConn) {
+    let mark = std::rc::Rc::new(());
+    let weak = std::rc::Rc::downgrade(&mark);
+    conn.unanswered.replace(Some(mark));
     POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let q = match p.get_mut(group) {
+        let peer = match p.get_mut(group) {
             Some(g) => g,
             None => p.entry(group.into()).or_default(),
         }
         .entry((addr.clone(), conn.tls_tag))
         .or_default();
+        peer.unanswered.retain(|(w, _)| w.strong_count() > 0);
+        peer.unanswered.push((weak, Instant::now()));
+    });
+}
+
+/// Keep `conn` idle for `addr` from `now`, at most `max` per peer (the
+/// oldest goes); or close it, when a new connection to the peer has waited
+/// `STARVED` for its first reply byte. An application that serves one
+/// connection at a time per worker (php-fpm, a prefork Apache) leaves a new
+/// connection in its listen queue until one of its workers' connections
+/// closes, while pooled ones hold every worker and keep cycling: without
+/// this its request would wait for as long as the others keep coming.
+/// Closing one pooled connection per starved one frees a worker for the
+/// listen queue, oldest first.
+pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Instant) {
+    // An idle connection does not count toward max_conns.
+    conn.hold = None;
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let peer = match p.get_mut(group) {
+            Some(g) => g,
+            None => p.entry(group.into()).or_default(),
+        }
+        .entry((addr.clone(), conn.tls_tag))
+        .or_default();
+        if !peer.unanswered.is_empty() {
+            peer.unanswered.retain(|(w, _)| w.strong_count() > 0);
+            if let Some(i) = peer
+                .unanswered
+                .iter()
+                .position(|(_, since)| now.saturating_duration_since(*since) >= STARVED)
+            {
+                // Room made for this one: it is not counted again.
+                peer.unanswered.swap_remove(i);
+                return;
+            }
+        }
+        let q = &mut peer.idle;
         while q.len() >= max {
             q.pop_front();
         }
@@ -659,6 +715,61 @@ mod tests {
             took < Duration::from_millis(15 * EXCHANGES as u64),
             "{EXCHANGES} exchanges took {took:?}"
         );
+    }
+
+    /// A peer that serves one connection at a time (php-fpm, a prefork
+    /// Apache) leaves a new connection in its listen queue while a pooled one
+    /// keeps it busy: once the new one has waited `STARVED`, the pooled one
+    /// is closed instead of pooled, and the peer takes the new one.
+    #[test]
+    fn a_starved_new_connection_gets_the_pooled_ones_place() {
+        async fn reply(c: &UpConn) {
+            let mut b = [0u8; 2];
+            loop {
+                match c.try_read(&mut b) {
+                    Ok(2) => return,
+                    Ok(n) => panic!("read {n}"),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.readable().await.unwrap(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        let (rt, l, addr) = setup();
+        let peer = std::thread::spawn(move || {
+            // One connection at a time, each until the other side closes it.
+            for _ in 0..2 {
+                let (mut s, _) = l.accept().unwrap();
+                let mut ask = [0u8; 3];
+                while std::io::Read::read_exact(&mut s, &mut ask).is_ok() {
+                    std::io::Write::write_all(&mut s, b"ok").unwrap();
+                }
+            }
+        });
+        rt.block_on(async {
+            let group = "one-at-a-time";
+            let exchange = |c: &UpConn| {
+                assert_eq!(c.write_now(b"ask"), 3);
+            };
+            let a = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            unanswered(group, &addr, &a);
+            exchange(&a);
+            reply(&a).await;
+            put(group, &addr, a, 8, Instant::now());
+            // The peer is busy with the pooled connection: this one waits.
+            let b = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            unanswered(group, &addr, &b);
+            exchange(&b);
+            let start = Instant::now();
+            while let Some(a) = take(group, &addr, 0, Duration::from_secs(60)) {
+                assert!(start.elapsed() < Duration::from_secs(5), "never made room");
+                exchange(&a);
+                reply(&a).await;
+                put(group, &addr, a, 8, Instant::now());
+            }
+            let answered = tokio::time::timeout(Duration::from_secs(5), reply(&b)).await;
+            assert!(answered.is_ok(), "the new connection was never served");
+        });
+        peer.join().unwrap();
     }
 
     /// TCP_NODELAY only once a connection writes twice without reading.
