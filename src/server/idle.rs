@@ -212,13 +212,15 @@ fn fire(r: &mut Registry, why: Expired, pick: impl Fn(&Slot) -> bool) {
 }
 
 /// Wake registrations whose deadline has passed, and parkable waits that have
-/// lasted a full `TICK` (the worker calls this every `TICK`).
-pub fn tick() {
+/// lasted a full `TICK` (the worker calls this every `TICK`); true when a
+/// wait was told to park.
+pub fn tick() -> bool {
     let now = Instant::now();
     REGISTRY.with(|r| {
         let r = &mut *r.borrow_mut();
         r.ticks = r.ticks.wrapping_add(1);
         let ticks = r.ticks;
+        let mut parks = false;
         for slot in r.slots.iter_mut().flatten() {
             if slot.fired.is_some() {
                 continue;
@@ -227,6 +229,7 @@ pub fn tick() {
                 slot.fired = Some(Expired::TimedOut);
             } else if matches!(slot.parking, Parking::Since(t) if ticks.wrapping_sub(t) >= 2) {
                 slot.parking = Parking::Asked;
+                parks = true;
             } else {
                 continue;
             }
@@ -235,7 +238,8 @@ pub fn tick() {
                 w.wake();
             }
         }
-    });
+        parks
+    })
 }
 
 /// Park a socket whose [`IdleTimer::parkable`] wait yielded `Expired::Park`:
@@ -375,18 +379,61 @@ pub fn stopping() -> bool {
     })
 }
 
-/// Run `tick` forever (spawned once per worker).
+/// Run `tick` forever (spawned once per worker); after a full `TICK` in
+/// which the worker handled no connection or request and parked no socket,
+/// give what its allocator holds unused back to the kernel, once per quiet
+/// spell.
 pub async fn ticker() {
     let mut t = tokio::time::interval(TICK);
+    let mut quiet = Quiet::default();
     loop {
         t.tick().await;
-        tick();
+        let parks = tick();
+        if quiet.after_tick(parks, super::stats::activity()) {
+            crate::sys::release_free_memory();
+        }
+    }
+}
+
+/// Tells when a worker's quiet spell begins.
+#[derive(Default)]
+struct Quiet {
+    /// The worker's activity figure at the last tick.
+    seen: Option<u64>,
+    /// The spell has begun: said once.
+    said: bool,
+}
+
+impl Quiet {
+    /// After a tick that parked sockets or not, with the worker's activity
+    /// figure now: true once when a full tick passed with neither.
+    fn after_tick(&mut self, parks: bool, activity: u64) -> bool {
+        if parks || self.seen != Some(activity) {
+            self.seen = Some(activity);
+            self.said = false;
+            return false;
+        }
+        !std::mem::replace(&mut self.said, true)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quiet_spell_is_told_once_a_full_tick_passed_without_work() {
+        let mut q = Quiet::default();
+        // The first tick has nothing to compare with.
+        assert!(!q.after_tick(false, 5));
+        assert!(q.after_tick(false, 5));
+        assert!(!q.after_tick(false, 5), "once per spell");
+        // Requests, then sockets parked: not quiet until a tick of neither.
+        assert!(!q.after_tick(false, 9));
+        assert!(!q.after_tick(true, 9));
+        assert!(q.after_tick(false, 9));
+        assert!(!q.after_tick(false, 9));
+    }
 
     #[test]
     fn expires_and_stops() {

@@ -447,6 +447,8 @@ impl Master {
     /// Answer signals until the workers are gone.
     fn serve(&mut self, signals: &mut Signals) {
         let rt = signals.rt.take().expect("signal runtime");
+        // What loading the configuration left free is not kept resident.
+        crate::sys::release_free_memory();
         rt.block_on(async {
             loop {
                 if self.phase != Phase::Running
@@ -575,6 +577,7 @@ impl Master {
                 stats::RELOADS.fetch_add(1, Ordering::Relaxed);
                 stats::LAST_RELOAD.store(unix_now(), Ordering::Relaxed);
                 error_log!(Notice, "configuration reloaded");
+                crate::sys::release_free_memory();
             }
             Err(e) => {
                 stats::RELOAD_FAILURES.fetch_add(1, Ordering::Relaxed);

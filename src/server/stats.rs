@@ -195,6 +195,17 @@ pub fn connections() -> (u64, u64, u64) {
     })
 }
 
+/// The calling worker's connections handled plus requests: it has done
+/// something since an earlier reading when this changed.
+pub fn activity() -> u64 {
+    MINE.with(|m| {
+        let s = m.get();
+        s.handled
+            .load(Relaxed)
+            .wrapping_add(s.requests.load(Relaxed))
+    })
+}
+
 /// Single-writer increment: a relaxed load and store, no read-modify-write.
 #[inline]
 pub fn bump(a: &AtomicU64, n: u64) {

@@ -524,6 +524,52 @@ pub static MALLOC_CONF: Option<&'static std::ffi::c_char> = Some({
     unsafe { &*CONF.as_ptr().cast::<std::ffi::c_char>() }
 });
 
+unsafe extern "C" {
+    /// jemalloc's control interface, as tikv-jemalloc-sys links it (its
+    /// `_rjem_` prefix); declared here rather than through that crate, whose
+    /// addition as a dependency would rename every symbol of this crate and
+    /// with it the function order of link/hot-symbols.txt.
+    #[link_name = "_rjem_mallctl"]
+    fn mallctl(
+        name: *const libc::c_char,
+        old: *mut libc::c_void,
+        old_len: *mut libc::size_t,
+        new: *mut libc::c_void,
+        new_len: libc::size_t,
+    ) -> libc::c_int;
+}
+
+/// Give the calling thread's allocator cache and its arena's unused pages
+/// back (jemalloc's `thread.tcache.flush` and `arena.<i>.purge`): what a
+/// burst of connections or requests left free stops counting as resident.
+pub fn release_free_memory() {
+    use std::ptr::null_mut;
+    let mut arena: libc::c_uint = 0;
+    let mut len = std::mem::size_of::<libc::c_uint>();
+    // SAFETY: the names are NUL-terminated; `thread.arena` reads an unsigned
+    // int into `arena`, whose size `len` gives; the others take no values.
+    unsafe {
+        mallctl(
+            c"thread.tcache.flush".as_ptr(),
+            null_mut(),
+            null_mut(),
+            null_mut(),
+            0,
+        );
+        let read = mallctl(
+            c"thread.arena".as_ptr(),
+            (&raw mut arena).cast(),
+            &mut len,
+            null_mut(),
+            0,
+        );
+        if read == 0 {
+            let purge = format!("arena.{arena}.purge\0");
+            mallctl(purge.as_ptr().cast(), null_mut(), null_mut(), null_mut(), 0);
+        }
+    }
+}
+
 /// `setsockopt(fd, IPPROTO_TCP, opt, value)` for the integer TCP options
 /// socket2 lacks (TCP_DEFER_ACCEPT, TCP_FASTOPEN).
 pub fn set_tcp_int(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {

@@ -161,7 +161,6 @@ enum Task<S: Stream> {
 struct Wait<C> {
     c: C,
     timer: IdleTimer,
-    reset_on_timeout: bool,
 }
 
 impl<S: Stream> Future for ConnTask<S> {
@@ -203,7 +202,7 @@ impl<S: Stream> Future for ConnTask<S> {
                             *task = park(w);
                         }
                         Poll::Ready(why) => {
-                            if why == Expired::TimedOut && w.reset_on_timeout {
+                            if why == Expired::TimedOut && w.c.reset_on_idle_timeout() {
                                 w.c.reset_on_close();
                             }
                             *task = Task::Done;
@@ -229,7 +228,7 @@ impl<S: Stream> Future for ConnTask<S> {
 /// its socket registered with tokio again; otherwise it closes (reset first
 /// when a timeout asks for it).
 fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
-    let reset = why == Expired::TimedOut && w.reset_on_timeout;
+    let reset = why == Expired::TimedOut && w.c.reset_on_idle_timeout();
     if why != Expired::Readable && !reset {
         // Closing the socket takes it out of the parking poll.
         return Task::Done;
@@ -252,11 +251,7 @@ fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
 /// Long idle: the socket leaves tokio for the worker's parking poll, or stays
 /// where it is if that poll cannot be had.
 fn park<S: Stream>(w: Wait<Conn<S>>) -> Task<S> {
-    let Wait {
-        c,
-        timer,
-        reset_on_timeout,
-    } = w;
+    let Wait { c, timer } = w;
     let (c, s) = c.with_stream(());
     let Ok(p) = s.park() else {
         return Task::Done;
@@ -264,26 +259,35 @@ fn park<S: Stream>(w: Wait<Conn<S>>) -> Task<S> {
     let parked = idle::park(&timer, p.as_raw_fd());
     if parked {
         let c = c.with_stream(p).0;
-        return Task::Parked(Wait {
-            c,
-            timer,
-            reset_on_timeout,
-        });
+        return Task::Parked(Wait { c, timer });
     }
     match S::unpark(p) {
         Ok(s) => {
             let c = c.with_stream(s).0;
-            Task::Idle(Wait {
-                c,
-                timer,
-                reset_on_timeout,
-            })
+            Task::Idle(Wait { c, timer })
         }
         Err(_) => Task::Done,
     }
 }
 
 impl<S> Conn<S> {
+    /// Its idle wait timed out: reset rather than close? Only a wait for the
+    /// first request, as nginx's reset_timedout_connection (a keep-alive
+    /// timeout closes gracefully).
+    fn reset_on_idle_timeout(&self) -> bool {
+        self.requests == 0
+            && self
+                .shared
+                .config
+                .load()
+                .listener(self.listener)
+                .vhosts
+                .default
+                .conf
+                .core
+                .reset_timedout_connection
+    }
+
     /// The connection with another stream, and the one it had (parking).
     fn with_stream<T>(self, s: T) -> (Conn<T>, S) {
         let c = Conn {
@@ -315,14 +319,16 @@ impl<S: Stream> Conn<S> {
             return Task::Active(Box::pin(self.step_owned()));
         }
         self.io = None;
-        let (wait, reset_on_timeout) = {
+        let wait = if self.requests > 0 {
+            Duration::from_millis(self.keepalive_ms.into())
+        } else {
             let cfg = self.shared.config.load();
-            let core = &cfg.listener(self.listener).vhosts.default.conf.core;
-            if self.requests > 0 {
-                (Duration::from_millis(self.keepalive_ms.into()), false)
-            } else {
-                (core.client_header_timeout, core.reset_timedout_connection)
-            }
+            cfg.listener(self.listener)
+                .vhosts
+                .default
+                .conf
+                .core
+                .client_header_timeout
         };
         let deadline = Instant::now() + wait;
         Task::Idle(Wait {
@@ -332,7 +338,6 @@ impl<S: Stream> Conn<S> {
             } else {
                 IdleTimer::new(deadline)
             },
-            reset_on_timeout,
         })
     }
 
@@ -738,4 +743,18 @@ enum Read {
 enum ReadError {
     Parse(ParseError),
     TimedOut,
+}
+#[cfg(test)]
+mod layout {
+    /// tokio allocates a task as one 128-byte-aligned cell around its
+    /// future: a future of up to 152 bytes takes 256 bytes, a larger one 384.
+    /// Every idle keep-alive connection is such a task.
+    #[test]
+    fn a_plain_connection_task_fits_tokios_256_byte_cell() {
+        let size = std::mem::size_of::<super::ConnTask<crate::server::socket::Tcp>>();
+        assert!(
+            size <= 152,
+            "{size} bytes: each idle connection would take 128 more"
+        );
+    }
 }
