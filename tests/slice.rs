@@ -43,12 +43,25 @@ fn start(up: &Service) -> Vireo {
 events {{}}
 http {{
     access_log off;
+    proxy_cache_path {{dir}}/cache keys_zone=zone:1m;
     server {{
         listen 127.0.0.1:{{port}} http2;
         location / {{
             slice 4;
             proxy_set_header Range $slice_range;
             proxy_pass http://127.0.0.1:{}/;
+        }}
+        location /missing {{
+            error_page 404 = @sliced;
+        }}
+        location @sliced {{
+            slice 8;
+            proxy_cache zone;
+            proxy_cache_key $uri$slice_range;
+            proxy_cache_valid 200 206 1h;
+            add_header X-Cache $upstream_cache_status;
+            proxy_set_header Range $slice_range;
+            proxy_pass http://127.0.0.1:{};
         }}
         location /var {{
             slice 1k;
@@ -60,7 +73,7 @@ http {{
     }}
 }}
 "#,
-        up.port
+        up.port, up.port
     ))
 }
 
@@ -162,6 +175,25 @@ fn first_reply_of_200_passes_through() {
     assert_eq!(r.status, 200, "{}", r.head);
     assert_eq!(r.body, BODY);
     assert_eq!(asked(&up), ["bytes=0-3"]);
+}
+
+#[test]
+fn slices_of_a_named_location_are_cached_one_by_one() {
+    let up = upstream(same_etag);
+    let v = start(&up);
+    let r = v.get("/missing");
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.body, BODY);
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    assert_eq!(asked(&up), ["bytes=0-7", "bytes=8-15", "bytes=16-23"]);
+    // Each slice is its own entry: a range in the last one is a hit there.
+    let r = v.request(
+        "GET /missing HTTP/1.1\r\nHost: x\r\nRange: bytes=17-18\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 206, "{}", r.head);
+    assert_eq!(r.body, &BODY[17..19]);
+    assert_eq!(r.header("x-cache"), Some("HIT"));
+    assert_eq!(up.seen.lock().unwrap().len(), 3);
 }
 
 #[test]
