@@ -240,6 +240,10 @@ pub struct State {
     pub(super) tree: std::cell::OnceCell<std::rc::Rc<crate::core::subrequest::Tree>>,
     /// Subrequest depth: 0 for a main request, 1 for its subrequests, …
     pub sub_depth: u8,
+    /// A clone subrequest ([`crate::core::subrequest::Origin::clone_request`]):
+    /// it starts at the content phase of its maker's level, and its
+    /// response, a part of its maker's, skips the filters.
+    pub(super) clone: bool,
     caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
@@ -297,6 +301,12 @@ enum Jump<'a> {
     Find,
     /// A named location: its rewrite phase, no search.
     Named(&'a Location),
+}
+
+/// Where the phases before content went instead of reaching it.
+enum Step<'a> {
+    Respond(Response),
+    Jump(Jump<'a>),
 }
 
 /// What an error page asks for.
@@ -367,7 +377,11 @@ impl<'a> Request<'a> {
                     }
                 }
                 self.server_name_captures();
-                self.process(body, Jump::Server).await
+                let start = match self.state.clone {
+                    true => None,
+                    false => Some(Jump::Server),
+                };
+                self.process(body, start).await
             }
         };
         // As in nginx, a Location or WWW-Authenticate set before an error
@@ -393,7 +407,7 @@ impl<'a> Request<'a> {
                         n.eq_ignore_ascii_case("location")
                             || n.eq_ignore_ascii_case("www-authenticate")
                     }));
-                    resp = self.process(body, jump).await;
+                    resp = self.process(body, Some(jump)).await;
                 }
             }
         }
@@ -433,8 +447,10 @@ impl<'a> Request<'a> {
         {
             msie_refresh(&mut resp);
         }
-        for filter in &conf.hooks.filters {
-            filter(self, &mut resp);
+        if !self.state.clone {
+            for filter in &conf.hooks.filters {
+                filter(self, &mut resp);
+            }
         }
         crate::error_log!(Debug, "http finalize request: {}", resp.status);
         resp
@@ -452,145 +468,26 @@ impl<'a> Request<'a> {
         Rewrite::Next
     }
 
-    /// Phases from `jump` to a response.
-    async fn process(&mut self, body: &mut dyn RequestBody, mut jump: Jump<'a>) -> Response {
+    /// Phases from `jump` to a response; `None`: the content phase at the
+    /// request's level.
+    async fn process(
+        &mut self,
+        body: &mut dyn RequestBody,
+        mut jump: Option<Jump<'a>>,
+    ) -> Response {
         self.state.generated.set(0);
-        'phases: loop {
-            let server: &'a Server = self.server;
-            let found = match jump {
-                Jump::Server => {
-                    self.location = None;
-                    self.set_conf(&server.conf);
-                    self.state.uri_changed = false;
-                    if let Rewrite::Respond(r) = self.rewrite(&server.phases.ext, false) {
-                        return r;
-                    }
-                    self.state.uri_changed = false;
-                    self.find()
-                }
-                Jump::Find => self.find(),
-                Jump::Named(l) => Found::Loc(l),
-            };
-            let loc = match found {
-                Found::Loc(l) => Some(l),
-                Found::None => None,
-                Found::AddSlash(l) => {
-                    self.location = Some(l);
-                    self.set_conf(&l.conf);
-                    return self.add_slash(l);
-                }
-            };
-            self.location = loc;
-            self.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
-            // limit_except: a method the location does not list takes the
-            // block's settings and, when it has one, its handler.
-            let limit = loc
-                .filter(|l| l.limit_except.is_some())
-                .and_then(|l| l.limit_for(self.method_name()));
-            if let Some(le) = limit {
-                self.set_conf(&le.conf);
-            }
-            self.state.if_block = None;
-            self.state.if_handler = None;
-            if let Some(l) = loc {
-                crate::error_log!(Debug, "using configuration \"{}\"", l.pattern);
-                if l.phases.internal && !self.state.internal {
-                    return self.error(404);
-                }
-                self.state.uri_changed = false;
-                match self.rewrite(&l.phases.ext, true) {
-                    Rewrite::Respond(r) => return r,
-                    Rewrite::Break => self.state.uri_changed = false,
-                    Rewrite::Last | Rewrite::Next => {}
-                }
-                if std::mem::take(&mut self.state.uri_changed) {
-                    if let Some(r) = self.count_change() {
-                        return r;
-                    }
-                    jump = Jump::Find;
-                    continue;
-                }
-            }
-            let pipeline: &'a Pipeline = &server.pipeline;
-            let conf: &'a LocConf = self.conf;
-            // The limits and access checks were the main request's: its
-            // subrequests skip them, as nginx's skip the access phase.
-            let access = match self.is_subrequest() {
-                true => &[][..],
-                false => &conf.hooks.access[..],
-            };
-            if !access.is_empty()
-                && let Some(r) = self.phase_hooks(access, body).await
-            {
-                return r;
-            }
-            let data = match loc {
-                Some(l) => &l.phases.ext,
-                None => &server.phases.ext,
-            };
-            let precontent = match self.state.if_block {
-                Some(_) => &[][..],
-                None => &pipeline.precontent[..],
-            };
-            for hook in precontent {
-                match hook(self, data) {
-                    Precontent::Next => {}
-                    Precontent::Redirect(uri, args) => {
-                        if let Some(r) = self.count_change() {
-                            return r;
-                        }
-                        self.uri = uri;
-                        self.state.args = Some(args);
-                        self.state.internal = true;
-                        jump = Jump::Server;
-                        continue 'phases;
-                    }
-                    Precontent::Named(name) => match self.named(&name) {
-                        Ok(l) => {
-                            jump = Jump::Named(l);
-                            continue 'phases;
-                        }
-                        Err(r) => return r,
-                    },
-                    Precontent::Status(code) => return self.error(code),
-                }
-            }
-            if !conf.hooks.precontent.is_empty()
-                && let Some(r) = self.phase_hooks(&conf.hooks.precontent, body).await
-            {
-                return r;
-            }
-            let handler = match (loc, self.state.if_block, limit) {
-                (Some(l), Some(i), _) => {
-                    let b = &l.ifs[i];
-                    match self.state.if_handler {
-                        // nginx runs the handler an earlier `if` chose with
-                        // this block's settings, which hold no upstream of
-                        // it: 500.
-                        Some(h) if h != i && !b.own_content && b.content.is_none() => {
-                            crate::error_log!(
-                                Error,
-                                "the content handler of one \"if\" runs with the settings of a later \"if\" that has none"
-                            );
-                            return self.error(500);
-                        }
-                        _ => b.content.as_deref(),
+        loop {
+            if let Some(j) = jump {
+                match self.before_content(body, j).await {
+                    Ok(()) => {}
+                    Err(Step::Respond(r)) => return r,
+                    Err(Step::Jump(j)) => {
+                        jump = Some(j);
+                        continue;
                     }
                 }
-                (_, _, Some(le)) => le.content.as_deref(),
-                _ => loc.and_then(|l| l.content.as_deref()),
-            };
-            let taken = match handler {
-                Some(_) => None,
-                None => conf.hooks.content.iter().find(|h| (h.takes)(self)),
-            };
-            let outcome = match (handler, taken, pipeline.default_content) {
-                (Some(h), _, _) => h.content(self, body).await,
-                (None, Some(content), _) => (content.run)(self, body).await,
-                (None, None, Some(default)) => default(self),
-                (None, None, None) => Outcome::Respond(self.error(404)),
-            };
-            match outcome {
+            }
+            match self.content(body).await {
                 Outcome::Respond(r) => return r,
                 Outcome::Redirect(uri) => {
                     if let Some(r) = self.count_change() {
@@ -598,13 +495,170 @@ impl<'a> Request<'a> {
                     }
                     self.uri = uri;
                     self.state.internal = true;
-                    jump = Jump::Server;
+                    jump = Some(Jump::Server);
                 }
                 Outcome::Named(name) => match self.named(&name) {
-                    Ok(l) => jump = Jump::Named(l),
+                    Ok(l) => jump = Some(Jump::Named(l)),
                     Err(r) => return r,
                 },
             }
+        }
+    }
+
+    /// The phases from `jump` up to content: server rewrite, location,
+    /// location rewrite, access, pre-content; the request is then at the
+    /// level whose content handler answers it.
+    async fn before_content(
+        &mut self,
+        body: &mut dyn RequestBody,
+        jump: Jump<'a>,
+    ) -> Result<(), Step<'a>> {
+        let server: &'a Server = self.server;
+        let found = match jump {
+            Jump::Server => {
+                self.location = None;
+                self.set_conf(&server.conf);
+                self.state.uri_changed = false;
+                if let Rewrite::Respond(r) = self.rewrite(&server.phases.ext, false) {
+                    return Err(Step::Respond(r));
+                }
+                self.state.uri_changed = false;
+                self.find()
+            }
+            Jump::Find => self.find(),
+            Jump::Named(l) => Found::Loc(l),
+        };
+        let loc = match found {
+            Found::Loc(l) => Some(l),
+            Found::None => None,
+            Found::AddSlash(l) => {
+                self.location = Some(l);
+                self.set_conf(&l.conf);
+                return Err(Step::Respond(self.add_slash(l)));
+            }
+        };
+        self.location = loc;
+        self.set_conf(loc.map_or(&*server.conf, |l| &*l.conf));
+        // limit_except: a method the location does not list takes the
+        // block's settings.
+        if let Some(le) = self.limit_except() {
+            self.set_conf(&le.conf);
+        }
+        self.state.if_block = None;
+        self.state.if_handler = None;
+        if let Some(l) = loc {
+            crate::error_log!(Debug, "using configuration \"{}\"", l.pattern);
+            if l.phases.internal && !self.state.internal {
+                return Err(Step::Respond(self.error(404)));
+            }
+            self.state.uri_changed = false;
+            match self.rewrite(&l.phases.ext, true) {
+                Rewrite::Respond(r) => return Err(Step::Respond(r)),
+                Rewrite::Break => self.state.uri_changed = false,
+                Rewrite::Last | Rewrite::Next => {}
+            }
+            if std::mem::take(&mut self.state.uri_changed) {
+                if let Some(r) = self.count_change() {
+                    return Err(Step::Respond(r));
+                }
+                return Err(Step::Jump(Jump::Find));
+            }
+        }
+        let pipeline: &'a Pipeline = &server.pipeline;
+        let conf: &'a LocConf = self.conf;
+        // The limits and access checks were the main request's: its
+        // subrequests skip them, as nginx's skip the access phase.
+        let access = match self.is_subrequest() {
+            true => &[][..],
+            false => &conf.hooks.access[..],
+        };
+        if !access.is_empty()
+            && let Some(r) = self.phase_hooks(access, body).await
+        {
+            return Err(Step::Respond(r));
+        }
+        let data = match loc {
+            Some(l) => &l.phases.ext,
+            None => &server.phases.ext,
+        };
+        let precontent = match self.state.if_block {
+            Some(_) => &[][..],
+            None => &pipeline.precontent[..],
+        };
+        for hook in precontent {
+            match hook(self, data) {
+                Precontent::Next => {}
+                Precontent::Redirect(uri, args) => {
+                    if let Some(r) = self.count_change() {
+                        return Err(Step::Respond(r));
+                    }
+                    self.uri = uri;
+                    self.state.args = Some(args);
+                    self.state.internal = true;
+                    return Err(Step::Jump(Jump::Server));
+                }
+                Precontent::Named(name) => {
+                    return match self.named(&name) {
+                        Ok(l) => Err(Step::Jump(Jump::Named(l))),
+                        Err(r) => Err(Step::Respond(r)),
+                    };
+                }
+                Precontent::Status(code) => return Err(Step::Respond(self.error(code))),
+            }
+        }
+        if !conf.hooks.precontent.is_empty()
+            && let Some(r) = self.phase_hooks(&conf.hooks.precontent, body).await
+        {
+            return Err(Step::Respond(r));
+        }
+        Ok(())
+    }
+
+    /// The `limit_except` block whose settings a method the location does
+    /// not list takes.
+    fn limit_except(&self) -> Option<&'a crate::core::route::LimitExcept> {
+        let loc: &'a Location = self.location?;
+        loc.limit_for(self.method_name())
+    }
+
+    /// The content phase at the request's level: the handler of the
+    /// location (or of its matching `if`, or its `limit_except` block),
+    /// else the first module content hook that takes the request, else
+    /// the default content.
+    async fn content(&mut self, body: &mut dyn RequestBody) -> Outcome {
+        let server: &'a Server = self.server;
+        let pipeline: &'a Pipeline = &server.pipeline;
+        let conf: &'a LocConf = self.conf;
+        let loc = self.location;
+        let handler = match (loc, self.state.if_block, self.limit_except()) {
+            (Some(l), Some(i), _) => {
+                let b = &l.ifs[i];
+                match self.state.if_handler {
+                    // nginx runs the handler an earlier `if` chose with
+                    // this block's settings, which hold no upstream of
+                    // it: 500.
+                    Some(h) if h != i && !b.own_content && b.content.is_none() => {
+                        crate::error_log!(
+                            Error,
+                            "the content handler of one \"if\" runs with the settings of a later \"if\" that has none"
+                        );
+                        return Outcome::Respond(self.error(500));
+                    }
+                    _ => b.content.as_deref(),
+                }
+            }
+            (_, _, Some(le)) => le.content.as_deref(),
+            _ => loc.and_then(|l| l.content.as_deref()),
+        };
+        let taken = match handler {
+            Some(_) => None,
+            None => conf.hooks.content.iter().find(|h| (h.takes)(self)),
+        };
+        match (handler, taken, pipeline.default_content) {
+            (Some(h), _, _) => h.content(self, body).await,
+            (None, Some(content), _) => (content.run)(self, body).await,
+            (None, None, Some(default)) => default(self),
+            (None, None, None) => Outcome::Respond(self.error(404)),
         }
     }
 

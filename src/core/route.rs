@@ -384,6 +384,21 @@ impl Server {
         self.locations.find(uri)
     }
 
+    /// This server's location at `target` (one of its locations, nested or
+    /// named, found again by address).
+    pub fn locate(&self, target: *const Location) -> Option<&Location> {
+        fn walk<'l>(
+            mut ls: impl Iterator<Item = &'l Location>,
+            target: *const Location,
+        ) -> Option<&'l Location> {
+            ls.find_map(|l| match std::ptr::eq(l, target) {
+                true => Some(l),
+                false => walk(l.nested.iter(), target),
+            })
+        }
+        walk(self.locations.iter().chain(self.named.values()), target)
+    }
+
     /// The first name, as `$server_name` gives it: `.example.com` reads
     /// `example.com`, as in nginx.
     pub fn name(&self) -> &str {

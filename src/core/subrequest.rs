@@ -37,7 +37,7 @@ use crate::core::message::head::{BodyFraming, Method, RequestHead};
 use crate::core::message::response::{Body, BodyStream, Response, Value};
 use crate::core::module::RequestExt;
 use crate::core::request::{BodyError, BoxFuture, Peer, Request, RequestBody, TlsInfo};
-use crate::core::route::Server;
+use crate::core::route::{Location, Server};
 use bytes::Bytes;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -92,6 +92,11 @@ pub struct Origin {
     pub uri: Vec<u8>,
     args: Option<Vec<u8>>,
     method: Option<Method>,
+    /// The level the maker was at (its location, matching `if` and the
+    /// handler an earlier `if` chose), where a clone runs.
+    location: Option<*const Location>,
+    if_block: Option<usize>,
+    if_handler: Option<usize>,
 }
 
 impl Request<'_> {
@@ -187,6 +192,9 @@ impl Request<'_> {
             uri: self.uri.clone(),
             args: self.state.args.clone(),
             method: self.state.method,
+            location: self.location.map(std::ptr::from_ref),
+            if_block: self.state.if_block,
+            if_handler: self.state.if_handler,
         })
     }
 }
@@ -300,6 +308,33 @@ impl Origin {
         })
     }
 
+    /// A clone of the request that made this origin, as nginx's
+    /// `NGX_HTTP_SUBREQUEST_CLONE`: its URI, arguments, method and
+    /// headers, run from the content phase of the level it was at (no
+    /// rewrite, location search or pre-content again), its response left
+    /// unfiltered (it is a part of the maker's, which the maker's filters
+    /// see whole). `ext` goes into the clone's [`RequestExt`] (what tells
+    /// it which part it is).
+    pub fn clone_request(self: &Rc<Self>, ext: Rc<dyn Any>) -> Result<Subrequest, Refused> {
+        self.count(&self.uri)?;
+        let chan = Rc::new(Chan::default());
+        let fut = run(
+            self.clone(),
+            self.uri.clone(),
+            self.args
+                .clone()
+                .unwrap_or_else(|| self.head.query().unwrap_or_default().to_vec()),
+            chan.clone(),
+            None,
+            Mode::Clone(ext),
+        );
+        Ok(Subrequest {
+            fut: Some(Box::pin(fut)),
+            chan,
+            head: None,
+        })
+    }
+
     /// A background subrequest for `uri` with `args`, with the method of
     /// the request that makes it: it starts at once as a task of the
     /// worker; its response's head is taken and its body dropped, and it
@@ -339,12 +374,14 @@ impl Origin {
 }
 
 /// How a subrequest runs.
-#[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     /// A GET whose head and body its reader pulls.
     Get,
     /// With the maker's method, on its own, its body dropped.
     Background,
+    /// The maker's request again at its level, with this in its store
+    /// ([`Origin::clone_request`]).
+    Clone(Rc<dyn Any>),
 }
 
 /// The producer's side of a subrequest: the response head once it is
@@ -451,10 +488,26 @@ async fn run(
     req.state.internal = true;
     req.state.method = match mode {
         Mode::Get => Some(Method::Get),
-        Mode::Background => o.method,
+        Mode::Background | Mode::Clone(_) => o.method,
     };
     for e in &o.shared {
         req.state.ext.share(e.clone());
+    }
+    if let Mode::Clone(ext) = &mode {
+        req.state.ext.share(ext.clone());
+        req.state.clone = true;
+        req.location = o.location.and_then(|l| o.server.locate(l));
+        req.state.if_block = o.if_block;
+        req.state.if_handler = o.if_handler;
+        let loc = req.location;
+        req.set_conf(match (loc, o.if_block) {
+            (Some(l), Some(i)) => &l.ifs[i].conf,
+            (Some(l), None) => &l.conf,
+            (None, _) => &o.server.conf,
+        });
+        if let Some(le) = loc.and_then(|l| l.limit_for(req.method_name())) {
+            req.set_conf(&le.conf);
+        }
     }
     crate::error_log!(
         Debug,
@@ -475,7 +528,7 @@ async fn run(
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let mut sent = 0u64;
     let body = match mode {
-        Mode::Get => body,
+        Mode::Get | Mode::Clone(_) => body,
         Mode::Background => Body::Empty,
     };
     if let Some(mut stream) = body.into_stream() {

@@ -30,6 +30,7 @@ pub mod realip;
 pub mod referer;
 pub mod rewrite;
 pub mod secure_link;
+pub mod slice;
 pub mod split_clients;
 pub mod ssi;
 pub mod ssl;
@@ -60,6 +61,7 @@ pub static MODULES: &[&Module] = &[
     &split_clients::MODULE,
     &try_files::MODULE,
     &random_index::MODULE,
+    &slice::MODULE,
     &headers::MODULE,
     &gunzip::MODULE,
     &userid::MODULE,

@@ -90,6 +90,15 @@ fn upstream_cache_status(req: &Request<'_>, _: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// Was the reply looked up in a cache that may keep it (nginx's
+/// `u->cacheable`): a `$upstream_cache_status` other than BYPASS.
+pub fn cacheable(req: &Request<'_>) -> bool {
+    req.state
+        .ext
+        .get::<StatusVar>()
+        .is_some_and(|v| v.0.get() != Status::Bypass)
+}
+
 /// A reply head as the upstream sent it.
 #[derive(Debug, Default)]
 struct Origin {
@@ -804,9 +813,6 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
     if meta.error {
         return req.error(meta.status);
     }
-    let sf = req
-        .conf
-        .get::<crate::modules::static_files::conf::StaticConf>();
     let mut headers: Vec<(&'static str, Value)> = Vec::with_capacity(meta.headers.len() + 2);
     for (n, v) in &meta.headers {
         if let Some(n) = crate::upstream::intern_header_name(n) {
@@ -835,36 +841,12 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
     if meta.status != 200 || !req.conditionals_apply() {
         return resp;
     }
-    let etag = meta.header("etag").unwrap_or("");
-    let lm = meta
-        .header("last-modified")
-        .and_then(|v| conditional::http_date(v.as_bytes()));
-    let head = req.head;
-    if conditional::precondition_failed(
-        head.header("if-match"),
-        head.header("if-unmodified-since"),
-        etag,
-        lm.unwrap_or(i64::MAX),
-    ) {
-        return req.error(412);
-    }
-    let ims = head.header("if-modified-since");
-    if (ims.is_none() || lm.is_some())
-        && conditional::not_modified(
-            head.header("if-none-match"),
-            ims,
-            etag,
-            lm.unwrap_or(0),
-            sf.if_modified_since,
-        )
-    {
-        resp.status = 304;
-        resp.content_type = None;
-        resp.body = Body::Empty;
-        return resp;
-    }
+    let mut resp = match conditional::answer(req, resp) {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
     // A Content-Range of the reply's own never goes with a range.
-    if head.header("range").is_some() {
+    if req.head.header("range").is_some() {
         resp.headers
             .retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
     }

@@ -5,7 +5,52 @@
 //! [`precondition_failed`] (→ 412), then [`not_modified`] (→ 304), then,
 //! if a `Range` is present, [`if_range_matches`] decides whether to honour it.
 
+use crate::core::message::response::{Body, Response};
+use crate::core::request::Request;
 use std::time::UNIX_EPOCH;
+
+/// nginx's not-modified filter over a 200 reply that is not a file of this
+/// server's (a cached one, a whole assembled from slices), against its
+/// `ETag` and `Last-Modified` fields: `Err` with the answer in its place —
+/// a 412 when `If-Match`/`If-Unmodified-Since` fails, the reply made a 304
+/// when `If-None-Match`/`If-Modified-Since` find the client's copy current
+/// — else `Ok` with the reply.
+pub fn answer(req: &Request<'_>, mut resp: Response) -> Result<Response, Response> {
+    let field = |name: &str| {
+        resp.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let etag = field("etag").unwrap_or("");
+    let lm = field("last-modified").and_then(|v| http_date(v.as_bytes()));
+    let head = req.head;
+    if precondition_failed(
+        head.header("if-match"),
+        head.header("if-unmodified-since"),
+        etag,
+        lm.unwrap_or(i64::MAX),
+    ) {
+        return Err(req.error(412));
+    }
+    let ims = head.header("if-modified-since");
+    let since = req.conf.get::<super::conf::StaticConf>().if_modified_since;
+    if (ims.is_none() || lm.is_some())
+        && not_modified(
+            head.header("if-none-match"),
+            ims,
+            etag,
+            lm.unwrap_or(0),
+            since,
+        )
+    {
+        resp.status = 304;
+        resp.content_type = None;
+        resp.body = Body::Empty;
+        return Err(resp);
+    }
+    Ok(resp)
+}
 
 /// Write the strong entity-tag `"<mtime seconds hex>-<size hex>"` (quotes
 /// included) into `out`, which is cleared first.

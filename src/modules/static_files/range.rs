@@ -20,29 +20,18 @@ pub fn apply(req: &Request<'_>, resp: Response, max_ranges: Option<usize>) -> Re
     let Some(size) = resp.body.size() else {
         return resp;
     };
-    let head = req.head;
-    let Some(range) = head.header("range") else {
-        return resp;
-    };
-    if resp.status != 200 || !req.conditionals_apply() {
-        return resp;
-    }
-    if let Some(ir) = head.header("if-range")
-        && !if_range(req, &resp, ir)
-    {
-        return resp;
-    }
     let streamed = matches!(resp.body, Body::Stream { .. });
     let max = match streamed {
         true => Some(max_ranges.unwrap_or(1).min(1)),
         false => max_ranges,
     };
+    let Some(spec) = requested(req, &resp, size, max) else {
+        return resp;
+    };
     let mut resp = resp;
-    match parse(range, size, max) {
+    match spec {
         RangeSpec::Full => resp,
-        RangeSpec::Unsatisfiable => req
-            .error(416)
-            .header("Content-Range", Value::Owned(format!("bytes */{size}"))),
+        RangeSpec::Unsatisfiable => unsatisfiable(req, size),
         RangeSpec::Partial(rs) if rs.len() == 1 => {
             let r = rs[0].clone();
             resp.status = 206;
@@ -81,6 +70,35 @@ pub fn apply(req: &Request<'_>, resp: Response, max_ranges: Option<usize>) -> Re
             resp
         }
     }
+}
+
+/// What the request's `Range` asks of `resp`, a 200 of `size` bytes that
+/// takes ranges (at most `max_ranges`): `None` when it asks nothing — no
+/// `Range`, a reply that is not a 200, a subrequest, an error page, an
+/// `If-Range` the reply's validators do not match.
+pub fn requested(
+    req: &Request<'_>,
+    resp: &Response,
+    size: u64,
+    max_ranges: Option<usize>,
+) -> Option<RangeSpec> {
+    let head = req.head;
+    let range = head.header("range")?;
+    if resp.status != 200 || !req.conditionals_apply() {
+        return None;
+    }
+    if let Some(ir) = head.header("if-range")
+        && !if_range(req, resp, ir)
+    {
+        return None;
+    }
+    Some(parse(range, size, max_ranges))
+}
+
+/// The 416 for a `Range` no part of a `size`-byte representation satisfies.
+pub fn unsatisfiable(req: &Request<'_>, size: u64) -> Response {
+    req.error(416)
+        .header("Content-Range", Value::Owned(format!("bytes */{size}")))
 }
 
 /// Marks a request whose handler's `*_force_ranges` is on: its upstream's
