@@ -134,7 +134,7 @@ pub fn serve<S: Stream>(
         born: crate::core::clock::unix_millis(),
         keepalive_ms: 0,
     };
-    ConnTask(Task::New(c))
+    ConnTask(Task::New(Box::new(c)))
 }
 
 /// A connection's task, written by hand so an idle connection costs only its
@@ -142,17 +142,22 @@ pub fn serve<S: Stream>(
 /// tokio timer; after a full idle `TICK` a plain socket parks, giving up its
 /// tokio I/O registration too: `server::idle`), or a boxed step owns the `Conn`
 /// while it reads and serves one request, and hands it back.
+///
+/// The `Conn` is boxed, so the task fits tokio's 128-byte task cell: tokio's
+/// per-socket I/O slots take 256 bytes (128-aligned), and 256-byte cells
+/// would share their slabs in the allocator, where the slots that parked
+/// connections give up would leave holes that cannot be returned.
 struct ConnTask<S: Stream>(Task<S>);
 
-type Step<S> = Pin<Box<dyn Future<Output = Option<Conn<S>>>>>;
+type Step<S> = Pin<Box<dyn Future<Output = Option<Box<Conn<S>>>>>>;
 
 enum Task<S: Stream> {
     /// Accepted, not yet run: its step is boxed when it first runs, so the
     /// connections of an accept burst hold no step while they wait their turn.
-    New(Conn<S>),
-    Idle(Wait<Conn<S>>),
+    New(Box<Conn<S>>),
+    Idle(Wait<Box<Conn<S>>>),
     /// Idle, its socket parked (`idle::park`): readiness comes through the timer.
-    Parked(Wait<Conn<S::Parked>>),
+    Parked(Wait<Box<Conn<S::Parked>>>),
     Active(Step<S>),
     Done,
 }
@@ -227,7 +232,7 @@ impl<S: Stream> Future for ConnTask<S> {
 /// A parked connection's wait ended: readable, it serves its next request with
 /// its socket registered with tokio again; otherwise it closes (reset first
 /// when a timeout asks for it).
-fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
+fn unpark<S: Stream>(w: Wait<Box<Conn<S::Parked>>>, why: Expired) -> Task<S> {
     let reset = why == Expired::TimedOut && w.c.reset_on_idle_timeout();
     if why != Expired::Readable && !reset {
         // Closing the socket takes it out of the parking poll.
@@ -235,11 +240,11 @@ fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
     }
     idle::unpark(w.c.s.as_raw_fd());
     drop(w.timer);
-    let (c, p) = w.c.with_stream(());
+    let (c, p) = (*w.c).with_stream(());
     let Ok(s) = S::unpark(p) else {
         return Task::Done;
     };
-    let mut c = c.with_stream(s).0;
+    let mut c = Box::new(c.with_stream(s).0);
     if reset {
         c.reset_on_close();
         return Task::Done;
@@ -250,20 +255,20 @@ fn unpark<S: Stream>(w: Wait<Conn<S::Parked>>, why: Expired) -> Task<S> {
 
 /// Long idle: the socket leaves tokio for the worker's parking poll, or stays
 /// where it is if that poll cannot be had.
-fn park<S: Stream>(w: Wait<Conn<S>>) -> Task<S> {
+fn park<S: Stream>(w: Wait<Box<Conn<S>>>) -> Task<S> {
     let Wait { c, timer } = w;
-    let (c, s) = c.with_stream(());
+    let (c, s) = (*c).with_stream(());
     let Ok(p) = s.park() else {
         return Task::Done;
     };
     let parked = idle::park(&timer, p.as_raw_fd());
     if parked {
-        let c = c.with_stream(p).0;
+        let c = Box::new(c.with_stream(p).0);
         return Task::Parked(Wait { c, timer });
     }
     match S::unpark(p) {
         Ok(s) => {
-            let c = c.with_stream(s).0;
+            let c = Box::new(c.with_stream(s).0);
             Task::Idle(Wait { c, timer })
         }
         Err(_) => Task::Done,
@@ -313,7 +318,7 @@ impl<S> Conn<S> {
 impl<S: Stream> Conn<S> {
     /// After a request: serve pipelined bytes at once, else wait idle, holding no
     /// buffers, for keepalive_timeout (client_header_timeout before the first request).
-    fn next(mut self) -> Task<S> {
+    fn next(mut self: Box<Self>) -> Task<S> {
         let pending = self.io.as_ref().is_some_and(|io| !io.buf.is_empty());
         if pending || !self.drained {
             return Task::Active(Box::pin(self.step_owned()));
@@ -342,7 +347,7 @@ impl<S: Stream> Conn<S> {
     }
 
     /// One step with the connection moved into it; gives it back unless it closed.
-    async fn step_owned(mut self) -> Option<Self> {
+    async fn step_owned(mut self: Box<Self>) -> Option<Box<Self>> {
         let mut io = self.io.take().unwrap_or_default();
         let go = self.step(&mut io).await;
         self.io = Some(io);
@@ -747,14 +752,14 @@ enum ReadError {
 #[cfg(test)]
 mod layout {
     /// tokio allocates a task as one 128-byte-aligned cell around its
-    /// future: a future of up to 152 bytes takes 256 bytes, a larger one 384.
-    /// Every idle keep-alive connection is such a task.
+    /// future: a future of up to 24 bytes takes 128 bytes, up to 152 bytes
+    /// 256, as tokio's I/O slots do (see [`super::ConnTask`]).
     #[test]
-    fn a_plain_connection_task_fits_tokios_256_byte_cell() {
+    fn a_plain_connection_task_fits_tokios_128_byte_cell() {
         let size = std::mem::size_of::<super::ConnTask<crate::server::socket::Tcp>>();
         assert!(
-            size <= 152,
-            "{size} bytes: each idle connection would take 128 more"
+            size <= 24,
+            "{size} bytes: its cell would share the I/O slots' slabs"
         );
     }
 }
