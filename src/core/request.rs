@@ -618,6 +618,8 @@ impl<'a> Request<'a> {
     /// not list takes.
     fn limit_except(&self) -> Option<&'a crate::core::route::LimitExcept> {
         let loc: &'a Location = self.location?;
+        // Most locations have none: the method is not looked at then.
+        loc.limit_except.as_ref()?;
         loc.limit_for(self.method_name())
     }
 

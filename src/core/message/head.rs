@@ -237,8 +237,11 @@ impl RequestHead {
 
     /// The method as sent, e.g. "GET".
     pub fn method_str(&self) -> &str {
-        // httparse only accepts token characters here, which are ASCII.
-        std::str::from_utf8(&self.raw[..self.method_end]).unwrap_or("")
+        match self.method {
+            // httparse only accepts token characters here, which are ASCII.
+            Method::Other => std::str::from_utf8(&self.raw[..self.method_end]).unwrap_or(""),
+            known => known.as_str(),
+        }
     }
 
     /// The request-target as sent.
