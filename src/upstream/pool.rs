@@ -587,17 +587,24 @@ pub fn unanswered(group: &str, addr: &PeerAddr, conn: &UpConn) {
     let mark = std::rc::Rc::new(());
     let weak = std::rc::Rc::downgrade(&mark);
     conn.unanswered.replace(Some(mark));
+    with_peer(group, addr, conn.tls_tag, |peer| {
+        peer.unanswered.retain(|(w, _)| w.strong_count() > 0);
+        peer.unanswered.push((weak, Instant::now()));
+    });
+}
+
+/// `f` on the pool of `addr` with TLS tag `tls_tag` in `group`, made if new.
+fn with_peer<R>(group: &str, addr: &PeerAddr, tls_tag: u64, f: impl FnOnce(&mut Peer) -> R) -> R {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
         let peer = match p.get_mut(group) {
             Some(g) => g,
             None => p.entry(group.into()).or_default(),
         }
-        .entry((addr.clone(), conn.tls_tag))
+        .entry((addr.clone(), tls_tag))
         .or_default();
-        peer.unanswered.retain(|(w, _)| w.strong_count() > 0);
-        peer.unanswered.push((weak, Instant::now()));
-    });
+        f(peer)
+    })
 }
 
 /// Keep `conn` idle for `addr` from `now`, at most `max` per peer (the
@@ -612,14 +619,7 @@ pub fn unanswered(group: &str, addr: &PeerAddr, conn: &UpConn) {
 pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Instant) {
     // An idle connection does not count toward max_conns.
     conn.hold = None;
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        let peer = match p.get_mut(group) {
-            Some(g) => g,
-            None => p.entry(group.into()).or_default(),
-        }
-        .entry((addr.clone(), conn.tls_tag))
-        .or_default();
+    with_peer(group, addr, conn.tls_tag, |peer| {
         if !peer.unanswered.is_empty() {
             peer.unanswered.retain(|(w, _)| w.strong_count() > 0);
             if let Some(i) = peer
