@@ -235,3 +235,29 @@ fn slices_over_http2() {
     assert_eq!(curl(&[]), "0123456789abcdefghij|200");
     assert_eq!(curl(&["-r", "6-9"]), "6789|206");
 }
+
+/// A slice size that is not one, or a second argument, is refused with
+/// the directive's file:line.
+#[test]
+fn bad_slice_sizes_are_refused_with_their_line() {
+    let dir = TempDir::new("slice-bad");
+    for (bad, msg) in [
+        ("slice abc;", "invalid size \"abc\" in \"slice\" directive"),
+        (
+            "slice 1m 2;",
+            "invalid number of arguments in \"slice\" directive",
+        ),
+        ("slice 1m; slice 2m;", "\"slice\" directive is duplicate"),
+    ] {
+        let out = test_conf(
+            &dir,
+            &format!("events {{}}\nhttp {{\nserver {{\nlocation / {{\n{bad}\n}}\n}}\n}}\n"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} accepted");
+        assert!(
+            err.contains(msg) && err.contains("t.conf:5"),
+            "{bad}: {err}"
+        );
+    }
+}
