@@ -58,6 +58,7 @@ pub mod accel;
 pub mod balance;
 pub mod conf;
 pub mod dns;
+pub mod driver;
 pub mod dynamic;
 pub mod health;
 pub mod next;

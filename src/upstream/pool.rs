@@ -399,16 +399,11 @@ impl AsyncWrite for UpConn {
     }
 }
 
-/// Open a new connection within `timeout` (which includes waiting for a
-/// worker_connections slot when all are taken).
-pub async fn connect(addr: &PeerAddr, timeout: Duration) -> io::Result<UpConn> {
-    connect_from(addr, None, None, timeout).await
-}
-
-/// [`connect`] from the local address `local` (`proxy_bind`; port 0 lets
-/// the kernel choose one) when given, with TLS over it when `tls` is given
-/// (the handshake within the same timeout, as nginx's connect timeout
-/// covers it; a unix socket with TLS is refused).
+/// A new connection within `timeout` (which includes waiting for a
+/// worker_connections slot when all are taken), from the local address
+/// `local` (`proxy_bind`; port 0 lets the kernel choose one) when given, with
+/// TLS over it when `tls` is given (the handshake within the same timeout, as
+/// nginx's connect timeout covers it; a unix socket with TLS is refused).
 ///
 /// Boxed: connecting (with a TLS handshake) holds 1.6 KB of state, which
 /// would otherwise be part of every request's future, and be moved with it,
@@ -686,7 +681,7 @@ mod tests {
             }
         });
         let took = rt.block_on(async {
-            let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            let c = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
             let start = Instant::now();
             let mut buf = bytes::BytesMut::with_capacity(1 << 16);
             for _ in 0..EXCHANGES {
@@ -750,13 +745,13 @@ mod tests {
             let exchange = |c: &UpConn| {
                 assert_eq!(c.write_now(b"ask"), 3);
             };
-            let a = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            let a = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
             unanswered(group, &addr, &a);
             exchange(&a);
             reply(&a).await;
             put(group, &addr, a, 8, Instant::now());
             // The peer is busy with the pooled connection: this one waits.
-            let b = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            let b = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
             unanswered(group, &addr, &b);
             exchange(&b);
             let start = Instant::now();
@@ -777,7 +772,7 @@ mod tests {
     fn nodelay_only_for_a_second_write_before_a_read() {
         let (rt, l, addr) = setup();
         rt.block_on(async {
-            let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            let c = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
             let (mut s, _) = l.accept().unwrap();
             let mut b = [0u8; 16];
             for _ in 0..3 {
@@ -800,7 +795,7 @@ mod tests {
     fn connect_send_at_once_low_water_mark_and_refusal() {
         let (rt, l, addr) = setup();
         rt.block_on(async {
-            let c = connect(&addr, Duration::from_secs(5)).await.unwrap();
+            let c = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
             assert_eq!(c.write_now(b"hello"), 5);
             let (mut s, _) = l.accept().unwrap();
             let mut b = [0u8; 5];
@@ -820,7 +815,7 @@ mod tests {
                 "lowering the mark raised no readiness"
             );
             drop(l);
-            let e = connect(&addr, Duration::from_secs(5)).await.unwrap_err();
+            let e = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
         });
     }

@@ -195,22 +195,41 @@ pub(super) fn serve(up: &Upstream) {
 
 /// An attempt whose response head arrived but whose connection is still
 /// busy with the body: dropped (the connection pooled or closed), it ends
-/// the attempt as a success, freeing its max_conns place for the queue.
+/// the attempt (`ok` false: as the peer's failure), freeing its max_conns
+/// place for the queue, and sets the attempt's `$upstream_response_time`.
 #[derive(Debug)]
 pub struct Hold {
     up: std::sync::Arc<Upstream>,
     peer: usize,
+    ok: bool,
+    vars: Rc<RefCell<super::UpstreamVars>>,
+    t0: Instant,
 }
 
 impl Hold {
-    pub fn new(up: std::sync::Arc<Upstream>, peer: usize) -> Hold {
-        Hold { up, peer }
+    pub fn new(
+        up: std::sync::Arc<Upstream>,
+        peer: usize,
+        ok: bool,
+        vars: Rc<RefCell<super::UpstreamVars>>,
+        t0: Instant,
+    ) -> Hold {
+        Hold {
+            up,
+            peer,
+            ok,
+            vars,
+            t0,
+        }
     }
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.up.finished(self.peer, true);
+        self.up.finished(self.peer, self.ok);
+        if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
+            a.response_ms = Some(self.t0.elapsed().as_millis() as u64);
+        }
     }
 }
 

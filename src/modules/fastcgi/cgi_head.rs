@@ -24,6 +24,15 @@ impl CgiHead {
     pub fn is_local_redirect(&self) -> bool {
         self.location.as_deref().is_some_and(|l| l.starts_with('/')) && self.status == 0
     }
+
+    /// The reply's status: `Status:`, else 302 with a `Location:`, else 200.
+    pub fn status(&self) -> u16 {
+        match self.status {
+            0 if self.location.is_some() => 302,
+            0 => 200,
+            s => s,
+        }
+    }
 }
 
 /// Why a head was refused (the request is answered with 502).

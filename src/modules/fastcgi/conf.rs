@@ -42,6 +42,7 @@ settings! {
         pub pass_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
         pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
         pub next_upstream_tries: u32 = 0,
+        pub next_upstream_timeout: Duration = Duration::ZERO,
         pub pass_request_headers: bool = true,
         pub pass_request_body: bool = true,
         /// `fastcgi_request_buffering`: read the whole body before connecting.
@@ -366,6 +367,19 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_next_upstream_tries number;",
         default: "0",
         doc: "Limits the tries of `fastcgi_next_upstream` (0: as many as there are servers).\n\n```nginx\nfastcgi_next_upstream_tries 2;\n```",
+    },
+    Def {
+        name: "fastcgi_next_upstream_timeout",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().get_mut::<FastcgiConfSet>().next_upstream_timeout = Some(time(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_next_upstream_timeout time;",
+        default: "0",
+        doc: "No further attempt of `fastcgi_next_upstream` starts after this long (0: no limit).\n\n```nginx\nfastcgi_next_upstream_timeout 10s;\n```",
     },
     Def {
         name: "fastcgi_pass_request_headers",

@@ -9,17 +9,18 @@ use super::conf::FastcgiConf;
 use super::record::{self, Params, Record, Type};
 use super::respond::{self, Head, Reply};
 use crate::core::message::head::BodyFraming;
-use crate::core::message::head::Method;
 use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::core::spare::Spares;
 use crate::modules::client_body::{self, Buffered};
-use crate::upstream::balance::{Method as Balance, Tried, ip_hash_key};
+use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Target;
 use crate::upstream::next::NextUpstream;
-use crate::upstream::{UpConn, Upstream as Group};
+use crate::upstream::{UpConn, Upstream as Group, UpstreamVars};
 use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -73,8 +74,6 @@ impl Content for FastcgiPass {
 /// Why talking to the application failed.
 #[derive(Debug)]
 pub enum Fail {
-    /// Could not connect (502).
-    Connect(io::Error),
     /// A timeout; what was being done (504).
     Timeout(&'static str),
     /// The reply is not FastCGI / not a valid head (502).
@@ -86,8 +85,6 @@ pub enum Fail {
     Client(BodyError),
     /// The body's temporary file could not be read (500).
     TempFile(io::Error),
-    /// The application answered with a status `fastcgi_next_upstream` lists.
-    Status(u16),
 }
 
 impl Fail {
@@ -96,17 +93,12 @@ impl Fail {
             Fail::Timeout(_) => 504,
             Fail::Client(e) => e.status(),
             Fail::TempFile(_) => 500,
-            Fail::Status(s) => *s,
             _ => 502,
         }
     }
 
     fn text(&self) -> String {
         match self {
-            Fail::Connect(e) => format!(
-                "connect() failed ({}) while connecting to upstream",
-                crate::core::errlog::errno_text(e)
-            ),
             Fail::Timeout(w) => format!("upstream timed out (110: Connection timed out) while {w}"),
             Fail::Malformed(w) => format!("{w} while reading response header from upstream"),
             Fail::Closed(w) => format!("upstream prematurely closed connection while {w}"),
@@ -119,7 +111,6 @@ impl Fail {
                 "{} while reading the client request body temporary file",
                 crate::core::errlog::errno_text(e)
             ),
-            Fail::Status(s) => format!("upstream answered {s}"),
         }
     }
 
@@ -130,16 +121,25 @@ impl Fail {
     }
 
     pub fn log(&self, req: &Request<'_>, upstream: &PeerName) {
-        if !matches!(self, Fail::Client(_) | Fail::Status(_)) {
-            crate::error_log!(
-                Error,
-                "{}, client: {}, request: \"{}\", upstream: \"{}\"",
-                self.text(),
-                req.client_addr(),
-                String::from_utf8_lossy(req.head.line()),
-                upstream
-            );
+        if !matches!(self, Fail::Client(_)) {
+            driver::log(req, &self.text(), &upstream.to_string());
         }
+    }
+
+    /// The failure as the upstream driver sees it: its `next_upstream` kind
+    /// (`OFF` for the client's and the local ones), status and log line.
+    fn failure<R>(&self) -> Failure<R> {
+        let kind = match self {
+            Fail::Timeout(_) => NextUpstream::TIMEOUT,
+            Fail::Malformed(_) => NextUpstream::INVALID_HEADER,
+            Fail::Client(_) | Fail::TempFile(_) => NextUpstream::OFF,
+            _ => NextUpstream::ERROR,
+        };
+        let msg = match self {
+            Fail::Client(_) => String::new(),
+            _ => self.text(),
+        };
+        Failure::new(kind, self.status(), msg)
     }
 }
 
@@ -647,13 +647,6 @@ fn gather_ready(src: &mut BodySrc<'_>, out: &mut BytesMut, cap: usize) -> Result
     Ok(false)
 }
 
-/// Give up: the last failure's status (already logged), else 502.
-macro_rules! break_fail {
-    ($last:expr, $req:expr) => {
-        return Outcome::Respond($req.error($last.take().map_or(502, |f: Fail| f.status())))
-    };
-}
-
 /// Read STDOUT until the CGI head is complete: the head and the body's first
 /// bytes after it. A head within one record is parsed where it was read.
 async fn read_head(
@@ -682,6 +675,103 @@ async fn read_head(
                 up.catch = None;
                 return Ok((h, head.split_off(used).freeze()));
             }
+        }
+    }
+}
+
+/// One request's exchange with an application: the params and how the body goes.
+struct Exchange<'a> {
+    conf: &'a FastcgiConf,
+    /// BEGIN_REQUEST and the PARAMS records.
+    first: &'a Bytes,
+    plan: &'a Plan,
+}
+
+/// A reply whose head was read: the connection, the head, the body's first bytes.
+type Answer = (Upstream, super::cgi_head::CgiHead, Bytes);
+
+impl Protocol for Exchange<'_> {
+    type Reply = Answer;
+
+    fn upstream_name(&self, addr: &str, out: &mut String) {
+        out.push_str("fastcgi://");
+        out.push_str(addr);
+    }
+
+    fn exchange<'a>(
+        &'a self,
+        _req: &'a Request<'_>,
+        at: &'a Try<'_>,
+        conn: UpConn,
+        body: &'a mut dyn RequestBody,
+    ) -> impl Future<Output = Result<Answer, Gave<Answer>>> + 'a {
+        attempt(self, at, conn, body)
+    }
+}
+
+/// Send the request on a connected peer and read the reply's head.
+async fn attempt(
+    ex: &Exchange<'_>,
+    at: &Try<'_>,
+    conn: UpConn,
+    body: &mut dyn RequestBody,
+) -> Result<Answer, Gave<Answer>> {
+    let conf = ex.conf;
+    let reused = conn.reused();
+    let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
+    let mut up = Upstream {
+        sock: conn,
+        rbuf: read_buffer(),
+        read_timeout: conf.read_timeout,
+        ended: false,
+        eof: false,
+        lowat: match conf.buffering && !conf.keep_conn {
+            true => Lowat::Wanted(read_cap),
+            false => Lowat::Off,
+        },
+        name: PeerName {
+            group: at.up.clone(),
+            peer: at.peer,
+        },
+        catch: (!conf.catch_stderr.is_empty()).then(|| conf.catch_stderr.clone()),
+    };
+    let src = match ex.plan {
+        Plan::Held(b) => Some(BodySrc::Buffered(b.clone(), 0)),
+        Plan::Stream => Some(BodySrc::Conn(&mut *body)),
+        Plan::None => None,
+    };
+    let res = match send_request(&mut up, ex.first, src, conf.send_timeout, read_cap).await {
+        Ok(()) => {
+            let wait = read_head(&mut up, conf.buffer_size);
+            crate::upstream::unless_client_leaves(!conf.ignore_client_abort, body, wait)
+                .await
+                .ok_or(Gave::Left)?
+        }
+        Err(f) => Err(f),
+    };
+    match res {
+        Ok((cgi, rest)) => {
+            at.head_read(&up.sock);
+            at.status(cgi.status());
+            // The attempt ends (max_conns, queue) when the connection is
+            // pooled or closed, not at the head.
+            let failed = at.status_fails(cgi.status);
+            up.sock.hold(at.hold(failed.is_none()));
+            match failed {
+                Some(kind) => {
+                    let mut f = Failure::new(kind, cgi.status, String::new());
+                    f.reply = Some((up, cgi, rest));
+                    Err(f.into())
+                }
+                None => Ok((up, cgi, rest)),
+            }
+        }
+        Err(f) => {
+            let mut failure = f.failure();
+            // A pooled connection the application had closed.
+            failure.stale =
+                reused && up.rbuf.is_empty() && matches!(f, Fail::Closed(_) | Fail::Io(_));
+            Err(failure.into())
         }
     }
 }
@@ -741,187 +831,33 @@ async fn exchange(
     record::stream(&mut first, Type::Params, ID, params.as_bytes());
     record::stream(&mut first, Type::Params, ID, b"");
     let first = first.freeze();
-    let key = match upstream.method {
-        Balance::IpHash => match req.client_addr() {
-            crate::core::request::Peer::Tcp(a) => ip_hash_key(a.ip()),
-            crate::core::request::Peer::Unix => Vec::new(),
-        },
-        Balance::Hash { .. } => {
-            let mut k = Vec::new();
-            if let Some(t) = &upstream.hash_key {
-                t.render(req, &mut k);
-            }
-            k
-        }
-        _ => Vec::new(),
+    let vars = Rc::new(RefCell::new(UpstreamVars::default()));
+    req.state.ext.insert(vars.clone());
+    let policy = Policy {
+        next_upstream: conf.next_upstream,
+        tries: conf.next_upstream_tries,
+        timeout: conf.next_upstream_timeout,
+        connect_timeout: conf.connect_timeout,
+        streamed: stream_body,
     };
-    let idempotent =
-        !matches!(req.method(), Method::Post) && !matches!(req.head.method_str(), "LOCK" | "PATCH");
-    let mut tried = Tried::default();
-    let mut tries = 0u32;
-    let mut fresh: Option<usize> = None;
-    let mut last: Option<Fail> = None;
-    let (up, cgi, rest, peer) = loop {
-        let peer = match fresh {
-            Some(p) => p,
-            None => {
-                if conf.next_upstream_tries > 0 && tries >= conf.next_upstream_tries {
-                    break_fail!(last, req);
-                }
-                match upstream.select(&key, &mut tried, Some(&mut *body)).await {
-                    Ok(p) => p,
-                    Err(e) if e.status() != 502 => return Outcome::Respond(req.error(e.status())),
-                    Err(e) => {
-                        if last.is_none() {
-                            crate::error_log!(
-                                Error,
-                                "{e} while connecting to upstream \"{}\", client: {}",
-                                upstream.name,
-                                req.client_addr()
-                            );
-                        }
-                        break_fail!(last, req);
-                    }
-                }
-            }
-        };
-        tries += 1;
-        let name = PeerName {
-            group: upstream.clone(),
-            peer,
-        };
-        let started = std::time::Instant::now();
-        let conn = match fresh.take() {
-            Some(_) => {
-                crate::upstream::pool::connect(&upstream.addrs[peer], conf.connect_timeout).await
-            }
-            None => upstream.connect(peer, None, conf.connect_timeout).await,
-        };
-        let conn = match conn {
-            Ok(c) => c,
-            Err(e) if crate::server::worker::is_no_slot(&e) => {
-                // A local shortage: 500, not held against the peer (the
-                // alert is logged where the slot was refused).
-                upstream.finished(peer, true);
-                return Outcome::Respond(req.error(500));
-            }
-            Err(e) => {
-                upstream.finished(peer, false);
-                let f = if e.kind() == io::ErrorKind::TimedOut {
-                    Fail::Timeout("connecting to upstream")
-                } else {
-                    Fail::Connect(e)
-                };
-                f.log(req, &name);
-                let bit = if matches!(f, Fail::Timeout(_)) {
-                    NextUpstream::TIMEOUT
-                } else {
-                    NextUpstream::ERROR
-                };
-                let retry = conf.next_upstream.has(bit);
-                last = Some(f);
-                if retry {
-                    continue;
-                }
-                break_fail!(last, req);
-            }
-        };
-        let reused = conn.reused();
-        let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
-        let mut up = Upstream {
-            sock: conn,
-            rbuf: read_buffer(),
-            read_timeout: conf.read_timeout,
-            ended: false,
-            eof: false,
-            lowat: match conf.buffering && !conf.keep_conn {
-                true => Lowat::Wanted(read_cap),
-                false => Lowat::Off,
-            },
-            name,
-            catch: (!conf.catch_stderr.is_empty()).then(|| conf.catch_stderr.clone()),
-        };
-        let src = match &plan {
-            Plan::Held(b) => Some(BodySrc::Buffered(b.clone(), 0)),
-            Plan::Stream => Some(BodySrc::Conn(&mut *body)),
-            Plan::None => None,
-        };
-        let res = match send_request(&mut up, &first, src, conf.send_timeout, read_cap).await {
-            Ok(()) => {
-                let wait = read_head(&mut up, conf.buffer_size);
-                match crate::upstream::unless_client_leaves(!conf.ignore_client_abort, body, wait)
-                    .await
-                {
-                    Some(r) => r,
-                    None => {
-                        upstream.client_left(peer, req, &up.name.to_string());
-                        return Outcome::Respond(crate::core::message::response::Response::new(
-                            499,
-                        ));
-                    }
-                }
-            }
-            Err(f) => Err(f),
-        };
-        // The client's body cannot be sent twice.
-        let replayable =
-            !stream_body && (idempotent || conf.next_upstream.has(NextUpstream::NON_IDEMPOTENT));
-        match res {
-            Ok((cgi, rest)) => {
-                upstream.responded(peer, started.elapsed());
-                let kind = NextUpstream::of_status(cgi.status);
-                if conf.next_upstream.has(kind) && replayable {
-                    upstream.finished(peer, false);
-                    last = Some(Fail::Status(cgi.status));
-                    continue;
-                }
-                // The attempt ends (max_conns, queue) when the connection
-                // is pooled or closed, not at the head.
-                up.sock
-                    .hold(crate::upstream::queue::Hold::new(upstream.clone(), peer));
-                break (up, cgi, rest, peer);
-            }
-            Err(f @ (Fail::Client(_) | Fail::TempFile(_))) => {
-                upstream.finished(peer, true);
-                return f.respond(req, &up.name);
-            }
-            Err(f) => {
-                // A pooled connection the application had closed: once more, fresh.
-                if reused
-                    && up.rbuf.is_empty()
-                    && !stream_body
-                    && matches!(f, Fail::Closed(_) | Fail::Io(_))
-                {
-                    fresh = Some(peer);
-                    continue;
-                }
-                upstream.finished(peer, false);
-                f.log(req, &up.name);
-                let bit = match f {
-                    Fail::Timeout(_) => NextUpstream::TIMEOUT,
-                    Fail::Malformed(_) => NextUpstream::INVALID_HEADER,
-                    _ => NextUpstream::ERROR,
-                };
-                let retry = conf.next_upstream.has(bit) && replayable;
-                last = Some(f);
-                if retry {
-                    continue;
-                }
-                break_fail!(last, req);
-            }
-        }
+    let ex = Exchange {
+        conf,
+        first: &first,
+        plan: &plan,
     };
+    let (up, cgi, rest) =
+        match driver::run(&ex, req, upstream, body, &policy, &Dial::default(), &vars).await {
+            Ok(r) => r,
+            Err(resp) => return Outcome::Respond(resp),
+        };
+    let peer = up.name.peer;
     let opts = respond::Opts {
         hide: &conf.hide_header,
         pass: &conf.pass_header,
         intercept_errors: conf.intercept_errors,
         buffering: conf.buffering,
     };
-    let status = match cgi.status {
-        0 if cgi.location.is_some() => 302,
-        0 => 200,
-        s => s,
-    };
+    let status = cgi.status();
     let fields = cgi.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
     crate::modules::cache::origin(req, status, fields);
     let reply = match respond::head(req, cgi, &opts) {

@@ -88,11 +88,7 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         let to = cgi.location.clone().unwrap_or_default();
         return Head::Done(redirect(req, &to).unwrap_or_else(|| Outcome::Respond(req.error(502))));
     }
-    let status = match cgi.status {
-        0 if cgi.location.is_some() => 302,
-        0 => 200,
-        s => s,
-    };
+    let status = cgi.status();
     if opts.intercept_errors
         && status >= 300
         && req

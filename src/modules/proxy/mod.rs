@@ -31,16 +31,16 @@ use crate::core::message::response::{
     Body, BodyStream, ClientIo, CutShort, OwnFields, Response, Value,
 };
 use crate::core::module::{Hooks, Module, VarDef};
-use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Peer, Request, RequestBody};
+use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::core::spare::Spares;
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::modules::client_body::{self, Buffered};
 use crate::server::idle::IdleTimer;
-use crate::upstream::balance::{self, Method as Balance, Tried};
+use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Blocks;
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
-use crate::upstream::{self, Attempt, UpConn, Upstream, UpstreamRef, UpstreamVars};
+use crate::upstream::{self, UpConn, Upstream, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::{CookieName, ProxyConf, Redirect, RedirectFrom};
 use std::borrow::Cow;
@@ -286,53 +286,15 @@ impl Content for Proxy {
     }
 }
 
-/// Why an attempt failed.
-struct Fail {
-    /// The failure's `proxy_next_upstream` kind (`OFF`: not the peer's
-    /// fault, never retried).
-    kind: NextUpstream,
-    /// 502 or 504 (or the upstream's own status).
-    code: u16,
-    msg: String,
-    /// The upstream answered with a status listed in next_upstream: what to
-    /// send when no further attempt is made.
-    resp: Option<Response>,
-}
+/// A failed attempt; a reply whose status failed carries the response.
+type Fail = Failure<Response>;
 
 fn fail(kind: NextUpstream, code: u16, msg: impl Into<String>) -> Fail {
-    Fail {
-        kind,
-        code,
-        msg: msg.into(),
-        resp: None,
-    }
+    Failure::new(kind, code, msg)
 }
 
 fn io_fail(e: &io::Error, while_: &str) -> Fail {
-    if crate::upstream::tls::is_handshake_error(e) {
-        // The message is the TLS layer's (nginx's words where it has them).
-        let why = e.get_ref().map_or(String::new(), |i| i.to_string());
-        fail(
-            NextUpstream::ERROR,
-            502,
-            format!("{why} while SSL handshaking to upstream"),
-        )
-    } else if crate::server::worker::is_no_slot(e) {
-        // A local shortage: 500, not held against the peer, not retried.
-        fail(NextUpstream::OFF, 500, format!("{e} while {while_}"))
-    } else if e.kind() == ErrorKind::TimedOut {
-        fail(
-            NextUpstream::TIMEOUT,
-            504,
-            format!("upstream timed out (110: Connection timed out) while {while_}"),
-        )
-    } else {
-        fail(
-            NextUpstream::ERROR,
-            502,
-            format!("{} while {while_}", crate::core::errlog::errno_text(e)),
-        )
-    }
+    Failure::io(e, while_)
 }
 
 /// The request body as it goes to the upstream.
@@ -415,147 +377,8 @@ impl Proxy {
         let scheme = if dest.tls { "https" } else { "http" };
 
         let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
-        let up = &dest.up;
-        let key: Vec<u8> = match up.method {
-            Balance::IpHash => match req.client_addr() {
-                Peer::Tcp(a) => balance::ip_hash_key(a.ip()),
-                Peer::Unix => Vec::new(),
-            },
-            Balance::Hash { .. } => {
-                let mut k = Vec::new();
-                if let Some(t) = &up.hash_key {
-                    t.render(req, &mut k);
-                }
-                k
-            }
-            _ => Vec::new(),
-        };
-        let idempotent = !matches!(req.method(), Method::Post)
-            && !matches!(req.head.method_bytes(), b"LOCK" | b"PATCH");
-        let mut started = None;
-        let mut tried = Tried::default();
-        let mut tries = 0u32;
-        let mut last: Option<Fail> = None;
-        loop {
-            let peer = match up.select(&key, &mut tried, Some(&mut *body)).await {
-                Ok(p) => p,
-                Err(e) if e.status() != 502 => return req.error(e.status()),
-                Err(e) => {
-                    if tries == 0 {
-                        let msg = format!("{e} while connecting to upstream");
-                        self.log(req, scheme, up.name.as_str(), &uri, &msg);
-                    }
-                    // Peers left untried but none live: `$upstream_addr` ends
-                    // with the group's name, as nginx's.
-                    if (tries as usize) < up.addrs.len() {
-                        vars.borrow_mut().attempts.push(Attempt {
-                            addr: up.name.to_string(),
-                            status: 502,
-                            ..Default::default()
-                        });
-                    }
-                    return match last {
-                        Some(Fail { resp: Some(r), .. }) => intercepted(req, pc, &r).unwrap_or(r),
-                        Some(f) => req.error(f.code),
-                        None => req.error(502),
-                    };
-                }
-            };
-            tries += 1;
-            let addr = up.addr_name(peer);
-            vars.borrow_mut().attempts.push(Attempt {
-                addr: addr.to_string(),
-                ..Default::default()
-            });
-            let streamed = matches!(plan, ReqBody::Stream(_));
-            let t0 = Instant::now();
-            let started = *started.get_or_insert(t0);
-            let r = self
-                .attempt(
-                    req,
-                    pc,
-                    up,
-                    peer,
-                    dial.as_ref(),
-                    &head,
-                    &plan,
-                    &mut *body,
-                    upgrade,
-                    &vars,
-                    t0,
-                )
-                .await;
-            match r {
-                Ok(resp) => return resp,
-                Err(Gave::Up) => {
-                    let name = format!("{scheme}://{addr}{}", String::from_utf8_lossy(&uri));
-                    up.client_left(peer, req, &name);
-                    vars.borrow_mut()
-                        .attempts
-                        .last_mut()
-                        .expect("pushed above")
-                        .response_ms = Some(t0.elapsed().as_millis() as u64);
-                    return Response::new(499);
-                }
-                Err(Gave::Fail(f)) => {
-                    if f.resp.is_none() && f.kind != NextUpstream::OFF {
-                        up.finished(peer, false);
-                    } else if f.kind == NextUpstream::OFF {
-                        up.finished(peer, true);
-                    }
-                    {
-                        let mut v = vars.borrow_mut();
-                        let a = v.attempts.last_mut().expect("pushed above");
-                        a.status = f.resp.as_ref().map_or(f.code, |r| r.status);
-                        a.response_ms = Some(t0.elapsed().as_millis() as u64);
-                    }
-                    if f.resp.is_none() {
-                        self.log(req, scheme, addr, &uri, &f.msg);
-                    }
-                    let sent = !f.msg.contains("while connecting")
-                        && !f.msg.contains("while SSL handshaking");
-                    // A streamed body is read once: only an attempt that sent
-                    // nothing can be repeated.
-                    let can = pc.next_upstream.has(f.kind)
-                        && (!streamed || !sent)
-                        && (pc.next_upstream_tries == 0 || tries < pc.next_upstream_tries)
-                        && (pc.next_upstream_timeout.is_zero()
-                            || started.elapsed() < pc.next_upstream_timeout)
-                        && (idempotent
-                            || pc.next_upstream.has(NextUpstream::NON_IDEMPOTENT)
-                            || !sent);
-                    if !can {
-                        return match f.resp {
-                            Some(r) => intercepted(req, pc, &r).unwrap_or(r),
-                            None => req.error(f.code),
-                        };
-                    }
-                    last = Some(f);
-                }
-            }
-        }
-    }
-
-    /// One attempt on `peer`: connect, send, read the reply head, build the response.
-    #[allow(clippy::too_many_arguments)]
-    async fn attempt(
-        &self,
-        req: &Request<'_>,
-        pc: &ProxyConf,
-        up: &Arc<Upstream>,
-        peer: usize,
-        tls: Option<&upstream::tls::Dial>,
-        head: &[u8],
-        plan: &ReqBody,
-        body: &mut dyn RequestBody,
-        upgrade: bool,
-        vars: &Rc<RefCell<UpstreamVars>>,
-        t0: Instant,
-    ) -> Result<Response, Gave> {
-        let streamed = matches!(plan, ReqBody::Stream(_));
-        let is_head = *self.method(req, pc) == *b"HEAD";
         // proxy_bind: from that address, on a connection of its own.
-        let local = pc.bind.as_ref().and_then(|t| {
+        let bind = pc.bind.as_ref().and_then(|t| {
             let mut v = Vec::new();
             t.render(req, &mut v);
             let a = conf::bind_addr(&v);
@@ -571,76 +394,117 @@ impl Proxy {
                 transparent: pc.bind_transparent,
             })
         });
-        // A streamed body cannot be sent twice: it goes on a fresh connection.
-        let mut conn = if streamed || upgrade || local.is_some() {
-            crate::upstream::pool::connect_from(&up.addrs[peer], local, tls, pc.connect_timeout)
-                .await
-        } else {
-            up.connect(peer, tls, pc.connect_timeout).await
-        }
-        .map_err(|e| io_fail(&e, "connecting to upstream"))?;
-        // A kept-alive connection took no time to connect (nginx shows 0.000).
-        let connect_ms = if conn.reused() {
-            0
-        } else {
-            t0.elapsed().as_millis() as u64
+        let streamed = matches!(plan, ReqBody::Stream(_));
+        let policy = Policy {
+            next_upstream: pc.next_upstream,
+            tries: pc.next_upstream_tries,
+            timeout: pc.next_upstream_timeout,
+            connect_timeout: pc.connect_timeout,
+            streamed,
         };
-        vars.borrow_mut().attempts.last_mut().unwrap().connect_ms = Some(connect_ms);
-        let (mut in0, mut out0) = (conn.bytes_in(), conn.bytes_out());
+        let dial = Dial {
+            tls: dial.as_ref(),
+            bind,
+            // A streamed body cannot be sent twice: it goes on a fresh connection.
+            own: streamed || upgrade || bind.is_some(),
+        };
+        let ex = Exchange {
+            proxy: self,
+            pc,
+            scheme,
+            uri: &uri,
+            head: &head,
+            plan: &plan,
+            upgrade,
+        };
+        match driver::run(&ex, req, &dest.up, body, &policy, &dial, &vars).await {
+            Ok(resp) | Err(resp) => resp,
+        }
+    }
+}
+
+/// One request's exchange with a peer: the head to send, its body, where it goes.
+struct Exchange<'a> {
+    proxy: &'a Proxy,
+    pc: &'a ProxyConf,
+    scheme: &'static str,
+    uri: &'a [u8],
+    head: &'a [u8],
+    plan: &'a ReqBody,
+    upgrade: bool,
+}
+
+impl Protocol for Exchange<'_> {
+    type Reply = Response;
+
+    fn upstream_name(&self, addr: &str, out: &mut String) {
+        out.push_str(self.scheme);
+        out.push_str("://");
+        out.push_str(addr);
+        out.push_str(&String::from_utf8_lossy(self.uri));
+    }
+
+    /// Send, read the reply head, build the response.
+    fn exchange<'a>(
+        &'a self,
+        req: &'a Request<'_>,
+        at: &'a Try<'_>,
+        conn: UpConn,
+        body: &'a mut dyn RequestBody,
+    ) -> impl Future<Output = Result<Response, Gave<Response>>> + 'a {
+        self.proxy.attempt(req, self, at, conn, body)
+    }
+}
+
+impl Proxy {
+    /// One attempt on a connected peer: send, read the reply head, build the response.
+    async fn attempt(
+        &self,
+        req: &Request<'_>,
+        ex: &Exchange<'_>,
+        at: &Try<'_>,
+        conn: UpConn,
+        body: &mut dyn RequestBody,
+    ) -> Result<Response, Gave<Response>> {
+        let (pc, plan, upgrade) = (ex.pc, ex.plan, ex.upgrade);
+        let (up, peer, vars, t0) = (at.up, at.peer, at.vars, at.t0);
+        let streamed = matches!(plan, ReqBody::Stream(_));
+        let is_head = *self.method(req, pc) == *b"HEAD";
         let mut buf = BytesMut::new();
         let watch = !pc.ignore_client_abort;
-        let h = loop {
-            // A streamed body is sent before the wait is watched (below).
-            // Pinned where it is made: the wait holds a reference, not a copy.
-            let r = {
-                let exchange =
-                    std::pin::pin!(self.exchange(&conn, pc, head, plan, is_head, &mut buf));
-                upstream::unless_client_leaves(watch && !streamed, body, exchange).await
+        // A streamed body is sent before the wait is watched (below).
+        // Pinned where it is made: the wait holds a reference, not a copy.
+        let r = {
+            let exchange =
+                std::pin::pin!(self.exchange(&conn, pc, ex.head, plan, is_head, &mut buf));
+            upstream::unless_client_leaves(watch && !streamed, body, exchange).await
+        }
+        .ok_or(Gave::Left)?;
+        let h = match r {
+            Ok(h) => h,
+            // A kept-alive connection the peer closed meanwhile (the driver
+            // tries once more on a new one).
+            Err(Retry::Stale) => {
+                let mut f = fail(
+                    NextUpstream::ERROR,
+                    502,
+                    "upstream prematurely closed connection while reading response header from upstream",
+                );
+                f.stale = true;
+                return Err(f.into());
             }
-            .ok_or(Gave::Up)?;
-            match r {
-                Ok(h) => break h,
-                // A kept-alive connection the peer closed meanwhile: once more on a new one.
-                Err(Retry::Stale) if conn.reused() && !streamed => {
-                    conn = crate::upstream::pool::connect_from(
-                        &up.addrs[peer],
-                        local,
-                        tls,
-                        pc.connect_timeout,
-                    )
+            Err(Retry::Fail(f)) => return Err(f.into()),
+            Err(Retry::Body(conn_body)) => {
+                // Streamed body: send it, then read the head.
+                self.send_stream(&conn, pc, body, conn_body, ex.head)
+                    .await?;
+                let wait = self.read_head(&conn, pc, is_head, &mut buf);
+                upstream::unless_client_leaves(watch, body, wait)
                     .await
-                    .map_err(|e| io_fail(&e, "connecting to upstream"))?;
-                    (in0, out0) = (conn.bytes_in(), conn.bytes_out());
-                    buf.clear();
-                }
-                Err(Retry::Stale) => {
-                    return Err(fail(
-                        NextUpstream::ERROR,
-                        502,
-                        "upstream prematurely closed connection while reading response header from upstream",
-                    )
-                    .into());
-                }
-                Err(Retry::Fail(f)) => return Err(f.into()),
-                Err(Retry::Body(conn_body)) => {
-                    // Streamed body: send it, then read the head.
-                    self.send_stream(&conn, pc, body, conn_body, head).await?;
-                    let wait = self.read_head(&conn, pc, is_head, &mut buf);
-                    break upstream::unless_client_leaves(watch, body, wait)
-                        .await
-                        .ok_or(Gave::Up)??;
-                }
+                    .ok_or(Gave::Left)??
             }
         };
-        let took = t0.elapsed();
-        {
-            let mut v = vars.borrow_mut();
-            let a = v.attempts.last_mut().unwrap();
-            a.header_ms = Some(took.as_millis() as u64);
-            a.sent = conn.bytes_out() - out0;
-            a.received = conn.bytes_in() - in0;
-        }
-        up.responded(peer, took);
+        at.head_read(&conn);
         if h.upgrade && !upgrade && req.head.version == crate::core::message::head::Version::Http2 {
             return Err(fail(
                 NextUpstream::INVALID_HEADER,
@@ -649,25 +513,22 @@ impl Proxy {
             )
             .into());
         }
-        let status_kind = NextUpstream::of_status(h.status);
         let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
         crate::modules::cache::origin(req, h.status, h.headers());
         let resp = self.response(req, pc, &h);
         // The fields' values live on in the response; their spans serve $upstream_http_*.
         let mut h = h;
         vars.borrow_mut().head = Some((h.text.clone(), std::mem::take(&mut h.fields)));
-        if pc.next_upstream.has(status_kind) {
+        if let Some(kind) = at.status_fails(h.status) {
             // 403 and 404 move on to the next peer without counting against
             // this one, as nginx.
             let failed = !matches!(h.status, 403 | 404);
-            return Err(Gave::Fail(Fail {
-                kind: status_kind,
-                code: h.status,
-                msg: String::new(),
-                resp: Some(self.finish_response(
-                    resp, conn, buf, &h, up, peer, vars, t0, pc, failed, unbuffered,
-                )),
-            }));
+            let r = self.finish_response(
+                resp, conn, buf, &h, up, peer, vars, t0, pc, failed, unbuffered,
+            );
+            let mut f = fail(kind, h.status, String::new());
+            f.reply = Some(intercepted(req, pc, &r).unwrap_or(r));
+            return Err(f.into());
         }
         if let Some(e) = intercepted(req, pc, &resp) {
             up.finished(peer, true);
@@ -1235,31 +1096,6 @@ impl Proxy {
         }
         h.extend_from_slice(b"\r\n");
         (h, upgrade)
-    }
-
-    fn log(&self, req: &Request<'_>, scheme: &str, peer: &str, uri: &[u8], msg: &str) {
-        let client = req.client_addr();
-        crate::error_log!(
-            Error,
-            "{msg}, client: {client}, server: {}, request: \"{}\", upstream: \"{scheme}://{peer}{}\", host: \"{}\"",
-            req.server.name(),
-            String::from_utf8_lossy(req.head.line()),
-            String::from_utf8_lossy(uri),
-            req.host
-        );
-    }
-}
-
-/// Why an attempt ended without a response for the client.
-enum Gave {
-    Fail(Fail),
-    /// The client left while the upstream was thinking (499).
-    Up,
-}
-
-impl From<Fail> for Gave {
-    fn from(f: Fail) -> Self {
-        Gave::Fail(f)
     }
 }
 

@@ -1,0 +1,389 @@
+//! The upstream cycle every protocol handler runs, once: choose a peer (the
+//! balancing key, `queue`, `max_conns`), connect within the connect timeout
+//! (a pooled keep-alive connection when there is one), hand the connection to
+//! the protocol, classify its failure and decide on the next peer
+//! (`*_next_upstream` with its tries and timeout, the idempotency of the
+//! method, whether the body can be sent again), record each attempt for the
+//! `$upstream_*` variables and end the attempt for the balancer.
+//!
+//! A protocol (proxy's HTTP/1.x, FastCGI, …) is a [`Protocol`]: given a
+//! connected peer it sends the request, reads the reply's head and makes the
+//! reply its handler goes on with, or says why the attempt failed — nginx's
+//! upstream core calling a module's `create_request` and `process_header`.
+
+use super::balance::{self, Method as Balance, Tried};
+use super::next::NextUpstream;
+use super::pool::{self, Bind};
+use super::{Attempt, UpConn, Upstream, UpstreamVars, tls};
+use crate::core::message::head::Method;
+use crate::core::message::response::Response;
+use crate::core::request::{Peer, Request, RequestBody};
+use std::cell::RefCell;
+use std::future::Future;
+use std::io::{self, ErrorKind};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a protocol does with one peer.
+pub trait Protocol {
+    /// What a successful exchange gives its handler (a response, or the
+    /// state the handler makes one from).
+    type Reply;
+
+    /// The peer as log lines name it in `upstream: "…"`
+    /// (`http://127.0.0.1:8081/uri`, `fastcgi://unix:/run/php.sock`).
+    fn upstream_name(&self, addr: &str, out: &mut String);
+
+    /// Send the request on `conn` and read the reply's head. A failure
+    /// carries its `next_upstream` kind; a reply whose status the handler's
+    /// `next_upstream` lists is a failure that carries that reply (which
+    /// reports the end of its attempt itself, see [`Try::hold`]).
+    fn exchange<'a>(
+        &'a self,
+        req: &'a Request<'_>,
+        at: &'a Try<'_>,
+        conn: UpConn,
+        body: &'a mut dyn RequestBody,
+    ) -> impl Future<Output = Result<Self::Reply, Gave<Self::Reply>>> + 'a;
+}
+
+/// A handler's `*_next_upstream` family and timeouts.
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub next_upstream: NextUpstream,
+    /// `*_next_upstream_tries` (0: no limit).
+    pub tries: u32,
+    /// `*_next_upstream_timeout` (zero: no limit).
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// The request body streams from the client as it is sent: it cannot
+    /// be sent twice.
+    pub streamed: bool,
+}
+
+/// How connections are made.
+#[derive(Clone, Copy, Default)]
+pub struct Dial<'a> {
+    /// TLS to the peer.
+    pub tls: Option<&'a tls::Dial>,
+    /// From this local address (`*_bind`).
+    pub bind: Option<Bind>,
+    /// A connection of the request's own, never a pooled one (a streamed
+    /// body, an upgrade, a bound address).
+    pub own: bool,
+}
+
+/// One attempt on a peer, as the protocol sees it.
+pub struct Try<'a> {
+    pub up: &'a Arc<Upstream>,
+    pub peer: usize,
+    pub vars: &'a Rc<RefCell<UpstreamVars>>,
+    /// When the attempt began (before connecting).
+    pub t0: Instant,
+    /// `*_next_upstream`: which reply statuses move on to the next peer.
+    next_upstream: NextUpstream,
+    /// The connection's byte counts when it was handed over.
+    bytes: (u64, u64),
+}
+
+impl Try<'_> {
+    /// The reply's head arrived on `conn`: `$upstream_header_time`, the
+    /// bytes so far, the peer's latency figures.
+    pub fn head_read(&self, conn: &UpConn) {
+        let took = self.t0.elapsed();
+        {
+            let mut v = self.vars.borrow_mut();
+            let a = v.attempts.last_mut().expect("the driver pushed it");
+            a.header_ms = Some(took.as_millis() as u64);
+            a.sent = conn.bytes_out() - self.bytes.1;
+            a.received = conn.bytes_in() - self.bytes.0;
+        }
+        self.up.responded(self.peer, took);
+    }
+
+    /// The reply's status (`$upstream_status`).
+    pub fn status(&self, status: u16) {
+        if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
+            a.status = status;
+        }
+    }
+
+    /// The `next_upstream` kind of a reply with `status` when the handler
+    /// moves on from such replies.
+    pub fn status_fails(&self, status: u16) -> Option<NextUpstream> {
+        let kind = NextUpstream::of_status(status);
+        self.next_upstream.has(kind).then_some(kind)
+    }
+
+    /// What ends the attempt when the connection is pooled or closed after
+    /// the reply's body (`ok` false: counted as the peer's failure).
+    pub fn hold(&self, ok: bool) -> super::queue::Hold {
+        super::queue::Hold::new(self.up.clone(), self.peer, ok, self.vars.clone(), self.t0)
+    }
+}
+
+/// Why an attempt gave no reply to go on with.
+pub enum Gave<R> {
+    Fail(Failure<R>),
+    /// The client left while the upstream was thinking (499).
+    Left,
+}
+
+impl<R> From<Failure<R>> for Gave<R> {
+    fn from(f: Failure<R>) -> Self {
+        Gave::Fail(f)
+    }
+}
+
+/// A failed attempt.
+pub struct Failure<R> {
+    /// Its `next_upstream` kind (`OFF`: not the peer's fault, never retried).
+    pub kind: NextUpstream,
+    /// The status answered when no other peer is tried (502, 504, …).
+    pub code: u16,
+    /// The error log line's text (empty: nothing is logged).
+    pub msg: String,
+    /// A kept-alive connection the peer had closed before it answered: the
+    /// same peer is tried once more on a new connection.
+    pub stale: bool,
+    /// The peer's reply, when its status is what failed: what the client
+    /// gets when no other peer is tried.
+    pub reply: Option<R>,
+}
+
+impl<R> Failure<R> {
+    pub fn new(kind: NextUpstream, code: u16, msg: impl Into<String>) -> Self {
+        Failure {
+            kind,
+            code,
+            msg: msg.into(),
+            stale: false,
+            reply: None,
+        }
+    }
+
+    /// A failed socket operation while doing `while_` ("reading response
+    /// header from upstream").
+    pub fn io(e: &io::Error, while_: &str) -> Self {
+        if tls::is_handshake_error(e) {
+            // The message is the TLS layer's (nginx's words where it has them).
+            let why = e.get_ref().map_or(String::new(), |i| i.to_string());
+            Self::new(
+                NextUpstream::ERROR,
+                502,
+                format!("{why} while SSL handshaking to upstream"),
+            )
+        } else if crate::server::worker::is_no_slot(e) {
+            // A local shortage: 500, not held against the peer, not retried.
+            Self::new(NextUpstream::OFF, 500, format!("{e} while {while_}"))
+        } else if e.kind() == ErrorKind::TimedOut {
+            Self::new(
+                NextUpstream::TIMEOUT,
+                504,
+                format!("upstream timed out (110: Connection timed out) while {while_}"),
+            )
+        } else {
+            Self::new(
+                NextUpstream::ERROR,
+                502,
+                format!("{} while {while_}", crate::core::errlog::errno_text(e)),
+            )
+        }
+    }
+
+    /// A connection that could not be made.
+    fn connect(e: &io::Error) -> Self {
+        let mut f = Self::io(e, "connecting to upstream");
+        if f.kind == NextUpstream::ERROR && !tls::is_handshake_error(e) {
+            f.msg = format!(
+                "connect() failed ({}) while connecting to upstream",
+                crate::core::errlog::errno_text(e)
+            );
+        }
+        f
+    }
+}
+
+/// The balancing key of a request for `up` (ip_hash, hash).
+fn balancing_key(req: &Request<'_>, up: &Upstream) -> Vec<u8> {
+    match up.method {
+        Balance::IpHash => match req.client_addr() {
+            Peer::Tcp(a) => balance::ip_hash_key(a.ip()),
+            Peer::Unix => Vec::new(),
+        },
+        Balance::Hash { .. } => {
+            let mut k = Vec::new();
+            if let Some(t) = &up.hash_key {
+                t.render(req, &mut k);
+            }
+            k
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a request may be sent again to another peer once it was sent
+/// (nginx: all but POST, LOCK and PATCH).
+fn idempotent(req: &Request<'_>) -> bool {
+    !matches!(req.method(), Method::Post) && !matches!(req.head.method_str(), "LOCK" | "PATCH")
+}
+
+/// Log an upstream failure, naming the request and the peer.
+pub fn log(req: &Request<'_>, msg: &str, upstream: &str) {
+    crate::error_log!(
+        Error,
+        "{msg}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\", host: \"{}\"",
+        req.client_addr(),
+        req.server.name(),
+        String::from_utf8_lossy(req.head.line()),
+        req.host
+    );
+}
+
+/// Run the request on `up` until a peer gives a reply to go on with (`Ok`),
+/// or answer with the error (`Err`: the response for the client).
+pub async fn run<P: Protocol>(
+    proto: &P,
+    req: &Request<'_>,
+    up: &Arc<Upstream>,
+    body: &mut dyn RequestBody,
+    policy: &Policy,
+    dial: &Dial<'_>,
+    vars: &Rc<RefCell<UpstreamVars>>,
+) -> Result<P::Reply, Response> {
+    let key = balancing_key(req, up);
+    let idempotent = idempotent(req);
+    let mut tried = Tried::default();
+    let mut tries = 0u32;
+    let mut started = None;
+    let mut last: Option<Failure<P::Reply>> = None;
+    let name = |peer: Option<usize>| {
+        let mut n = String::new();
+        proto.upstream_name(peer.map_or(up.name.as_str(), |p| up.addr_name(p)), &mut n);
+        n
+    };
+    loop {
+        let peer = match up.select(&key, &mut tried, Some(&mut *body)).await {
+            Ok(p) => p,
+            Err(e) if e.status() != 502 => return Err(req.error(e.status())),
+            Err(e) => {
+                if tries == 0 {
+                    log(
+                        req,
+                        &format!("{e} while connecting to upstream"),
+                        &name(None),
+                    );
+                }
+                // Peers left untried but none live: `$upstream_addr` ends
+                // with the group's name, as nginx's.
+                if (tries as usize) < up.addrs.len() {
+                    vars.borrow_mut().attempts.push(Attempt {
+                        addr: up.name.to_string(),
+                        status: 502,
+                        ..Default::default()
+                    });
+                }
+                return match last {
+                    Some(Failure { reply: Some(r), .. }) => Ok(r),
+                    Some(f) => Err(req.error(f.code)),
+                    None => Err(req.error(502)),
+                };
+            }
+        };
+        tries += 1;
+        vars.borrow_mut().attempts.push(Attempt {
+            addr: up.addr_name(peer).to_string(),
+            ..Default::default()
+        });
+        let t0 = Instant::now();
+        let started = *started.get_or_insert(t0);
+        let at = Try {
+            up,
+            peer,
+            vars,
+            t0,
+            next_upstream: policy.next_upstream,
+            bytes: (0, 0),
+        };
+        let f = match attempt(proto, req, at, &mut *body, policy, dial).await {
+            Ok(reply) => return Ok(reply),
+            Err((Gave::Left, _)) => {
+                up.client_left(peer, req, &name(Some(peer)));
+                if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+                    a.response_ms = Some(t0.elapsed().as_millis() as u64);
+                }
+                return Err(Response::new(499));
+            }
+            Err((Gave::Fail(f), sent)) => (f, sent),
+        };
+        let (f, sent) = f;
+        if f.reply.is_none() {
+            up.finished(peer, f.kind == NextUpstream::OFF);
+        }
+        {
+            let mut v = vars.borrow_mut();
+            let a = v.attempts.last_mut().expect("pushed above");
+            if a.status == 0 {
+                a.status = f.code;
+            }
+            a.response_ms = Some(t0.elapsed().as_millis() as u64);
+        }
+        if f.reply.is_none() && !f.msg.is_empty() {
+            log(req, &f.msg, &name(Some(peer)));
+        }
+        let again = policy.next_upstream.has(f.kind)
+            && (!policy.streamed || !sent)
+            && (policy.tries == 0 || tries < policy.tries)
+            && (policy.timeout.is_zero() || started.elapsed() < policy.timeout)
+            && (idempotent || policy.next_upstream.has(NextUpstream::NON_IDEMPOTENT) || !sent);
+        if !again {
+            return match f.reply {
+                Some(r) => Ok(r),
+                None => Err(req.error(f.code)),
+            };
+        }
+        last = Some(f);
+    }
+}
+
+/// One attempt on a chosen peer: connect, then the protocol's exchange; a
+/// kept-alive connection the peer had closed is replaced by a new one once.
+/// A failure says whether the request (some of it) was sent.
+async fn attempt<P: Protocol>(
+    proto: &P,
+    req: &Request<'_>,
+    mut at: Try<'_>,
+    body: &mut dyn RequestBody,
+    policy: &Policy,
+    dial: &Dial<'_>,
+) -> Result<P::Reply, (Gave<P::Reply>, bool)> {
+    let mut own = dial.own;
+    loop {
+        let addr = &at.up.addrs[at.peer];
+        let conn = if own {
+            pool::connect_from(addr, dial.bind, dial.tls, policy.connect_timeout).await
+        } else {
+            at.up
+                .connect(at.peer, dial.tls, policy.connect_timeout)
+                .await
+        };
+        let conn = conn.map_err(|e| (Gave::Fail(Failure::connect(&e)), false))?;
+        let reused = conn.reused();
+        // A kept-alive connection took no time to connect (nginx shows 0.000).
+        let connect_ms = if reused {
+            0
+        } else {
+            at.t0.elapsed().as_millis() as u64
+        };
+        if let Some(a) = at.vars.borrow_mut().attempts.last_mut() {
+            a.connect_ms = Some(connect_ms);
+        }
+        at.bytes = (conn.bytes_in(), conn.bytes_out());
+        match proto.exchange(req, &at, conn, &mut *body).await {
+            Ok(reply) => return Ok(reply),
+            Err(Gave::Fail(f)) if f.stale && reused && !policy.streamed => own = true,
+            Err(g) => return Err((g, true)),
+        }
+    }
+}
