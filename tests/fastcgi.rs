@@ -969,3 +969,74 @@ fn x_accel_charset_recodes_the_reply() {
     assert_eq!(r.header("x-accel-charset"), None);
     assert_eq!(r.body, b"YaY");
 }
+
+/// A whole reply of a scripted application: `status`, then `body`.
+fn reply(status: &str, body: &[u8]) -> Vec<u8> {
+    let mut s = record(
+        STDOUT,
+        format!("Status: {status}\r\nContent-Type: text/plain\r\n\r\n").as_bytes(),
+    );
+    s.extend(record(STDOUT, body));
+    s.extend(record(STDOUT, b""));
+    s.extend(record(END, &[0; 8]));
+    s
+}
+
+#[test]
+fn next_upstream_moves_on_and_the_attempts_show_in_upstream_variables() {
+    let dead = free_port();
+    let busy = scripted(vec![reply("503 Busy", b"busy")]);
+    let ok = scripted(vec![reply("200 OK", b"ok")]);
+    let slow = scripted_timed(
+        vec![
+            (Vec::new(), Duration::from_millis(300)),
+            (reply("503 Busy", b"slow"), Duration::ZERO),
+        ],
+        Duration::ZERO,
+    );
+    let v = Vireo::start(&format!(
+        "events {{}}\nhttp {{\n\
+         upstream three {{ server 127.0.0.1:{dead}; server 127.0.0.1:{busy}; server 127.0.0.1:{ok}; }}\n\
+         upstream two {{ server 127.0.0.1:{dead}; server 127.0.0.1:{busy}; }}\n\
+         upstream late {{ server 127.0.0.1:{slow}; server 127.0.0.1:{ok}; }}\n\
+         server {{ listen 127.0.0.1:{{port}};\n\
+         fastcgi_next_upstream error http_503;\n\
+         add_header X-Addr $upstream_addr always;\n\
+         add_header X-Status $upstream_status always;\n\
+         location /three {{ fastcgi_pass three; }}\n\
+         location /two {{ fastcgi_pass two; }}\n\
+         location /late {{ fastcgi_pass late; fastcgi_next_upstream_timeout 100ms; }}\n\
+         }} }}\n"
+    ));
+    let r = v.get("/three");
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"), "{}", v.stderr());
+    assert_eq!(
+        r.header("x-addr").unwrap_or_default(),
+        format!("127.0.0.1:{dead}, 127.0.0.1:{busy}, 127.0.0.1:{ok}")
+    );
+    assert_eq!(r.header("x-status").unwrap_or_default(), "502, 503, 200");
+    // No peer left: the last application's own reply, as nginx.
+    let r = v.get("/two");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (503, "busy"),
+        "{}",
+        v.stderr()
+    );
+    // fastcgi_next_upstream_timeout: past it, no further attempt.
+    let r = v.get("/late");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (503, "slow"),
+        "{}",
+        v.stderr()
+    );
+    assert_eq!(
+        r.header("x-addr").unwrap_or_default(),
+        format!("127.0.0.1:{slow}")
+    );
+    assert!(
+        v.stderr()
+            .contains("connect() failed (111: Connection refused) while connecting to upstream")
+    );
+}

@@ -681,7 +681,9 @@ mod tests {
             }
         });
         let took = rt.block_on(async {
-            let c = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
+            let c = connect_from(&addr, None, None, Duration::from_secs(5))
+                .await
+                .unwrap();
             let start = Instant::now();
             let mut buf = bytes::BytesMut::with_capacity(1 << 16);
             for _ in 0..EXCHANGES {
@@ -745,13 +747,17 @@ mod tests {
             let exchange = |c: &UpConn| {
                 assert_eq!(c.write_now(b"ask"), 3);
             };
-            let a = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
+            let a = connect_from(&addr, None, None, Duration::from_secs(5))
+                .await
+                .unwrap();
             unanswered(group, &addr, &a);
             exchange(&a);
             reply(&a).await;
             put(group, &addr, a, 8, Instant::now());
             // The peer is busy with the pooled connection: this one waits.
-            let b = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
+            let b = connect_from(&addr, None, None, Duration::from_secs(5))
+                .await
+                .unwrap();
             unanswered(group, &addr, &b);
             exchange(&b);
             let start = Instant::now();
@@ -772,7 +778,9 @@ mod tests {
     fn nodelay_only_for_a_second_write_before_a_read() {
         let (rt, l, addr) = setup();
         rt.block_on(async {
-            let c = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
+            let c = connect_from(&addr, None, None, Duration::from_secs(5))
+                .await
+                .unwrap();
             let (mut s, _) = l.accept().unwrap();
             let mut b = [0u8; 16];
             for _ in 0..3 {
@@ -795,7 +803,9 @@ mod tests {
     fn connect_send_at_once_low_water_mark_and_refusal() {
         let (rt, l, addr) = setup();
         rt.block_on(async {
-            let c = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap();
+            let c = connect_from(&addr, None, None, Duration::from_secs(5))
+                .await
+                .unwrap();
             assert_eq!(c.write_now(b"hello"), 5);
             let (mut s, _) = l.accept().unwrap();
             let mut b = [0u8; 5];
@@ -815,7 +825,9 @@ mod tests {
                 "lowering the mark raised no readiness"
             );
             drop(l);
-            let e = connect_from(&addr, None, None, Duration::from_secs(5)).await.unwrap_err();
+            let e = connect_from(&addr, None, None, Duration::from_secs(5))
+                .await
+                .unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
         });
     }
