@@ -253,7 +253,6 @@ pub async fn run<P: Protocol>(
     vars: &Rc<RefCell<UpstreamVars>>,
 ) -> Result<P::Reply, Response> {
     let key = balancing_key(req, up);
-    let idempotent = idempotent(req);
     let mut tried = Tried::default();
     let mut tries = 0u32;
     let mut started = None;
@@ -298,7 +297,7 @@ pub async fn run<P: Protocol>(
         });
         let t0 = Instant::now();
         let started = *started.get_or_insert(t0);
-        let at = Try {
+        let mut at = Try {
             up,
             peer,
             vars,
@@ -306,18 +305,45 @@ pub async fn run<P: Protocol>(
             next_upstream: policy.next_upstream,
             bytes: (0, 0),
         };
-        let f = match attempt(proto, req, at, &mut *body, policy, dial).await {
-            Ok(reply) => return Ok(reply),
-            Err((Gave::Left, _)) => {
-                up.client_left(peer, req, &name(Some(peer)));
-                if let Some(a) = vars.borrow_mut().attempts.last_mut() {
-                    a.response_ms = Some(t0.elapsed().as_millis() as u64);
-                }
-                return Err(Response::new(499));
+        // Connect, then the protocol's exchange; a kept-alive connection the
+        // peer had closed is replaced by a new one once. (In this loop, not a
+        // function of its own: the protocol's future is moved once less.)
+        let mut own = dial.own;
+        let (f, sent) = loop {
+            let addr = &up.addrs[peer];
+            let conn = if own {
+                pool::connect_from(addr, dial.bind, dial.tls, policy.connect_timeout).await
+            } else {
+                up.connect(peer, dial.tls, policy.connect_timeout).await
+            };
+            let conn = match conn {
+                Ok(c) => c,
+                Err(e) => break (Failure::connect(&e), false),
+            };
+            let reused = conn.reused();
+            // A kept-alive connection took no time to connect (nginx shows 0.000).
+            let connect_ms = if reused {
+                0
+            } else {
+                t0.elapsed().as_millis() as u64
+            };
+            if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+                a.connect_ms = Some(connect_ms);
             }
-            Err((Gave::Fail(f), sent)) => (f, sent),
+            at.bytes = (conn.bytes_in(), conn.bytes_out());
+            match proto.exchange(req, &at, conn, &mut *body).await {
+                Ok(reply) => return Ok(reply),
+                Err(Gave::Fail(f)) if f.stale && reused && !policy.streamed => own = true,
+                Err(Gave::Fail(f)) => break (f, true),
+                Err(Gave::Left) => {
+                    up.client_left(peer, req, &name(Some(peer)));
+                    if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+                        a.response_ms = Some(t0.elapsed().as_millis() as u64);
+                    }
+                    return Err(Response::new(499));
+                }
+            }
         };
-        let (f, sent) = f;
         if f.reply.is_none() {
             up.finished(peer, f.kind == NextUpstream::OFF);
         }
@@ -336,7 +362,7 @@ pub async fn run<P: Protocol>(
             && (!policy.streamed || !sent)
             && (policy.tries == 0 || tries < policy.tries)
             && (policy.timeout.is_zero() || started.elapsed() < policy.timeout)
-            && (idempotent || policy.next_upstream.has(NextUpstream::NON_IDEMPOTENT) || !sent);
+            && (!sent || policy.next_upstream.has(NextUpstream::NON_IDEMPOTENT) || idempotent(req));
         if !again {
             return match f.reply {
                 Some(r) => Ok(r),
@@ -344,46 +370,5 @@ pub async fn run<P: Protocol>(
             };
         }
         last = Some(f);
-    }
-}
-
-/// One attempt on a chosen peer: connect, then the protocol's exchange; a
-/// kept-alive connection the peer had closed is replaced by a new one once.
-/// A failure says whether the request (some of it) was sent.
-async fn attempt<P: Protocol>(
-    proto: &P,
-    req: &Request<'_>,
-    mut at: Try<'_>,
-    body: &mut dyn RequestBody,
-    policy: &Policy,
-    dial: &Dial<'_>,
-) -> Result<P::Reply, (Gave<P::Reply>, bool)> {
-    let mut own = dial.own;
-    loop {
-        let addr = &at.up.addrs[at.peer];
-        let conn = if own {
-            pool::connect_from(addr, dial.bind, dial.tls, policy.connect_timeout).await
-        } else {
-            at.up
-                .connect(at.peer, dial.tls, policy.connect_timeout)
-                .await
-        };
-        let conn = conn.map_err(|e| (Gave::Fail(Failure::connect(&e)), false))?;
-        let reused = conn.reused();
-        // A kept-alive connection took no time to connect (nginx shows 0.000).
-        let connect_ms = if reused {
-            0
-        } else {
-            at.t0.elapsed().as_millis() as u64
-        };
-        if let Some(a) = at.vars.borrow_mut().attempts.last_mut() {
-            a.connect_ms = Some(connect_ms);
-        }
-        at.bytes = (conn.bytes_in(), conn.bytes_out());
-        match proto.exchange(req, &at, conn, &mut *body).await {
-            Ok(reply) => return Ok(reply),
-            Err(Gave::Fail(f)) if f.stale && reused && !policy.streamed => own = true,
-            Err(g) => return Err((g, true)),
-        }
     }
 }

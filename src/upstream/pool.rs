@@ -51,8 +51,9 @@ pub struct UpConn {
     /// Its place in the worker's worker_connections.
     _slot: Option<crate::server::worker::Slot>,
     /// The attempt it carries, counted toward the peer's max_conns until
-    /// the connection is pooled or closed.
-    hold: Option<super::queue::Hold>,
+    /// the connection is pooled or closed. Boxed: only some protocols hold
+    /// one, and every move of a connection copies what it holds in place.
+    hold: Option<Box<super::queue::Hold>>,
     /// Nagle's algorithm, see [`UpConn::before_write`].
     nagle: Cell<Nagle>,
     /// Delayed acknowledgements, see [`UpConn::before_wait`].
@@ -162,7 +163,7 @@ impl UpConn {
     /// Count the attempt toward its peer's max_conns until this connection
     /// goes back to the pool or is closed (see [`super::queue::Hold`]).
     pub fn hold(&mut self, h: super::queue::Hold) {
-        self.hold = Some(h);
+        self.hold = Some(Box::new(h));
     }
     /// Time from its opening to `now`.
     pub fn age_at(&self, now: Instant) -> Duration {
@@ -637,6 +638,17 @@ pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Inst
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_connection_moves_in_few_bytes() {
+        // Connections move into and out of pools and futures: what a larger
+        // one would copy per request shows in the proxy's cost.
+        assert!(
+            std::mem::size_of::<super::UpConn>() <= 136,
+            "{}",
+            std::mem::size_of::<super::UpConn>()
+        );
+    }
+
     use super::*;
 
     /// A current-thread runtime and a listener to connect to.
