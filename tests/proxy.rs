@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Handler = Arc<dyn Fn(&str, &[u8], u16) -> Option<Vec<u8>> + Send + Sync>;
 
@@ -2069,4 +2069,83 @@ fn force_ranges_directive_errors() {
             "{loc}: {err}"
         );
     }
+}
+
+/// What `ss` shows of vireo's connections to `port` (timers included).
+fn ss_to(port: u16) -> String {
+    let out = std::process::Command::new("ss")
+        .args([
+            "-tno",
+            "state",
+            "established",
+            &format!("( dport = :{port} )"),
+        ])
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn limit_rate_paces_the_reply_and_socket_keepalive_probes_the_connection() {
+    let big = "x".repeat(40_000);
+    let b = backend(Arc::new(move |head, _, _| {
+        let rate = head
+            .lines()
+            .find_map(|l| l.strip_prefix("GET /?e="))
+            .map(|r| r.split(' ').next().unwrap_or("0").to_string())
+            .unwrap_or_default();
+        Some(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Rate: {rate}\r\n\r\n{big}",
+                big.len()
+            )
+            .into_bytes(),
+        )
+    }));
+    let v = Vireo::start(&format!(
+        "events {{}}
+http {{
+    upstream app {{ server 127.0.0.1:{}; keepalive 2; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        proxy_http_version 1.1;
+        proxy_set_header Connection \"\";
+        proxy_socket_keepalive on;
+        location / {{ proxy_pass http://app; proxy_limit_rate $upstream_http_x_rate; }}
+        location /fixed {{ proxy_pass http://app/?e=0; proxy_limit_rate 40k; }}
+    }}
+}}",
+        b.port
+    ));
+    let timed = |path: &str| {
+        let t = Instant::now();
+        let r = v.get(path);
+        assert_eq!((r.status, r.body.len()), (200, 40_000), "{}", v.stderr());
+        t.elapsed()
+    };
+    assert!(timed("/?e=20000") >= Duration::from_millis(1500));
+    assert!(timed("/?e=0") < Duration::from_millis(500));
+    let fixed = timed("/fixed");
+    assert!(
+        fixed >= Duration::from_millis(800) && fixed < Duration::from_secs(3),
+        "{fixed:?}"
+    );
+    // The pooled connection has keep-alive probes armed.
+    assert!(
+        eventually(2, || ss_to(b.port).contains("timer:(keepalive")),
+        "{}",
+        ss_to(b.port)
+    );
+}
+
+#[test]
+fn limit_rate_refuses_a_bad_size_with_its_line() {
+    let dir = TempDir::new("proxy-limit-rate");
+    assert_conf_errors(
+        &dir,
+        &[(
+            "location / { proxy_pass http://127.0.0.1:9; proxy_limit_rate fast; }",
+            "\"proxy_limit_rate\" directive invalid value",
+        )],
+    );
 }

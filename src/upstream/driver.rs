@@ -72,6 +72,8 @@ pub struct Dial<'a> {
     /// A connection of the request's own, never a pooled one (a streamed
     /// body, an upgrade, a bound address).
     pub own: bool,
+    /// SO_KEEPALIVE on new connections (`*_socket_keepalive`).
+    pub keepalive: bool,
 }
 
 /// One attempt on a peer, as the protocol sees it.
@@ -321,6 +323,15 @@ pub async fn run<P: Protocol>(
                 Err(e) => break (Failure::connect(&e), false),
             };
             let reused = conn.reused();
+            if dial.keepalive
+                && !reused
+                && let Err(e) = conn.set_keepalive()
+            {
+                crate::error_log!(
+                    Alert,
+                    "setsockopt(SO_KEEPALIVE) failed ({e}) while connecting to upstream"
+                );
+            }
             // A kept-alive connection took no time to connect (nginx shows 0.000).
             let connect_ms = if reused {
                 0

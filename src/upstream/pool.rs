@@ -275,6 +275,16 @@ impl UpConn {
             Sock::Unix(_) | Sock::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
         }
     }
+    /// Turn on TCP keep-alive probes (`*_socket_keepalive`); nothing for a
+    /// unix socket.
+    pub fn set_keepalive(&self) -> io::Result<()> {
+        let tcp = match &self.sock {
+            Sock::Tcp(s) => s,
+            Sock::Tls(s) => &s.tcp,
+            Sock::Unix(_) => return Ok(()),
+        };
+        socket2::SockRef::from(tcp).set_keepalive(true)
+    }
     /// Write what the socket takes now with one send(), whatever tokio's
     /// write readiness says: a new connection has none until epoll reports
     /// it, so a first request sent this way saves a turn through epoll. 0

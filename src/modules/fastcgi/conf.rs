@@ -43,6 +43,8 @@ settings! {
         pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
         pub next_upstream_tries: u32 = 0,
         pub next_upstream_timeout: Duration = Duration::ZERO,
+        /// `fastcgi_socket_keepalive`: SO_KEEPALIVE on connections to applications.
+        pub socket_keepalive: bool = false,
         pub pass_request_headers: bool = true,
         pub pass_request_body: bool = true,
         /// `fastcgi_request_buffering`: read the whole body before connecting.
@@ -367,6 +369,19 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "fastcgi_next_upstream_tries number;",
         default: "0",
         doc: "Limits the tries of `fastcgi_next_upstream` (0: as many as there are servers).\n\n```nginx\nfastcgi_next_upstream_tries 2;\n```",
+    },
+    Def {
+        name: "fastcgi_socket_keepalive",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 1),
+        set: |s, d, _| {
+            s.loc().get_mut::<FastcgiConfSet>().socket_keepalive = Some(flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "fastcgi_socket_keepalive on | off;",
+        default: "off",
+        doc: "Turns on TCP keep-alive probes (SO_KEEPALIVE, with the system's timings) on new connections to FastCGI applications.\n\n```nginx\nfastcgi_socket_keepalive on;\n```",
     },
     Def {
         name: "fastcgi_next_upstream_timeout",

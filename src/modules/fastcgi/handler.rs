@@ -845,11 +845,14 @@ async fn exchange(
         first: &first,
         plan: &plan,
     };
-    let (up, cgi, rest) =
-        match driver::run(&ex, req, upstream, body, &policy, &Dial::default(), &vars).await {
-            Ok(r) => r,
-            Err(resp) => return Outcome::Respond(resp),
-        };
+    let dial = Dial {
+        keepalive: conf.socket_keepalive,
+        ..Dial::default()
+    };
+    let (up, cgi, rest) = match driver::run(&ex, req, upstream, body, &policy, &dial, &vars).await {
+        Ok(r) => r,
+        Err(resp) => return Outcome::Respond(resp),
+    };
     let peer = up.name.peer;
     let opts = respond::Opts {
         hide: &conf.hide_header,

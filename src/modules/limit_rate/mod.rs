@@ -156,6 +156,12 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
     if rate == 0 || resp.status == 101 || resp.body.size().is_some_and(|n| n <= c.after) {
         return;
     }
+    throttle(resp, rate, c.after);
+}
+
+/// Hand `resp`'s body out no faster than `rate` bytes per second once its
+/// first `after` bytes have gone (also `proxy_limit_rate`'s pacing of a reply).
+pub fn throttle(resp: &mut Response, rate: u64, after: u64) {
     let len = resp.body.size();
     let src = match std::mem::replace(&mut resp.body, Body::Empty) {
         Body::Bytes(b) => Source::Bytes(b),
@@ -170,7 +176,7 @@ fn filter(req: &Request<'_>, resp: &mut Response) {
         }
     };
     resp.body = Body::Stream {
-        stream: Box::new(Throttle::new(src, rate, c.after)),
+        stream: Box::new(Throttle::new(src, rate, after)),
         len,
     };
 }

@@ -113,6 +113,11 @@ crate::settings! {
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
         pub ignore_client_abort: bool = false,
+        /// `proxy_socket_keepalive`: SO_KEEPALIVE on connections to upstreams.
+        pub socket_keepalive: bool = false,
+        /// `proxy_limit_rate`: the most bytes per second read of a reply
+        /// (a size, or variables giving one; 0: no limit).
+        pub limit_rate: Option<Template> = None,
         /// `proxy_force_ranges`: byte ranges of every reply.
         pub force_ranges: bool = false,
         /// `proxy_store`: where a 200 reply's body is saved (`None`: off).
@@ -695,6 +700,39 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_intercept_errors on | off;",
         default: "off",
         doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\nproxy_intercept_errors on;\nerror_page 502 503 /maintenance.html;\n```",
+    },
+    Def {
+        name: "proxy_socket_keepalive",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).socket_keepalive = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "proxy_socket_keepalive on | off;",
+        default: "off",
+        doc: "Turns on TCP keep-alive probes (SO_KEEPALIVE, with the system's timings) on new connections to upstreams.\n\n```nginx\nproxy_socket_keepalive on;\n```",
+    },
+    Def {
+        name: "proxy_limit_rate",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, e| {
+            let err = |m: String| ConfError::new(m, &d.span);
+            let t = Template::compile(d.arg(0), &mut e.vars).map_err(err)?;
+            if let Some(l) = t.literal() {
+                let n = std::str::from_utf8(l).ok().and_then(values::parse_size);
+                if n.is_none() {
+                    return Err(err(format!("\"{}\" directive invalid value", d.name)));
+                }
+            }
+            values::set_once(&mut loc(s).limit_rate, Some(t), d)
+        },
+        syntax: "proxy_limit_rate rate;",
+        default: "0",
+        doc: "Reads each reply from the upstream no faster than `rate` bytes per second (`k`, `m` suffixes; variables allowed, evaluated once the reply's head is in, so `$upstream_http_…` can set it); 0 is no limit.\n\n```nginx\nproxy_limit_rate 100k;\nproxy_limit_rate $upstream_http_x_rate;\n```",
     },
     Def {
         name: "proxy_store",

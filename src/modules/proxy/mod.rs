@@ -407,6 +407,7 @@ impl Proxy {
             bind,
             // A streamed body cannot be sent twice: it goes on a fresh connection.
             own: streamed || upgrade || bind.is_some(),
+            keepalive: pc.socket_keepalive,
         };
         let ex = Exchange {
             proxy: self,
@@ -564,9 +565,27 @@ impl Proxy {
             };
             return Ok(resp);
         }
-        Ok(self.finish_response(
+        let mut resp = self.finish_response(
             resp, conn, buf, &h, up, peer, vars, t0, pc, false, unbuffered,
-        ))
+        );
+        if let Some(t) = &pc.limit_rate {
+            let mut v = Vec::new();
+            t.render(req, &mut v);
+            match std::str::from_utf8(&v)
+                .ok()
+                .and_then(crate::conf::values::parse_size)
+            {
+                Some(0) => {}
+                Some(rate) => crate::modules::limit_rate::throttle(&mut resp, rate, 0),
+                None => crate::error_log!(
+                    Error,
+                    "invalid proxy_limit_rate \"{}\"{}",
+                    String::from_utf8_lossy(&v),
+                    req.log_context()
+                ),
+            }
+        }
+        Ok(resp)
     }
 
     /// Write the head and a held body, then read the reply head.
