@@ -101,6 +101,7 @@ class Ctx:
         self.root = vb.make_docroot(scratch)
         self.fpm_port = opts.port_base + 50
         self.upstream_port = opts.port_base + 51
+        self.upstream_tls_port = opts.port_base + 52  # the proxy's https upstream
         self._why = {}
 
     def port(self, name):
@@ -112,6 +113,7 @@ class Ctx:
     def subst(self, fpm_edits=(), backend=None):
         return {"@FPM@": f"127.0.0.1:{self.fpm_port}", "@FPM_HOST@": "127.0.0.1",
                 "@FPM_PORT@": self.fpm_port, "@UPSTREAM@": f"127.0.0.1:{self.upstream_port}",
+                "@UPSTREAM_TLS@": f"127.0.0.1:{self.upstream_tls_port}",
                 "@FPM_CONNS@": 2 * fpm_children(fpm_edits),
                 "@UPSTREAM_CONNS@": backend_workers(backend)}
 
@@ -146,9 +148,10 @@ class Ctx:
         return self._why[name, kind]
 
     @contextlib.contextmanager
-    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None):
+    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None, edits=()):
         """Start what a workload needs: php-fpm for "php" (the server's php template),
-        the backend server for "proxy"; yields (front Server, [backend Servers])."""
+        the backend server for "proxy"; yields (front Server, [backend Servers]).
+        edits: (old, new) replacements in the front server's template."""
         with contextlib.ExitStack() as stack:
             backends = []
             if kind == "php" and name != "apache-prefork":
@@ -161,7 +164,8 @@ class Ctx:
                     tag=f"{backend}-backend")))
             front = stack.enter_context(Server(
                 name, self.scratch, self.root, self.port(name),
-                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits, backend)))
+                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits, backend),
+                edits=edits))
             yield front, backends
 
     def check(self, name, path):
@@ -1061,38 +1065,65 @@ def exp_gzip(opts, scratch):
 # ---------------------------------------------------------------- proxy (issue 6)
 
 def exp_proxy(opts, scratch):
-    """proxy (issue 6): vireo, nginx and HAProxy proxying 2 B and 21 KB to h2o, keep-alive.
+    """proxy (issue 6): vireo, nginx and HAProxy proxying 2 B and 21 KB to h2o, keep-alive,
+    and 2 B to h2o over TLS (an https upstream).
 
-    vireo and nginx with upstream keepalive 64, HAProxy with http-reuse always, in
-    front of the same h2o; front server's CPU µs/req (target ≤ 0.7× nginx)."""
+    vireo and nginx with upstream keepalive 64 (and TLS session reuse), HAProxy with
+    http-reuse always, in front of the same h2o; front server's CPU µs/req (target
+    ≤ 0.7× nginx)."""
     ctx = Ctx(opts, scratch)
-    files = ["2b.txt", "21k.txt"]
+    cert, key = make_cert(ctx.scratch)
+    points = [(f, "proxy/" + f) for f in PROXY_FILES] + \
+             [(f"https:{f}", "proxys/" + f) for f in PROXY_TLS_FILES]
     plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
-    progress, results = Progress(len(plan) * len(files), "proxy"), []
+    progress, results = Progress(len(plan) * len(points), "proxy"), []
     for k, s in plan:
         why = ctx.unsupported(s, "proxy")
         if why:
             if k == 1:
-                results += [{"server": s, "path": f, "run": k, "unsupported": why} for f in files]
-            for _ in files:
+                results += [{"server": s, "path": p, "run": k, "unsupported": why}
+                            for p, _ in points]
+            for _ in points:
                 progress.step(f"{s:8} unsupported")
             continue
+        tls_backend = Server("h2o", ctx.scratch, ctx.root, ctx.upstream_tls_port,
+                             conf="h2o-tls.conf", tag="h2o-tls-backend",
+                             subst={"@CERT@": cert, "@KEY@": key,
+                                    "@PORT_H2@": ctx.upstream_tls_port + H2_PORT_OFFSET})
         try:
-            with ctx.serving(s, "proxy", backend="h2o") as (front, backends):
-                for f in files:
-                    progress.step(f"{s:8} proxy {f:8} run {k}/{opts.runs}")
-                    url = ctx.url(s, "proxy/" + f)
-                    vb.check_get(url, (ctx.root / f).read_bytes())
+            with ctx.serving(s, "proxy", backend="h2o", edits=PROXY_TLS_EDITS.get(s, ())) \
+                    as (front, backends), tls_backend:
+                for p, path in points:
+                    progress.step(f"{s:8} proxy {p:12} run {k}/{opts.runs}")
+                    url = ctx.url(s, path)
+                    vb.check_get(url, (ctx.root / path.split("/", 1)[1]).read_bytes())
                     warm_up(url)
-                    with Meter(front, backends) as m:
+                    with Meter(front, backends + [tls_backend]) as m:
                         w = run_wrk(url, opts.duration, opts.connections)
-                    results.append(dict(w, server=s, path=f, run=k, **m.result(w["requests"])))
+                    results.append(dict(w, server=s, path=p, run=k, **m.result(w["requests"])))
         except ERRORS as e:
             done = {r["path"] for r in results if r["server"] == s and r["run"] == k}
-            results += [{"server": s, "path": f, "run": k, "error": failure(e)}
-                        for f in files if f not in done]
+            results += [{"server": s, "path": p, "run": k, "error": failure(e)}
+                        for p, _ in points if p not in done]
     progress.close()
     return results
+
+
+PROXY_FILES = ["2b.txt", "21k.txt"]
+PROXY_TLS_FILES = ["2b.txt"]  # proxied from an https upstream (`proxys/`)
+# nginx.conf is the peers' own: its https upstream and /proxys/ location are added here
+# (vireo-proxy.conf and haproxy.cfg have theirs written in).
+PROXY_TLS_EDITS = {"nginx": (
+    ("  upstream be { server @UPSTREAM@; keepalive 64; }\n",
+     "  upstream be { server @UPSTREAM@; keepalive 64; }\n"
+     "  upstream bes { server @UPSTREAM_TLS@; keepalive 64; }\n"),
+    ('    location /proxy/ { proxy_pass http://be/; proxy_http_version 1.1; '
+     'proxy_set_header Connection ""; }\n',
+     '    location /proxy/ { proxy_pass http://be/; proxy_http_version 1.1; '
+     'proxy_set_header Connection ""; }\n'
+     '    location /proxys/ { proxy_pass https://bes/; proxy_http_version 1.1; '
+     'proxy_set_header Connection ""; proxy_ssl_session_reuse on; }\n'),
+)}
 
 # ---------------------------------------------------------------- paired ratios
 

@@ -603,6 +603,7 @@ class Report(unittest.TestCase):
 class Templates(unittest.TestCase):
     KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
             "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
+            "@UPSTREAM_TLS@": "127.0.0.1:5",
             "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
             "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500}
 
@@ -621,6 +622,15 @@ class Templates(unittest.TestCase):
         text = vb.fill((vb.CONF / "vireo-proxy.conf").read_text(),
                        dict(self.KEYS, **{"@UPSTREAM_CONNS@": 500}))
         self.assertIn("max_conns=500; queue 20000", text)
+
+    def test_proxy_tls_edits_apply_to_nginx_conf(self):
+        text = (vb.CONF / "nginx.conf").read_text()
+        for old, new in ex.PROXY_TLS_EDITS["nginx"]:
+            self.assertEqual(text.count(old), 1, old)
+            text = text.replace(old, new)
+        text = vb.fill(text, self.KEYS)
+        self.assertIn("upstream bes { server 127.0.0.1:5;", text)
+        self.assertIn("location /proxys/ { proxy_pass https://bes/;", text)
 
     def routes_conf(self, name, config):
         text = (vb.CONF / vb.SERVERS[name]["conf"]).read_text()
