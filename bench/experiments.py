@@ -1112,7 +1112,8 @@ def exp_proxy(opts, scratch):
 PROXY_FILES = ["2b.txt", "21k.txt"]
 PROXY_TLS_FILES = ["2b.txt"]  # proxied from an https upstream (`proxys/`)
 # nginx.conf is the peers' own: its https upstream and /proxys/ location are added here
-# (vireo-proxy.conf and haproxy.cfg have theirs written in).
+# (vireo-proxy.conf and haproxy.cfg have theirs written in). nginx 1.22 offers TLS 1.3
+# to upstreams only when told (the h2o backend speaks nothing older).
 PROXY_TLS_EDITS = {"nginx": (
     ("  upstream be { server @UPSTREAM@; keepalive 64; }\n",
      "  upstream be { server @UPSTREAM@; keepalive 64; }\n"
@@ -1122,7 +1123,8 @@ PROXY_TLS_EDITS = {"nginx": (
      '    location /proxy/ { proxy_pass http://be/; proxy_http_version 1.1; '
      'proxy_set_header Connection ""; }\n'
      '    location /proxys/ { proxy_pass https://bes/; proxy_http_version 1.1; '
-     'proxy_set_header Connection ""; proxy_ssl_session_reuse on; }\n'),
+     'proxy_set_header Connection ""; proxy_ssl_session_reuse on; '
+     'proxy_ssl_protocols TLSv1.2 TLSv1.3; }\n'),
 )}
 
 # ---------------------------------------------------------------- paired ratios

@@ -442,9 +442,12 @@ async fn open(
             (PeerAddr::Tcp(a), None) => (Sock::Tcp(connect_tcp(*a, local).await?), Nagle::Clear),
             (PeerAddr::Tcp(a), Some(d)) => {
                 let tcp = connect_tcp(*a, local).await?;
-                // The handshake's flights are each one write then a read.
+                // The client's last flight (Finished) is followed by the
+                // request without a read between: with Nagle's algorithm the
+                // request would wait for the peer's delayed ACK of it (40 ms).
+                tcp.set_nodelay(true)?;
                 let conn = super::tls::handshake(tcp, d).await?;
-                (Sock::Tls(Box::new(conn)), Nagle::Clear)
+                (Sock::Tls(Box::new(conn)), Nagle::Off)
             }
             (PeerAddr::Unix(p), None) => (Sock::Unix(UnixStream::connect(p).await?), Nagle::Off),
             (PeerAddr::Unix(_), Some(_)) => {
