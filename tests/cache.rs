@@ -402,3 +402,80 @@ fn entries_survive_a_reload_and_are_counted() {
     assert_eq!(metric(&m, "vireo_cache_stored_total", &["zone=\"c\""]), 1.0);
     assert_eq!(metric(&m, "vireo_cache_keys", &["zone=\"c\""]), 1.0);
 }
+
+#[test]
+fn background_update_and_the_stale_extensions_of_cache_control() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = std::sync::Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    // /swr: v1, fresh 1 s and then stale-while-revalidate; later replies
+    // take a second (v2, fresh a minute). /sie: fresh 1 s, stale-if-error,
+    // then the origin closes without answering.
+    let origin = service(move |head, _| {
+        let first = n2.fetch_add(1, Ordering::SeqCst) < 2;
+        let (cc, body) = match (head.starts_with("GET /swr"), first) {
+            (true, true) => ("max-age=1, stale-while-revalidate=30", "v1"),
+            (true, false) => {
+                std::thread::sleep(Duration::from_secs(1));
+                ("max-age=60", "v2")
+            }
+            (false, true) => ("max-age=1, stale-if-error=30", "ok"),
+            (false, false) => return String::new(),
+        };
+        format!(
+            "HTTP/1.1 200 OK\r\nCache-Control: {cc}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{body}"
+        )
+    });
+    let v = Vireo::start(&format!(
+        r#"events {{}}
+http {{
+  proxy_cache_path {{dir}}/cache keys_zone=c:1m;
+  server {{
+    listen 127.0.0.1:{{port}};
+    add_header X-Cache $upstream_cache_status always;
+    location / {{
+      proxy_pass http://127.0.0.1:{};
+      proxy_cache c;
+      proxy_cache_background_update on;
+    }}
+  }}
+}}
+"#,
+        origin.port
+    ));
+    assert_eq!(cache_status(&v.get("/swr")), "MISS");
+    assert_eq!(cache_status(&v.get("/sie")), "MISS");
+    std::thread::sleep(Duration::from_millis(2100));
+    // Expired within stale-while-revalidate: sent at once while a
+    // background subrequest fetches it anew.
+    let t = std::time::Instant::now();
+    let mut s = v.connect();
+    use std::io::{Read, Write};
+    s.write_all(b"GET /swr HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while Resp::parse_one(&got).is_none_or(|(r, _)| r.body.len() < 2) {
+        let k = s.read(&mut buf).unwrap();
+        assert!(k > 0);
+        got.extend_from_slice(&buf[..k]);
+    }
+    let r = Resp::parse(&got).unwrap();
+    assert_eq!((cache_status(&r), r.text().as_str()), ("STALE", "v1"));
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
+    // Meanwhile others get it too, as UPDATING; then the new reply is a hit.
+    let r = v.get("/swr");
+    assert_eq!((cache_status(&r), r.text().as_str()), ("UPDATING", "v1"));
+    assert!(eventually(3, || v.get("/swr").text() == "v2"));
+    assert_eq!(cache_status(&v.get("/swr")), "HIT");
+    // Expired within stale-if-error, and the origin fails: the entry.
+    let r = v.get("/sie");
+    assert_eq!(
+        (r.status, cache_status(&r), r.text().as_str()),
+        (200, "STALE", "ok")
+    );
+}

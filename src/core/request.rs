@@ -244,7 +244,7 @@ pub struct State {
     /// it starts at the content phase of its maker's level, and its
     /// response, a part of its maker's, skips the filters.
     pub(super) clone: bool,
-    caps: RefCell<Captures>,
+    pub(super) caps: RefCell<Captures>,
     /// Nesting of computed variables, to stop cycles.
     depth: Cell<u8>,
     /// The content handler's body goes on when the client leaves

@@ -97,6 +97,8 @@ pub struct Origin {
     location: Option<*const Location>,
     if_block: Option<usize>,
     if_handler: Option<usize>,
+    /// The maker's numbered regex captures (`$1`…), which a clone reads.
+    caps: crate::core::vars::Captures,
 }
 
 impl Request<'_> {
@@ -195,6 +197,7 @@ impl Request<'_> {
             location: self.location.map(std::ptr::from_ref),
             if_block: self.state.if_block,
             if_handler: self.state.if_handler,
+            caps: self.state.caps.borrow().clone(),
         })
     }
 }
@@ -321,18 +324,39 @@ impl Origin {
         let fut = run(
             self.clone(),
             self.uri.clone(),
-            self.args
-                .clone()
-                .unwrap_or_else(|| self.head.query().unwrap_or_default().to_vec()),
+            self.clone_args(),
             chan.clone(),
             None,
-            Mode::Clone(ext),
+            Mode::Clone(ext, false),
         );
         Ok(Subrequest {
             fut: Some(Box::pin(fut)),
             chan,
             head: None,
         })
+    }
+
+    /// A clone's arguments: the maker's.
+    fn clone_args(&self) -> Vec<u8> {
+        self.args
+            .clone()
+            .unwrap_or_else(|| self.head.query().unwrap_or_default().to_vec())
+    }
+
+    /// [`Origin::clone_request`] as a background subrequest (see
+    /// [`Origin::background`]): the cache's background update.
+    pub fn background_clone(self: &Rc<Self>, ext: Rc<dyn Any>) -> Result<(), Refused> {
+        self.count(&self.uri)?;
+        let args = self
+            .args
+            .clone()
+            .unwrap_or_else(|| self.head.query().unwrap_or_default().to_vec());
+        let chan = Rc::new(Chan::default());
+        let mode = Mode::Clone(ext, true);
+        let task =
+            tokio::task::spawn_local(run(self.clone(), self.uri.clone(), args, chan, None, mode));
+        self.tree.background.borrow_mut().push(task);
+        Ok(())
     }
 
     /// A background subrequest for `uri` with `args`, with the method of
@@ -380,8 +404,9 @@ enum Mode {
     /// With the maker's method, on its own, its body dropped.
     Background,
     /// The maker's request again at its level, with this in its store
-    /// ([`Origin::clone_request`]).
-    Clone(Rc<dyn Any>),
+    /// ([`Origin::clone_request`]); `true`: on its own, its body dropped
+    /// ([`Origin::background_clone`]).
+    Clone(Rc<dyn Any>, bool),
 }
 
 /// The producer's side of a subrequest: the response head once it is
@@ -488,17 +513,18 @@ async fn run(
     req.state.internal = true;
     req.state.method = match mode {
         Mode::Get => Some(Method::Get),
-        Mode::Background | Mode::Clone(_) => o.method,
+        Mode::Background | Mode::Clone(..) => o.method,
     };
     for e in &o.shared {
         req.state.ext.share(e.clone());
     }
-    if let Mode::Clone(ext) = &mode {
+    if let Mode::Clone(ext, _) = &mode {
         req.state.ext.share(ext.clone());
         req.state.clone = true;
         req.location = o.location.and_then(|l| o.server.locate(l));
         req.state.if_block = o.if_block;
         req.state.if_handler = o.if_handler;
+        *req.state.caps.borrow_mut() = o.caps.clone();
         let loc = req.location;
         req.set_conf(match (loc, o.if_block) {
             (Some(l), Some(i)) => &l.ifs[i].conf,
@@ -528,8 +554,8 @@ async fn run(
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let mut sent = 0u64;
     let body = match mode {
-        Mode::Get | Mode::Clone(_) => body,
-        Mode::Background => Body::Empty,
+        Mode::Get | Mode::Clone(_, false) => body,
+        Mode::Background | Mode::Clone(_, true) => Body::Empty,
     };
     if let Some(mut stream) = body.into_stream() {
         loop {

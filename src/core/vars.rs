@@ -1252,7 +1252,7 @@ fn pcre(pattern: &str, caseless: bool) -> Result<pcre2::bytes::Regex, String> {
 /// The numbered captures of the last regex match with groups: `$1`..`$9`
 /// read them. The subject is copied, so the captures outlive a rewrite of
 /// the URI they came from (as in nginx).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Captures {
     subject: Vec<u8>,
     spans: Vec<Option<(usize, usize)>>,

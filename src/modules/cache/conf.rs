@@ -455,6 +455,27 @@ macro_rules! one_def {
     };
 }
 
+/// A set of flags (nginx's bitmask slots): several lines at one level add up.
+macro_rules! mask_def {
+    ($p:literal, $K:ty, $name:literal, $field:ident, $arity:expr, $parse:expr, $args:literal, $default:literal, $doc:expr) => {
+        Def {
+            name: concat!($p, $name),
+            ignored: false,
+            ctx: Ctx::HSL,
+            arity: $arity,
+            set: |s, d, _| {
+                let v = $parse(d)?;
+                let slot = &mut set::<$K>(s).$field;
+                *slot = Some(slot.unwrap_or(0) | v);
+                Ok(())
+            },
+            syntax: concat!($p, $name, " ", $args, ";"),
+            default: $default,
+            doc: $doc,
+        }
+    };
+}
+
 macro_rules! list_def {
     ($p:literal, $K:ty, $name:literal, $field:ident, $doc:expr) => {
         Def {
@@ -531,7 +552,7 @@ macro_rules! defs {
                 default: "—",
                 doc: concat!("How long replies with these statuses stay fresh when the reply itself does not say (`X-Accel-Expires`, `Cache-Control`, `Expires` come first). Without codes: 200, 301 and 302; `any` stands for every status. A level with any of these drops the inherited ones. A reply whose status has no time is not cached.\n\n```nginx\n", $p, "_cache_valid 200 302 10m;\n", $p, "_cache_valid 404 1m;\n", $p, "_cache_valid any 5s;\n```"),
             },
-            one_def!($p, $K, "_cache_methods", methods, Arity::args(1, 3), methods, "GET | HEAD | POST ...", "GET HEAD", concat!("The methods whose replies are cached; GET and HEAD always are. The method is not part of the default key: add `$request_method` to the key when POST is cached.\n\n```nginx\n", $p, "_cache_methods GET HEAD POST;\n```")),
+            mask_def!($p, $K, "_cache_methods", methods, Arity::args(1, 3), methods, "GET | HEAD | POST ...", "GET HEAD", concat!("The methods whose replies are cached; GET and HEAD always are. The method is not part of the default key: add `$request_method` to the key when POST is cached.\n\n```nginx\n", $p, "_cache_methods GET HEAD POST;\n```")),
             one_def!($p, $K, "_cache_min_uses", min_uses, ONE, |d| number(d, 0).map(|n| n.max(1)), "number", "1", concat!("A reply is stored once its key has been asked for this many times (counted in the keys zone).\n\n```nginx\n", $p, "_cache_min_uses 3;\n```")),
             list_def!($p, $K, "_cache_bypass", bypass, concat!("When any value is neither empty nor `0`, the reply is taken from the upstream, not the cache (`BYPASS`); it may still be stored.\n\n```nginx\n", $p, "_cache_bypass $cookie_nocache $arg_nocache;\n```")),
             list_def!($p, $K, "_no_cache", no_cache, concat!("When any value is neither empty nor `0`, the reply is not stored.\n\n```nginx\n", $p, "_no_cache $http_pragma $http_authorization;\n```")),
@@ -540,27 +561,10 @@ macro_rules! defs {
             one_def!($p, $K, "_cache_lock", lock, ONE, on_off, "on | off", "off", concat!("One request at a time fills a missing entry: the others wait for it (up to `", $p, "_cache_lock_timeout`) and are then served from the cache. A request that waited too long goes to the upstream and its reply is not stored. After `", $p, "_cache_lock_age` another request may fill the entry.\n\n```nginx\n", $p, "_cache_lock on;\n```")),
             one_def!($p, $K, "_cache_lock_timeout", lock_timeout, ONE, first_time, "time", "5s", concat!("How long a request waits for another to fill an entry (`", $p, "_cache_lock`).\n\n```nginx\n", $p, "_cache_lock_timeout 2s;\n```")),
             one_def!($p, $K, "_cache_lock_age", lock_age, ONE, first_time, "time", "5s", concat!("After this long, a fill that has not ended lets one more request fill the entry (`", $p, "_cache_lock`).\n\n```nginx\n", $p, "_cache_lock_age 10s;\n```")),
-            Def {
-                name: concat!($p, "_cache_background_update"),
-                ignored: false,
-                ctx: Ctx::HSL,
-                arity: ONE,
-                set: |s, d, _| {
-                    if flag(d, 0)? {
-                        return Err(ConfError::new(
-                            format!("\"{} on\" is not supported: an expired entry is fetched anew by the request that finds it", d.name),
-                            &d.span,
-                        ));
-                    }
-                    crate::conf::values::set_once(&mut set::<$K>(s).background_update, false, d)
-                },
-                syntax: concat!($p, "_cache_background_update off;"),
-                default: "off",
-                doc: concat!("Only `off` is accepted: an expired entry is fetched anew by the request that finds it (others get it stale with `", $p, "_cache_use_stale updating`).\n\n```nginx\n", $p, "_cache_background_update off;\n```"),
-            },
+            one_def!($p, $K, "_cache_background_update", background_update, ONE, on_off, "on | off", "off", concat!("An expired entry that may be sent stale while it is fetched anew (`", $p, "_cache_use_stale updating`, or within the reply's `Cache-Control: stale-while-revalidate`) is sent at once (`STALE`), and a background subrequest, a clone of the request, fetches it; the connection's next request waits for that subrequest.\n\n```nginx\n", $p, "_cache_background_update on;\n", $p, "_cache_use_stale updating;\n```")),
             one_def!($p, $K, "_cache_convert_head", convert_head, ONE, on_off, "on | off", "on", concat!("A HEAD request that may be cached goes to the upstream as GET, so that the whole reply is stored.\n\n```nginx\n", $p, "_cache_convert_head off;\n```")),
             one_def!($p, $K, "_cache_max_range_offset", max_range_offset, ONE, |d| number(d, 0).map(Some), "number", "—", concat!("A range request starting beyond this offset goes to the upstream, and its reply is not stored.\n\n```nginx\n", $p, "_cache_max_range_offset 1048576;\n```")),
-            one_def!($p, $K, "_ignore_headers", ignore_headers, Arity::args(1, MANY), ignore_headers, "field ...", "—", concat!("Reply fields the cache does not act on: `X-Accel-Expires`, `Expires`, `Cache-Control` (then `", $p, "_cache_valid` decides), `Set-Cookie` (a reply with one is then cached), `Vary` (one entry for every variant). The other `X-Accel-*` fields are refused.\n\n```nginx\n", $p, "_ignore_headers Cache-Control Expires Set-Cookie;\n```")),
+            mask_def!($p, $K, "_ignore_headers", ignore_headers, Arity::args(1, MANY), ignore_headers, "field ...", "—", concat!("Reply fields the cache does not act on: `X-Accel-Expires`, `Expires`, `Cache-Control` (then `", $p, "_cache_valid` decides), `Set-Cookie` (a reply with one is then cached), `Vary` (one entry for every variant). The other `X-Accel-*` fields are refused.\n\n```nginx\n", $p, "_ignore_headers Cache-Control Expires Set-Cookie;\n```")),
         ]
     };
 }

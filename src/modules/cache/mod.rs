@@ -125,6 +125,11 @@ struct Pending {
     origin: RefCell<Option<Origin>>,
 }
 
+/// In the store of the clone of a request that was sent an expired entry:
+/// it fetches the entry anew in the background, under the mark its maker
+/// took.
+struct Updater;
+
 /// The client's fields never sent upstream when the reply may be cached
 /// (the cache answers them itself), as nginx's `*_cache` defaults.
 const DROPPED: &[&str] = &[
@@ -350,6 +355,19 @@ pub async fn lookup<K: Kind>(
             Found::Updating(e) => {
                 return Lookup::Serve(serve(req, &fill.zone, e, Status::Updating));
             }
+            Found::Background(e) => {
+                // The clone inherits the mark; refused (too many
+                // subrequests), the entry is left for the next request.
+                if req
+                    .subrequests()
+                    .background_clone(Rc::new(Updater))
+                    .is_err()
+                    && let Some(n) = fill.zone.shared.lock().get(&fill.hash)
+                {
+                    n.filling = None;
+                }
+                return Lookup::Serve(serve(req, &fill.zone, e, Status::Stale));
+            }
             Found::Wait if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
@@ -394,6 +412,9 @@ enum Found {
     Fresh(Entry),
     /// Expired, being fetched by another request, and may be sent stale.
     Updating(Entry),
+    /// Expired and may be sent stale while a background subrequest fetches
+    /// it anew (`*_cache_background_update`); this request holds its mark.
+    Background(Entry),
     /// Being filled by another request under `*_cache_lock`.
     Wait,
     Fetch,
@@ -461,6 +482,11 @@ impl<K: Kind> Fill<K> {
                     Err(_) if cold => None,
                     Ok(e) if e.meta.key == self.key => Some(e),
                     Ok(_) => None,
+                    Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                        self.zone.shared.lock().forget(&self.hash);
+                        let _ = std::fs::remove_file(&path);
+                        None
+                    }
                     Err(e) => {
                         crate::error_log!(Crit, "cache file \"{}\": {e}", path.display());
                         self.zone.shared.lock().forget(&self.hash);
@@ -486,8 +512,21 @@ impl<K: Kind> Fill<K> {
                 if e.valid_until > now {
                     return Found::Fresh(e);
                 }
-                if filling && c.use_stale & stale::UPDATING != 0 {
-                    return Found::Updating(e);
+                // Sent stale while fetched anew: `updating`, or within the
+                // reply's stale-while-revalidate.
+                let updating = c.use_stale & stale::UPDATING != 0
+                    || now <= e.valid_until + i64::from(e.meta.stale_updating);
+                let updater = req.state.ext.get::<Updater>().is_some();
+                if updating && !updater {
+                    if filling {
+                        return Found::Updating(e);
+                    }
+                    if c.background_update && self.store {
+                        if let Some(n) = self.zone.shared.lock().get(&self.hash) {
+                            n.filling = Some(now_ms);
+                        }
+                        return Found::Background(e);
+                    }
                 }
                 self.stale = Some(e);
             }
@@ -551,7 +590,7 @@ impl<K: Kind> Fill<K> {
             return self.stale_or(req, c, stale::of_status(origin.status), resp);
         }
         if resp.status == 304 && self.revalidating && self.stale.is_some() {
-            return self.revalidated(req, c, &origin, resp);
+            return self.revalidated(req, c, &origin);
         }
         if !self.store
             || any_set(req, &c.no_cache)
@@ -577,31 +616,42 @@ impl<K: Kind> Fill<K> {
 
     fn stale_or(mut self, req: &Request<'_>, c: &CacheLoc, cond: u16, resp: Response) -> Response {
         self.release();
+        // stale-if-error covers a failed fetch, not a reply's status.
+        let failed = stale::ERROR | stale::TIMEOUT | stale::INVALID_HEADER;
         match self.stale.take() {
-            Some(e) if c.use_stale & cond != 0 => serve(req, &self.zone, e, Status::Stale),
+            Some(e)
+                if c.use_stale & cond != 0
+                    || (cond & failed != 0
+                        && unix_now() <= e.valid_until + i64::from(e.meta.stale_error)) =>
+            {
+                serve(req, &self.zone, e, Status::Stale)
+            }
             _ => resp,
         }
     }
 
     /// A 304 to an expired entry's validators: fresh again.
-    fn revalidated(
-        mut self,
-        req: &Request<'_>,
-        c: &CacheLoc,
-        origin: &Origin,
-        resp: Response,
-    ) -> Response {
+    fn revalidated(mut self, req: &Request<'_>, c: &CacheLoc, origin: &Origin) -> Response {
         let e = self.stale.take().expect("checked by the caller");
         self.release();
-        let Some(until) = validity(c, origin, e.meta.status) else {
-            drop(e);
-            return resp;
+        // Fresh for what the 304 says, else for what the stored reply's
+        // fields say as if it came now (nginx reads them again), else for
+        // `*_cache_valid`; not cached when one of them says so.
+        let stored = Origin {
+            status: e.meta.status,
+            headers: e.meta.headers.clone(),
         };
-        let path = self.zone.path(&self.hash);
-        if store::set_valid_until(&path, until).is_ok()
-            && let Some(n) = self.zone.shared.lock().get(&self.hash)
-        {
-            n.valid_until = until;
+        let until = match header_validity(c, origin).or_else(|| header_validity(c, &stored)) {
+            Some(v) => v,
+            None => valid_for(c, e.meta.status),
+        };
+        if let Some(until) = until {
+            let path = self.zone.path(&self.hash);
+            if store::set_valid_until(&path, until).is_ok()
+                && let Some(n) = self.zone.shared.lock().get(&self.hash)
+            {
+                n.valid_until = until;
+            }
         }
         serve(req, &self.zone, e, Status::Revalidated)
     }
@@ -637,11 +687,14 @@ impl<K: Kind> Fill<K> {
             self.release();
             self.hash = target;
         }
+        let stale = stale_secs(c, origin);
         let meta = Meta {
             key: self.key.clone(),
             variant: v,
             status: resp.status,
             error,
+            stale_updating: stale.0,
+            stale_error: stale.1,
             vary,
             content_type: resp.content_type.as_ref().map(|v| v.as_str().to_string()),
             headers: resp
@@ -742,14 +795,23 @@ fn normalize_vary(o: &Origin) -> String {
 /// `X-Accel-Expires` first, then `Cache-Control`, then `Expires`, then
 /// `*_cache_valid` for `status`; a `Set-Cookie` or `Vary: *` is never cached.
 fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
+    match header_validity(c, o) {
+        Some(v) => v,
+        None => valid_for(c, status),
+    }
+}
+
+/// What a reply's fields say of its freshness: `Some(None)` not cached,
+/// `Some(Some(t))` fresh until `t`, `None` nothing (`*_cache_valid` decides).
+fn header_validity(c: &CacheLoc, o: &Origin) -> Option<Option<i64>> {
     use conf::ignore as ig;
     let now = unix_now();
     let on = |bit: u16| c.ignore_headers & bit == 0;
     if on(ig::SET_COOKIE) && o.header("set-cookie").is_some() {
-        return None;
+        return Some(None);
     }
     if on(ig::VARY) && normalize_vary(o).split(',').any(|n| n == "*") {
-        return None;
+        return Some(None);
     }
     if on(ig::X_ACCEL_EXPIRES)
         && let Some(v) = o.header("x-accel-expires")
@@ -759,12 +821,15 @@ fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
             Some(n) => (true, n),
             None => (false, v),
         };
-        let n: i64 = n.parse().ok()?;
-        return match (abs, n) {
-            (true, n) if n > now => Some(n),
+        let Ok(n) = n.parse::<i64>() else {
+            return Some(None);
+        };
+        // An absolute time already past is stored expired, as nginx.
+        return Some(match (abs, n) {
+            (true, n) if n > 0 => Some(n),
             (false, n) if n > 0 => Some(now + n),
             _ => None,
-        };
+        });
     }
     if on(ig::CACHE_CONTROL) {
         let mut max_age = None;
@@ -778,22 +843,27 @@ fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
                 let name = name.trim().to_ascii_lowercase();
                 let num = || val.trim().trim_matches('"').parse::<i64>().ok();
                 match name.as_str() {
-                    "no-cache" | "no-store" | "private" => return None,
-                    "max-age" => max_age = Some(num()?),
-                    "s-maxage" => s_maxage = Some(num()?),
+                    "no-cache" | "no-store" | "private" => return Some(None),
+                    "max-age" => max_age = Some(num()),
+                    "s-maxage" => s_maxage = Some(num()),
                     _ => {}
                 }
             }
         }
         if let Some(n) = s_maxage.or(max_age) {
-            return (n > 0).then_some(now + n);
+            return Some(n.filter(|&n| n > 0).map(|n| now + n));
         }
     }
     if on(ig::EXPIRES)
         && let Some(v) = o.header("expires")
     {
-        return conditional::http_date(v.as_bytes()).filter(|&t| t > now);
+        return Some(conditional::http_date(v.as_bytes()).filter(|&t| t > now));
     }
+    None
+}
+
+/// `*_cache_valid` for `status`.
+fn valid_for(c: &CacheLoc, status: u16) -> Option<i64> {
     let t = c
         .valid
         .iter()
@@ -801,7 +871,32 @@ fn validity(c: &CacheLoc, o: &Origin, status: u16) -> Option<i64> {
         .or_else(|| c.valid.iter().find(|(s, _)| *s == 0))?
         .1;
     let secs = t.as_secs() as i64;
-    (secs > 0).then_some(now + secs)
+    (secs > 0).then_some(unix_now() + secs)
+}
+
+/// How long past expiry a reply may be sent stale while it is fetched anew,
+/// and when fetching it fails: `Cache-Control`'s `stale-while-revalidate`
+/// (both) and `stale-if-error` (the second), as nginx reads them.
+fn stale_secs(c: &CacheLoc, o: &Origin) -> (u32, u32) {
+    if c.ignore_headers & conf::ignore::CACHE_CONTROL != 0 {
+        return (0, 0);
+    }
+    let (mut swr, mut sie) = (None, None);
+    for (n, v) in &o.headers {
+        if !n.eq_ignore_ascii_case("cache-control") {
+            continue;
+        }
+        for d in v.split(',').map(str::trim) {
+            let (name, val) = d.split_once('=').unwrap_or((d, ""));
+            let num = || val.trim().trim_matches('"').parse::<u32>().unwrap_or(0);
+            if name.trim().eq_ignore_ascii_case("stale-while-revalidate") {
+                swr = Some(num());
+            } else if name.trim().eq_ignore_ascii_case("stale-if-error") {
+                sie = Some(num());
+            }
+        }
+    }
+    (swr.unwrap_or(0), sie.or(swr).unwrap_or(0))
 }
 
 /// An entry as the response: its status and fields, the body from the file

@@ -4,7 +4,7 @@
 //! Layout (integers little-endian):
 //!
 //! ```text
-//! 0   magic "VIREOC01"
+//! 0   magic "VIREOC02"
 //! 8   valid until (i64, Unix seconds)   rewritten in place on revalidation
 //! 16  stored at (i64, Unix seconds)
 //! 24  meta length (u32)
@@ -12,8 +12,9 @@
 //! 36  CRC-32 of the meta
 //! 40  CRC-32 of the body
 //! 44  CRC-32 of bytes 16..44
-//! 48  meta: key, variant, status, Vary names, Content-Type, header fields,
-//!     X-Accel-Charset when the reply had one
+//! 48  meta: key, variant, status, the seconds past expiry it may be sent
+//!     stale while updated and on an error, Vary names, Content-Type, header
+//!     fields, X-Accel-Charset when the reply had one
 //!     body
 //! ```
 //!
@@ -27,7 +28,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"VIREOC01";
+const MAGIC: &[u8; 8] = b"VIREOC02";
+/// The magic of the format before the stale seconds: read as a miss.
+const OLDER: &[u8; 8] = b"VIREOC01";
 pub const FIXED: u64 = 48;
 
 /// What an entry says besides its body.
@@ -39,6 +42,12 @@ pub struct Meta {
     pub status: u16,
     /// An error page stands for the reply: the status alone is kept.
     pub error: bool,
+    /// Seconds past expiry the entry may be sent while it is fetched anew
+    /// (`Cache-Control: stale-while-revalidate`).
+    pub stale_updating: u32,
+    /// Seconds past expiry the entry may be sent when fetching it fails
+    /// (`stale-if-error`, and `stale-while-revalidate`).
+    pub stale_error: u32,
     /// The reply's `Vary` field names, lowercase, comma-separated.
     pub vary: String,
     pub content_type: Option<String>,
@@ -54,6 +63,8 @@ impl Meta {
         b.extend_from_slice(&self.variant);
         b.put_u16_le(self.status);
         b.put_u8(self.error as u8);
+        b.put_u32_le(self.stale_updating);
+        b.put_u32_le(self.stale_error);
         put_bytes(&mut b, self.vary.as_bytes());
         match &self.content_type {
             Some(c) => {
@@ -75,13 +86,15 @@ impl Meta {
 
     fn decode(mut b: &[u8]) -> Option<Meta> {
         let key = get_bytes(&mut b)?.to_vec();
-        if b.len() < 19 {
+        if b.len() < 27 {
             return None;
         }
         let mut variant = [0; 16];
         b.copy_to_slice(&mut variant);
         let status = b.get_u16_le();
         let error = b.get_u8() == 1;
+        let stale_updating = b.get_u32_le();
+        let stale_error = b.get_u32_le();
         let vary = get_str(&mut b)?;
         let content_type = match b.first()? {
             0 => {
@@ -111,6 +124,8 @@ impl Meta {
             variant,
             status,
             error,
+            stale_updating,
+            stale_error,
             vary,
             content_type,
             headers,
@@ -168,6 +183,12 @@ impl Entry {
         let mut fixed = [0u8; FIXED as usize];
         file.read_exact_at(&mut fixed, 0)
             .map_err(|_| bad("too short"))?;
+        if &fixed[..8] == OLDER {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "cache file of an older format",
+            ));
+        }
         if &fixed[..8] != MAGIC {
             return Err(bad("has no valid magic"));
         }
@@ -428,6 +449,8 @@ mod tests {
         let meta = Meta {
             key: b"k".to_vec(),
             status: 200,
+            stale_updating: 10,
+            stale_error: 30,
             content_type: Some("text/plain".into()),
             headers: vec![("ETag".into(), "\"x\"".into())],
             ..Default::default()
@@ -450,6 +473,10 @@ mod tests {
         // A truncated file does not open.
         f.set_len(e.size() - 1).unwrap();
         assert!(Entry::open(&dest).is_err());
+        // One of the older format is told apart (a miss, not damage).
+        f.write_all_at(OLDER, 0).unwrap();
+        let old = Entry::open(&dest).unwrap_err();
+        assert_eq!(old.kind(), io::ErrorKind::Unsupported);
         // A dropped writer leaves nothing.
         let w = Writer::create(&dir, &meta).unwrap();
         drop(w);
