@@ -479,3 +479,51 @@ http {{
         (200, "STALE", "ok")
     );
 }
+
+#[test]
+fn purge_removes_a_key_its_variants_or_a_prefix_behind_the_access_rules() {
+    let dir = TempDir::new("cache");
+    for f in ["a", "b", "v"] {
+        dir.write(&format!("html/p/{f}"), f);
+    }
+    let v = Vireo::start_in(
+        dir,
+        &conf(
+            "proxy_cache_purge $purge; limit_except GET HEAD { allow 127.0.0.1; deny all; }",
+            "location /p/v { add_header Vary Accept-Language; }",
+        )
+        .replace(
+            "http {\n",
+            "http {\n  map $request_method $purge { PURGE 1; default 0; }\n",
+        ),
+    );
+    let purge = |path: &str| v.request(&format!("PURGE {path} HTTP/1.0\r\n\r\n")).status;
+    let lang = |l: &str| {
+        let r = v.request(&format!(
+            "GET /p/v HTTP/1.0\r\nAccept-Language: {l}\r\n\r\n"
+        ));
+        cache_status(&r).to_string()
+    };
+    for p in ["/p/a", "/p/b"] {
+        assert_eq!(cache_status(&v.get(p)), "MISS");
+        assert_eq!(cache_status(&v.get(p)), "HIT");
+    }
+    assert_eq!(
+        (lang("en"), lang("fr"), lang("en")),
+        ("MISS".into(), "MISS".into(), "HIT".into())
+    );
+    // One key.
+    assert_eq!(purge("/p/a"), 204);
+    assert_eq!(purge("/p/a"), 404);
+    assert_eq!(cache_status(&v.get("/p/a")), "MISS");
+    assert_eq!(cache_status(&v.get("/p/b")), "HIT");
+    // Every variant of a key.
+    assert_eq!(purge("/p/v"), 204);
+    assert_eq!((lang("en"), lang("fr")), ("MISS".into(), "MISS".into()));
+    // A prefix.
+    assert_eq!(purge("/p/*"), 204);
+    for p in ["/p/a", "/p/b"] {
+        assert_eq!(cache_status(&v.get(p)), "MISS");
+    }
+    assert_eq!(lang("en"), "MISS");
+}

@@ -149,6 +149,9 @@ mod loc {
             pub min_uses: u64 = 1,
             pub bypass: Arc<[Template]> = Arc::from(Vec::new()),
             pub no_cache: Arc<[Template]> = Arc::from(Vec::new()),
+            /// `*_cache_purge`: when any value is set, the request removes
+            /// the entries of its key.
+            pub purge: Arc<[Template]> = Arc::from(Vec::new()),
             pub use_stale: u16 = 0,
             pub revalidate: bool = false,
             pub lock: bool = false,
@@ -555,6 +558,7 @@ macro_rules! defs {
             mask_def!($p, $K, "_cache_methods", methods, Arity::args(1, 3), methods, "GET | HEAD | POST ...", "GET HEAD", concat!("The methods whose replies are cached; GET and HEAD always are. The method is not part of the default key: add `$request_method` to the key when POST is cached.\n\n```nginx\n", $p, "_cache_methods GET HEAD POST;\n```")),
             one_def!($p, $K, "_cache_min_uses", min_uses, ONE, |d| number(d, 0).map(|n| n.max(1)), "number", "1", concat!("A reply is stored once its key has been asked for this many times (counted in the keys zone).\n\n```nginx\n", $p, "_cache_min_uses 3;\n```")),
             list_def!($p, $K, "_cache_bypass", bypass, concat!("When any value is neither empty nor `0`, the reply is taken from the upstream, not the cache (`BYPASS`); it may still be stored.\n\n```nginx\n", $p, "_cache_bypass $cookie_nocache $arg_nocache;\n```")),
+            list_def!($p, $K, "_cache_purge", purge, concat!("When any value is neither empty nor `0`, the request removes the entries of its cache key (every variant of it) and is answered 204, or 404 when there were none; a key ending in `*` removes every entry whose key starts with what precedes the `*`. The location's access rules apply to it as to any request (NGINX Plus has this directive; nginx does not).\n\n```nginx\nmap $request_method $purge { PURGE 1; default 0; }\nlocation / {\n    proxy_pass http://app;\n    proxy_cache c;\n    proxy_cache_purge $purge;\n    limit_except GET HEAD { allow 127.0.0.1; deny all; }\n}\n```")),
             list_def!($p, $K, "_no_cache", no_cache, concat!("When any value is neither empty nor `0`, the reply is not stored.\n\n```nginx\n", $p, "_no_cache $http_pragma $http_authorization;\n```")),
             one_def!($p, $K, "_cache_use_stale", use_stale, Arity::args(1, MANY), |d| bits(d, stale::NAMES, true), "error | timeout | invalid_header | updating | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | off ...", "off", concat!("When an expired entry may be sent (`STALE`) instead of what the upstream gives: no reply (`error`, `timeout`, `invalid_header`) or one of these statuses; `updating` sends it (`UPDATING`) while another request is fetching the entry anew.\n\n```nginx\n", $p, "_cache_use_stale error timeout updating http_503;\n```")),
             one_def!($p, $K, "_cache_revalidate", revalidate, ONE, on_off, "on | off", "off", concat!("An expired entry with an ETag or Last-Modified is asked for with `If-None-Match`/`If-Modified-Since`; a 304 makes it fresh again (`REVALIDATED`) for the time the 304 or the cached status says.\n\n```nginx\n", $p, "_cache_revalidate on;\n```")),

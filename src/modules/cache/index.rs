@@ -291,46 +291,32 @@ fn load(z: &CacheZone) {
     let mut batch = (0u64, Instant::now());
     let mut found = 0u64;
     let own = format!("{}{}-", store::TEMP_PREFIX, std::process::id());
-    let mut dirs = vec![z.dir.clone()];
-    while let Some(d) = dirs.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let path = e.path();
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                dirs.push(path);
-                continue;
+    walk(&z.dir, |path, name| {
+        if name.starts_with(store::TEMP_PREFIX) {
+            if !name.starts_with(&own) {
+                let _ = std::fs::remove_file(path);
             }
-            if name.starts_with(store::TEMP_PREFIX) {
-                if !name.starts_with(&own) {
-                    let _ = std::fs::remove_file(&path);
-                }
-                continue;
-            }
-            let Some(h) = store::unhex(&name) else {
-                continue;
-            };
-            if load_one(z, &path, &h).is_err() {
-                crate::error_log!(
-                    Warn,
-                    "cache file \"{}\" removed: it does not check out",
-                    path.display()
-                );
-                let _ = std::fs::remove_file(&path);
-            } else {
-                found += 1;
-            }
-            batch.0 += 1;
-            if batch.0 >= z.p.loader_files || batch.1.elapsed() >= z.p.loader_threshold {
-                std::thread::sleep(z.p.loader_sleep);
-                batch = (0, Instant::now());
-            }
+            return;
         }
-    }
+        let Some(h) = store::unhex(name) else {
+            return;
+        };
+        if load_one(z, path, &h).is_err() {
+            crate::error_log!(
+                Warn,
+                "cache file \"{}\" removed: it does not check out",
+                path.display()
+            );
+            let _ = std::fs::remove_file(path);
+        } else {
+            found += 1;
+        }
+        batch.0 += 1;
+        if batch.0 >= z.p.loader_files || batch.1.elapsed() >= z.p.loader_threshold {
+            std::thread::sleep(z.p.loader_sleep);
+            batch = (0, Instant::now());
+        }
+    });
     z.shared.loaded.store(true, Ordering::Release);
     crate::error_log!(
         Notice,
@@ -339,6 +325,25 @@ fn load(z: &CacheZone) {
         z.dir.display(),
         t0.elapsed().as_millis()
     );
+}
+
+/// Every file under a cache folder, with its name.
+pub fn walk(dir: &Path, mut file: impl FnMut(&Path, &str)) {
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                dirs.push(path);
+            } else {
+                file(&path, &e.file_name().to_string_lossy());
+            }
+        }
+    }
 }
 
 fn load_one(z: &CacheZone, path: &Path, h: &[u8; 16]) -> std::io::Result<()> {

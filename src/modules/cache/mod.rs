@@ -294,15 +294,6 @@ pub async fn lookup<K: Kind>(
             }
         }
     };
-    let m = match req.method() {
-        Method::Get => conf::GET,
-        Method::Head => conf::HEAD,
-        Method::Post => conf::POST,
-        _ => 0,
-    };
-    if c.methods & m == 0 {
-        return Lookup::Fetch(None);
-    }
     // A range far into the reply is asked of the upstream, not stored.
     let far = c.max_range_offset.is_some_and(|max| {
         req.head
@@ -327,6 +318,18 @@ pub async fn lookup<K: Kind>(
         );
         return Lookup::Serve(req.error(500));
     };
+    if any_set(req, &c.purge) {
+        return Lookup::Serve(Response::new(purge(zone, key).await));
+    }
+    let m = match req.method() {
+        Method::Get => conf::GET,
+        Method::Head => conf::HEAD,
+        Method::Post => conf::POST,
+        _ => 0,
+    };
+    if c.methods & m == 0 {
+        return Lookup::Fetch(None);
+    }
     if c.convert_head && req.method() == Method::Head {
         // The whole reply is fetched and stored; the client gets its head.
         req.state.method = Some(Method::Get);
@@ -388,6 +391,52 @@ pub async fn lookup<K: Kind>(
             }
         }
     }
+}
+
+/// `*_cache_purge`: remove the entries of `key`, every variant of it, or,
+/// for a key ending in `*`, every entry whose key starts with what precedes
+/// it (the folder is read off the worker's thread). 204 when some went,
+/// 404 when none matched.
+async fn purge(zone: Arc<CacheZone>, key: Vec<u8>) -> u16 {
+    let removed = tokio::task::spawn_blocking(move || purge_files(&zone, &key))
+        .await
+        .unwrap_or(0);
+    if removed > 0 { 204 } else { 404 }
+}
+
+fn purge_files(z: &CacheZone, key: &[u8]) -> usize {
+    let remove = |h: &[u8; 16]| {
+        z.shared.lock().forget(h);
+        let _ = std::fs::remove_file(z.path(h));
+    };
+    let prefix = key.strip_suffix(b"*");
+    if prefix.is_none() {
+        // The key's own entry says whether variants of it exist.
+        let h = store::md5(&[key]);
+        match Entry::open(&z.path(&h)) {
+            Ok(e) if e.meta.key == key && e.meta.vary.is_empty() => {
+                remove(&h);
+                return 1;
+            }
+            Ok(e) if e.meta.key == key => {}
+            _ => return 0,
+        }
+    }
+    let mut removed = 0;
+    index::walk(&z.dir, |path, name| {
+        let Some(h) = store::unhex(name) else {
+            return;
+        };
+        let matches = Entry::open(path).is_ok_and(|e| match prefix {
+            Some(p) => e.meta.key.starts_with(p),
+            None => e.meta.key == key,
+        });
+        if matches {
+            remove(&h);
+            removed += 1;
+        }
+    });
+    removed
 }
 
 /// The first offset a `Range` asks for: 0 when it does not parse, `None`
