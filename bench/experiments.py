@@ -1127,6 +1127,100 @@ PROXY_TLS_EDITS = {"nginx": (
      'proxy_ssl_protocols TLSv1.2 TLSv1.3; }\n'),
 )}
 
+# ---------------------------------------------------------------- cache (issue 19)
+
+# The cache in front of the proxy experiment's h2o: /cache/ caches for an hour,
+# /storm/ with proxy_cache_lock, logging what went to the origin. The same lines
+# for vireo and nginx (both read nginx's grammar).
+CACHE_HTTP = ("  proxy_cache_path @DIR@/cache levels=1:2 keys_zone=bench:10m;\n"
+              "  log_format up \"$upstream_cache_status $upstream_addr\";\n")
+CACHE_LOCATIONS = (
+    "    location /cache/ { proxy_pass http://be/; proxy_http_version 1.1; "
+    "proxy_set_header Connection \"\"; proxy_cache bench; proxy_cache_valid 200 1h; }\n"
+    "    location /storm/ { proxy_pass http://be/; proxy_http_version 1.1; "
+    "proxy_set_header Connection \"\"; proxy_cache bench; proxy_cache_valid 200 1h; "
+    "proxy_cache_lock on; access_log @DIR@/storm.log up; }\n")
+CACHE_EDITS = {
+    "vireo": (("  server {\n", CACHE_HTTP + "  server {\n"),
+              ("    location /proxy/ {", CACHE_LOCATIONS + "    location /proxy/ {")),
+    "nginx": (("  server {\n", CACHE_HTTP + "  server {\n"),
+              ("    location /proxy/ {", CACHE_LOCATIONS + "    location /proxy/ {")),
+}
+STORM_CLIENTS = 1000
+
+
+def exp_cache(opts, scratch):
+    """cache (issue 19): HITs of 2 B, 21 KB and 92 KB from proxy_cache beside the same
+    server's static file, vireo and nginx in front of h2o; then a MISS storm, 1,000
+    clients at once on one cold key with proxy_cache_lock: requests that reached the
+    origin (the target is one)."""
+    ctx = Ctx(opts, scratch)
+    files = [f for f, _ in FILES]
+    points = [(f"static:{f}", f) for f in files] + [(f"hit:{f}", "cache/" + f) for f in files]
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    progress, results = Progress(len(plan) * (len(points) + 1), "cache"), []
+    for k, s in plan:
+        try:
+            with ctx.serving(s, "proxy", backend="h2o", edits=CACHE_EDITS[s]) \
+                    as (front, backends):
+                for p, path in points:
+                    progress.step(f"{s:8} {p:14} run {k}/{opts.runs}")
+                    url = ctx.url(s, path)
+                    vb.check_get(url, (ctx.root / path.split("/")[-1]).read_bytes())
+                    warm_up(url)
+                    with Meter(front, backends) as m:
+                        w = run_wrk(url, opts.duration, opts.connections)
+                    results.append(dict(w, server=s, path=p, run=k, **m.result(w["requests"])))
+                progress.step(f"{s:8} MISS storm   run {k}/{opts.runs}")
+                url = ctx.url(s, f"storm/21k.txt?run={k}")
+                a = vb.run_ab(url, STORM_CLIENTS, STORM_CLIENTS, 30)
+                time.sleep(0.5)
+                log = (front.dir / "storm.log").read_text().splitlines() \
+                    if (front.dir / "storm.log").exists() else []
+                origin = sum(1 for line in log if line.split(" ", 1)[-1].strip() not in ("", "-"))
+                results.append({"server": s, "path": "storm", "run": k, "origin_requests": origin,
+                                "complete": a["complete"], "errors": a["errors"],
+                                "p99_ms": a["p99_ms"]})
+        except ERRORS as e:
+            results.append({"server": s, "path": "storm", "run": k, "error": failure(e)})
+    progress.close()
+    return results
+
+
+def summarize_cache(results, servers):
+    rows = summarize_points([r for r in results if r["path"] != "storm"], servers, ["path"],
+                            ["cpu_us_per_req", "rps"])
+    rows += summarize_points([r for r in results if r["path"] == "storm"], servers, ["path"],
+                             ["origin_requests", "errors", "p99_ms"])
+    return rows
+
+
+def markdown_cache(rows, servers):
+    def cpu(path, server):
+        return next((r.get("cpu_us_per_req") for r in rows
+                     if r["path"] == path and r["server"] == server), None)
+    body = []
+    for r in rows:
+        if r["path"] == "storm":
+            continue
+        kind, f = r["path"].split(":")
+        static, nginx = cpu(f"static:{f}", r["server"]), cpu(r["path"], "nginx")
+        body.append([f, kind, label(r["server"]), spread(r, "cpu_us_per_req", ".2f"),
+                     fmt(r.get("rps"), ",.0f"),
+                     fmt(r["cpu_us_per_req"] / static, ".2f") + "×"
+                     if kind == "hit" and static and r.get("cpu_us_per_req") else "–",
+                     fmt(r["cpu_us_per_req"] / nginx, ".2f") + "×"
+                     if nginx and r.get("cpu_us_per_req") else "–"])
+    out = table(["file", "served", "server", "CPU µs/req", "rps", "÷ own static", "÷ nginx"],
+                body)
+    storm = [[label(r["server"]), r.get("note") or fmt(r.get("origin_requests"), ".0f"),
+              fmt(r.get("errors"), ".0f"), fmt(r.get("p99_ms"), ".0f")]
+             for r in rows if r["path"] == "storm"]
+    return out + "\n" + table([f"MISS storm ({STORM_CLIENTS} clients, one cold key, "
+                               "proxy_cache_lock)", "requests to the origin", "errors",
+                               "p99 ms"], storm)
+
+
 # ---------------------------------------------------------------- paired ratios
 
 def paired(results, metric, num, den, same):
@@ -1592,6 +1686,10 @@ EXPERIMENTS = {
                           gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
                                     "cpu_us_per_req_max", ".2f"),),
                           title="modules — sub_filter on 92 KB HTML, auth_request before 2 B"),
+    "cache": Experiment(exp_cache, summarize_cache, markdown_cache, ("vireo", "nginx"),
+                        ("wrk", "ab"), keys=("path",), gaps=E3_GAPS[:1],
+                        title="cache — proxy_cache HITs beside static files, and a MISS storm "
+                              "(issue 19)"),
     "gzip": Experiment(exp_gzip, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
                        keys=("file",), gaps=E3_GAPS[:1],
                        title="gzip — on-the-fly gzip 5 of a 92 KB JS file (issue 7)"),

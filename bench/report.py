@@ -15,8 +15,8 @@ import vireobench as vb
 from vireobench import fmt, label
 
 DOCS = vb.REPO / "docs" / "benchmarks.md"
-ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "gzip", "routes", "tls",
-         "modules"]
+ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "cache", "gzip", "routes",
+         "tls", "modules"]
 NOT_PEERS = {"vireo", "floor"}
 
 PAPERS = {
@@ -29,6 +29,8 @@ PAPERS = {
     "E5": "002_5b0f10aa4f0e31a6.txt (the tuned nginx at 904k req/s)",
     "M": "DESIGN.md §3 (idle keep-alive connections)",
     "proxy": "issue 6 (reverse proxy to a fast backend with keep-alive: CPU µs per request ≤ 0.7× nginx's)",
+    "cache": "issue 19 (proxy_cache HITs within 1.1× of the same server's static file and ≤ 0.7× "
+             "nginx's HIT; a MISS storm on one key sends one request to the origin)",
     "gzip": "issue 7 (92 KB JS, gzip 5, c=50: CPU µs per request ≤ 0.8× nginx's, ≤ 0.2× with a variant cache)",
     "routes": "issue 4 (routing must not tax the hot path: 30 locations within 5 % of one)",
     "tls": "issue 9 (TLS 1.3 and HTTP/2: vireo's CPU µs per request ≤ nginx's)",
@@ -91,6 +93,14 @@ METHOD = {
         + ("; HAProxy (`haproxy.cfg`) with nbthread 1, `http-reuse always` (idle backend "
            "connections shared by all clients), no logs" if "haproxy" in o["servers"] else "")
         + ". The CPU column is the front server's; h2o's is beside it. "
+        f"{o['runs']} runs, servers interleaved."),
+    "cache": lambda o: (
+        f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s, keep-alive, 1 s warm-up (which also "
+        "fills the cache), on each file served statically and as a proxy_cache HIT "
+        "(`/cache/`: proxy_cache_path levels=1:2, proxy_cache_valid 200 1h) by the same server, "
+        "vireo (`vireo-proxy.conf`) and nginx (`nginx.conf`), in front of the proxy experiment's "
+        "h2o; then ab -n 1000 -c 1000 on one cold key of `/storm/` (proxy_cache_lock on), "
+        "counting from the front's log the requests that reached h2o. "
         f"{o['runs']} runs, servers interleaved."),
     "E4": lambda o: (f"ab -r -t {o['ab_time']} -n <N> -c {o['ab_c']} without keep-alive (as in the "
                      f"paper): N = {o['ab_n']:,} for the 21 KB page and {o['ab_n_php']:,} for "

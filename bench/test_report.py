@@ -632,6 +632,16 @@ class Templates(unittest.TestCase):
         self.assertIn("upstream bes { server 127.0.0.1:5;", text)
         self.assertIn("location /proxys/ { proxy_pass https://bes/;", text)
 
+    def test_cache_edits_apply_to_both_proxy_templates(self):
+        for name in ("vireo", "nginx"):
+            text = (vb.CONF / vb.SERVERS[name]["proxy"]).read_text()
+            for old, new in ex.CACHE_EDITS[name]:
+                self.assertEqual(text.count(old), 1, (name, old))
+                text = text.replace(old, new)
+            text = vb.fill(text, dict(self.KEYS, **{"@UPSTREAM_CONNS@": 0}))
+            self.assertIn("keys_zone=bench:10m", text)
+            self.assertIn("location /storm/", text)
+
     def routes_conf(self, name, config):
         text = (vb.CONF / vb.SERVERS[name]["conf"]).read_text()
         for old, new in ex.routes_edits(name, config):
