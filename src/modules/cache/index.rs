@@ -56,6 +56,9 @@ pub struct Node {
     pub filling: Option<u64>,
     /// Last asked for (Unix seconds), for `inactive`.
     pub access: i64,
+    /// Which file: a new one (stored again) has a new number, so a worker's
+    /// opened entry of an older one is not taken for it.
+    pub generation: u64,
 }
 
 /// The entries, least recently used first.
@@ -65,6 +68,8 @@ pub struct Index {
     cap: usize,
     /// Bytes of the files.
     pub bytes: u64,
+    /// The last [`Node::generation`] given.
+    generation: u64,
 }
 
 /// Bytes of the keys zone one key takes (nginx's node and its share of the
@@ -77,6 +82,7 @@ impl Index {
             map: lru::LruCache::unbounded(),
             cap: (size / NODE_COST).max(1) as usize,
             bytes: 0,
+            generation: 0,
         }
     }
 
@@ -124,6 +130,8 @@ impl Index {
             n.exists = true;
             n.size = size;
             n.valid_until = valid_until;
+            self.generation += 1;
+            n.generation = self.generation;
             self.bytes += size;
         }
     }

@@ -189,7 +189,7 @@ pub struct Fill<K: Kind> {
     /// The entry the reply goes to (the key's, or its variant's).
     hash: [u8; 16],
     /// An expired entry of the key.
-    stale: Option<Entry>,
+    stale: Option<Rc<Entry>>,
     /// The reply may be stored.
     store: bool,
     /// This request holds the entry's `filling` mark.
@@ -439,6 +439,48 @@ fn purge_files(z: &CacheZone, key: &[u8]) -> usize {
     removed
 }
 
+thread_local! {
+    /// Entries this worker opened, by zone and hash, with the generation and
+    /// expiry of the index node they were opened at: a hit on one of them
+    /// opens no file and reads no head (256 at most, each an open file).
+    static OPENED: RefCell<lru::LruCache<(usize, [u8; 16]), ((u64, i64), Rc<Entry>)>> =
+        RefCell::new(lru::LruCache::new(std::num::NonZeroUsize::new(256).expect("not zero")));
+}
+
+/// The entry file of `h` (`file_id`: its node's generation and expiry): one
+/// this worker opened before for the same file and expiry, else opened now
+/// (and kept, when the index knows it).
+fn opened(
+    z: &Arc<CacheZone>,
+    h: &[u8; 16],
+    file_id: (u64, i64),
+    path: &std::path::Path,
+    indexed: bool,
+) -> std::io::Result<Rc<Entry>> {
+    let key = (Arc::as_ptr(z) as usize, *h);
+    if indexed
+        && let Some((id, e)) = OPENED.with(|o| o.borrow_mut().get(&key).cloned())
+        && id == file_id
+    {
+        return Ok(e);
+    }
+    let mut e = Entry::open(path)?;
+    let keep = indexed && e.valid_until == file_id.1;
+    // A small body is kept in memory with it, as the open file cache keeps
+    // a small static file's: the head and body then leave in one write.
+    if keep && e.body_len <= crate::modules::static_files::cache::SMALL_BODY {
+        let mut b = vec![0; e.body_len as usize];
+        if std::os::unix::fs::FileExt::read_exact_at(&*e.file, &mut b, e.body_off).is_ok() {
+            e.body = Some(Bytes::from(b));
+        }
+    }
+    let e = Rc::new(e);
+    if keep {
+        OPENED.with(|o| o.borrow_mut().put(key, (file_id, e.clone())));
+    }
+    Ok(e)
+}
+
 /// The first offset a `Range` asks for: 0 when it does not parse, `None`
 /// for a suffix (`bytes=-N`, an offset not known before the reply).
 fn range_start(r: &[u8]) -> Option<u64> {
@@ -458,12 +500,12 @@ fn range_start(r: &[u8]) -> Option<u64> {
 }
 
 enum Found {
-    Fresh(Entry),
+    Fresh(Rc<Entry>),
     /// Expired, being fetched by another request, and may be sent stale.
-    Updating(Entry),
+    Updating(Rc<Entry>),
     /// Expired and may be sent stale while a background subrequest fetches
     /// it anew (`*_cache_background_update`); this request holds its mark.
-    Background(Entry),
+    Background(Rc<Entry>),
     /// Being filled by another request under `*_cache_lock`.
     Wait,
     Fetch,
@@ -498,7 +540,7 @@ impl<K: Kind> Fill<K> {
         let lock_age = c.lock_age.as_millis() as u64;
         for _ in 0..2 {
             let mut gone = Vec::new();
-            let (exists, filling) = {
+            let (exists, filling, file_id) = {
                 let mut idx = self.zone.shared.lock();
                 let n = idx.entry(&self.hash, now, &mut gone);
                 n.access = now;
@@ -509,7 +551,7 @@ impl<K: Kind> Fill<K> {
                 let filling = n
                     .filling
                     .is_some_and(|t| now_ms.saturating_sub(t) < lock_age);
-                (n.exists, filling)
+                (n.exists, filling, (n.generation, n.valid_until))
             };
             self.zone.remove_files(&gone);
             let path = self.zone.path(&self.hash);
@@ -517,7 +559,7 @@ impl<K: Kind> Fill<K> {
             // have its file: tried (and checked whole) as the loader would.
             let cold = !exists && !self.zone.shared.loaded.load(Ordering::Acquire);
             let entry = match exists || cold {
-                true => match Entry::open(&path) {
+                true => match opened(&self.zone, &self.hash, file_id, &path, exists) {
                     Ok(e) if cold => match e.verify_body() {
                         Ok(()) if e.meta.key == self.key => {
                             self.zone
@@ -816,7 +858,7 @@ impl<K: Kind> Fill<K> {
                     .fetch_add(1, Ordering::Relaxed);
                 self.release();
                 let status = self.status;
-                serve(req, &self.zone, e, status)
+                serve(req, &self.zone, Rc::new(e), status)
             }
             Err(e) => {
                 crate::error_log!(Crit, "cache file \"{}\" not written: {e}", path.display());
@@ -951,7 +993,7 @@ fn stale_secs(c: &CacheLoc, o: &Origin) -> (u32, u32) {
 /// An entry as the response: its status and fields, the body from the file
 /// (sendfile), with conditional requests and ranges answered as for a
 /// static file.
-fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response {
+fn serve(req: &Request<'_>, z: &CacheZone, e: Rc<Entry>, status: Status) -> Response {
     set_status(req, z, status);
     let meta = &e.meta;
     if meta.error {
@@ -965,10 +1007,11 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Entry, status: Status) -> Response
     }
     let ct = meta.content_type.clone().map(Value::Owned);
     let size = e.body_len;
-    let file = Rc::new(e.file);
-    let body_at = |r: std::ops::Range<u64>| match r.is_empty() {
-        true => Body::Empty,
-        false => Body::File {
+    let file = e.file.clone();
+    let body_at = |r: std::ops::Range<u64>| match (r.is_empty(), &e.body) {
+        (true, _) => Body::Empty,
+        (false, Some(b)) => Body::Bytes(b.slice(r.start as usize..r.end as usize)),
+        (false, None) => Body::File {
             file: file.clone(),
             range: e.body_off + r.start..e.body_off + r.end,
         },

@@ -164,7 +164,9 @@ fn get_str(b: &mut &[u8]) -> Option<String> {
 /// An entry opened for reading.
 #[derive(Debug)]
 pub struct Entry {
-    pub file: File,
+    pub file: std::rc::Rc<File>,
+    /// The body, when it was read into memory (a small one a worker keeps).
+    pub body: Option<bytes::Bytes>,
     pub meta: Meta,
     pub valid_until: i64,
     pub body_off: u64,
@@ -215,7 +217,8 @@ impl Entry {
         }
         let meta = Meta::decode(&m).ok_or_else(|| bad("meta is malformed"))?;
         Ok(Entry {
-            file,
+            file: std::rc::Rc::new(file),
+            body: None,
             meta,
             valid_until,
             body_off: FIXED + meta_len,
@@ -347,7 +350,8 @@ impl Writer {
         }
         std::fs::rename(&self.tmp, dest)?;
         Ok(Entry {
-            file,
+            file: std::rc::Rc::new(file),
+            body: None,
             meta: Meta::decode(&self.meta).expect("encoded above"),
             valid_until,
             body_off: FIXED + self.meta.len() as u64,
