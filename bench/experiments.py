@@ -1173,11 +1173,13 @@ def exp_cache(opts, scratch):
                     results.append(dict(w, server=s, path=p, run=k, **m.result(w["requests"])))
                 progress.step(f"{s:8} MISS storm   run {k}/{opts.runs}")
                 url = ctx.url(s, f"storm/21k.txt?run={k}")
+                log = front.dir / "storm.log"
+                before = len(log.read_text().splitlines()) if log.exists() else 0
                 a = vb.run_ab(url, STORM_CLIENTS, STORM_CLIENTS, 30)
                 time.sleep(0.5)
-                log = (front.dir / "storm.log").read_text().splitlines() \
-                    if (front.dir / "storm.log").exists() else []
-                origin = sum(1 for line in log if line.split(" ", 1)[-1].strip() not in ("", "-"))
+                lines = log.read_text().splitlines()[before:] if log.exists() else []
+                origin = sum(1 for line in lines
+                             if line.split(" ", 1)[-1].strip() not in ("", "-"))
                 results.append({"server": s, "path": "storm", "run": k, "origin_requests": origin,
                                 "complete": a["complete"], "errors": a["errors"],
                                 "p99_ms": a["p99_ms"]})

@@ -443,9 +443,12 @@ thread_local! {
     /// Entries this worker opened, by zone and hash, with the generation and
     /// expiry of the index node they were opened at: a hit on one of them
     /// opens no file and reads no head (256 at most, each an open file).
-    static OPENED: RefCell<lru::LruCache<(usize, [u8; 16]), ((u64, i64), Rc<Entry>)>> =
+    static OPENED: RefCell<Opened> =
         RefCell::new(lru::LruCache::new(std::num::NonZeroUsize::new(256).expect("not zero")));
 }
+
+/// (zone, hash) → ((generation, expiry), entry).
+type Opened = lru::LruCache<(usize, [u8; 16]), ((u64, i64), Rc<Entry>)>;
 
 /// The entry file of `h` (`file_id`: its node's generation and expiry): one
 /// this worker opened before for the same file and expiry, else opened now
