@@ -1011,7 +1011,11 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Rc<Entry>, status: Status) -> Resp
     let ct = meta.content_type.clone().map(Value::Owned);
     let size = e.body_len;
     let file = e.file.clone();
-    let body_at = |r: std::ops::Range<u64>| match (r.is_empty(), &e.body) {
+    // A body kept in memory goes as it is; ranges are cut from the file
+    // (several of them stay parts of it, which later filters — charset —
+    // can still recode part by part).
+    let mem = e.body.as_ref().filter(|_| req.head.header("range").is_none());
+    let body_at = |r: std::ops::Range<u64>| match (r.is_empty(), mem) {
         (true, _) => Body::Empty,
         (false, Some(b)) => Body::Bytes(b.slice(r.start as usize..r.end as usize)),
         (false, None) => Body::File {
