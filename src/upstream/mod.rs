@@ -62,6 +62,7 @@ pub mod driver;
 pub mod dynamic;
 pub mod health;
 pub mod next;
+pub mod params;
 pub mod pool;
 pub mod queue;
 pub mod resolver;
