@@ -29,6 +29,7 @@ pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
+pub mod scgi;
 pub mod secure_link;
 pub mod slice;
 pub mod split_clients;
@@ -39,6 +40,7 @@ pub mod status;
 pub mod sub_filter;
 pub mod try_files;
 pub mod userid;
+pub mod uwsgi;
 pub mod zone;
 
 use crate::core::module::Module;
@@ -74,6 +76,8 @@ pub static MODULES: &[&Module] = &[
     &crate::upstream::MODULE,
     &proxy::MODULE,
     &fastcgi::MODULE,
+    &uwsgi::MODULE,
+    &scgi::MODULE,
     &cache::PROXY_MODULE,
     &cache::FASTCGI_MODULE,
     &cgi::MODULE,

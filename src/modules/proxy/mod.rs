@@ -1338,7 +1338,7 @@ fn timed_out() -> io::Error {
     io::Error::new(ErrorKind::TimedOut, "upstream timed out")
 }
 
-async fn write_all(c: &UpConn, data: &[u8], t: Duration) -> io::Result<()> {
+pub(crate) async fn write_all(c: &UpConn, data: &[u8], t: Duration) -> io::Result<()> {
     write_vectored(c, &[IoSlice::new(data)], t).await
 }
 
@@ -1394,7 +1394,7 @@ async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
 }
 
 /// Read what the upstream has (waiting at most `t`); 0 at its end.
-async fn read_some(c: &UpConn, buf: &mut BytesMut, t: Duration) -> io::Result<usize> {
+pub(crate) async fn read_some(c: &UpConn, buf: &mut BytesMut, t: Duration) -> io::Result<usize> {
     loop {
         match c.try_read_buf(buf) {
             Ok(n) => return Ok(n),
