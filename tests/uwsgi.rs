@@ -1,0 +1,281 @@
+//! uwsgi_pass against a real uWSGI (Debian's uwsgi with its Python 3
+//! plugin) running a WSGI application, started by each test on a free port
+//! or a unix socket. Skips (with a message) only when uwsgi is missing.
+
+mod common;
+use common::app::App;
+use common::*;
+use std::io::Write;
+
+const APP: &str = r#"
+import hashlib, time
+
+def application(env, start_response):
+    path = env.get('PATH_INFO', '')
+    if path == '/big':
+        n = int(env.get('QUERY_STRING', '').split('=')[-1] or 1) * 16
+        start_response('200 OK', [('Content-Type', 'application/octet-stream')])
+        return (b'x' * 65536 for _ in range(n))
+    if path == '/teapot':
+        start_response("418 I'm a teapot", [('Content-Type', 'text/plain'),
+            ('X-Tea', 'yes'), ('Set-Cookie', 'a=1'), ('Set-Cookie', 'b=2'),
+            ('X-Secret', 'hidden')])
+        return [b'short and stout']
+    if path == '/sleep':
+        time.sleep(3)
+    body = env['wsgi.input'].read()
+    lines = ['%s=%s' % (k, v) for k, v in sorted(env.items()) if isinstance(v, str)]
+    lines.append('BODY=%d %s' % (len(body), hashlib.md5(body).hexdigest()))
+    start_response('200 OK', [('Content-Type', 'text/plain')])
+    return [('\n'.join(lines) + '\n').encode()]
+"#;
+
+/// uwsgi serving APP on `socket` (`127.0.0.1:PORT` or a path).
+fn uwsgi(dir: &TempDir, socket: &str, ready: impl FnMut() -> bool) -> Option<App> {
+    let app = dir.write("app.py", APP);
+    let app = app.to_str().unwrap();
+    App::start(
+        &[
+            "uwsgi",
+            "--plugin",
+            "python3",
+            "--uwsgi-socket",
+            socket,
+            "--wsgi-file",
+            app,
+            "--master",
+            "--processes",
+            "2",
+            "--die-on-term",
+            "--disable-logging",
+        ],
+        "apt-get install uwsgi uwsgi-plugin-python3",
+        ready,
+    )
+}
+
+fn tcp_app(dir: &TempDir) -> Option<(App, u16)> {
+    let port = free_port();
+    let app = uwsgi(dir, &format!("127.0.0.1:{port}"), App::tcp(port))?;
+    Some((app, port))
+}
+
+fn conf(pass: &str, extra: &str) -> String {
+    format!(
+        r#"events {{}}
+error_log {{dir}}/logs/error.log info;
+http {{
+  client_max_body_size 64m;
+  server {{
+    listen 127.0.0.1:{{port}};
+    location / {{
+      uwsgi_param REQUEST_METHOD $request_method;
+      uwsgi_param QUERY_STRING $query_string;
+      uwsgi_param CONTENT_LENGTH $content_length;
+      uwsgi_param CONTENT_TYPE $content_type;
+      uwsgi_param PATH_INFO $uri;
+      uwsgi_param SERVER_NAME $server_name;
+      uwsgi_param SERVER_PORT $server_port;
+      uwsgi_param SERVER_PROTOCOL $server_protocol;
+      uwsgi_param X_CUSTOM "made by $request_method";
+      uwsgi_param X_EMPTY $arg_none if_not_empty;
+      uwsgi_hide_header X-Secret;
+      uwsgi_pass {pass};
+      {extra}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+fn env_of(r: &Resp) -> Vec<String> {
+    r.text().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn get_sends_params_and_headers() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let r = v.request(
+        "GET /hello?a=1&b=2 HTTP/1.1\r\nHost: example.test\r\nX-Thing: t1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let env = env_of(&r);
+    for want in [
+        "REQUEST_METHOD=GET",
+        "QUERY_STRING=a=1&b=2",
+        "PATH_INFO=/hello",
+        "SERVER_NAME=",
+        "HTTP_HOST=example.test",
+        "HTTP_X_THING=t1",
+        "X_CUSTOM=made by GET",
+        "BODY=0 d41d8cd98f00b204e9800998ecf8427e",
+    ] {
+        assert!(env.iter().any(|l| l.starts_with(want)), "{want} in {env:?}");
+    }
+    assert!(!env.iter().any(|l| l.starts_with("X_EMPTY=")), "{env:?}");
+    assert_eq!(r.header("Content-Length"), Some(&*r.body.len().to_string()));
+}
+
+#[test]
+fn post_body_buffered_and_streamed() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let md5 = {
+        let p = dir.write("body.bin", &body);
+        let out = std::process::Command::new("md5sum")
+            .arg(p)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)[..32].to_string()
+    };
+    for extra in ["", "uwsgi_request_buffering off;"] {
+        let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), extra));
+        let mut s = v.connect();
+        write!(
+            s,
+            "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        s.write_all(&body).unwrap();
+        let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+        let env = env_of(&r);
+        assert!(
+            env.contains(&format!("BODY={} {md5}", body.len())),
+            "{extra}: {env:?}"
+        );
+        assert!(env.contains(&"REQUEST_METHOD=POST".to_string()));
+        // A chunked body is read whole first: the application gets its length.
+        let r = v.request(
+            "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        );
+        let env = env_of(&r);
+        assert!(env.contains(&"CONTENT_LENGTH=5".to_string()), "{env:?}");
+        assert!(
+            env.contains(&"BODY=5 5d41402abc4b2a76b9719d911017c592".to_string()),
+            "{env:?}"
+        );
+    }
+}
+
+#[test]
+fn large_response_streams() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let (head, body) = get_chunked(&v, "/big?mb=20");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), 20 << 20);
+    assert!(body.iter().all(|&b| b == b'x'));
+}
+
+#[test]
+fn status_and_headers_pass() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let r = v.get("/teapot");
+    assert_eq!(r.status, 418);
+    assert_eq!(r.header("X-Tea"), Some("yes"));
+    assert_eq!(r.header("X-Secret"), None);
+    assert_eq!(r.head.matches("Set-Cookie").count(), 2, "{}", r.head);
+    assert_eq!(r.text(), "short and stout");
+}
+
+#[test]
+fn dead_backend_is_502_and_slow_one_504() {
+    let dir = TempDir::new("uwsgi");
+    let dead = free_port();
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{dead}"), ""));
+    assert_eq!(v.get("/").status, 502);
+    let want = format!(
+        "Connection refused while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"uwsgi://127.0.0.1:{dead}\", host: \"localhost\""
+    );
+    assert!(
+        eventually(5, || error_log(&v).contains(&want)),
+        "{want} in {}",
+        error_log(&v)
+    );
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(
+        &format!("127.0.0.1:{port}"),
+        "uwsgi_read_timeout 1s;",
+    ));
+    assert_eq!(v.get("/sleep").status, 504);
+    assert!(
+        eventually(5, || error_log(&v).contains("upstream timed out")),
+        "{}",
+        error_log(&v)
+    );
+}
+
+#[test]
+fn unix_socket() {
+    let dir = TempDir::new("uwsgi");
+    let sock = dir.path().join("app.sock");
+    let Some(_app) = uwsgi(&dir, sock.to_str().unwrap(), App::unix(sock.clone())) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("unix:{}", sock.display()), ""));
+    let r = v.get("/u?x=1");
+    assert_eq!(r.status, 200);
+    assert!(env_of(&r).contains(&"QUERY_STRING=x=1".to_string()));
+}
+
+#[test]
+fn upstream_block_with_a_dead_peer() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let dead = free_port();
+    let v = Vireo::start(&conf("uwsgi://apps", "").replace(
+        "  server {",
+        &format!(
+            "  upstream apps {{ server 127.0.0.1:{dead}; server 127.0.0.1:{port}; }}\n  server {{"
+        ),
+    ));
+    for _ in 0..4 {
+        assert_eq!(v.get("/").status, 200);
+    }
+}
+
+#[test]
+fn config_errors_name_file_and_line() {
+    let dir = TempDir::new("uwsgi");
+    assert_conf_errors(
+        &dir,
+        &[
+            (
+                "location / { uwsgi_pass http://127.0.0.1:1; }",
+                "invalid URL prefix \"http://\" in \"uwsgi_pass\"",
+            ),
+            (
+                "location / { uwsgi_modifier1 256; }",
+                "invalid parameter \"256\" in \"uwsgi_modifier1\" directive",
+            ),
+            (
+                "location / { uwsgi_param A b c; }",
+                "invalid parameter \"c\" in \"uwsgi_param\" directive",
+            ),
+            (
+                "uwsgi_pass 127.0.0.1:1;",
+                "\"uwsgi_pass\" directive is not allowed here",
+            ),
+        ],
+    );
+}
