@@ -201,7 +201,7 @@ fn dead_backend_is_502_and_slow_one_504() {
     let v = Vireo::start(&conf(&format!("127.0.0.1:{dead}"), ""));
     assert_eq!(v.get("/").status, 502);
     let want = format!(
-        "Connection refused while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"uwsgi://127.0.0.1:{dead}\", host: \"localhost\""
+        "connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"uwsgi://127.0.0.1:{dead}\", host: \"localhost\""
     );
     assert!(
         eventually(5, || error_log(&v).contains(&want)),
@@ -243,15 +243,24 @@ fn upstream_block_with_a_dead_peer() {
         return;
     };
     let dead = free_port();
-    let v = Vireo::start(&conf("uwsgi://apps", "").replace(
+    let v = Vireo::start(&conf("uwsgi://apps", "add_header X-Up $upstream_addr;").replace(
         "  server {",
         &format!(
             "  upstream apps {{ server 127.0.0.1:{dead}; server 127.0.0.1:{port}; }}\n  server {{"
         ),
     ));
+    let mut addrs = Vec::new();
     for _ in 0..4 {
-        assert_eq!(v.get("/").status, 200);
+        let r = v.get("/");
+        assert_eq!(r.status, 200);
+        addrs.push(r.header("X-Up").unwrap().to_string());
     }
+    // The dead peer is tried once, then left out while it is failed.
+    assert!(
+        addrs.contains(&format!("127.0.0.1:{dead}, 127.0.0.1:{port}")),
+        "{addrs:?}"
+    );
+    assert!(addrs.contains(&format!("127.0.0.1:{port}")), "{addrs:?}");
 }
 
 #[test]
