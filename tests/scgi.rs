@@ -1,0 +1,255 @@
+//! scgi_pass against a real SCGI application: a Perl daemon built on
+//! Debian's SCGI module (libscgi-perl, the one nginx's own tests use),
+//! started by each test on a free port or a unix socket. Skips (with a
+//! message) only when the module is missing.
+
+mod common;
+use common::app::App;
+use common::*;
+use std::io::Write;
+
+/// Serves on ARGV[0] (a port, or a unix socket's path): `/big?mb=N` N MB,
+/// `/s404` a CGI head with `Status: 404`, `/created` an HTTP status line,
+/// anything else its environment and its body's length and MD5.
+const DAEMON: &str = r#"
+use strict; use warnings;
+use SCGI; use IO::Socket::INET; use IO::Socket::UNIX; use Digest::MD5 qw(md5_hex);
+$SIG{PIPE} = 'IGNORE';
+my $at = shift;
+my $server = $at =~ /^\d+$/
+    ? IO::Socket::INET->new(LocalHost => "127.0.0.1:$at", Listen => 16, Reuse => 1)
+    : IO::Socket::UNIX->new(Local => $at, Listen => 16);
+die "listen: $!" unless $server;
+my $scgi = SCGI->new($server, blocking => 1);
+while (my $r = $scgi->accept) {
+    eval { $r->read_env };
+    next if $@;
+    my $env = $r->env;
+    my $c = $r->connection;
+    my $body = '';
+    my $want = $env->{CONTENT_LENGTH} || 0;
+    while (length($body) < $want) {
+        my $n = read($c, $body, $want - length($body), length($body));
+        last unless $n;
+    }
+    my $path = $env->{PATH_INFO} || '';
+    if ($path eq '/big') {
+        my ($mb) = ($env->{QUERY_STRING} || '') =~ /mb=(\d+)/;
+        print $c "Content-Type: application/octet-stream\r\n\r\n";
+        print $c 'x' x 65536 for 1 .. ($mb || 1) * 16;
+    } elsif ($path eq '/s404') {
+        print $c "Status: 404 Not Found\r\nContent-Type: text/plain\r\nX-Why: gone\r\n\r\nno such thing";
+    } elsif ($path eq '/created') {
+        print $c "HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nLocation: http://example.test/new\r\n\r\nmade";
+    } else {
+        print $c "Content-Type: text/plain\r\n\r\n";
+        print $c "$_=$env->{$_}\n" for sort keys %$env;
+        print $c "BODY=" . length($body) . " " . md5_hex($body) . "\n";
+    }
+    $c->close;
+}
+"#;
+
+fn daemon(dir: &TempDir, at: &str, ready: impl FnMut() -> bool) -> Option<App> {
+    let has_module = std::process::Command::new("perl")
+        .args(["-MSCGI", "-e1"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_module {
+        eprintln!("SKIP: Perl's SCGI module is missing (apt-get install libscgi-perl)");
+        return None;
+    }
+    let script = dir.write("scgi.pl", DAEMON);
+    App::start(
+        &["perl", script.to_str().unwrap(), at],
+        "apt-get install perl",
+        ready,
+    )
+}
+
+fn tcp_daemon(dir: &TempDir) -> Option<(App, u16)> {
+    let port = free_port();
+    let app = daemon(dir, &port.to_string(), App::tcp(port))?;
+    Some((app, port))
+}
+
+fn conf(pass: &str, extra: &str) -> String {
+    format!(
+        r#"events {{}}
+error_log {{dir}}/logs/error.log info;
+http {{
+  client_max_body_size 64m;
+  server {{
+    listen 127.0.0.1:{{port}};
+    server_name scgi.test;
+    location / {{
+      scgi_param REQUEST_METHOD $request_method;
+      scgi_param QUERY_STRING $query_string;
+      scgi_param PATH_INFO $uri;
+      scgi_param SERVER_NAME $server_name;
+      scgi_param X_CUSTOM "made by $request_method";
+      scgi_param X_EMPTY $arg_none if_not_empty;
+      scgi_pass {pass};
+      {extra}
+    }}
+  }}
+}}
+"#
+    )
+}
+
+fn env_of(r: &Resp) -> Vec<String> {
+    r.text().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn get_sends_headers_in_order() {
+    let dir = TempDir::new("scgi");
+    let Some((_app, port)) = tcp_daemon(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let r = v.request(
+        "GET /hello?a=1 HTTP/1.1\r\nHost: example.test\r\nX-Thing: t1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let env = env_of(&r);
+    for want in [
+        "CONTENT_LENGTH=0",
+        "SCGI=1",
+        "REQUEST_METHOD=GET",
+        "QUERY_STRING=a=1",
+        "PATH_INFO=/hello",
+        "SERVER_NAME=scgi.test",
+        "HTTP_HOST=example.test",
+        "HTTP_X_THING=t1",
+        "X_CUSTOM=made by GET",
+    ] {
+        assert!(env.contains(&want.to_string()), "{want} in {env:?}");
+    }
+    assert!(!env.iter().any(|l| l.starts_with("X_EMPTY=")), "{env:?}");
+}
+
+#[test]
+fn post_body_buffered_and_streamed() {
+    let dir = TempDir::new("scgi");
+    let Some((_app, port)) = tcp_daemon(&dir) else {
+        return;
+    };
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    let md5 = {
+        let p = dir.write("body.bin", &body);
+        let out = std::process::Command::new("md5sum")
+            .arg(p)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)[..32].to_string()
+    };
+    for extra in ["", "scgi_request_buffering off;"] {
+        let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), extra));
+        let mut s = v.connect();
+        write!(
+            s,
+            "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        s.write_all(&body).unwrap();
+        let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+        let env = env_of(&r);
+        assert!(
+            env.contains(&format!("BODY={} {md5}", body.len())),
+            "{extra}: {env:?}"
+        );
+        assert!(env.contains(&format!("CONTENT_LENGTH={}", body.len())));
+        let r = v.request(
+            "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        );
+        let env = env_of(&r);
+        assert!(
+            env.contains(&"BODY=5 5d41402abc4b2a76b9719d911017c592".to_string()),
+            "{env:?}"
+        );
+    }
+}
+
+#[test]
+fn large_response_streams() {
+    let dir = TempDir::new("scgi");
+    let Some((_app, port)) = tcp_daemon(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let (head, body) = get_chunked(&v, "/big?mb=16");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), 16 << 20);
+    assert!(body.iter().all(|&b| b == b'x'));
+}
+
+#[test]
+fn cgi_status_and_http_status_line() {
+    let dir = TempDir::new("scgi");
+    let Some((_app, port)) = tcp_daemon(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let r = v.get("/s404");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("X-Why"), Some("gone"));
+    assert_eq!(r.text(), "no such thing");
+    let r = v.get("/created");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("Location"), Some("http://example.test/new"));
+    assert_eq!(r.text(), "made");
+}
+
+#[test]
+fn dead_backend_is_502() {
+    let dead = free_port();
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{dead}"), ""));
+    assert_eq!(v.get("/").status, 502);
+    let want = format!(
+        "while connecting to upstream, client: 127.0.0.1, server: scgi.test, request: \"GET / HTTP/1.1\", upstream: \"scgi://127.0.0.1:{dead}\""
+    );
+    assert!(
+        eventually(5, || error_log(&v).contains(&want)),
+        "{want} in {}",
+        error_log(&v)
+    );
+}
+
+#[test]
+fn unix_socket() {
+    let dir = TempDir::new("scgi");
+    let sock = dir.path().join("scgi.sock");
+    let Some(_app) = daemon(&dir, sock.to_str().unwrap(), App::unix(sock.clone())) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("unix:{}", sock.display()), ""));
+    let r = v.get("/u?x=1");
+    assert_eq!(r.status, 200);
+    assert!(env_of(&r).contains(&"QUERY_STRING=x=1".to_string()));
+}
+
+#[test]
+fn config_errors_name_file_and_line() {
+    let dir = TempDir::new("scgi");
+    assert_conf_errors(
+        &dir,
+        &[
+            (
+                "location / { scgi_pass uwsgi://127.0.0.1:1; }",
+                "invalid URL prefix \"uwsgi://\" in \"scgi_pass\"",
+            ),
+            (
+                "location / { scgi_modifier1 1; }",
+                "unknown directive \"scgi_modifier1\"",
+            ),
+            (
+                "location / { scgi_buffers 0 4k; }",
+                "invalid parameter \"0\" in \"scgi_buffers\" directive",
+            ),
+        ],
+    );
+}
