@@ -288,3 +288,69 @@ fn config_errors_name_file_and_line() {
         ],
     );
 }
+
+#[test]
+fn suwsgi_is_uwsgi_over_tls() {
+    let dir = TempDir::new("uwsgi");
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=app.test",
+            "-addext",
+            "subjectAltName=DNS:app.test",
+            "-days",
+            "2",
+            "-keyout",
+            "app.key",
+            "-out",
+            "app.crt",
+        ],
+    );
+    let port = free_port();
+    let (crt, key) = (dir.path().join("app.crt"), dir.path().join("app.key"));
+    let app = dir.write("app.py", APP);
+    let Some(_app) = App::start(
+        &[
+            "uwsgi",
+            "--plugin",
+            "python3",
+            "--ssl-socket",
+            &format!("127.0.0.1:{port},{},{}", crt.display(), key.display()),
+            "--wsgi-file",
+            app.to_str().unwrap(),
+            "--master",
+            "--die-on-term",
+            "--disable-logging",
+        ],
+        "apt-get install uwsgi uwsgi-plugin-python3",
+        App::tcp(port),
+    ) else {
+        return;
+    };
+    let ssl = format!(
+        "uwsgi_ssl_verify on; uwsgi_ssl_trusted_certificate {}; uwsgi_ssl_name app.test;",
+        crt.display()
+    );
+    let v = Vireo::start(&conf(&format!("suwsgi://127.0.0.1:{port}"), &ssl));
+    let r = v.get("/tls?t=1");
+    assert_eq!(r.status, 200, "{}", error_log(&v));
+    assert!(env_of(&r).contains(&"QUERY_STRING=t=1".to_string()));
+    // A name the certificate does not hold fails the handshake: 502.
+    let v = Vireo::start(&conf(
+        &format!("suwsgi://127.0.0.1:{port}"),
+        &ssl.replace("uwsgi_ssl_name app.test", "uwsgi_ssl_name other.test"),
+    ));
+    assert_eq!(v.get("/").status, 502);
+    assert!(
+        eventually(5, || error_log(&v)
+            .contains("while SSL handshaking to upstream")),
+        "{}",
+        error_log(&v)
+    );
+}

@@ -70,6 +70,7 @@ pub mod response;
 pub mod stats;
 pub mod store;
 pub mod tls;
+pub mod tls_conf;
 
 use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};

@@ -51,9 +51,9 @@ pub trait Sink {
 /// One request's parameters into `out`: the configured `params` (a
 /// `CONTENT_LENGTH` among them gets `body_len` when the body was read whole
 /// to learn it, and is added when none is configured), then with
-/// `pass_headers` the request's headers as `HTTP_*` (not those a param
-/// already sets, not names with `_`, which would alias ones with `-`, and
-/// never `Proxy`: httpoxy). `check` sees each configured value and may
+/// `pass_headers` the request's headers as `HTTP_*`, a repeated one once
+/// with its values joined (not those a param already sets, not names with
+/// `_`, which would alias ones with `-`, and never `Proxy`: httpoxy). `check` sees each configured value and may
 /// refuse the request with a status.
 pub fn render(
     req: &Request<'_>,
@@ -90,10 +90,13 @@ pub fn render(
     }
     if pass_headers {
         let mut name = Vec::with_capacity(64);
-        for (n, val) in req.head.headers() {
+        let mut joined = Vec::new();
+        let headers = || req.head.headers();
+        for (i, (n, val)) in headers().enumerate() {
             if n.contains(&b'_')
                 || n.eq_ignore_ascii_case(b"proxy")
                 || crate::modules::cache::drops_header(req, n)
+                || headers().take(i).any(|(m, _)| m.eq_ignore_ascii_case(n))
             {
                 continue;
             }
@@ -109,7 +112,28 @@ pub fn render(
             if params.iter().any(|q| *q.name == *name) {
                 continue;
             }
-            out.add(&name, val);
+            // A repeated header is one parameter, its values joined as
+            // nginx joins them (`; ` for cookies).
+            let mut more = headers()
+                .skip(i + 1)
+                .filter(|(m, _)| m.eq_ignore_ascii_case(n))
+                .peekable();
+            if more.peek().is_none() {
+                out.add(&name, val);
+                continue;
+            }
+            let sep: &[u8] = if n.eq_ignore_ascii_case(b"cookie") {
+                b"; "
+            } else {
+                b", "
+            };
+            joined.clear();
+            joined.extend_from_slice(val);
+            for (_, v) in more {
+                joined.extend_from_slice(sep);
+                joined.extend_from_slice(v);
+            }
+            out.add(&name, &joined);
         }
     }
     Ok(())

@@ -120,6 +120,17 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         if hidden {
             continue;
         }
+        // The application's Server and Date stand in for the server's own.
+        if lower == "server" || lower == "date" {
+            let own = resp.own.get_or_insert_default();
+            let slot = if lower == "date" {
+                &mut own.date
+            } else {
+                &mut own.server
+            };
+            *slot = Some(Value::Owned(value));
+            continue;
+        }
         match intern(&name) {
             Some(n) => resp.headers.push((n, Value::Owned(value))),
             None => crate::error_log!(

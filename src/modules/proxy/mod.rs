@@ -17,7 +17,7 @@
 //!   `Body::Stream` the client connection pulls piece by piece, so one buffer
 //!   per request bounds memory whatever `proxy_buffering` says.
 //! - `https://` upstreams: the same exchange over TLS (`upstream::tls`, with
-//!   the client and name of [`ssl::dial`]); pooled keep-alive connections
+//!   the client and name of [`tls_conf::dial`]); pooled keep-alive connections
 //!   keep their TLS session.
 //! - A 101 reply to a request that asked for an Upgrade becomes a tunnel
 //!   (see [`Tunnel`]); nothing the client sends after its head reaches the
@@ -40,6 +40,7 @@ use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Blocks;
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
+use crate::upstream::tls_conf::{self, SslConf};
 use crate::upstream::{self, UpConn, Upstream, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::{CookieName, ProxyConf, Redirect, RedirectFrom};
@@ -368,10 +369,12 @@ impl Proxy {
         req.state.ext.insert(vars.clone());
         let uri = self.upstream_uri(req, &dest);
         let dial = match dest.tls {
-            true => match ssl::dial(req, pc, &dest.ssl_name) {
-                Ok(d) => Some(d),
-                Err(()) => return req.error(502),
-            },
+            true => {
+                match tls_conf::dial(req, req.conf.get::<SslConf<ssl::Https>>(), &dest.ssl_name) {
+                    Ok(d) => Some(d),
+                    Err(()) => return req.error(502),
+                }
+            }
             false => None,
         };
         let scheme = if dest.tls { "https" } else { "http" };
@@ -1754,7 +1757,7 @@ impl crate::core::message::response::Tunnel for Tunnel {
 pub static MODULE: Module = Module {
     name: "proxy",
     nginx_default: &["http_proxy_module"],
-    directives: &[conf::DIRECTIVES, ssl::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
         VarDef::name("proxy_host", |req, _, out| {

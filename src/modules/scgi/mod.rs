@@ -65,7 +65,7 @@ impl Proto for Scgi {
 pub static MODULE: Module = Module {
     name: "scgi",
     nginx_default: &["http_scgi_module"],
-    directives: &[conf::directives!("scgi", Scgi, "SCGI")],
+    directives: &[conf::directives!("scgi", Scgi, "SCGI", "")],
     settings: Some(&GwConf::<Scgi>::KIND),
     ..Module::EMPTY
 };

@@ -21,6 +21,8 @@ pub trait Proto: Clone + std::fmt::Debug + Send + Sync + 'static {
     const NAME: &'static str;
     /// The port of an address written without one.
     const PORT: u16;
+    /// The scheme of an address reached over TLS (`suwsgi`), if any.
+    const TLS_SCHEME: Option<&'static str> = None;
     /// Where this protocol's settings sit.
     fn slot() -> &'static Slot;
     /// The request's head (the parameters in the protocol's framing) for a
@@ -33,6 +35,12 @@ pub trait Proto: Clone + std::fmt::Debug + Send + Sync + 'static {
         learnt: bool,
         out: &mut BytesMut,
     ) -> Result<(), u16>;
+    /// The TLS client and name for a `TLS_SCHEME` address whose peers
+    /// `name` names; `Err`: logged, 502.
+    fn tls(req: &Request<'_>, name: &str) -> Result<crate::upstream::tls::Dial, ()> {
+        let _ = (req, name);
+        Err(())
+    }
 }
 
 /// `*_ignore_headers`: the application's headers whose processing is off.
@@ -75,9 +83,13 @@ fn loc<'a, P: Proto>(s: &'a mut Scope<'_>) -> &'a mut GwConfSet<P> {
 
 pub fn set_pass<P: Proto>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let a = d.arg(0);
-    let scheme = P::NAME.len();
+    let mut tls = false;
     let a = match a.split_once("://") {
-        Some((s, rest)) if s.len() == scheme && s == P::NAME => rest,
+        Some((s, rest)) if s == P::NAME => rest,
+        Some((s, rest)) if Some(s) == P::TLS_SCHEME => {
+            tls = true;
+            rest
+        }
         Some((s, _)) => {
             return Err(ConfError::new(
                 format!("invalid URL prefix \"{s}://\" in \"{}_pass\"", P::NAME),
@@ -87,7 +99,7 @@ pub fn set_pass<P: Proto>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Resu
         None => a,
     };
     let target = crate::upstream::dynamic::Target::new(e, a, P::PORT, &d.span)?;
-    s.set_content(d, Arc::new(Pass::<P>::new(target)))
+    s.set_content(d, Arc::new(Pass::<P>::new(target, tls)))
 }
 
 pub fn set_param<P: Proto>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
@@ -227,9 +239,10 @@ macro_rules! def {
 pub(crate) use def;
 
 /// The directives of protocol `$p`, named with the prefix `$pre`; `$app`
-/// names its applications in the reference.
+/// names its applications in the reference, `$more` is the end of
+/// `$pre_pass`'s text.
 macro_rules! directives {
-    ($pre:literal, $p:ty, $app:literal) => {{
+    ($pre:literal, $p:ty, $app:literal, $more:literal) => {{
         use $crate::conf::table::{Arity, Ctx};
         use $crate::modules::uwsgi::conf::def;
         const ONE: Arity = Arity::args(1, 1);
@@ -243,7 +256,7 @@ macro_rules! directives {
                 syntax: concat!($pre, "_pass address;"),
                 default: "—",
                 doc: concat!(
-                    "Makes a ", $app, " application the location's content handler. The address is `host:port`, `unix:/path/to/socket`, or the name of an `upstream` block, optionally after `", $pre, "://`; with variables it is evaluated per request. The request goes as the protocol's parameters (`", $pre, "_param`, then the request's headers as `HTTP_*`) followed by the body; the application answers with an HTTP status line (`HTTP/1.1 200 OK`) or a CGI head (`Status: 404 Not Found`), then the body, which runs to the connection's close or its Content-Length. `X-Accel-Redirect` and a local `Location` without a status are internal redirects. Failures: cannot connect → 502, timeouts → 504, an invalid head → 502.\n\n```nginx\nlocation / {\n    include ", $pre, "_params;\n    ", $pre, "_pass 127.0.0.1:9000;\n}\n```"
+                    "Makes a ", $app, " application the location's content handler. The address is `host:port`, `unix:/path/to/socket`, or the name of an `upstream` block, optionally after `", $pre, "://`; with variables it is evaluated per request. The request goes as the protocol's parameters (`", $pre, "_param`, then the request's headers as `HTTP_*`) followed by the body; the application answers with an HTTP status line (`HTTP/1.1 200 OK`) or a CGI head (`Status: 404 Not Found`), then the body, which runs to the connection's close or its Content-Length. `X-Accel-Redirect` and a local `Location` without a status are internal redirects. Failures: cannot connect → 502, timeouts → 504, an invalid head → 502.", $more, "\n\n```nginx\nlocation / {\n    include ", $pre, "_params;\n    ", $pre, "_pass 127.0.0.1:9000;\n}\n```"
                 ),
             },
             def!($pre, "param", $p, set_param, Ctx::HSL, Arity::args(2, 3), "parameter value [if_not_empty]", "—",

@@ -29,13 +29,16 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct Pass<P> {
     target: Target,
+    /// Over TLS (`suwsgi://`).
+    tls: bool,
     of: PhantomData<fn() -> P>,
 }
 
 impl<P: Proto> Pass<P> {
-    pub fn new(target: Target) -> Self {
+    pub fn new(target: Target, tls: bool) -> Self {
         Pass {
             target,
+            tls,
             of: PhantomData,
         }
     }
@@ -71,7 +74,7 @@ impl<P: Proto> Content for Pass<P> {
                 && client_body::held(req).is_none()
             {
                 let mut tee = client_body::Tee::new(req, body);
-                let out = run::<P>(req, &up, &mut tee, Plan::Stream).await;
+                let out = run::<P>(req, &up, self.tls, &mut tee, Plan::Stream).await;
                 tee.finish(req);
                 return out;
             }
@@ -83,7 +86,7 @@ impl<P: Proto> Content for Pass<P> {
             } else {
                 Plan::None
             };
-            run::<P>(req, &up, body, plan).await
+            run::<P>(req, &up, self.tls, body, plan).await
         })
     }
 
@@ -95,6 +98,7 @@ impl<P: Proto> Content for Pass<P> {
 async fn run<P: Proto>(
     req: &mut Request<'_>,
     up: &Arc<Group>,
+    tls: bool,
     body: &mut dyn RequestBody,
     plan: Plan,
 ) -> Outcome {
@@ -108,6 +112,17 @@ async fn run<P: Proto>(
     if let Err(status) = P::encode(req, conf, len, learnt, &mut head) {
         return Outcome::Respond(req.error(status));
     }
+    let tls = match tls {
+        true => match P::tls(req, &up.name) {
+            Ok(d) => Some(d),
+            Err(()) => return Outcome::Respond(req.error(502)),
+        },
+        false => None,
+    };
+    let dial = Dial {
+        tls: tls.as_ref(),
+        ..Dial::default()
+    };
     let vars = Rc::new(RefCell::new(UpstreamVars::default()));
     req.state.ext.insert(vars.clone());
     let policy = Policy {
@@ -122,7 +137,7 @@ async fn run<P: Proto>(
         head: &head,
         plan: &plan,
     };
-    match driver::run(&ex, req, up, body, &policy, &Dial::default(), &vars).await {
+    match driver::run(&ex, req, up, body, &policy, &dial, &vars).await {
         Ok(answer) => respond_with(req, conf, answer).await,
         Err(resp) => Outcome::Respond(resp),
     }

@@ -10,6 +10,7 @@ use crate::conf::table::{Arity, Ctx, Def};
 use crate::core::module::{Module, Slot};
 use crate::core::request::Request;
 use crate::upstream::params::{self, Sink};
+use crate::upstream::tls_conf::{self, Prefix, SslConf};
 use bytes::{BufMut, BytesMut};
 use conf::{GwConf, Proto};
 
@@ -37,10 +38,15 @@ const MAX_VARS: usize = 0xffff;
 impl Proto for Uwsgi {
     const NAME: &'static str = "uwsgi";
     const PORT: u16 = 80;
+    const TLS_SCHEME: Option<&'static str> = Some("suwsgi");
 
     fn slot() -> &'static Slot {
         static SLOT: Slot = Slot::new();
         &SLOT
+    }
+
+    fn tls(req: &Request<'_>, name: &str) -> Result<crate::upstream::tls::Dial, ()> {
+        tls_conf::dial(req, req.conf.get::<SslConf<Uwsgi>>(), name)
     }
 
     fn encode(
@@ -101,11 +107,41 @@ static MODIFIERS: &[Def] = &[
     ),
 ];
 
+/// `uwsgi_pass suwsgi://`: the `uwsgi_ssl_*` settings.
+impl Prefix for Uwsgi {
+    const NAME: &'static str = "uwsgi";
+
+    fn slot() -> &'static Slot {
+        static SLOT: Slot = Slot::new();
+        &SLOT
+    }
+}
+
+/// The `uwsgi_ssl_*` directives.
+pub static SSL_MODULE: Module = Module {
+    name: "uwsgi_ssl",
+    directives: &[tls_conf::directives!(
+        "uwsgi",
+        Uwsgi,
+        "a `suwsgi` application"
+    )],
+    settings: Some(&SslConf::<Uwsgi>::KIND),
+    ..Module::EMPTY
+};
+
 /// `uwsgi_pass` and the `uwsgi_*` settings.
 pub static MODULE: Module = Module {
     name: "uwsgi",
     nginx_default: &["http_uwsgi_module"],
-    directives: &[conf::directives!("uwsgi", Uwsgi, "uWSGI"), MODIFIERS],
+    directives: &[
+        conf::directives!(
+            "uwsgi",
+            Uwsgi,
+            "uWSGI",
+            " With `suwsgi://` the connection is TLS (the `uwsgi_ssl_*` directives)."
+        ),
+        MODIFIERS,
+    ],
     settings: Some(&GwConf::<Uwsgi>::KIND),
     ..Module::EMPTY
 };
