@@ -253,3 +253,26 @@ fn config_errors_name_file_and_line() {
         ],
     );
 }
+
+#[test]
+fn replies_are_cached() {
+    let dir = TempDir::new("scgi");
+    let Some((_app, port)) = tcp_daemon(&dir) else {
+        return;
+    };
+    let v = Vireo::start(
+        &conf(
+            &format!("127.0.0.1:{port}"),
+            "scgi_cache one; scgi_cache_key $uri; scgi_cache_valid 200 1m; add_header X-Cache $upstream_cache_status;",
+        )
+        .replace(
+            "  server {",
+            "  scgi_cache_path {dir}/cache keys_zone=one:1m;\n  server {",
+        ),
+    );
+    let first = v.get("/c?n=1");
+    assert_eq!(first.header("X-Cache"), Some("MISS"));
+    let second = v.get("/c?n=2");
+    assert_eq!(second.header("X-Cache"), Some("HIT"));
+    assert_eq!(first.body, second.body);
+}

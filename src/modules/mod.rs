@@ -82,6 +82,8 @@ pub static MODULES: &[&Module] = &[
     &scgi::MODULE,
     &cache::PROXY_MODULE,
     &cache::FASTCGI_MODULE,
+    &cache::UWSGI_MODULE,
+    &cache::SCGI_MODULE,
     &cgi::MODULE,
     &ssl::MODULE,
     &access::MODULE,

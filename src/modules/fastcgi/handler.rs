@@ -42,27 +42,14 @@ impl Content for FastcgiPass {
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            use crate::modules::cache::{self, Lookup, conf::Fastcgi as Cached};
-            use crate::modules::static_files::range;
-            if req.conf.get::<FastcgiConf>().force_ranges {
-                req.state.ext.insert(Rc::new(range::Forced));
-            }
-            let fill = match cache::lookup::<Cached>(req, |_| None).await {
-                Lookup::Serve(resp) => return Outcome::Respond(resp),
-                Lookup::Fetch(fill) => fill,
+            use crate::modules::cache::{self, conf::Fastcgi as Cached};
+            let c = req.conf.get::<FastcgiConf>();
+            let fill = match cache::before::<Cached>(req, c.force_ranges).await {
+                Ok(f) => f,
+                Err(o) => return o,
             };
-            let mut out = run(self, req, body).await;
-            if let Outcome::Respond(resp) = &mut out {
-                let c = req.conf.get::<FastcgiConf>();
-                crate::upstream::store::apply(req, c.store.as_deref(), c.store_access, resp);
-            }
-            match (fill, out) {
-                (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
-                (None, Outcome::Respond(resp)) => {
-                    Outcome::Respond(range::of_reply(req, resp, false))
-                }
-                (_, out) => out,
-            }
+            let out = run(self, req, body).await;
+            cache::after(req, fill, out, c.store.as_deref(), c.store_access).await
         })
     }
 

@@ -9,7 +9,7 @@ use crate::modules::uwsgi::conf::{self, GwConf, Proto};
 use crate::upstream::params::{self, Sink};
 use bytes::{BufMut, BytesMut};
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Scgi;
 
 /// Header pairs, NUL after each name and value. The two the protocol puts

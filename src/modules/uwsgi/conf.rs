@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A protocol of the family: its name and how a request's head is encoded.
-pub trait Proto: Clone + std::fmt::Debug + Send + Sync + 'static {
+pub trait Proto: crate::modules::cache::conf::Kind {
     /// The directives' prefix and the scheme of log lines (`uwsgi`, `scgi`).
     const NAME: &'static str;
     /// The port of an address written without one.
@@ -43,10 +43,6 @@ pub trait Proto: Clone + std::fmt::Debug + Send + Sync + 'static {
     }
 }
 
-/// `*_ignore_headers`: the application's headers whose processing is off.
-pub const IGNORE_ACCEL_REDIRECT: u8 = 1;
-pub const IGNORE_ACCEL_BUFFERING: u8 = 2;
-
 settings! {
     /// The settings of one protocol at one level. `*_param`, `*_hide_header`
     /// and `*_pass_header` are lists set as a whole: a level with any drops
@@ -57,8 +53,6 @@ settings! {
         pub pass_request_body: bool = true,
         pub hide_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
         pub pass_header: Arc<Vec<Box<str>>> = Arc::new(Vec::new()),
-        /// `IGNORE_*` bits.
-        pub ignore_headers: u8 = 0,
         pub connect_timeout: Duration = Duration::from_secs(60),
         pub send_timeout: Duration = Duration::from_secs(60),
         pub read_timeout: Duration = Duration::from_secs(60),
@@ -71,6 +65,12 @@ settings! {
         pub next_upstream_timeout: Duration = Duration::ZERO,
         pub intercept_errors: bool = false,
         pub ignore_client_abort: bool = false,
+        /// `*_force_ranges`: byte ranges of every reply.
+        pub force_ranges: bool = false,
+        /// `*_store`: where a 200 reply's body is saved (`None`: off).
+        pub store: Option<Arc<crate::upstream::store::Store>> = None,
+        /// `*_store_access`: the mode of stored files.
+        pub store_access: u32 = 0o600,
         /// `uwsgi_modifier1`, `uwsgi_modifier2` (uwsgi only).
         pub modifier1: u8 = 0,
         pub modifier2: u8 = 0,
@@ -129,27 +129,6 @@ pub fn set_pass_header<P: Proto>(
     Ok(())
 }
 
-pub fn set_ignore_headers<P: Proto>(
-    s: &mut Scope<'_>,
-    d: &Directive,
-    _: &mut Env,
-) -> Result<(), ConfError> {
-    let mut bits = 0;
-    for a in d.arg_strs() {
-        bits |= match a.to_ascii_lowercase().as_str() {
-            "x-accel-redirect" => IGNORE_ACCEL_REDIRECT,
-            "x-accel-buffering" => IGNORE_ACCEL_BUFFERING,
-            // Processed nowhere for these protocols (no cache, no rate or
-            // charset from the application's headers): nothing to turn off.
-            "x-accel-expires" | "x-accel-limit-rate" | "x-accel-charset" | "expires"
-            | "cache-control" | "set-cookie" | "vary" => 0,
-            _ => return Err(bad_arg(d, a)),
-        };
-    }
-    loc::<P>(s).ignore_headers = Some(bits);
-    Ok(())
-}
-
 macro_rules! setter {
     ($fn:ident, $field:ident, $parse:expr) => {
         pub fn $fn<P: Proto>(
@@ -189,12 +168,23 @@ setter!(set_next_upstream_tries, next_upstream_tries, |d| number(
     d, 0
 )
 .map(|n| n.min(u32::MAX as u64) as u32));
+setter!(set_force_ranges, force_ranges, |d| flag(d, 0));
+setter!(
+    set_store_access,
+    store_access,
+    crate::upstream::store::parse_access
+);
 setter!(set_modifier1, modifier1, modifier);
 setter!(set_modifier2, modifier2, modifier);
 
 fn modifier(d: &Directive) -> Result<u8, ConfError> {
     let n = number(d, 0)?;
     u8::try_from(n).map_err(|_| bad_arg(d, d.arg(0)))
+}
+
+pub fn set_store<P: Proto>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
+    loc::<P>(s).store = Some(crate::upstream::store::parse(d, e)?);
+    Ok(())
 }
 
 pub fn set_buffers<P: Proto>(
@@ -270,8 +260,6 @@ macro_rules! directives {
                 "A header of the application's response not passed to the client. `Status`, `X-Accel-Redirect`, `X-Accel-Buffering`, `X-Accel-Charset`, `X-Accel-Expires` and `X-Accel-Limit-Rate` are hidden already.", "X-Powered-By"),
             def!($pre, "pass_header", $p, set_pass_header, Ctx::HSL, ONE, "field", "—",
                 "Passes a header that is hidden by default (one of the `X-Accel-*` ones) to the client.", "X-Accel-Buffering"),
-            def!($pre, "ignore_headers", $p, set_ignore_headers, Ctx::HSL, Arity::args(1, 9), "field ...", "—",
-                "Turns off the processing of the application's `X-Accel-Redirect` or `X-Accel-Buffering` (the header is then only hidden). `X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie` and `Vary` are accepted: nothing processes them for this protocol.", "X-Accel-Redirect"),
             def!($pre, "connect_timeout", $p, set_connect_timeout, Ctx::HSL, ONE, "time", "60s",
                 "How long connecting to the application may take; past it the request is answered with 504.", "5s"),
             def!($pre, "send_timeout", $p, set_send_timeout, Ctx::HSL, ONE, "time", "60s",
@@ -297,6 +285,12 @@ macro_rules! directives {
                 "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.", "on"),
             def!($pre, "ignore_client_abort", $p, set_ignore_client_abort, Ctx::HSL, ONE, "on | off", "off",
                 "When off, a client that closes its connection while the request waits for the application's response head ends the request (logged with 499) and the connection to the application is closed. When on, the exchange goes on to its end.", "on"),
+            def!($pre, "force_ranges", $p, set_force_ranges, Ctx::HSL, ONE, "on | off", "off",
+                "Byte ranges of the application's replies, as `proxy_force_ranges`: with `on`, a 200 reply of known length is answered with the client's `Range` whatever the application said about ranges.", "on"),
+            def!($pre, "store", $p, set_store, Ctx::HSL, ONE, "on | off | string", "off",
+                "Save the body of each 200 reply to a file, as `proxy_store` does (`on`: root or alias + URI; or the path given, with variables).", "on"),
+            def!($pre, "store_access", $p, set_store_access, Ctx::HSL, Arity::args(1, 3), "users:permissions ...", "user:rw",
+                "The permissions of the files the store saves, as `proxy_store_access`.", "user:rw group:r"),
             $crate::conf::core_directives::ignored(
                 concat!($pre, "_max_temp_file_size"),
                 Ctx::HSL,

@@ -4,10 +4,11 @@
 //! that runs to the connection's close or its Content-Length — made into
 //! the response by the CGI-head parser and responder FastCGI has.
 
-use super::conf::{GwConf, IGNORE_ACCEL_BUFFERING, IGNORE_ACCEL_REDIRECT, Proto};
+use super::conf::{GwConf, Proto};
 use crate::core::message::head::BodyFraming;
 use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
+use crate::modules::cache;
 use crate::modules::client_body::{self, Buffered};
 use crate::modules::fastcgi::cgi_head::{self, BadHead, CgiHead};
 use crate::modules::fastcgi::respond::{self, Head};
@@ -61,6 +62,25 @@ impl<P: Proto> Content for Pass<P> {
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let conf = req.conf.get::<GwConf<P>>();
+            let fill = match cache::before::<P>(req, conf.force_ranges).await {
+                Ok(f) => f,
+                Err(o) => return o,
+            };
+            let out = self.fetch(req, body).await;
+            cache::after(req, fill, out, conf.store.as_deref(), conf.store_access).await
+        })
+    }
+
+    fn auto_redirect(&self) -> bool {
+        true
+    }
+}
+
+impl<P: Proto> Pass<P> {
+    /// The reply of the application.
+    async fn fetch(&self, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
+        {
+            let conf = req.conf.get::<GwConf<P>>();
             req.state.ignore_client_abort = conf.ignore_client_abort;
             let Ok(up) = self.target.upstream(req).await else {
                 return Outcome::Respond(req.error(502));
@@ -87,11 +107,7 @@ impl<P: Proto> Content for Pass<P> {
                 Plan::None
             };
             run::<P>(req, &up, self.tls, body, plan).await
-        })
-    }
-
-    fn auto_redirect(&self) -> bool {
-        true
+        }
     }
 }
 
@@ -374,17 +390,12 @@ async fn respond_with<P: Proto>(
 ) -> Outcome {
     let Answer {
         conn,
-        mut head,
+        head,
         rest,
         name,
     } = answer;
-    let ignored = |n: &str| {
-        (conf.ignore_headers & IGNORE_ACCEL_REDIRECT != 0
-            && n.eq_ignore_ascii_case("x-accel-redirect"))
-            || (conf.ignore_headers & IGNORE_ACCEL_BUFFERING != 0
-                && n.eq_ignore_ascii_case("x-accel-buffering"))
-    };
-    head.headers.retain(|(n, _)| !ignored(n));
+    let fields = head.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    cache::origin(req, head.status(), fields);
     let opts = respond::Opts {
         hide: &conf.hide_header,
         pass: &conf.pass_header,

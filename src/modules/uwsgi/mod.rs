@@ -17,7 +17,7 @@ use conf::{GwConf, Proto};
 /// The uwsgi protocol: a 4-byte header (modifier1, the size of the
 /// variables as 16-bit little-endian, modifier2), then the variables, each
 /// name and value after its 16-bit little-endian length; the body follows.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Uwsgi;
 
 /// The variables of a packet, after its header.
