@@ -56,6 +56,7 @@
 
 pub mod accel;
 pub mod balance;
+pub mod bind;
 pub mod conf;
 pub mod dns;
 pub mod driver;

@@ -381,22 +381,7 @@ impl Proxy {
 
         let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
         // proxy_bind: from that address, on a connection of its own.
-        let bind = pc.bind.as_ref().and_then(|t| {
-            let mut v = Vec::new();
-            t.render(req, &mut v);
-            let a = conf::bind_addr(&v);
-            if a.is_none() && !v.is_empty() {
-                crate::error_log!(
-                    Error,
-                    "invalid proxy_bind address \"{}\"",
-                    String::from_utf8_lossy(&v)
-                );
-            }
-            a.map(|addr| crate::upstream::pool::Bind {
-                addr,
-                transparent: pc.bind_transparent,
-            })
-        });
+        let bind = pc.bind.as_ref().and_then(|b| b.local(req, "proxy_bind"));
         let streamed = matches!(plan, ReqBody::Stream(_));
         let policy = Policy {
             next_upstream: pc.next_upstream,

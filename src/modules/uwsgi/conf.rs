@@ -71,6 +71,10 @@ settings! {
         pub store: Option<Arc<crate::upstream::store::Store>> = None,
         /// `*_store_access`: the mode of stored files.
         pub store_access: u32 = 0o600,
+        /// `*_bind`: the local address of connections to the application.
+        pub bind: Option<crate::upstream::bind::BindConf> = None,
+        /// `*_socket_keepalive`: SO_KEEPALIVE on connections to the application.
+        pub socket_keepalive: bool = false,
         /// `uwsgi_modifier1`, `uwsgi_modifier2` (uwsgi only).
         pub modifier1: u8 = 0,
         pub modifier2: u8 = 0,
@@ -169,6 +173,7 @@ setter!(set_next_upstream_tries, next_upstream_tries, |d| number(
 )
 .map(|n| n.min(u32::MAX as u64) as u32));
 setter!(set_force_ranges, force_ranges, |d| flag(d, 0));
+setter!(set_socket_keepalive, socket_keepalive, |d| flag(d, 0));
 setter!(
     set_store_access,
     store_access,
@@ -180,6 +185,11 @@ setter!(set_modifier2, modifier2, modifier);
 fn modifier(d: &Directive) -> Result<u8, ConfError> {
     let n = number(d, 0)?;
     u8::try_from(n).map_err(|_| bad_arg(d, d.arg(0)))
+}
+
+pub fn set_bind<P: Proto>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
+    let v = crate::upstream::bind::parse(d, e)?;
+    crate::conf::values::set_once(&mut loc::<P>(s).bind, v, d)
 }
 
 pub fn set_store<P: Proto>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
@@ -285,6 +295,10 @@ macro_rules! directives {
                 "When on, an application response with a status of 300 or more for which an `error_page` is defined is replaced by that error page.", "on"),
             def!($pre, "ignore_client_abort", $p, set_ignore_client_abort, Ctx::HSL, ONE, "on | off", "off",
                 "When off, a client that closes its connection while the request waits for the application's response head ends the request (logged with 499) and the connection to the application is closed. When on, the exchange goes on to its end.", "on"),
+            def!($pre, "bind", $p, set_bind, Ctx::HSL, Arity::args(1, 2), "address [transparent] | off", "off",
+                "Connections to the application go out from this local address (`ip` or `ip:port`; variables allowed, an empty value is the kernel's choice), as `proxy_bind`; `off` cancels an inherited one.", "192.0.2.10"),
+            def!($pre, "socket_keepalive", $p, set_socket_keepalive, Ctx::HSL, ONE, "on | off", "off",
+                "Sets SO_KEEPALIVE on connections to the application, so that the system's TCP keep-alive probes find a peer that vanished.", "on"),
             def!($pre, "force_ranges", $p, set_force_ranges, Ctx::HSL, ONE, "on | off", "off",
                 "Byte ranges of the application's replies, as `proxy_force_ranges`: with `on`, a 200 reply of known length is answered with the client's `Range` whatever the application said about ranges.", "on"),
             def!($pre, "store", $p, set_store, Ctx::HSL, ONE, "on | off | string", "off",

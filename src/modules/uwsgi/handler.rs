@@ -135,9 +135,14 @@ async fn run<P: Proto>(
         },
         false => None,
     };
+    let bind = conf
+        .bind
+        .as_ref()
+        .and_then(|b| b.local(req, &format!("{}_bind", P::NAME)));
     let dial = Dial {
         tls: tls.as_ref(),
-        ..Dial::default()
+        bind,
+        own: matches!(plan, Plan::Stream) || bind.is_some(),
     };
     let vars = Rc::new(RefCell::new(UpstreamVars::default()));
     req.state.ext.insert(vars.clone());
@@ -205,6 +210,11 @@ async fn attempt<P: Proto>(
 ) -> Result<Answer, Gave<Answer>> {
     let conf = ex.conf;
     let reused = conn.reused();
+    if conf.socket_keepalive
+        && let Err(e) = conn.set_keepalive()
+    {
+        return Err(Failure::io(&e, "connecting to upstream").into());
+    }
     let mut rest = BytesMut::new();
     let res = match send(&conn, conf, ex.head, ex.plan, body).await {
         Ok(()) => {
