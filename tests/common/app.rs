@@ -2,6 +2,7 @@
 //! process listening on a TCP port or a unix socket, stopped on drop.
 
 use super::*;
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
 /// A running application server, killed (SIGTERM, then SIGKILL) on drop.
@@ -53,4 +54,45 @@ impl Drop for App {
         }
         let _ = self.child.wait();
     }
+}
+
+/// The lines of a reply from an application that prints its environment
+/// (`NAME=value` a line, then `BODY=length md5`).
+pub fn env_lines(r: &Resp) -> Vec<String> {
+    r.text().lines().map(str::to_string).collect()
+}
+
+/// The `BODY=length md5` line such an application prints for `body`.
+pub fn body_line(body: &[u8]) -> String {
+    use std::io::Write;
+    let mut md5 = Command::new("md5sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    md5.stdin.take().unwrap().write_all(body).unwrap();
+    let out = md5.wait_with_output().unwrap();
+    format!(
+        "BODY={} {}",
+        body.len(),
+        &String::from_utf8_lossy(&out.stdout)[..32]
+    )
+}
+
+/// POST `body` with its Content-Length, then `hello` chunked: both replies'
+/// environments.
+pub fn post_both(v: &Vireo, body: &[u8]) -> (Vec<String>, Vec<String>) {
+    let mut s = v.connect();
+    write!(
+        s,
+        "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let whole = Resp::parse(&read_to_close(&mut s)).unwrap();
+    let chunked = v.request(
+        "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    );
+    (env_lines(&whole), env_lines(&chunked))
 }

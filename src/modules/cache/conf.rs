@@ -29,36 +29,24 @@ pub struct Fastcgi;
 
 impl Kind for Proxy {
     const PREFIX: &'static str = "proxy";
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 impl Kind for Fastcgi {
     const PREFIX: &'static str = "fastcgi";
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 /// `uwsgi_cache*`.
 impl Kind for crate::modules::uwsgi::Uwsgi {
     const PREFIX: &'static str = "uwsgi";
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 /// `scgi_cache*`.
 impl Kind for crate::modules::scgi::Scgi {
     const PREFIX: &'static str = "scgi";
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 /// `*_cache_use_stale` conditions.

@@ -1,7 +1,7 @@
 //! `proxy_pass https://`: the `proxy_ssl_*` directives and settings, those
 //! of `upstream::tls_conf` with the prefix `proxy`.
 
-use crate::core::module::{Module, Slot};
+use crate::core::module::Module;
 use crate::upstream::tls_conf::{self, Prefix, SslConf};
 
 /// The marker of the `proxy_ssl_*` settings.
@@ -11,10 +11,7 @@ pub struct Https;
 impl Prefix for Https {
     const NAME: &'static str = "proxy";
 
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 /// The `proxy_ssl_*` directives.

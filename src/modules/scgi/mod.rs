@@ -3,7 +3,7 @@
 //! body. The settings, directives and handler are those uwsgi has
 //! (`modules::uwsgi::conf`, `modules::uwsgi::handler`).
 
-use crate::core::module::{Module, Slot};
+use crate::core::module::Module;
 use crate::core::request::Request;
 use crate::modules::uwsgi::conf::{self, GwConf, Proto};
 use crate::upstream::params::{self, Sink};
@@ -32,10 +32,7 @@ impl Proto for Scgi {
     const NAME: &'static str = "scgi";
     const PORT: u16 = 80;
 
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 
     fn encode(
         req: &Request<'_>,

@@ -7,7 +7,7 @@ pub mod conf;
 pub mod handler;
 
 use crate::conf::table::{Arity, Ctx, Def};
-use crate::core::module::{Module, Slot};
+use crate::core::module::Module;
 use crate::core::request::Request;
 use crate::upstream::params::{self, Sink};
 use crate::upstream::tls_conf::{self, Prefix, SslConf};
@@ -40,10 +40,7 @@ impl Proto for Uwsgi {
     const PORT: u16 = 80;
     const TLS_SCHEME: Option<&'static str> = Some("suwsgi");
 
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 
     fn tls(req: &Request<'_>, name: &str) -> Result<crate::upstream::tls::Dial, ()> {
         tls_conf::dial(req, req.conf.get::<SslConf<Uwsgi>>(), name)
@@ -111,10 +108,7 @@ static MODIFIERS: &[Def] = &[
 impl Prefix for Uwsgi {
     const NAME: &'static str = "uwsgi";
 
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 /// The `uwsgi_ssl_*` directives.
