@@ -4,7 +4,7 @@
 //! message) only when the module is missing.
 
 mod common;
-use common::app::{App, body_line, env_lines, post_both};
+use common::app::{App, check_big, check_posts, env_lines};
 use common::*;
 
 /// Serves on ARGV[0] (a port, or a unix socket's path): `/big?mb=N` N MB,
@@ -132,19 +132,11 @@ fn post_body_buffered_and_streamed() {
     let Some((_app, port)) = tcp_daemon(&dir) else {
         return;
     };
-    let body: Vec<u8> = (0..200000u32).map(|i| (i % 251) as u8).collect();
-    for extra in ["", "scgi_request_buffering off;"] {
-        let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), extra));
-        let (whole, chunked) = post_both(&v, &body);
-        assert!(whole.contains(&body_line(&body)), "{extra}: {whole:?}");
-        assert!(whole.contains(&format!("CONTENT_LENGTH={}", body.len())));
-        // A chunked body is read whole first: the application gets its length.
-        assert!(
-            chunked.contains(&"CONTENT_LENGTH=5".to_string()),
-            "{chunked:?}"
-        );
-        assert!(chunked.contains(&body_line(b"hello")), "{chunked:?}");
-    }
+    let pass = format!("127.0.0.1:{port}");
+    check_posts(
+        |extra| Vireo::start(&conf(&pass, extra)),
+        "scgi_request_buffering off;",
+    );
 }
 
 #[test]
@@ -153,11 +145,7 @@ fn large_response_streams() {
     let Some((_app, port)) = tcp_daemon(&dir) else {
         return;
     };
-    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
-    let (head, body) = get_chunked(&v, "/big?mb=16");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert_eq!(body.len(), 16 << 20);
-    assert!(body.iter().all(|&b| b == b'x'));
+    check_big(&Vireo::start(&conf(&format!("127.0.0.1:{port}"), "")), 16);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! or a unix socket. Skips (with a message) only when uwsgi is missing.
 
 mod common;
-use common::app::{App, body_line, env_lines, post_both};
+use common::app::{App, check_big, check_posts, env_lines};
 use common::*;
 
 const APP: &str = r#"
@@ -122,19 +122,11 @@ fn post_body_buffered_and_streamed() {
     let Some((_app, port)) = tcp_app(&dir) else {
         return;
     };
-    let body: Vec<u8> = (0..300000u32).map(|i| (i % 251) as u8).collect();
-    for extra in ["", "uwsgi_request_buffering off;"] {
-        let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), extra));
-        let (whole, chunked) = post_both(&v, &body);
-        assert!(whole.contains(&body_line(&body)), "{extra}: {whole:?}");
-        assert!(whole.contains(&format!("CONTENT_LENGTH={}", body.len())));
-        // A chunked body is read whole first: the application gets its length.
-        assert!(
-            chunked.contains(&"CONTENT_LENGTH=5".to_string()),
-            "{chunked:?}"
-        );
-        assert!(chunked.contains(&body_line(b"hello")), "{chunked:?}");
-    }
+    let pass = format!("127.0.0.1:{port}");
+    check_posts(
+        |extra| Vireo::start(&conf(&pass, extra)),
+        "uwsgi_request_buffering off;",
+    );
 }
 
 #[test]
@@ -143,11 +135,7 @@ fn large_response_streams() {
     let Some((_app, port)) = tcp_app(&dir) else {
         return;
     };
-    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
-    let (head, body) = get_chunked(&v, "/big?mb=20");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert_eq!(body.len(), 20 << 20);
-    assert!(body.iter().all(|&b| b == b'x'));
+    check_big(&Vireo::start(&conf(&format!("127.0.0.1:{port}"), "")), 20);
 }
 
 #[test]

@@ -96,3 +96,31 @@ pub fn post_both(v: &Vireo, body: &[u8]) -> (Vec<String>, Vec<String>) {
     );
     (env_lines(&whole), env_lines(&chunked))
 }
+
+/// Bodies reach the application whole and with their length, with request
+/// buffering and without it (`off`: the protocol's
+/// `*_request_buffering off;`): a POST with a Content-Length, and a chunked
+/// one, which is read whole first so that the application gets its length.
+/// `start` starts a vireo with the extra directives it is given.
+pub fn check_posts(start: impl Fn(&str) -> Vireo, off: &str) {
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    for extra in ["", off] {
+        let v = start(extra);
+        let (whole, chunked) = post_both(&v, &body);
+        assert!(whole.contains(&body_line(&body)), "{extra}: {whole:?}");
+        assert!(whole.contains(&format!("CONTENT_LENGTH={}", body.len())));
+        assert!(
+            chunked.contains(&"CONTENT_LENGTH=5".to_string()),
+            "{chunked:?}"
+        );
+        assert!(chunked.contains(&body_line(b"hello")), "{chunked:?}");
+    }
+}
+
+/// `/big?mb=N` streams N MB of `x`, chunked to an HTTP/1.1 client.
+pub fn check_big(v: &Vireo, mb: usize) {
+    let (head, body) = get_chunked(v, &format!("/big?mb={mb}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), mb << 20);
+    assert!(body.iter().all(|&b| b == b'x'));
+}
