@@ -79,35 +79,33 @@ impl<P: Proto> Content for Pass<P> {
 impl<P: Proto> Pass<P> {
     /// The reply of the application.
     async fn fetch(&self, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
+        let conf = req.conf.get::<GwConf<P>>();
+        req.state.ignore_client_abort = conf.ignore_client_abort;
+        let Ok(up) = self.target.upstream(req).await else {
+            return Outcome::Respond(req.error(502));
+        };
+        let has_body = conf.pass_request_body && req.head.framing != BodyFraming::None;
+        // A chunked body is read whole even without request buffering:
+        // the protocols carry the body's length before it.
+        if has_body
+            && !conf.request_buffering
+            && body.declared_len().is_some()
+            && client_body::held(req).is_none()
         {
-            let conf = req.conf.get::<GwConf<P>>();
-            req.state.ignore_client_abort = conf.ignore_client_abort;
-            let Ok(up) = self.target.upstream(req).await else {
-                return Outcome::Respond(req.error(502));
-            };
-            let has_body = conf.pass_request_body && req.head.framing != BodyFraming::None;
-            // A chunked body is read whole even without request buffering:
-            // the protocols carry the body's length before it.
-            if has_body
-                && !conf.request_buffering
-                && body.declared_len().is_some()
-                && client_body::held(req).is_none()
-            {
-                let mut tee = client_body::Tee::new(req, body);
-                let out = run::<P>(req, &up, self.tls, &mut tee, Plan::Stream).await;
-                tee.finish(req);
-                return out;
-            }
-            let plan = if has_body {
-                match client_body::read_all(req, body).await {
-                    Ok(b) => Plan::Held(b),
-                    Err(status) => return Outcome::Respond(req.error(status)),
-                }
-            } else {
-                Plan::None
-            };
-            run::<P>(req, &up, self.tls, body, plan).await
+            let mut tee = client_body::Tee::new(req, body);
+            let out = run::<P>(req, &up, self.tls, &mut tee, Plan::Stream).await;
+            tee.finish(req);
+            return out;
         }
+        let plan = if has_body {
+            match client_body::read_all(req, body).await {
+                Ok(b) => Plan::Held(b),
+                Err(status) => return Outcome::Respond(req.error(status)),
+            }
+        } else {
+            Plan::None
+        };
+        run::<P>(req, &up, self.tls, body, plan).await
     }
 }
 
