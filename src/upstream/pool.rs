@@ -264,15 +264,6 @@ impl UpConn {
             Sock::Tls(s) => s.tcp.writable().await,
         }
     }
-    /// SO_KEEPALIVE (`*_socket_keepalive`); nothing on a unix socket.
-    pub fn set_keepalive(&self) -> io::Result<()> {
-        match &self.sock {
-            Sock::Tcp(s) => socket2::SockRef::from(s).set_keepalive(true),
-            Sock::Tls(t) => socket2::SockRef::from(&t.tcp).set_keepalive(true),
-            Sock::Unix(_) => Ok(()),
-        }
-    }
-
     /// Wake readers of this TCP connection only once `bytes` are queued (or
     /// at its end): see `sys::set_recv_lowat`. Unix sockets read as readable
     /// with any byte queued whatever the setting, and a TLS connection's

@@ -141,6 +141,7 @@ async fn run<P: Proto>(
         tls: tls.as_ref(),
         bind,
         own: matches!(plan, Plan::Stream) || bind.is_some(),
+        keepalive: conf.socket_keepalive,
     };
     let vars = Rc::new(RefCell::new(UpstreamVars::default()));
     req.state.ext.insert(vars.clone());
@@ -208,11 +209,6 @@ async fn attempt<P: Proto>(
 ) -> Result<Answer, Gave<Answer>> {
     let conf = ex.conf;
     let reused = conn.reused();
-    if conf.socket_keepalive
-        && let Err(e) = conn.set_keepalive()
-    {
-        return Err(Failure::io(&e, "connecting to upstream").into());
-    }
     let mut rest = BytesMut::new();
     let res = match send(&conn, conf, ex.head, ex.plan, body).await {
         Ok(()) => {
