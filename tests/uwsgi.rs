@@ -3,7 +3,7 @@
 //! or a unix socket. Skips (with a message) only when uwsgi is missing.
 
 mod common;
-use common::app::{App, check_big, check_posts, env_lines};
+use common::app::{App, body_line, check_big, check_posts, env_lines};
 use common::*;
 
 const APP: &str = r#"
@@ -312,4 +312,48 @@ fn suwsgi_is_uwsgi_over_tls() {
         "{}",
         error_log(&v)
     );
+}
+
+#[test]
+fn params_file_switches_and_intercepted_errors() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&format!(
+        r#"events {{}}
+http {{
+  server {{
+    listen 127.0.0.1:{{port}};
+    location / {{
+      include uwsgi_params;
+      uwsgi_pass_request_headers off;
+      uwsgi_pass_request_body off;
+      # The body is not sent: its length is not either (the last of two wins).
+      uwsgi_param CONTENT_LENGTH 0;
+      uwsgi_intercept_errors on;
+      error_page 418 /err;
+      uwsgi_pass 127.0.0.1:{port};
+    }}
+    location = /err {{ return 200 "intercepted\n"; }}
+  }}
+}}
+"#
+    ));
+    let r = v.request(
+        "POST /p?q=1 HTTP/1.1\r\nHost: h\r\nX-Thing: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+    );
+    let env = env_lines(&r);
+    for want in [
+        "REQUEST_METHOD=POST",
+        "QUERY_STRING=q=1",
+        "PATH_INFO=/p",
+        "REQUEST_URI=/p?q=1",
+    ] {
+        assert!(env.contains(&want.to_string()), "{want} in {env:?}");
+    }
+    assert!(!env.iter().any(|l| l.starts_with("HTTP_")), "{env:?}");
+    assert!(env.contains(&body_line(b"")), "{env:?}");
+    let r = v.get("/teapot");
+    assert_eq!((r.status, r.text().as_str()), (418, "intercepted\n"));
 }
