@@ -37,7 +37,7 @@ while (my $r = $scgi->accept) {
         print $c "Content-Type: application/octet-stream\r\n\r\n";
         print $c 'x' x 65536 for 1 .. ($mb || 1) * 16;
     } elsif ($path eq '/s404') {
-        print $c "Status: 404 Not Found\r\nContent-Type: text/plain\r\nX-Why: gone\r\n\r\nno such thing";
+        print $c "Status: 404 Nothing Here\r\nContent-Type: text/plain\r\nX-Why: gone\r\n\r\nno such thing";
     } elsif ($path eq '/created') {
         print $c "HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nLocation: http://example.test/new\r\n\r\nmade";
     } else {
@@ -157,6 +157,11 @@ fn cgi_status_and_http_status_line() {
     let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
     let r = v.get("/s404");
     assert_eq!(r.status, 404);
+    assert!(
+        r.head.starts_with("HTTP/1.1 404 Nothing Here\r\n"),
+        "{}",
+        r.head
+    );
     assert_eq!(r.header("X-Why"), Some("gone"));
     assert_eq!(r.text(), "no such thing");
     let r = v.get("/created");

@@ -147,6 +147,12 @@ fn status_and_headers_pass() {
     let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
     let r = v.get("/teapot");
     assert_eq!(r.status, 418);
+    // The application's reason phrase goes on, as nginx's status line.
+    assert!(
+        r.head.starts_with("HTTP/1.1 418 I'm a teapot\r\n"),
+        "{}",
+        r.head
+    );
     assert_eq!(r.header("X-Tea"), Some("yes"));
     assert_eq!(r.header("X-Secret"), None);
     assert_eq!(r.head.matches("Set-Cookie").count(), 2, "{}", r.head);

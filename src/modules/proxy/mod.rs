@@ -852,7 +852,7 @@ impl Proxy {
             resp.own = Some(Box::new(OwnFields {
                 server: server.then(empty).flatten(),
                 date: date.then(empty).flatten(),
-                override_charset: None,
+                ..OwnFields::default()
             }));
         }
         for &(n, (va, vb)) in &h.fields {

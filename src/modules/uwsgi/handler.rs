@@ -381,6 +381,9 @@ fn status_line(line: &[u8]) -> Result<(u16, Option<String>), BadHead> {
         _ => return Err(bad()),
     };
     let reason = reason.trim();
+    if reason.bytes().any(|b| b < 0x20 && b != b'\t') {
+        return Err(bad());
+    }
     Ok((code, (!reason.is_empty()).then(|| reason.to_string())))
 }
 
