@@ -5,6 +5,7 @@
 mod common;
 use common::app::{App, body_line, check_big, check_posts, env_lines};
 use common::*;
+use std::io::Write;
 
 const APP: &str = r#"
 import hashlib, time
@@ -20,6 +21,9 @@ def application(env, start_response):
             ('X-Tea', 'yes'), ('Set-Cookie', 'a=1'), ('Set-Cookie', 'b=2'),
             ('X-Secret', 'hidden')])
         return [b'short and stout']
+    if path == '/early':
+        start_response('413 Request Entity Too Large', [('Content-Type', 'text/plain')])
+        return [b'too big for me']
     if path == '/sleep':
         time.sleep(3)
     body = env['wsgi.input'].read()
@@ -362,4 +366,24 @@ http {{
     assert!(env.contains(&body_line(b"")), "{env:?}");
     let r = v.get("/teapot");
     assert_eq!((r.status, r.text().as_str()), (418, "intercepted\n"));
+}
+
+#[test]
+fn an_answer_before_the_body_is_read() {
+    let dir = TempDir::new("uwsgi");
+    let Some((_app, port)) = tcp_app(&dir) else {
+        return;
+    };
+    let v = Vireo::start(&conf(&format!("127.0.0.1:{port}"), ""));
+    let body = vec![b'b'; 8 << 20];
+    let mut s = v.connect();
+    write!(
+        s,
+        "POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(&body).unwrap();
+    let r = Resp::parse(&read_to_close(&mut s)).unwrap();
+    assert_eq!((r.status, r.text().as_str()), (413, "too big for me"));
 }

@@ -217,6 +217,11 @@ async fn attempt<P: Proto>(
                 .await
                 .ok_or(Gave::Left)?
         }
+        // The application may have answered and closed without reading all
+        // of the body: its answer, when it is there.
+        Err(f) if f.kind == NextUpstream::ERROR => read_head(&conn, conf, &mut rest)
+            .await
+            .map_err(|_: Failure<Answer>| f),
         Err(f) => Err(f),
     };
     let head = match res {
