@@ -227,7 +227,7 @@ mod tests {
             "--with-http_realip_module",
             "--with-http_stub_status_module",
             "--with-http_gzip_static_module",
-            "--without-http_uwsgi_module",
+            "--without-http_memcached_module",
         ] {
             assert!(args.contains(flag), "{flag} missing from {v}");
         }
@@ -235,6 +235,8 @@ mod tests {
             "--without-http_ssi_module",
             "--without-http_proxy_module",
             "--without-http_rewrite_module",
+            "--without-http_uwsgi_module",
+            "--without-http_scgi_module",
         ] {
             assert!(!args.contains(flag), "{flag} in {v}");
         }
@@ -295,6 +297,8 @@ mod tests {
             crate::modules::ssl::conf::IGNORED,
             crate::modules::proxy::conf::IGNORED,
             crate::modules::fastcgi::conf::IGNORED,
+            crate::modules::uwsgi::IGNORED,
+            crate::modules::scgi::IGNORED,
             crate::modules::referer::conf::IGNORED,
         ];
         for d in all(MODULES) {

@@ -58,11 +58,14 @@ impl Proto for Scgi {
     }
 }
 
+/// Accepted and ignored, as FastCGI's.
+pub static IGNORED: &[crate::conf::table::Def] = conf::ignored!("scgi");
+
 /// `scgi_pass` and the `scgi_*` settings.
 pub static MODULE: Module = Module {
     name: "scgi",
     nginx_default: &["http_scgi_module"],
-    directives: &[conf::directives!("scgi", Scgi, "SCGI", "")],
+    directives: &[conf::directives!("scgi", Scgi, "SCGI", ""), IGNORED],
     settings: Some(&GwConf::<Scgi>::KIND),
     ..Module::EMPTY
 };

@@ -1,6 +1,6 @@
 //! The settings and directives uwsgi and SCGI share: one settings type per
 //! protocol (`GwConf<P>`), one directive table per protocol made by
-//! [`directives!`](crate::gateway_directives) from the same setters.
+//! `directives!` from the same setters.
 
 use super::handler::Pass;
 use crate::conf::ast::{ConfError, Directive};
@@ -133,47 +133,55 @@ pub fn set_pass_header<P: Proto>(
     Ok(())
 }
 
+/// A setter of the field `$field` from what `$parse` makes of the directive.
 macro_rules! setter {
-    ($fn:ident, $field:ident, $parse:expr) => {
+    ($fn:ident, $field:ident, $parse:path) => {
         pub fn $fn<P: Proto>(
             s: &mut Scope<'_>,
             d: &Directive,
             _: &mut Env,
         ) -> Result<(), ConfError> {
-            #[allow(clippy::redundant_closure_call)]
-            let v = ($parse)(d)?;
-            loc::<P>(s).$field = Some(v);
+            loc::<P>(s).$field = Some($parse(d)?);
             Ok(())
         }
     };
 }
 
-setter!(set_pass_request_headers, pass_request_headers, |d| flag(
-    d, 0
-));
-setter!(set_pass_request_body, pass_request_body, |d| flag(d, 0));
-setter!(set_connect_timeout, connect_timeout, |d| time(d, 0));
-setter!(set_send_timeout, send_timeout, |d| time(d, 0));
-setter!(set_read_timeout, read_timeout, |d| time(d, 0));
-setter!(set_buffering, buffering, |d| flag(d, 0));
-setter!(set_request_buffering, request_buffering, |d| flag(d, 0));
-setter!(set_intercept_errors, intercept_errors, |d| flag(d, 0));
-setter!(set_ignore_client_abort, ignore_client_abort, |d| flag(d, 0));
-setter!(set_next_upstream_timeout, next_upstream_timeout, |d| time(
-    d, 0
-));
-setter!(set_buffer_size, buffer_size, |d| size(d, 0)
-    .map(|n| n.max(512) as usize));
-setter!(set_next_upstream, next_upstream, |d| NextUpstream::parse(
-    d,
-    NextUpstream::FASTCGI
-));
-setter!(set_next_upstream_tries, next_upstream_tries, |d| number(
-    d, 0
-)
-.map(|n| n.min(u32::MAX as u64) as u32));
-setter!(set_force_ranges, force_ranges, |d| flag(d, 0));
-setter!(set_socket_keepalive, socket_keepalive, |d| flag(d, 0));
+fn on_off(d: &Directive) -> Result<bool, ConfError> {
+    flag(d, 0)
+}
+
+fn a_time(d: &Directive) -> Result<Duration, ConfError> {
+    time(d, 0)
+}
+
+fn buffer_size(d: &Directive) -> Result<usize, ConfError> {
+    Ok(size(d, 0)?.max(512) as usize)
+}
+
+fn next_upstream(d: &Directive) -> Result<NextUpstream, ConfError> {
+    NextUpstream::parse(d, NextUpstream::FASTCGI)
+}
+
+fn tries(d: &Directive) -> Result<u32, ConfError> {
+    Ok(number(d, 0)?.min(u32::MAX as u64) as u32)
+}
+
+setter!(set_pass_request_headers, pass_request_headers, on_off);
+setter!(set_pass_request_body, pass_request_body, on_off);
+setter!(set_connect_timeout, connect_timeout, a_time);
+setter!(set_send_timeout, send_timeout, a_time);
+setter!(set_read_timeout, read_timeout, a_time);
+setter!(set_buffering, buffering, on_off);
+setter!(set_request_buffering, request_buffering, on_off);
+setter!(set_intercept_errors, intercept_errors, on_off);
+setter!(set_ignore_client_abort, ignore_client_abort, on_off);
+setter!(set_next_upstream_timeout, next_upstream_timeout, a_time);
+setter!(set_buffer_size, buffer_size, buffer_size);
+setter!(set_next_upstream, next_upstream, next_upstream);
+setter!(set_next_upstream_tries, next_upstream_tries, tries);
+setter!(set_force_ranges, force_ranges, on_off);
+setter!(set_socket_keepalive, socket_keepalive, on_off);
 setter!(
     set_store_access,
     store_access,
@@ -305,6 +313,19 @@ macro_rules! directives {
                 "Save the body of each 200 reply to a file, as `proxy_store` does (`on`: root or alias + URI; or the path given, with variables).", "on"),
             def!($pre, "store_access", $p, set_store_access, Ctx::HSL, Arity::args(1, 3), "users:permissions ...", "user:rw",
                 "The permissions of the files the store saves, as `proxy_store_access`.", "user:rw group:r"),
+        ]
+    }};
+}
+pub(crate) use directives;
+
+/// The `$pre_*` directives accepted for nginx compatibility and ignored:
+/// vireo never writes a reply to a temporary file (as nginx with
+/// `*_max_temp_file_size 0`).
+macro_rules! ignored {
+    ($pre:literal) => {{
+        use $crate::conf::table::{Arity, Ctx};
+        const ONE: Arity = Arity::args(1, 1);
+        &[
             $crate::conf::core_directives::ignored(
                 concat!($pre, "_max_temp_file_size"),
                 Ctx::HSL,
@@ -322,4 +343,4 @@ macro_rules! directives {
         ]
     }};
 }
-pub(crate) use directives;
+pub(crate) use ignored;

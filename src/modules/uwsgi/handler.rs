@@ -520,3 +520,33 @@ impl BodyStream for GwBody {
         self.unbuffered
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn status_line_or_cgi_head() {
+        let (h, used) = parse(b"HTTP/1.1 418 I'm a teapot\r\nX-A: b\r\n\r\nbody", 4096)
+            .unwrap()
+            .unwrap();
+        assert_eq!((h.status, h.reason.as_deref()), (418, Some("I'm a teapot")));
+        assert_eq!(used, 37);
+        let (h, _) = parse(b"Status: 404 Not Here\nContent-Type: text/plain\n\n", 4096)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.status, h.content_type.as_deref()),
+            (404, Some("text/plain"))
+        );
+        // A Status header wins over the status line.
+        let (h, _) = parse(b"HTTP/1.0 200 OK\r\nStatus: 503\r\n\r\n", 4096)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.status, 503);
+        assert_eq!(parse(b"HTTP/1.1 200 OK\r\nX-A", 4096), Ok(None));
+        assert!(parse(b"HTTP/1.1 2000 OK\r\n\r\n", 4096).is_err());
+        assert!(parse(b"HTTP/1.1 200 O\x01K\r\n\r\n", 4096).is_err());
+        assert!(parse(&[b'H'; 100], 64).is_err());
+    }
+}

@@ -123,6 +123,9 @@ pub static SSL_MODULE: Module = Module {
     ..Module::EMPTY
 };
 
+/// Accepted and ignored, as FastCGI's.
+pub static IGNORED: &[Def] = conf::ignored!("uwsgi");
+
 /// `uwsgi_pass` and the `uwsgi_*` settings.
 pub static MODULE: Module = Module {
     name: "uwsgi",
@@ -135,6 +138,7 @@ pub static MODULE: Module = Module {
             " With `suwsgi://` the connection is TLS (the `uwsgi_ssl_*` directives)."
         ),
         MODIFIERS,
+        IGNORED,
     ],
     settings: Some(&GwConf::<Uwsgi>::KIND),
     ..Module::EMPTY
