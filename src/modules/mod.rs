@@ -29,6 +29,7 @@ pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
+pub mod scgi;
 pub mod secure_link;
 pub mod slice;
 pub mod split_clients;
@@ -39,6 +40,7 @@ pub mod status;
 pub mod sub_filter;
 pub mod try_files;
 pub mod userid;
+pub mod uwsgi;
 pub mod zone;
 
 use crate::core::module::Module;
@@ -73,9 +75,15 @@ pub static MODULES: &[&Module] = &[
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,
+    &proxy::ssl::MODULE,
     &fastcgi::MODULE,
+    &uwsgi::MODULE,
+    &uwsgi::SSL_MODULE,
+    &scgi::MODULE,
     &cache::PROXY_MODULE,
     &cache::FASTCGI_MODULE,
+    &cache::UWSGI_MODULE,
+    &cache::SCGI_MODULE,
     &cgi::MODULE,
     &ssl::MODULE,
     &access::MODULE,
@@ -219,7 +227,7 @@ mod tests {
             "--with-http_realip_module",
             "--with-http_stub_status_module",
             "--with-http_gzip_static_module",
-            "--without-http_uwsgi_module",
+            "--without-http_memcached_module",
         ] {
             assert!(args.contains(flag), "{flag} missing from {v}");
         }
@@ -227,6 +235,8 @@ mod tests {
             "--without-http_ssi_module",
             "--without-http_proxy_module",
             "--without-http_rewrite_module",
+            "--without-http_uwsgi_module",
+            "--without-http_scgi_module",
         ] {
             assert!(!args.contains(flag), "{flag} in {v}");
         }
@@ -287,6 +297,8 @@ mod tests {
             crate::modules::ssl::conf::IGNORED,
             crate::modules::proxy::conf::IGNORED,
             crate::modules::fastcgi::conf::IGNORED,
+            crate::modules::uwsgi::IGNORED,
+            crate::modules::scgi::IGNORED,
             crate::modules::referer::conf::IGNORED,
         ];
         for d in all(MODULES) {

@@ -56,12 +56,14 @@
 
 pub mod accel;
 pub mod balance;
+pub mod bind;
 pub mod conf;
 pub mod dns;
 pub mod driver;
 pub mod dynamic;
 pub mod health;
 pub mod next;
+pub mod params;
 pub mod pool;
 pub mod queue;
 pub mod resolver;
@@ -69,6 +71,7 @@ pub mod response;
 pub mod stats;
 pub mod store;
 pub mod tls;
+pub mod tls_conf;
 
 use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};

@@ -1177,3 +1177,54 @@ pub static FASTCGI_MODULE: Module = Module {
     settings: Some(&CacheConf::<conf::Fastcgi>::KIND),
     ..Module::EMPTY
 };
+
+/// `uwsgi_cache*`.
+pub static UWSGI_MODULE: Module = Module {
+    name: "uwsgi_cache",
+    directives: &[conf::UWSGI_DIRECTIVES],
+    settings: Some(&CacheConf::<crate::modules::uwsgi::Uwsgi>::KIND),
+    ..Module::EMPTY
+};
+
+/// `scgi_cache*`.
+pub static SCGI_MODULE: Module = Module {
+    name: "scgi_cache",
+    directives: &[conf::SCGI_DIRECTIVES],
+    settings: Some(&CacheConf::<crate::modules::scgi::Scgi>::KIND),
+    ..Module::EMPTY
+};
+
+/// Before a handler without a default cache key fetches: `*_force_ranges`,
+/// then the cached answer (`Err`) or the fill the reply is to make.
+pub async fn before<K: Kind>(
+    req: &mut Request<'_>,
+    force_ranges: bool,
+) -> Result<Option<Fill<K>>, crate::core::request::Outcome> {
+    if force_ranges {
+        req.state.ext.insert(std::rc::Rc::new(range::Forced));
+    }
+    match lookup::<K>(req, |_| None).await {
+        Lookup::Serve(resp) => Err(crate::core::request::Outcome::Respond(resp)),
+        Lookup::Fetch(fill) => Ok(fill),
+    }
+}
+
+/// After it fetched: `*_store`, then the reply into the cache, else its
+/// byte ranges.
+pub async fn after<K: Kind>(
+    req: &mut Request<'_>,
+    fill: Option<Fill<K>>,
+    mut out: crate::core::request::Outcome,
+    store: Option<&crate::upstream::store::Store>,
+    store_access: u32,
+) -> crate::core::request::Outcome {
+    use crate::core::request::Outcome;
+    if let Outcome::Respond(resp) = &mut out {
+        crate::upstream::store::apply(req, store, store_access, resp);
+    }
+    match (fill, out) {
+        (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
+        (None, Outcome::Respond(resp)) => Outcome::Respond(range::of_reply(req, resp, false)),
+        (_, out) => out,
+    }
+}

@@ -40,14 +40,6 @@ pub enum CookieName {
     Regex(Re),
 }
 
-/// A `proxy_bind` address: `ip` or `ip:port` (`[v6]:port`).
-pub fn bind_addr(v: &[u8]) -> Option<std::net::SocketAddr> {
-    let v = std::str::from_utf8(v).ok()?;
-    v.parse()
-        .ok()
-        .or_else(|| v.parse::<std::net::IpAddr>().ok().map(|ip| (ip, 0).into()))
-}
-
 /// A flag of `proxy_cookie_flags` is one of these.
 pub fn cookie_flag_valid(f: &str) -> bool {
     let f = f.to_ascii_lowercase();
@@ -92,9 +84,7 @@ crate::settings! {
         pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
         /// `proxy_bind`: the local address of connections to upstreams
         /// (`None`: the kernel's choice; `off` sets `None`).
-        pub bind: Option<Template> = None,
-        /// `proxy_bind … transparent`.
-        pub bind_transparent: bool = false,
+        pub bind: Option<crate::upstream::bind::BindConf> = None,
         /// `proxy_set_body`: the body sent upstream in place of the client's.
         pub set_body: Option<Template> = None,
         /// `proxy_method`: the method sent upstream (else the request's).
@@ -124,26 +114,6 @@ crate::settings! {
         pub store: Option<Arc<Store>> = None,
         /// `proxy_store_access`: the mode of stored files.
         pub store_access: u32 = 0o600,
-        /// `proxy_ssl_*`: TLS to `https` upstreams (see `super::ssl`).
-        pub ssl_verify: bool = false,
-        pub ssl_verify_depth: u32 = 1,
-        pub ssl_trusted: Arc<[rustls_pki_types::CertificateDer<'static>]> = Arc::from(Vec::new()),
-        /// CRLs, DER.
-        pub ssl_crl: Arc<[Vec<u8>]> = Arc::from(Vec::new()),
-        pub ssl_name: Option<Template> = None,
-        pub ssl_server_name: bool = false,
-        pub ssl_protocols: crate::modules::ssl::conf::Protocols =
-            crate::modules::ssl::conf::Protocols { tls12: true, tls13: true },
-        /// TLS 1.2 suites (`None`: all rustls has).
-        pub ssl_ciphers: Option<Arc<[rustls::SupportedCipherSuite]>> = None,
-        pub ssl_certificate: Option<super::ssl::FileName> = None,
-        pub ssl_certificate_key: Option<super::ssl::FileName> = None,
-        /// `proxy_ssl_password_file`: passwords of an encrypted key, in order.
-        pub ssl_passwords: Arc<[String]> = Arc::from(Vec::new()),
-        pub ssl_session_reuse: bool = true,
-        /// The TLS clients of these settings: a level that sets any
-        /// `proxy_ssl_*` has its own.
-        pub ssl_clients: Arc<super::ssl::Clients> = Arc::new(super::ssl::Clients::default()),
     }
 }
 
@@ -431,26 +401,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, e| {
-            let err = |m: String| ConfError::new(m, &d.span);
-            let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
-                None => false,
-                Some("transparent") => {
-                    e.net_raw = true;
-                    true
-                }
-                Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
-            };
-            let v = match d.arg(0) {
-                "off" => None,
-                a => {
-                    let t = Template::compile(a, &mut e.vars).map_err(err)?;
-                    if let Some(l) = t.literal() {
-                        bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
-                    }
-                    Some(t)
-                }
-            };
-            loc(s).bind_transparent = Some(transparent);
+            let v = crate::upstream::bind::parse(d, e)?;
             values::set_once(&mut loc(s).bind, v, d)
         },
         syntax: "proxy_bind address [transparent] | off;",
