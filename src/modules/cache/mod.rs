@@ -1014,7 +1014,10 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Rc<Entry>, status: Status) -> Resp
     // A body kept in memory goes as it is; ranges are cut from the file
     // (several of them stay parts of it, which later filters — charset —
     // can still recode part by part).
-    let mem = e.body.as_ref().filter(|_| req.head.header("range").is_none());
+    let mem = e
+        .body
+        .as_ref()
+        .filter(|_| req.head.header("range").is_none());
     let body_at = |r: std::ops::Range<u64>| match (r.is_empty(), mem) {
         (true, _) => Body::Empty,
         (false, Some(b)) => Body::Bytes(b.slice(r.start as usize..r.end as usize)),
