@@ -62,6 +62,7 @@ pub mod dns;
 pub mod driver;
 pub mod dynamic;
 pub mod health;
+pub mod io;
 pub mod next;
 pub mod params;
 pub mod pool;
