@@ -23,6 +23,7 @@ pub mod limit_rate;
 pub mod limit_req;
 pub mod log;
 pub mod map;
+pub mod memcached;
 pub mod mirror;
 pub mod proxy;
 pub mod random_index;
@@ -77,6 +78,7 @@ pub static MODULES: &[&Module] = &[
     &proxy::MODULE,
     &proxy::ssl::MODULE,
     &fastcgi::MODULE,
+    &memcached::MODULE,
     &uwsgi::MODULE,
     &uwsgi::SSL_MODULE,
     &scgi::MODULE,
@@ -227,7 +229,6 @@ mod tests {
             "--with-http_realip_module",
             "--with-http_stub_status_module",
             "--with-http_gzip_static_module",
-            "--without-http_memcached_module",
         ] {
             assert!(args.contains(flag), "{flag} missing from {v}");
         }
@@ -237,6 +238,7 @@ mod tests {
             "--without-http_rewrite_module",
             "--without-http_uwsgi_module",
             "--without-http_scgi_module",
+            "--without-http_memcached_module",
         ] {
             assert!(!args.contains(flag), "{flag} in {v}");
         }
