@@ -16,6 +16,7 @@ pub mod dav;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
+pub mod grpc;
 pub mod gunzip;
 pub mod headers;
 pub mod limit_conn;
@@ -73,6 +74,9 @@ pub static MODULES: &[&Module] = &[
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,
+    &proxy::ssl::PROXY_MODULE,
+    &grpc::MODULE,
+    &proxy::ssl::GRPC_MODULE,
     &fastcgi::MODULE,
     &cache::PROXY_MODULE,
     &cache::FASTCGI_MODULE,

@@ -124,26 +124,6 @@ crate::settings! {
         pub store: Option<Arc<Store>> = None,
         /// `proxy_store_access`: the mode of stored files.
         pub store_access: u32 = 0o600,
-        /// `proxy_ssl_*`: TLS to `https` upstreams (see `super::ssl`).
-        pub ssl_verify: bool = false,
-        pub ssl_verify_depth: u32 = 1,
-        pub ssl_trusted: Arc<[rustls_pki_types::CertificateDer<'static>]> = Arc::from(Vec::new()),
-        /// CRLs, DER.
-        pub ssl_crl: Arc<[Vec<u8>]> = Arc::from(Vec::new()),
-        pub ssl_name: Option<Template> = None,
-        pub ssl_server_name: bool = false,
-        pub ssl_protocols: crate::modules::ssl::conf::Protocols =
-            crate::modules::ssl::conf::Protocols { tls12: true, tls13: true },
-        /// TLS 1.2 suites (`None`: all rustls has).
-        pub ssl_ciphers: Option<Arc<[rustls::SupportedCipherSuite]>> = None,
-        pub ssl_certificate: Option<super::ssl::FileName> = None,
-        pub ssl_certificate_key: Option<super::ssl::FileName> = None,
-        /// `proxy_ssl_password_file`: passwords of an encrypted key, in order.
-        pub ssl_passwords: Arc<[String]> = Arc::from(Vec::new()),
-        pub ssl_session_reuse: bool = true,
-        /// The TLS clients of these settings: a level that sets any
-        /// `proxy_ssl_*` has its own.
-        pub ssl_clients: Arc<super::ssl::Clients> = Arc::new(super::ssl::Clients::default()),
     }
 }
 
@@ -236,7 +216,7 @@ fn push<T: Clone>(slot: &mut Option<Arc<[T]>>, v: T) {
     *slot = Some(Arc::from(list));
 }
 
-fn header_name(d: &Directive) -> Result<String, ConfError> {
+pub(crate) fn header_name(d: &Directive) -> Result<String, ConfError> {
     let n = d.arg(0);
     if n.is_empty()
         || !n

@@ -38,6 +38,7 @@ use crate::modules::client_body::{self, Buffered};
 use crate::server::idle::IdleTimer;
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Blocks;
+use crate::upstream::fields::{self, Passed, escape, intercepted, is_hop_or_framing, passed_header};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
 use crate::upstream::{self, UpConn, Upstream, UpstreamRef, UpstreamVars};
@@ -368,7 +369,7 @@ impl Proxy {
         req.state.ext.insert(vars.clone());
         let uri = self.upstream_uri(req, &dest);
         let dial = match dest.tls {
-            true => match ssl::dial(req, pc, &dest.ssl_name) {
+            true => match ssl::dial::<ssl::Proxy>(req, &dest.ssl_name) {
                 Ok(d) => Some(d),
                 Err(()) => return req.error(502),
             },
@@ -528,10 +529,10 @@ impl Proxy {
                 resp, conn, buf, &h, up, peer, vars, t0, pc, failed, unbuffered,
             );
             let mut f = fail(kind, h.status, String::new());
-            f.reply = Some(intercepted(req, pc, &r).unwrap_or(r));
+            f.reply = Some(intercepted(req, pc.intercept_errors, &r).unwrap_or(r));
             return Err(f.into());
         }
-        if let Some(e) = intercepted(req, pc, &resp) {
+        if let Some(e) = intercepted(req, pc.intercept_errors, &resp) {
             up.finished(peer, true);
             return Ok(e);
         }
@@ -969,38 +970,22 @@ impl Proxy {
         {
             return Cow::Owned(u.to_vec());
         }
-        // The request's own URI goes unchanged when vireo did not change it.
-        let unchanged = || {
-            let mut normalized = Vec::new();
-            !req.state.internal
-                && req.state.redirects == 0
-                && req.state.args.is_none()
-                && crate::modules::static_files::uri::normalize(req.head.path(), &mut normalized)
-                    .is_ok()
-                && normalized == req.uri
+        let Some(u) = dest.uri.as_deref() else {
+            return fields::request_target(req);
         };
         let mut out = Vec::with_capacity(req.uri.len() + 16);
-        match dest.uri.as_deref() {
-            None if unchanged() => return Cow::Borrowed(req.request_uri()),
-            None => escape(&req.uri, &mut out),
-            Some(u) => {
-                let prefix = req
-                    .location
-                    .map(|l| l.pattern.as_bytes())
-                    .filter(|p| req.uri.starts_with(p));
-                match prefix {
-                    Some(p) => {
-                        out.extend_from_slice(u);
-                        escape(&req.uri[p.len()..], &mut out);
-                    }
-                    None => escape(&req.uri, &mut out),
-                }
+        let prefix = req
+            .location
+            .map(|l| l.pattern.as_bytes())
+            .filter(|p| req.uri.starts_with(p));
+        match prefix {
+            Some(p) => {
+                out.extend_from_slice(u);
+                escape(&req.uri[p.len()..], &mut out);
             }
+            None => escape(&req.uri, &mut out),
         }
-        if let Some(a) = req.args() {
-            out.push(b'?');
-            out.extend_from_slice(a);
-        }
+        fields::with_args(req, &mut out);
         Cow::Owned(out)
     }
 
@@ -1138,80 +1123,6 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[start..end]
 }
 
-/// What becomes of a header of the upstream's reply.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Passed {
-    /// Passed on as it is (unless proxy_hide_header names it).
-    As,
-    /// Content-Length: the client connection sets its own.
-    Not,
-    /// Date (`true`), Server: the server's own, unless proxy_pass_header
-    /// names it.
-    Own(bool),
-    /// X-Pad, X-Accel-*: hidden unless proxy_pass_header names it.
-    Accel,
-    ContentType,
-    /// Rewritten by proxy_redirect.
-    Location,
-    Refresh,
-    /// Rewritten by proxy_cookie_domain / proxy_cookie_path.
-    SetCookie,
-}
-
-/// Classify a reply header name, comparing each candidate of its length only.
-fn passed_header(name: &str) -> Passed {
-    let is = |n: &str| name.eq_ignore_ascii_case(n);
-    match name.len() {
-        4 if is("date") => Passed::Own(true),
-        5 if is("x-pad") => Passed::Accel,
-        6 if is("server") => Passed::Own(false),
-        7 if is("refresh") => Passed::Refresh,
-        8 if is("location") => Passed::Location,
-        10 if is("set-cookie") => Passed::SetCookie,
-        12 if is("content-type") => Passed::ContentType,
-        14 if is("content-length") => Passed::Not,
-        15..=18
-            if [
-                "x-accel-expires",
-                "x-accel-redirect",
-                "x-accel-limit-rate",
-                "x-accel-buffering",
-                "x-accel-charset",
-            ]
-            .iter()
-            .any(|n| is(n)) =>
-        {
-            Passed::Accel
-        }
-        _ => Passed::As,
-    }
-}
-
-/// Request headers never forwarded as they came: hop-by-hop ones (RFC 9110
-/// §7.6.1) and those vireo sets itself. Compares each candidate of the
-/// name's length only.
-fn is_hop_or_framing(n: &[u8]) -> bool {
-    let is = |h: &str| n.eq_ignore_ascii_case(h.as_bytes());
-    match n.len() {
-        2 => is("te"),
-        4 => is("host"),
-        6 => is("expect"),
-        7 => is("trailer") || is("upgrade"),
-        10 => is("connection") || is("keep-alive"),
-        14 => is("content-length"),
-        16 => is("proxy-connection"),
-        17 => is("transfer-encoding"),
-        _ => false,
-    }
-}
-
-/// Percent-encode what may not stand in a request path, as nginx.
-fn escape(uri: &[u8], out: &mut Vec<u8>) {
-    for piece in crate::core::path::escape_uri(uri) {
-        out.extend_from_slice(piece.as_bytes());
-    }
-}
-
 /// proxy_cookie_domain and proxy_cookie_path on one Set-Cookie value
 /// (`None`: none configured).
 fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
@@ -1246,32 +1157,6 @@ fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
         out.push_str(rewritten.as_deref().unwrap_or(t));
     }
     Some(out)
-}
-
-/// `proxy_intercept_errors`: the error vireo answers in place of an upstream
-/// status of 300 or more that has an error_page; an intercepted 401 keeps
-/// the upstream's challenges, as nginx.
-fn intercepted(req: &Request<'_>, pc: &ProxyConf, resp: &Response) -> Option<Response> {
-    let status = resp.status;
-    let paged = req
-        .conf
-        .core
-        .error_pages
-        .as_deref()
-        .is_some_and(|p| p.find(status).is_some());
-    if !pc.intercept_errors || status < 300 || !paged {
-        return None;
-    }
-    let mut e = req.error(status);
-    if status == 401 {
-        e.headers.extend(
-            resp.headers
-                .iter()
-                .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
-                .cloned(),
-        );
-    }
-    Some(e)
 }
 
 /// proxy_cookie_flags on one Set-Cookie value (`None`: no rule is for it).
@@ -1754,7 +1639,7 @@ impl crate::core::message::response::Tunnel for Tunnel {
 pub static MODULE: Module = Module {
     name: "proxy",
     nginx_default: &["http_proxy_module"],
-    directives: &[conf::DIRECTIVES, ssl::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
         VarDef::name("proxy_host", |req, _, out| {

@@ -1,0 +1,333 @@
+//! Directives of the gRPC proxy: `grpc_pass` (the location's content
+//! handler) and the inheritable `grpc_*` settings.
+
+use super::{GrpcPass, Target};
+use crate::conf::ast::{ConfError, Directive};
+use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
+use crate::conf::values;
+use crate::core::vars::Template;
+use crate::modules::proxy::conf::{bind_addr, header_name};
+use crate::settings;
+use crate::upstream::next::NextUpstream;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `grpc_ignore_headers`: the reply fields vireo does not act on.
+pub mod ignore {
+    pub const X_ACCEL_REDIRECT: u16 = 1;
+
+    /// The names nginx accepts; only X-Accel-Redirect changes what a gRPC
+    /// reply does here (there is no cache, and X-Accel-Buffering,
+    /// X-Accel-Limit-Rate and X-Accel-Charset are not acted on).
+    pub const NAMES: &[(&str, u16)] = &[
+        ("X-Accel-Redirect", X_ACCEL_REDIRECT),
+        ("X-Accel-Expires", 0),
+        ("X-Accel-Limit-Rate", 0),
+        ("X-Accel-Buffering", 0),
+        ("X-Accel-Charset", 0),
+        ("Expires", 0),
+        ("Cache-Control", 0),
+        ("Set-Cookie", 0),
+        ("Vary", 0),
+    ];
+}
+
+settings! {
+    /// Settings of the gRPC proxy.
+    pub struct GrpcConf / GrpcConfSet {
+        /// `grpc_set_header` pairs; a level with any drops those it would inherit.
+        pub set_headers: Arc<[(String, Template)]> = Arc::from(Vec::new()),
+        pub hide_headers: Arc<[String]> = Arc::from(Vec::new()),
+        pub pass_headers: Arc<[String]> = Arc::from(Vec::new()),
+        /// `grpc_ignore_headers` (`ignore::*` bits).
+        pub ignore_headers: u16 = 0,
+        /// `grpc_bind`: the local address of connections to upstreams.
+        pub bind: Option<Template> = None,
+        pub bind_transparent: bool = false,
+        pub socket_keepalive: bool = false,
+        pub connect_timeout: Duration = Duration::from_secs(60),
+        pub send_timeout: Duration = Duration::from_secs(60),
+        pub read_timeout: Duration = Duration::from_secs(60),
+        /// `grpc_buffer_size`: the largest reply head, and the size of the
+        /// upstream's DATA frames.
+        pub buffer_size: usize = 4096,
+        pub next_upstream: NextUpstream = NextUpstream::DEFAULT,
+        pub next_upstream_tries: u32 = 0,
+        pub next_upstream_timeout: Duration = Duration::ZERO,
+        pub intercept_errors: bool = false,
+    }
+}
+
+fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut GrpcConfSet {
+    s.loc().get_mut::<GrpcConfSet>()
+}
+
+/// `grpc://addr`, `grpcs://addr` or `addr` → (TLS, addr).
+pub(super) fn scheme(url: &str) -> (bool, &str) {
+    let lower = |p: &str| url.len() >= p.len() && url[..p.len()].eq_ignore_ascii_case(p);
+    if lower("grpcs://") {
+        (true, &url[8..])
+    } else if lower("grpc://") {
+        (false, &url[7..])
+    } else {
+        (false, url)
+    }
+}
+
+fn grpc_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
+    let url = d.arg(0);
+    if url.contains('$') {
+        let t = Template::compile(url, &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
+        let blocks = crate::upstream::conf::dynamic(e, 80);
+        return s.set_content(d, Arc::new(GrpcPass::new(Target::Dynamic(t, blocks), false, "")));
+    }
+    let (tls, addr) = scheme(url);
+    if addr.is_empty() || addr.contains('/') {
+        return Err(ConfError::new(
+            format!("invalid host in upstream \"{url}\""),
+            &d.span,
+        ));
+    }
+    if tls && addr.starts_with("unix:") {
+        return Err(ConfError::new(
+            format!("TLS over a unix socket is not supported in \"{url}\""),
+            &d.span,
+        ));
+    }
+    let port = if tls { 443 } else { 80 };
+    let up = crate::upstream::conf::reference(e, addr, port, &d.span)?;
+    s.set_content(d, Arc::new(GrpcPass::new(Target::Fixed(up), tls, addr)))
+}
+
+fn time(d: &Directive) -> Result<Duration, ConfError> {
+    values::time(d, 0)
+}
+
+fn ignore_headers(d: &Directive) -> Result<u16, ConfError> {
+    let mut bits = 0;
+    for a in d.arg_strs() {
+        let Some((_, b)) = ignore::NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(a))
+        else {
+            return Err(values::bad_arg(d, a));
+        };
+        bits |= b;
+    }
+    Ok(bits)
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "grpc_pass",
+        ignored: false,
+        ctx: Ctx::LOCATION.or(Ctx::IF),
+        arity: ONE,
+        set: grpc_pass,
+        syntax: "grpc_pass address;",
+        default: "—",
+        doc: "Makes this location a gRPC proxy: the request goes to the upstream over HTTP/2 (`grpc://` or no scheme: cleartext with prior knowledge; `grpcs://`: TLS with ALPN `h2`, see the `grpc_ssl_*` directives). The address is `host[:port]`, `unix:/path`, or the name of an `upstream` block; with variables it is found per request (a block's name, an address, or a host resolved through `resolver`). The request's method, URI and headers become `:method`, `:path`, `:authority` (the address as written, or the `Host` that `grpc_set_header` gives) and fields; `te: trailers` goes when the client sent it. The request body streams to the upstream as it arrives, from an HTTP/2 or an HTTP/1.1 client; the reply's head, DATA and trailers (`grpc-status`, `grpc-message`) stream back. A reply of trailers only (a gRPC error) is passed as a head without a body. Failures: cannot connect → 502, a timeout → 504, a bad reply or a reset stream → 502, each logged with the peer (`upstream: \"grpc://127.0.0.1:9000\"`). Each request has its own HTTP/2 connection, one stream on it; see docs/grpc.md.\n\n```nginx\nlocation /helloworld.Greeter/ { grpc_pass grpc://127.0.0.1:50051; }\nlocation / { grpc_pass grpcs://backend; }\n```",
+    },
+    Def {
+        name: "grpc_set_header",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(2, 2),
+        set: |s, d, e| {
+            let name = header_name(d)?;
+            let t = values::template(d, 1, &mut e.vars)?;
+            values::push(&mut loc(s).set_headers, (name, t));
+            Ok(())
+        },
+        syntax: "grpc_set_header field value;",
+        default: "Content-Length $content_length; TE $grpc_internal_trailers; Host \"\"; Connection \"\"; Transfer-Encoding \"\"; Keep-Alive \"\"; Expect \"\"; Upgrade \"\"",
+        doc: "Sets (or, with an empty value, removes) a request field sent to the upstream; the value may hold variables. `Host` sets `:authority`. A level with any `grpc_set_header` does not inherit those of the levels above, as nginx.\n\n```nginx\ngrpc_set_header X-Real-IP $remote_addr;\ngrpc_set_header Host api.internal;\n```",
+    },
+    Def {
+        name: "grpc_hide_header",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = header_name(d)?;
+            values::push(&mut loc(s).hide_headers, n);
+            Ok(())
+        },
+        syntax: "grpc_hide_header field;",
+        default: "—",
+        doc: "A reply field of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.\n\n```nginx\ngrpc_hide_header X-Debug;\n```",
+    },
+    Def {
+        name: "grpc_pass_header",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            let n = header_name(d)?;
+            values::push(&mut loc(s).pass_headers, n);
+            Ok(())
+        },
+        syntax: "grpc_pass_header field;",
+        default: "—",
+        doc: "Passes a reply field that is hidden by default (X-Accel-*, X-Pad; `Server` and `Date` in place of vireo's own).\n\n```nginx\ngrpc_pass_header Server;\n```",
+    },
+    Def {
+        name: "grpc_ignore_headers",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| values::set_once(&mut loc(s).ignore_headers, ignore_headers(d)?, d),
+        syntax: "grpc_ignore_headers field ...;",
+        default: "—",
+        doc: "Reply fields not acted on: `X-Accel-Redirect` (then passed on, not followed); nginx's other names (`X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`) are accepted and change nothing, as vireo acts on none of them for gRPC.\n\n```nginx\ngrpc_ignore_headers X-Accel-Redirect;\n```",
+    },
+    Def {
+        name: "grpc_bind",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 2),
+        set: |s, d, e| {
+            let err = |m: String| ConfError::new(m, &d.span);
+            let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
+                None => false,
+                Some("transparent") => {
+                    e.net_raw = true;
+                    true
+                }
+                Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
+            };
+            let v = match d.arg(0) {
+                "off" => None,
+                a => {
+                    let t = Template::compile(a, &mut e.vars).map_err(err)?;
+                    if let Some(l) = t.literal() {
+                        bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
+                    }
+                    Some(t)
+                }
+            };
+            loc(s).bind_transparent = Some(transparent);
+            values::set_once(&mut loc(s).bind, v, d)
+        },
+        syntax: "grpc_bind address [transparent] | off;",
+        default: "off",
+        doc: "Connections to gRPC upstreams go out from this local address (`ip` or `ip:port`; variables allowed), as `proxy_bind`; `off` cancels an inherited one.\n\n```nginx\ngrpc_bind 192.0.2.10;\n```",
+    },
+    Def {
+        name: "grpc_socket_keepalive",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).socket_keepalive = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "grpc_socket_keepalive on | off;",
+        default: "off",
+        doc: "Sets SO_KEEPALIVE on connections to gRPC upstreams (the system's TCP keep-alive timers apply), for long streaming calls across middleboxes that drop idle flows.\n\n```nginx\ngrpc_socket_keepalive on;\n```",
+    },
+    Def {
+        name: "grpc_connect_timeout",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).connect_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "grpc_connect_timeout time;",
+        default: "60s",
+        doc: "How long connecting to a peer (TLS handshake included) may take; then the next peer is tried (`grpc_next_upstream timeout`) or the client gets 504.\n\n```nginx\ngrpc_connect_timeout 5s;\n```",
+    },
+    Def {
+        name: "grpc_send_timeout",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).send_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "grpc_send_timeout time;",
+        default: "60s",
+        doc: "How long sending the request to the upstream may wait at one point (its HTTP/2 handshake, room in its flow-control window).\n\n```nginx\ngrpc_send_timeout 30s;\n```",
+    },
+    Def {
+        name: "grpc_read_timeout",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).read_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "grpc_read_timeout time;",
+        default: "60s",
+        doc: "How long one read from the upstream may wait: for the reply head (then 504), and between two pieces of a streaming reply (then the stream is reset). Long-lived streams with quiet spells need more.\n\n```nginx\ngrpc_read_timeout 1h;\n```",
+    },
+    Def {
+        name: "grpc_buffer_size",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).buffer_size = Some(values::size(d, 0)?.max(1024) as usize);
+            Ok(())
+        },
+        syntax: "grpc_buffer_size size;",
+        default: "4k",
+        doc: "The largest reply head (its fields together); a bigger one is answered with 502 (\"upstream sent too big header\").\n\n```nginx\ngrpc_buffer_size 16k;\n```",
+    },
+    Def {
+        name: "grpc_next_upstream",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: Arity::args(1, 12),
+        set: |s, d, _| {
+            loc(s).next_upstream = Some(NextUpstream::parse(d, NextUpstream::PROXY)?);
+            Ok(())
+        },
+        syntax: "grpc_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
+        default: "error timeout",
+        doc: "When to try the next peer: connection errors, timeouts, invalid replies, these statuses. gRPC calls are POSTs: once their body was sent, they are repeated only with `non_idempotent`.\n\n```nginx\ngrpc_next_upstream error timeout http_503;\n```",
+    },
+    Def {
+        name: "grpc_next_upstream_tries",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).next_upstream_tries = Some(values::number(d, 0)? as u32);
+            Ok(())
+        },
+        syntax: "grpc_next_upstream_tries number;",
+        default: "0",
+        doc: "Most attempts per request (0: no limit beyond the peers).\n\n```nginx\ngrpc_next_upstream_tries 2;\n```",
+    },
+    Def {
+        name: "grpc_next_upstream_timeout",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).next_upstream_timeout = Some(time(d)?);
+            Ok(())
+        },
+        syntax: "grpc_next_upstream_timeout time;",
+        default: "0",
+        doc: "No further attempt starts after this long (0: no limit).\n\n```nginx\ngrpc_next_upstream_timeout 10s;\n```",
+    },
+    Def {
+        name: "grpc_intercept_errors",
+        ignored: false,
+        ctx: Ctx::HSL,
+        arity: ONE,
+        set: |s, d, _| {
+            loc(s).intercept_errors = Some(values::flag(d, 0)?);
+            Ok(())
+        },
+        syntax: "grpc_intercept_errors on | off;",
+        default: "off",
+        doc: "Upstream replies with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\ngrpc_intercept_errors on;\nerror_page 502 /grpc-unavailable;\n```",
+    },
+];
