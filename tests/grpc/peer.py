@@ -1,0 +1,127 @@
+"""A gRPC server and client (grpcio, generic handlers over raw bytes: no
+protoc step) for tests/grpc.rs.
+
+  peer.py server PORT [CERT KEY]   serve test.Echo until killed; prints READY
+  peer.py client TARGET [CA NAME]  run every call through TARGET; prints one
+                                   JSON object of what each call got
+"""
+import json
+import sys
+import time
+from concurrent import futures
+
+import grpc
+
+ident = lambda b: b
+
+
+def unary(req, ctx):
+    md = dict(ctx.invocation_metadata())
+    ctx.send_initial_metadata((("x-got-test", md.get("x-test", "")),))
+    return b"echo:" + req
+
+
+def server_stream(req, ctx):
+    for i in range(int(req or b"3")):
+        yield b"piece %d" % i
+
+
+def client_stream(reqs, ctx):
+    return b"+".join(reqs)
+
+
+def bidi(reqs, ctx):
+    for r in reqs:
+        yield r.upper()
+
+
+def fail(req, ctx):
+    ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing: " + req.decode())
+
+
+def fail_late(req, ctx):
+    yield b"first"
+    ctx.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+    ctx.set_details("bad after first")
+
+
+def big(req, ctx):
+    return b"x" * int(req)
+
+
+HANDLERS = {
+    "Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident),
+    "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream, ident, ident),
+    "ClientStream": grpc.stream_unary_rpc_method_handler(client_stream, ident, ident),
+    "Bidi": grpc.stream_stream_rpc_method_handler(bidi, ident, ident),
+    "Fail": grpc.unary_unary_rpc_method_handler(fail, ident, ident),
+    "FailLate": grpc.unary_stream_rpc_method_handler(fail_late, ident, ident),
+    "Big": grpc.unary_unary_rpc_method_handler(big, ident, ident),
+}
+
+
+def serve(port, cert=None, key=None):
+    s = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    s.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Echo", HANDLERS),))
+    addr = "127.0.0.1:%s" % port
+    if cert:
+        creds = grpc.ssl_server_credentials(((open(key, "rb").read(), open(cert, "rb").read()),))
+        s.add_secure_port(addr, creds)
+    else:
+        s.add_insecure_port(addr)
+    s.start()
+    print("READY", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+def outcome(call):
+    """Run `call`; what it got, or its error's code and details."""
+    try:
+        r = call()
+        return {"ok": r}
+    except grpc.RpcError as e:
+        return {"code": e.code().name, "details": e.details()}
+
+
+def client(target, ca=None, name=None):
+    if ca:
+        creds = grpc.ssl_channel_credentials(open(ca, "rb").read())
+        ch = grpc.secure_channel(target, creds, options=(("grpc.ssl_target_name_override", name),))
+    else:
+        ch = grpc.insecure_channel(target)
+    m = lambda kind, n: getattr(ch, kind)("/test.Echo/" + n, request_serializer=ident,
+                                          response_deserializer=ident)
+    out = {}
+
+    def unary_call():
+        resp, call = m("unary_unary", "Unary").with_call(b"hello", metadata=(("x-test", "yes"),),
+                                                         timeout=10)
+        md = dict(call.initial_metadata())
+        return {"body": resp.decode(), "test": md.get("x-got-test"), "code": call.code().name}
+
+    out["unary"] = outcome(unary_call)
+    out["server_stream"] = outcome(
+        lambda: [r.decode() for r in m("unary_stream", "ServerStream")(b"4", timeout=10)])
+    out["client_stream"] = outcome(
+        lambda: m("stream_unary", "ClientStream")(iter([b"a", b"b", b"c"]), timeout=10).decode())
+    out["bidi"] = outcome(
+        lambda: [r.decode() for r in m("stream_stream", "Bidi")(iter([b"x", b"yz"]), timeout=10)])
+    out["fail"] = outcome(lambda: m("unary_unary", "Fail")(b"thing", timeout=10))
+    got = []
+
+    def late():
+        for r in m("unary_stream", "FailLate")(b"", timeout=10):
+            got.append(r.decode())
+
+    out["fail_late"] = outcome(late)
+    out["fail_late"]["got"] = got
+    out["big"] = outcome(lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)))
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "server":
+        serve(*sys.argv[2:])
+    else:
+        client(*sys.argv[2:])
