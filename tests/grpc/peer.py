@@ -2,8 +2,10 @@
 protoc step) for tests/grpc.rs.
 
   peer.py server PORT [CERT KEY]   serve test.Echo until killed; prints READY
-  peer.py client TARGET [CA NAME]  run every call through TARGET; prints one
-                                   JSON object of what each call got
+  peer.py client TARGET CASES [CA NAME]
+                                   run the calls CASES names (comma-separated,
+                                   or `all`) through TARGET; prints a line
+                                   `case=JSON` of what each call got
 """
 import json
 import sys
@@ -49,6 +51,11 @@ def big(req, ctx):
     return b"x" * int(req)
 
 
+def slow(req, ctx):
+    time.sleep(float(req))
+    return b"late"
+
+
 HANDLERS = {
     "Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident),
     "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream, ident, ident),
@@ -57,6 +64,7 @@ HANDLERS = {
     "Fail": grpc.unary_unary_rpc_method_handler(fail, ident, ident),
     "FailLate": grpc.unary_stream_rpc_method_handler(fail_late, ident, ident),
     "Big": grpc.unary_unary_rpc_method_handler(big, ident, ident),
+    "Slow": grpc.unary_unary_rpc_method_handler(slow, ident, ident),
 }
 
 
@@ -84,7 +92,7 @@ def outcome(call):
         return {"code": e.code().name, "details": e.details()}
 
 
-def client(target, ca=None, name=None):
+def client(target, cases, ca=None, name=None):
     if ca:
         creds = grpc.ssl_channel_credentials(open(ca, "rb").read())
         ch = grpc.secure_channel(target, creds, options=(("grpc.ssl_target_name_override", name),))
@@ -92,32 +100,36 @@ def client(target, ca=None, name=None):
         ch = grpc.insecure_channel(target)
     m = lambda kind, n: getattr(ch, kind)("/test.Echo/" + n, request_serializer=ident,
                                           response_deserializer=ident)
-    out = {}
 
-    def unary_call():
+    def unary():
         resp, call = m("unary_unary", "Unary").with_call(b"hello", metadata=(("x-test", "yes"),),
                                                          timeout=10)
         md = dict(call.initial_metadata())
         return {"body": resp.decode(), "test": md.get("x-got-test"), "code": call.code().name}
 
-    out["unary"] = outcome(unary_call)
-    out["server_stream"] = outcome(
-        lambda: [r.decode() for r in m("unary_stream", "ServerStream")(b"4", timeout=10)])
-    out["client_stream"] = outcome(
-        lambda: m("stream_unary", "ClientStream")(iter([b"a", b"b", b"c"]), timeout=10).decode())
-    out["bidi"] = outcome(
-        lambda: [r.decode() for r in m("stream_stream", "Bidi")(iter([b"x", b"yz"]), timeout=10)])
-    out["fail"] = outcome(lambda: m("unary_unary", "Fail")(b"thing", timeout=10))
     got = []
 
-    def late():
+    def fail_late():
         for r in m("unary_stream", "FailLate")(b"", timeout=10):
             got.append(r.decode())
 
-    out["fail_late"] = outcome(late)
-    out["fail_late"]["got"] = got
-    out["big"] = outcome(lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)))
-    print(json.dumps(out), flush=True)
+    calls = {
+        "unary": unary,
+        "server_stream":
+            lambda: [r.decode() for r in m("unary_stream", "ServerStream")(b"4", timeout=10)],
+        "client_stream":
+            lambda: m("stream_unary", "ClientStream")(iter([b"a", b"b", b"c"]), timeout=10).decode(),
+        "bidi": lambda: [r.decode() for r in m("stream_stream", "Bidi")(iter([b"x", b"yz"]), timeout=10)],
+        "fail": lambda: m("unary_unary", "Fail")(b"thing", timeout=10),
+        "fail_late": fail_late,
+        "big": lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)),
+        "slow": lambda: m("unary_unary", "Slow")(b"3", timeout=10).decode(),
+    }
+    for case in (calls if cases == "all" else cases.split(",")):
+        r = outcome(calls[case])
+        if case == "fail_late":
+            r["got"] = got
+        print("%s=%s" % (case, json.dumps(r, sort_keys=True)), flush=True)
 
 
 if __name__ == "__main__":
