@@ -166,7 +166,7 @@ fn a_dead_upstream_is_unavailable() {
     let log = error_log(&v);
     assert!(
         log.contains(&format!(
-            "111: Connection refused while connecting to upstream, client: 127.0.0.1, server: , request: \"POST /test.Echo/Unary HTTP/2.0\", upstream: \"grpc://127.0.0.1:{port}\""
+            "connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: , request: \"POST /test.Echo/Unary HTTP/2.0\", upstream: \"grpc://127.0.0.1:{port}\""
         )),
         "{log}"
     );

@@ -234,7 +234,7 @@ pub(super) async fn exchange(
         let mut body_done = no_body;
         let deadline = tokio::time::sleep(gc.read_timeout);
         let mut deadline = std::pin::pin!(deadline);
-        loop {
+        let head = loop {
             tokio::select! {
                 biased;
                 r = &mut sending, if !body_done => {
@@ -251,7 +251,13 @@ pub(super) async fn exchange(
                     return Err(io_fail(&timed_out(), "reading response header from upstream").into());
                 }
             }
+        };
+        // The reply came first: the rest of the body still goes (a stream
+        // the upstream has closed refuses it, which ends the sending).
+        if !body_done {
+            let _ = sending.await;
         }
+        head
     };
     let head = head.map_err(|e| h2_fail(&e, "reading response header from upstream"))?;
     let took = at.t0.elapsed();
