@@ -141,7 +141,10 @@ fn calls_of_every_kind_pass_through() {
     let raw = String::from_utf8_lossy(&read_to_close(&mut c)).into_owned();
     assert!(raw.starts_with("HTTP/1.1 200 OK\r\n"), "{raw}");
     assert!(raw.contains("\r\nx-got-test: 1\r\n"), "{raw}");
-    assert!(raw.contains("\r\nContent-Type: application/grpc\r\n"), "{raw}");
+    assert!(
+        raw.contains("\r\nContent-Type: application/grpc\r\n"),
+        "{raw}"
+    );
     assert!(raw.contains("echo:hello"), "{raw}");
     assert!(
         raw.ends_with("\r\n0\r\ngrpc-status: 0\r\ngrpc-message: \r\n\r\n"),
@@ -178,9 +181,21 @@ fn grpcs_to_a_tls_server() {
     openssl(
         &dir,
         &[
-            "req", "-x509", "-nodes", "-newkey", "rsa:2048", "-days", "30", "-subj",
-            "/CN=backend.test", "-addext", "subjectAltName=DNS:backend.test",
-            "-keyout", "backend.key", "-out", "backend.crt",
+            "req",
+            "-x509",
+            "-nodes",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=backend.test",
+            "-addext",
+            "subjectAltName=DNS:backend.test",
+            "-keyout",
+            "backend.key",
+            "-out",
+            "backend.crt",
         ],
     );
     let s = Server::start(&dir, Some(("backend.crt", "backend.key")));

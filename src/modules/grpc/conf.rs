@@ -79,7 +79,10 @@ fn grpc_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfEr
     if url.contains('$') {
         let t = Template::compile(url, &mut e.vars).map_err(|m| ConfError::new(m, &d.span))?;
         let blocks = crate::upstream::conf::dynamic(e, 80);
-        return s.set_content(d, Arc::new(GrpcPass::new(Target::Dynamic(t, blocks), false, "")));
+        return s.set_content(
+            d,
+            Arc::new(GrpcPass::new(Target::Dynamic(t, blocks), false, "")),
+        );
     }
     let (tls, addr) = scheme(url);
     if addr.is_empty() || addr.contains('/') {

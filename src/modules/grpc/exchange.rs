@@ -9,9 +9,9 @@ use crate::core::message::response::{
 };
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::modules::client_body::{self, Buffered};
+use crate::upstream::driver::{Failure, Gave, Try};
 use crate::upstream::fields::{self, Passed};
 use crate::upstream::next::NextUpstream;
-use crate::upstream::driver::{Failure, Gave, Try};
 use crate::upstream::{UpConn, Upstream, UpstreamVars};
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
@@ -95,7 +95,10 @@ impl Call {
                 .map_err(|_| "invalid method".to_string())?,
         };
         let user: &[(String, crate::core::vars::Template)] = &gc.set_headers;
-        let set = |name: &[u8]| user.iter().any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name));
+        let set = |name: &[u8]| {
+            user.iter()
+                .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+        };
         let mut headers = HeaderMap::with_capacity(16);
         let mut host = None;
         let mut v = Vec::new();

@@ -54,7 +54,10 @@ pub struct GrpcPass {
 pub enum Target {
     Fixed(UpstreamRef),
     /// The address template (scheme included) and the blocks it may name.
-    Dynamic(crate::core::vars::Template, crate::upstream::dynamic::Blocks),
+    Dynamic(
+        crate::core::vars::Template,
+        crate::upstream::dynamic::Blocks,
+    ),
 }
 
 impl GrpcPass {
@@ -123,17 +126,24 @@ impl Content for GrpcPass {
 
 impl GrpcPass {
     /// The call on the upstream's peers, through the upstream driver.
-    async fn proxy(&self, req: &mut Request<'_>, body: &mut dyn RequestBody, plan: Plan) -> Response {
+    async fn proxy(
+        &self,
+        req: &mut Request<'_>,
+        body: &mut dyn RequestBody,
+        plan: Plan,
+    ) -> Response {
         let gc = req.conf.get::<GrpcConf>();
         let (up, tls, authority) = match self.dest(req).await {
             Ok(d) => d,
             Err(status) => return req.error(status),
         };
         let dial = match tls {
-            true => match ssl::dial::<ssl::Grpc>(req, crate::modules::proxy::ssl_host(&authority)) {
-                Ok(d) => Some(d),
-                Err(()) => return req.error(502),
-            },
+            true => {
+                match ssl::dial::<ssl::Grpc>(req, crate::modules::proxy::ssl_host(&authority)) {
+                    Ok(d) => Some(d),
+                    Err(()) => return req.error(502),
+                }
+            }
             false => None,
         };
         let body_len = match &plan {

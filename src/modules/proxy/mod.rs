@@ -38,7 +38,9 @@ use crate::modules::client_body::{self, Buffered};
 use crate::server::idle::IdleTimer;
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Blocks;
-use crate::upstream::fields::{self, Passed, escape, intercepted, is_hop_or_framing, passed_header};
+use crate::upstream::fields::{
+    self, Passed, escape, intercepted, is_hop_or_framing, passed_header,
+};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
 use crate::upstream::{self, UpConn, Upstream, UpstreamRef, UpstreamVars};

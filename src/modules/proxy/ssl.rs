@@ -150,7 +150,12 @@ impl Default for Clients {
 const KEPT_CLIENTS: usize = 256;
 
 /// (settings, certificate, key, ALPN).
-type ClientKey = (u64, Option<PathBuf>, Option<PathBuf>, &'static [&'static [u8]]);
+type ClientKey = (
+    u64,
+    Option<PathBuf>,
+    Option<PathBuf>,
+    &'static [&'static [u8]],
+);
 
 thread_local! {
     static CLIENTS: RefCell<FxHashMap<ClientKey, Arc<Client>>> =
@@ -311,7 +316,10 @@ fn ciphers(d: &Directive, e: &mut Env) -> Result<Arc<[SupportedCipherSuite]>, Co
     let suites = select_suites(&rules, &all);
     if suites.is_empty() {
         return Err(ConfError::new(
-            format!("\"{}\" leaves no TLS 1.2 cipher suite vireo has (ECDHE with AES-GCM or CHACHA20-POLY1305)", d.name),
+            format!(
+                "\"{}\" leaves no TLS 1.2 cipher suite vireo has (ECDHE with AES-GCM or CHACHA20-POLY1305)",
+                d.name
+            ),
             &d.span,
         ));
     }
