@@ -3,7 +3,7 @@
 //! fields never go as they came, how a reply's fields are passed, the URI
 //! sent when the handler adds none of its own, and `*_intercept_errors`.
 
-use crate::core::message::response::Response;
+use crate::core::message::response::{OwnFields, Response, Value};
 use crate::core::request::Request;
 use std::borrow::Cow;
 
@@ -72,6 +72,41 @@ pub fn is_hop_or_framing(n: &[u8]) -> bool {
         17 => is("transfer-encoding"),
         _ => false,
     }
+}
+
+/// `*_pass_header Server` / `Date` (`passes`): the upstream's field goes in
+/// place of the server's own, and none at all when it sent none (slots
+/// [`keep_own`] fills).
+pub fn own_fields(passes: impl Fn(&str) -> bool) -> Option<Box<OwnFields>> {
+    let (server, date) = (passes("server"), passes("date"));
+    let empty = || Some(Value::Static(""));
+    (server || date).then(|| {
+        Box::new(OwnFields {
+            server: server.then(empty).flatten(),
+            date: date.then(empty).flatten(),
+            override_charset: None,
+        })
+    })
+}
+
+/// A reply's Date or Server field (`kind` `Own`): its value kept when
+/// [`own_fields`] made its slot. True for such a field, which never passes
+/// as a plain one.
+pub fn keep_own(resp: &mut Response, kind: Passed, value: impl FnOnce() -> Value) -> bool {
+    let Passed::Own(is_date) = kind else {
+        return false;
+    };
+    if let Some(own) = resp.own.as_deref_mut() {
+        let slot = if is_date {
+            &mut own.date
+        } else {
+            &mut own.server
+        };
+        if slot.is_some() {
+            *slot = Some(value());
+        }
+    }
+    true
 }
 
 /// Percent-encode what may not stand in a request path, as nginx.

@@ -6,7 +6,7 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use crate::conf::values;
 use crate::core::vars::Template;
-use crate::modules::proxy::conf::{bind_addr, header_name};
+use crate::modules::proxy::conf::{bind, header_name};
 use crate::settings;
 use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
@@ -190,25 +190,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, e| {
-            let err = |m: String| ConfError::new(m, &d.span);
-            let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
-                None => false,
-                Some("transparent") => {
-                    e.net_raw = true;
-                    true
-                }
-                Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
-            };
-            let v = match d.arg(0) {
-                "off" => None,
-                a => {
-                    let t = Template::compile(a, &mut e.vars).map_err(err)?;
-                    if let Some(l) = t.literal() {
-                        bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
-                    }
-                    Some(t)
-                }
-            };
+            let (v, transparent) = bind(d, e)?;
             loc(s).bind_transparent = Some(transparent);
             values::set_once(&mut loc(s).bind, v, d)
         },

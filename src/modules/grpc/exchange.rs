@@ -5,7 +5,7 @@
 
 use super::conf::GrpcConf;
 use crate::core::message::response::{
-    Body, BodyStream, CutShort, OwnFields, PassedTrailers, Response, Value, passed_trailers,
+    Body, BodyStream, CutShort, PassedTrailers, Response, Value, passed_trailers,
 };
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::modules::client_body::{self, Buffered};
@@ -421,15 +421,7 @@ fn response(gc: &GrpcConf, status: u16, h: &HeaderMap) -> Response {
     let mut resp = Response::new(status);
     resp.headers.reserve(h.len());
     let passes = |n: &str| gc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(n));
-    let (server, date) = (passes("server"), passes("date"));
-    if server || date {
-        let empty = || Some(Value::Static(""));
-        resp.own = Some(Box::new(OwnFields {
-            server: server.then(empty).flatten(),
-            date: date.then(empty).flatten(),
-            override_charset: None,
-        }));
-    }
+    resp.own = fields::own_fields(passes);
     for (name, value) in h {
         let name = name.as_str();
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
@@ -438,15 +430,7 @@ fn response(gc: &GrpcConf, status: u16, h: &HeaderMap) -> Response {
             resp.content_type = Some(Value::Owned(value));
             continue;
         }
-        if let (Passed::Own(is_date), Some(own)) = (kind, resp.own.as_deref_mut()) {
-            let slot = if is_date {
-                &mut own.date
-            } else {
-                &mut own.server
-            };
-            if slot.is_some() {
-                *slot = Some(Value::Owned(value));
-            }
+        if fields::keep_own(&mut resp, kind, || Value::Owned(value.clone())) {
             continue;
         }
         let hidden = match kind {

@@ -48,6 +48,31 @@ pub fn bind_addr(v: &[u8]) -> Option<std::net::SocketAddr> {
         .or_else(|| v.parse::<std::net::IpAddr>().ok().map(|ip| (ip, 0).into()))
 }
 
+/// `*_bind address [transparent] | off`: the address (`None` for `off`;
+/// checked now when it has no variables) and `transparent`.
+pub(crate) fn bind(d: &Directive, e: &mut Env) -> Result<(Option<Template>, bool), ConfError> {
+    let err = |m: String| ConfError::new(m, &d.span);
+    let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
+        None => false,
+        Some("transparent") => {
+            e.net_raw = true;
+            true
+        }
+        Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
+    };
+    let v = match d.arg(0) {
+        "off" => None,
+        a => {
+            let t = Template::compile(a, &mut e.vars).map_err(err)?;
+            if let Some(l) = t.literal() {
+                bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
+            }
+            Some(t)
+        }
+    };
+    Ok((v, transparent))
+}
+
 /// A flag of `proxy_cookie_flags` is one of these.
 pub fn cookie_flag_valid(f: &str) -> bool {
     let f = f.to_ascii_lowercase();
@@ -411,25 +436,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: Arity::args(1, 2),
         set: |s, d, e| {
-            let err = |m: String| ConfError::new(m, &d.span);
-            let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
-                None => false,
-                Some("transparent") => {
-                    e.net_raw = true;
-                    true
-                }
-                Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
-            };
-            let v = match d.arg(0) {
-                "off" => None,
-                a => {
-                    let t = Template::compile(a, &mut e.vars).map_err(err)?;
-                    if let Some(l) = t.literal() {
-                        bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
-                    }
-                    Some(t)
-                }
-            };
+            let (v, transparent) = bind(d, e)?;
             loc(s).bind_transparent = Some(transparent);
             values::set_once(&mut loc(s).bind, v, d)
         },

@@ -27,9 +27,7 @@ pub mod conf;
 pub mod ssl;
 
 use crate::core::message::head::{BodyFraming, Method};
-use crate::core::message::response::{
-    Body, BodyStream, ClientIo, CutShort, OwnFields, Response, Value,
-};
+use crate::core::message::response::{Body, BodyStream, ClientIo, CutShort, Response, Value};
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::core::spare::Spares;
@@ -858,18 +856,8 @@ impl Proxy {
             trailers: None,
             own: None,
         };
-        // `proxy_pass_header Server` / `Date`: the upstream's in place of
-        // the server's own, and none when it sent none.
-        let passes = |n: &str| pc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(n));
-        let (server, date) = (passes("server"), passes("date"));
-        if server || date {
-            let empty = || Some(Value::Static(""));
-            resp.own = Some(Box::new(OwnFields {
-                server: server.then(empty).flatten(),
-                date: date.then(empty).flatten(),
-                override_charset: None,
-            }));
-        }
+        resp.own =
+            fields::own_fields(|n| pc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(n)));
         for &(n, (va, vb)) in &h.fields {
             let (name, value) = (h.at(n), h.at((va, vb)));
             let is = |p: &String| name.eq_ignore_ascii_case(p);
@@ -878,15 +866,7 @@ impl Proxy {
                 resp.content_type = Some(Value::Slice(h.text.clone(), va, vb));
                 continue;
             }
-            if let (Passed::Own(is_date), Some(own)) = (kind, resp.own.as_deref_mut()) {
-                let slot = if is_date {
-                    &mut own.date
-                } else {
-                    &mut own.server
-                };
-                if slot.is_some() {
-                    *slot = Some(Value::Slice(h.text.clone(), va, vb));
-                }
+            if fields::keep_own(&mut resp, kind, || Value::Slice(h.text.clone(), va, vb)) {
                 continue;
             }
             if kind == Passed::Accel && name.eq_ignore_ascii_case("x-accel-charset") {
