@@ -48,7 +48,9 @@ fn h2_fail(e: &h2::Error, while_: &str) -> Fail {
         }
         _ => format!("upstream sent invalid HTTP/2 ({e})"),
     };
-    let kind = match e.is_remote() {
+    // A reset stream, or HTTP/2 the client side refuses, is an invalid
+    // reply (nginx's); a GOAWAY an error.
+    let kind = match e.is_go_away() {
         true => NextUpstream::ERROR,
         false => NextUpstream::INVALID_HEADER,
     };
