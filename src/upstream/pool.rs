@@ -132,15 +132,6 @@ impl UpConn {
             }
         }
     }
-    /// Sets SO_KEEPALIVE on the connection's TCP socket
-    /// (`grpc_socket_keepalive`).
-    pub fn set_keepalive(&self) -> io::Result<()> {
-        match &self.sock {
-            Sock::Tcp(s) => socket2::SockRef::from(s).set_keepalive(true),
-            Sock::Tls(t) => socket2::SockRef::from(&t.tcp).set_keepalive(true),
-            Sock::Unix(_) => Ok(()),
-        }
-    }
     /// Bytes read from the connection so far.
     pub fn bytes_in(&self) -> u64 {
         self.bytes_in.get()

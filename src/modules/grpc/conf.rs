@@ -6,7 +6,7 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use crate::conf::values;
 use crate::core::vars::Template;
-use crate::modules::proxy::conf::{bind, header_name};
+use crate::modules::proxy::conf::upstream_defs;
 use crate::settings;
 use crate::upstream::next::NextUpstream;
 use std::sync::Arc;
@@ -102,10 +102,6 @@ fn grpc_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfEr
     s.set_content(d, Arc::new(GrpcPass::new(Target::Fixed(up), tls, addr)))
 }
 
-fn time(d: &Directive) -> Result<Duration, ConfError> {
-    values::time(d, 0)
-}
-
 fn ignore_headers(d: &Directive) -> Result<u16, ConfError> {
     let mut bits = 0;
     for a in d.arg_strs() {
@@ -120,6 +116,16 @@ fn ignore_headers(d: &Directive) -> Result<u16, ConfError> {
     Ok(bits)
 }
 
+/// The `grpc_*` directives that every HTTP handler of upstreams has.
+pub static COMMON: &[Def] = upstream_defs!(
+    "grpc",
+    GrpcConfSet,
+    "Content-Length $content_length; TE $grpc_internal_trailers; Host \"\"; Connection \"\"; Transfer-Encoding \"\"; Keep-Alive \"\"; Expect \"\"; Upgrade \"\"",
+    " `Host` sets `:authority`.",
+    " Between two pieces of a streaming reply too: long-lived streams with quiet spells need more.",
+    "4k"
+);
+
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "grpc_pass",
@@ -132,49 +138,6 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Makes this location a gRPC proxy: the request goes to the upstream over HTTP/2 (`grpc://` or no scheme: cleartext with prior knowledge; `grpcs://`: TLS with ALPN `h2`, see the `grpc_ssl_*` directives). The address is `host[:port]`, `unix:/path`, or the name of an `upstream` block; with variables it is found per request (a block's name, an address, or a host resolved through `resolver`). The request's method, URI and headers become `:method`, `:path`, `:authority` (the address as written, or the `Host` that `grpc_set_header` gives) and fields; `te: trailers` goes when the client sent it. The request body streams to the upstream as it arrives, from an HTTP/2 or an HTTP/1.1 client; the reply's head, DATA and trailers (`grpc-status`, `grpc-message`) stream back. A reply of trailers only (a gRPC error) is passed as a head without a body. Failures: cannot connect → 502, a timeout → 504, a bad reply or a reset stream → 502, each logged with the peer (`upstream: \"grpc://127.0.0.1:9000\"`). Each request has its own HTTP/2 connection, one stream on it; see docs/grpc.md.\n\n```nginx\nlocation /helloworld.Greeter/ { grpc_pass grpc://127.0.0.1:50051; }\nlocation / { grpc_pass grpcs://backend; }\n```",
     },
     Def {
-        name: "grpc_set_header",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: Arity::args(2, 2),
-        set: |s, d, e| {
-            let name = header_name(d)?;
-            let t = values::template(d, 1, &mut e.vars)?;
-            values::push(&mut loc(s).set_headers, (name, t));
-            Ok(())
-        },
-        syntax: "grpc_set_header field value;",
-        default: "Content-Length $content_length; TE $grpc_internal_trailers; Host \"\"; Connection \"\"; Transfer-Encoding \"\"; Keep-Alive \"\"; Expect \"\"; Upgrade \"\"",
-        doc: "Sets (or, with an empty value, removes) a request field sent to the upstream; the value may hold variables. `Host` sets `:authority`. A level with any `grpc_set_header` does not inherit those of the levels above, as nginx.\n\n```nginx\ngrpc_set_header X-Real-IP $remote_addr;\ngrpc_set_header Host api.internal;\n```",
-    },
-    Def {
-        name: "grpc_hide_header",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            let n = header_name(d)?;
-            values::push(&mut loc(s).hide_headers, n);
-            Ok(())
-        },
-        syntax: "grpc_hide_header field;",
-        default: "—",
-        doc: "A reply field of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.\n\n```nginx\ngrpc_hide_header X-Debug;\n```",
-    },
-    Def {
-        name: "grpc_pass_header",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            let n = header_name(d)?;
-            values::push(&mut loc(s).pass_headers, n);
-            Ok(())
-        },
-        syntax: "grpc_pass_header field;",
-        default: "—",
-        doc: "Passes a reply field that is hidden by default (X-Accel-*, X-Pad; `Server` and `Date` in place of vireo's own).\n\n```nginx\ngrpc_pass_header Server;\n```",
-    },
-    Def {
         name: "grpc_ignore_headers",
         ignored: false,
         ctx: Ctx::HSL,
@@ -183,136 +146,5 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "grpc_ignore_headers field ...;",
         default: "—",
         doc: "Reply fields not acted on: `X-Accel-Redirect` (then passed on, not followed); nginx's other names (`X-Accel-Expires`, `X-Accel-Limit-Rate`, `X-Accel-Buffering`, `X-Accel-Charset`, `Expires`, `Cache-Control`, `Set-Cookie`, `Vary`) are accepted and change nothing, as vireo acts on none of them for gRPC.\n\n```nginx\ngrpc_ignore_headers X-Accel-Redirect;\n```",
-    },
-    Def {
-        name: "grpc_bind",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: Arity::args(1, 2),
-        set: |s, d, e| {
-            let (v, transparent) = bind(d, e)?;
-            loc(s).bind_transparent = Some(transparent);
-            values::set_once(&mut loc(s).bind, v, d)
-        },
-        syntax: "grpc_bind address [transparent] | off;",
-        default: "off",
-        doc: "Connections to gRPC upstreams go out from this local address (`ip` or `ip:port`; variables allowed), as `proxy_bind`; `off` cancels an inherited one.\n\n```nginx\ngrpc_bind 192.0.2.10;\n```",
-    },
-    Def {
-        name: "grpc_socket_keepalive",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).socket_keepalive = Some(values::flag(d, 0)?);
-            Ok(())
-        },
-        syntax: "grpc_socket_keepalive on | off;",
-        default: "off",
-        doc: "Sets SO_KEEPALIVE on connections to gRPC upstreams (the system's TCP keep-alive timers apply), for long streaming calls across middleboxes that drop idle flows.\n\n```nginx\ngrpc_socket_keepalive on;\n```",
-    },
-    Def {
-        name: "grpc_connect_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).connect_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "grpc_connect_timeout time;",
-        default: "60s",
-        doc: "How long connecting to a peer (TLS handshake included) may take; then the next peer is tried (`grpc_next_upstream timeout`) or the client gets 504.\n\n```nginx\ngrpc_connect_timeout 5s;\n```",
-    },
-    Def {
-        name: "grpc_send_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).send_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "grpc_send_timeout time;",
-        default: "60s",
-        doc: "How long sending the request to the upstream may wait at one point (its HTTP/2 handshake, room in its flow-control window).\n\n```nginx\ngrpc_send_timeout 30s;\n```",
-    },
-    Def {
-        name: "grpc_read_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).read_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "grpc_read_timeout time;",
-        default: "60s",
-        doc: "How long one read from the upstream may wait: for the reply head (then 504), and between two pieces of a streaming reply (then the stream is reset). Long-lived streams with quiet spells need more.\n\n```nginx\ngrpc_read_timeout 1h;\n```",
-    },
-    Def {
-        name: "grpc_buffer_size",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).buffer_size = Some(values::size(d, 0)?.max(1024) as usize);
-            Ok(())
-        },
-        syntax: "grpc_buffer_size size;",
-        default: "4k",
-        doc: "The largest reply head (its fields together); a bigger one is answered with 502 (\"upstream sent too big header\").\n\n```nginx\ngrpc_buffer_size 16k;\n```",
-    },
-    Def {
-        name: "grpc_next_upstream",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: Arity::args(1, 12),
-        set: |s, d, _| {
-            loc(s).next_upstream = Some(NextUpstream::parse(d, NextUpstream::PROXY)?);
-            Ok(())
-        },
-        syntax: "grpc_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
-        default: "error timeout",
-        doc: "When to try the next peer: connection errors, timeouts, invalid replies, these statuses. gRPC calls are POSTs: once their body was sent, they are repeated only with `non_idempotent`.\n\n```nginx\ngrpc_next_upstream error timeout http_503;\n```",
-    },
-    Def {
-        name: "grpc_next_upstream_tries",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).next_upstream_tries = Some(values::number(d, 0)? as u32);
-            Ok(())
-        },
-        syntax: "grpc_next_upstream_tries number;",
-        default: "0",
-        doc: "Most attempts per request (0: no limit beyond the peers).\n\n```nginx\ngrpc_next_upstream_tries 2;\n```",
-    },
-    Def {
-        name: "grpc_next_upstream_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).next_upstream_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "grpc_next_upstream_timeout time;",
-        default: "0",
-        doc: "No further attempt starts after this long (0: no limit).\n\n```nginx\ngrpc_next_upstream_timeout 10s;\n```",
-    },
-    Def {
-        name: "grpc_intercept_errors",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).intercept_errors = Some(values::flag(d, 0)?);
-            Ok(())
-        },
-        syntax: "grpc_intercept_errors on | off;",
-        default: "off",
-        doc: "Upstream replies with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\ngrpc_intercept_errors on;\nerror_page 502 /grpc-unavailable;\n```",
     },
 ];

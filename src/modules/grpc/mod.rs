@@ -180,6 +180,7 @@ impl GrpcPass {
             tls: dial.as_ref(),
             bind,
             own: true,
+            keepalive: gc.socket_keepalive,
         };
         let ex = Exchange {
             gc,
@@ -218,10 +219,6 @@ impl Protocol for Exchange<'_> {
         conn: UpConn,
         body: &'a mut dyn RequestBody,
     ) -> impl Future<Output = Result<Response, Gave<Response>>> + 'a {
-        if self.gc.socket_keepalive {
-            // On failure the socket is failing: the exchange says so.
-            let _ = conn.set_keepalive();
-        }
         exchange::exchange(req, self.gc, at, conn, self.call, self.plan, body)
     }
 }
@@ -230,7 +227,7 @@ impl Protocol for Exchange<'_> {
 pub static MODULE: Module = Module {
     name: "grpc",
     nginx_default: &["http_grpc_module"],
-    directives: &[conf::DIRECTIVES],
+    directives: &[conf::DIRECTIVES, conf::COMMON],
     settings: Some(&GrpcConf::KIND),
     variables: &[VarDef::name("grpc_internal_trailers", |req, _, out| {
         if exchange::client_takes_trailers(req) {

@@ -1621,7 +1621,7 @@ impl crate::core::message::response::Tunnel for Tunnel {
 pub static MODULE: Module = Module {
     name: "proxy",
     nginx_default: &["http_proxy_module"],
-    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES, conf::COMMON, conf::IGNORED],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
         VarDef::name("proxy_host", |req, _, out| {
