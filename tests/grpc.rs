@@ -76,6 +76,19 @@ fn got<'a>(results: &'a [(String, String)], case: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {case} in {results:?}"))
 }
 
+/// The unary call got its echo and the metadata sent back; the server
+/// stream its four pieces.
+fn unary_and_stream_served(r: &[(String, String)]) {
+    assert_eq!(
+        got(r, "unary"),
+        r#"{"ok": {"body": "echo:hello", "code": "OK", "test": "yes"}}"#
+    );
+    assert_eq!(
+        got(r, "server_stream"),
+        r#"{"ok": ["piece 0", "piece 1", "piece 2", "piece 3"]}"#
+    );
+}
+
 const CONF: &str = "error_log logs/error.log;\nevents {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port} http2;\n  \
     location / { grpc_pass grpc://127.0.0.1:BACKEND; grpc_set_header X-Test $http_x_test$http_x_other; }\n  \
     location /test.Echo/Slow { grpc_pass BACKEND_ADDR; grpc_read_timeout 1s; }\n }\n}\n";
@@ -90,14 +103,7 @@ fn calls_of_every_kind_pass_through() {
     let v = Vireo::start_in(dir, &conf);
     let r = client(v.port, "all", &[]);
     // Metadata goes both ways (grpc_set_header with the client's value).
-    assert_eq!(
-        got(&r, "unary"),
-        r#"{"ok": {"body": "echo:hello", "code": "OK", "test": "yes"}}"#
-    );
-    assert_eq!(
-        got(&r, "server_stream"),
-        r#"{"ok": ["piece 0", "piece 1", "piece 2", "piece 3"]}"#
-    );
+    unary_and_stream_served(&r);
     assert_eq!(got(&r, "client_stream"), r#"{"ok": "a+b+c"}"#);
     assert_eq!(got(&r, "bidi"), r#"{"ok": ["X", "YZ"]}"#);
     // Trailers only (a status and its message, no DATA).
@@ -209,14 +215,7 @@ fn grpcs_to_a_tls_server() {
     );
     let v = Vireo::start_in(dir, &conf);
     let r = client(v.port, "unary,server_stream,fail", &[]);
-    assert_eq!(
-        got(&r, "unary"),
-        r#"{"ok": {"body": "echo:hello", "code": "OK", "test": "yes"}}"#
-    );
-    assert_eq!(
-        got(&r, "server_stream"),
-        r#"{"ok": ["piece 0", "piece 1", "piece 2", "piece 3"]}"#
-    );
+    unary_and_stream_served(&r);
     // Checked against 127.0.0.1, the certificate is refused: 502.
     assert!(got(&r, "fail").contains("502"), "{r:?}");
     let log = error_log(&v);

@@ -194,6 +194,19 @@ impl<R> Failure<R> {
         }
     }
 
+    /// The request body's temporary file could not be read: 500, not the
+    /// peer's fault.
+    pub fn body_file(e: &io::Error) -> Self {
+        Self::new(
+            NextUpstream::OFF,
+            500,
+            format!(
+                "{} while reading the client request body temporary file",
+                crate::core::errlog::errno_text(e)
+            ),
+        )
+    }
+
     /// A connection that could not be made.
     fn connect(e: &io::Error) -> Self {
         let mut f = Self::io(e, "connecting to upstream");

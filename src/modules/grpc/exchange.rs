@@ -359,13 +359,7 @@ async fn send_data(
 async fn send_held(mut s: SendStream<Bytes>, b: &Buffered, t: Duration) -> Result<(), Fail> {
     let mut off = 0;
     loop {
-        let piece = b.piece_at(off).map_err(|e| {
-            let msg = format!(
-                "{} while reading the client request body temporary file",
-                crate::core::errlog::errno_text(&e)
-            );
-            Failure::new(NextUpstream::OFF, 500, msg)
-        })?;
+        let piece = b.piece_at(off).map_err(|e| Failure::body_file(&e))?;
         let Some(piece) = piece else { return Ok(()) };
         off += piece.len() as u64;
         send_data(&mut s, piece, off >= b.len, t).await?;

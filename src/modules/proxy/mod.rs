@@ -624,13 +624,9 @@ impl Proxy {
                     .map_err(stale)?;
                 let mut off = 0;
                 loop {
-                    let piece = b.piece_at(off).map_err(|e| {
-                        let msg = format!(
-                            "{} while reading the client request body temporary file",
-                            crate::core::errlog::errno_text(&e)
-                        );
-                        Retry::Fail(fail(NextUpstream::OFF, 500, msg))
-                    })?;
+                    let piece = b
+                        .piece_at(off)
+                        .map_err(|e| Retry::Fail(Failure::body_file(&e)))?;
                     let Some(piece) = piece else { break };
                     off += piece.len() as u64;
                     write_all(conn, &piece, pc.send_timeout)
