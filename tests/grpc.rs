@@ -1,8 +1,9 @@
 //! grpc_pass end to end: a real gRPC server and client (Python's grpcio,
 //! tests/grpc/peer.py) on either side of vireo — unary, server-, client- and
-//! bidirectional streaming calls, statuses with their messages (trailers
-//! only, and trailers after DATA), a large reply, an HTTP/1.1 client, a dead
-//! upstream, a timeout, grpcs to a TLS server, and configuration errors.
+//! bidirectional streaming calls (an address with variables too), statuses
+//! with their messages (trailers only, and trailers after DATA), a large
+//! reply, an HTTP/1.1 client, a client that gives up, a dead upstream, a
+//! timeout, grpcs to a TLS server, and configuration errors.
 
 mod common;
 use common::*;
@@ -89,9 +90,10 @@ fn unary_and_stream_served(r: &[(String, String)]) {
     );
 }
 
-const CONF: &str = "error_log logs/error.log;\nevents {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port} http2;\n  \
+const CONF: &str = "error_log logs/error.log info;\nevents {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port} http2;\n  \
     location / { grpc_pass grpc://127.0.0.1:BACKEND; grpc_set_header X-Test $http_x_test$http_x_other; }\n  \
-    location /test.Echo/Slow { grpc_pass BACKEND_ADDR; grpc_read_timeout 1s; }\n }\n}\n";
+    location /test.Echo/Slow { grpc_pass BACKEND_ADDR; grpc_read_timeout 1s; }\n  \
+    location /test.Echo/ServerStream { set $b grpc://BACKEND_ADDR; grpc_pass $b; }\n }\n}\n";
 
 #[test]
 fn calls_of_every_kind_pass_through() {
@@ -128,6 +130,23 @@ fn calls_of_every_kind_pass_through() {
             "upstream timed out (110: Connection timed out) while reading response header from upstream, client: 127.0.0.1, server: , request: \"POST /test.Echo/Slow HTTP/2.0\", upstream: \"grpc://127.0.0.1:{}\"",
             s.port
         )),
+        "{}",
+        error_log(&v)
+    );
+
+    // A client that gives up while the upstream thinks: the upstream's
+    // stream is dropped too (499).
+    assert!(
+        got(&r, "cancel").contains(r#""code": "DEADLINE_EXCEEDED""#),
+        "{r:?}"
+    );
+    assert!(
+        eventually(5, || {
+            error_log(&v).contains(&format!(
+            "client closed the connection while waiting for the upstream's response header, so the upstream connection is closed too, client: 127.0.0.1, server: , request: \"POST /test.Echo/Slow HTTP/2.0\", host: \"127.0.0.1\", upstream: \"grpc://127.0.0.1:{}\"",
+            s.port
+        ))
+        }),
         "{}",
         error_log(&v)
     );

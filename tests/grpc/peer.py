@@ -124,6 +124,7 @@ def client(target, cases, ca=None, name=None):
         "fail_late": fail_late,
         "big": lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)),
         "slow": lambda: m("unary_unary", "Slow")(b"3", timeout=10).decode(),
+        "cancel": lambda: m("unary_unary", "Slow")(b"3", timeout=0.5).decode(),
     }
     for case in (calls if cases == "all" else cases.split(",")):
         r = outcome(calls[case])

@@ -224,14 +224,15 @@ pub(super) async fn exchange(
         .map_err(|e| h2_fail(&e, "sending request to upstream"))?;
     drop(send);
     // The body goes while the reply is awaited: an upstream may answer
-    // (an error, say) before it has read it all. The read timeout runs once
-    // the body is sent.
+    // (an error, say) before it has read it all. Once it is sent, the read
+    // timeout runs and a client that leaves ends the wait (499), as nginx.
+    let body = RefCell::new(body);
     let head = {
         let sending = async {
             match plan {
                 Plan::None => Ok(()),
                 Plan::Held(b) => send_held(stream, b, t).await,
-                Plan::Stream => send_stream(stream, body, t).await,
+                Plan::Stream => send_stream(stream, &mut **body.borrow_mut(), t).await,
             }
         };
         let mut sending = std::pin::pin!(sending);
@@ -254,6 +255,10 @@ pub(super) async fn exchange(
                 r = &mut reply => break r,
                 () = &mut deadline, if body_done => {
                     return Err(io_fail(&timed_out(), "reading response header from upstream").into());
+                }
+                // The sending is over: the body is free to be watched.
+                () = async { body.borrow_mut().gone().await }, if body_done => {
+                    return Err(Gave::Left);
                 }
             }
         };
