@@ -226,13 +226,19 @@ pub(super) async fn exchange(
     // The body goes while the reply is awaited: an upstream may answer
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
-    let body = RefCell::new(body);
+    // Lent to the sending, then to the watch once the sending is over.
+    let body = std::cell::Cell::new(Some(body));
     let head = {
         let sending = async {
             match plan {
                 Plan::None => Ok(()),
                 Plan::Held(b) => send_held(stream, b, t).await,
-                Plan::Stream => send_stream(stream, &mut **body.borrow_mut(), t).await,
+                Plan::Stream => {
+                    let b = body.take().expect("the sending has the body first");
+                    let r = send_stream(stream, &mut *b, t).await;
+                    body.set(Some(b));
+                    r
+                }
             }
         };
         let mut sending = std::pin::pin!(sending);
@@ -257,7 +263,12 @@ pub(super) async fn exchange(
                     return Err(io_fail(&timed_out(), "reading response header from upstream").into());
                 }
                 // The sending is over: the body is free to be watched.
-                () = async { body.borrow_mut().gone().await }, if body_done => {
+                () = async {
+                    match body.take() {
+                        Some(b) => b.gone().await,
+                        None => std::future::pending().await,
+                    }
+                }, if body_done => {
                     return Err(Gave::Left);
                 }
             }
