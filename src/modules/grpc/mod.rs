@@ -96,7 +96,7 @@ impl Content for GrpcPass {
         Box::pin(async move {
             let held = client_body::held(req);
             let has_body = req.head.framing != crate::core::message::head::BodyFraming::None;
-            let mut resp = match held {
+            let resp = match held {
                 Some(b) => self.proxy(req, body, Plan::Held(b)).await,
                 None if has_body => {
                     let mut tee = client_body::Tee::new(req, body);
@@ -111,9 +111,6 @@ impl Content for GrpcPass {
                 && let Some(o) = crate::upstream::accel::from_reply(req, resp.status)
             {
                 return o;
-            }
-            if resp.status == 0 {
-                resp.status = 502;
             }
             Outcome::Respond(resp)
         })
