@@ -118,6 +118,8 @@ fn calls_of_every_kind_pass_through() {
         got(&r, "fail_late"),
         r#"{"code": "INVALID_ARGUMENT", "details": "bad after first", "got": ["first"]}"#
     );
+    // Without `keepalive`, each call has a connection of its own.
+    assert_eq!(got(&r, "peers"), r#"{"ok": "different"}"#);
     // A reply larger than the flow-control windows.
     assert_eq!(got(&r, "big"), r#"{"ok": 1000000}"#);
     // grpc_read_timeout: 504, which gRPC clients see as UNAVAILABLE.
@@ -223,7 +225,7 @@ fn grpcs_to_a_tls_server() {
     );
     let s = Server::start(&dir, Some(("backend.crt", "backend.key")));
     let conf = format!(
-        "error_log logs/error.log;\nevents {{}}\nhttp {{\n access_log off;\n upstream secure {{ server 127.0.0.1:{}; }}\n server {{\n  \
+        "error_log logs/error.log;\nevents {{}}\nhttp {{\n access_log off;\n upstream secure {{ server 127.0.0.1:{}; keepalive 2; }}\n server {{\n  \
          listen 127.0.0.1:{{port}} http2;\n  location / {{\n   grpc_pass grpcs://secure;\n   \
          grpc_ssl_verify on;\n   grpc_ssl_trusted_certificate backend.crt;\n   grpc_ssl_name backend.test;\n   \
          grpc_ssl_server_name on;\n  }}\n  location /test.Echo/Fail {{\n   grpc_pass grpcs://127.0.0.1:{};\n   \
@@ -231,8 +233,10 @@ fn grpcs_to_a_tls_server() {
         s.port, s.port
     );
     let v = Vireo::start_in(dir, &conf);
-    let r = client(v.port, "unary,server_stream,fail", &[]);
+    let r = client(v.port, "unary,server_stream,peers,fail", &[]);
     unary_and_stream_served(&r);
+    // With `keepalive`, a later call goes on the session of an earlier one.
+    assert_eq!(got(&r, "peers"), r#"{"ok": "same"}"#);
     // Checked against 127.0.0.1, the certificate is refused: 502.
     assert!(got(&r, "fail").contains("502"), "{r:?}");
     let log = error_log(&v);

@@ -19,7 +19,7 @@ ident = lambda b: b
 
 def unary(req, ctx):
     md = dict(ctx.invocation_metadata())
-    ctx.send_initial_metadata((("x-got-test", md.get("x-test", "")),))
+    ctx.send_initial_metadata((("x-got-test", md.get("x-test", "")), ("x-got-peer", ctx.peer())))
     return b"echo:" + req
 
 
@@ -107,6 +107,14 @@ def client(target, cases, ca=None, name=None):
         md = dict(call.initial_metadata())
         return {"body": resp.decode(), "test": md.get("x-got-test"), "code": call.code().name}
 
+    def peers():
+        """The peer (vireo's end of the connection) each of two calls came from."""
+        out = []
+        for _ in range(2):
+            _, call = m("unary_unary", "Unary").with_call(b"x", timeout=10)
+            out.append(dict(call.initial_metadata()).get("x-got-peer"))
+        return "same" if out[0] == out[1] else "different"
+
     got = []
 
     def fail_late():
@@ -125,6 +133,7 @@ def client(target, cases, ca=None, name=None):
         "big": lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)),
         "slow": lambda: m("unary_unary", "Slow")(b"3", timeout=10).decode(),
         "cancel": lambda: m("unary_unary", "Slow")(b"3", timeout=0.5).decode(),
+        "peers": peers,
     }
     for case in (calls if cases == "all" else cases.split(",")):
         r = outcome(calls[case])

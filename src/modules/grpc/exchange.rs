@@ -14,13 +14,16 @@ use crate::upstream::fields::{self, Passed};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::{UpConn, Upstream, UpstreamVars};
 use bytes::Bytes;
+use h2::client::SendRequest;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue};
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 /// A failed attempt.
 type Fail = Failure<Response>;
@@ -186,18 +189,83 @@ pub(super) fn client_takes_trailers(req: &Request<'_>) -> bool {
     })
 }
 
-/// One attempt: the HTTP/2 connection over `conn`, the call on one stream,
-/// the body sent (`plan`), and the reply. A reply with a body (or trailers
-/// to come) streams them; the connection lives until its stream ends.
-pub(super) async fn exchange(
-    req: &Request<'_>,
-    gc: &GrpcConf,
-    at: &Try<'_>,
-    conn: UpConn,
-    call: &Call,
-    plan: &Plan,
-    body: &mut dyn RequestBody,
-) -> Result<Response, Gave<Response>> {
+/// An HTTP/2 connection to a peer as the calls use it: a stream at a time.
+pub(super) struct Session {
+    send: SendRequest<Bytes>,
+    /// Calls made on it so far (`keepalive_requests`).
+    uses: u64,
+}
+
+/// Where a session is kept between calls: the upstream (by address: one
+/// made for a request has no `keepalive`), the peer, the TLS tag.
+pub(super) type Key = (usize, usize, u64);
+
+/// A session idle since a call ended, kept until `until`.
+struct Idle {
+    session: Session,
+    until: Instant,
+}
+
+thread_local! {
+    /// The worker's idle sessions, per peer; at most the upstream's
+    /// `keepalive` each, for its `keepalive_timeout`.
+    static KEPT: RefCell<FxHashMap<Key, Vec<Idle>>> = RefCell::new(FxHashMap::default());
+}
+
+/// An idle session with the peer of `key` that can take a stream now.
+pub(super) fn take(up: &Upstream, key: Key) -> Option<Session> {
+    if up.keepalive == 0 {
+        return None;
+    }
+    let now = Instant::now();
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        let list = k.get_mut(&key)?;
+        while let Some(mut idle) = list.pop() {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            // A session the peer has closed (or sent GOAWAY on) is dropped.
+            let ready = matches!(idle.session.send.poll_ready(&mut cx), Poll::Ready(Ok(())));
+            if idle.until > now && ready {
+                return Some(idle.session);
+            }
+        }
+        None
+    })
+}
+
+/// Keep `session`, whose call ended cleanly, for the next call to the peer.
+fn keep(up: &Upstream, key: Key, mut session: Session) {
+    session.uses += 1;
+    if up.keepalive == 0 || session.uses >= up.keepalive_requests {
+        return;
+    }
+    let until = Instant::now() + up.keepalive_timeout;
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        let list = k.entry(key).or_default();
+        if list.len() >= up.keepalive {
+            list.remove(0);
+        }
+        list.push(Idle { session, until });
+    });
+}
+
+/// Once a second: sessions idle past their upstream's `keepalive_timeout`
+/// are closed.
+pub(super) fn trim_idle() {
+    let now = Instant::now();
+    KEPT.with(|k| {
+        k.borrow_mut().retain(|_, list| {
+            list.retain(|i| i.until > now);
+            !list.is_empty()
+        })
+    });
+}
+
+/// A new session over `conn`: the HTTP/2 handshake (prior knowledge, or
+/// what ALPN chose), its frames moved by a task of the worker until the
+/// session is dropped or the peer closes it.
+pub(super) async fn session(gc: &GrpcConf, conn: UpConn) -> Result<Session, Fail> {
     let t = gc.send_timeout;
     let mut builder = h2::client::Builder::new();
     builder.max_header_list_size(gc.buffer_size.max(1024) as u32);
@@ -205,15 +273,39 @@ pub(super) async fn exchange(
         .await
         .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
         .map_err(|e| h2_fail(&e, "sending request to upstream"))?;
-    // The connection's frames move in a task of the worker; it ends once
-    // the stream is over and the handles are dropped.
     tokio::task::spawn_local(async move {
         let _ = connection.await;
     });
+    Ok(Session { send, uses: 0 })
+}
+
+/// One call on `session` (`kept`: one kept from an earlier call, whose
+/// failure before the call went out is `stale`): the head, the body sent
+/// (`plan`), and the reply. A reply with a body (or trailers to come)
+/// streams them; the session is kept for the next call (`key`) once the
+/// call ends cleanly.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn call(
+    req: &Request<'_>,
+    gc: &GrpcConf,
+    at: &Try<'_>,
+    session: Session,
+    kept: bool,
+    key: Key,
+    call: &Call,
+    plan: &Plan,
+    body: &mut dyn RequestBody,
+) -> Result<Response, Gave<Response>> {
+    let t = gc.send_timeout;
+    let stale = |mut f: Fail| {
+        f.stale = kept;
+        f
+    };
+    let Session { send, uses } = session;
     let mut send = tokio::time::timeout(t, send.ready())
         .await
         .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
-        .map_err(|e| h2_fail(&e, "sending request to upstream"))?;
+        .map_err(|e| stale(h2_fail(&e, "sending request to upstream")))?;
     let no_body = match plan {
         Plan::None => true,
         Plan::Held(b) => b.len == 0,
@@ -221,8 +313,8 @@ pub(super) async fn exchange(
     };
     let (reply, stream) = send
         .send_request(call.request(), no_body)
-        .map_err(|e| h2_fail(&e, "sending request to upstream"))?;
-    drop(send);
+        .map_err(|e| stale(h2_fail(&e, "sending request to upstream")))?;
+    let session = Session { send, uses };
     // The body goes while the reply is awaited: an upstream may answer
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
@@ -313,11 +405,13 @@ pub(super) async fn exchange(
                 timeout: gc.read_timeout,
                 up: Some((at.up.clone(), at.peer, ok)),
                 vars: at.vars.clone(),
+                session: Some((session, key)),
             }),
             len: declared,
         };
     } else {
         at.up.finished(at.peer, ok);
+        keep(at.up, key, session);
     }
     match fails {
         Some(kind) => Err(Gave::Fail(Failure {
@@ -473,6 +567,8 @@ struct GrpcBody {
     /// as a failure).
     up: Option<(Arc<Upstream>, usize, bool)>,
     vars: Rc<RefCell<UpstreamVars>>,
+    /// The session, kept for the next call when this one ends cleanly.
+    session: Option<(Session, Key)>,
 }
 
 impl std::fmt::Debug for GrpcBody {
@@ -483,8 +579,12 @@ impl std::fmt::Debug for GrpcBody {
 
 impl GrpcBody {
     fn end(&mut self, ok: bool) {
+        let session = self.session.take();
         if let Some((up, peer, good)) = self.up.take() {
             up.finished(peer, ok && good);
+            if let (true, Some((session, key))) = (ok, session) {
+                keep(&up, key, session);
+            }
         }
     }
 
@@ -560,7 +660,8 @@ impl BodyStream for GrpcBody {
 impl Drop for GrpcBody {
     fn drop(&mut self) {
         // The client left before the end: the stream is reset when `recv`
-        // goes; not the peer's failure.
+        // goes, and the session closed; not the peer's failure.
+        self.session = None;
         self.end(true);
     }
 }

@@ -3,9 +3,13 @@
 //! (`grpc://`), or TLS with ALPN `h2` (`grpcs://`, the `grpc_ssl_*`
 //! directives) — and the reply's head, DATA and trailers come back.
 //!
-//! - Each attempt opens its own connection and runs one stream on it
-//!   (`exchange`): the `h2` crate's client over [`crate::upstream::UpConn`],
-//!   its frames moved by a task of the worker until the stream ends.
+//! - An attempt runs one stream on an HTTP/2 session (`exchange`): the `h2`
+//!   crate's client over a new [`crate::upstream::UpConn`], its frames moved
+//!   by a task of the worker; with `keepalive` in the upstream block, a
+//!   session whose call ended cleanly is kept per worker and peer for the
+//!   next call (`Protocol::kept`), one stream at a time as nginx, up to
+//!   `keepalive` idle sessions a peer, for `keepalive_timeout` and
+//!   `keepalive_requests`.
 //! - The request body streams to the upstream as the client sends it (from
 //!   HTTP/2 or HTTP/1.1), while the reply head is awaited, so an upstream
 //!   may answer before it read all of it; a body read whole before (a
@@ -27,14 +31,13 @@ use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body;
 use crate::modules::proxy::ssl;
-use crate::upstream::driver::{self, Dial, Gave, Policy, Protocol, Try};
+use crate::upstream::driver::{self, Dial, Exchanged, Gave, Policy, Protocol, Try};
 use crate::upstream::fields::intercepted;
 use crate::upstream::pool::Bind;
 use crate::upstream::{UpConn, Upstream, UpstreamRef, UpstreamVars};
 use conf::GrpcConf;
 use exchange::{Call, Plan};
 use std::cell::RefCell;
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -172,7 +175,8 @@ impl GrpcPass {
             connect_timeout: gc.connect_timeout,
             streamed: matches!(plan, Plan::Stream),
         };
-        // Each call has an HTTP/2 connection of its own.
+        // Sessions are kept by the exchange, not in the connection pool:
+        // a new connection is one of the call's own.
         let dial = Dial {
             tls: dial.as_ref(),
             bind,
@@ -182,6 +186,7 @@ impl GrpcPass {
         let ex = Exchange {
             gc,
             scheme: if tls { "grpcs" } else { "grpc" },
+            tag: dial.tls.map_or(0, |d| d.tag),
             call: &call,
             plan: &plan,
         };
@@ -196,8 +201,17 @@ impl GrpcPass {
 struct Exchange<'a> {
     gc: &'a GrpcConf,
     scheme: &'static str,
+    /// The TLS tag of the connections (0: cleartext): sessions made with
+    /// other TLS settings or names are not taken.
+    tag: u64,
     call: &'a Call,
     plan: &'a Plan,
+}
+
+impl Exchange<'_> {
+    fn key(&self, at: &Try<'_>) -> exchange::Key {
+        (Arc::as_ptr(at.up) as usize, at.peer, self.tag)
+    }
 }
 
 impl Protocol for Exchange<'_> {
@@ -209,14 +223,34 @@ impl Protocol for Exchange<'_> {
         out.push_str(addr);
     }
 
-    fn exchange<'a>(
+    async fn exchange(
+        &self,
+        req: &Request<'_>,
+        at: &Try<'_>,
+        conn: UpConn,
+        body: &mut dyn RequestBody,
+    ) -> Result<Response, Gave<Response>> {
+        let session = exchange::session(self.gc, conn).await?;
+        let key = self.key(at);
+        exchange::call(
+            req, self.gc, at, session, false, key, self.call, self.plan, body,
+        )
+        .await
+    }
+
+    /// An HTTP/2 session kept from an earlier call to the peer
+    /// (`keepalive` in the upstream block), a stream at a time as nginx.
+    fn kept<'a>(
         &'a self,
         req: &'a Request<'_>,
         at: &'a Try<'_>,
-        conn: UpConn,
         body: &'a mut dyn RequestBody,
-    ) -> impl Future<Output = Result<Response, Gave<Response>>> + 'a {
-        exchange::exchange(req, self.gc, at, conn, self.call, self.plan, body)
+    ) -> Option<Exchanged<'a, Response>> {
+        let key = self.key(at);
+        let session = exchange::take(at.up, key)?;
+        Some(Box::pin(exchange::call(
+            req, self.gc, at, session, true, key, self.call, self.plan, body,
+        )))
     }
 }
 
@@ -231,6 +265,9 @@ pub static MODULE: Module = Module {
             out.extend_from_slice(b"trailers");
         }
     })],
-    hooks: Hooks::NONE,
+    hooks: Hooks {
+        tick: Some(exchange::trim_idle),
+        ..Hooks::NONE
+    },
     ..Module::EMPTY
 };
