@@ -12,7 +12,7 @@ use crate::modules::client_body::{self, Buffered};
 use crate::upstream::driver::{Failure, Gave, Try};
 use crate::upstream::fields::{self, Passed};
 use crate::upstream::next::NextUpstream;
-use crate::upstream::{UpConn, Upstream, UpstreamVars};
+use crate::upstream::{PeerAddr, UpConn, Upstream, UpstreamVars};
 use bytes::Bytes;
 use h2::client::SendRequest;
 use h2::{RecvStream, SendStream};
@@ -197,8 +197,9 @@ pub(super) struct Session {
 }
 
 /// Where a session is kept between calls: the upstream (by address: one
-/// made for a request has no `keepalive`), the peer, the TLS tag.
-pub(super) type Key = (usize, usize, u64);
+/// made for a request has no `keepalive`), the peer's address (an upstream
+/// made by a later load may take the same place), the TLS tag.
+pub(super) type Key = (usize, PeerAddr, u64);
 
 /// A session idle since a call ended, kept until `until`.
 struct Idle {
@@ -213,14 +214,14 @@ thread_local! {
 }
 
 /// An idle session with the peer of `key` that can take a stream now.
-pub(super) fn take(up: &Upstream, key: Key) -> Option<Session> {
+pub(super) fn take(up: &Upstream, key: &Key) -> Option<Session> {
     if up.keepalive == 0 {
         return None;
     }
     let now = Instant::now();
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
-        let list = k.get_mut(&key)?;
+        let list = k.get_mut(key)?;
         while let Some(mut idle) = list.pop() {
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             // A session the peer has closed (or sent GOAWAY on) is dropped.

@@ -210,7 +210,11 @@ struct Exchange<'a> {
 
 impl Exchange<'_> {
     fn key(&self, at: &Try<'_>) -> exchange::Key {
-        (Arc::as_ptr(at.up) as usize, at.peer, self.tag)
+        (
+            Arc::as_ptr(at.up) as usize,
+            at.up.addrs[at.peer].clone(),
+            self.tag,
+        )
     }
 }
 
@@ -247,7 +251,7 @@ impl Protocol for Exchange<'_> {
         body: &'a mut dyn RequestBody,
     ) -> Option<Exchanged<'a, Response>> {
         let key = self.key(at);
-        let session = exchange::take(at.up, key)?;
+        let session = exchange::take(at.up, &key)?;
         Some(Box::pin(exchange::call(
             req, self.gc, at, session, true, key, self.call, self.plan, body,
         )))
