@@ -3,7 +3,8 @@
 //! bidirectional streaming calls (an address with variables too), statuses
 //! with their messages (trailers only, and trailers after DATA), a large
 //! reply, an HTTP/1.1 client, a client that gives up, a dead upstream, a
-//! timeout, grpcs to a TLS server, and configuration errors.
+//! timeout, a unix socket, grpcs to a TLS server (sessions kept with
+//! `keepalive`, not without), and configuration errors.
 
 mod common;
 use common::*;
@@ -23,8 +24,13 @@ impl Server {
     /// and key in `dir`).
     fn start(dir: &TempDir, tls: Option<(&str, &str)>) -> Server {
         let port = free_port();
+        Self::start_at(dir, &port.to_string(), tls, port)
+    }
+
+    /// Listening on `addr` (a port, or `unix:/path`).
+    fn start_at(dir: &TempDir, addr: &str, tls: Option<(&str, &str)>, port: u16) -> Server {
         let mut cmd = Command::new("python3");
-        cmd.arg(PEER).arg("server").arg(port.to_string());
+        cmd.arg(PEER).arg("server").arg(addr);
         if let Some((cert, key)) = tls {
             cmd.arg(dir.path().join(cert)).arg(dir.path().join(key));
         }
@@ -198,6 +204,21 @@ fn a_dead_upstream_is_unavailable() {
         )),
         "{log}"
     );
+}
+
+#[test]
+fn a_unix_socket_upstream() {
+    let dir = TempDir::new("grpc-unix");
+    let sock = format!("unix:{}/grpc.sock", dir.path().display());
+    let _s = Server::start_at(&dir, &sock, None, 0);
+    let v = Vireo::start_in(
+        dir,
+        &format!(
+            "events {{}}\nhttp {{\n access_log off;\n server {{\n  listen 127.0.0.1:{{port}} http2;\n  \
+             location / {{ grpc_pass {sock}; }}\n }}\n}}\n"
+        ),
+    );
+    unary_and_stream_served(&client(v.port, "unary,server_stream", &[]));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 """A gRPC server and client (grpcio, generic handlers over raw bytes: no
 protoc step) for tests/grpc.rs.
 
-  peer.py server PORT [CERT KEY]   serve test.Echo until killed; prints READY
+  peer.py server PORT [CERT KEY]   serve test.Echo on 127.0.0.1:PORT (or PORT
+                                   `unix:/path`) until killed; prints READY
   peer.py client TARGET CASES [CA NAME]
                                    run the calls CASES names (comma-separated,
                                    or `all`) through TARGET; prints a line
@@ -71,7 +72,7 @@ HANDLERS = {
 def serve(port, cert=None, key=None):
     s = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     s.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Echo", HANDLERS),))
-    addr = "127.0.0.1:%s" % port
+    addr = port if port.startswith("unix:") else "127.0.0.1:%s" % port
     if cert:
         creds = grpc.ssl_server_credentials(((open(key, "rb").read(), open(cert, "rb").read()),))
         s.add_secure_port(addr, creds)

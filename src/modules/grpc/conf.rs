@@ -85,7 +85,7 @@ fn grpc_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfEr
         );
     }
     let (tls, addr) = scheme(url);
-    if addr.is_empty() || addr.contains('/') {
+    if addr.is_empty() || (!addr.starts_with("unix:") && addr.contains('/')) {
         return Err(ConfError::new(
             format!("invalid host in upstream \"{url}\""),
             &d.span,
