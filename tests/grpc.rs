@@ -142,6 +142,18 @@ fn calls_of_every_kind_pass_through() {
         error_log(&v)
     );
 
+    // A reply head over grpc_buffer_size (4k): 502.
+    assert!(
+        got(&r, "big_head").contains(r#""code": "UNAVAILABLE""#)
+            && got(&r, "big_head").contains("502"),
+        "{r:?}"
+    );
+    assert!(
+        error_log(&v)
+            .contains("upstream sent too big header while reading response header from upstream"),
+        "{}",
+        error_log(&v)
+    );
     // A client that gives up while the upstream thinks: the call upstream
     // ends with it (logged with 499 when the wait saw it go), not at
     // grpc_read_timeout.

@@ -52,6 +52,11 @@ def big(req, ctx):
     return b"x" * int(req)
 
 
+def big_head(req, ctx):
+    ctx.send_initial_metadata((("x-big", "y" * int(req)),))
+    return b"ok"
+
+
 def slow(req, ctx):
     time.sleep(float(req))
     return b"late"
@@ -66,6 +71,7 @@ HANDLERS = {
     "FailLate": grpc.unary_stream_rpc_method_handler(fail_late, ident, ident),
     "Big": grpc.unary_unary_rpc_method_handler(big, ident, ident),
     "Slow": grpc.unary_unary_rpc_method_handler(slow, ident, ident),
+    "BigHead": grpc.unary_unary_rpc_method_handler(big_head, ident, ident),
 }
 
 
@@ -135,6 +141,7 @@ def client(target, cases, ca=None, name=None):
         "slow": lambda: m("unary_unary", "Slow")(b"3", timeout=10).decode(),
         "cancel": lambda: m("unary_unary", "Slow")(b"3", timeout=0.5).decode(),
         "peers": peers,
+        "big_head": lambda: m("unary_unary", "BigHead")(b"6000", timeout=10).decode(),
     }
     for case in (calls if cases == "all" else cases.split(",")):
         r = outcome(calls[case])

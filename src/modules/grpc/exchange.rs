@@ -269,7 +269,10 @@ pub(super) fn trim_idle() {
 pub(super) async fn session(gc: &GrpcConf, conn: UpConn) -> Result<Session, Fail> {
     let t = gc.send_timeout;
     let mut builder = h2::client::Builder::new();
-    builder.max_header_list_size(gc.buffer_size.max(1024) as u32);
+    // Heads up to twice `grpc_buffer_size` (64k at least) are read, so
+    // that one over it is refused by name (`call`); larger ones the
+    // HTTP/2 layer refuses.
+    builder.max_header_list_size((2 * gc.buffer_size).max(65536) as u32);
     let (send, connection) = tokio::time::timeout(t, builder.handshake::<_, Bytes>(conn))
         .await
         .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
@@ -377,6 +380,19 @@ pub(super) async fn call(
     let took = at.t0.elapsed();
     at.up.responded(at.peer, took);
     let (parts, recv) = head.into_parts();
+    let size: usize = parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum();
+    if size > gc.buffer_size {
+        return Err(Failure::new(
+            NextUpstream::INVALID_HEADER,
+            502,
+            "upstream sent too big header while reading response header from upstream",
+        )
+        .into());
+    }
     let status = parts.status.as_u16();
     at.status(status);
     {
