@@ -1,7 +1,8 @@
-//! One gRPC attempt over a connected [`UpConn`]: the HTTP/2 handshake (the
-//! `h2` crate, prior knowledge or ALPN `h2`), the request's head and body on
-//! one stream, and the reply as a [`Response`] whose body stream carries
-//! the DATA and hands the trailers to the client's protocol.
+//! One gRPC attempt: an HTTP/2 session (the `h2` crate over a new
+//! [`UpConn`], prior knowledge or ALPN `h2`; or one an earlier call left
+//! idle, kept per worker and peer with `keepalive`), the request's head and
+//! body on one stream, and the reply as a [`Response`] whose body stream
+//! carries the DATA and hands the trailers to the client's protocol.
 
 use super::conf::GrpcConf;
 use crate::core::message::response::{
