@@ -443,7 +443,7 @@ pub fn fastcgi_record(data: &[u8]) {
     if let Some(pairs) = record::decode_params(data) {
         let mut p = record::Params::default();
         for (n, v) in &pairs {
-            p.add(n, v);
+            crate::upstream::params::Sink::add(&mut p, n, v);
         }
         assert_eq!(record::decode_params(p.as_bytes()), Some(pairs));
     }

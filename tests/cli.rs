@@ -60,12 +60,14 @@ fn version_flags() {
     for flag in [
         "--with-http_ssl_module",
         "--with-http_v2_module",
-        "--without-http_uwsgi_module",
+        "--without-http_memcached_module",
     ] {
         assert!(args.split(' ').any(|a| a == flag), "{flag}: {args}");
     }
     assert!(!args.contains("--without-http_proxy_module"), "{args}");
     assert!(!args.contains("--without-http_ssi_module"), "{args}");
+    assert!(!args.contains("--without-http_uwsgi_module"), "{args}");
+    assert!(!args.contains("--without-http_scgi_module"), "{args}");
 }
 
 #[test]

@@ -222,3 +222,16 @@ fn configuration_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn always_on_a_malformed_request() {
+    // The default server's filters answer a head that does not parse, as
+    // nginx's (a uwsgi packet sent to an HTTP server, say).
+    let v = Vireo::start(
+        "events {}\nhttp {\n  server {\n    listen 127.0.0.1:{port};\n    add_header X-Always yes always;\n    add_header X-Success yes;\n  }\n}\n",
+    );
+    let r = Resp::parse(&v.raw(b"\x00\x10\x00\x00GARBAGE\r\n\r\n")).unwrap();
+    assert_eq!(r.status, 400);
+    assert_eq!(r.header("X-Always"), Some("yes"));
+    assert_eq!(r.header("X-Success"), None);
+}

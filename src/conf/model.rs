@@ -50,6 +50,53 @@ macro_rules! settings {
                 $crate::core::module::SettingsKind::of::<$name>();
         }
     };
+    // Settings shared by several modules, one type per module: generic over
+    // a marker type whose `slot()` gives each its own place.
+    ($(#[$m:meta])* pub struct $name:ident<$p:ident: $bound:path> / $set:ident {
+        $( $(#[$fm:meta])* pub $field:ident : $ty:ty = $default:expr ),* $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug)]
+        pub struct $name<$p: $bound> {
+            $( $(#[$fm])* pub $field: $ty, )*
+            of: std::marker::PhantomData<fn() -> $p>,
+        }
+        impl<$p: $bound> Default for $name<$p> {
+            fn default() -> Self {
+                Self { $( $field: $default, )* of: std::marker::PhantomData }
+            }
+        }
+        /// Settings as written at one level; `None` inherits.
+        #[derive(Clone, Debug)]
+        pub struct $set<$p: $bound> {
+            $( pub $field: Option<$ty>, )*
+            of: std::marker::PhantomData<fn() -> $p>,
+        }
+        impl<$p: $bound> Default for $set<$p> {
+            fn default() -> Self {
+                Self { $( $field: None, )* of: std::marker::PhantomData }
+            }
+        }
+        impl<$p: $bound> $crate::core::module::Settings for $name<$p> {
+            fn slot() -> &'static $crate::core::module::Slot {
+                <$p as $bound>::slot()
+            }
+        }
+        impl<$p: $bound> $crate::core::module::SettingsSet for $set<$p> {
+            type Resolved = $name<$p>;
+            fn resolve(&self, parent: &$name<$p>) -> $name<$p> {
+                $name { $( $field: match &self.$field {
+                    Some(v) => v.clone(),
+                    None => parent.$field.clone(),
+                }, )* of: std::marker::PhantomData }
+            }
+        }
+        impl<$p: $bound> $name<$p> {
+            /// How the load finds and makes these settings.
+            pub const KIND: $crate::core::module::SettingsKind =
+                $crate::core::module::SettingsKind::of::<$name<$p>>();
+        }
+    };
 }
 
 /// `keepalive_disable msie6`: POST requests of MSIE 4 to 6.

@@ -72,13 +72,16 @@ fn located(msg: String, at: Option<&Span>) -> ConfError {
 
 /// Files nginx configurations include from nginx's own folder. When such a
 /// file is not there, vireo's embedded equivalent stands in, so
-/// `include fastcgi_params;` and `include mime.types;` work out of the box.
+/// `include fastcgi_params;` (`uwsgi_params`, `scgi_params`) and
+/// `include mime.types;` work out of the box.
 fn embedded(path: &Path) -> Option<String> {
     if path.exists() {
         return None;
     }
     match path.file_name()?.to_str()? {
         "fastcgi_params" => Some(FASTCGI_PARAMS.to_string()),
+        "uwsgi_params" => Some(include_str!("../../conf/uwsgi_params").to_string()),
+        "scgi_params" => Some(include_str!("../../conf/scgi_params").to_string()),
         "mime.types" => Some(format!(
             "types {{\n{}\n}}\n",
             crate::core::mime::EMBEDDED_MIME_TYPES

@@ -386,6 +386,18 @@ impl Default for Slot {
     }
 }
 
+/// `fn slot()` with a place of its own: the body of a marker type's slot
+/// (a generic settings type's parameter, `settings!`).
+#[macro_export]
+macro_rules! own_slot {
+    () => {
+        fn slot() -> &'static $crate::core::module::Slot {
+            static SLOT: $crate::core::module::Slot = $crate::core::module::Slot::new();
+            &SLOT
+        }
+    };
+}
+
 /// A module's settings, resolved at one level (see `settings!`).
 pub trait Settings: Any + Send + Sync + Clone + Default + std::fmt::Debug {
     fn slot() -> &'static Slot;

@@ -125,9 +125,10 @@ pub fn admit<'a>(req: &mut Request<'a>) -> Result<&'a CoreConf, Response> {
 
 /// The answer to a request refused before its phases (`resp`, a malformed
 /// head's or [`admit`]'s error): through the server's `error_page` for its
-/// status when there is one, as nginx, the body left unread.
+/// status when there is one and the server's filters (`add_header …
+/// always`), as nginx, the body left unread.
 pub async fn refused(req: &mut Request<'_>, resp: Response) -> Response {
-    if req.conf.core.error_pages.is_none() {
+    if req.conf.core.error_pages.is_none() && req.conf.hooks.filters.is_empty() {
         return resp;
     }
     req.state.refused = Some(resp.status);

@@ -30,6 +30,7 @@ pub mod random_index;
 pub mod realip;
 pub mod referer;
 pub mod rewrite;
+pub mod scgi;
 pub mod secure_link;
 pub mod slice;
 pub mod split_clients;
@@ -40,6 +41,7 @@ pub mod status;
 pub mod sub_filter;
 pub mod try_files;
 pub mod userid;
+pub mod uwsgi;
 pub mod zone;
 
 use crate::core::module::Module;
@@ -74,12 +76,17 @@ pub static MODULES: &[&Module] = &[
     &compress::MODULE,
     &crate::upstream::MODULE,
     &proxy::MODULE,
-    &proxy::ssl::PROXY_MODULE,
+    &proxy::ssl::MODULE,
     &grpc::MODULE,
-    &proxy::ssl::GRPC_MODULE,
+    &grpc::SSL_MODULE,
     &fastcgi::MODULE,
+    &uwsgi::MODULE,
+    &uwsgi::SSL_MODULE,
+    &scgi::MODULE,
     &cache::PROXY_MODULE,
     &cache::FASTCGI_MODULE,
+    &cache::UWSGI_MODULE,
+    &cache::SCGI_MODULE,
     &cgi::MODULE,
     &ssl::MODULE,
     &access::MODULE,
@@ -223,7 +230,7 @@ mod tests {
             "--with-http_realip_module",
             "--with-http_stub_status_module",
             "--with-http_gzip_static_module",
-            "--without-http_uwsgi_module",
+            "--without-http_memcached_module",
         ] {
             assert!(args.contains(flag), "{flag} missing from {v}");
         }
@@ -231,6 +238,8 @@ mod tests {
             "--without-http_ssi_module",
             "--without-http_proxy_module",
             "--without-http_rewrite_module",
+            "--without-http_uwsgi_module",
+            "--without-http_scgi_module",
         ] {
             assert!(!args.contains(flag), "{flag} in {v}");
         }
@@ -291,6 +300,8 @@ mod tests {
             crate::modules::ssl::conf::IGNORED,
             crate::modules::proxy::conf::IGNORED,
             crate::modules::fastcgi::conf::IGNORED,
+            crate::modules::uwsgi::IGNORED,
+            crate::modules::scgi::IGNORED,
             crate::modules::referer::conf::IGNORED,
         ];
         for d in all(MODULES) {

@@ -84,7 +84,7 @@ pub fn own_fields(passes: impl Fn(&str) -> bool) -> Option<Box<OwnFields>> {
         Box::new(OwnFields {
             server: server.then(empty).flatten(),
             date: date.then(empty).flatten(),
-            override_charset: None,
+            ..OwnFields::default()
         })
     })
 }

@@ -56,6 +56,7 @@
 
 pub mod accel;
 pub mod balance;
+pub mod bind;
 pub mod conf;
 pub mod dns;
 pub mod driver;
@@ -63,6 +64,7 @@ pub mod dynamic;
 pub mod fields;
 pub mod health;
 pub mod next;
+pub mod params;
 pub mod pool;
 pub mod queue;
 pub mod resolver;
@@ -70,6 +72,7 @@ pub mod response;
 pub mod stats;
 pub mod store;
 pub mod tls;
+pub mod tls_conf;
 
 use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};

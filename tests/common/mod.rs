@@ -2,6 +2,7 @@
 //! free loopback ports, and talk to it with raw bytes.
 #![allow(dead_code)]
 
+pub mod app;
 pub mod fpm;
 pub mod h2;
 

@@ -340,9 +340,21 @@ pub struct OwnFields {
     /// own charset, whatever the location's `charset` says. Never sent as
     /// a field.
     pub override_charset: Option<Box<str>>,
+    /// The reason phrase an upstream gave with this status: sent while the
+    /// response keeps that status (a filter that changes it, to 304 or 206
+    /// say, drops the phrase, as nginx drops its status line).
+    pub reason: Option<(u16, Box<str>)>,
 }
 
 impl OwnFields {
+    /// The reason phrase `r` is sent with.
+    pub fn reason(r: &Response) -> &str {
+        match r.own.as_deref().and_then(|f| f.reason.as_ref()) {
+            Some((status, text)) if *status == r.status => text,
+            _ => reason(r.status),
+        }
+    }
+
     /// `Server` (`date`: false) or `Date` of `r`: `None` for the server's
     /// own, `Some(None)` for no field at all.
     pub fn of(r: &Response, date: bool) -> Option<Option<&str>> {

@@ -7,7 +7,7 @@
 use crate::conf::model::CoreConf;
 use crate::core::clock;
 use crate::core::message::response::read_file_at;
-use crate::core::message::response::{Body, CutShort, OwnFields, Response, reason, server_name};
+use crate::core::message::response::{Body, CutShort, OwnFields, Response, server_name};
 use crate::server::socket::Stream;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
@@ -37,7 +37,7 @@ pub(super) fn write_head(
     let mut n = itoa::Buffer::new();
     out.extend_from_slice(n.format(r.status).as_bytes());
     out.push(b' ');
-    out.extend_from_slice(reason(r.status).as_bytes());
+    out.extend_from_slice(OwnFields::reason(r).as_bytes());
     match OwnFields::of(r, false) {
         None => {
             out.extend_from_slice(b"\r\nServer: ");

@@ -1,5 +1,5 @@
 //! Directives of the HTTP cache, once for each handler that uses it
-//! (`proxy_…` and `fastcgi_…`): `*_cache_path` declares a cache (a folder
+//! (`proxy_…`, `fastcgi_…`, `uwsgi_…`, `scgi_…`): `*_cache_path` declares a cache (a folder
 //! and its keys zone), the others say per level whether and how replies
 //! are cached.
 
@@ -29,18 +29,24 @@ pub struct Fastcgi;
 
 impl Kind for Proxy {
     const PREFIX: &'static str = "proxy";
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
 }
 
 impl Kind for Fastcgi {
     const PREFIX: &'static str = "fastcgi";
-    fn slot() -> &'static Slot {
-        static SLOT: Slot = Slot::new();
-        &SLOT
-    }
+    crate::own_slot!();
+}
+
+/// `uwsgi_cache*`.
+impl Kind for crate::modules::uwsgi::Uwsgi {
+    const PREFIX: &'static str = "uwsgi";
+    crate::own_slot!();
+}
+
+/// `scgi_cache*`.
+impl Kind for crate::modules::scgi::Scgi {
+    const PREFIX: &'static str = "scgi";
+    crate::own_slot!();
 }
 
 /// `*_cache_use_stale` conditions.
@@ -575,3 +581,5 @@ macro_rules! defs {
 
 pub static PROXY_DIRECTIVES: &[Def] = defs!("proxy", Proxy);
 pub static FASTCGI_DIRECTIVES: &[Def] = defs!("fastcgi", Fastcgi);
+pub static UWSGI_DIRECTIVES: &[Def] = defs!("uwsgi", crate::modules::uwsgi::Uwsgi);
+pub static SCGI_DIRECTIVES: &[Def] = defs!("scgi", crate::modules::scgi::Scgi);

@@ -1011,7 +1011,14 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Rc<Entry>, status: Status) -> Resp
     let ct = meta.content_type.clone().map(Value::Owned);
     let size = e.body_len;
     let file = e.file.clone();
-    let body_at = |r: std::ops::Range<u64>| match (r.is_empty(), &e.body) {
+    // A body kept in memory goes as it is; ranges are cut from the file
+    // (several of them stay parts of it, which later filters — charset —
+    // can still recode part by part).
+    let mem = e
+        .body
+        .as_ref()
+        .filter(|_| req.head.header("range").is_none());
+    let body_at = |r: std::ops::Range<u64>| match (r.is_empty(), mem) {
         (true, _) => Body::Empty,
         (false, Some(b)) => Body::Bytes(b.slice(r.start as usize..r.end as usize)),
         (false, None) => Body::File {
@@ -1173,3 +1180,54 @@ pub static FASTCGI_MODULE: Module = Module {
     settings: Some(&CacheConf::<conf::Fastcgi>::KIND),
     ..Module::EMPTY
 };
+
+/// `uwsgi_cache*`.
+pub static UWSGI_MODULE: Module = Module {
+    name: "uwsgi_cache",
+    directives: &[conf::UWSGI_DIRECTIVES],
+    settings: Some(&CacheConf::<crate::modules::uwsgi::Uwsgi>::KIND),
+    ..Module::EMPTY
+};
+
+/// `scgi_cache*`.
+pub static SCGI_MODULE: Module = Module {
+    name: "scgi_cache",
+    directives: &[conf::SCGI_DIRECTIVES],
+    settings: Some(&CacheConf::<crate::modules::scgi::Scgi>::KIND),
+    ..Module::EMPTY
+};
+
+/// Before a handler without a default cache key fetches: `*_force_ranges`,
+/// then the cached answer (`Err`) or the fill the reply is to make.
+pub async fn before<K: Kind>(
+    req: &mut Request<'_>,
+    force_ranges: bool,
+) -> Result<Option<Fill<K>>, crate::core::request::Outcome> {
+    if force_ranges {
+        req.state.ext.insert(std::rc::Rc::new(range::Forced));
+    }
+    match lookup::<K>(req, |_| None).await {
+        Lookup::Serve(resp) => Err(crate::core::request::Outcome::Respond(resp)),
+        Lookup::Fetch(fill) => Ok(fill),
+    }
+}
+
+/// After it fetched: `*_store`, then the reply into the cache, else its
+/// byte ranges.
+pub async fn after<K: Kind>(
+    req: &mut Request<'_>,
+    fill: Option<Fill<K>>,
+    mut out: crate::core::request::Outcome,
+    store: Option<&crate::upstream::store::Store>,
+    store_access: u32,
+) -> crate::core::request::Outcome {
+    use crate::core::request::Outcome;
+    if let Outcome::Respond(resp) = &mut out {
+        crate::upstream::store::apply(req, store, store_access, resp);
+    }
+    match (fill, out) {
+        (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
+        (None, Outcome::Respond(resp)) => Outcome::Respond(range::of_reply(req, resp, false)),
+        (_, out) => out,
+    }
+}

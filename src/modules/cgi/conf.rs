@@ -4,8 +4,8 @@ use super::Cgi;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, Scope};
 use crate::conf::values::{bad_arg, number, size, time};
-use crate::modules::fastcgi::conf::Param;
 use crate::settings;
+use crate::upstream::params::{self, Param};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,27 +20,10 @@ settings! {
 }
 
 fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
-    let name = d.arg(0);
-    if name.is_empty() || name.bytes().any(|b| b.is_ascii_control() || b == b'=') {
-        return Err(bad_arg(d, name));
+    if d.arg(0).contains('=') {
+        return Err(bad_arg(d, d.arg(0)));
     }
-    let value = crate::conf::values::template(d, 1, &mut e.vars)?;
-    let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
-        None => false,
-        Some("if_not_empty") => true,
-        Some(v) => return Err(bad_arg(d, v)),
-    };
-    let list = s
-        .loc()
-        .get_mut::<CgiConfSet>()
-        .params
-        .get_or_insert_with(|| Arc::new(Vec::new()));
-    Arc::make_mut(list).push(Param {
-        name: name.as_bytes().into(),
-        value,
-        if_not_empty,
-    });
-    Ok(())
+    params::push(&mut s.loc().get_mut::<CgiConfSet>().params, d, e)
 }
 
 pub static DIRECTIVES: &[Def] = &[

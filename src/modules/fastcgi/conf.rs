@@ -5,19 +5,12 @@ use super::handler::FastcgiPass;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values::{bad_arg, flag, size, time};
-use crate::core::vars::{Re, Template};
+use crate::core::vars::Re;
 use crate::settings;
 use crate::upstream::next::NextUpstream;
+use crate::upstream::params::{self, Param};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One `fastcgi_param NAME VALUE [if_not_empty]`.
-#[derive(Clone, Debug)]
-pub struct Param {
-    pub name: Box<[u8]>,
-    pub value: Template,
-    pub if_not_empty: bool,
-}
 
 settings! {
     /// FastCGI settings of one level. `fastcgi_param`, `fastcgi_hide_header`
@@ -68,27 +61,7 @@ fn set_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfErr
 }
 
 fn push_param(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
-    let name = d.arg(0);
-    if name.is_empty() || name.bytes().any(|b| b.is_ascii_control()) {
-        return Err(bad_arg(d, name));
-    }
-    let value = crate::conf::values::template(d, 1, &mut e.vars)?;
-    let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
-        None => false,
-        Some("if_not_empty") => true,
-        Some(v) => return Err(bad_arg(d, v)),
-    };
-    let list = s
-        .loc()
-        .get_mut::<FastcgiConfSet>()
-        .params
-        .get_or_insert_with(|| Arc::new(Vec::new()));
-    Arc::make_mut(list).push(Param {
-        name: name.as_bytes().into(),
-        value,
-        if_not_empty,
-    });
-    Ok(())
+    params::push(&mut s.loc().get_mut::<FastcgiConfSet>().params, d, e)
 }
 
 fn push_name(slot: &mut Option<Arc<Vec<Box<str>>>>, d: &Directive) {

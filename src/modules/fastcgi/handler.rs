@@ -42,27 +42,14 @@ impl Content for FastcgiPass {
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            use crate::modules::cache::{self, Lookup, conf::Fastcgi as Cached};
-            use crate::modules::static_files::range;
-            if req.conf.get::<FastcgiConf>().force_ranges {
-                req.state.ext.insert(Rc::new(range::Forced));
-            }
-            let fill = match cache::lookup::<Cached>(req, |_| None).await {
-                Lookup::Serve(resp) => return Outcome::Respond(resp),
-                Lookup::Fetch(fill) => fill,
+            use crate::modules::cache::{self, conf::Fastcgi as Cached};
+            let c = req.conf.get::<FastcgiConf>();
+            let fill = match cache::before::<Cached>(req, c.force_ranges).await {
+                Ok(f) => f,
+                Err(o) => return o,
             };
-            let mut out = run(self, req, body).await;
-            if let Outcome::Respond(resp) = &mut out {
-                let c = req.conf.get::<FastcgiConf>();
-                crate::upstream::store::apply(req, c.store.as_deref(), c.store_access, resp);
-            }
-            match (fill, out) {
-                (Some(f), Outcome::Respond(resp)) => Outcome::Respond(f.store(req, resp).await),
-                (None, Outcome::Respond(resp)) => {
-                    Outcome::Respond(range::of_reply(req, resp, false))
-                }
-                (_, out) => out,
-            }
+            let out = run(self, req, body).await;
+            cache::after(req, fill, out, c.store.as_deref(), c.store_access).await
         })
     }
 
@@ -416,8 +403,7 @@ pub fn escapes(p: &[u8]) -> bool {
     p.contains(&0) || p.split(|&b| b == b'/').any(|seg| seg == b"..")
 }
 
-/// The PARAMS stream: the configured params, then the request's headers.
-/// `Err(status)` when the request must be refused.
+/// The PARAMS stream. `Err(status)` when the request must be refused.
 fn build_params(
     req: &Request<'_>,
     conf: &FastcgiConf,
@@ -425,63 +411,25 @@ fn build_params(
 ) -> Result<Params, u16> {
     // A request's params usually take well under 1 KB: one allocation.
     let mut p = Params::with_capacity(1024);
-    let mut v = Vec::with_capacity(256);
-    let mut sent_len = false;
-    for param in conf.params.iter() {
-        v.clear();
-        if &*param.name == b"CONTENT_LENGTH"
-            && let Some(n) = body_len
-        {
-            v.extend_from_slice(n.to_string().as_bytes());
-            sent_len = true;
-        } else {
-            param.value.render(req, &mut v);
-        }
-        if param.if_not_empty && v.is_empty() {
-            continue;
-        }
-        if &*param.name == b"SCRIPT_FILENAME" && escapes(&v) {
+    let check = |name: &[u8], v: &[u8]| {
+        if name == b"SCRIPT_FILENAME" && escapes(v) {
             crate::error_log!(
                 Error,
                 "SCRIPT_FILENAME \"{}\" has a \"..\" segment, refused",
-                String::from_utf8_lossy(&v)
+                String::from_utf8_lossy(v)
             );
             return Err(403);
         }
-        p.add(&param.name, &v);
-    }
-    if !sent_len && let Some(n) = body_len {
-        p.add(b"CONTENT_LENGTH", n.to_string().as_bytes());
-    }
-    for (name, value) in crate::modules::cache::revalidation(req) {
-        let name = format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_"));
-        p.add(name.as_bytes(), value.as_bytes());
-    }
-    if conf.pass_request_headers {
-        let mut name = Vec::with_capacity(64);
-        for (n, val) in req.head.headers() {
-            // Names with `_` would alias ones with `-`; Proxy is httpoxy.
-            if n.contains(&b'_')
-                || n.eq_ignore_ascii_case(b"proxy")
-                || crate::modules::cache::drops_header(req, n)
-            {
-                continue;
-            }
-            name.clear();
-            name.extend_from_slice(b"HTTP_");
-            name.extend(n.iter().map(|&b| {
-                if b == b'-' {
-                    b'_'
-                } else {
-                    b.to_ascii_uppercase()
-                }
-            }));
-            if conf.params.iter().any(|q| *q.name == *name) {
-                continue;
-            }
-            p.add(&name, val);
-        }
-    }
+        Ok(())
+    };
+    crate::upstream::params::render(
+        req,
+        &conf.params,
+        conf.pass_request_headers,
+        body_len,
+        &mut p,
+        check,
+    )?;
     Ok(p)
 }
 

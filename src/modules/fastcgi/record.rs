@@ -113,15 +113,17 @@ impl Params {
         }
     }
 
-    pub fn add(&mut self, name: &[u8], value: &[u8]) {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl crate::upstream::params::Sink for Params {
+    fn add(&mut self, name: &[u8], value: &[u8]) {
         put_len(&mut self.buf, name.len());
         put_len(&mut self.buf, value.len());
         self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(value);
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf
     }
 }
 
@@ -217,6 +219,7 @@ pub fn decode(buf: &mut BytesMut, id: u16) -> Result<Option<Record>, Malformed> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::params::Sink;
 
     /// Build a record as an application would.
     fn app_record(t: Type, id: u16, content: &[u8], pad: u8) -> Vec<u8> {

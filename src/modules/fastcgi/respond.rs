@@ -3,7 +3,7 @@
 //! `Location`), intercepted errors; and the body helpers both handlers share.
 
 use super::cgi_head::CgiHead;
-use crate::core::message::response::{Body, CutShort, Response, Value};
+use crate::core::message::response::{Body, CutShort, Response, Value, reason};
 use crate::core::request::{Outcome, Request};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -102,6 +102,13 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
     }
     let mut buffering = opts.buffering;
     let mut resp = Response::new(status);
+    // The application's reason phrase, when it is not the usual one.
+    if let Some(r) = cgi
+        .reason
+        .filter(|r| cgi.status != 0 && *r != reason(status))
+    {
+        resp.own.get_or_insert_default().reason = Some((status, r.into()));
+    }
     resp.content_type = cgi.content_type.map(Value::Owned);
     if let Some(l) = cgi.location {
         resp.headers.push(("Location", Value::Owned(l)));
@@ -118,6 +125,17 @@ pub fn head(req: &mut Request<'_>, cgi: CgiHead, opts: &Opts<'_>) -> Head {
         let hidden = (HIDDEN.contains(&lower.as_str()) || opts.hide.iter().any(|h| **h == *lower))
             && !opts.pass.iter().any(|p| **p == *lower);
         if hidden {
+            continue;
+        }
+        // The application's Server and Date stand in for the server's own.
+        if lower == "server" || lower == "date" {
+            let own = resp.own.get_or_insert_default();
+            let slot = if lower == "date" {
+                &mut own.date
+            } else {
+                &mut own.server
+            };
+            *slot = Some(Value::Owned(value));
             continue;
         }
         match intern(&name) {

@@ -42,8 +42,7 @@ settings! {
         /// `grpc_ignore_headers` (`ignore::*` bits).
         pub ignore_headers: u16 = 0,
         /// `grpc_bind`: the local address of connections to upstreams.
-        pub bind: Option<Template> = None,
-        pub bind_transparent: bool = false,
+        pub bind: Option<crate::upstream::bind::BindConf> = None,
         pub socket_keepalive: bool = false,
         pub connect_timeout: Duration = Duration::from_secs(60),
         pub send_timeout: Duration = Duration::from_secs(60),

@@ -30,10 +30,9 @@ use crate::core::message::response::Response;
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body;
-use crate::modules::proxy::ssl;
 use crate::upstream::driver::{self, Dial, Exchanged, Gave, Policy, Protocol, Try};
 use crate::upstream::fields::intercepted;
-use crate::upstream::pool::Bind;
+use crate::upstream::tls_conf::{self, Prefix, SslConf};
 use crate::upstream::{UpConn, Upstream, UpstreamRef, UpstreamVars};
 use conf::GrpcConf;
 use exchange::{Call, Plan};
@@ -139,7 +138,8 @@ impl GrpcPass {
         };
         let dial = match tls {
             true => {
-                match ssl::dial::<ssl::Grpc>(req, crate::modules::proxy::ssl_host(&authority)) {
+                let sc = req.conf.get::<SslConf<Grpcs>>();
+                match tls_conf::dial(req, sc, crate::modules::proxy::ssl_host(&authority)) {
                     Ok(d) => Some(d),
                     Err(()) => return req.error(502),
                 }
@@ -160,14 +160,7 @@ impl GrpcPass {
         };
         let vars = Rc::new(RefCell::new(UpstreamVars::default()));
         req.state.ext.insert(vars.clone());
-        let bind = gc.bind.as_ref().and_then(|t| {
-            let mut v = Vec::new();
-            t.render(req, &mut v);
-            crate::modules::proxy::conf::bind_addr(&v).map(|addr| Bind {
-                addr,
-                transparent: gc.bind_transparent,
-            })
-        });
+        let bind = gc.bind.as_ref().and_then(|b| b.local(req, "grpc_bind"));
         let policy = Policy {
             next_upstream: gc.next_upstream,
             tries: gc.next_upstream_tries,
@@ -257,6 +250,25 @@ impl Protocol for Exchange<'_> {
         )))
     }
 }
+
+/// The marker of the `grpc_ssl_*` settings: ALPN offers `h2`.
+#[derive(Clone, Debug)]
+pub struct Grpcs;
+
+impl Prefix for Grpcs {
+    const NAME: &'static str = "grpc";
+    const ALPN: &'static [&'static [u8]] = &[b"h2"];
+
+    crate::own_slot!();
+}
+
+/// The `grpc_ssl_*` directives.
+pub static SSL_MODULE: Module = Module {
+    name: "grpc_ssl",
+    directives: &[tls_conf::directives!("grpc", Grpcs, "a `grpcs` upstream")],
+    settings: Some(&SslConf::<Grpcs>::KIND),
+    ..Module::EMPTY
+};
 
 /// `grpc_pass` and its settings, `$grpc_internal_trailers`.
 pub static MODULE: Module = Module {

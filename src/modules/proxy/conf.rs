@@ -40,39 +40,6 @@ pub enum CookieName {
     Regex(Re),
 }
 
-/// A `proxy_bind` address: `ip` or `ip:port` (`[v6]:port`).
-pub fn bind_addr(v: &[u8]) -> Option<std::net::SocketAddr> {
-    let v = std::str::from_utf8(v).ok()?;
-    v.parse()
-        .ok()
-        .or_else(|| v.parse::<std::net::IpAddr>().ok().map(|ip| (ip, 0).into()))
-}
-
-/// `*_bind address [transparent] | off`: the address (`None` for `off`;
-/// checked now when it has no variables) and `transparent`.
-pub(crate) fn bind(d: &Directive, e: &mut Env) -> Result<(Option<Template>, bool), ConfError> {
-    let err = |m: String| ConfError::new(m, &d.span);
-    let transparent = match d.args.get(1).map(|a| a.value.as_str()) {
-        None => false,
-        Some("transparent") => {
-            e.net_raw = true;
-            true
-        }
-        Some(a) => return Err(err(format!("invalid parameter \"{a}\""))),
-    };
-    let v = match d.arg(0) {
-        "off" => None,
-        a => {
-            let t = Template::compile(a, &mut e.vars).map_err(err)?;
-            if let Some(l) = t.literal() {
-                bind_addr(l).ok_or_else(|| err(format!("invalid address \"{a}\"")))?;
-            }
-            Some(t)
-        }
-    };
-    Ok((v, transparent))
-}
-
 /// A flag of `proxy_cookie_flags` is one of these.
 pub fn cookie_flag_valid(f: &str) -> bool {
     let f = f.to_ascii_lowercase();
@@ -117,9 +84,7 @@ crate::settings! {
         pub cookie_path: Arc<[(String, String)]> = Arc::from(Vec::new()),
         /// `proxy_bind`: the local address of connections to upstreams
         /// (`None`: the kernel's choice; `off` sets `None`).
-        pub bind: Option<Template> = None,
-        /// `proxy_bind … transparent`.
-        pub bind_transparent: bool = false,
+        pub bind: Option<crate::upstream::bind::BindConf> = None,
         /// `proxy_set_body`: the body sent upstream in place of the client's.
         pub set_body: Option<Template> = None,
         /// `proxy_method`: the method sent upstream (else the request's).
@@ -311,10 +276,8 @@ macro_rules! upstream_defs {
                 ctx: Ctx::HSL,
                 arity: Arity::args(1, 2),
                 set: |s, d, e| {
-                    let (v, transparent) = $crate::modules::proxy::conf::bind(d, e)?;
-                    let l = s.loc().get_mut::<$Set>();
-                    l.bind_transparent = Some(transparent);
-                    values::set_once(&mut l.bind, v, d)
+                    let v = $crate::upstream::bind::parse(d, e)?;
+                    values::set_once(&mut s.loc().get_mut::<$Set>().bind, v, d)
                 },
                 syntax: concat!($p, "_bind address [transparent] | off;"),
                 default: "off",

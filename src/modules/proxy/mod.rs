@@ -17,7 +17,7 @@
 //!   `Body::Stream` the client connection pulls piece by piece, so one buffer
 //!   per request bounds memory whatever `proxy_buffering` says.
 //! - `https://` upstreams: the same exchange over TLS (`upstream::tls`, with
-//!   the client and name of [`ssl::dial`]); pooled keep-alive connections
+//!   the client and name of [`tls_conf::dial`]); pooled keep-alive connections
 //!   keep their TLS session.
 //! - A 101 reply to a request that asked for an Upgrade becomes a tunnel
 //!   (see [`Tunnel`]); nothing the client sends after its head reaches the
@@ -41,6 +41,7 @@ use crate::upstream::fields::{
 };
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
+use crate::upstream::tls_conf::{self, SslConf};
 use crate::upstream::{self, UpConn, Upstream, UpstreamRef, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::{CookieName, ProxyConf, Redirect, RedirectFrom};
@@ -369,32 +370,19 @@ impl Proxy {
         req.state.ext.insert(vars.clone());
         let uri = self.upstream_uri(req, &dest);
         let dial = match dest.tls {
-            true => match ssl::dial::<ssl::Proxy>(req, &dest.ssl_name) {
-                Ok(d) => Some(d),
-                Err(()) => return req.error(502),
-            },
+            true => {
+                match tls_conf::dial(req, req.conf.get::<SslConf<ssl::Https>>(), &dest.ssl_name) {
+                    Ok(d) => Some(d),
+                    Err(()) => return req.error(502),
+                }
+            }
             false => None,
         };
         let scheme = if dest.tls { "https" } else { "http" };
 
         let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
         // proxy_bind: from that address, on a connection of its own.
-        let bind = pc.bind.as_ref().and_then(|t| {
-            let mut v = Vec::new();
-            t.render(req, &mut v);
-            let a = conf::bind_addr(&v);
-            if a.is_none() && !v.is_empty() {
-                crate::error_log!(
-                    Error,
-                    "invalid proxy_bind address \"{}\"",
-                    String::from_utf8_lossy(&v)
-                );
-            }
-            a.map(|addr| crate::upstream::pool::Bind {
-                addr,
-                transparent: pc.bind_transparent,
-            })
-        });
+        let bind = pc.bind.as_ref().and_then(|b| b.local(req, "proxy_bind"));
         let streamed = matches!(plan, ReqBody::Stream(_));
         let policy = Policy {
             next_upstream: pc.next_upstream,
@@ -1201,7 +1189,7 @@ fn timed_out() -> io::Error {
     io::Error::new(ErrorKind::TimedOut, "upstream timed out")
 }
 
-async fn write_all(c: &UpConn, data: &[u8], t: Duration) -> io::Result<()> {
+pub(crate) async fn write_all(c: &UpConn, data: &[u8], t: Duration) -> io::Result<()> {
     write_vectored(c, &[IoSlice::new(data)], t).await
 }
 
@@ -1257,7 +1245,7 @@ async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
 }
 
 /// Read what the upstream has (waiting at most `t`); 0 at its end.
-async fn read_some(c: &UpConn, buf: &mut BytesMut, t: Duration) -> io::Result<usize> {
+pub(crate) async fn read_some(c: &UpConn, buf: &mut BytesMut, t: Duration) -> io::Result<usize> {
     loop {
         match c.try_read_buf(buf) {
             Ok(n) => return Ok(n),
