@@ -31,9 +31,16 @@ pub trait Protocol {
     /// state the handler makes one from).
     type Reply;
 
-    /// The peer as log lines name it in `upstream: "…"`
-    /// (`http://127.0.0.1:8081/uri`, `fastcgi://unix:/run/php.sock`).
-    fn upstream_name(&self, addr: &str, out: &mut String);
+    /// The scheme log lines name a peer with (`http`, `fastcgi`, …).
+    fn scheme(&self) -> &str;
+
+    /// The peer as log lines name it in `upstream: "…"`: `scheme://addr`
+    /// (`fastcgi://unix:/run/php.sock`; proxy's adds the URI).
+    fn upstream_name(&self, addr: &str, out: &mut String) {
+        out.push_str(self.scheme());
+        out.push_str("://");
+        out.push_str(addr);
+    }
 
     /// Send the request on `conn` and read the reply's head. A failure
     /// carries its `next_upstream` kind; a reply whose status the handler's

@@ -445,9 +445,10 @@ fn ignore_headers(d: &Directive) -> Result<u16, ConfError> {
     bits(d, ignore::NAMES, false)
 }
 
-/// A directive set once per level from a parse of its arguments.
-macro_rules! one_def {
-    ($p:literal, $K:ty, $name:literal, $field:ident, $arity:expr, $parse:expr, $args:literal, $default:literal, $doc:expr) => {
+/// A directive of one setting, parsed from its arguments and put in its
+/// slot by `$put` (see [`one_def`] and [`mask_def`]).
+macro_rules! slot_def {
+    ($put:path, $p:literal, $K:ty, $name:literal, $field:ident, $arity:expr, $parse:expr, $args:literal, $default:literal, $doc:expr) => {
         Def {
             name: concat!($p, $name),
             ignored: false,
@@ -455,7 +456,7 @@ macro_rules! one_def {
             arity: $arity,
             set: |s, d, _| {
                 let v = $parse(d)?;
-                crate::conf::values::set_once(&mut set::<$K>(s).$field, v, d)
+                $put(&mut set::<$K>(s).$field, v, d)
             },
             syntax: concat!($p, $name, " ", $args, ";"),
             default: $default,
@@ -464,25 +465,28 @@ macro_rules! one_def {
     };
 }
 
+/// A directive set once per level.
+macro_rules! one_def {
+    ($($t:tt)*) => {
+        slot_def!(crate::conf::values::set_once, $($t)*)
+    };
+}
+
 /// A set of flags (nginx's bitmask slots): several lines at one level add up.
 macro_rules! mask_def {
-    ($p:literal, $K:ty, $name:literal, $field:ident, $arity:expr, $parse:expr, $args:literal, $default:literal, $doc:expr) => {
-        Def {
-            name: concat!($p, $name),
-            ignored: false,
-            ctx: Ctx::HSL,
-            arity: $arity,
-            set: |s, d, _| {
-                let v = $parse(d)?;
-                let slot = &mut set::<$K>(s).$field;
-                *slot = Some(slot.unwrap_or(0) | v);
-                Ok(())
-            },
-            syntax: concat!($p, $name, " ", $args, ";"),
-            default: $default,
-            doc: $doc,
-        }
+    ($($t:tt)*) => {
+        slot_def!(or_in, $($t)*)
     };
+}
+
+/// Add `v`'s flags to the slot's.
+fn or_in<T: std::ops::BitOr<Output = T> + Copy + Default>(
+    slot: &mut Option<T>,
+    v: T,
+    _: &Directive,
+) -> Result<(), ConfError> {
+    *slot = Some(slot.unwrap_or_default() | v);
+    Ok(())
 }
 
 macro_rules! list_def {

@@ -641,9 +641,8 @@ type Answer = (Upstream, super::cgi_head::CgiHead, Bytes);
 impl Protocol for Exchange<'_> {
     type Reply = Answer;
 
-    fn upstream_name(&self, addr: &str, out: &mut String) {
-        out.push_str("fastcgi://");
-        out.push_str(addr);
+    fn scheme(&self) -> &str {
+        "fastcgi"
     }
 
     fn exchange<'a>(

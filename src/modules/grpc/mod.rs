@@ -214,10 +214,8 @@ impl Exchange<'_> {
 impl Protocol for Exchange<'_> {
     type Reply = Response;
 
-    fn upstream_name(&self, addr: &str, out: &mut String) {
-        out.push_str(self.scheme);
-        out.push_str("://");
-        out.push_str(addr);
+    fn scheme(&self) -> &str {
+        self.scheme
     }
 
     async fn exchange(

@@ -427,6 +427,10 @@ struct Exchange<'a> {
 impl Protocol for Exchange<'_> {
     type Reply = Response;
 
+    fn scheme(&self) -> &str {
+        self.scheme
+    }
+
     fn upstream_name(&self, addr: &str, out: &mut String) {
         out.push_str(self.scheme);
         out.push_str("://");

@@ -183,10 +183,8 @@ pub struct Answer {
 impl<P: Proto> Protocol for Exchange<'_, P> {
     type Reply = Answer;
 
-    fn upstream_name(&self, addr: &str, out: &mut String) {
-        out.push_str(P::NAME);
-        out.push_str("://");
-        out.push_str(addr);
+    fn scheme(&self) -> &str {
+        P::NAME
     }
 
     fn exchange<'a>(
