@@ -16,6 +16,7 @@ pub mod dav;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
+pub mod grpc;
 pub mod gunzip;
 pub mod headers;
 pub mod limit_conn;
@@ -77,6 +78,8 @@ pub static MODULES: &[&Module] = &[
     &crate::upstream::MODULE,
     &proxy::MODULE,
     &proxy::ssl::MODULE,
+    &grpc::MODULE,
+    &grpc::SSL_MODULE,
     &fastcgi::MODULE,
     &memcached::MODULE,
     &uwsgi::MODULE,

@@ -17,7 +17,7 @@ use super::pool::{self, Bind};
 use super::{Attempt, UpConn, Upstream, UpstreamVars, tls};
 use crate::core::message::head::Method;
 use crate::core::message::response::Response;
-use crate::core::request::{Peer, Request, RequestBody};
+use crate::core::request::{BoxFuture, Peer, Request, RequestBody};
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::{self, ErrorKind};
@@ -53,7 +53,23 @@ pub trait Protocol {
         conn: UpConn,
         body: &'a mut dyn RequestBody,
     ) -> impl Future<Output = Result<Self::Reply, Gave<Self::Reply>>> + 'a;
+
+    /// The exchange on a connection the protocol keeps with `at`'s peer
+    /// between requests itself (gRPC's HTTP/2 session), when it has one: no
+    /// connection is taken or made for it, and a `stale` failure goes on to
+    /// one as usual. None by default.
+    fn kept<'a>(
+        &'a self,
+        _req: &'a Request<'_>,
+        _at: &'a Try<'_>,
+        _body: &'a mut dyn RequestBody,
+    ) -> Option<Exchanged<'a, Self::Reply>> {
+        None
+    }
 }
+
+/// A protocol's exchange as a boxed future ([`Protocol::kept`]).
+pub type Exchanged<'a, R> = BoxFuture<'a, Result<R, Gave<R>>>;
 
 /// A handler's `*_next_upstream` family and timeouts.
 #[derive(Clone, Copy, Debug)]
@@ -201,6 +217,19 @@ impl<R> Failure<R> {
         }
     }
 
+    /// The request body's temporary file could not be read: 500, not the
+    /// peer's fault.
+    pub fn body_file(e: &io::Error) -> Self {
+        Self::new(
+            NextUpstream::OFF,
+            500,
+            format!(
+                "{} while reading the client request body temporary file",
+                crate::core::errlog::errno_text(e)
+            ),
+        )
+    }
+
     /// A connection that could not be made.
     fn connect(e: &io::Error) -> Self {
         let mut f = Self::io(e, "connecting to upstream");
@@ -318,40 +347,64 @@ pub async fn run<P: Protocol>(
         // peer had closed is replaced by a new one once. (In this loop, not a
         // function of its own: the protocol's future is moved once less.)
         let mut own = dial.own;
+        // A connection the protocol keeps itself goes first; one found
+        // closed is replaced by a connection.
+        let mut kept = match proto.kept(req, &at, &mut *body) {
+            Some(k) => {
+                if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+                    a.connect_ms = Some(0);
+                }
+                match k.await {
+                    Err(Gave::Fail(f)) if f.stale && !policy.streamed => None,
+                    r => Some(r),
+                }
+            }
+            None => None,
+        };
         let (f, sent) = loop {
-            let addr = &up.addrs[peer];
-            let conn = if own {
-                pool::connect_from(addr, dial.bind, dial.tls, policy.connect_timeout).await
+            let r = if let Some(r) = kept.take() {
+                r
             } else {
-                up.connect(peer, dial.tls, policy.connect_timeout).await
+                let addr = &up.addrs[peer];
+                let conn = if own {
+                    pool::connect_from(addr, dial.bind, dial.tls, policy.connect_timeout).await
+                } else {
+                    up.connect(peer, dial.tls, policy.connect_timeout).await
+                };
+                let conn = match conn {
+                    Ok(c) => c,
+                    Err(e) => break (Failure::connect(&e), false),
+                };
+                let reused = conn.reused();
+                if dial.keepalive
+                    && !reused
+                    && let Err(e) = conn.set_keepalive()
+                {
+                    crate::error_log!(
+                        Alert,
+                        "setsockopt(SO_KEEPALIVE) failed ({e}) while connecting to upstream"
+                    );
+                }
+                // A kept-alive connection took no time to connect (nginx shows 0.000).
+                let connect_ms = if reused {
+                    0
+                } else {
+                    t0.elapsed().as_millis() as u64
+                };
+                if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+                    a.connect_ms = Some(connect_ms);
+                }
+                at.bytes = (conn.bytes_in(), conn.bytes_out());
+                match proto.exchange(req, &at, conn, &mut *body).await {
+                    Err(Gave::Fail(f)) if f.stale && reused && !policy.streamed => {
+                        own = true;
+                        continue;
+                    }
+                    r => r,
+                }
             };
-            let conn = match conn {
-                Ok(c) => c,
-                Err(e) => break (Failure::connect(&e), false),
-            };
-            let reused = conn.reused();
-            if dial.keepalive
-                && !reused
-                && let Err(e) = conn.set_keepalive()
-            {
-                crate::error_log!(
-                    Alert,
-                    "setsockopt(SO_KEEPALIVE) failed ({e}) while connecting to upstream"
-                );
-            }
-            // A kept-alive connection took no time to connect (nginx shows 0.000).
-            let connect_ms = if reused {
-                0
-            } else {
-                t0.elapsed().as_millis() as u64
-            };
-            if let Some(a) = vars.borrow_mut().attempts.last_mut() {
-                a.connect_ms = Some(connect_ms);
-            }
-            at.bytes = (conn.bytes_in(), conn.bytes_out());
-            match proto.exchange(req, &at, conn, &mut *body).await {
+            match r {
                 Ok(reply) => return Ok(reply),
-                Err(Gave::Fail(f)) if f.stale && reused && !policy.streamed => own = true,
                 Err(Gave::Fail(f)) => break (f, true),
                 Err(Gave::Left) => {
                     up.client_left(peer, req, &name(Some(peer)));

@@ -61,6 +61,7 @@ pub mod conf;
 pub mod dns;
 pub mod driver;
 pub mod dynamic;
+pub mod fields;
 pub mod health;
 pub mod io;
 pub mod next;

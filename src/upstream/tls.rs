@@ -52,6 +52,8 @@ pub struct Spec {
     pub session_reuse: bool,
     /// The certificate presented to the peer (`*_ssl_certificate`).
     pub client_cert: Option<Arc<CertifiedKey>>,
+    /// The protocols offered by ALPN (`h2` for gRPC; none for HTTP/1.x).
+    pub alpn: &'static [&'static [u8]],
 }
 
 /// A rustls client configuration built from a [`Spec`]; its sessions are
@@ -115,6 +117,7 @@ impl Spec {
         let mut h = rustc_hash::FxHasher::default();
         (self.verify, self.depth, self.sni, self.tls12, self.tls13).hash(&mut h);
         self.session_reuse.hash(&mut h);
+        self.alpn.hash(&mut h);
         for c in self.trusted.iter() {
             c.as_ref().hash(&mut h);
         }
@@ -167,6 +170,7 @@ impl Client {
             None => builder.with_no_client_auth(),
         };
         config.enable_sni = spec.sni;
+        config.alpn_protocols = spec.alpn.iter().map(|p| p.to_vec()).collect();
         config.resumption = if spec.session_reuse {
             Resumption::in_memory_sessions(256)
         } else {

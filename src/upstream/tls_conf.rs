@@ -1,5 +1,5 @@
 //! The `*_ssl_*` directives of the handlers that speak TLS to their peers
-//! (`proxy_pass https://`, `uwsgi_pass suwsgi://`): one settings type per
+//! (`proxy_pass https://`, `uwsgi_pass suwsgi://`, `grpc_pass grpcs://`): one settings type per
 //! prefix (`SslConf<P>`), one directive table per prefix from the same
 //! setters ([`directives!`](crate::upstream::tls_conf::directives)), and per
 //! request the TLS client and peer name a connection is made with
@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub trait Prefix: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// The directives' prefix (`proxy`, `uwsgi`).
     const NAME: &'static str;
+    /// The protocols offered by ALPN (`h2` for gRPC; none by default).
+    const ALPN: &'static [&'static [u8]] = &[];
     /// Where this prefix's settings sit.
     fn slot() -> &'static Slot;
 }
@@ -165,6 +167,7 @@ fn build<P: Prefix>(
         tls12_suites: pc.ciphers.as_deref().map(<[_]>::to_vec),
         session_reuse: pc.session_reuse,
         client_cert,
+        alpn: P::ALPN,
     })
 }
 

@@ -370,6 +370,25 @@ impl OwnFields {
 pub type Trailers =
     fn(&crate::core::request::Request<'_>, &Response) -> Vec<(&'static str, String)>;
 
+/// Trailer fields an upstream sent after its body (gRPC's `grpc-status`,
+/// `grpc-message`): the handler keeps them in the request's store, its body
+/// stream fills them in at the body's end, and [`passed_trailers`] (or
+/// `add_trailer`'s, which puts them first) sends them.
+#[derive(Debug, Default)]
+pub struct PassedTrailers(pub std::cell::RefCell<Vec<(&'static str, String)>>);
+
+/// The [`Trailers`] of a response whose trailer fields are an upstream's.
+pub fn passed_trailers(
+    req: &crate::core::request::Request<'_>,
+    _: &Response,
+) -> Vec<(&'static str, String)> {
+    req.state
+        .ext
+        .get::<PassedTrailers>()
+        .map(|t| t.0.borrow().clone())
+        .unwrap_or_default()
+}
+
 impl Response {
     pub fn new(status: u16) -> Self {
         Response {

@@ -3,7 +3,7 @@
 
 pub mod conf;
 
-use crate::core::message::response::{Response, Value};
+use crate::core::message::response::{PassedTrailers, Response, Value};
 use crate::core::module::{Hooks, Module, Ordered, VarDef};
 use crate::core::request::{Finished, Request};
 use conf::HeadersConf;
@@ -84,6 +84,10 @@ fn trailers(req: &Request<'_>, resp: &Response) -> Vec<(&'static str, String)> {
     let hc = req.conf.get::<HeadersConf>();
     let ok = applies(resp.status);
     let sent = req.state.ext.get_or_insert_with(SentTrailers::default);
+    // An upstream's own trailers (gRPC's) go first.
+    if let Some(passed) = req.state.ext.get::<PassedTrailers>() {
+        sent.0.borrow_mut().extend(passed.0.take());
+    }
     for h in hc.add_trailer.iter().filter(|h| ok || h.always) {
         let value = match &h.literal {
             Some(l) => l.to_string(),

@@ -121,10 +121,6 @@ fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxyConfSet {
     s.loc().get_mut::<ProxyConfSet>()
 }
 
-fn time(d: &Directive) -> Result<Duration, ConfError> {
-    values::time(d, 0)
-}
-
 fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     let in_block = matches!(s, Scope::LimitExcept(_) | Scope::LocationIf(_));
     let (Scope::Location(l) | Scope::LimitExcept(l) | Scope::LocationIf(l)) = s else {
@@ -200,13 +196,7 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
     Ok(())
 }
 
-fn push<T: Clone>(slot: &mut Option<Arc<[T]>>, v: T) {
-    let mut list: Vec<T> = slot.as_deref().map(<[T]>::to_vec).unwrap_or_default();
-    list.push(v);
-    *slot = Some(Arc::from(list));
-}
-
-fn header_name(d: &Directive) -> Result<String, ConfError> {
+pub(crate) fn header_name(d: &Directive) -> Result<String, ConfError> {
     let n = d.arg(0);
     if n.is_empty()
         || !n
@@ -228,6 +218,202 @@ fn pair_or_off(d: &Directive) -> Result<Option<(String, String)>, ConfError> {
         )),
     }
 }
+
+/// The directives every HTTP handler of upstreams has (`proxy_*`,
+/// `grpc_*`; `$p` the prefix), setting the fields of their names in its
+/// settings `$Set`: `*_set_header` (default `$set_default`, `$set_more` said
+/// after), `*_read_timeout` (`$read_more` said after) and `*_buffer_size`
+/// (default `$buf_default`) differ.
+macro_rules! upstream_defs {
+    ($p:literal, $Set:ty, $set_default:literal, $set_more:literal, $read_more:literal, $buf_default:literal) => {
+        &[
+            Def {
+                name: concat!($p, "_set_header"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: Arity::args(2, 2),
+                set: |s, d, e| {
+                    let name = $crate::modules::proxy::conf::header_name(d)?;
+                    let t = values::template(d, 1, &mut e.vars)?;
+                    values::push(&mut s.loc().get_mut::<$Set>().set_headers, (name, t));
+                    Ok(())
+                },
+                syntax: concat!($p, "_set_header field value;"),
+                default: $set_default,
+                doc: concat!("Sets (or, with an empty value, removes) a request header sent to the upstream; the value may hold variables. A level with any `", $p, "_set_header` does not inherit those of the levels above, as nginx.", $set_more, "\n\n```nginx\n", $p, "_set_header X-Real-IP $remote_addr;\n", $p, "_set_header Host $host;\n```"),
+            },
+            Def {
+                name: concat!($p, "_hide_header"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    let n = $crate::modules::proxy::conf::header_name(d)?;
+                    values::push(&mut s.loc().get_mut::<$Set>().hide_headers, n);
+                    Ok(())
+                },
+                syntax: concat!($p, "_hide_header field;"),
+                default: "—",
+                doc: concat!("A response header of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.\n\n```nginx\n", $p, "_hide_header X-Powered-By;\n```"),
+            },
+            Def {
+                name: concat!($p, "_pass_header"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    let n = $crate::modules::proxy::conf::header_name(d)?;
+                    values::push(&mut s.loc().get_mut::<$Set>().pass_headers, n);
+                    Ok(())
+                },
+                syntax: concat!($p, "_pass_header field;"),
+                default: "—",
+                doc: concat!("Passes a response header that is hidden by default: X-Accel-*, X-Pad, and the upstream's `Server` and `Date` in place of vireo's own (none when the upstream sent none).\n\n```nginx\n", $p, "_pass_header Server;\n```"),
+            },
+            Def {
+                name: concat!($p, "_bind"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: Arity::args(1, 2),
+                set: |s, d, e| {
+                    let v = $crate::upstream::bind::parse(d, e)?;
+                    values::set_once(&mut s.loc().get_mut::<$Set>().bind, v, d)
+                },
+                syntax: concat!($p, "_bind address [transparent] | off;"),
+                default: "off",
+                doc: concat!("Connections to upstreams go out from this local address (`ip` or `ip:port`; variables allowed, an empty value is the kernel's choice); `off` cancels an inherited one. A bound connection is opened for the request rather than taken from the keep-alive pool. With `transparent` the address need not be the host's (a client's, for a transparent proxy; the routing that brings the replies back is the system's): the socket gets IP_TRANSPARENT, and a server started as root keeps CAP_NET_RAW for it after switching to `user`, as nginx.\n\n```nginx\n", $p, "_bind 192.0.2.10;\n", $p, "_bind $remote_addr transparent;\n", $p, "_bind $split_source;\n```"),
+            },
+            Def {
+                name: concat!($p, "_socket_keepalive"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().socket_keepalive = Some(values::flag(d, 0)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_socket_keepalive on | off;"),
+                default: "off",
+                doc: concat!("Turns on TCP keep-alive probes (SO_KEEPALIVE, with the system's timings) on new connections to upstreams.\n\n```nginx\n", $p, "_socket_keepalive on;\n```"),
+            },
+            Def {
+                name: concat!($p, "_connect_timeout"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().connect_timeout = Some(values::time(d, 0)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_connect_timeout time;"),
+                default: "60s",
+                doc: concat!("How long connecting to a peer (a TLS handshake included) may take; then the next peer is tried (next_upstream timeout) or the client gets 504.\n\n```nginx\n", $p, "_connect_timeout 5s;\n```"),
+            },
+            Def {
+                name: concat!($p, "_send_timeout"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().send_timeout = Some(values::time(d, 0)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_send_timeout time;"),
+                default: "60s",
+                doc: concat!("How long sending the request to the upstream may wait at one point: one write (over HTTP/2, also room in the flow-control window).\n\n```nginx\n", $p, "_send_timeout 60s;\n```"),
+            },
+            Def {
+                name: concat!($p, "_read_timeout"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().read_timeout = Some(values::time(d, 0)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_read_timeout time;"),
+                default: "60s",
+                doc: concat!("How long one read from the upstream may wait (the response head: then 504; the body: the response is cut short).", $read_more, "\n\n```nginx\n", $p, "_read_timeout 300s;\n```"),
+            },
+            Def {
+                name: concat!($p, "_buffer_size"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().buffer_size = Some(values::size(d, 0)?.max(1024) as usize);
+                    Ok(())
+                },
+                syntax: concat!($p, "_buffer_size size;"),
+                default: $buf_default,
+                doc: concat!("Largest upstream response head; a bigger one is answered with 502 (\"upstream sent too big header\").\n\n```nginx\n", $p, "_buffer_size 16k;\n```"),
+            },
+            Def {
+                name: concat!($p, "_next_upstream"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: Arity::args(1, 12),
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().next_upstream = Some(NextUpstream::parse(d, NextUpstream::PROXY)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;"),
+                default: "error timeout",
+                doc: concat!("When to try the next peer: connection errors, timeouts, invalid reply heads, these statuses. POST, LOCK and PATCH requests are not retried once sent unless `non_idempotent` is given.\n\n```nginx\n", $p, "_next_upstream error timeout http_502;\n```"),
+            },
+            Def {
+                name: concat!($p, "_next_upstream_tries"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().next_upstream_tries = Some(values::number(d, 0)? as u32);
+                    Ok(())
+                },
+                syntax: concat!($p, "_next_upstream_tries number;"),
+                default: "0",
+                doc: concat!("Most attempts per request (0: no limit beyond the peers).\n\n```nginx\n", $p, "_next_upstream_tries 3;\n```"),
+            },
+            Def {
+                name: concat!($p, "_next_upstream_timeout"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().next_upstream_timeout = Some(values::time(d, 0)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_next_upstream_timeout time;"),
+                default: "0",
+                doc: concat!("No further attempt starts after this long (0: no limit).\n\n```nginx\n", $p, "_next_upstream_timeout 10s;\n```"),
+            },
+            Def {
+                name: concat!($p, "_intercept_errors"),
+                ignored: false,
+                ctx: Ctx::HSL,
+                arity: ONE,
+                set: |s, d, _| {
+                    s.loc().get_mut::<$Set>().intercept_errors = Some(values::flag(d, 0)?);
+                    Ok(())
+                },
+                syntax: concat!($p, "_intercept_errors on | off;"),
+                default: "off",
+                doc: concat!("Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\n", $p, "_intercept_errors on;\nerror_page 502 503 /maintenance.html;\n```"),
+            },
+        ]
+    };
+}
+pub(crate) use upstream_defs;
+
+/// The `proxy_*` directives that every HTTP handler of upstreams has.
+pub static COMMON: &[Def] = upstream_defs!(
+    "proxy",
+    ProxyConfSet,
+    "Host $proxy_host; Connection close",
+    "",
+    " Also the idle timeout of WebSocket tunnels.",
+    "8k"
+);
 
 pub static DIRECTIVES: &[Def] = &[
     Def {
@@ -256,49 +442,6 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_http_version 1.0 | 1.1;",
         default: "1.0",
         doc: "HTTP version of requests to the upstream. 1.1 is needed for keep-alive upstream connections (with `proxy_set_header Connection \"\"`), chunked request bodies and WebSocket.\n\n```nginx\nproxy_http_version 1.1;\n```",
-    },
-    Def {
-        name: "proxy_set_header",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: Arity::args(2, 2),
-        set: |s, d, e| {
-            let name = header_name(d)?;
-            let t = crate::conf::values::template(d, 1, &mut e.vars)?;
-            push(&mut loc(s).set_headers, (name, t));
-            Ok(())
-        },
-        syntax: "proxy_set_header field value;",
-        default: "Host $proxy_host; Connection close",
-        doc: "Sets (or, with an empty value, removes) a request header sent to the upstream; the value may hold variables. A level with any `proxy_set_header` does not inherit those of the levels above, as nginx.\n\n```nginx\nproxy_set_header Host $host;\nproxy_set_header X-Forwarded-For $remote_addr;\n```",
-    },
-    Def {
-        name: "proxy_hide_header",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            let n = header_name(d)?;
-            crate::conf::values::push(&mut loc(s).hide_headers, n);
-            Ok(())
-        },
-        syntax: "proxy_hide_header field;",
-        default: "—",
-        doc: "A response header of the upstream not to pass to the client, besides Date, Server, X-Pad and X-Accel-* which are hidden by default.\n\n```nginx\nproxy_hide_header X-Powered-By;\n```",
-    },
-    Def {
-        name: "proxy_pass_header",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            let n = header_name(d)?;
-            crate::conf::values::push(&mut loc(s).pass_headers, n);
-            Ok(())
-        },
-        syntax: "proxy_pass_header field;",
-        default: "—",
-        doc: "Passes a response header that is hidden by default (X-Accel-*, X-Pad; Date and Server are always vireo's own).\n\n```nginx\nproxy_pass_header Server;\n```",
     },
     Def {
         name: "proxy_pass_request_headers",
@@ -394,19 +537,6 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_cookie_domain off | domain replacement;",
         default: "off",
         doc: "Rewrites the `domain=` attribute of Set-Cookie headers from the upstream (case-insensitive match).\n\n```nginx\nproxy_cookie_domain backend.internal example.com;\n```",
-    },
-    Def {
-        name: "proxy_bind",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: Arity::args(1, 2),
-        set: |s, d, e| {
-            let v = crate::upstream::bind::parse(d, e)?;
-            values::set_once(&mut loc(s).bind, v, d)
-        },
-        syntax: "proxy_bind address [transparent] | off;",
-        default: "off",
-        doc: "Connections to upstreams go out from this local address (`ip` or `ip:port`; variables allowed, an empty value is the kernel's choice); `off` cancels an inherited one. A bound connection is opened for the request rather than taken from the keep-alive pool. With `transparent` the address need not be the host's (a client's, for a transparent proxy; the routing that brings the replies back is the system's): the socket gets IP_TRANSPARENT, and a server started as root keeps CAP_NET_RAW for it after switching to `user`, as nginx.\n\n```nginx\nproxy_bind 192.0.2.10;\nproxy_bind $remote_addr transparent;\nproxy_bind $split_source;\n```",
     },
     Def {
         name: "proxy_set_body",
@@ -508,45 +638,6 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Rewrites a leading `path` in the `path=` attribute of Set-Cookie headers from the upstream.\n\n```nginx\nproxy_cookie_path /app/ /;\n```",
     },
     Def {
-        name: "proxy_connect_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).connect_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "proxy_connect_timeout time;",
-        default: "60s",
-        doc: "How long connecting to a peer may take; then the next peer is tried (next_upstream timeout) or the client gets 504.\n\n```nginx\nproxy_connect_timeout 5s;\n```",
-    },
-    Def {
-        name: "proxy_send_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).send_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "proxy_send_timeout time;",
-        default: "60s",
-        doc: "How long one write of the request to the upstream may wait.\n\n```nginx\nproxy_send_timeout 60s;\n```",
-    },
-    Def {
-        name: "proxy_read_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).read_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "proxy_read_timeout time;",
-        default: "60s",
-        doc: "How long one read from the upstream may wait (the response head: then 504; the body: the response is cut short). Also the idle timeout of WebSocket tunnels.\n\n```nginx\nproxy_read_timeout 300s;\n```",
-    },
-    Def {
         name: "proxy_buffering",
         ignored: false,
         ctx: Ctx::HSL,
@@ -558,19 +649,6 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_buffering on | off;",
         default: "on",
         doc: "With either value the response streams to the client with bounded memory (one buffer per request) and backpressure on the upstream. What `off` changes is compression: a compressed response (`gzip`, `brotli`, `zstd`) is flushed whenever the upstream pauses, so each piece reaches the client at once, as nginx flushes its gzip filter per piece when unbuffered; with `on` the encoder holds its output until it has a block. The upstream can choose per response with `X-Accel-Buffering: yes | no`. See docs/proxy.md.\n\n```nginx\nproxy_buffering off;\n```",
-    },
-    Def {
-        name: "proxy_buffer_size",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).buffer_size = Some(values::size(d, 0)?.max(1024) as usize);
-            Ok(())
-        },
-        syntax: "proxy_buffer_size size;",
-        default: "8k",
-        doc: "Largest upstream response head; a bigger one is answered with 502 (\"upstream sent too big header\").\n\n```nginx\nproxy_buffer_size 16k;\n```",
     },
     Def {
         name: "proxy_buffers",
@@ -599,71 +677,6 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_request_buffering on | off;",
         default: "on",
         doc: "`on`: the whole request body is read (in memory up to `client_body_buffer_size`, else in a temporary file under `client_body_temp_path`) before the upstream is connected to, and sent with a Content-Length, so another peer can be tried. `off`: the body goes to the upstream as it arrives (chunked to an HTTP/1.1 upstream when its length is unknown; buffered for an HTTP/1.0 one), and an attempt is repeated only when nothing was sent.\n\n```nginx\nproxy_request_buffering off;\n```",
-    },
-    Def {
-        name: "proxy_next_upstream",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: Arity::args(1, 12),
-        set: |s, d, _| {
-            loc(s).next_upstream = Some(NextUpstream::parse(d, NextUpstream::PROXY)?);
-            Ok(())
-        },
-        syntax: "proxy_next_upstream error | timeout | invalid_header | http_500 | http_502 | http_503 | http_504 | http_403 | http_404 | http_429 | non_idempotent ... | off;",
-        default: "error timeout",
-        doc: "When to try the next peer: connection errors, timeouts, invalid reply heads, these statuses. POST, LOCK and PATCH requests are not retried once sent unless `non_idempotent` is given.\n\n```nginx\nproxy_next_upstream error timeout http_502;\n```",
-    },
-    Def {
-        name: "proxy_next_upstream_tries",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).next_upstream_tries = Some(values::number(d, 0)? as u32);
-            Ok(())
-        },
-        syntax: "proxy_next_upstream_tries number;",
-        default: "0",
-        doc: "Most attempts per request (0: no limit beyond the peers).\n\n```nginx\nproxy_next_upstream_tries 3;\n```",
-    },
-    Def {
-        name: "proxy_next_upstream_timeout",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).next_upstream_timeout = Some(time(d)?);
-            Ok(())
-        },
-        syntax: "proxy_next_upstream_timeout time;",
-        default: "0",
-        doc: "No further attempt starts after this long (0: no limit).\n\n```nginx\nproxy_next_upstream_timeout 10s;\n```",
-    },
-    Def {
-        name: "proxy_intercept_errors",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).intercept_errors = Some(values::flag(d, 0)?);
-            Ok(())
-        },
-        syntax: "proxy_intercept_errors on | off;",
-        default: "off",
-        doc: "Upstream responses with a status of 300 or more that has an `error_page` are replaced by that page.\n\n```nginx\nproxy_intercept_errors on;\nerror_page 502 503 /maintenance.html;\n```",
-    },
-    Def {
-        name: "proxy_socket_keepalive",
-        ignored: false,
-        ctx: Ctx::HSL,
-        arity: ONE,
-        set: |s, d, _| {
-            loc(s).socket_keepalive = Some(values::flag(d, 0)?);
-            Ok(())
-        },
-        syntax: "proxy_socket_keepalive on | off;",
-        default: "off",
-        doc: "Turns on TCP keep-alive probes (SO_KEEPALIVE, with the system's timings) on new connections to upstreams.\n\n```nginx\nproxy_socket_keepalive on;\n```",
     },
     Def {
         name: "proxy_limit_rate",

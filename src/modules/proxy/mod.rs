@@ -27,9 +27,7 @@ pub mod conf;
 pub mod ssl;
 
 use crate::core::message::head::{BodyFraming, Method};
-use crate::core::message::response::{
-    Body, BodyStream, ClientIo, CutShort, OwnFields, Response, Value,
-};
+use crate::core::message::response::{Body, BodyStream, ClientIo, CutShort, Response, Value};
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::core::spare::Spares;
@@ -37,6 +35,9 @@ use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
 use crate::modules::client_body::{self, Buffered};
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Blocks;
+use crate::upstream::fields::{
+    self, Passed, escape, intercepted, is_hop_or_framing, passed_header,
+};
 use crate::upstream::io::{read_some, wait_readable, write_all, write_vectored};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
@@ -518,10 +519,10 @@ impl Proxy {
                 resp, conn, buf, &h, up, peer, vars, t0, pc, failed, unbuffered,
             );
             let mut f = fail(kind, h.status, String::new());
-            f.reply = Some(intercepted(req, pc, &r).unwrap_or(r));
+            f.reply = Some(intercepted(req, pc.intercept_errors, &r).unwrap_or(r));
             return Err(f.into());
         }
-        if let Some(e) = intercepted(req, pc, &resp) {
+        if let Some(e) = intercepted(req, pc.intercept_errors, &resp) {
             up.finished(peer, true);
             return Ok(e);
         }
@@ -613,13 +614,9 @@ impl Proxy {
                     .map_err(stale)?;
                 let mut off = 0;
                 loop {
-                    let piece = b.piece_at(off).map_err(|e| {
-                        let msg = format!(
-                            "{} while reading the client request body temporary file",
-                            crate::core::errlog::errno_text(&e)
-                        );
-                        Retry::Fail(fail(NextUpstream::OFF, 500, msg))
-                    })?;
+                    let piece = b
+                        .piece_at(off)
+                        .map_err(|e| Retry::Fail(Failure::body_file(&e)))?;
                     let Some(piece) = piece else { break };
                     off += piece.len() as u64;
                     write_all(conn, &piece, pc.send_timeout)
@@ -845,18 +842,8 @@ impl Proxy {
             trailers: None,
             own: None,
         };
-        // `proxy_pass_header Server` / `Date`: the upstream's in place of
-        // the server's own, and none when it sent none.
-        let passes = |n: &str| pc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(n));
-        let (server, date) = (passes("server"), passes("date"));
-        if server || date {
-            let empty = || Some(Value::Static(""));
-            resp.own = Some(Box::new(OwnFields {
-                server: server.then(empty).flatten(),
-                date: date.then(empty).flatten(),
-                ..OwnFields::default()
-            }));
-        }
+        resp.own =
+            fields::own_fields(|n| pc.pass_headers.iter().any(|p| p.eq_ignore_ascii_case(n)));
         for &(n, (va, vb)) in &h.fields {
             let (name, value) = (h.at(n), h.at((va, vb)));
             let is = |p: &String| name.eq_ignore_ascii_case(p);
@@ -865,15 +852,7 @@ impl Proxy {
                 resp.content_type = Some(Value::Slice(h.text.clone(), va, vb));
                 continue;
             }
-            if let (Passed::Own(is_date), Some(own)) = (kind, resp.own.as_deref_mut()) {
-                let slot = if is_date {
-                    &mut own.date
-                } else {
-                    &mut own.server
-                };
-                if slot.is_some() {
-                    *slot = Some(Value::Slice(h.text.clone(), va, vb));
-                }
+            if fields::keep_own(&mut resp, kind, || Value::Slice(h.text.clone(), va, vb)) {
                 continue;
             }
             if kind == Passed::Accel && name.eq_ignore_ascii_case("x-accel-charset") {
@@ -959,38 +938,22 @@ impl Proxy {
         {
             return Cow::Owned(u.to_vec());
         }
-        // The request's own URI goes unchanged when vireo did not change it.
-        let unchanged = || {
-            let mut normalized = Vec::new();
-            !req.state.internal
-                && req.state.redirects == 0
-                && req.state.args.is_none()
-                && crate::modules::static_files::uri::normalize(req.head.path(), &mut normalized)
-                    .is_ok()
-                && normalized == req.uri
+        let Some(u) = dest.uri.as_deref() else {
+            return fields::request_target(req);
         };
         let mut out = Vec::with_capacity(req.uri.len() + 16);
-        match dest.uri.as_deref() {
-            None if unchanged() => return Cow::Borrowed(req.request_uri()),
-            None => escape(&req.uri, &mut out),
-            Some(u) => {
-                let prefix = req
-                    .location
-                    .map(|l| l.pattern.as_bytes())
-                    .filter(|p| req.uri.starts_with(p));
-                match prefix {
-                    Some(p) => {
-                        out.extend_from_slice(u);
-                        escape(&req.uri[p.len()..], &mut out);
-                    }
-                    None => escape(&req.uri, &mut out),
-                }
+        let prefix = req
+            .location
+            .map(|l| l.pattern.as_bytes())
+            .filter(|p| req.uri.starts_with(p));
+        match prefix {
+            Some(p) => {
+                out.extend_from_slice(u);
+                escape(&req.uri[p.len()..], &mut out);
             }
+            None => escape(&req.uri, &mut out),
         }
-        if let Some(a) = req.args() {
-            out.push(b'?');
-            out.extend_from_slice(a);
-        }
+        fields::with_args(req, &mut out);
         Cow::Owned(out)
     }
 
@@ -1128,80 +1091,6 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[start..end]
 }
 
-/// What becomes of a header of the upstream's reply.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Passed {
-    /// Passed on as it is (unless proxy_hide_header names it).
-    As,
-    /// Content-Length: the client connection sets its own.
-    Not,
-    /// Date (`true`), Server: the server's own, unless proxy_pass_header
-    /// names it.
-    Own(bool),
-    /// X-Pad, X-Accel-*: hidden unless proxy_pass_header names it.
-    Accel,
-    ContentType,
-    /// Rewritten by proxy_redirect.
-    Location,
-    Refresh,
-    /// Rewritten by proxy_cookie_domain / proxy_cookie_path.
-    SetCookie,
-}
-
-/// Classify a reply header name, comparing each candidate of its length only.
-fn passed_header(name: &str) -> Passed {
-    let is = |n: &str| name.eq_ignore_ascii_case(n);
-    match name.len() {
-        4 if is("date") => Passed::Own(true),
-        5 if is("x-pad") => Passed::Accel,
-        6 if is("server") => Passed::Own(false),
-        7 if is("refresh") => Passed::Refresh,
-        8 if is("location") => Passed::Location,
-        10 if is("set-cookie") => Passed::SetCookie,
-        12 if is("content-type") => Passed::ContentType,
-        14 if is("content-length") => Passed::Not,
-        15..=18
-            if [
-                "x-accel-expires",
-                "x-accel-redirect",
-                "x-accel-limit-rate",
-                "x-accel-buffering",
-                "x-accel-charset",
-            ]
-            .iter()
-            .any(|n| is(n)) =>
-        {
-            Passed::Accel
-        }
-        _ => Passed::As,
-    }
-}
-
-/// Request headers never forwarded as they came: hop-by-hop ones (RFC 9110
-/// §7.6.1) and those vireo sets itself. Compares each candidate of the
-/// name's length only.
-fn is_hop_or_framing(n: &[u8]) -> bool {
-    let is = |h: &str| n.eq_ignore_ascii_case(h.as_bytes());
-    match n.len() {
-        2 => is("te"),
-        4 => is("host"),
-        6 => is("expect"),
-        7 => is("trailer") || is("upgrade"),
-        10 => is("connection") || is("keep-alive"),
-        14 => is("content-length"),
-        16 => is("proxy-connection"),
-        17 => is("transfer-encoding"),
-        _ => false,
-    }
-}
-
-/// Percent-encode what may not stand in a request path, as nginx.
-fn escape(uri: &[u8], out: &mut Vec<u8>) {
-    for piece in crate::core::path::escape_uri(uri) {
-        out.extend_from_slice(piece.as_bytes());
-    }
-}
-
 /// proxy_cookie_domain and proxy_cookie_path on one Set-Cookie value
 /// (`None`: none configured).
 fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
@@ -1236,32 +1125,6 @@ fn rewrite_cookie(pc: &ProxyConf, v: &str) -> Option<String> {
         out.push_str(rewritten.as_deref().unwrap_or(t));
     }
     Some(out)
-}
-
-/// `proxy_intercept_errors`: the error vireo answers in place of an upstream
-/// status of 300 or more that has an error_page; an intercepted 401 keeps
-/// the upstream's challenges, as nginx.
-fn intercepted(req: &Request<'_>, pc: &ProxyConf, resp: &Response) -> Option<Response> {
-    let status = resp.status;
-    let paged = req
-        .conf
-        .core
-        .error_pages
-        .as_deref()
-        .is_some_and(|p| p.find(status).is_some());
-    if !pc.intercept_errors || status < 300 || !paged {
-        return None;
-    }
-    let mut e = req.error(status);
-    if status == 401 {
-        e.headers.extend(
-            resp.headers
-                .iter()
-                .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
-                .cloned(),
-        );
-    }
-    Some(e)
 }
 
 /// proxy_cookie_flags on one Set-Cookie value (`None`: no rule is for it).
@@ -1674,7 +1537,7 @@ impl crate::core::message::response::Tunnel for Tunnel {
 pub static MODULE: Module = Module {
     name: "proxy",
     nginx_default: &["http_proxy_module"],
-    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES, conf::COMMON, conf::IGNORED],
     settings: Some(&conf::ProxyConf::KIND),
     variables: &[
         VarDef::name("proxy_host", |req, _, out| {
