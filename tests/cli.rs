@@ -60,7 +60,7 @@ fn version_flags() {
     for flag in [
         "--with-http_ssl_module",
         "--with-http_v2_module",
-        "--without-http_memcached_module",
+        "--without-http_browser_module",
     ] {
         assert!(args.split(' ').any(|a| a == flag), "{flag}: {args}");
     }
@@ -68,6 +68,8 @@ fn version_flags() {
     assert!(!args.contains("--without-http_ssi_module"), "{args}");
     assert!(!args.contains("--without-http_uwsgi_module"), "{args}");
     assert!(!args.contains("--without-http_scgi_module"), "{args}");
+    assert!(!args.contains("--without-http_grpc_module"), "{args}");
+    assert!(!args.contains("--without-http_memcached_module"), "{args}");
 }
 
 #[test]
