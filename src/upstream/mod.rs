@@ -393,6 +393,14 @@ pub struct UpstreamVars {
 pub type ReplyHead = (Arc<str>, Vec<(response::Span, response::Span)>);
 
 impl UpstreamVars {
+    /// These values as the request's `$upstream_*` (and `$proxy_*`), shared
+    /// with the handler that fills them in.
+    pub fn attach(self, req: &mut Request<'_>) -> Rc<RefCell<UpstreamVars>> {
+        let v = Rc::new(RefCell::new(self));
+        req.state.ext.insert(v.clone());
+        v
+    }
+
     /// The value of the last reply's first field named `name` (caseless).
     pub fn field(&self, name: &str) -> Option<&str> {
         let (text, fields) = self.head.as_ref()?;

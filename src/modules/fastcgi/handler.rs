@@ -18,7 +18,6 @@ use crate::upstream::dynamic::Target;
 use crate::upstream::next::NextUpstream;
 use crate::upstream::{UpConn, Upstream as Group, UpstreamVars};
 use bytes::{Bytes, BytesMut};
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -778,8 +777,7 @@ async fn exchange(
     record::stream(&mut first, Type::Params, ID, params.as_bytes());
     record::stream(&mut first, Type::Params, ID, b"");
     let first = first.freeze();
-    let vars = Rc::new(RefCell::new(UpstreamVars::default()));
-    req.state.ext.insert(vars.clone());
+    let vars = UpstreamVars::default().attach(req);
     let policy = Policy {
         next_upstream: conf.next_upstream,
         tries: conf.next_upstream_tries,

@@ -36,8 +36,6 @@ use crate::upstream::tls_conf::{self, Prefix, SslConf};
 use crate::upstream::{UpConn, Upstream, UpstreamRef, UpstreamVars};
 use conf::GrpcConf;
 use exchange::{Call, Plan};
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// The `grpc_pass` handler of one location.
@@ -158,8 +156,7 @@ impl GrpcPass {
                 return req.error(500);
             }
         };
-        let vars = Rc::new(RefCell::new(UpstreamVars::default()));
-        req.state.ext.insert(vars.clone());
+        let vars = UpstreamVars::default().attach(req);
         let bind = gc.bind.as_ref().and_then(|b| b.local(req, "grpc_bind"));
         let policy = Policy {
             next_upstream: gc.next_upstream,

@@ -16,7 +16,6 @@ use crate::upstream::next::NextUpstream;
 use crate::upstream::{UpConn, Upstream, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use conf::MemcachedConf;
-use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::rc::Rc;
@@ -73,8 +72,7 @@ impl Content for MemcachedPass {
                 return Outcome::Respond(req.error(502));
             };
             let c = req.conf.get::<MemcachedConf>();
-            let vars = Rc::new(RefCell::new(UpstreamVars::default()));
-            req.state.ext.insert(vars.clone());
+            let vars = UpstreamVars::default().attach(req);
             let policy = Policy {
                 next_upstream: c.next_upstream,
                 tries: c.next_upstream_tries,

@@ -360,12 +360,12 @@ impl Proxy {
             Ok(d) => d,
             Err(status) => return req.error(status),
         };
-        let vars = Rc::new(RefCell::new(UpstreamVars {
+        let vars = UpstreamVars {
             proxy_host: dest.host.clone(),
             proxy_port: dest.port.clone(),
             ..Default::default()
-        }));
-        req.state.ext.insert(vars.clone());
+        }
+        .attach(req);
         let uri = self.upstream_uri(req, &dest);
         let dial = match dest.tls {
             true => {

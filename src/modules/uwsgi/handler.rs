@@ -18,7 +18,6 @@ use crate::upstream::io::{read_some, write_all};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::{UpConn, Upstream as Group, UpstreamVars};
 use bytes::{Bytes, BytesMut};
-use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
@@ -143,8 +142,7 @@ async fn run<P: Proto>(
         own: matches!(plan, Plan::Stream) || bind.is_some(),
         keepalive: conf.socket_keepalive,
     };
-    let vars = Rc::new(RefCell::new(UpstreamVars::default()));
-    req.state.ext.insert(vars.clone());
+    let vars = UpstreamVars::default().attach(req);
     let policy = Policy {
         next_upstream: conf.next_upstream,
         tries: conf.next_upstream_tries,
