@@ -102,6 +102,8 @@ class Ctx:
         self.fpm_port = opts.port_base + 50
         self.upstream_port = opts.port_base + 51
         self.upstream_tls_port = opts.port_base + 52  # the proxy's https upstream
+        self.grpc_port = opts.port_base + 53  # the proxy's gRPC backend
+        self.h2c_port = opts.port_base + 54  # the front's cleartext HTTP/2 listener (gRPC)
         self._why = {}
 
     def port(self, name):
@@ -114,6 +116,7 @@ class Ctx:
         return {"@FPM@": f"127.0.0.1:{self.fpm_port}", "@FPM_HOST@": "127.0.0.1",
                 "@FPM_PORT@": self.fpm_port, "@UPSTREAM@": f"127.0.0.1:{self.upstream_port}",
                 "@UPSTREAM_TLS@": f"127.0.0.1:{self.upstream_tls_port}",
+                "@GRPC@": f"127.0.0.1:{self.grpc_port}", "@PORT_H2C@": self.h2c_port,
                 "@FPM_CONNS@": 2 * fpm_children(fpm_edits),
                 "@UPSTREAM_CONNS@": backend_workers(backend)}
 
@@ -1105,8 +1108,40 @@ def exp_proxy(opts, scratch):
             done = {r["path"] for r in results if r["server"] == s and r["run"] == k}
             results += [{"server": s, "path": p, "run": k, "error": failure(e)}
                         for p, _ in points if p not in done]
+        progress.step(f"{s:8} proxy grpc unary  run {k}/{opts.runs}")
+        results.append(dict(grpc_point(opts, ctx, s), server=s, path="grpc:unary", run=k))
     progress.close()
     return results
+
+
+GRPC_CALLS = 20000
+
+
+def grpc_point(opts, ctx, s):
+    """Unary gRPC calls (`/test.Echo/Unary`, an 8-byte message) through the front's
+    cleartext HTTP/2 listener to a grpcio server: h2load, 10 connections of 10 streams."""
+    if s == "haproxy":
+        return {"unsupported": "not set up for HAProxy"}
+    msg = ctx.scratch / "grpc-unary.bin"
+    msg.write_bytes(b"\0\0\0\0\x08" + b"8 bytes!")
+    backend = Server("grpc-echo", ctx.scratch, ctx.root, ctx.grpc_port)
+    try:
+        with ctx.serving(s, "proxy", backend="h2o", edits=PROXY_TLS_EDITS.get(s, ())) \
+                as (front, backends), backend:
+            cmd = ["taskset", "-c", vb.LOAD_CPU, "h2load", "-n", str(GRPC_CALLS), "-c", "10",
+                   "-m", "10", "-d", str(msg), "-H", "content-type: application/grpc",
+                   "-H", "te: trailers", f"http://127.0.0.1:{ctx.h2c_port}/test.Echo/Unary"]
+            subprocess.run(cmd[:5] + ["1000"] + cmd[6:], capture_output=True, timeout=120)
+            with Meter(front, backends + [backend]) as m:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            h = vb.parse_h2load(r.stdout)
+            if h["succeeded"] < GRPC_CALLS:
+                raise RuntimeError(f"{h['succeeded']} of {GRPC_CALLS} calls succeeded: "
+                                   f"{r.stdout[-500:]}")
+            return dict(m.result(h["requests"]), errors=h["failed"], p99_ms=None,
+                        rps=h["requests"] / m.wall if m.wall else 0.0)
+    except ERRORS as e:
+        return {"error": failure(e)}
 
 
 PROXY_FILES = ["2b.txt", "21k.txt"]
@@ -1114,7 +1149,11 @@ PROXY_TLS_FILES = ["2b.txt"]  # proxied from an https upstream (`proxys/`)
 # nginx.conf is the peers' own: its https upstream and /proxys/ location are added here
 # (vireo-proxy.conf and haproxy.cfg have theirs written in). nginx 1.22 offers TLS 1.3
 # to upstreams only when told (the h2o backend speaks nothing older).
+GRPC_BLOCK = ("  upstream beg { server @GRPC@; keepalive 64; }\n"
+              "  server {\n    listen 127.0.0.1:@PORT_H2C@ http2;\n"
+              "    location /test.Echo/ { grpc_pass grpc://beg; }\n  }\n")
 PROXY_TLS_EDITS = {"nginx": (
+    ("  server {\n", GRPC_BLOCK + "  server {\n"),
     ("  upstream be { server @UPSTREAM@; keepalive 64; }\n",
      "  upstream be { server @UPSTREAM@; keepalive 64; }\n"
      "  upstream bes { server @UPSTREAM_TLS@; keepalive 64; }\n"),
@@ -1141,9 +1180,9 @@ CACHE_LOCATIONS = (
     "proxy_set_header Connection \"\"; proxy_cache bench; proxy_cache_valid 200 1h; "
     "proxy_cache_lock on; access_log @DIR@/storm.log up; }\n")
 CACHE_EDITS = {
-    "vireo": (("  server {\n", CACHE_HTTP + "  server {\n"),
+    "vireo": (("  upstream be {", CACHE_HTTP + "  upstream be {"),
               ("    location /proxy/ {", CACHE_LOCATIONS + "    location /proxy/ {")),
-    "nginx": (("  server {\n", CACHE_HTTP + "  server {\n"),
+    "nginx": (("  upstream be {", CACHE_HTTP + "  upstream be {"),
               ("    location /proxy/ {", CACHE_LOCATIONS + "    location /proxy/ {")),
 }
 STORM_CLIENTS = 1000

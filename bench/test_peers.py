@@ -21,6 +21,7 @@ import vireobench as vb  # noqa: E402
 KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
         "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
         "@UPSTREAM_TLS@": "127.0.0.1:5",
+        "@GRPC@": "127.0.0.1:6", "@PORT_H2C@": 7,
         "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
         "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500}
 

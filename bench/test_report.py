@@ -604,6 +604,7 @@ class Templates(unittest.TestCase):
     KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
             "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
             "@UPSTREAM_TLS@": "127.0.0.1:5",
+            "@GRPC@": "127.0.0.1:6", "@PORT_H2C@": 7,
             "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
             "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500}
 

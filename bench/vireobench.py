@@ -112,6 +112,13 @@ SERVERS = {
         "cmd": lambda s: ["haproxy", "-db", "-f", str(s.conf)],
         "version": ["haproxy", "-v"], "stop": signal.SIGTERM,
     },
+    "grpc-echo": {  # the proxy experiment's gRPC backend: tests/grpc/peer.py (grpcio)
+        "conf": None,
+        "cmd": lambda s: ["python3", str(REPO / "tests" / "grpc" / "peer.py"), "server",
+                          str(s.port)],
+        "version": ["python3", "-c", "import grpc; print('grpcio', grpc.__version__)"],
+        "stop": signal.SIGTERM,
+    },
     "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
         "conf": None,
         "cmd": lambda s: [str(FLOOR), str(s.port), (s.root / "2b.txt").read_text()],
