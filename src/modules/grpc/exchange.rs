@@ -460,6 +460,10 @@ async fn capacity(s: &mut SendStream<Bytes>, n: usize, t: Duration) -> Result<us
     }
 }
 
+/// The most bytes a piece of the request body is queued with before the
+/// stream's window is known: one default HTTP/2 frame.
+const QUEUED: usize = 16 * 1024;
+
 /// Send `data` (the last piece when `end`) as the window allows.
 async fn send_data(
     s: &mut SendStream<Bytes>,
@@ -474,6 +478,15 @@ async fn send_data(
                 .map_err(|e| h2_fail(&e, "sending request to upstream")),
             false => Ok(()),
         };
+    }
+    // A small piece is queued without waiting for the stream's window (the
+    // stream holds it until the window opens, a bounded amount): the
+    // request's first piece then goes in the same write as its HEADERS, which
+    // a window granted only once the stream is open would send alone.
+    if data.len() <= QUEUED {
+        return s
+            .send_data(data, end)
+            .map_err(|e| h2_fail(&e, "sending request to upstream"));
     }
     while !data.is_empty() {
         let n = capacity(s, data.len(), t).await?.min(data.len());
