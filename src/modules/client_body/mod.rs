@@ -28,6 +28,16 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// How a gateway's request body goes to its upstream.
+pub enum Plan {
+    None,
+    /// Read whole before the first attempt (or earlier, by a mirror or for
+    /// `$request_body`).
+    Held(Rc<Buffered>),
+    /// From the client as it arrives.
+    Stream,
+}
+
 /// A request body read whole: in memory, or in a temporary file.
 #[derive(Debug, Default)]
 pub struct Buffered {

@@ -12,7 +12,7 @@ use crate::core::message::head::BodyFraming;
 use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::core::spare::Spares;
-use crate::modules::client_body::{self, Buffered};
+use crate::modules::client_body::{self, Buffered, Plan};
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Target;
 use crate::upstream::next::NextUpstream;
@@ -470,15 +470,6 @@ impl BodySrc<'_> {
             BodySrc::Conn(b) => b.chunk().await.map_err(Fail::Client),
         }
     }
-}
-
-/// How the request body goes to the application.
-enum Plan {
-    None,
-    /// Read whole before the first attempt.
-    Held(Rc<Buffered>),
-    /// From the client as it arrives.
-    Stream,
 }
 
 /// Send `first` (begin and params) then the body as STDIN while reading the

@@ -9,7 +9,7 @@ use crate::core::message::response::{
     Body, BodyStream, CutShort, PassedTrailers, Response, Value, passed_trailers,
 };
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
-use crate::modules::client_body::{self, Buffered};
+use crate::modules::client_body::{self, Buffered, Plan};
 use crate::upstream::driver::{Failure, Gave, Try};
 use crate::upstream::fields::{self, Passed};
 use crate::upstream::next::NextUpstream;
@@ -63,15 +63,6 @@ fn h2_fail(e: &h2::Error, while_: &str) -> Fail {
 
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "upstream timed out")
-}
-
-/// The request body as it goes to the upstream.
-pub(super) enum Plan {
-    None,
-    /// Read whole before (a mirror or `$request_body` read it).
-    Held(Rc<Buffered>),
-    /// From the client as it arrives.
-    Stream,
 }
 
 /// What every attempt of a request sends: its head.

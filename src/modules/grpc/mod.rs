@@ -30,12 +30,13 @@ use crate::core::message::response::Response;
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body;
+use crate::modules::client_body::Plan;
 use crate::upstream::driver::{self, Dial, Exchanged, Gave, Policy, Protocol, Try};
 use crate::upstream::fields::intercepted;
 use crate::upstream::tls_conf::{self, Prefix, SslConf};
 use crate::upstream::{UpConn, Upstream, UpstreamRef, UpstreamVars};
 use conf::GrpcConf;
-use exchange::{Call, Plan};
+use exchange::Call;
 use std::sync::Arc;
 
 /// The `grpc_pass` handler of one location.

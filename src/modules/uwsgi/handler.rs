@@ -9,7 +9,7 @@ use crate::core::message::head::BodyFraming;
 use crate::core::message::response::{Body, BodyStream, CutShort};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::cache;
-use crate::modules::client_body::{self, Buffered};
+use crate::modules::client_body::{self, Plan};
 use crate::modules::fastcgi::cgi_head::{self, BadHead, CgiHead};
 use crate::modules::fastcgi::respond::{self, Head};
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
@@ -21,7 +21,6 @@ use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,15 +41,6 @@ impl<P: Proto> Pass<P> {
             of: PhantomData,
         }
     }
-}
-
-/// How the request body goes to the application.
-enum Plan {
-    None,
-    /// Read whole before the first attempt.
-    Held(Rc<Buffered>),
-    /// From the client as it arrives (its length declared).
-    Stream,
 }
 
 impl<P: Proto> Content for Pass<P> {
