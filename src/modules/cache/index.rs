@@ -234,6 +234,12 @@ impl CacheZone {
         store::path(&self.dir, &self.p.levels, h)
     }
 
+    /// Forget the entry `h` and remove its file.
+    pub fn remove(&self, h: &[u8; 16]) {
+        self.shared.lock().forget(h);
+        let _ = std::fs::remove_file(self.path(h));
+    }
+
     /// Remove the files of these entries.
     pub fn remove_files(&self, gone: &[[u8; 16]]) {
         for h in gone {

@@ -405,17 +405,13 @@ async fn purge(zone: Arc<CacheZone>, key: Vec<u8>) -> u16 {
 }
 
 fn purge_files(z: &CacheZone, key: &[u8]) -> usize {
-    let remove = |h: &[u8; 16]| {
-        z.shared.lock().forget(h);
-        let _ = std::fs::remove_file(z.path(h));
-    };
     let prefix = key.strip_suffix(b"*");
     if prefix.is_none() {
         // The key's own entry says whether variants of it exist.
         let h = store::md5(&[key]);
         match Entry::open(&z.path(&h)) {
             Ok(e) if e.meta.key == key && e.meta.vary.is_empty() => {
-                remove(&h);
+                z.remove(&h);
                 return 1;
             }
             Ok(e) if e.meta.key == key => {}
@@ -432,7 +428,7 @@ fn purge_files(z: &CacheZone, key: &[u8]) -> usize {
             None => e.meta.key == key,
         });
         if matches {
-            remove(&h);
+            z.remove(&h);
             removed += 1;
         }
     });
@@ -576,15 +572,12 @@ impl<K: Kind> Fill<K> {
                     Err(_) if cold => None,
                     Ok(e) if e.meta.key == self.key => Some(e),
                     Ok(_) => None,
-                    Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-                        self.zone.shared.lock().forget(&self.hash);
-                        let _ = std::fs::remove_file(&path);
-                        None
-                    }
+                    // Damaged (logged), or of an older format (a miss).
                     Err(e) => {
-                        crate::error_log!(Crit, "cache file \"{}\": {e}", path.display());
-                        self.zone.shared.lock().forget(&self.hash);
-                        let _ = std::fs::remove_file(&path);
+                        if e.kind() != std::io::ErrorKind::Unsupported {
+                            crate::error_log!(Crit, "cache file \"{}\": {e}", path.display());
+                        }
+                        self.zone.remove(&self.hash);
                         None
                     }
                 },
