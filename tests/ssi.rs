@@ -155,6 +155,10 @@ fn start_with(slow: u16) -> Vireo {
             "<!--#include virtual=\"/setter\" -->:<!--#echo var=\"shared\" -->",
         ),
         (
+            "html/waited.html",
+            "<!--#include virtual=\"/setter\" wait=\"yes\" -->:<!--#echo var=\"shared\" -->",
+        ),
+        (
             "html/bad.html",
             "1<!--#nosuch -->2<!--#config errmsg=\"E!\" --><!--#echo -->3",
         ),
@@ -270,7 +274,11 @@ fn include_set_captures_the_body_within_the_buffer_size() {
 #[test]
 fn variables_set_in_a_subrequest_are_the_parents() {
     let v = start();
-    assert_eq!(body(&v, "/shared.html"), "[set]:from-sub");
+    // The include runs beside what follows it: the echo comes first and
+    // finds the variable unset (declared by `set`, so empty, not "(none)").
+    assert_eq!(body(&v, "/shared.html"), "[set]:");
+    // wait="yes" holds the rest of the document until the include is done.
+    assert_eq!(body(&v, "/waited.html"), "[set]:from-sub");
 }
 
 #[test]
@@ -349,4 +357,64 @@ fn http2_with_gzip_after_ssi() {
     let body = curl_h2_gzipped(v.port, "/gz/page.html");
     assert_eq!(body.len(), 73000);
     assert_eq!(body, format!("{}{}", "x".repeat(3000), "y".repeat(70000)));
+}
+
+/// An upstream answering every request after `delay`, with its path as
+/// the body; serves `n` requests, each on its own thread.
+fn delayed_upstream(n: usize, delay: Duration) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(n) {
+            let mut s = s.unwrap();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut b).unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&b[..n]);
+                }
+                let path = String::from_utf8_lossy(&head);
+                let path = path.split(' ').nth(1).unwrap_or("?").to_string();
+                std::thread::sleep(delay);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{path}",
+                    path.len()
+                );
+                s.write_all(reply.as_bytes()).unwrap();
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn includes_run_side_by_side_and_go_out_in_document_order() {
+    let up = delayed_upstream(3, Duration::from_millis(700));
+    let v = Vireo::start(&format!(
+        "events {{}}
+        http {{
+            server {{
+                listen 127.0.0.1:{{port}};
+                root {{dir}};
+                location = /page.html {{ ssi on; }}
+                location /up/ {{ proxy_pass http://127.0.0.1:{up}; }}
+            }}
+        }}"
+    ));
+    std::fs::write(
+        v.dir.path().join("page.html"),
+        "<<!--#include virtual=\"/up/1\" -->|<!--#include virtual=\"/up/2\" -->\
+         |<!--#include virtual=\"/up/3\" -->>",
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(body(&v, "/page.html"), "</up/1|/up/2|/up/3>");
+    // Three includes waiting 700 ms each at once: well under the 2.1 s
+    // they would take one after another.
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
 }

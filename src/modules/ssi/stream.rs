@@ -1,8 +1,11 @@
 //! The SSI body stream: pulls the document, parses it, runs its commands
-//! in order and hands out the result. An include's body is handed out
-//! piece by piece as its subrequest produces it, before anything that
-//! follows the command; text and command output are gathered up to
-//! `ssi_min_file_chunk` first.
+//! in order and hands out the result. The includes of what has been parsed
+//! start at once and run side by side, as nginx's subrequests do (an
+//! include waiting for its upstream does not hold back the next one); their
+//! bodies go out in document order, each piece by piece as its subrequest
+//! produces it, and an include behind another is driven only until its
+//! response head, so no body is held. Text and command output are gathered
+//! up to `ssi_min_file_chunk` first.
 
 use super::TimeFmt;
 use super::conf::SsiConf;
@@ -16,6 +19,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::rc::Rc;
+use std::task::Poll;
 
 /// nginx's default `errmsg`.
 const ERRMSG: &[u8] = b"[an error occurred while processing the directive]";
@@ -43,11 +47,19 @@ struct Recording {
     events: Vec<Event>,
 }
 
+/// What goes out, in document order, before the text being gathered.
+enum Part {
+    Text(Bytes),
+    /// A started include, its body still to hand out.
+    Include(Subrequest),
+}
+
 /// What a command leaves for the stream to do.
 enum Next {
     Nothing,
-    /// Hand out this include's body.
-    Stream(Subrequest),
+    /// Hand out this include's body; with `wait="yes"` (true), nothing
+    /// after the command runs until it has all gone out.
+    Stream(Subrequest, bool),
     /// Run these events (a stub block) before the rest.
     Events(Vec<Event>),
 }
@@ -57,7 +69,11 @@ pub struct Ssi {
     parser: Parser,
     events: VecDeque<Event>,
     origin: Rc<Origin>,
-    include: Option<Subrequest>,
+    /// What goes out before `out`: text and started includes, in document
+    /// order.
+    pending: VecDeque<Part>,
+    /// The last pending include was `wait="yes"`: the events wait.
+    waiting: bool,
     out: Vec<u8>,
     min_chunk: usize,
     silent: bool,
@@ -85,7 +101,8 @@ impl Ssi {
             parser: Parser::new(c.value_length as usize),
             events: VecDeque::new(),
             origin: req.subrequests(),
-            include: None,
+            pending: VecDeque::new(),
+            waiting: false,
             out: Vec::new(),
             min_chunk: c.min_file_chunk.max(1) as usize,
             silent: c.silent_errors,
@@ -118,21 +135,18 @@ impl Ssi {
 
     async fn step(&mut self) -> io::Result<Option<Bytes>> {
         loop {
-            if let Some(inc) = self.include.as_mut() {
-                match inc.next().await? {
-                    Some(p) => return Ok(Some(p)),
-                    None => self.include = None,
-                }
-                continue;
-            }
-            if let Some(ev) = self.events.pop_front() {
+            // The events parsed so far run first, so that every include
+            // among them is started.
+            self.waiting &= !self.pending.is_empty();
+            if let Some(ev) = self.events.pop_front_if(|_| !self.waiting) {
                 match self.event(ev).await? {
                     Next::Nothing => {}
-                    Next::Stream(s) => {
-                        self.include = Some(s);
+                    Next::Stream(s, wait) => {
                         if let Some(b) = self.take_out() {
-                            return Ok(Some(b));
+                            self.pending.push_back(Part::Text(b));
                         }
+                        self.pending.push_back(Part::Include(s));
+                        self.waiting = wait;
                     }
                     Next::Events(evs) => {
                         for e in evs.into_iter().rev() {
@@ -140,10 +154,26 @@ impl Ssi {
                         }
                     }
                 }
-                if self.out.len() >= self.min_chunk {
+                if self.pending.is_empty() && self.out.len() >= self.min_chunk {
                     return Ok(self.take_out());
                 }
                 continue;
+            }
+            match self.pending.front() {
+                Some(Part::Text(_)) => {
+                    let Some(Part::Text(b)) = self.pending.pop_front() else {
+                        unreachable!("front is text")
+                    };
+                    return Ok(Some(b));
+                }
+                Some(Part::Include(_)) => match self.include_piece().await? {
+                    Some(p) => return Ok(Some(p)),
+                    None => {
+                        self.pending.pop_front();
+                        continue;
+                    }
+                },
+                None => {}
             }
             let Some(src) = self.src.as_mut() else {
                 return Ok(self.take_out());
@@ -158,6 +188,31 @@ impl Ssi {
             }
             self.events.extend(evs);
         }
+    }
+
+    /// The next piece of the first pending include (`None` at its end),
+    /// while the includes behind it are driven up to their response heads.
+    async fn include_piece(&mut self) -> io::Result<Option<Bytes>> {
+        let Some((Part::Include(first), rest)) = self.pending.make_contiguous().split_first_mut()
+        else {
+            unreachable!("the first pending part is an include")
+        };
+        let mut piece = first.next();
+        let mut heads: Vec<_> = rest
+            .iter_mut()
+            .filter_map(|p| match p {
+                Part::Include(s) => Some(s.head()),
+                Part::Text(_) => None,
+            })
+            .collect();
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = piece.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            heads.retain_mut(|h| h.as_mut().poll(cx).is_pending());
+            Poll::Pending
+        })
+        .await
     }
 
     async fn event(&mut self, ev: Event) -> io::Result<Next> {
@@ -557,7 +612,7 @@ impl Ssi {
             self.set_var(var, v);
             return Ok(Next::Nothing);
         }
-        Ok(Next::Stream(sub))
+        Ok(Next::Stream(sub, wait == Some(b"yes".as_slice())))
     }
 }
 
@@ -586,9 +641,6 @@ fn request_var(req: &Request<'_>, name: &str) -> Option<Vec<u8>> {
     }
     let mut out = Vec::new();
     req.var_into(&var, &mut out, req);
-    if out.is_empty() && matches!(var, Var::User(_)) {
-        return None;
-    }
     Some(out)
 }
 
