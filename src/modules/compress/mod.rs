@@ -8,7 +8,8 @@
 //! checks (HTTP version, `gzip_proxied` for requests with Via, `gzip_disable`).
 //! The client's Accept-Encoding q-values choose among the codings that are on;
 //! equal weights go br, zstd, gzip. A compressed response loses its
-//! Content-Length (unless compressed at once) and Accept-Ranges, gets
+//! Content-Length (also when compressed at once, as nginx's always goes
+//! out chunked) and Accept-Ranges, gets
 //! `Content-Encoding` and a weak ETag. Ranges are answered by the static
 //! handler before this filter, so a 206 is never compressed.
 
@@ -117,7 +118,7 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     let c = req.conf.get::<CompressConf>();
     if !c.any_dynamic()
         || !matches!(resp.status, 200 | 403 | 404)
-        || matches!(resp.body, Body::Empty | Body::Multipart { .. })
+        || matches!(resp.body, Body::Multipart { .. })
         || find(&resp.headers, "content-encoding").is_some()
     {
         return;
@@ -133,7 +134,7 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     let mut eligible = [None; 3];
     for (slot, coding) in eligible.iter_mut().zip(Coding::ALL) {
         let (on, types, min) = c.dynamic(coding);
-        if on && types.matches(ct) && len.is_none_or(|n| n >= min.max(1)) {
+        if on && types.matches(ct) && len.is_none_or(|n| n >= min) {
             *slot = Some(coding);
         }
     }
@@ -163,6 +164,7 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
     let from_file = resp.status == 200 && find(&resp.headers, "last-modified").is_some();
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     let encoded = match body {
+        Body::Empty => at_once_bytes(params, Bytes::new(), None, budget),
         Body::Bytes(b) => {
             let pin = (budget > 0 && from_file && b.len() as u64 <= WHOLE).then(|| b.clone());
             at_once_bytes(params, b, pin, budget)
@@ -184,11 +186,17 @@ pub fn filter(req: &Request<'_>, resp: &mut Response) {
             }),
             Err(e) => Err((e, Body::Stream { stream, len })),
         },
-        other @ (Body::Empty | Body::Multipart { .. }) => {
-            Err((std::io::Error::other("not compressible"), other))
-        }
+        other @ Body::Multipart { .. } => Err((std::io::Error::other("not compressible"), other)),
     };
     match encoded {
+        // What was compressed whole goes out as nginx sends a body it
+        // compresses: without a length (chunked on HTTP/1.1).
+        Ok(Body::Bytes(z)) => {
+            resp.body = Body::Stream {
+                stream: Body::Bytes(z).into_stream().expect("a body"),
+                len: None,
+            }
+        }
         Ok(body) => resp.body = body,
         Err((e, body)) => {
             crate::error_log!(Error, "{} compression failed: {e}", coding.name());
