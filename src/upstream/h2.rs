@@ -164,14 +164,10 @@ pub trait Handler {
         out.push_str(addr);
     }
 
-    /// The response made of a reply; a reply whose status the handler's
-    /// `next_upstream` lists is a failure that carries it ([`outcome`]).
-    fn answer(
-        &self,
-        req: &Request<'_>,
-        at: &Try<'_>,
-        reply: Reply,
-    ) -> Result<Response, Gave<Response>>;
+    /// The response made of a reply. When the reply's status is one the
+    /// handler's `next_upstream` lists ([`Reply::fails`]), the attempt
+    /// fails carrying it: the client gets it when no other peer is tried.
+    fn answer(&self, req: &Request<'_>, reply: Reply) -> Response;
 }
 
 /// A [`Handler`] as the driver's protocol.
@@ -195,10 +191,8 @@ impl<H: Handler> Protocol for Over<H> {
         conn: UpConn,
         body: &mut dyn RequestBody,
     ) -> Result<Response, Gave<Response>> {
-        let ask = self.0.ask();
-        let session = session(ask, conn).await?;
-        let reply = call(ask, at, session, false, body).await?;
-        self.0.answer(req, at, reply)
+        let session = session(self.0.ask(), conn).await?;
+        exchange_on(&self.0, req, at, session, false, body).await
     }
 
     /// A session kept from an earlier exchange with the peer (`keepalive`
@@ -209,18 +203,24 @@ impl<H: Handler> Protocol for Over<H> {
         at: &'a Try<'_>,
         body: &'a mut dyn RequestBody,
     ) -> Option<Exchanged<'a, Response>> {
-        let ask = self.0.ask();
-        let session = take(at.up, &key(at, ask.tag))?;
-        Some(Box::pin(async move {
-            let reply = call(ask, at, session, true, body).await?;
-            self.0.answer(req, at, reply)
-        }))
+        let session = take(at.up, &key(at, self.0.ask().tag))?;
+        Some(Box::pin(exchange_on(&self.0, req, at, session, true, body)))
     }
 }
 
-/// The outcome of an exchange whose response is `resp`: a failure carrying
-/// it when its status `fails` (the reply's [`Reply::fails`]).
-pub fn outcome(fails: Option<NextUpstream>, resp: Response) -> Result<Response, Gave<Response>> {
+/// One exchange on `session` and the handler's response to it (see
+/// [`call`]).
+async fn exchange_on<H: Handler>(
+    h: &H,
+    req: &Request<'_>,
+    at: &Try<'_>,
+    session: Session,
+    kept: bool,
+    body: &mut dyn RequestBody,
+) -> Result<Response, Gave<Response>> {
+    let reply = call(h.ask(), at, session, kept, body).await?;
+    let fails = reply.fails;
+    let resp = h.answer(req, reply);
     match fails {
         Some(kind) => Err(Gave::Fail(Failure {
             kind,

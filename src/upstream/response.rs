@@ -377,6 +377,30 @@ mod tests {
     }
 
     #[test]
+    fn a_head_of_fields_reads_as_a_parsed_one() {
+        let h = UpstreamHead::of_fields(
+            404,
+            [
+                ("content-type", &b"text/plain"[..]),
+                ("set-cookie", b"a=1"),
+                ("set-cookie", b"b=\xff"),
+            ]
+            .into_iter(),
+        );
+        assert_eq!((h.status, h.reason()), (404, ""));
+        assert_eq!(h.header("Content-Type"), Some("text/plain"));
+        let cookies: Vec<_> = h.headers().filter(|(n, _)| *n == "set-cookie").collect();
+        assert_eq!(
+            cookies,
+            [("set-cookie", "a=1"), ("set-cookie", "b=\u{fffd}")]
+        );
+        assert_eq!(
+            (h.framing, h.reusable, h.upgrade),
+            (Framing::Close, false, false)
+        );
+    }
+
+    #[test]
     fn hop_by_hop_and_connection_named_headers_removed() {
         let h = p("HTTP/1.1 200 OK\r\nConnection: X-Secret, keep-alive\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nUpgrade: h2c\r\nX-Kept: 2\r\nContent-Length: 0\r\n\r\n").unwrap().unwrap();
         assert_eq!(h.headers().collect::<Vec<_>>(), [("X-Kept", "2")]);

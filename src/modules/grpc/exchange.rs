@@ -5,7 +5,6 @@
 use super::conf::GrpcConf;
 use crate::core::message::response::{Response, Value};
 use crate::core::request::Request;
-use crate::upstream::driver::{Gave, Try};
 use crate::upstream::fields::{self, Passed};
 use crate::upstream::h2::{self, Ask, Call, Handler, Reply};
 use crate::upstream::response::UpstreamHead;
@@ -97,16 +96,10 @@ impl Handler for Exchange<'_> {
 
     /// The reply's head for the client, its DATA streamed unbuffered and
     /// its trailers passed to the client's protocol.
-    fn answer(
-        &self,
-        req: &Request<'_>,
-        _: &Try<'_>,
-        reply: Reply,
-    ) -> Result<Response, Gave<Response>> {
+    fn answer(&self, req: &Request<'_>, reply: Reply) -> Response {
         let mut resp = response(self.gc, &reply.head);
-        let fails = reply.fails;
         reply.into_body(req, &mut resp, true, true);
-        h2::outcome(fails, resp)
+        resp
     }
 }
 

@@ -13,7 +13,6 @@ use super::conf::ProxyConf;
 use super::{Dest, Proxy};
 use crate::core::message::response::Response;
 use crate::core::request::Request;
-use crate::upstream::driver::{Gave, Try};
 use crate::upstream::fields::{intercepted, is_hop_or_framing};
 use crate::upstream::h2::{self, Ask, Call, Handler, Reply};
 use http::{HeaderMap, HeaderValue};
@@ -69,28 +68,21 @@ impl Handler for Exchange<'_> {
     }
 
     /// The response, as from an HTTP/1.x reply.
-    fn answer(
-        &self,
-        req: &Request<'_>,
-        _: &Try<'_>,
-        reply: Reply,
-    ) -> Result<Response, Gave<Response>> {
+    fn answer(&self, req: &Request<'_>, reply: Reply) -> Response {
         let pc = self.pc;
         let h = &reply.head;
         let unbuffered = !crate::upstream::buffering(pc.buffering, h.header("x-accel-buffering"));
         crate::modules::cache::origin(req, h.status, h.headers());
         let mut resp = self.proxy.response(req, pc, h);
-        let fails = reply.fails;
+        let fails = reply.fails.is_some();
         reply.into_body(req, &mut resp, false, unbuffered);
-        if fails.is_some() {
-            let r = intercepted(req, pc.intercept_errors, &resp).unwrap_or(resp);
-            return h2::outcome(fails, r);
-        }
         // An intercepted reply ends its attempt as its body is dropped.
         if let Some(e) = intercepted(req, pc.intercept_errors, &resp) {
-            return Ok(e);
+            return e;
         }
-        super::limit_rate(req, pc, &mut resp);
-        Ok(resp)
+        if !fails {
+            super::limit_rate(req, pc, &mut resp);
+        }
+        resp
     }
 }
