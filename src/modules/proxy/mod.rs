@@ -1,5 +1,6 @@
 //! Reverse proxy (`proxy_pass`): forwards the request to a peer of an
-//! upstream over HTTP/1.x and streams the reply back.
+//! upstream over HTTP/1.x (or HTTP/2 with `proxy_http_version 2`, see
+//! `h2.rs`) and streams the reply back.
 //!
 //! - The request sent is re-framed from what vireo parsed: hop-by-hop
 //!   headers (and those the client's Connection header names) are dropped,
