@@ -62,6 +62,7 @@ pub mod dns;
 pub mod driver;
 pub mod dynamic;
 pub mod fields;
+pub mod h2;
 pub mod health;
 pub mod io;
 pub mod next;
@@ -587,6 +588,7 @@ pub static MODULE: Module = Module {
     hooks: Hooks {
         loaded: Some(conf::finish),
         metrics: Some(stats::collect),
+        tick: Some(h2::trim_idle),
         ..Hooks::NONE
     },
     ..Module::EMPTY

@@ -59,6 +59,36 @@ impl UpstreamHead {
     pub fn header(&self, name: &str) -> Option<&str> {
         field(&self.text, &self.fields, name)
     }
+
+    /// The head of a reply that came as fields, not HTTP/1 text (an
+    /// HTTP/2 reply): its text is `name: value` lines, without a reason.
+    /// The body's framing and the connection's reuse are the stream's, not
+    /// the head's: `Framing::Close`, not reusable.
+    pub fn of_fields<'f>(status: u16, fields: impl Iterator<Item = (&'f str, &'f [u8])>) -> Self {
+        let mut text = String::with_capacity(256);
+        let mut spans = Vec::with_capacity(fields.size_hint().0);
+        for (n, v) in fields {
+            let a = text.len() as u32;
+            text.push_str(n);
+            let b = text.len() as u32;
+            text.push_str(": ");
+            let c = text.len() as u32;
+            text.push_str(&String::from_utf8_lossy(v));
+            let d = text.len() as u32;
+            text.push_str("\r\n");
+            spans.push(((a, b), (c, d)));
+        }
+        UpstreamHead {
+            status,
+            http11: true,
+            text: text.into(),
+            reason: (0, 0),
+            fields: spans,
+            framing: Framing::Close,
+            reusable: false,
+            upgrade: false,
+        }
+    }
 }
 
 /// The value of the first of `fields` (spans of `text`) named `name`
@@ -343,6 +373,30 @@ mod tests {
                 .unwrap()
                 .unwrap()
                 .reusable
+        );
+    }
+
+    #[test]
+    fn a_head_of_fields_reads_as_a_parsed_one() {
+        let h = UpstreamHead::of_fields(
+            404,
+            [
+                ("content-type", &b"text/plain"[..]),
+                ("set-cookie", b"a=1"),
+                ("set-cookie", b"b=\xff"),
+            ]
+            .into_iter(),
+        );
+        assert_eq!((h.status, h.reason()), (404, ""));
+        assert_eq!(h.header("Content-Type"), Some("text/plain"));
+        let cookies: Vec<_> = h.headers().filter(|(n, _)| *n == "set-cookie").collect();
+        assert_eq!(
+            cookies,
+            [("set-cookie", "a=1"), ("set-cookie", "b=\u{fffd}")]
+        );
+        assert_eq!(
+            (h.framing, h.reusable, h.upgrade),
+            (Framing::Close, false, false)
         );
     }
 

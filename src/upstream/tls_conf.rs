@@ -95,7 +95,10 @@ impl Default for Clients {
 /// grows past this (reloads leave old settings behind).
 const KEPT_CLIENTS: usize = 256;
 
-type ClientKey = (u64, Option<PathBuf>, Option<PathBuf>);
+type ClientKey = (u64, Option<PathBuf>, Option<PathBuf>, Alpn);
+
+/// The protocols a TLS client offers by ALPN.
+type Alpn = &'static [&'static [u8]];
 
 thread_local! {
     static CLIENTS: RefCell<FxHashMap<ClientKey, Arc<Client>>> =
@@ -103,17 +106,27 @@ thread_local! {
 }
 
 /// The TLS client and name for this request's connections to `default_name`'s
-/// peers (the host of the `*_pass` address, unless `*_ssl_name` gives one).
-/// `Err`: logged, 502.
+/// peers (the host of the `*_pass` address, unless `*_ssl_name` gives one),
+/// offering the prefix's ALPN protocols. `Err`: logged, 502.
 pub fn dial<P: Prefix>(req: &Request<'_>, pc: &SslConf<P>, default_name: &str) -> Result<Dial, ()> {
+    dial_alpn(req, pc, default_name, P::ALPN)
+}
+
+/// [`dial`] offering `alpn` (the proxy's `h2` with `proxy_http_version 2`).
+pub fn dial_alpn<P: Prefix>(
+    req: &Request<'_>,
+    pc: &SslConf<P>,
+    default_name: &str,
+    alpn: Alpn,
+) -> Result<Dial, ()> {
     let cert = pc.certificate.as_ref().and_then(|f| f.path(req));
     let key = pc.certificate_key.as_ref().and_then(|f| f.path(req));
-    let id = (pc.clients.id, cert, key);
+    let id = (pc.clients.id, cert, key, alpn);
     let fail = |msg: String| crate::error_log!(Error, "{msg}{}", req.log_context());
     let client = match CLIENTS.with(|c| c.borrow().get(&id).cloned()) {
         Some(c) => c,
         None => {
-            let c = build(pc, id.1.as_deref(), id.2.as_deref()).map_err(fail)?;
+            let c = build(pc, id.1.as_deref(), id.2.as_deref(), alpn).map_err(fail)?;
             CLIENTS.with(|m| {
                 let mut m = m.borrow_mut();
                 if m.len() >= KEPT_CLIENTS {
@@ -139,6 +152,7 @@ fn build<P: Prefix>(
     pc: &SslConf<P>,
     cert: Option<&std::path::Path>,
     key: Option<&std::path::Path>,
+    alpn: Alpn,
 ) -> Result<Arc<Client>, String> {
     let client_cert = match (cert, key) {
         (Some(c), Some(k)) => Some(Arc::new(crate::modules::ssl::config::load_key_pair(
@@ -167,7 +181,7 @@ fn build<P: Prefix>(
         tls12_suites: pc.ciphers.as_deref().map(<[_]>::to_vec),
         session_reuse: pc.session_reuse,
         client_cert,
-        alpn: P::ALPN,
+        alpn,
     })
 }
 

@@ -216,8 +216,14 @@ pub(super) async fn send<S: Stream>(
                         b"\r\n0\r\n\r\n"
                     });
                 }
-                // A source that broke off: what came goes out, head included.
-                let cut = !out.is_empty() && failed.as_ref().is_some_and(CutShort::is);
+                // A source that broke off: what came goes out, head included,
+                // its last chunk whole but no last-chunk marker after it (as
+                // nginx), so the client sees the body cut short.
+                let broke = failed.as_ref().is_some_and(CutShort::is);
+                if broke && chunked && !first {
+                    out.extend_from_slice(b"\r\n");
+                }
+                let cut = !out.is_empty() && broke;
                 if !batch.is_empty() || end || cut {
                     let mut segs = [(&[][..], false); 2 * GATHER_PIECES + 1];
                     let mut at = 0;

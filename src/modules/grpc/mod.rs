@@ -3,13 +3,12 @@
 //! (`grpc://`), or TLS with ALPN `h2` (`grpcs://`, the `grpc_ssl_*`
 //! directives) — and the reply's head, DATA and trailers come back.
 //!
-//! - An attempt runs one stream on an HTTP/2 session (`exchange`): the `h2`
-//!   crate's client over a new [`crate::upstream::UpConn`], its frames moved
-//!   by a task of the worker; with `keepalive` in the upstream block, a
-//!   session whose call ended cleanly is kept per worker and peer for the
-//!   next call (`Protocol::kept`), one stream at a time as nginx, up to
-//!   `keepalive` idle sessions a peer, for `keepalive_timeout` and
-//!   `keepalive_requests`.
+//! - An attempt runs one stream on an HTTP/2 session of the shared client
+//!   (`upstream::h2`, which the proxy's `proxy_http_version 2` uses too):
+//!   the `h2` crate's client over a new [`crate::upstream::UpConn`]; with
+//!   `keepalive` in the upstream block, a session whose call ended cleanly
+//!   is kept per worker and peer for the next call, one stream at a time as
+//!   nginx. `exchange` makes the call's head and the response of a reply.
 //! - The request body streams to the upstream as the client sends it (from
 //!   HTTP/2 or HTTP/1.1), while the reply head is awaited, so an upstream
 //!   may answer before it read all of it; a body read whole before (a
@@ -27,16 +26,17 @@ pub mod conf;
 mod exchange;
 
 use crate::core::message::response::Response;
-use crate::core::module::{Hooks, Module, VarDef};
+use crate::core::module::{Module, VarDef};
 use crate::core::request::{BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::modules::client_body;
 use crate::modules::client_body::Plan;
-use crate::upstream::driver::{self, Dial, Exchanged, Gave, Policy, Protocol, Try};
+use crate::upstream::driver::{self, Dial, Policy};
 use crate::upstream::fields::intercepted;
+use crate::upstream::h2::{Ask, Over};
 use crate::upstream::tls_conf::{self, Prefix, SslConf};
-use crate::upstream::{UpConn, Upstream, UpstreamRef, UpstreamVars};
+use crate::upstream::{Upstream, UpstreamRef, UpstreamVars};
 use conf::GrpcConf;
-use exchange::Call;
+use exchange::Exchange;
 use std::sync::Arc;
 
 /// The `grpc_pass` handler of one location.
@@ -150,7 +150,7 @@ impl GrpcPass {
             Plan::Stream => body.declared_len(),
             Plan::None => None,
         };
-        let call = match Call::new(req, gc, tls, &authority, body_len) {
+        let call = match exchange::call(req, gc, tls, &authority, body_len) {
             Ok(c) => c,
             Err(msg) => {
                 crate::error_log!(Error, "{msg}{}", req.log_context());
@@ -166,84 +166,31 @@ impl GrpcPass {
             connect_timeout: gc.connect_timeout,
             streamed: matches!(plan, Plan::Stream),
         };
-        // Sessions are kept by the exchange, not in the connection pool:
-        // a new connection is one of the call's own.
+        // Sessions are kept by the HTTP/2 client, not in the connection
+        // pool: a new connection is one of the call's own.
         let dial = Dial {
             tls: dial.as_ref(),
             bind,
             own: true,
             keepalive: gc.socket_keepalive,
         };
-        let ex = Exchange {
+        let ex = Over(Exchange {
             gc,
-            scheme: if tls { "grpcs" } else { "grpc" },
-            tag: dial.tls.map_or(0, |d| d.tag),
-            call: &call,
-            plan: &plan,
-        };
+            ask: Ask {
+                call: &call,
+                plan: &plan,
+                scheme: if tls { "grpcs" } else { "grpc" },
+                tag: dial.tls.map_or(0, |d| d.tag),
+                send_timeout: gc.send_timeout,
+                read_timeout: gc.read_timeout,
+                buffer_size: gc.buffer_size,
+                watch: true,
+            },
+        });
         let resp = match driver::run(&ex, req, &up, body, &policy, &dial, &vars).await {
             Ok(resp) | Err(resp) => resp,
         };
         intercepted(req, gc.intercept_errors, &resp).unwrap_or(resp)
-    }
-}
-
-/// One call's exchange with a peer.
-struct Exchange<'a> {
-    gc: &'a GrpcConf,
-    scheme: &'static str,
-    /// The TLS tag of the connections (0: cleartext): sessions made with
-    /// other TLS settings or names are not taken.
-    tag: u64,
-    call: &'a Call,
-    plan: &'a Plan,
-}
-
-impl Exchange<'_> {
-    fn key(&self, at: &Try<'_>) -> exchange::Key {
-        (
-            Arc::as_ptr(at.up) as usize,
-            at.up.addrs[at.peer].clone(),
-            self.tag,
-        )
-    }
-}
-
-impl Protocol for Exchange<'_> {
-    type Reply = Response;
-
-    fn scheme(&self) -> &str {
-        self.scheme
-    }
-
-    async fn exchange(
-        &self,
-        req: &Request<'_>,
-        at: &Try<'_>,
-        conn: UpConn,
-        body: &mut dyn RequestBody,
-    ) -> Result<Response, Gave<Response>> {
-        let session = exchange::session(self.gc, conn).await?;
-        let key = self.key(at);
-        exchange::call(
-            req, self.gc, at, session, false, key, self.call, self.plan, body,
-        )
-        .await
-    }
-
-    /// An HTTP/2 session kept from an earlier call to the peer
-    /// (`keepalive` in the upstream block), a stream at a time as nginx.
-    fn kept<'a>(
-        &'a self,
-        req: &'a Request<'_>,
-        at: &'a Try<'_>,
-        body: &'a mut dyn RequestBody,
-    ) -> Option<Exchanged<'a, Response>> {
-        let key = self.key(at);
-        let session = exchange::take(at.up, &key)?;
-        Some(Box::pin(exchange::call(
-            req, self.gc, at, session, true, key, self.call, self.plan, body,
-        )))
     }
 }
 
@@ -277,9 +224,5 @@ pub static MODULE: Module = Module {
             out.extend_from_slice(b"trailers");
         }
     })],
-    hooks: Hooks {
-        tick: Some(exchange::trim_idle),
-        ..Hooks::NONE
-    },
     ..Module::EMPTY
 };

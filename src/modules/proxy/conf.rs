@@ -6,6 +6,7 @@ use crate::conf::ast::{ConfError, Directive};
 use crate::conf::model::LocKind;
 use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
 use crate::conf::values;
+use crate::core::message::head::Version;
 use crate::core::vars::{Re, Template};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::store::Store;
@@ -71,8 +72,8 @@ pub enum RedirectFrom {
 crate::settings! {
     /// Settings of the proxy module.
     pub struct ProxyConf / ProxyConfSet {
-        /// HTTP/1.1 to the upstream (else 1.0).
-        pub http11: bool = false,
+        /// `proxy_http_version`: HTTP/1.0, HTTP/1.1 or HTTP/2 to the upstream.
+        pub http_version: Version = Version::Http10,
         /// `proxy_set_header` pairs (besides the defaults Host and Connection).
         pub set_headers: Arc<[(String, Template)]> = Arc::from(Vec::new()),
         pub hide_headers: Arc<[String]> = Arc::from(Vec::new()),
@@ -432,16 +433,17 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            loc(s).http11 = Some(match d.arg(0) {
-                "1.0" => false,
-                "1.1" => true,
+            loc(s).http_version = Some(match d.arg(0) {
+                "1.0" => Version::Http10,
+                "1.1" => Version::Http11,
+                "2" => Version::Http2,
                 v => return Err(values::bad_arg(d, v)),
             });
             Ok(())
         },
-        syntax: "proxy_http_version 1.0 | 1.1;",
+        syntax: "proxy_http_version 1.0 | 1.1 | 2;",
         default: "1.0",
-        doc: "HTTP version of requests to the upstream. 1.1 is needed for keep-alive upstream connections (with `proxy_set_header Connection \"\"`), chunked request bodies and WebSocket.\n\n```nginx\nproxy_http_version 1.1;\n```",
+        doc: "HTTP version of requests to the upstream. 1.1 is needed for keep-alive upstream connections (with `proxy_set_header Connection \"\"`), chunked request bodies and WebSocket. 2 speaks HTTP/2: to `http://` with prior knowledge (h2c), to `https://` with ALPN `h2`; each request is one stream, and with `keepalive` in the upstream block the HTTP/2 connection is kept for the next request to the peer (one stream at a time, as nginx). The request's fields become HTTP/2 fields (`Host` the `:authority`; hop-by-hop fields such as Connection, Keep-Alive, Upgrade and TE are not sent), the body goes in DATA frames, with or without `proxy_request_buffering`, and the reply's head and body come back as from HTTP/1.x, to every proxy feature (cache, `proxy_next_upstream`, `proxy_intercept_errors`, `$upstream_*`); the reply's trailers are not passed, as nginx. WebSocket (an Upgrade) needs 1.1. See docs/proxy.md.\n\n```nginx\nproxy_http_version 1.1;\n\nlocation /h2/ {\n    proxy_http_version 2;\n    proxy_pass http://h2c-backend;\n}\n```",
     },
     Def {
         name: "proxy_pass_request_headers",
@@ -769,5 +771,12 @@ pub static IGNORED: &[Def] = &[
         ONE,
         "proxy_temp_file_write_size size;",
         "vireo never buffers a reply in a temporary file\n\n```nginx\nproxy_temp_file_write_size 16k;\n```",
+    ),
+    crate::conf::core_directives::ignored(
+        "proxy_busy_buffers_size",
+        Ctx::HSL,
+        ONE,
+        "proxy_busy_buffers_size size;",
+        "a reply is read one piece at a time as the client takes it, so no buffers are busy beyond that piece\n\n```nginx\nproxy_busy_buffers_size 16k;\n```",
     ),
 ];

@@ -1,5 +1,6 @@
 //! Reverse proxy (`proxy_pass`): forwards the request to a peer of an
-//! upstream over HTTP/1.x and streams the reply back.
+//! upstream over HTTP/1.x (or HTTP/2 with `proxy_http_version 2`, see
+//! `h2.rs`) and streams the reply back.
 //!
 //! - The request sent is re-framed from what vireo parsed: hop-by-hop
 //!   headers (and those the client's Connection header names) are dropped,
@@ -24,20 +25,22 @@
 //!   upstream before that 101.
 
 pub mod conf;
+mod h2;
 pub mod ssl;
 
-use crate::core::message::head::{BodyFraming, Method};
+use crate::core::message::head::{BodyFraming, Method, Version};
 use crate::core::message::response::{Body, BodyStream, ClientIo, CutShort, Response, Value};
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{BodyError, BoxFuture, Content, Outcome, Request, RequestBody};
 use crate::core::spare::Spares;
 use crate::http::h1::chunked::{Chunk, ChunkedDecoder};
-use crate::modules::client_body::{self, Buffered};
+use crate::modules::client_body::{self, Plan};
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::Blocks;
 use crate::upstream::fields::{
     self, Passed, escape, intercepted, is_hop_or_framing, passed_header,
 };
+use crate::upstream::h2::{Ask, Over};
 use crate::upstream::io::{read_some, wait_readable, write_all, write_vectored};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::{self as upresp, Framing, UpstreamHead};
@@ -286,6 +289,26 @@ impl Content for Proxy {
     }
 }
 
+/// `proxy_limit_rate`: the reply's body read no faster than it says.
+fn limit_rate(req: &Request<'_>, pc: &ProxyConf, resp: &mut Response) {
+    let Some(t) = &pc.limit_rate else { return };
+    let mut v = Vec::new();
+    t.render(req, &mut v);
+    match std::str::from_utf8(&v)
+        .ok()
+        .and_then(crate::conf::values::parse_size)
+    {
+        Some(0) => {}
+        Some(rate) => crate::modules::limit_rate::throttle(resp, rate, 0),
+        None => crate::error_log!(
+            Error,
+            "invalid proxy_limit_rate \"{}\"{}",
+            String::from_utf8_lossy(&v),
+            req.log_context()
+        ),
+    }
+}
+
 /// A failed attempt; a reply whose status failed carries the response.
 type Fail = Failure<Response>;
 
@@ -297,13 +320,16 @@ fn io_fail(e: &io::Error, while_: &str) -> Fail {
     Failure::io(e, while_)
 }
 
-/// The request body as it goes to the upstream.
-enum ReqBody {
-    None,
-    /// Read whole before the first attempt; its length sent as Content-Length.
-    Held(Rc<Buffered>),
-    /// Streamed from the client: Content-Length `Some`, else chunked.
-    Stream(Option<u64>),
+/// The Content-Length the request goes with (`None`: a streamed body of
+/// unknown length, chunked over HTTP/1.1).
+fn body_len(req: &Request<'_>, pc: &ProxyConf, plan: &Plan, declared: Option<u64>) -> Option<u64> {
+    match plan {
+        Plan::None => {
+            (pc.pass_request_body && req.head.framing == BodyFraming::Length(0)).then_some(0)
+        }
+        Plan::Held(b) => Some(b.len),
+        Plan::Stream => declared,
+    }
 }
 
 impl Proxy {
@@ -311,24 +337,24 @@ impl Proxy {
         let pc = req.conf.get::<ProxyConf>();
         // The body: read whole (buffered), or streamed when request buffering
         // is off and the upstream can take it as it comes (a body of unknown
-        // length needs HTTP/1.1's chunked framing).
+        // length needs HTTP/1.1's chunked framing, or HTTP/2).
         let has_body = pc.pass_request_body && req.head.framing != BodyFraming::None;
         let declared = body.declared_len();
         let streamed =
             !pc.request_buffering && pc.set_body.is_none() && client_body::held(req).is_none();
-        if has_body && streamed && (declared.is_some() || pc.http11) {
+        if has_body && streamed && (declared.is_some() || pc.http_version != Version::Http10) {
             let mut tee = client_body::Tee::new(req, body);
-            let resp = self.proxy(req, &mut tee, ReqBody::Stream(declared)).await;
+            let resp = self.proxy(req, &mut tee, Plan::Stream).await;
             tee.finish(req);
             return resp;
         }
         let plan = if has_body {
             match client_body::read_all(req, body).await {
-                Ok(b) => ReqBody::Held(b),
+                Ok(b) => Plan::Held(b),
                 Err(status) => return req.error(status),
             }
         } else {
-            ReqBody::None
+            Plan::None
         };
         // proxy_set_body: the client's body was read (`$request_body`); this
         // one goes instead.
@@ -336,7 +362,7 @@ impl Proxy {
             Some(t) => {
                 let mut v = Vec::new();
                 t.render(req, &mut v);
-                ReqBody::Held(Rc::new(client_body::Buffered {
+                Plan::Held(Rc::new(client_body::Buffered {
                     len: v.len() as u64,
                     mem: vec![Bytes::from(v)],
                     file: None,
@@ -351,7 +377,7 @@ impl Proxy {
         &self,
         req: &mut Request<'_>,
         body: &mut dyn RequestBody,
-        plan: ReqBody,
+        plan: Plan,
     ) -> Response {
         let conf = req.conf;
         let pc = conf.get::<ProxyConf>();
@@ -367,9 +393,13 @@ impl Proxy {
         }
         .attach(req);
         let uri = self.upstream_uri(req, &dest);
+        let h2 = pc.http_version == Version::Http2;
         let dial = match dest.tls {
             true => {
-                match tls_conf::dial(req, req.conf.get::<SslConf<ssl::Https>>(), &dest.ssl_name) {
+                // HTTP/2 is asked for by ALPN.
+                let alpn: &[&[u8]] = if h2 { &[b"h2"] } else { &[] };
+                let sc = req.conf.get::<SslConf<ssl::Https>>();
+                match tls_conf::dial_alpn(req, sc, &dest.ssl_name, alpn) {
                     Ok(d) => Some(d),
                     Err(()) => return req.error(502),
                 }
@@ -377,11 +407,10 @@ impl Proxy {
             false => None,
         };
         let scheme = if dest.tls { "https" } else { "http" };
-
-        let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan);
+        let len = body_len(req, pc, &plan, body.declared_len());
         // proxy_bind: from that address, on a connection of its own.
         let bind = pc.bind.as_ref().and_then(|b| b.local(req, "proxy_bind"));
-        let streamed = matches!(plan, ReqBody::Stream(_));
+        let streamed = matches!(plan, Plan::Stream);
         let policy = Policy {
             next_upstream: pc.next_upstream,
             tries: pc.next_upstream_tries,
@@ -389,13 +418,44 @@ impl Proxy {
             connect_timeout: pc.connect_timeout,
             streamed,
         };
-        let dial = Dial {
+        let mut dial = Dial {
             tls: dial.as_ref(),
             bind,
-            // A streamed body cannot be sent twice: it goes on a fresh connection.
-            own: streamed || upgrade || bind.is_some(),
+            // HTTP/2 sessions are kept by the HTTP/2 client, not in the
+            // connection pool: a new connection is the request's own.
+            own: h2,
             keepalive: pc.socket_keepalive,
         };
+        if h2 {
+            let call = match self::h2::call(self, req, pc, &dest, &uri, len) {
+                Ok(c) => c,
+                Err(msg) => {
+                    crate::error_log!(Error, "{msg}{}", req.log_context());
+                    return req.error(500);
+                }
+            };
+            let ex = Over(self::h2::Exchange {
+                proxy: self,
+                pc,
+                uri: &uri,
+                ask: Ask {
+                    call: &call,
+                    plan: &plan,
+                    scheme,
+                    tag: dial.tls.map_or(0, |d| d.tag),
+                    send_timeout: pc.send_timeout,
+                    read_timeout: pc.read_timeout,
+                    buffer_size: pc.buffer_size,
+                    watch: !pc.ignore_client_abort,
+                },
+            });
+            return match driver::run(&ex, req, &dest.up, body, &policy, &dial, &vars).await {
+                Ok(resp) | Err(resp) => resp,
+            };
+        }
+        let (head, upgrade) = self.request_head(req, pc, &dest, &uri, &plan, len);
+        // A streamed body cannot be sent twice: it goes on a fresh connection.
+        dial.own = streamed || upgrade || bind.is_some();
         let ex = Exchange {
             proxy: self,
             pc,
@@ -418,7 +478,7 @@ struct Exchange<'a> {
     scheme: &'static str,
     uri: &'a [u8],
     head: &'a [u8],
-    plan: &'a ReqBody,
+    plan: &'a Plan,
     upgrade: bool,
 }
 
@@ -460,7 +520,7 @@ impl Proxy {
     ) -> Result<Response, Gave<Response>> {
         let (pc, plan, upgrade) = (ex.pc, ex.plan, ex.upgrade);
         let (up, peer, vars, t0) = (at.up, at.peer, at.vars, at.t0);
-        let streamed = matches!(plan, ReqBody::Stream(_));
+        let streamed = matches!(plan, Plan::Stream);
         let is_head = *self.method(req, pc) == *b"HEAD";
         let mut buf = BytesMut::new();
         let watch = !pc.ignore_client_abort;
@@ -486,10 +546,11 @@ impl Proxy {
                 return Err(f.into());
             }
             Err(Retry::Fail(f)) => return Err(f.into()),
-            Err(Retry::Body(conn_body)) => {
-                // Streamed body: send it, then read the head.
-                self.send_stream(&conn, pc, body, conn_body, ex.head)
-                    .await?;
+            Err(Retry::Body) => {
+                // Streamed body: send it, then read the head (chunked when
+                // its length is unknown).
+                let chunked = body.declared_len().is_none();
+                self.send_stream(&conn, pc, body, chunked, ex.head).await?;
                 let wait = self.read_head(&conn, pc, is_head, &mut buf);
                 upstream::unless_client_leaves(watch, body, wait)
                     .await
@@ -559,23 +620,7 @@ impl Proxy {
         let mut resp = self.finish_response(
             resp, conn, buf, &h, up, peer, vars, t0, pc, false, unbuffered,
         );
-        if let Some(t) = &pc.limit_rate {
-            let mut v = Vec::new();
-            t.render(req, &mut v);
-            match std::str::from_utf8(&v)
-                .ok()
-                .and_then(crate::conf::values::parse_size)
-            {
-                Some(0) => {}
-                Some(rate) => crate::modules::limit_rate::throttle(&mut resp, rate, 0),
-                None => crate::error_log!(
-                    Error,
-                    "invalid proxy_limit_rate \"{}\"{}",
-                    String::from_utf8_lossy(&v),
-                    req.log_context()
-                ),
-            }
-        }
+        limit_rate(req, pc, &mut resp);
         Ok(resp)
     }
 
@@ -587,7 +632,7 @@ impl Proxy {
         conn: &UpConn,
         pc: &ProxyConf,
         head: &[u8],
-        plan: &ReqBody,
+        plan: &Plan,
         is_head: bool,
         buf: &mut BytesMut,
     ) -> Result<UpstreamHead, Retry> {
@@ -599,7 +644,7 @@ impl Proxy {
             }
         };
         match plan {
-            ReqBody::Held(b) if b.file.is_none() && b.mem.len() < 64 => {
+            Plan::Held(b) if b.file.is_none() && b.mem.len() < 64 => {
                 let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(b.mem.len() + 1);
                 slices.push(IoSlice::new(head));
                 slices.extend(b.mem.iter().map(|p| IoSlice::new(p)));
@@ -607,7 +652,7 @@ impl Proxy {
                     .await
                     .map_err(stale)?;
             }
-            ReqBody::Held(b) => {
+            Plan::Held(b) => {
                 // From the temporary file (or many pieces): a piece at a time.
                 write_all(conn, head, pc.send_timeout)
                     .await
@@ -624,11 +669,11 @@ impl Proxy {
                         .map_err(|e| Retry::Fail(io_fail(&e, "sending request to upstream")))?;
                 }
             }
-            ReqBody::None => write_all(conn, head, pc.send_timeout)
+            Plan::None => write_all(conn, head, pc.send_timeout)
                 .await
                 .map_err(stale)?,
             // The head goes with the streamed body (`send_stream`).
-            ReqBody::Stream(len) => return Err(Retry::Body(len.is_none())),
+            Plan::Stream => return Err(Retry::Body),
         }
         match self.read_head(conn, pc, is_head, buf).await {
             Ok(h) => Ok(h),
@@ -973,35 +1018,89 @@ impl Proxy {
         }
     }
 
-    /// The request head for the upstream; true when it asks for an Upgrade.
+    /// The fields the request goes with, in order, each to `emit`: Host
+    /// (`$proxy_host`) and `Connection: close` unless proxy_set_header sets
+    /// them, proxy_set_header's (an empty value sends none), a cache's
+    /// revalidation fields, then the client's (with
+    /// proxy_pass_request_headers) but hop-by-hop ones, those the client's
+    /// Connection names, those proxy_set_header sets and those the cache
+    /// drops. The body's framing is the caller's.
+    fn fields(
+        &self,
+        req: &Request<'_>,
+        pc: &ProxyConf,
+        dest: &Dest<'_>,
+        mut emit: impl FnMut(&[u8], &[u8]),
+    ) {
+        let user: &[(String, crate::core::vars::Template)] = &pc.set_headers;
+        let set = |name: &[u8]| {
+            user.iter()
+                .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+        };
+        if !set(b"host") && !dest.host.is_empty() {
+            emit(b"Host", dest.host.as_bytes());
+        }
+        if !set(b"connection") {
+            emit(b"Connection", b"close");
+        }
+        let mut v = Vec::new();
+        for (name, t) in user {
+            v.clear();
+            t.render(req, &mut v);
+            if !v.is_empty() {
+                emit(name.as_bytes(), &v);
+            }
+        }
+        for (name, value) in crate::modules::cache::revalidation(req) {
+            if !value.is_empty() {
+                emit(name.as_bytes(), value.as_bytes());
+            }
+        }
+        if pc.pass_request_headers {
+            let named: Vec<&[u8]> = req
+                .head
+                .header("connection")
+                .map(|c| c.split(|&b| b == b',').map(trim).collect())
+                .unwrap_or_default();
+            for (name, value) in req.head.headers() {
+                if is_hop_or_framing(name)
+                    || set(name)
+                    || named.iter().any(|c| c.eq_ignore_ascii_case(name))
+                    || crate::modules::cache::drops_header(req, name)
+                {
+                    continue;
+                }
+                emit(name, value);
+            }
+        }
+    }
+
+    /// The HTTP/1.x request head for the upstream (`len`: its
+    /// Content-Length); true when it asks for an Upgrade.
     fn request_head(
         &self,
         req: &Request<'_>,
         pc: &ProxyConf,
         dest: &Dest<'_>,
         uri: &[u8],
-        plan: &ReqBody,
+        plan: &Plan,
+        len: Option<u64>,
     ) -> (Vec<u8>, bool) {
         let mut h = Vec::with_capacity(512);
         h.extend_from_slice(&self.method(req, pc));
         h.push(b' ');
         h.extend_from_slice(uri);
-        h.extend_from_slice(if pc.http11 {
+        h.extend_from_slice(if pc.http_version == Version::Http11 {
             b" HTTP/1.1\r\n".as_slice()
         } else {
             b" HTTP/1.0\r\n"
         });
-        let user: &[(String, crate::core::vars::Template)] = &pc.set_headers;
-        let set = |name: &str| user.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
         let mut upgrade = false;
-        let mut emit = |h: &mut Vec<u8>, name: &str, value: &[u8]| {
-            if value.is_empty() {
-                return;
-            }
-            if name.eq_ignore_ascii_case("upgrade") {
+        self.fields(req, pc, dest, |name, value| {
+            if name.eq_ignore_ascii_case(b"upgrade") {
                 upgrade = true;
             }
-            h.extend_from_slice(name.as_bytes());
+            h.extend_from_slice(name);
             h.extend_from_slice(b": ");
             let at = h.len();
             h.extend_from_slice(value);
@@ -1014,57 +1113,13 @@ impl Proxy {
                 }
             }
             h.extend_from_slice(b"\r\n");
-        };
-        let mut v = Vec::new();
-        if !set("host") {
-            emit(&mut h, "Host", dest.host.as_bytes());
-        }
-        if !set("connection") {
-            emit(&mut h, "Connection", b"close");
-        }
-        for (name, t) in user {
-            v.clear();
-            t.render(req, &mut v);
-            emit(&mut h, name, &v);
-        }
-        for (name, value) in crate::modules::cache::revalidation(req) {
-            emit(&mut h, name, value.as_bytes());
-        }
-        if pc.pass_request_headers {
-            let named: Vec<&[u8]> = req
-                .head
-                .header("connection")
-                .map(|c| c.split(|&b| b == b',').map(trim).collect())
-                .unwrap_or_default();
-            for (name, value) in req.head.headers() {
-                if is_hop_or_framing(name)
-                    || user
-                        .iter()
-                        .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
-                    || named.iter().any(|c| c.eq_ignore_ascii_case(name))
-                    || crate::modules::cache::drops_header(req, name)
-                {
-                    continue;
-                }
-                h.extend_from_slice(name);
-                h.extend_from_slice(b": ");
-                h.extend_from_slice(value);
-                h.extend_from_slice(b"\r\n");
+        });
+        match len {
+            Some(n) => h.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes()),
+            None if matches!(plan, Plan::Stream) => {
+                h.extend_from_slice(b"Transfer-Encoding: chunked\r\n")
             }
-        }
-        match plan {
-            ReqBody::None => {
-                if pc.pass_request_body && req.head.framing == BodyFraming::Length(0) {
-                    h.extend_from_slice(b"Content-Length: 0\r\n");
-                }
-            }
-            ReqBody::Held(b) => {
-                h.extend_from_slice(format!("Content-Length: {}\r\n", b.len).as_bytes());
-            }
-            ReqBody::Stream(Some(n)) => {
-                h.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes())
-            }
-            ReqBody::Stream(None) => h.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            None => {}
         }
         h.extend_from_slice(b"\r\n");
         (h, upgrade)
@@ -1075,8 +1130,8 @@ enum Retry {
     /// A reused connection was closed by the peer before it answered.
     Stale,
     Fail(Fail),
-    /// The head went out; the streamed body follows (true: chunked).
-    Body(bool),
+    /// A streamed body goes with the head.
+    Body,
 }
 
 fn trim(s: &[u8]) -> &[u8] {
