@@ -1172,13 +1172,17 @@ PROXY_TLS_EDITS = {"nginx": (
 # /storm/ with proxy_cache_lock, logging what went to the origin. The same lines
 # for vireo and nginx (both read nginx's grammar).
 CACHE_HTTP = ("  proxy_cache_path @DIR@/cache levels=1:2 keys_zone=bench:10m;\n"
+              "  proxy_cache_path @DIR@/keys levels=1:2 keys_zone=keys:16m;\n"
               "  log_format up \"$upstream_cache_status $upstream_addr\";\n")
 CACHE_LOCATIONS = (
     "    location /cache/ { proxy_pass http://be/; proxy_http_version 1.1; "
     "proxy_set_header Connection \"\"; proxy_cache bench; proxy_cache_valid 200 1h; }\n"
     "    location /storm/ { proxy_pass http://be/; proxy_http_version 1.1; "
     "proxy_set_header Connection \"\"; proxy_cache bench; proxy_cache_valid 200 1h; "
-    "proxy_cache_lock on; access_log @DIR@/storm.log up; }\n")
+    "proxy_cache_lock on; access_log @DIR@/storm.log up; }\n"
+    "    location /keys/ { rewrite ^ /2b.txt break; proxy_pass http://be; "
+    "proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_cache keys; "
+    "proxy_cache_key $request_uri; proxy_cache_valid 200 1h; access_log off; }\n")
 CACHE_EDITS = {
     "vireo": (("  upstream be {", CACHE_HTTP + "  upstream be {"),
               ("    location /proxy/ {", CACHE_LOCATIONS + "    location /proxy/ {")),
@@ -1186,18 +1190,33 @@ CACHE_EDITS = {
               ("    location /proxy/ {", CACHE_LOCATIONS + "    location /proxy/ {")),
 }
 STORM_CLIENTS = 1000
+# Keys put in the `keys` zone (one 2 B body each) to weigh the index per entry.
+KEYS = 100_000
+
+
+def fill_keys(url, n, scratch):
+    """Request n distinct URIs under `url`, one after another (h2load --h1 -c1 from a URI
+    list: each client walks the whole list), each a cache MISS stored under its own key;
+    the number of 2xx answers."""
+    uris = Path(scratch) / "keys.txt"
+    uris.write_text("".join(f"{url}{i}\n" for i in range(n)))
+    r = subprocess.run(["taskset", "-c", vb.LOAD_CPU, "h2load", "--h1", "-t1", "-c1",
+                        f"-n{n}", f"-i{uris}"], capture_output=True, text=True, timeout=600)
+    m = re.search(r"status codes: (\d+) 2xx", r.stdout)
+    return int(m.group(1)) if m else 0
 
 
 def exp_cache(opts, scratch):
     """cache (issue 19): HITs of 2 B, 21 KB and 92 KB from proxy_cache beside the same
     server's static file, vireo and nginx in front of h2o; then a MISS storm, 1,000
     clients at once on one cold key with proxy_cache_lock: requests that reached the
-    origin (the target is one)."""
+    origin (the target is one); then 100,000 keys stored in a fresh zone: the server's
+    RSS growth, per 100,000 entries."""
     ctx = Ctx(opts, scratch)
     files = [f for f, _ in FILES]
     points = [(f"static:{f}", f) for f in files] + [(f"hit:{f}", "cache/" + f) for f in files]
     plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
-    progress, results = Progress(len(plan) * (len(points) + 1), "cache"), []
+    progress, results = Progress(len(plan) * (len(points) + 2), "cache"), []
     for k, s in plan:
         try:
             with ctx.serving(s, "proxy", backend="h2o", edits=CACHE_EDITS[s]) \
@@ -1224,15 +1243,40 @@ def exp_cache(opts, scratch):
                                 "p99_ms": a["p99_ms"]})
         except ERRORS as e:
             results.append({"server": s, "path": "storm", "run": k, "error": failure(e)})
+        # The keys zone on a server just started, with an empty cache: what else it holds
+        # is as small as it gets and as steady.
+        progress.step(f"{s:8} {KEYS:,} keys   run {k}/{opts.runs}")
+        try:
+            with ctx.serving(s, "proxy", backend="h2o", edits=CACHE_EDITS[s]) \
+                    as (front, backends):
+                vb.check_get(ctx.url(s, "2b.txt"), (ctx.root / "2b.txt").read_bytes())
+                time.sleep(1)
+                before = vb.rss_mb(front.pids())
+                answered = fill_keys(ctx.url(s, "keys/"), KEYS, scratch)
+                time.sleep(1)
+                grown = vb.rss_mb(front.pids()) - before
+                # Entries are files: count what the zone holds.
+                stored = sum(1 for f in (front.dir / "keys").rglob("*") if f.is_file())
+                if answered != KEYS:
+                    raise RuntimeError(f"{answered} of {KEYS:,} keys answered 2xx")
+                vb.check_get(ctx.url(s, "keys/0"), (ctx.root / "2b.txt").read_bytes())
+                results.append({"server": s, "path": "keys", "run": k, "stored": stored,
+                                "rss_mb_per_100k": grown * 100_000 / stored if stored else None})
+            # The next run starts with an empty zone again (a loader would read these).
+            shutil.rmtree(front.dir / "keys", ignore_errors=True)
+        except ERRORS as e:
+            results.append({"server": s, "path": "keys", "run": k, "error": failure(e)})
     progress.close()
     return results
 
 
 def summarize_cache(results, servers):
-    rows = summarize_points([r for r in results if r["path"] != "storm"], servers, ["path"],
-                            ["cpu_us_per_req", "rps"])
+    rows = summarize_points([r for r in results if r["path"] not in ("storm", "keys")],
+                            servers, ["path"], ["cpu_us_per_req", "rps"])
     rows += summarize_points([r for r in results if r["path"] == "storm"], servers, ["path"],
                              ["origin_requests", "errors", "p99_ms"])
+    rows += summarize_points([r for r in results if r["path"] == "keys"], servers, ["path"],
+                             ["rss_mb_per_100k", "stored"])
     return rows
 
 
@@ -1242,7 +1286,7 @@ def markdown_cache(rows, servers):
                      if r["path"] == path and r["server"] == server), None)
     body = []
     for r in rows:
-        if r["path"] == "storm":
+        if r["path"] in ("storm", "keys"):
             continue
         kind, f = r["path"].split(":")
         static, nginx = cpu(f"static:{f}", r["server"]), cpu(r["path"], "nginx")
@@ -1257,9 +1301,14 @@ def markdown_cache(rows, servers):
     storm = [[label(r["server"]), r.get("note") or fmt(r.get("origin_requests"), ".0f"),
               fmt(r.get("errors"), ".0f"), fmt(r.get("p99_ms"), ".0f")]
              for r in rows if r["path"] == "storm"]
-    return out + "\n" + table([f"MISS storm ({STORM_CLIENTS} clients, one cold key, "
-                               "proxy_cache_lock)", "requests to the origin", "errors",
-                               "p99 ms"], storm)
+    keys = [[label(r["server"]), r.get("note") or spread(r, "rss_mb_per_100k", ".1f"),
+             fmt(r.get("stored"), ",.0f")]
+            for r in rows if r["path"] == "keys"]
+    return (out + "\n" + table([f"MISS storm ({STORM_CLIENTS} clients, one cold key, "
+                                "proxy_cache_lock)", "requests to the origin", "errors",
+                                "p99 ms"], storm)
+            + "\n" + table([f"{KEYS:,} keys stored (2 B bodies, a fresh keys zone)",
+                             "RSS growth, MB per 100,000 entries", "entries stored"], keys))
 
 
 # ---------------------------------------------------------------- paired ratios
@@ -1728,9 +1777,13 @@ EXPERIMENTS = {
                                     "cpu_us_per_req_max", ".2f"),),
                           title="modules — sub_filter on 92 KB HTML, auth_request before 2 B"),
     "cache": Experiment(exp_cache, summarize_cache, markdown_cache, ("vireo", "nginx"),
-                        ("wrk", "ab"), keys=("path",), gaps=E3_GAPS[:1],
-                        title="cache — proxy_cache HITs beside static files, and a MISS storm "
-                              "(issue 19)"),
+                        ("wrk", "ab", "h2load"), keys=("path",),
+                        gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                                  "cpu_us_per_req_max", ".2f"),
+                              Gap("rss_mb_per_100k", "RSS MB per 100,000 keys", False,
+                                  "rss_mb_per_100k_min", "rss_mb_per_100k_max", ".1f")),
+                        title="cache — proxy_cache HITs beside static files, a MISS storm, "
+                              "and the keys zone's memory (issue 19)"),
     "gzip": Experiment(exp_gzip, vb.summarize, vb.markdown, ("vireo", "nginx"), ("wrk",),
                        keys=("file",), gaps=E3_GAPS[:1],
                        title="gzip — on-the-fly gzip 5 of a 92 KB JS file (issue 7)"),
