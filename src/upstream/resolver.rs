@@ -1,7 +1,10 @@
 //! `resolver`: names of upstream hosts found at request time, for handlers
-//! whose address has variables. A small asynchronous DNS client, as nginx's:
+//! whose address has variables, and kept up to date for `server … resolve`
+//! in an upstream block ([`super::resolve`]). A small asynchronous DNS
+//! client, as nginx's:
 //!
-//! - A (and with `ipv6=on`, the default, AAAA) queries go over UDP to one of
+//! - A (and with `ipv6=on`, the default, AAAA) queries, or one SRV query for
+//!   a service (each of its targets then resolved as a name), go over UDP to one of
 //!   the servers, the next one for each new name (round robin); a query not
 //!   answered within 5 seconds is sent again to the next server, until
 //!   `resolver_timeout` (then "(110: Operation timed out)").
@@ -78,7 +81,31 @@ impl std::fmt::Display for Failure {
 
 /// A lookup under way, by name: its result once there.
 type Pending = rustc_hash::FxHashMap<String, tokio::sync::watch::Receiver<Outcome>>;
-type Outcome = Option<Result<Arc<[IpAddr]>, Failure>>;
+type Outcome = Option<Result<Resolved, Failure>>;
+
+/// A name's addresses and until when they hold (its cache entry's end; now
+/// for an answer not cached).
+pub type Resolved = (Arc<[IpAddr]>, Instant);
+
+/// What a service's SRV records led to.
+#[derive(Debug, Default)]
+pub struct Services {
+    /// Each address of each target, with its record's port, priority and
+    /// weight, in the order of the records.
+    pub found: Vec<Service>,
+    /// Targets that could not be resolved.
+    pub failed: Vec<(String, Failure)>,
+}
+
+/// One address a service is offered at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Service {
+    pub addr: SocketAddr,
+    pub priority: u16,
+    pub weight: u16,
+    /// The record's target host.
+    pub target: Arc<str>,
+}
 
 /// A request's part in a lookup: waiting for another's, or asking.
 enum Turn {
@@ -135,12 +162,17 @@ impl Resolver {
 
     /// The addresses of `name`, from the cache or asked within `timeout`.
     pub async fn resolve(&self, name: &str, timeout: Duration) -> Result<Arc<[IpAddr]>, Failure> {
+        self.resolve_until(name, timeout).await.map(|(a, _)| a)
+    }
+
+    /// [`Resolver::resolve`], with until when the answer holds.
+    pub async fn resolve_until(&self, name: &str, timeout: Duration) -> Result<Resolved, Failure> {
         let key = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
         let now = Instant::now();
         if let Some((addrs, until)) = self.cache().get(&key)
             && *until > now
         {
-            return Ok(addrs.clone());
+            return Ok((addrs.clone(), *until));
         }
         if dns::labels(&key).is_none() {
             return Err(Failure::Code(dns::FORMERR));
@@ -185,19 +217,84 @@ impl Resolver {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The addresses of the SRV records of `name` (a service's full name,
+    /// `_http._tcp.example.net`), each target resolved as a name, within
+    /// `timeout`; until when the answers hold. Records of a target that
+    /// does not resolve are left out (and named in `failed`); with no
+    /// address at all the lookup fails.
+    pub async fn resolve_srv(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<(Services, Instant), Failure> {
+        let key = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        if dns::labels(&key).is_none() {
+            return Err(Failure::Code(dns::FORMERR));
+        }
+        let deadline = Instant::now() + timeout;
+        let answer = match self.lookup(&key, &[dns::SRV], deadline).await?.pop() {
+            Some(Ok(a)) => a,
+            Some(Err(code)) => return Err(Failure::Code(code)),
+            None => return Err(Failure::TimedOut),
+        };
+        let mut until = Instant::now() + self.keep(answer.ttl);
+        let mut out = Services::default();
+        for srv in answer.srvs.iter().filter(|s| !s.target.is_empty()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.resolve_until(&srv.target, left).await {
+                Ok((ips, valid)) => {
+                    until = until.min(valid);
+                    let target: Arc<str> = srv.target.as_str().into();
+                    out.found.extend(ips.iter().map(|ip| Service {
+                        addr: SocketAddr::new(*ip, srv.port),
+                        priority: srv.priority,
+                        weight: srv.weight,
+                        target: target.clone(),
+                    }));
+                }
+                Err(e) => out.failed.push((srv.target.clone(), e)),
+            }
+        }
+        if out.found.is_empty() {
+            return Err(out
+                .failed
+                .first()
+                .map_or(Failure::Code(dns::NXDOMAIN), |f| f.1));
+        }
+        Ok((out, until))
+    }
+
+    /// How long an answer with `ttl` is kept: its TTL, or `valid=`.
+    fn keep(&self, ttl: u32) -> Duration {
+        self.valid
+            .unwrap_or_else(|| Duration::from_secs(ttl.into()))
+    }
+
+    /// How long a name found not to exist stays so: `valid=`, else 10s.
+    pub fn failure_valid(&self) -> Duration {
+        self.valid.unwrap_or(Duration::from_secs(10))
+    }
+
+    /// The record types asked for a name's addresses.
+    fn address_types(&self) -> &'static [u16] {
+        if self.ipv6 {
+            &[dns::A, dns::AAAA]
+        } else {
+            &[dns::A]
+        }
+    }
+
     /// Ask for `key` (following CNAMEs) and cache what is found.
-    async fn ask_chain(&self, key: &str, deadline: Instant) -> Result<Arc<[IpAddr]>, Failure> {
+    async fn ask_chain(&self, key: &str, deadline: Instant) -> Result<Resolved, Failure> {
         let mut asked = key.to_string();
         let mut ttl = u32::MAX;
         for _ in 0..=MAX_CNAMES {
-            match self.lookup(&asked, deadline).await? {
+            let answers = self.lookup(&asked, self.address_types(), deadline).await?;
+            match combine(answers)? {
                 Found::Addrs(addrs, t) => {
-                    let ttl = ttl.min(t);
                     let addrs: Arc<[IpAddr]> = addrs.into();
-                    let keep = match self.valid {
-                        Some(v) => v,
-                        None => Duration::from_secs(ttl.into()),
-                    };
+                    let keep = self.keep(ttl.min(t));
+                    let until = Instant::now() + keep;
                     if !keep.is_zero() {
                         let mut cache = self.cache();
                         if cache.len() >= MAX_CACHED {
@@ -207,9 +304,9 @@ impl Resolver {
                                 cache.clear();
                             }
                         }
-                        cache.insert(key.to_string(), (addrs.clone(), Instant::now() + keep));
+                        cache.insert(key.to_string(), (addrs.clone(), until));
                     }
-                    return Ok(addrs);
+                    return Ok((addrs, until));
                 }
                 Found::Cname(target, t) => {
                     ttl = ttl.min(t);
@@ -220,8 +317,14 @@ impl Resolver {
         Err(Failure::Code(dns::NXDOMAIN))
     }
 
-    /// Ask the servers in turn for `name` until one answers or `deadline`.
-    async fn lookup(&self, name: &str, deadline: Instant) -> Result<Found, Failure> {
+    /// Ask the servers in turn for `name`'s records of `types` until one
+    /// answers them all or `deadline`: each answer, or its error code.
+    async fn lookup(
+        &self,
+        name: &str,
+        types: &[u16],
+        deadline: Instant,
+    ) -> Result<Vec<Result<dns::Answer, u8>>, Failure> {
         let n = self.servers.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed);
         for k in 0.. {
@@ -231,8 +334,8 @@ impl Resolver {
             }
             let server = self.servers[(first + k) % n];
             let until = (now + RESEND).min(deadline);
-            match self.ask(server, name, until).await {
-                Ok(Some(found)) => return found,
+            match self.ask(server, name, types, until).await {
+                Ok(Some(found)) => return Ok(found),
                 Ok(None) => {}
                 Err(e) => {
                     crate::error_log!(
@@ -247,19 +350,15 @@ impl Resolver {
         Err(Failure::TimedOut)
     }
 
-    /// One server's answers to the A (and AAAA) queries for `name`; `None`
+    /// One server's answers to the queries of `types` for `name`; `None`
     /// when they did not all come by `until`.
     async fn ask(
         &self,
         server: SocketAddr,
         name: &str,
+        types: &[u16],
         until: Instant,
-    ) -> std::io::Result<Option<Result<Found, Failure>>> {
-        let types: &[u16] = if self.ipv6 {
-            &[dns::A, dns::AAAA]
-        } else {
-            &[dns::A]
-        };
+    ) -> std::io::Result<Option<Vec<Result<dns::Answer, u8>>>> {
         let bind: SocketAddr = if server.is_ipv4() {
             ([0, 0, 0, 0], 0).into()
         } else {
@@ -346,7 +445,7 @@ impl Resolver {
                 }
             });
         }
-        Ok(Some(combine(results.into_iter().flatten().collect())))
+        Ok(Some(results.into_iter().flatten().collect()))
     }
 }
 
@@ -410,6 +509,20 @@ fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut ResolverConfSet {
 }
 
 fn resolver(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+    let r = parse(d)?;
+    let l = loc(s);
+    if l.resolver.is_some() {
+        return Err(ConfError::new(
+            "\"resolver\" directive is duplicate",
+            &d.span,
+        ));
+    }
+    l.resolver = Some(Some(Arc::new(r)));
+    Ok(())
+}
+
+/// A `resolver` directive's servers and options (also in an upstream block).
+pub fn parse(d: &Directive) -> Result<Resolver, ConfError> {
     let mut servers = Vec::new();
     let mut valid = None;
     let mut ipv6 = true;
@@ -446,15 +559,7 @@ fn resolver(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
             &d.span,
         ));
     }
-    let l = loc(s);
-    if l.resolver.is_some() {
-        return Err(ConfError::new(
-            "\"resolver\" directive is duplicate",
-            &d.span,
-        ));
-    }
-    l.resolver = Some(Some(Arc::new(Resolver::new(servers, valid, ipv6))));
-    Ok(())
+    Ok(Resolver::new(servers, valid, ipv6))
 }
 
 pub static DIRECTIVES: &[Def] = &[
@@ -574,6 +679,7 @@ mod tests {
                 addrs: addrs.iter().map(|&a| IpAddr::from(a)).collect(),
                 cname: cname.map(str::to_string),
                 ttl: 5,
+                ..dns::Answer::default()
             })
         };
         let addrs = |r: Result<Found, Failure>| match r {

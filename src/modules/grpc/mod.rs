@@ -203,7 +203,7 @@ impl Exchange<'_> {
     fn key(&self, at: &Try<'_>) -> exchange::Key {
         (
             Arc::as_ptr(at.up) as usize,
-            at.up.addrs[at.peer].clone(),
+            at.up.peer_addr(at.peer).into_owned(),
             self.tag,
         )
     }
