@@ -627,6 +627,51 @@ mod tests {
     }
 
     #[test]
+    fn members_come_and_go() {
+        let now = Instant::now();
+        for method in [
+            Method::RoundRobin,
+            Method::LeastConn,
+            Method::Hash { consistent: false },
+            Method::Hash { consistent: true },
+            Method::Random { two: true },
+        ] {
+            let mut b = Balancer::new(peers(&[1, 1]), method);
+            b.put(2, PeerSpec::new("10.0.0.3:80"));
+            assert_eq!(b.slots(), 3);
+            assert_eq!(b.generation(), 1);
+            // An attempt on peer 1, then it leaves: never chosen again.
+            b.connected(1);
+            b.remove(1);
+            assert!(!b.is_live(1));
+            for k in 0..50 {
+                let key = format!("/k{k}");
+                let p = b.pick(key.as_bytes(), &Tried::default(), now).unwrap();
+                assert_ne!(p, 1, "{method:?}");
+            }
+            // Its slot is not free until its attempt ends.
+            assert_eq!(b.free_slot(0), 3);
+            b.finished(1, true, now);
+            assert_eq!(b.free_slot(0), 1);
+            b.put(1, PeerSpec::new("10.0.0.4:80"));
+            assert_eq!(b.spec(1).name, "10.0.0.4:80");
+            let seen: std::collections::HashSet<usize> = (0..60)
+                .map(|k| {
+                    let key = format!("/k{k}");
+                    b.pick(key.as_bytes(), &Tried::default(), now).unwrap()
+                })
+                .collect();
+            assert_eq!(seen.len(), 3, "{method:?}");
+        }
+        // A lone live peer is never failed out, as a lone fixed one.
+        let mut b = Balancer::new(peers(&[1, 1]), Method::RoundRobin);
+        b.remove(0);
+        b.connected(1);
+        b.finished(1, false, now);
+        assert_eq!(b.pick(b"", &Tried::default(), now), Some(1));
+    }
+
+    #[test]
     fn random_respects_weights_and_two_prefers_idle() {
         let mut b = Balancer::new(peers(&[3, 1]), Method::Random { two: false });
         let c = counts(&picks(&mut b, 4000, b""), 2);

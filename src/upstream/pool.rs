@@ -593,8 +593,10 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
 /// Peers taken out of their group at run time (a resolved address gone),
 /// with a sequence number, for the workers to drop their idle connections
 /// to them ([`sweep`]); entries older than [`GONE_KEPT`] are let go.
-static GONE: std::sync::Mutex<VecDeque<(u64, Instant, Box<str>, PeerAddr)>> =
-    std::sync::Mutex::new(VecDeque::new());
+static GONE: std::sync::Mutex<VecDeque<Gone>> = std::sync::Mutex::new(VecDeque::new());
+
+/// An entry of [`GONE`]: its number, when, the group and the peer.
+type Gone = (u64, Instant, Box<str>, PeerAddr);
 static GONE_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 const GONE_KEPT: Duration = Duration::from_secs(60);
 
@@ -875,6 +877,31 @@ mod tests {
             assert!(!nodelay(&c));
             assert_eq!(c.try_write(b"two").unwrap(), 3);
             assert!(nodelay(&c), "not set for a second write before a read");
+        });
+    }
+
+    #[test]
+    fn a_peer_that_left_loses_its_idle_connections_at_the_sweep() {
+        let (rt, l, addr) = setup();
+        rt.block_on(async {
+            let now = Instant::now();
+            for group in ["left", "other"] {
+                let c = connect_from(&addr, None, None, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                let _ = l.accept().unwrap();
+                put(group, &addr, c, 4, now);
+            }
+            forget("left", &addr);
+            sweep();
+            let idle = Duration::from_secs(60);
+            assert!(take("left", &addr, 0, idle).is_none());
+            assert!(take("other", &addr, 0, idle).is_some());
+            // Swept once: nothing more to do until the next departure.
+            assert_eq!(
+                SWEPT.with(Cell::get),
+                GONE_SEQ.load(std::sync::atomic::Ordering::Relaxed)
+            );
         });
     }
 
