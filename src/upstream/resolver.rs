@@ -571,7 +571,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| resolver(s, d),
         syntax: "resolver address ... [valid=time] [ipv6=on|off] [status_zone=zone];",
         default: "—",
-        doc: "DNS servers (`ip[:port]`, port 53 by default) that resolve, at request time, the host of a `proxy_pass` or `fastcgi_pass` whose address has variables and names no `upstream` block. Queries go over UDP to the servers in turn (a truncated answer is asked again over TCP); A and, with `ipv6=on` (the default), AAAA records are asked for; answers are cached for their TTL, or for `valid=time`. `status_zone` is accepted and keeps nothing. Without a resolver such a host answers 502 (\"no resolver defined to resolve …\").\n\n```nginx\nresolver 127.0.0.1 [::1]:5353 valid=30s ipv6=off;\nlocation / { proxy_pass http://$host:8080; }\n```",
+        doc: "DNS servers (`ip[:port]`, port 53 by default) that resolve, at request time, the host of a `proxy_pass` or `fastcgi_pass` whose address has variables and names no `upstream` block, and, at the http level, the names of `server … resolve` lines in upstream blocks without a `resolver` of their own (inside an `upstream` block, `resolver` and `resolver_timeout` are the block's; see `upstream`). Queries go over UDP to the servers in turn (a truncated answer is asked again over TCP); A and, with `ipv6=on` (the default), AAAA records are asked for; answers are cached for their TTL, or for `valid=time`. `status_zone` is accepted and keeps nothing. Without a resolver such a host answers 502 (\"no resolver defined to resolve …\").\n\n```nginx\nresolver 127.0.0.1 [::1]:5353 valid=30s ipv6=off;\nlocation / { proxy_pass http://$host:8080; }\n```",
     },
     Def {
         name: "resolver_timeout",
@@ -584,7 +584,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "resolver_timeout time;",
         default: "30s",
-        doc: "How long a name may take to resolve (every server tried in turn, a query sent again each 5 seconds); past it the request answers 502, logged as \"… could not be resolved (110: Operation timed out)\".\n\n```nginx\nresolver_timeout 5s;\n```",
+        doc: "How long a name may take to resolve (every server tried in turn, a query sent again each 5 seconds); past it the request answers 502, logged as \"… could not be resolved (110: Operation timed out)\". For the `resolve` names of upstream blocks it is also the longest time between two lookups of a name, and the wait before asking again after a failed one (at least 1s).\n\n```nginx\nresolver_timeout 5s;\n```",
     },
 ];
 
