@@ -258,14 +258,10 @@ fn services(tpl: &Template, found: &[super::resolver::Service]) -> Vec<Found> {
 }
 
 /// Resolve template `t` of `up` once and apply the answer; how long to
-/// wait before the next time.
-async fn refresh(up: &Upstream, t: usize) -> Duration {
-    let Some(d) = &up.dynamic else {
-        return Duration::MAX;
-    };
-    let Some((resolver, timeout)) = d.resolver.get().cloned() else {
-        return Duration::MAX;
-    };
+/// wait before the next time (`None`: the block has no such template).
+async fn refresh(up: &Upstream, t: usize) -> Option<Duration> {
+    let d = up.dynamic.as_ref()?;
+    let (resolver, timeout) = d.resolver.get().cloned()?;
     let tpl = &d.templates[t];
     let retry = timeout.max(Duration::from_secs(1));
     let answer = match &tpl.service {
@@ -299,13 +295,13 @@ async fn refresh(up: &Upstream, t: usize) -> Duration {
                 None => crate::error_log!(Error, "{} could not be resolved ({e})", tpl.host),
             }
             if e != Failure::Code(super::dns::NXDOMAIN) {
-                return retry;
+                return Some(retry);
             }
             (Vec::new(), Instant::now() + resolver.failure_valid())
         }
     };
     apply(up, t, &found);
-    (until.saturating_duration_since(Instant::now()) + Duration::from_secs(1)).min(timeout)
+    Some((until.saturating_duration_since(Instant::now()) + Duration::from_secs(1)).min(timeout))
 }
 
 /// Keep template `t` of the upstream resolved while its configuration lives.
@@ -314,7 +310,10 @@ async fn keep_resolved(up: Weak<Upstream>, t: usize) {
     loop {
         tokio::time::sleep(wait).await;
         let Some(up) = up.upgrade() else { return };
-        wait = refresh(&up, t).await;
+        let Some(next) = refresh(&up, t).await else {
+            return;
+        };
+        wait = next;
     }
 }
 
