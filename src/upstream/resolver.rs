@@ -748,6 +748,59 @@ mod tests {
     }
 
     #[test]
+    fn services_resolve_their_targets() {
+        let srv = server(move |q| {
+            let qtype = u16::from_be_bytes([q[q.len() - 4], q[q.len() - 3]]);
+            let name = &q[12..q.len() - 4];
+            if qtype != dns::SRV {
+                return vec![if name.starts_with(b"\x01a") {
+                    reply(q, 0, 30, &[[127, 0, 0, 5]])
+                } else {
+                    reply(q, dns::NXDOMAIN, 0, &[])
+                }];
+            }
+            // Two records: a.x:81 priority 1 weight 7, nx.x:82 priority 2.
+            let mut m = reply(q, 0, 0, &[]);
+            m[7] = 2;
+            for (prio, weight, port, target) in [
+                (1u16, 7u16, 81u16, &b"\x01a\x01x\x00"[..]),
+                (2, 1, 82, b"\x02nx\x01x\x00"),
+            ] {
+                m.extend_from_slice(b"\xc0\x0c\x00\x21\x00\x01\x00\x00\x00\x3c");
+                m.extend_from_slice(&(6 + target.len() as u16).to_be_bytes());
+                for v in [prio, weight, port] {
+                    m.extend_from_slice(&v.to_be_bytes());
+                }
+                m.extend_from_slice(target);
+            }
+            vec![m]
+        });
+        let r = Resolver::new(vec![srv], None, false);
+        rt().block_on(async {
+            let (s, until) = r
+                .resolve_srv("_http._tcp.x", Duration::from_secs(2))
+                .await
+                .unwrap();
+            assert_eq!(
+                s.found,
+                [Service {
+                    addr: "127.0.0.5:81".parse().unwrap(),
+                    priority: 1,
+                    weight: 7,
+                    target: "a.x".into()
+                }]
+            );
+            assert_eq!(
+                s.failed,
+                [("nx.x".to_string(), Failure::Code(dns::NXDOMAIN))]
+            );
+            // The least of the record's TTL (60) and the target's (30).
+            let left = until.saturating_duration_since(Instant::now());
+            assert!(left > Duration::from_secs(25) && left <= Duration::from_secs(30));
+        });
+    }
+
+    #[test]
     fn wrong_id_is_ignored_and_ipv6_asked() {
         let srv = server(move |q| {
             // One with another id first: ignored.
