@@ -386,7 +386,9 @@ pub fn http_level(http: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError>
         }
         weak.push(Arc::downgrade(u));
     }
-    start(weak);
+    if !weak.is_empty() {
+        start(weak);
+    }
     Ok(())
 }
 
