@@ -425,7 +425,7 @@ pub async fn run<P: Protocol>(
         };
         // Named before the attempt ends: a resolved peer that left keeps
         // its slot only until then.
-        let upstream = name(Some(peer));
+        let logged = (f.reply.is_none() && !f.msg.is_empty()).then(|| name(Some(peer)));
         if f.reply.is_none() {
             up.finished(peer, f.kind == NextUpstream::OFF);
         }
@@ -437,7 +437,7 @@ pub async fn run<P: Protocol>(
             }
             a.response_ms = Some(t0.elapsed().as_millis() as u64);
         }
-        if f.reply.is_none() && !f.msg.is_empty() {
+        if let Some(upstream) = logged {
             log(req, &f.msg, &upstream);
         }
         let again = policy.next_upstream.has(f.kind)
