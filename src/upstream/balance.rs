@@ -3,6 +3,11 @@
 //! nginx's passive health rules (max_fails within fail_timeout), `down`,
 //! `backup` peers and `max_conns`. State is per worker, as in nginx without a
 //! shared zone: no locks on the request path.
+//!
+//! Peers sit in slots that keep their number while the peer is a member:
+//! the peers of `server … resolve` lines come and go at run time
+//! ([`Balancer::put`], [`Balancer::remove`]); a slot whose peer left is
+//! skipped, and taken by a new peer once no attempt is left on it.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -55,6 +60,8 @@ struct State {
     /// Start of the current failure window / of the time out of service.
     failed_at: Option<Instant>,
     conns: u32,
+    /// Its peer left (a resolved address gone): never chosen.
+    gone: bool,
 }
 
 /// Tries made for one request, so a retry never picks the same peer twice:
@@ -100,30 +107,102 @@ pub struct Balancer {
     /// (point, peer) sorted by point, for `hash … consistent`.
     ring: Vec<(u32, usize)>,
     rng: u64,
+    /// Slots whose peer is a member.
+    live: usize,
+    /// Changes of membership so far.
+    generation: u64,
 }
 
 impl Balancer {
     pub fn new(peers: Vec<PeerSpec>, method: Method) -> Balancer {
-        let mut ring = Vec::new();
-        if method == (Method::Hash { consistent: true }) {
-            for (i, p) in peers.iter().enumerate() {
-                for k in 0..RING_POINTS * p.weight.max(1) {
-                    let mut h = crc32fast::Hasher::new();
-                    h.update(p.name.as_bytes());
-                    h.update(&[0]);
-                    h.update(&k.to_le_bytes());
-                    ring.push((h.finalize(), i));
-                }
-            }
-            ring.sort_unstable();
-        }
-        Balancer {
+        let mut b = Balancer {
             state: vec![State::default(); peers.len()],
+            live: peers.len(),
             peers,
             method,
-            ring,
+            ring: Vec::new(),
             rng: 0x9e37_79b9_7f4a_7c15,
+            generation: 0,
+        };
+        b.make_ring();
+        b
+    }
+
+    /// The consistent-hash ring of the live peers.
+    fn make_ring(&mut self) {
+        self.ring.clear();
+        if self.method != (Method::Hash { consistent: true }) {
+            return;
         }
+        for (i, p) in self.peers.iter().enumerate() {
+            if self.state[i].gone {
+                continue;
+            }
+            for k in 0..RING_POINTS * p.weight.max(1) {
+                let mut h = crc32fast::Hasher::new();
+                h.update(p.name.as_bytes());
+                h.update(&[0]);
+                h.update(&k.to_le_bytes());
+                self.ring.push((h.finalize(), i));
+            }
+        }
+        self.ring.sort_unstable();
+    }
+
+    /// Slots, live or not.
+    pub fn slots(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Is the peer of slot `i` a member?
+    pub fn is_live(&self, i: usize) -> bool {
+        !self.state[i].gone
+    }
+
+    /// The peer of slot `i` (the last one, for a slot whose peer left).
+    pub fn spec(&self, i: usize) -> &PeerSpec {
+        &self.peers[i]
+    }
+
+    /// Changes of membership so far ([`Balancer::put`], [`Balancer::remove`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// A new peer takes slot `i` (a free one, see [`Balancer::free_slot`],
+    /// or the next after the last), its state fresh.
+    pub fn put(&mut self, i: usize, spec: PeerSpec) {
+        if i == self.peers.len() {
+            self.peers.push(spec);
+            self.state.push(State::default());
+        } else {
+            debug_assert!(self.state[i].gone && self.state[i].conns == 0);
+            self.peers[i] = spec;
+            self.state[i] = State::default();
+        }
+        self.live += 1;
+        self.generation += 1;
+        self.make_ring();
+    }
+
+    /// The peer of slot `i` leaves: it is never chosen again; attempts on it
+    /// still end on it ([`Balancer::finished`]), and the slot is free once
+    /// none is left.
+    pub fn remove(&mut self, i: usize) {
+        if !self.state[i].gone {
+            self.state[i].gone = true;
+            self.live -= 1;
+            self.generation += 1;
+            self.make_ring();
+        }
+    }
+
+    /// The first free slot at or after `from` (no peer, no attempt left on
+    /// it), or the next after the last.
+    pub fn free_slot(&self, from: usize) -> usize {
+        (from..self.peers.len())
+            .find(|&i| self.state[i].gone && self.state[i].conns == 0)
+            .unwrap_or(self.peers.len())
     }
 
     /// Connections this worker has open to peer `i`.
@@ -135,7 +214,7 @@ impl Balancer {
     /// fail_timeout), or `None` when its failures do not take it out of service.
     pub fn failed_until(&self, i: usize) -> Option<Instant> {
         let (p, s) = (&self.peers[i], &self.state[i]);
-        if self.peers.len() == 1 || p.max_fails == 0 || s.fails < p.max_fails {
+        if self.live == 1 || p.max_fails == 0 || s.fails < p.max_fails {
             return None;
         }
         s.failed_at.map(|t| t + p.fail_timeout)
@@ -144,12 +223,12 @@ impl Balancer {
     /// Is peer `i` usable now (not down, not failed out, under max_conns)?
     pub fn available(&self, i: usize, now: Instant) -> bool {
         let (p, s) = (&self.peers[i], &self.state[i]);
-        if p.down || (p.max_conns != 0 && s.conns >= p.max_conns) {
+        if s.gone || p.down || (p.max_conns != 0 && s.conns >= p.max_conns) {
             return false;
         }
         // As nginx: a lone peer is never failed out (there is nothing else
         // to send its requests to).
-        self.peers.len() == 1
+        self.live == 1
             || p.max_fails == 0
             || s.fails < p.max_fails
             || s.failed_at
@@ -161,7 +240,8 @@ impl Balancer {
     pub fn at_max_conns(&self, tried: &Tried) -> bool {
         (0..self.peers.len()).any(|i| {
             let p = &self.peers[i];
-            !tried.has(i) && !p.down && p.max_conns != 0 && self.state[i].conns >= p.max_conns
+            let s = &self.state[i];
+            !tried.has(i) && !s.gone && !p.down && p.max_conns != 0 && s.conns >= p.max_conns
         })
     }
 
@@ -266,7 +346,14 @@ impl Balancer {
     /// hash; rehash when that peer cannot serve; round robin after
     /// `REHASH_TRIES`.
     fn hashed(&mut self, key: &[u8], ok: impl Fn(&Self, usize) -> bool) -> Option<usize> {
-        let total: u64 = self.peers.iter().map(|p| u64::from(p.weight.max(1))).sum();
+        let weight = |b: &Self, i: usize| {
+            if b.state[i].gone {
+                0
+            } else {
+                u64::from(b.peers[i].weight.max(1))
+            }
+        };
+        let total: u64 = (0..self.peers.len()).map(|i| weight(self, i)).sum();
         if total == 0 {
             return None;
         }
@@ -289,8 +376,8 @@ impl Balancer {
             }
             let mut slot = hash % total;
             let mut chosen = 0;
-            for (i, p) in self.peers.iter().enumerate() {
-                let w = u64::from(p.weight.max(1));
+            for i in 0..self.peers.len() {
+                let w = weight(self, i);
                 if slot < w {
                     chosen = i;
                     break;
@@ -537,6 +624,51 @@ mod tests {
             "{:?}",
             counts(&all, 5)
         );
+    }
+
+    #[test]
+    fn members_come_and_go() {
+        let now = Instant::now();
+        for method in [
+            Method::RoundRobin,
+            Method::LeastConn,
+            Method::Hash { consistent: false },
+            Method::Hash { consistent: true },
+            Method::Random { two: true },
+        ] {
+            let mut b = Balancer::new(peers(&[1, 1]), method);
+            b.put(2, PeerSpec::new("10.0.0.3:80"));
+            assert_eq!(b.slots(), 3);
+            assert_eq!(b.generation(), 1);
+            // An attempt on peer 1, then it leaves: never chosen again.
+            b.connected(1);
+            b.remove(1);
+            assert!(!b.is_live(1));
+            for k in 0..50 {
+                let key = format!("/k{k}");
+                let p = b.pick(key.as_bytes(), &Tried::default(), now).unwrap();
+                assert_ne!(p, 1, "{method:?}");
+            }
+            // Its slot is not free until its attempt ends.
+            assert_eq!(b.free_slot(0), 3);
+            b.finished(1, true, now);
+            assert_eq!(b.free_slot(0), 1);
+            b.put(1, PeerSpec::new("10.0.0.4:80"));
+            assert_eq!(b.spec(1).name, "10.0.0.4:80");
+            let seen: std::collections::HashSet<usize> = (0..60)
+                .map(|k| {
+                    let key = format!("/k{k}");
+                    b.pick(key.as_bytes(), &Tried::default(), now).unwrap()
+                })
+                .collect();
+            assert_eq!(seen.len(), 3, "{method:?}");
+        }
+        // A lone live peer is never failed out, as a lone fixed one.
+        let mut b = Balancer::new(peers(&[1, 1]), Method::RoundRobin);
+        b.remove(0);
+        b.connected(1);
+        b.finished(1, false, now);
+        assert_eq!(b.pick(b"", &Tried::default(), now), Some(1));
     }
 
     #[test]

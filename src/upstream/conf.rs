@@ -2,7 +2,8 @@
 //! upstreams (`proxy_pass`, `fastcgi_pass`).
 //!
 //! Inside the block: `server ADDR [weight=N] [max_fails=N] [fail_timeout=T]
-//! [backup] [down] [max_conns=N]`, `least_conn`, `ip_hash`, `hash KEY
+//! [backup] [down] [max_conns=N] [resolve] [service=NAME]`, `resolver`,
+//! `resolver_timeout`, `least_conn`, `ip_hash`, `hash KEY
 //! [consistent]`, `random [two]`, `keepalive N`, `keepalive_timeout T`,
 //! `keepalive_requests N`, and our `health_check [interval=T] [timeout=T]
 //! [path=URI] [status=CODE|LOW-HIGH] [rise=N] [fall=N]`. Those names clash
@@ -138,6 +139,14 @@ pub fn finish(env: &mut Env) -> Result<(), ConfError> {
             super::health::start(u);
         }
     }
+    // Names resolved at run time: once the http level's resolver is known.
+    env.ext.insert(super::resolve::Pending(
+        reg.blocks
+            .iter()
+            .filter(|(u, _)| u.dynamic.is_some())
+            .cloned()
+            .collect(),
+    ));
     for u in reg
         .blocks
         .iter()
@@ -170,6 +179,7 @@ impl Upstream {
                 .collect(),
             names: addrs.iter().map(|a| a.to_string().into()).collect(),
             addrs,
+            dynamic: None,
             method: Method::RoundRobin,
             hash_key: None,
             keepalive: 0,
@@ -268,6 +278,87 @@ fn arity(d: &Directive, min: usize, max: usize) -> Result<(), ConfError> {
 /// A `zone` line: name, size if given, where.
 type ZoneLine = (String, Option<u64>, Span);
 
+/// A `server` line's parameters: the peer's (its name left empty), whether
+/// it has `resolve`, and its `service=`.
+fn server_params(c: &Directive) -> Result<(PeerSpec, bool, Option<String>), ConfError> {
+    let mut p = PeerSpec::new("");
+    let (mut run_time, mut service) = (false, None);
+    for arg in c.arg_strs().skip(1) {
+        let num = |v: &str| v.parse::<u32>().map_err(|_| values::bad_arg(c, arg));
+        if let Some(v) = option(arg, "weight") {
+            p.weight = num(v)?;
+            if p.weight == 0 {
+                return Err(values::bad_arg(c, arg));
+            }
+        } else if let Some(v) = option(arg, "max_fails") {
+            p.max_fails = num(v)?;
+        } else if let Some(v) = option(arg, "max_conns") {
+            p.max_conns = num(v)?;
+        } else if let Some(v) = option(arg, "fail_timeout") {
+            p.fail_timeout = parse_time(v).ok_or_else(|| values::bad_arg(c, arg))?;
+        } else if arg == "backup" {
+            p.backup = true;
+        } else if arg == "down" {
+            p.down = true;
+        } else if arg == "resolve" {
+            run_time = true;
+        } else if let Some(v) = option(arg, "service") {
+            if v.is_empty() {
+                return Err(err(c, "service is empty"));
+            }
+            service = Some(v.to_string());
+        } else {
+            return Err(values::bad_arg(c, arg));
+        }
+    }
+    Ok((p, run_time, service))
+}
+
+/// The template of `server ADDR … resolve`: `None` when ADDR is an address
+/// already (`unix:`, an IP), which is a fixed peer as nginx makes it.
+fn template(
+    c: &Directive,
+    addr: &str,
+    spec: &PeerSpec,
+    service: Option<String>,
+) -> Result<Option<super::resolve::Template>, ConfError> {
+    let (host, port) =
+        split_host_port(addr, 80).map_err(|e| err(c, format!("{e} in upstream \"{addr}\"")))?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if addr.starts_with("unix:") || bare.parse::<std::net::IpAddr>().is_ok() {
+        if service.is_some() {
+            return Err(err(
+                c,
+                format!("service upstream \"{addr}\" requires domain name"),
+            ));
+        }
+        return Ok(None);
+    }
+    if super::dns::labels(bare).is_none() {
+        return Err(err(c, format!("invalid host in upstream \"{addr}\"")));
+    }
+    let query = match &service {
+        Some(_) if addr.contains(':') => {
+            return Err(err(
+                c,
+                format!("service upstream \"{addr}\" may not have port"),
+            ));
+        }
+        Some(s) => super::resolve::Template::srv_name(s, bare),
+        None => bare.to_string(),
+    };
+    Ok(Some(super::resolve::Template {
+        host: bare.to_string(),
+        service,
+        query,
+        port,
+        spec: PeerSpec {
+            name: addr.to_string(),
+            ..spec.clone()
+        },
+    }))
+}
+
 fn upstream_block(
     d: &Directive,
     vars: &mut Vars,
@@ -284,6 +375,9 @@ fn upstream_block(
     let mut zone = None;
     let mut health = None;
     let mut queue: Option<super::queue::Conf> = None;
+    let mut templates = Vec::new();
+    let mut own_resolver: Option<Arc<super::resolver::Resolver>> = None;
+    let mut own_timeout = None;
     for c in d.block.as_deref().unwrap_or(&[]) {
         vars.at(&c.span);
         let set_method = |m: &mut Option<Method>, v: Method| {
@@ -295,36 +389,44 @@ fn upstream_block(
         };
         match c.name.as_str() {
             "server" => {
-                arity(c, 1, 8)?;
-                let list = resolve(c.arg(0), 80)
-                    .map_err(|e| err(c, format!("{e} in upstream \"{}\"", c.arg(0))))?;
+                arity(c, 1, 10)?;
+                let addr = c.arg(0);
+                let (spec, run_time, service) = server_params(c)?;
+                if service.is_some() && !run_time {
+                    return Err(err(
+                        c,
+                        format!("service upstream \"{addr}\" requires \"resolve\" parameter"),
+                    ));
+                }
+                if run_time && let Some(t) = template(c, addr, &spec, service)? {
+                    templates.push(t);
+                    continue;
+                }
+                let list =
+                    resolve(addr, 80).map_err(|e| err(c, format!("{e} in upstream \"{addr}\"")))?;
                 for a in list {
-                    let mut p = PeerSpec::new(&a.to_string());
-                    for arg in c.arg_strs().skip(1) {
-                        let num = |v: &str| v.parse::<u32>().map_err(|_| values::bad_arg(c, arg));
-                        if let Some(v) = option(arg, "weight") {
-                            p.weight = num(v)?;
-                            if p.weight == 0 {
-                                return Err(values::bad_arg(c, arg));
-                            }
-                        } else if let Some(v) = option(arg, "max_fails") {
-                            p.max_fails = num(v)?;
-                        } else if let Some(v) = option(arg, "max_conns") {
-                            p.max_conns = num(v)?;
-                        } else if let Some(v) = option(arg, "fail_timeout") {
-                            p.fail_timeout =
-                                parse_time(v).ok_or_else(|| values::bad_arg(c, arg))?;
-                        } else if arg == "backup" {
-                            p.backup = true;
-                        } else if arg == "down" {
-                            p.down = true;
-                        } else {
-                            return Err(values::bad_arg(c, arg));
-                        }
-                    }
-                    peers.push(p);
+                    peers.push(PeerSpec {
+                        name: a.to_string(),
+                        ..spec.clone()
+                    });
                     addrs.push(a);
                 }
+            }
+            "resolver" => {
+                if c.args.is_empty() || c.block.is_some() {
+                    return Err(err(
+                        c,
+                        "invalid number of arguments in \"resolver\" directive",
+                    ));
+                }
+                if own_resolver.is_some() {
+                    return Err(err(c, "\"resolver\" directive is duplicate"));
+                }
+                own_resolver = Some(Arc::new(super::resolver::parse(c)?));
+            }
+            "resolver_timeout" => {
+                arity(c, 1, 1)?;
+                own_timeout = Some(values::time(c, 0)?);
             }
             "least_conn" => {
                 arity(c, 0, 0)?;
@@ -415,11 +517,22 @@ fn upstream_block(
             }
         }
     }
-    if peers.is_empty() {
+    if peers.is_empty() && templates.is_empty() {
         return Err(err(d, format!("no servers are inside upstream \"{name}\"")));
     }
+    if !templates.is_empty() && zone.is_none() {
+        return Err(err(
+            d,
+            format!(
+                "resolving names at run time requires upstream \"{name}\" to be in shared memory"
+            ),
+        ));
+    }
     if method.is_some_and(|m| !matches!(m, Method::RoundRobin | Method::LeastConn))
-        && peers.iter().any(|p| p.backup)
+        && peers
+            .iter()
+            .chain(templates.iter().map(|t| &t.spec))
+            .any(|p| p.backup)
     {
         // nginx refuses backup with hashing methods.
         return Err(err(
@@ -434,6 +547,8 @@ fn upstream_block(
         peers,
         names: addrs.iter().map(|a| a.to_string().into()).collect(),
         addrs,
+        dynamic: (!templates.is_empty())
+            .then(|| super::resolve::Dynamic::new(templates, (own_resolver, own_timeout))),
         method: method.unwrap_or(Method::RoundRobin),
         hash_key,
         keepalive,
@@ -470,7 +585,7 @@ pub static DIRECTIVES: &[Def] = &[Def {
     },
     syntax: "upstream name { … }",
     default: "—",
-    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\n```",
+    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N] [resolve] [service=name];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses, found when the configuration loads — with `resolve`, found at run time and kept up to date without a reload: the name is asked again when its answer's TTL, or the resolver's `valid=`, runs out, at most every `resolver_timeout`, and its addresses join and leave the peers, each with the line's parameters; a failed lookup keeps the peers, \"Host not found\" empties them; the block must have a `zone` and a `resolver`, its own or the http level's; `service=name` asks for the SRV records of `_name._tcp.host` — of `name.host` when the name has a dot — and makes each target's addresses peers with the record's port and, unless the line sets one, its weight, the lowest priority value primary and the others backup: on a `backup` line the lowest priority value is backup and the others are left out), `resolver address ... [valid=time] [ipv6=on|off];` and `resolver_timeout time;` (for the block's `resolve` names; the http level's otherwise), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\nupstream dynamic {\n    zone dynamic 64k;\n    resolver 10.0.0.53 valid=30s;\n    server app.example.com:8080 resolve max_fails=2;\n    server example.com service=http resolve;\n}\n```",
 }];
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The DNS message format, as much of it as the resolver needs (RFC 1035,
-//! RFC 3596): a query for one name's A or AAAA records, and the addresses
-//! and CNAME of an answer. Names in answers may be compressed (pointers are
+//! RFC 3596, RFC 2782): a query for one name's A, AAAA or SRV records, and
+//! the addresses, services and CNAME of an answer. Names in answers may be compressed (pointers are
 //! followed backwards only, so a message cannot make a loop).
 
 use std::net::IpAddr;
@@ -8,6 +8,7 @@ use std::net::IpAddr;
 pub const A: u16 = 1;
 pub const CNAME: u16 = 5;
 pub const AAAA: u16 = 28;
+pub const SRV: u16 = 33;
 const IN: u16 = 1;
 
 /// The longest name, as text (four labels of 63 bytes and their dots).
@@ -69,11 +70,23 @@ pub fn header(msg: &[u8]) -> Option<Header> {
     })
 }
 
+/// One SRV record: where a service is offered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Srv {
+    pub priority: u16,
+    pub weight: u16,
+    pub port: u16,
+    /// The host offering it, lowercased ("" for ".": not offered there).
+    pub target: String,
+}
+
 /// What an answer holds for the question asked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Answer {
     /// Addresses of the type asked, in order.
     pub addrs: Vec<IpAddr>,
+    /// SRV records, when SRV was asked, in order.
+    pub srvs: Vec<Srv>,
     /// The first CNAME's target, lowercased.
     pub cname: Option<String>,
     /// The least TTL of the records used (seconds).
@@ -193,6 +206,20 @@ pub fn answer(msg: &[u8], qname: &str, qtype: u16) -> Result<Answer, Malformed> 
                 out.addrs.push(IpAddr::from(b));
                 out.ttl = out.ttl.min(ttl);
             }
+            SRV if qtype == SRV => {
+                let fixed = rdata.get(..6).ok_or(Malformed::Short)?;
+                let (target, end) = name(msg, rdata_at + 6)?;
+                if end > at {
+                    return Err(Malformed::Short);
+                }
+                out.srvs.push(Srv {
+                    priority: u16::from_be_bytes([fixed[0], fixed[1]]),
+                    weight: u16::from_be_bytes([fixed[2], fixed[3]]),
+                    port: u16::from_be_bytes([fixed[4], fixed[5]]),
+                    target,
+                });
+                out.ttl = out.ttl.min(ttl);
+            }
             CNAME => {
                 if out.cname.is_none() {
                     let (target, _) = name(msg, rdata_at)?;
@@ -301,6 +328,51 @@ mod tests {
             &[rr(b"\x01a\x07example\x03net\x00", A, 1, &[1, 2, 3, 4])],
         );
         assert_eq!(answer(&m, "a.example.net", A).unwrap().addrs.len(), 1);
+    }
+
+    #[test]
+    fn srv_records() {
+        let q = query(9, "_http._tcp.example.net", SRV).unwrap();
+        // Priority 10, weight 5, port 8080, target b.<pointer to "example.net" at 23>.
+        let m = reply(
+            &q,
+            0,
+            &[
+                rr(
+                    b"\xc0\x0c",
+                    SRV,
+                    60,
+                    b"\x00\x0a\x00\x05\x1f\x90\x01b\xc0\x17",
+                ),
+                rr(b"\xc0\x0c", SRV, 30, b"\x00\x14\x00\x00\x00\x50\x00"),
+            ],
+        );
+        let a = answer(&m, "_http._tcp.example.net", SRV).unwrap();
+        assert_eq!(
+            a.srvs,
+            vec![
+                Srv {
+                    priority: 10,
+                    weight: 5,
+                    port: 8080,
+                    target: "b.example.net".into()
+                },
+                Srv {
+                    priority: 20,
+                    weight: 0,
+                    port: 80,
+                    target: String::new()
+                }
+            ]
+        );
+        assert_eq!(a.ttl, 30);
+        // A target running past its record.
+        let m = reply(
+            &q,
+            0,
+            &[rr(b"\xc0\x0c", SRV, 1, b"\x00\x01\x00\x01\x00\x50\x05ab")],
+        );
+        assert!(answer(&m, "_http._tcp.example.net", SRV).is_err());
     }
 
     #[test]

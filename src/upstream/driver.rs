@@ -297,7 +297,10 @@ pub async fn run<P: Protocol>(
     let mut last: Option<Failure<P::Reply>> = None;
     let name = |peer: Option<usize>| {
         let mut n = String::new();
-        proto.upstream_name(peer.map_or(up.name.as_str(), |p| up.addr_name(p)), &mut n);
+        match peer {
+            Some(p) => proto.upstream_name(&up.addr_name(p), &mut n),
+            None => proto.upstream_name(&up.name, &mut n),
+        }
         n
     };
     loop {
@@ -314,7 +317,7 @@ pub async fn run<P: Protocol>(
                 }
                 // Peers left untried but none live: `$upstream_addr` ends
                 // with the group's name, as nginx's.
-                if (tries as usize) < up.addrs.len() {
+                if tries == 0 || (tries as usize) < up.peer_count() {
                     vars.borrow_mut().attempts.push(Attempt {
                         addr: up.name.to_string(),
                         status: 502,
@@ -365,9 +368,14 @@ pub async fn run<P: Protocol>(
             let r = if let Some(r) = kept.take() {
                 r
             } else {
-                let addr = &up.addrs[peer];
                 let conn = if own {
-                    pool::connect_from(addr, dial.bind, dial.tls, policy.connect_timeout).await
+                    pool::connect_from(
+                        &up.peer_addr(peer),
+                        dial.bind,
+                        dial.tls,
+                        policy.connect_timeout,
+                    )
+                    .await
                 } else {
                     up.connect(peer, dial.tls, policy.connect_timeout).await
                 };
@@ -415,6 +423,9 @@ pub async fn run<P: Protocol>(
                 }
             }
         };
+        // Named before the attempt ends: a resolved peer that left keeps
+        // its slot only until then.
+        let logged = (f.reply.is_none() && !f.msg.is_empty()).then(|| name(Some(peer)));
         if f.reply.is_none() {
             up.finished(peer, f.kind == NextUpstream::OFF);
         }
@@ -426,8 +437,8 @@ pub async fn run<P: Protocol>(
             }
             a.response_ms = Some(t0.elapsed().as_millis() as u64);
         }
-        if f.reply.is_none() && !f.msg.is_empty() {
-            log(req, &f.msg, &name(Some(peer)));
+        if let Some(upstream) = logged {
+            log(req, &f.msg, &upstream);
         }
         let again = policy.next_upstream.has(f.kind)
             && (!policy.streamed || !sent)

@@ -248,7 +248,7 @@ type Key = (usize, PeerAddr, u64);
 fn key(at: &Try<'_>, tag: u64) -> Key {
     (
         Arc::as_ptr(at.up) as usize,
-        at.up.addrs[at.peer].clone(),
+        at.up.peer_addr(at.peer).into_owned(),
         tag,
     )
 }

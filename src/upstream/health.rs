@@ -6,7 +6,8 @@
 //! peer answers within `timeout` with a status in the expected range.
 //!
 //! The thread holds the upstream weakly: when a reload drops the
-//! configuration that defined it, the thread ends. Peers start in service.
+//! configuration that defined it, the thread ends. Peers start in service,
+//! as do the peers of `server … resolve` lines when they are found.
 
 use super::{PeerAddr, Upstream};
 use crate::conf::ast::{ConfError, Directive};
@@ -83,17 +84,19 @@ pub fn start(u: &Arc<Upstream>) {
 }
 
 fn run(weak: Weak<Upstream>) {
-    let mut streak: Vec<(u32, u32)> = Vec::new();
+    // Checks passed and failed in a row, by peer address (resolved peers
+    // come and go).
+    let mut streak: std::collections::HashMap<PeerAddr, (u32, u32)> = Default::default();
     loop {
         let Some(u) = weak.upgrade() else { return };
         let Some(check) = u.health.clone() else {
             return;
         };
-        streak.resize(u.addrs.len(), (0, 0));
-        for (i, addr) in u.addrs.iter().enumerate() {
+        let mut seen = Vec::new();
+        u.each_peer(|_, _, addr, healthy| {
             let ok = probe(addr, &u.name, &check);
-            let (good, bad) = &mut streak[i];
-            let healthy = &u.healthy[i];
+            let (good, bad) = streak.entry(addr.clone()).or_default();
+            seen.push(addr.clone());
             if ok {
                 *good += 1;
                 *bad = 0;
@@ -117,7 +120,8 @@ fn run(weak: Weak<Upstream>) {
                     );
                 }
             }
-        }
+        });
+        streak.retain(|a, _| seen.contains(a));
         let wait = check.interval;
         drop(u);
         std::thread::sleep(wait);

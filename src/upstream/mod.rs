@@ -69,6 +69,7 @@ pub mod next;
 pub mod params;
 pub mod pool;
 pub mod queue;
+pub mod resolve;
 pub mod resolver;
 pub mod response;
 pub mod stats;
@@ -78,6 +79,7 @@ pub mod tls_conf;
 
 use crate::core::request::Request;
 use balance::{Balancer, Method, PeerSpec, Tried};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -111,10 +113,14 @@ pub struct Upstream {
     pub name: String,
     /// Unique per loaded block: keys the per-worker balancer state.
     pub id: u64,
+    /// The fixed peers (slots from 0), as configured.
     pub peers: Vec<PeerSpec>,
     pub addrs: Vec<PeerAddr>,
     /// `addrs` as `$upstream_addr` shows them.
     pub names: Box<[Box<str>]>,
+    /// `server … resolve` lines: their peers, found at run time, take the
+    /// slots after the fixed ones (a block with them has a `zone`).
+    pub dynamic: Option<resolve::Dynamic>,
     pub method: Method,
     /// `hash KEY`: the key template.
     pub hash_key: Option<crate::core::vars::Template>,
@@ -136,17 +142,20 @@ pub struct Upstream {
     /// variables: no figures in /metrics, no per-worker state.
     pub ephemeral: bool,
     pub health: Option<health::Check>,
-    /// Per peer: passing active health checks (all true without checks).
+    /// Per fixed peer: passing active health checks (all true without
+    /// checks).
     pub healthy: Box<[AtomicBool]>,
     /// `queue N [timeout=T]`: requests wait for a peer at max_conns.
     pub queue: Option<queue::Conf>,
 }
 
 /// One upstream's balancer in this worker (none when shared by all
-/// workers), with the worker's figures for its peers.
+/// workers), with the worker's figures for its peers by slot, made for the
+/// shared balancer's membership `generation`.
 struct Local {
     balancer: Option<Balancer>,
-    figures: Box<[&'static stats::PeerFigures]>,
+    figures: Box<[Option<&'static stats::PeerFigures>]>,
+    generation: u64,
 }
 
 thread_local! {
@@ -159,31 +168,51 @@ impl Upstream {
     /// its peers (none for an ephemeral upstream).
     fn with_balancer<R>(
         &self,
-        f: impl FnOnce(&mut Balancer, &[&'static stats::PeerFigures]) -> R,
+        f: impl FnOnce(&mut Balancer, &[Option<&'static stats::PeerFigures>]) -> R,
     ) -> R {
-        fn lock(m: &std::sync::Mutex<Balancer>) -> std::sync::MutexGuard<'_, Balancer> {
-            m.lock().unwrap_or_else(|e| e.into_inner())
-        }
         if self.ephemeral
-            && let Some(m) = &self.shared
+            && let Some(mut b) = self.lock_shared()
         {
-            return f(&mut lock(m), &[]);
+            return f(&mut b, &[]);
         }
         BALANCERS.with(|b| {
             let mut map = b.borrow_mut();
-            let local = map.entry(self.id).or_insert_with(|| Local {
-                balancer: self
+            let local = map.entry(self.id).or_insert_with(|| {
+                let balancer = self
                     .shared
                     .is_none()
-                    .then(|| Balancer::new(self.peers.clone(), self.method)),
-                figures: stats::figures(self),
+                    .then(|| Balancer::new(self.peers.clone(), self.method));
+                Local {
+                    figures: stats::figures(&self.name, self.peers.iter().map(|p| Some(&*p.name))),
+                    balancer,
+                    generation: 0,
+                }
             });
-            match (&mut local.balancer, &self.shared) {
-                (Some(b), _) => f(b, &local.figures),
-                (None, Some(m)) => f(&mut lock(m), &local.figures),
-                (None, None) => unreachable!("a balancer is local or shared"),
+            if let Some(b) = &mut local.balancer {
+                return f(b, &local.figures);
             }
+            let mut b = self.lock_shared().expect("a balancer is local or shared");
+            if b.generation() != local.generation {
+                // The membership changed: figures for the peers now there.
+                local.figures = stats::figures(
+                    &self.name,
+                    (0..b.slots()).map(|i| b.is_live(i).then(|| &*b.spec(i).name)),
+                );
+                local.generation = b.generation();
+            }
+            f(&mut b, &local.figures)
         })
+    }
+
+    /// The balancer shared by all workers, locked (`zone`, an ephemeral
+    /// upstream).
+    pub(crate) fn lock_shared(&self) -> Option<std::sync::MutexGuard<'_, Balancer>> {
+        Some(
+            self.shared
+                .as_ref()?
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
     }
 
     /// The balancer shared by all workers, for `zone` or an ephemeral upstream.
@@ -198,16 +227,18 @@ impl Upstream {
     /// `None` when none can serve. Counts a connection to it (see `finished`).
     pub fn pick(&self, key: &[u8], tried: &mut Tried) -> Option<usize> {
         let mut t = tried.clone();
-        for (i, h) in self.healthy.iter().enumerate() {
-            if !h.load(Ordering::Relaxed) {
-                t.mark(i);
-            }
+        if self.health.is_some() {
+            self.each_peer(|i, _, _, healthy| {
+                if !healthy.load(Ordering::Relaxed) {
+                    t.mark(i);
+                }
+            });
         }
         let now = Instant::now();
         let i = self.with_balancer(|b, figures| {
             let i = b.pick(key, &t, now)?;
             b.connected(i);
-            if let Some(f) = figures.get(i) {
+            if let Some(Some(f)) = figures.get(i) {
                 f.connected(b.conns(i));
             }
             Some(i)
@@ -246,7 +277,7 @@ impl Upstream {
     pub fn finished_at(&self, peer: usize, ok: bool, now: Instant) {
         self.with_balancer(|b, figures| {
             b.finished(peer, ok, now);
-            if let Some(f) = figures.get(peer) {
+            if let Some(Some(f)) = figures.get(peer) {
                 f.finished(ok, b.conns(peer), b.failed_until(peer));
             }
         });
@@ -277,7 +308,7 @@ impl Upstream {
     /// attempt began (the upstream latency figures).
     pub fn responded(&self, peer: usize, took: Duration) {
         self.with_balancer(|_, figures| {
-            if let Some(f) = figures.get(peer) {
+            if let Some(Some(f)) = figures.get(peer) {
                 f.responded(took);
             }
         });
@@ -292,16 +323,16 @@ impl Upstream {
         tls: Option<&tls::Dial>,
         timeout: Duration,
     ) -> std::io::Result<UpConn> {
-        let addr = &self.addrs[peer];
+        let addr = self.peer_addr(peer);
         let tag = tls.map_or(0, |d| d.tag);
         if self.keepalive == 0 {
-            return pool::connect_from(addr, None, tls, timeout).await;
+            return pool::connect_from(&addr, None, tls, timeout).await;
         }
-        if let Some(c) = pool::take(&self.name, addr, tag, self.keepalive_timeout) {
+        if let Some(c) = pool::take(&self.name, &addr, tag, self.keepalive_timeout) {
             return Ok(c);
         }
-        let c = pool::connect_from(addr, None, tls, timeout).await?;
-        pool::unanswered(&self.name, addr, &c);
+        let c = pool::connect_from(&addr, None, tls, timeout).await?;
+        pool::unanswered(&self.name, &addr, &c);
         Ok(c)
     }
 
@@ -318,12 +349,56 @@ impl Upstream {
         {
             return;
         }
-        pool::put(&self.name, &self.addrs[peer], conn, self.keepalive, now);
+        pool::put(&self.name, &self.peer_addr(peer), conn, self.keepalive, now);
+    }
+
+    /// The resolved peer in slot `peer` (after the fixed ones).
+    fn member(&self, peer: usize) -> Option<Arc<resolve::Member>> {
+        self.dynamic.as_ref()?.member(peer - self.addrs.len())
+    }
+
+    /// Where peer `peer` listens. A resolved peer's slot keeps it from the
+    /// peer's choice until its attempt ends.
+    pub fn peer_addr(&self, peer: usize) -> Cow<'_, PeerAddr> {
+        match self.addrs.get(peer) {
+            Some(a) => Cow::Borrowed(a),
+            None => Cow::Owned(
+                self.member(peer)
+                    .map_or(PeerAddr::Tcp(SocketAddr::from(([0, 0, 0, 0], 0))), |m| {
+                        m.addr.clone()
+                    }),
+            ),
+        }
     }
 
     /// The peer's address as `$upstream_addr` shows it.
-    pub fn addr_name(&self, peer: usize) -> &str {
-        &self.names[peer]
+    pub fn addr_name(&self, peer: usize) -> Cow<'_, str> {
+        match self.names.get(peer) {
+            Some(n) => Cow::Borrowed(n),
+            None => Cow::Owned(
+                self.member(peer)
+                    .map_or(String::new(), |m| m.spec.name.clone()),
+            ),
+        }
+    }
+
+    /// Peers now: the fixed ones and the resolved ones.
+    pub fn peer_count(&self) -> usize {
+        match (&self.dynamic, self.lock_shared()) {
+            (Some(_), Some(b)) => (0..b.slots()).filter(|&i| b.is_live(i)).count(),
+            _ => self.addrs.len(),
+        }
+    }
+
+    /// `f(slot, peer, address, healthy)` for each peer: the fixed ones, then
+    /// the resolved ones (with those that left while attempts on them go on).
+    pub fn each_peer(&self, mut f: impl FnMut(usize, &PeerSpec, &PeerAddr, &AtomicBool)) {
+        for (i, p) in self.peers.iter().enumerate() {
+            f(i, p, &self.addrs[i], &self.healthy[i]);
+        }
+        if let Some(d) = &self.dynamic {
+            d.each(|j, m| f(self.addrs.len() + j, &m.spec, &m.addr, &m.healthy));
+        }
     }
 }
 
@@ -587,12 +662,20 @@ pub static MODULE: Module = Module {
     ],
     hooks: Hooks {
         loaded: Some(conf::finish),
+        http: Some(resolve::http_level),
+        tick: Some(tick),
         metrics: Some(stats::collect),
-        tick: Some(h2::trim_idle),
         ..Hooks::NONE
     },
     ..Module::EMPTY
 };
+
+/// Each second in a worker: idle connections to peers that left their
+/// group are closed, and HTTP/2 sessions idle past their keepalive_timeout.
+fn tick() {
+    pool::sweep();
+    h2::trim_idle();
+}
 
 /// The `$upstream_*` values of a request a proxy-like handler served.
 pub fn vars(req: &Request<'_>) -> Option<Rc<RefCell<UpstreamVars>>> {

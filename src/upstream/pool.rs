@@ -590,6 +590,62 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
     })
 }
 
+/// Peers taken out of their group at run time (a resolved address gone),
+/// with a sequence number, for the workers to drop their idle connections
+/// to them ([`sweep`]); entries older than [`GONE_KEPT`] are let go.
+static GONE: std::sync::Mutex<VecDeque<Gone>> = std::sync::Mutex::new(VecDeque::new());
+
+/// An entry of [`GONE`]: its number, when, the group and the peer.
+type Gone = (u64, Instant, Box<str>, PeerAddr);
+static GONE_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+const GONE_KEPT: Duration = Duration::from_secs(60);
+
+thread_local! {
+    /// The last entry of [`GONE`] this worker has swept.
+    static SWEPT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `addr` left `group`: every worker closes its idle connections to it at
+/// its next sweep.
+pub fn forget(group: &str, addr: &PeerAddr) {
+    let mut gone = GONE.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    while gone
+        .front()
+        .is_some_and(|(_, at, ..)| now.duration_since(*at) > GONE_KEPT)
+    {
+        gone.pop_front();
+    }
+    let seq = GONE_SEQ.load(std::sync::atomic::Ordering::Relaxed) + 1;
+    gone.push_back((seq, now, group.into(), addr.clone()));
+    GONE_SEQ.store(seq, std::sync::atomic::Ordering::Release);
+}
+
+/// Close this worker's idle connections to peers that left their group
+/// since its last sweep (each second, the upstream module's tick).
+pub fn sweep() {
+    let seq = GONE_SEQ.load(std::sync::atomic::Ordering::Acquire);
+    if SWEPT.with(Cell::get) == seq {
+        return;
+    }
+    let since = SWEPT.with(|s| s.replace(seq));
+    let gone: Vec<(Box<str>, PeerAddr)> = GONE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(n, ..)| *n > since)
+        .map(|(_, _, g, a)| (g.clone(), a.clone()))
+        .collect();
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        for (group, addr) in gone {
+            if let Some(g) = p.get_mut(&group) {
+                g.retain(|(a, _), _| *a != addr);
+            }
+        }
+    });
+}
+
 /// Count `conn`, new to `addr` while its pool had none idle, among the
 /// peer's unanswered connections until it reads its first reply byte.
 pub fn unanswered(group: &str, addr: &PeerAddr, conn: &UpConn) {
@@ -821,6 +877,31 @@ mod tests {
             assert!(!nodelay(&c));
             assert_eq!(c.try_write(b"two").unwrap(), 3);
             assert!(nodelay(&c), "not set for a second write before a read");
+        });
+    }
+
+    #[test]
+    fn a_peer_that_left_loses_its_idle_connections_at_the_sweep() {
+        let (rt, l, addr) = setup();
+        rt.block_on(async {
+            let now = Instant::now();
+            for group in ["left", "other"] {
+                let c = connect_from(&addr, None, None, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                let _ = l.accept().unwrap();
+                put(group, &addr, c, 4, now);
+            }
+            forget("left", &addr);
+            sweep();
+            let idle = Duration::from_secs(60);
+            assert!(take("left", &addr, 0, idle).is_none());
+            assert!(take("other", &addr, 0, idle).is_some());
+            // Swept once: nothing more to do until the next departure.
+            assert_eq!(
+                SWEPT.with(Cell::get),
+                GONE_SEQ.load(std::sync::atomic::Ordering::Relaxed)
+            );
         });
     }
 

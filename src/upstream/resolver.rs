@@ -1,7 +1,10 @@
 //! `resolver`: names of upstream hosts found at request time, for handlers
-//! whose address has variables. A small asynchronous DNS client, as nginx's:
+//! whose address has variables, and kept up to date for `server … resolve`
+//! in an upstream block ([`super::resolve`]). A small asynchronous DNS
+//! client, as nginx's:
 //!
-//! - A (and with `ipv6=on`, the default, AAAA) queries go over UDP to one of
+//! - A (and with `ipv6=on`, the default, AAAA) queries, or one SRV query for
+//!   a service (each of its targets then resolved as a name), go over UDP to one of
 //!   the servers, the next one for each new name (round robin); a query not
 //!   answered within 5 seconds is sent again to the next server, until
 //!   `resolver_timeout` (then "(110: Operation timed out)").
@@ -78,7 +81,31 @@ impl std::fmt::Display for Failure {
 
 /// A lookup under way, by name: its result once there.
 type Pending = rustc_hash::FxHashMap<String, tokio::sync::watch::Receiver<Outcome>>;
-type Outcome = Option<Result<Arc<[IpAddr]>, Failure>>;
+type Outcome = Option<Result<Resolved, Failure>>;
+
+/// A name's addresses and until when they hold (its cache entry's end; now
+/// for an answer not cached).
+pub type Resolved = (Arc<[IpAddr]>, Instant);
+
+/// What a service's SRV records led to.
+#[derive(Debug, Default)]
+pub struct Services {
+    /// Each address of each target, with its record's port, priority and
+    /// weight, in the order of the records.
+    pub found: Vec<Service>,
+    /// Targets that could not be resolved.
+    pub failed: Vec<(String, Failure)>,
+}
+
+/// One address a service is offered at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Service {
+    pub addr: SocketAddr,
+    pub priority: u16,
+    pub weight: u16,
+    /// The record's target host.
+    pub target: Arc<str>,
+}
 
 /// A request's part in a lookup: waiting for another's, or asking.
 enum Turn {
@@ -135,12 +162,17 @@ impl Resolver {
 
     /// The addresses of `name`, from the cache or asked within `timeout`.
     pub async fn resolve(&self, name: &str, timeout: Duration) -> Result<Arc<[IpAddr]>, Failure> {
+        self.resolve_until(name, timeout).await.map(|(a, _)| a)
+    }
+
+    /// [`Resolver::resolve`], with until when the answer holds.
+    pub async fn resolve_until(&self, name: &str, timeout: Duration) -> Result<Resolved, Failure> {
         let key = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
         let now = Instant::now();
         if let Some((addrs, until)) = self.cache().get(&key)
             && *until > now
         {
-            return Ok(addrs.clone());
+            return Ok((addrs.clone(), *until));
         }
         if dns::labels(&key).is_none() {
             return Err(Failure::Code(dns::FORMERR));
@@ -185,19 +217,84 @@ impl Resolver {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The addresses of the SRV records of `name` (a service's full name,
+    /// `_http._tcp.example.net`), each target resolved as a name, within
+    /// `timeout`; until when the answers hold. Records of a target that
+    /// does not resolve are left out (and named in `failed`); with no
+    /// address at all the lookup fails.
+    pub async fn resolve_srv(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<(Services, Instant), Failure> {
+        let key = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        if dns::labels(&key).is_none() {
+            return Err(Failure::Code(dns::FORMERR));
+        }
+        let deadline = Instant::now() + timeout;
+        let answer = match self.lookup(&key, &[dns::SRV], deadline).await?.pop() {
+            Some(Ok(a)) => a,
+            Some(Err(code)) => return Err(Failure::Code(code)),
+            None => return Err(Failure::TimedOut),
+        };
+        let mut until = Instant::now() + self.keep(answer.ttl);
+        let mut out = Services::default();
+        for srv in answer.srvs.iter().filter(|s| !s.target.is_empty()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.resolve_until(&srv.target, left).await {
+                Ok((ips, valid)) => {
+                    until = until.min(valid);
+                    let target: Arc<str> = srv.target.as_str().into();
+                    out.found.extend(ips.iter().map(|ip| Service {
+                        addr: SocketAddr::new(*ip, srv.port),
+                        priority: srv.priority,
+                        weight: srv.weight,
+                        target: target.clone(),
+                    }));
+                }
+                Err(e) => out.failed.push((srv.target.clone(), e)),
+            }
+        }
+        if out.found.is_empty() {
+            return Err(out
+                .failed
+                .first()
+                .map_or(Failure::Code(dns::NXDOMAIN), |f| f.1));
+        }
+        Ok((out, until))
+    }
+
+    /// How long an answer with `ttl` is kept: its TTL, or `valid=`.
+    fn keep(&self, ttl: u32) -> Duration {
+        self.valid
+            .unwrap_or_else(|| Duration::from_secs(ttl.into()))
+    }
+
+    /// How long a name found not to exist stays so: `valid=`, else 10s.
+    pub fn failure_valid(&self) -> Duration {
+        self.valid.unwrap_or(Duration::from_secs(10))
+    }
+
+    /// The record types asked for a name's addresses.
+    fn address_types(&self) -> &'static [u16] {
+        if self.ipv6 {
+            &[dns::A, dns::AAAA]
+        } else {
+            &[dns::A]
+        }
+    }
+
     /// Ask for `key` (following CNAMEs) and cache what is found.
-    async fn ask_chain(&self, key: &str, deadline: Instant) -> Result<Arc<[IpAddr]>, Failure> {
+    async fn ask_chain(&self, key: &str, deadline: Instant) -> Result<Resolved, Failure> {
         let mut asked = key.to_string();
         let mut ttl = u32::MAX;
         for _ in 0..=MAX_CNAMES {
-            match self.lookup(&asked, deadline).await? {
+            let answers = self.lookup(&asked, self.address_types(), deadline).await?;
+            match combine(answers)? {
                 Found::Addrs(addrs, t) => {
-                    let ttl = ttl.min(t);
                     let addrs: Arc<[IpAddr]> = addrs.into();
-                    let keep = match self.valid {
-                        Some(v) => v,
-                        None => Duration::from_secs(ttl.into()),
-                    };
+                    let keep = self.keep(ttl.min(t));
+                    let until = Instant::now() + keep;
                     if !keep.is_zero() {
                         let mut cache = self.cache();
                         if cache.len() >= MAX_CACHED {
@@ -207,9 +304,9 @@ impl Resolver {
                                 cache.clear();
                             }
                         }
-                        cache.insert(key.to_string(), (addrs.clone(), Instant::now() + keep));
+                        cache.insert(key.to_string(), (addrs.clone(), until));
                     }
-                    return Ok(addrs);
+                    return Ok((addrs, until));
                 }
                 Found::Cname(target, t) => {
                     ttl = ttl.min(t);
@@ -220,8 +317,14 @@ impl Resolver {
         Err(Failure::Code(dns::NXDOMAIN))
     }
 
-    /// Ask the servers in turn for `name` until one answers or `deadline`.
-    async fn lookup(&self, name: &str, deadline: Instant) -> Result<Found, Failure> {
+    /// Ask the servers in turn for `name`'s records of `types` until one
+    /// answers them all or `deadline`: each answer, or its error code.
+    async fn lookup(
+        &self,
+        name: &str,
+        types: &[u16],
+        deadline: Instant,
+    ) -> Result<Vec<Result<dns::Answer, u8>>, Failure> {
         let n = self.servers.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed);
         for k in 0.. {
@@ -231,8 +334,8 @@ impl Resolver {
             }
             let server = self.servers[(first + k) % n];
             let until = (now + RESEND).min(deadline);
-            match self.ask(server, name, until).await {
-                Ok(Some(found)) => return found,
+            match self.ask(server, name, types, until).await {
+                Ok(Some(found)) => return Ok(found),
                 Ok(None) => {}
                 Err(e) => {
                     crate::error_log!(
@@ -247,19 +350,15 @@ impl Resolver {
         Err(Failure::TimedOut)
     }
 
-    /// One server's answers to the A (and AAAA) queries for `name`; `None`
+    /// One server's answers to the queries of `types` for `name`; `None`
     /// when they did not all come by `until`.
     async fn ask(
         &self,
         server: SocketAddr,
         name: &str,
+        types: &[u16],
         until: Instant,
-    ) -> std::io::Result<Option<Result<Found, Failure>>> {
-        let types: &[u16] = if self.ipv6 {
-            &[dns::A, dns::AAAA]
-        } else {
-            &[dns::A]
-        };
+    ) -> std::io::Result<Option<Vec<Result<dns::Answer, u8>>>> {
         let bind: SocketAddr = if server.is_ipv4() {
             ([0, 0, 0, 0], 0).into()
         } else {
@@ -346,7 +445,7 @@ impl Resolver {
                 }
             });
         }
-        Ok(Some(combine(results.into_iter().flatten().collect())))
+        Ok(Some(results.into_iter().flatten().collect()))
     }
 }
 
@@ -410,6 +509,20 @@ fn loc<'a>(s: &'a mut Scope<'_>) -> &'a mut ResolverConfSet {
 }
 
 fn resolver(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
+    let r = parse(d)?;
+    let l = loc(s);
+    if l.resolver.is_some() {
+        return Err(ConfError::new(
+            "\"resolver\" directive is duplicate",
+            &d.span,
+        ));
+    }
+    l.resolver = Some(Some(Arc::new(r)));
+    Ok(())
+}
+
+/// A `resolver` directive's servers and options (also in an upstream block).
+pub fn parse(d: &Directive) -> Result<Resolver, ConfError> {
     let mut servers = Vec::new();
     let mut valid = None;
     let mut ipv6 = true;
@@ -446,15 +559,7 @@ fn resolver(s: &mut Scope<'_>, d: &Directive) -> Result<(), ConfError> {
             &d.span,
         ));
     }
-    let l = loc(s);
-    if l.resolver.is_some() {
-        return Err(ConfError::new(
-            "\"resolver\" directive is duplicate",
-            &d.span,
-        ));
-    }
-    l.resolver = Some(Some(Arc::new(Resolver::new(servers, valid, ipv6))));
-    Ok(())
+    Ok(Resolver::new(servers, valid, ipv6))
 }
 
 pub static DIRECTIVES: &[Def] = &[
@@ -466,7 +571,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| resolver(s, d),
         syntax: "resolver address ... [valid=time] [ipv6=on|off] [status_zone=zone];",
         default: "—",
-        doc: "DNS servers (`ip[:port]`, port 53 by default) that resolve, at request time, the host of a `proxy_pass` or `fastcgi_pass` whose address has variables and names no `upstream` block. Queries go over UDP to the servers in turn (a truncated answer is asked again over TCP); A and, with `ipv6=on` (the default), AAAA records are asked for; answers are cached for their TTL, or for `valid=time`. `status_zone` is accepted and keeps nothing. Without a resolver such a host answers 502 (\"no resolver defined to resolve …\").\n\n```nginx\nresolver 127.0.0.1 [::1]:5353 valid=30s ipv6=off;\nlocation / { proxy_pass http://$host:8080; }\n```",
+        doc: "DNS servers (`ip[:port]`, port 53 by default) that resolve, at request time, the host of a `proxy_pass` or `fastcgi_pass` whose address has variables and names no `upstream` block, and, at the http level, the names of `server … resolve` lines in upstream blocks without a `resolver` of their own (inside an `upstream` block, `resolver` and `resolver_timeout` are the block's; see `upstream`). Queries go over UDP to the servers in turn (a truncated answer is asked again over TCP); A and, with `ipv6=on` (the default), AAAA records are asked for; answers are cached for their TTL, or for `valid=time`. `status_zone` is accepted and keeps nothing. Without a resolver such a host answers 502 (\"no resolver defined to resolve …\").\n\n```nginx\nresolver 127.0.0.1 [::1]:5353 valid=30s ipv6=off;\nlocation / { proxy_pass http://$host:8080; }\n```",
     },
     Def {
         name: "resolver_timeout",
@@ -479,7 +584,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "resolver_timeout time;",
         default: "30s",
-        doc: "How long a name may take to resolve (every server tried in turn, a query sent again each 5 seconds); past it the request answers 502, logged as \"… could not be resolved (110: Operation timed out)\".\n\n```nginx\nresolver_timeout 5s;\n```",
+        doc: "How long a name may take to resolve (every server tried in turn, a query sent again each 5 seconds); past it the request answers 502, logged as \"… could not be resolved (110: Operation timed out)\". For the `resolve` names of upstream blocks it is also the longest time between two lookups of a name, and the wait before asking again after a failed one (at least 1s).\n\n```nginx\nresolver_timeout 5s;\n```",
     },
 ];
 
@@ -574,6 +679,7 @@ mod tests {
                 addrs: addrs.iter().map(|&a| IpAddr::from(a)).collect(),
                 cname: cname.map(str::to_string),
                 ttl: 5,
+                ..dns::Answer::default()
             })
         };
         let addrs = |r: Result<Found, Failure>| match r {
@@ -639,6 +745,59 @@ mod tests {
         });
         assert_eq!(asked.load(Ordering::Relaxed), 3);
         assert!(r.pending().is_empty());
+    }
+
+    #[test]
+    fn services_resolve_their_targets() {
+        let srv = server(move |q| {
+            let qtype = u16::from_be_bytes([q[q.len() - 4], q[q.len() - 3]]);
+            let name = &q[12..q.len() - 4];
+            if qtype != dns::SRV {
+                return vec![if name.starts_with(b"\x01a") {
+                    reply(q, 0, 30, &[[127, 0, 0, 5]])
+                } else {
+                    reply(q, dns::NXDOMAIN, 0, &[])
+                }];
+            }
+            // Two records: a.x:81 priority 1 weight 7, nx.x:82 priority 2.
+            let mut m = reply(q, 0, 0, &[]);
+            m[7] = 2;
+            for (prio, weight, port, target) in [
+                (1u16, 7u16, 81u16, &b"\x01a\x01x\x00"[..]),
+                (2, 1, 82, b"\x02nx\x01x\x00"),
+            ] {
+                m.extend_from_slice(b"\xc0\x0c\x00\x21\x00\x01\x00\x00\x00\x3c");
+                m.extend_from_slice(&(6 + target.len() as u16).to_be_bytes());
+                for v in [prio, weight, port] {
+                    m.extend_from_slice(&v.to_be_bytes());
+                }
+                m.extend_from_slice(target);
+            }
+            vec![m]
+        });
+        let r = Resolver::new(vec![srv], None, false);
+        rt().block_on(async {
+            let (s, until) = r
+                .resolve_srv("_http._tcp.x", Duration::from_secs(2))
+                .await
+                .unwrap();
+            assert_eq!(
+                s.found,
+                [Service {
+                    addr: "127.0.0.5:81".parse().unwrap(),
+                    priority: 1,
+                    weight: 7,
+                    target: "a.x".into()
+                }]
+            );
+            assert_eq!(
+                s.failed,
+                [("nx.x".to_string(), Failure::Code(dns::NXDOMAIN))]
+            );
+            // The least of the record's TTL (60) and the target's (30).
+            let left = until.saturating_duration_since(Instant::now());
+            assert!(left > Duration::from_secs(25) && left <= Duration::from_secs(30));
+        });
     }
 
     #[test]

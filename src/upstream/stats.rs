@@ -72,19 +72,22 @@ thread_local! {
         RefCell::new(rustc_hash::FxHashMap::default());
 }
 
-/// The calling worker's figures for each peer of `u` (made on first use).
-pub fn figures(u: &Upstream) -> Box<[&'static PeerFigures]> {
+/// The calling worker's figures for each of `peers` of upstream `upstream`
+/// (made on first use), by slot; none for an empty slot.
+pub fn figures<'a>(
+    upstream: &str,
+    peers: impl Iterator<Item = Option<&'a str>>,
+) -> Box<[Option<&'static PeerFigures>]> {
     MINE.with(|m| {
         let mut m = m.borrow_mut();
-        u.peers
-            .iter()
+        peers
             .map(|p| {
-                let key: Key = (u.name.as_str().into(), p.name.as_str().into());
-                *m.entry(key).or_insert_with(|| {
+                let key: Key = (upstream.into(), p?.into());
+                Some(*m.entry(key).or_insert_with_key(|(u, p)| {
                     let f: &'static PeerFigures = Box::leak(Box::new(PeerFigures {
                         worker: stats::worker(),
-                        upstream: u.name.as_str().into(),
-                        peer: p.name.as_str().into(),
+                        upstream: u.clone(),
+                        peer: p.clone(),
                         ok: AtomicU64::new(0),
                         failed: AtomicU64::new(0),
                         conns: AtomicU64::new(0),
@@ -93,7 +96,7 @@ pub fn figures(u: &Upstream) -> Box<[&'static PeerFigures]> {
                     }));
                     FIGURES.lock().unwrap_or_else(|e| e.into_inner()).push(f);
                     f
-                })
+                }))
             })
             .collect()
     })
@@ -104,6 +107,16 @@ pub fn track(u: &Arc<Upstream>) {
     let mut list = UPSTREAMS.lock().unwrap_or_else(|e| e.into_inner());
     list.retain(|w| w.strong_count() > 0);
     list.push(Arc::downgrade(u));
+}
+
+/// The newest live block named as `u` loaded before it (the block a reload
+/// replaces).
+pub fn previous(u: &Upstream) -> Option<Arc<Upstream>> {
+    let list = UPSTREAMS.lock().unwrap_or_else(|e| e.into_inner());
+    list.iter()
+        .filter_map(Weak::upgrade)
+        .filter(|o| o.name == u.name && o.id < u.id)
+        .max_by_key(|o| o.id)
 }
 
 /// One (upstream, peer, worker) series: the figures of every thread that had
@@ -238,12 +251,8 @@ fn live_upstreams() -> Vec<(String, Vec<(String, bool)>)> {
     newest
         .iter()
         .map(|u| {
-            let peers = u
-                .peers
-                .iter()
-                .zip(u.healthy.iter())
-                .map(|(p, h)| (p.name.clone(), !p.down && h.load(Relaxed)))
-                .collect();
+            let mut peers = Vec::new();
+            u.each_peer(|_, p, _, h| peers.push((p.name.clone(), !p.down && h.load(Relaxed))));
             (u.name.clone(), peers)
         })
         .collect()

@@ -1289,10 +1289,8 @@ impl UpstreamBody {
         // One clock read for the figures, the time and the pool.
         let now = Instant::now();
         let up = &self.up;
-        up.finished_at(self.peer, clean && !self.failed, now);
-        if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
-            a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
-        }
+        // Pooled before the attempt ends: a resolved peer that left keeps
+        // its slot (and address) only until then.
         if let Some(c) = self.conn.take()
             && clean
             && self.reusable
@@ -1300,6 +1298,10 @@ impl UpstreamBody {
             && !matches!(self.framing, Framing::Close)
         {
             up.release_at(self.peer, c, now);
+        }
+        up.finished_at(self.peer, clean && !self.failed, now);
+        if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
+            a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
         }
     }
 

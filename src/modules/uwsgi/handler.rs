@@ -225,7 +225,7 @@ async fn attempt<P: Proto>(
     let failed = at.status_fails(head.status());
     conn.hold(at.hold(failed.is_none()));
     let mut name = String::new();
-    ex.upstream_name(at.up.addr_name(at.peer), &mut name);
+    ex.upstream_name(&at.up.addr_name(at.peer), &mut name);
     let answer = Answer {
         conn,
         head,
