@@ -851,6 +851,12 @@ impl<'a> Request<'a> {
     /// `, client: …, server: …, request: "…", host: "…"`: the context nginx
     /// appends to a request's error log lines.
     pub fn log_context(&self) -> String {
+        // A stream session (a request without a request line) names its
+        // client and the address it came in on, as nginx's stream log lines.
+        if self.head.line().is_empty() {
+            let server = self.local_addr().map_or(String::new(), |a| a.to_string());
+            return format!(", client: {}, server: {server}", self.client_addr());
+        }
         format!(
             ", client: {}, server: {}, request: \"{}\", host: \"{}\"",
             self.client_addr(),

@@ -35,6 +35,8 @@ pub mod scgi;
 pub mod secure_link;
 pub mod slice;
 pub mod split_clients;
+pub mod stream_proxy;
+pub mod stream_return;
 pub mod ssi;
 pub mod ssl;
 pub mod static_files;
@@ -102,6 +104,9 @@ pub static MODULES: &[&Module] = &[
     &limit_conn::MODULE,
     &empty_gif::MODULE,
     &limit_rate::MODULE,
+    &crate::stream::MODULE,
+    &stream_proxy::MODULE,
+    &stream_return::MODULE,
 ];
 
 /// The HTTP modules nginx builds unless `configure` is told `--without-…`.

@@ -244,7 +244,7 @@ impl<R> Failure<R> {
 }
 
 /// The balancing key of a request for `up` (ip_hash, hash).
-fn balancing_key(req: &Request<'_>, up: &Upstream) -> Vec<u8> {
+pub fn balancing_key(req: &Request<'_>, up: &Upstream) -> Vec<u8> {
     match up.method {
         Balance::IpHash => match req.client_addr() {
             Peer::Tcp(a) => balance::ip_hash_key(a.ip()),
@@ -269,6 +269,11 @@ fn idempotent(req: &Request<'_>) -> bool {
 
 /// Log an upstream failure, naming the request and the peer.
 pub fn log(req: &Request<'_>, msg: &str, upstream: &str) {
+    if req.head.line().is_empty() {
+        // A stream session.
+        crate::error_log!(Error, "{msg}{}, upstream: \"{upstream}\"", req.log_context());
+        return;
+    }
     crate::error_log!(
         Error,
         "{msg}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\", host: \"{}\"",

@@ -166,6 +166,21 @@ impl Target {
         )?))
     }
 
+    /// A stream handler's `addr`: an upstream of the stream block, an
+    /// address with its port, or a template found per session.
+    pub fn stream(
+        env: &mut crate::conf::table::Env,
+        addr: &str,
+        span: &crate::conf::ast::Span,
+    ) -> Result<Target, crate::conf::ast::ConfError> {
+        if addr.contains('$') {
+            let t = crate::core::vars::Template::compile(addr, &mut env.vars)
+                .map_err(|e| crate::conf::ast::ConfError::new(e, span))?;
+            return Ok(Target::Dynamic(t, super::conf::stream_dynamic(env)));
+        }
+        Ok(Target::Fixed(super::conf::stream_reference(env, addr, span)?))
+    }
+
     /// The upstream of this request (`Err`: none, logged; 502).
     pub async fn upstream(&self, req: &Request<'_>) -> Result<Arc<Upstream>, ()> {
         match self {

@@ -150,6 +150,13 @@ pub static MODULE: Module = Module {
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::RealipConf::KIND),
     hooks: Hooks {
+        // In the stream block the address is the PROXY header's.
+        stream: Some(|conf, _| {
+            conf.get_mut::<conf::RealipConfSet>()
+                .header
+                .get_or_insert(RealIpHeader::ProxyProtocol);
+            Ok(())
+        }),
         post_read: Some(Ordered {
             order: 10,
             run: apply,
