@@ -85,22 +85,12 @@ pub fn start(client: Client, peer: Peer, key: usize, id: u64, cfg: Arc<Config>, 
 pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) {
     let l = cfg.listener(key);
     let server: &Arc<Server> = &l.vhosts.default;
+    // A PROXY header that does not come whole ends the session with 400.
+    let t = server.conf.get::<StreamConf>().proxy_protocol_timeout;
     let proxy = match (&client, l.proxy_protocol) {
-        (Client::Tcp(s), true) => {
-            let t = server.conf.get::<StreamConf>().proxy_protocol_timeout;
-            match crate::server::proxy_protocol::read(s, t, peer).await {
-                Ok(p) => p,
-                Err(()) => return,
-            }
-        }
-        (Client::Unix(s), true) => {
-            let t = server.conf.get::<StreamConf>().proxy_protocol_timeout;
-            match crate::server::proxy_protocol::read(s, t, peer).await {
-                Ok(p) => p,
-                Err(()) => return,
-            }
-        }
-        _ => None,
+        (Client::Tcp(s), true) => crate::server::proxy_protocol::read(s, t, peer).await,
+        (Client::Unix(s), true) => crate::server::proxy_protocol::read(s, t, peer).await,
+        _ => Ok(None),
     };
     let head = RequestHead::unparsed(b"");
     let now = crate::core::clock::unix_millis();
@@ -130,7 +120,7 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
             body_read: 0,
             state: Default::default(),
             tls: None,
-            proxy,
+            proxy: proxy.clone().unwrap_or_default(),
         },
         client,
         info: info.clone(),
@@ -160,7 +150,11 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
             peer_text(&s.req),
             l.addr
         );
-        let status = phases(&mut s).await;
+        crate::error_log!(Debug, "stream session: {}", s.req.connection);
+        let status = match proxy {
+            Ok(_) => phases(&mut s).await,
+            Err(()) => 400,
+        };
         s.req.state.status.set(status);
         log(&s);
     });
@@ -178,6 +172,7 @@ fn peer_text(req: &Request<'_>) -> String {
 /// The phases up to the content handler's end; the session's status.
 async fn phases(s: &mut Session<'_>) -> u16 {
     let server: &Server = s.req.server;
+    crate::error_log!(Debug, "stream post-accept phase");
     for hook in &server.conf.hooks.post_read {
         hook(&mut s.req);
     }
@@ -196,6 +191,7 @@ async fn phases(s: &mut Session<'_>) -> u16 {
             return r.status;
         }
     }
+    crate::error_log!(Debug, "stream content phase");
     match server.phases.ext.get::<Content>() {
         Some(Content(h)) => h.serve(s).await,
         None => 500,
@@ -223,6 +219,7 @@ fn log(s: &Session<'_>) {
         req: &s.req,
         info: &s.info,
     };
+    crate::error_log!(Debug, "finalize stream session: {}", s.req.state.status.get());
     for hook in &s.req.server.pipeline.session_log {
         hook(&s.req, &done);
     }

@@ -269,8 +269,7 @@ fn idempotent(req: &Request<'_>) -> bool {
 
 /// Log an upstream failure, naming the request and the peer.
 pub fn log(req: &Request<'_>, msg: &str, upstream: &str) {
-    if req.head.line().is_empty() {
-        // A stream session.
+    if req.is_session() {
         crate::error_log!(Error, "{msg}{}, upstream: \"{upstream}\"", req.log_context());
         return;
     }
@@ -318,8 +317,8 @@ pub async fn run<P: Protocol>(
                     );
                 }
                 // Peers left untried but none live: `$upstream_addr` ends
-                // with the group's name, as nginx's.
-                if (tries as usize) < up.addrs.len() {
+                // with the group's name, as nginx's (not its stream proxy's).
+                if (tries as usize) < up.addrs.len() && !req.is_session() {
                     vars.borrow_mut().attempts.push(Attempt {
                         addr: up.name.to_string(),
                         status: 502,

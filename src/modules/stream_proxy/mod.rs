@@ -15,7 +15,7 @@ use crate::core::module::{Module, VarDef};
 use crate::core::request::{BoxFuture, Peer, Request};
 use crate::stream::session::{Client, Session};
 use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
-use crate::upstream::dynamic::Target;
+use crate::upstream::dynamic::{Target, Unfound};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::queue::Hold;
 use crate::upstream::{Field, UpConn, UpstreamVars};
@@ -48,13 +48,19 @@ fn rate(req: &Request<'_>, t: &Option<std::sync::Arc<crate::core::vars::Template
 
 impl Pass {
     async fn run(&self, s: &mut Session<'_>) -> u16 {
-        let Ok(up) = self.target.upstream(&s.req).await else {
-            return 502;
+        let up = match self.target.upstream(&s.req).await {
+            Ok(up) => up,
+            Err(Unfound::Address) => return 500,
+            Err(Unfound::Resolve) => return 502,
         };
         let vars = UpstreamVars::default().attach(&mut s.req);
         let conf = s.req.conf.get::<StreamProxyConf>();
+        let rates = (
+            rate(&s.req, &conf.upload_rate),
+            rate(&s.req, &conf.download_rate),
+        );
         if s.info.udp {
-            return udp::run(s, &up, &vars).await;
+            return udp::run(s, &up, &vars, rates).await;
         }
         let policy = Policy {
             next_upstream: match conf.next_upstream {
@@ -81,10 +87,6 @@ impl Pass {
                 Err(resp) => return resp.status,
             };
         let t0 = Instant::now();
-        let rates = (
-            rate(&s.req, &conf.upload_rate),
-            rate(&s.req, &conf.download_rate),
-        );
         let opts = pump::Opts {
             buffer: conf.buffer_size,
             timeout: conf.timeout,

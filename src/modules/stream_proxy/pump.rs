@@ -24,6 +24,59 @@ pub struct Opts {
     pub download_rate: u64,
 }
 
+/// nginx's pacing of one direction's reads at `rate` bytes a second: in
+/// all at most rate × (whole seconds since the start + 1), and after each
+/// read a pause as long as its bytes take at the rate.
+pub struct Pace {
+    rate: u64,
+    t0: Instant,
+    /// Bytes read so far.
+    taken: u64,
+    /// No read before this.
+    until: Option<Instant>,
+}
+
+impl Pace {
+    pub fn new(rate: u64, t0: Instant) -> Pace {
+        Pace {
+            rate,
+            t0,
+            taken: 0,
+            until: None,
+        }
+    }
+
+    /// When the next read may be made (`None`: now), and how much it may
+    /// take then (`usize::MAX`: no limit).
+    pub fn next(&mut self) -> (Option<Instant>, usize) {
+        if self.rate == 0 {
+            return (None, usize::MAX);
+        }
+        let now = Instant::now();
+        if let Some(u) = self.until.filter(|u| *u > now) {
+            return (Some(u), 0);
+        }
+        let allowed =
+            (self.rate * (self.t0.elapsed().as_secs() + 1)) as i64 - self.taken as i64;
+        if allowed <= 0 {
+            let ms = (-allowed) as u64 * 1000 / self.rate + 1;
+            let u = now + Duration::from_millis(ms);
+            self.until = Some(u);
+            return (Some(u), 0);
+        }
+        (None, allowed as usize)
+    }
+
+    /// `n` bytes were read.
+    pub fn took(&mut self, n: usize) {
+        self.taken += n as u64;
+        if self.rate > 0 {
+            let ms = n as u64 * 1000 / self.rate;
+            self.until = (ms > 0).then(|| Instant::now() + Duration::from_millis(ms));
+        }
+    }
+}
+
 /// One direction: what its source sent, waiting for its destination.
 pub struct Dir {
     buf: Box<[u8]>,
@@ -36,12 +89,12 @@ pub struct Dir {
     /// Bytes read from the source and written to the destination.
     pub read: u64,
     pub written: u64,
-    rate: u64,
+    pace: Pace,
     delay: Option<Pin<Box<Sleep>>>,
 }
 
 impl Dir {
-    fn new(size: usize, rate: u64, first: Vec<u8>) -> Dir {
+    fn new(size: usize, pace: Pace, first: Vec<u8>) -> Dir {
         let mut buf = vec![0u8; size.max(first.len())].into_boxed_slice();
         buf[..first.len()].copy_from_slice(&first);
         Dir {
@@ -52,7 +105,7 @@ impl Dir {
             shut: false,
             read: first.len() as u64,
             written: 0,
-            rate,
+            pace,
             delay: None,
         }
     }
@@ -69,7 +122,6 @@ impl Dir {
         src: &mut R,
         dst: &mut W,
         half_close: bool,
-        t0: Instant,
         moved: &mut bool,
     ) -> io::Result<()>
     where
@@ -112,17 +164,13 @@ impl Dir {
                 }
                 self.delay = None;
             }
-            let mut room = self.buf.len() - self.end;
-            if self.rate > 0 {
-                // nginx's pacing: rate × (whole seconds so far + 1) in all.
-                let allowed = (self.rate * (t0.elapsed().as_secs() + 1)) as i64 - self.read as i64;
-                if allowed <= 0 {
-                    let ms = (-allowed) as u64 * 1000 / self.rate + 1;
-                    self.delay = Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
+            let room = match self.pace.next() {
+                (Some(at), _) => {
+                    self.delay = Some(Box::pin(tokio::time::sleep_until(at.into())));
                     continue;
                 }
-                room = room.min(allowed as usize);
-            }
+                (None, allowed) => allowed.min(self.buf.len() - self.end),
+            };
             let mut rb = ReadBuf::new(&mut self.buf[self.end..self.end + room]);
             match Pin::new(&mut *src).poll_read(cx, &mut rb) {
                 Poll::Ready(Ok(())) => {
@@ -134,13 +182,7 @@ impl Dir {
                     }
                     self.end += n;
                     self.read += n as u64;
-                    if self.rate > 0 {
-                        let ms = n as u64 * 1000 / self.rate;
-                        if ms > 0 {
-                            let d = tokio::time::sleep(Duration::from_millis(ms));
-                            self.delay = Some(Box::pin(d));
-                        }
-                    }
+                    self.pace.took(n);
                 }
                 // A failed read ends the source, as nginx's.
                 Poll::Ready(Err(_)) => {
@@ -174,16 +216,16 @@ where
     U: AsyncRead + AsyncWrite + Unpin,
 {
     let t0 = Instant::now();
-    let mut up = Dir::new(o.buffer, o.upload_rate, first);
-    let mut down = Dir::new(o.buffer, o.download_rate, Vec::new());
+    let mut up = Dir::new(o.buffer, Pace::new(o.upload_rate, t0), first);
+    let mut down = Dir::new(o.buffer, Pace::new(o.download_rate, t0), Vec::new());
     let mut first_byte = None;
     let mut idle = Box::pin(tokio::time::sleep(o.timeout));
     let mut timed_out = None;
     std::future::poll_fn(|cx| {
         let mut moved = false;
         let r = up
-            .poll(cx, client, upstream, o.half_close, t0, &mut moved)
-            .and_then(|()| down.poll(cx, upstream, client, o.half_close, t0, &mut moved));
+            .poll(cx, client, upstream, o.half_close, &mut moved)
+            .and_then(|()| down.poll(cx, upstream, client, o.half_close, &mut moved));
         if first_byte.is_none() && down.read > 0 {
             first_byte = Some(Instant::now());
         }

@@ -3,14 +3,14 @@
 //! socket to it, the client's datagrams sent and the peer's answers sent
 //! back, until `proxy_responses` answers per datagram came, `proxy_timeout`
 //! passed idle, or the peer failed. A peer that fails (an ICMP error) before
-//! its first answer is a failed attempt: the next peer, as
-//! `proxy_next_upstream` allows, gets the datagrams again.
+//! its first answer counts as the peer's failure; as nginx's, a UDP session
+//! is not passed on to a next peer.
 
 use super::conf::StreamProxyConf;
+use super::pump::Pace;
 use crate::stream::session::{Client, Session};
 use crate::upstream::balance::Tried;
 use crate::upstream::{Attempt, PeerAddr, Upstream, UpstreamVars};
-use bytes::Bytes;
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
@@ -37,15 +37,12 @@ fn connect(peer: &PeerAddr, local: Option<SocketAddr>) -> io::Result<UdpSocket> 
     UdpSocket::from_std(s)
 }
 
-/// How an attempt on one peer ended.
-enum End {
-    /// The session is over (its status).
-    Done(u16),
-    /// The peer failed before answering: another may be tried.
-    Failed(io::Error),
-}
-
-pub async fn run(s: &mut Session<'_>, up: &Arc<Upstream>, vars: &Rc<RefCell<UpstreamVars>>) -> u16 {
+pub async fn run(
+    s: &mut Session<'_>,
+    up: &Arc<Upstream>,
+    vars: &Rc<RefCell<UpstreamVars>>,
+    rates: (u64, u64),
+) -> u16 {
     let conf: &StreamProxyConf = s.req.conf.get::<StreamProxyConf>();
     let key = crate::upstream::driver::balancing_key(&s.req, up);
     let bind = conf
@@ -56,62 +53,48 @@ pub async fn run(s: &mut Session<'_>, up: &Arc<Upstream>, vars: &Rc<RefCell<Upst
     let Client::Udp(client) = &mut s.client else {
         unreachable!("a UDP session's client sends datagrams")
     };
-    let started = Instant::now();
     let mut tried = Tried::default();
-    let mut tries = 0u32;
-    // The client's datagrams until the first answer: what a next peer gets.
-    let mut taken: Vec<Bytes> = Vec::new();
     let mut counts = Counts::default();
-    loop {
-        let Ok(peer) = up.select(&key, &mut tried, None).await else {
+    let Ok(peer) = up.select(&key, &mut tried, None).await else {
+        crate::error_log!(
+            Error,
+            "no live upstreams while connecting to upstream{}, upstream: \"{}\"",
+            s.req.log_context(),
+            up.name
+        );
+        return 502;
+    };
+    vars.borrow_mut().attempts.push(Attempt {
+        addr: up.addr_name(peer).to_string(),
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let end = match connect(&up.addrs[peer], bind) {
+        Ok(sock) => {
+            if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+                a.connect_ms = Some(t0.elapsed().as_millis() as u64);
+            }
+            exchange(client, &sock, conf, &mut counts, vars, t0, rates).await
+        }
+        Err(e) => Err(e),
+    };
+    up.finished(peer, end.is_ok());
+    if let Some(a) = vars.borrow_mut().attempts.last_mut() {
+        a.response_ms = Some(t0.elapsed().as_millis() as u64);
+    }
+    s.info.received.set(counts.from_client);
+    s.info.sent.set(counts.to_client);
+    match end {
+        Ok(()) => 200,
+        Err(e) => {
             crate::error_log!(
                 Error,
-                "no live upstreams while connecting to upstream{}, upstream: \"{}\"",
+                "{} while proxying connection{}, upstream: \"{}\"",
+                crate::core::errlog::errno_text(&e),
                 s.req.log_context(),
-                up.name
+                up.addr_name(peer)
             );
-            return 502;
-        };
-        tries += 1;
-        vars.borrow_mut().attempts.push(Attempt {
-            addr: up.addr_name(peer).to_string(),
-            ..Default::default()
-        });
-        let t0 = Instant::now();
-        let end = match connect(&up.addrs[peer], bind) {
-            Ok(sock) => {
-                if let Some(a) = vars.borrow_mut().attempts.last_mut() {
-                    a.connect_ms = Some(t0.elapsed().as_millis() as u64);
-                }
-                exchange(client, &sock, conf, &mut taken, &mut counts, vars, t0).await
-            }
-            Err(e) => End::Failed(e),
-        };
-        let failed = matches!(end, End::Failed(_));
-        up.finished(peer, !failed);
-        if let Some(a) = vars.borrow_mut().attempts.last_mut() {
-            a.response_ms = Some(t0.elapsed().as_millis() as u64);
-        }
-        s.info.received.set(counts.from_client);
-        s.info.sent.set(counts.to_client);
-        match end {
-            End::Done(status) => return status,
-            End::Failed(e) => {
-                crate::error_log!(
-                    Error,
-                    "{} while proxying connection{}, upstream: \"{}\"",
-                    crate::core::errlog::errno_text(&e),
-                    s.req.log_context(),
-                    up.addr_name(peer)
-                );
-                let again = conf.next_upstream
-                    && (conf.next_upstream_tries == 0 || tries < conf.next_upstream_tries)
-                    && (conf.next_upstream_timeout.is_zero()
-                        || started.elapsed() < conf.next_upstream_timeout);
-                if !again {
-                    return 502;
-                }
-            }
+            502
         }
     }
 }
@@ -128,25 +111,21 @@ struct Counts {
     detached: bool,
 }
 
-/// One peer's part of the session.
+/// The datagrams of the session both ways; `Err`: the peer failed (an
+/// ICMP error) before its first answer.
 async fn exchange(
     client: &mut crate::stream::udp::Datagrams,
     sock: &UdpSocket,
     conf: &StreamProxyConf,
-    taken: &mut Vec<Bytes>,
     c: &mut Counts,
     vars: &Rc<RefCell<UpstreamVars>>,
     t0: Instant,
-) -> End {
+    rates: (u64, u64),
+) -> io::Result<()> {
     let requests = conf.requests.filter(|n| *n > 0);
     let mut sent = 0u64;
     let mut received = 0u64;
-    for d in taken.iter() {
-        if let Err(e) = sock.send(d).await {
-            return End::Failed(e);
-        }
-        sent += d.len() as u64;
-    }
+    let (mut up, mut down) = (Pace::new(rates.0, t0), Pace::new(rates.1, t0));
     let mut buf = vec![0u8; 65535];
     let record = |sent: u64, received: u64| {
         if let Some(a) = vars.borrow_mut().attempts.last_mut() {
@@ -154,11 +133,20 @@ async fn exchange(
             a.received = received;
         }
     };
+    // A direction's next read waits for its pace.
+    async fn paced<T>(at: Option<Instant>, read: impl std::future::Future<Output = T>) -> T {
+        if let Some(at) = at {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        read.await
+    }
     loop {
         let idle = tokio::time::sleep(conf.timeout);
+        let (up_at, down_at) = (up.next().0, down.next().0);
         tokio::select! {
-            d = client.recv(), if !c.detached => match d {
+            d = paced(up_at, client.recv()), if !c.detached => match d {
                 Some(d) => {
+                    up.took(d.len());
                     c.requests += 1;
                     c.from_client += d.len() as u64;
                     if requests == Some(c.requests) {
@@ -167,21 +155,16 @@ async fn exchange(
                     }
                     let r = sock.send(&d).await;
                     sent += d.len() as u64;
-                    if c.responses == 0 {
-                        taken.push(d);
-                    }
                     if let Err(e) = r {
                         record(sent, received);
-                        return match c.responses {
-                            0 => End::Failed(e),
-                            _ => End::Done(200),
-                        };
+                        return if c.responses == 0 { Err(e) } else { Ok(()) };
                     }
                 }
                 None => c.detached = true,
             },
-            r = sock.recv(&mut buf) => match r {
+            r = paced(down_at, sock.recv(&mut buf)) => match r {
                 Ok(n) => {
+                    down.took(n);
                     if c.responses == 0
                         && let Some(a) = vars.borrow_mut().attempts.last_mut()
                     {
@@ -189,22 +172,18 @@ async fn exchange(
                     }
                     c.responses += 1;
                     received += n as u64;
-                    taken.clear();
                     if client.send(&buf[..n]).await.is_ok() {
                         c.to_client += n as u64;
                     }
                 }
                 Err(e) => {
                     record(sent, received);
-                    return match c.responses {
-                        0 => End::Failed(e),
-                        _ => End::Done(200),
-                    };
+                    return if c.responses == 0 { Err(e) } else { Ok(()) };
                 }
             },
             () = idle => {
                 record(sent, received);
-                return End::Done(200);
+                return Ok(());
             }
         }
         record(sent, received);
@@ -214,7 +193,7 @@ async fn exchange(
         if let Some(per) = conf.responses
             && c.responses >= per * c.requests
         {
-            return End::Done(200);
+            return Ok(());
         }
     }
 }
