@@ -359,7 +359,10 @@ fn build_stream(
             })?;
         }
         if srv.listens.is_empty() {
-            return Err(ConfError::new("no \"listen\" is defined for server", &srv.span));
+            return Err(ConfError::new(
+                "no \"listen\" is defined for server",
+                &srv.span,
+            ));
         }
         let server = Arc::new(Server {
             names: Vec::new(),

@@ -59,12 +59,7 @@ pub fn v1_header(src: std::net::SocketAddr, dst: std::net::SocketAddr) -> Vec<u8
         (IpAddr::V6(_), IpAddr::V6(_)) => "TCP6",
         _ => return b"PROXY UNKNOWN\r\n".to_vec(),
     };
-    format!(
-        "PROXY {family} {s} {d} {} {}\r\n",
-        src.port(),
-        dst.port()
-    )
-    .into_bytes()
+    format!("PROXY {family} {s} {d} {} {}\r\n", src.port(), dst.port()).into_bytes()
 }
 
 pub fn parse(buf: &[u8]) -> Parsed {

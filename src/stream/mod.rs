@@ -47,11 +47,7 @@ pub trait Handler: Send + Sync + std::fmt::Debug {
 pub struct Content(pub Arc<dyn Handler>);
 
 /// Make `h` the stream server's content handler; a second one is refused.
-pub fn set_content(
-    s: &mut Scope<'_>,
-    d: &Directive,
-    h: Arc<dyn Handler>,
-) -> Result<(), ConfError> {
+pub fn set_content(s: &mut Scope<'_>, d: &Directive, h: Arc<dyn Handler>) -> Result<(), ConfError> {
     let ext = s.level_ext();
     if ext.get::<Content>().is_some() {
         return Err(ConfError::new(

@@ -219,7 +219,11 @@ fn log(s: &Session<'_>) {
         req: &s.req,
         info: &s.info,
     };
-    crate::error_log!(Debug, "finalize stream session: {}", s.req.state.status.get());
+    crate::error_log!(
+        Debug,
+        "finalize stream session: {}",
+        s.req.state.status.get()
+    );
     for hook in &s.req.server.pipeline.session_log {
         hook(&s.req, &done);
     }

@@ -556,25 +556,28 @@ fn add_block<F: Family>(d: &Directive, e: &mut Env) -> Result<(), ConfError> {
     Ok(())
 }
 
-pub static DIRECTIVES: &[Def] = &[Def {
-    name: "upstream",
-    ignored: false,
-    ctx: Ctx::HTTP,
-    arity: Arity::block(1, 1),
-    set: |_, d, e| add_block::<Http>(d, e),
-    syntax: "upstream name { … }",
-    default: "—",
-    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\n```",
-}, Def {
-    name: "upstream",
-    ignored: false,
-    ctx: Ctx::STREAM,
-    arity: Arity::block(1, 1),
-    set: |_, d, e| add_block::<Stream>(d, e),
-    syntax: "upstream name { … }",
-    default: "—",
-    doc: "A named group of peers for a stream server's `proxy_pass name`, apart from the http block's. Inside: `server address:port [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (or `unix:/path`), one balancing method (`least_conn;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one) and `zone name [size];`, with the http block's meaning: the balancers, passive health (`max_fails` within `fail_timeout`) and `max_conns` are the same code. A session counts toward its peer's `max_conns` until it ends.\n\n```nginx\nupstream dns {\n    hash $remote_addr consistent;\n    server 10.0.0.53:53 max_fails=2 fail_timeout=10s;\n    server 10.0.0.54:53;\n    zone dns 64k;\n}\n```",
-}];
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "upstream",
+        ignored: false,
+        ctx: Ctx::HTTP,
+        arity: Arity::block(1, 1),
+        set: |_, d, e| add_block::<Http>(d, e),
+        syntax: "upstream name { … }",
+        default: "—",
+        doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\n```",
+    },
+    Def {
+        name: "upstream",
+        ignored: false,
+        ctx: Ctx::STREAM,
+        arity: Arity::block(1, 1),
+        set: |_, d, e| add_block::<Stream>(d, e),
+        syntax: "upstream name { … }",
+        default: "—",
+        doc: "A named group of peers for a stream server's `proxy_pass name`, apart from the http block's. Inside: `server address:port [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (or `unix:/path`), one balancing method (`least_conn;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one) and `zone name [size];`, with the http block's meaning: the balancers, passive health (`max_fails` within `fail_timeout`) and `max_conns` are the same code. A session counts toward its peer's `max_conns` until it ends.\n\n```nginx\nupstream dns {\n    hash $remote_addr consistent;\n    server 10.0.0.53:53 max_fails=2 fail_timeout=10s;\n    server 10.0.0.54:53;\n    zone dns 64k;\n}\n```",
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -270,7 +270,11 @@ fn idempotent(req: &Request<'_>) -> bool {
 /// Log an upstream failure, naming the request and the peer.
 pub fn log(req: &Request<'_>, msg: &str, upstream: &str) {
     if req.is_session() {
-        crate::error_log!(Error, "{msg}{}, upstream: \"{upstream}\"", req.log_context());
+        crate::error_log!(
+            Error,
+            "{msg}{}, upstream: \"{upstream}\"",
+            req.log_context()
+        );
         return;
     }
     crate::error_log!(
@@ -317,8 +321,13 @@ pub async fn run<P: Protocol>(
                     );
                 }
                 // Peers left untried but none live: `$upstream_addr` ends
-                // with the group's name, as nginx's (not its stream proxy's).
-                if (tries as usize) < up.addrs.len() && !req.is_session() {
+                // with the group's name, as nginx's; its stream proxy names
+                // the group only when no peer was tried at all.
+                let named = match req.is_session() {
+                    true => tries == 0,
+                    false => (tries as usize) < up.addrs.len(),
+                };
+                if named {
                     vars.borrow_mut().attempts.push(Attempt {
                         addr: up.name.to_string(),
                         status: 502,

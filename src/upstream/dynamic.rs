@@ -189,7 +189,9 @@ impl Target {
                 .map_err(|e| crate::conf::ast::ConfError::new(e, span))?;
             return Ok(Target::Dynamic(t, super::conf::stream_dynamic(env)));
         }
-        Ok(Target::Fixed(super::conf::stream_reference(env, addr, span)?))
+        Ok(Target::Fixed(super::conf::stream_reference(
+            env, addr, span,
+        )?))
     }
 
     /// The upstream of this request (`Err`: none, logged; 502).

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod dns;
 pub mod fpm;
 pub mod h2;
 

@@ -5,8 +5,8 @@
 use super::LogFormat;
 use super::conf::{LogConf, OpenLogCache};
 use crate::core::request::Request;
-use crate::core::vars::VarSource;
 use crate::core::vars::Template;
+use crate::core::vars::VarSource;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;

@@ -74,7 +74,10 @@ impl Pass {
         };
         let dial = Dial {
             tls: None,
-            bind: conf.bind.as_ref().and_then(|b| b.local(&s.req, "proxy_bind")),
+            bind: conf
+                .bind
+                .as_ref()
+                .and_then(|b| b.local(&s.req, "proxy_bind")),
             own: true,
             keepalive: conf.socket_keepalive,
         };
@@ -116,7 +119,11 @@ impl Pass {
             }
         }
         if let Some(why) = done.timed_out {
-            crate::error_log!(Info, "{why} timed out while proxying connection{}", s.req.log_context());
+            crate::error_log!(
+                Info,
+                "{why} timed out while proxying connection{}",
+                s.req.log_context()
+            );
         }
         drop(hold);
         200
@@ -169,7 +176,11 @@ impl Protocol for Connect {
 /// The proxy module's own `$upstream_*` of a stream session.
 fn render(req: &Request<'_>, what: Field, out: &mut Vec<u8>) {
     if let Some(u) = crate::upstream::vars(req)
-        && req.state.ext.get::<crate::stream::session::Info>().is_some()
+        && req
+            .state
+            .ext
+            .get::<crate::stream::session::Info>()
+            .is_some()
     {
         u.borrow().render(what, out);
     }

@@ -56,8 +56,7 @@ impl Pace {
         if let Some(u) = self.until.filter(|u| *u > now) {
             return (Some(u), 0);
         }
-        let allowed =
-            (self.rate * (self.t0.elapsed().as_secs() + 1)) as i64 - self.taken as i64;
+        let allowed = (self.rate * (self.t0.elapsed().as_secs() + 1)) as i64 - self.taken as i64;
         if allowed <= 0 {
             let ms = (-allowed) as u64 * 1000 / self.rate + 1;
             let u = now + Duration::from_millis(ms);
@@ -237,8 +236,7 @@ where
             return Poll::Ready(());
         }
         if moved {
-            idle.as_mut()
-                .reset(tokio::time::Instant::now() + o.timeout);
+            idle.as_mut().reset(tokio::time::Instant::now() + o.timeout);
         }
         if idle.as_mut().poll(cx).is_ready() {
             timed_out = Some("client or upstream");
