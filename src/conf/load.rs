@@ -391,7 +391,7 @@ fn build_stream(
                 stream: true,
                 backlog: l.backlog,
                 opts: l.opts,
-                vhosts: Arc::new(VirtualHosts::new(&[server.clone()], server.clone())),
+                vhosts: Arc::new(VirtualHosts::new(std::slice::from_ref(&server), server.clone())),
                 retired: false,
                 span: l.span,
             });

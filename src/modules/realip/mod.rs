@@ -146,7 +146,7 @@ fn active(c: &crate::conf::model::LocConf) -> bool {
 /// the access hooks.
 pub static MODULE: Module = Module {
     name: "realip",
-    nginx: &["http_realip_module"],
+    nginx: &["http_realip_module", "stream_realip_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::RealipConf::KIND),
     hooks: Hooks {

@@ -189,7 +189,6 @@ fn render(req: &Request<'_>, what: Field, out: &mut Vec<u8>) {
 /// `proxy_pass` of stream servers and its settings.
 pub static MODULE: Module = Module {
     name: "stream_proxy",
-    nginx_default: &["stream_proxy_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::StreamProxyConf::KIND),
     variables: &[

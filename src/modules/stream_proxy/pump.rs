@@ -69,8 +69,7 @@ impl Pace {
     /// `n` bytes were read.
     pub fn took(&mut self, n: usize) {
         self.taken += n as u64;
-        if self.rate > 0 {
-            let ms = n as u64 * 1000 / self.rate;
+        if let Some(ms) = (n as u64 * 1000).checked_div(self.rate) {
             self.until = (ms > 0).then(|| Instant::now() + Duration::from_millis(ms));
         }
     }

@@ -61,7 +61,6 @@ static DIRECTIVES: &[Def] = &[Def {
 /// `return` of stream servers.
 pub static MODULE: Module = Module {
     name: "stream_return",
-    nginx_default: &["stream_return_module"],
     directives: &[DIRECTIVES],
     ..Module::EMPTY
 };
