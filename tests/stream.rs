@@ -312,3 +312,42 @@ fn stream_configuration_errors_name_the_line() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn binary_upgrade_hands_stream_listeners_over_udp_included() {
+    let udp = free_port();
+    let mut v = Vireo::start(&format!(
+        r#"
+error_log {{dir}}/logs/error.log info;
+pid {{dir}}/vireo.pid;
+events {{}}
+stream {{
+    server {{ listen 127.0.0.1:{udp} udp; return "udp"; }}
+    server {{ listen 127.0.0.1:{{port}}; return "tcp"; }}
+}}
+"#
+    ));
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let ask = || {
+        c.send_to(b"?", ("127.0.0.1", udp)).unwrap();
+        let mut buf = [0u8; 16];
+        let n = c.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(ask(), "udp");
+    let old = v.pid();
+    v.signal(libc::SIGUSR2);
+    let pid = || v.dir.read("vireo.pid").trim().parse::<i32>().unwrap_or(0);
+    assert!(
+        eventually(10, || pid() > 0 && pid() != old as i32),
+        "no new binary"
+    );
+    let new = pid();
+    v.signal(libc::SIGQUIT);
+    assert!(v.wait_exit(10).is_some(), "the old binary did not exit");
+    // The new binary answers on both sockets it inherited.
+    assert_eq!(ask(), "udp");
+    assert_eq!(read_all(v.port), "tcp");
+    let _ = Command::new("kill").arg(new.to_string()).status();
+}

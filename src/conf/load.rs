@@ -391,7 +391,10 @@ fn build_stream(
                 stream: true,
                 backlog: l.backlog,
                 opts: l.opts,
-                vhosts: Arc::new(VirtualHosts::new(std::slice::from_ref(&server), server.clone())),
+                vhosts: Arc::new(VirtualHosts::new(
+                    std::slice::from_ref(&server),
+                    server.clone(),
+                )),
                 retired: false,
                 span: l.span,
             });

@@ -268,7 +268,9 @@ mod tests {
         let mut seen: Vec<&crate::conf::table::Def> = Vec::new();
         for d in all(MODULES) {
             assert!(
-                !seen.iter().any(|o| o.name == d.name && o.ctx.0 & d.ctx.0 != 0),
+                !seen
+                    .iter()
+                    .any(|o| o.name == d.name && o.ctx.0 & d.ctx.0 != 0),
                 "duplicate table entry {}",
                 d.name
             );

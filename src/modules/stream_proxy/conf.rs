@@ -99,7 +99,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set(d, s, |c| &mut c.next_upstream, flag(d, 0)?),
         syntax: "proxy_next_upstream on | off;",
         default: "on",
-        doc: "When a peer cannot be connected to (a UDP peer that answers its first datagram with an error), the session goes on to the next peer.\n\n```nginx\nproxy_next_upstream off;\n```",
+        doc: "When a peer cannot be connected to, a TCP or unix session goes on to the next peer (a UDP session stays with its peer, as nginx's).\n\n```nginx\nproxy_next_upstream off;\n```",
     },
     Def {
         name: "proxy_next_upstream_tries",
