@@ -9,6 +9,7 @@ mod core;
 mod http;
 mod modules;
 mod server;
+mod stream;
 mod sys;
 mod upstream;
 

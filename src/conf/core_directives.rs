@@ -4,7 +4,7 @@
 use super::ast::{ConfError, Directive};
 use super::model::{
     HttpConf, Keepalive, Lingering, ListenAddr, ListenSpec, LocKind, LocationConf, ServerConf,
-    SockOpts,
+    SockOpts, StreamConf, StreamServerConf,
 };
 use super::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
 use super::values::{bad_arg, flag, number, parse_size, parse_time, set_once, size, time};
@@ -58,7 +58,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "error_log",
         ignored: false,
-        ctx: Ctx::MAIN.or(Ctx::HSL),
+        ctx: Ctx::MAIN.or(Ctx::HSL).or(Ctx::SS),
         arity: Arity::args(1, 2),
         set: |s, d, e| {
             let level = match d.args.get(1) {
@@ -196,6 +196,62 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "The HTTP server configuration.\n\n```nginx\nhttp {\n    include mime.types;\n    server { listen 80; root /var/www/html; }\n}\n```",
     },
     Def {
+        name: "stream",
+        ignored: false,
+        ctx: Ctx::MAIN,
+        arity: Arity::block(0, 0),
+        set: |s, d, e| {
+            let m = s.main();
+            if m.stream.is_some() {
+                return Err(ConfError::new("\"stream\" directive is duplicate", &d.span));
+            }
+            let mut st = StreamConf::default();
+            e.walk(block(d), &mut Scope::Stream(&mut st))?;
+            m.stream = Some(st);
+            Ok(())
+        },
+        syntax: "stream { … }",
+        default: "—",
+        doc: "TCP and UDP proxying (nginx's stream module): servers that accept connections or datagrams and pass them to an upstream, or answer them with `return`. Its settings are inherited by its servers; `upstream`, `map`, `geo`, `split_clients`, `log_format` and `limit_conn_zone` blocks of their own stand here. See docs/stream.md.\n\n```nginx\nstream {\n    upstream db { server 10.0.0.5:5432; server 10.0.0.6:5432; }\n    server {\n        listen 5432;\n        proxy_pass db;\n    }\n}\n```",
+    },
+    Def {
+        name: "server",
+        ignored: false,
+        ctx: Ctx::STREAM,
+        arity: Arity::block(0, 0),
+        set: |s, d, e| {
+            let Scope::Stream(st) = s else { unreachable!() };
+            let mut srv = StreamServerConf {
+                conf: Default::default(),
+                listens: Vec::new(),
+                phases: Default::default(),
+                span: d.span.clone(),
+            };
+            e.walk(block(d), &mut Scope::StreamServer(&mut srv))?;
+            st.servers.push(srv);
+            Ok(())
+        },
+        syntax: "server { … }",
+        default: "—",
+        doc: "A stream server: the addresses it listens on and what it does with each connection (or UDP session): `proxy_pass` or `return`.\n\n```nginx\nserver {\n    listen 53 udp;\n    proxy_pass 10.0.0.53:53;\n    proxy_responses 1;\n}\n```",
+    },
+    Def {
+        name: "listen",
+        ignored: false,
+        ctx: Ctx::STREAM_SERVER,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            let Scope::StreamServer(srv) = s else {
+                unreachable!()
+            };
+            srv.listens.push(listen(d, true)?);
+            Ok(())
+        },
+        syntax: "listen address:port | port | unix:path [udp] [proxy_protocol] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [bind] [ipv6only=on|off] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
+        default: "—",
+        doc: "An address the stream server accepts connections on; with `udp`, datagrams (each client address is a session, which lasts until `proxy_timeout` passes without a datagram, `proxy_responses` answers came or `proxy_requests` datagrams were taken). `proxy_protocol`: each connection opens with a PROXY protocol header (v1 or v2), read within `proxy_protocol_timeout`; its addresses are `$proxy_protocol_addr` and its kin, and `set_real_ip_from` makes the client address the one it gives. `reuseport`, `backlog` and the socket options are those of http's `listen`. One server per address; `ssl` is not available on stream listeners.\n\n```nginx\nlisten 127.0.0.1:12345;\nlisten 53 udp reuseport;\nlisten unix:/run/vireo-stream.sock proxy_protocol;\n```",
+    },
+    Def {
         name: "server",
         ignored: false,
         ctx: Ctx::HTTP,
@@ -223,7 +279,7 @@ pub static DIRECTIVES: &[Def] = &[
             let Scope::Server(srv) = s else {
                 unreachable!()
             };
-            let spec = listen(d)?;
+            let spec = listen(d, false)?;
             srv.listens.push(spec);
             Ok(())
         },
@@ -618,7 +674,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "tcp_nodelay",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| set_once(&mut s.loc().core.tcp_nodelay, flag(d, 0)?, d),
         syntax: "tcp_nodelay on | off;",
@@ -1013,7 +1069,9 @@ fn block(d: &Directive) -> &[Directive] {
     d.block.as_deref().unwrap_or(&[])
 }
 
-fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
+/// One `listen` of an http server, or of a stream server (`stream`: `udp`
+/// allowed, the http-only options refused).
+fn listen(d: &Directive, stream: bool) -> Result<ListenSpec, ConfError> {
     let a = d.arg(0);
     let addr = if let Some(path) = a.strip_prefix("unix:") {
         if path.is_empty() {
@@ -1042,8 +1100,19 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
         opts: SockOpts::default(),
         span: d.span.clone(),
     };
+    let mut udp = false;
     for opt in d.arg_strs().skip(1) {
         match opt {
+            "udp" if stream => udp = true,
+            "ssl" if stream => {
+                return Err(ConfError::new(
+                    "the \"ssl\" parameter of a stream \"listen\" is not supported",
+                    &d.span,
+                ));
+            }
+            "default_server" | "default" | "http2" | "deferred" if stream => {
+                return Err(bad_arg(d, opt));
+            }
             "default_server" | "default" => spec.default_server = true,
             "reuseport" => spec.reuseport = true,
             "ssl" => spec.ssl = true,
@@ -1064,7 +1133,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     let v6 = matches!(spec.addr, ListenAddr::Tcp(a) if a.is_ipv6());
     for (name, set) in tcp_only {
         let fits = match spec.addr {
-            ListenAddr::Unix(_) => false,
+            ListenAddr::Unix(_) | ListenAddr::Udp(_) => false,
             ListenAddr::Tcp(_) => name != "ipv6only" || v6,
         };
         if set && !fits {
@@ -1073,6 +1142,27 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
                 format!(
                     "\"{name}\" of the \"listen\" directive applies to {what} addresses only, not \"{a}\""
                 ),
+                &d.span,
+            ));
+        }
+    }
+    if udp {
+        spec.addr = match spec.addr {
+            ListenAddr::Tcp(a) => ListenAddr::Udp(a),
+            _ => {
+                return Err(ConfError::new(
+                    "\"udp\" of the \"listen\" directive applies to IP addresses only",
+                    &d.span,
+                ));
+            }
+        };
+        if spec.opts.keepalive.is_some() || spec.proxy_protocol {
+            let what = match spec.proxy_protocol {
+                true => "proxy_protocol",
+                false => "so_keepalive",
+            };
+            return Err(ConfError::new(
+                format!("\"{what}\" parameter is incompatible with \"udp\""),
                 &d.span,
             ));
         }

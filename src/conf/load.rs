@@ -4,12 +4,14 @@
 use super::ast::{ConfError, Span};
 use super::model::{
     HttpConf, ListenAddr, ListenSpec, LocConf, LocKind, LocationConf, MainConf, ServerConf,
-    SockOpts,
+    SockOpts, StreamConf,
 };
 use super::parser::{self, Parsed};
 use super::table::{Env, Scope};
 use crate::core::errlog::{Dest, ErrorLog, Level};
-use crate::core::module::{Extensions, ListenBuild, Module, Pipeline, ServerBuild};
+use crate::core::module::{
+    Extensions, ListenBuild, Module, Pipeline, ServerBuild, StreamServerBuild,
+};
 use crate::core::route::{IfBlock, LimitExcept, Location, Locations, Server, VirtualHosts};
 use crate::core::vars::VarTable;
 use std::collections::HashMap;
@@ -43,6 +45,9 @@ pub struct Listener {
     /// Connections open with a PROXY protocol header (`listen … proxy_protocol`
     /// in any of its servers).
     pub proxy_protocol: bool,
+    /// A stream server's address (TCP or UDP proxying), not HTTP: `vhosts`
+    /// holds its one server.
+    pub stream: bool,
     pub backlog: i32,
     /// Socket options (rcvbuf, sndbuf, so_keepalive, deferred, fastopen, ipv6only).
     pub opts: SockOpts,
@@ -185,10 +190,21 @@ pub fn load(
         return Err(ConfError::bare("no \"events\" section in configuration"));
     }
 
-    let listeners = match main.http.take() {
+    let mut listeners = match main.http.take() {
         Some(http) => build_http(http, &mut env, &vars)?,
         None => Vec::new(),
     };
+    if let Some(stream) = main.stream.take() {
+        for l in build_stream(stream, &mut env, &vars)? {
+            if listeners.iter().any(|h| h.addr == l.addr) {
+                return Err(ConfError::new(
+                    format!("duplicate \"{}\" address and port pair", l.addr),
+                    &l.span,
+                ));
+            }
+            listeners.push(l);
+        }
+    }
     let workers = match main.worker_processes {
         None => 1,
         Some(Some(n)) => n,
@@ -307,6 +323,7 @@ fn build_http(
                 ssl: spec.ssl,
                 http2: spec.http2,
                 proxy_protocol: spec.proxy_protocol,
+                stream: false,
                 backlog: spec.backlog,
                 opts: spec.opts,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
@@ -315,6 +332,75 @@ fn build_http(
             }
         })
         .collect())
+}
+
+/// The stream block's listeners: one server per address, no names, no
+/// locations; its content handler and `set` script are its level's data.
+fn build_stream(
+    mut stream: StreamConf,
+    env: &mut Env,
+    vars: &Arc<VarTable>,
+) -> Result<Vec<Listener>, ConfError> {
+    let base = LocConf::defaults(env.modules);
+    for hook in env.modules.iter().filter_map(|m| m.hooks.stream) {
+        hook(&mut stream.conf, env)?;
+    }
+    let stream_conf = stream.conf.resolve(&base).with_hooks(env.modules);
+    let pipeline = Arc::new(Pipeline::new(env.modules));
+    let mut out: Vec<Listener> = Vec::new();
+    for mut srv in stream.servers {
+        let conf = srv.conf.resolve(&stream_conf).with_hooks(env.modules);
+        for hook in env.modules.iter().filter_map(|m| m.hooks.stream_server) {
+            hook(&mut StreamServerBuild {
+                conf: &conf,
+                phases: &mut srv.phases,
+                span: &srv.span,
+                env,
+            })?;
+        }
+        if srv.listens.is_empty() {
+            return Err(ConfError::new(
+                "no \"listen\" is defined for server",
+                &srv.span,
+            ));
+        }
+        let server = Arc::new(Server {
+            names: Vec::new(),
+            conf: Arc::new(conf),
+            locations: Locations::default(),
+            named: HashMap::new(),
+            phases: srv.phases,
+            vars: vars.clone(),
+            ext: Extensions::default(),
+            pipeline: pipeline.clone(),
+        });
+        for l in srv.listens {
+            if out.iter().any(|o| o.addr == l.addr) {
+                return Err(ConfError::new(
+                    format!("duplicate \"{}\" address and port pair", l.addr),
+                    &l.span,
+                ));
+            }
+            out.push(Listener {
+                key: listener_key(&l.addr),
+                addr: l.addr,
+                reuseport: l.reuseport,
+                ssl: false,
+                http2: false,
+                proxy_protocol: l.proxy_protocol,
+                stream: true,
+                backlog: l.backlog,
+                opts: l.opts,
+                vhosts: Arc::new(VirtualHosts::new(
+                    std::slice::from_ref(&server),
+                    server.clone(),
+                )),
+                retired: false,
+                span: l.span,
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn build_server(

@@ -309,6 +309,25 @@ pub struct MainConf {
     pub worker_shutdown_timeout: Option<std::time::Duration>,
     pub events_seen: bool,
     pub http: Option<HttpConf>,
+    pub stream: Option<StreamConf>,
+}
+
+/// The `stream` block (TCP and UDP proxying): its settings, which its
+/// servers inherit, and its servers.
+#[derive(Debug, Default)]
+pub struct StreamConf {
+    pub conf: LocConfSet,
+    pub servers: Vec<StreamServerConf>,
+}
+
+/// A `server` of the `stream` block: its addresses, settings and the
+/// modules' data of its level (the content handler, the `set` script).
+#[derive(Debug)]
+pub struct StreamServerConf {
+    pub conf: LocConfSet,
+    pub listens: Vec<ListenSpec>,
+    pub phases: crate::core::route::Phases,
+    pub span: Span,
 }
 
 #[derive(Debug, Default)]
@@ -369,6 +388,8 @@ pub enum Keepalive {
 pub enum ListenAddr {
     Tcp(std::net::SocketAddr),
     Unix(PathBuf),
+    /// `listen … udp` of a stream server: datagrams.
+    Udp(std::net::SocketAddr),
 }
 
 impl std::fmt::Display for ListenAddr {
@@ -376,6 +397,7 @@ impl std::fmt::Display for ListenAddr {
         match self {
             ListenAddr::Tcp(a) => write!(f, "{a}"),
             ListenAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+            ListenAddr::Udp(a) => write!(f, "{a} (udp)"),
         }
     }
 }

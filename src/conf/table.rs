@@ -3,7 +3,9 @@
 //! error messages and docs/directives.md.
 
 use super::ast::{ConfError, Directive};
-use super::model::{HttpConf, LocConfSet, LocationConf, MainConf, ServerConf};
+use super::model::{
+    HttpConf, LocConfSet, LocationConf, MainConf, ServerConf, StreamConf, StreamServerConf,
+};
 use crate::core::module::{Extensions, Module};
 use crate::core::vars::Vars;
 use std::collections::HashMap;
@@ -31,6 +33,12 @@ impl Ctx {
     pub const HSL: Ctx = Ctx(4 | 8 | 16);
     /// http and server.
     pub const HS: Ctx = Ctx(4 | 8);
+    /// The `stream` block (TCP and UDP proxying).
+    pub const STREAM: Ctx = Ctx(256);
+    /// A `server` of the `stream` block.
+    pub const STREAM_SERVER: Ctx = Ctx(512);
+    /// stream and its servers: where a stream setting inherits downwards.
+    pub const SS: Ctx = Ctx(256 | 512);
 
     pub const fn or(self, o: Ctx) -> Ctx {
         Ctx(self.0 | o.0)
@@ -49,6 +57,8 @@ impl Ctx {
             (Ctx::LIMIT_EXCEPT, "limit_except"),
             (Ctx::SERVER_IF, "if in server"),
             (Ctx::IF, "if in location"),
+            (Ctx::STREAM, "stream"),
+            (Ctx::STREAM_SERVER, "server in stream"),
         ]
         .into_iter()
         .filter(|(c, _)| self.contains(*c))
@@ -98,6 +108,10 @@ pub enum Scope<'a> {
     LocationIf(&'a mut LocationConf),
     /// An `if` block of a server: only its rewrite script counts.
     ServerIf(&'a mut LocationConf),
+    /// The `stream` block.
+    Stream(&'a mut StreamConf),
+    /// A `server` of the `stream` block.
+    StreamServer(&'a mut StreamServerConf),
 }
 
 impl Scope<'_> {
@@ -105,6 +119,7 @@ impl Scope<'_> {
     pub fn level_ext(&mut self) -> &mut Extensions {
         match self {
             Scope::Server(s) => &mut s.phases.ext,
+            Scope::StreamServer(s) => &mut s.phases.ext,
             Scope::Location(l)
             | Scope::LimitExcept(l)
             | Scope::LocationIf(l)
@@ -123,10 +138,13 @@ impl Scope<'_> {
             Scope::LimitExcept(_) => Ctx::LIMIT_EXCEPT,
             Scope::LocationIf(_) => Ctx::IF,
             Scope::ServerIf(_) => Ctx::SERVER_IF,
+            Scope::Stream(_) => Ctx::STREAM,
+            Scope::StreamServer(_) => Ctx::STREAM_SERVER,
         }
     }
 
-    /// The inheritable settings of an http, server or location level. The table's
+    /// The inheritable settings of an http, server or location level (or a
+    /// stream or stream server level). The table's
     /// context check runs before any setter, so a setter declared for those contexts
     /// only is never called elsewhere.
     pub fn loc(&mut self) -> &mut LocConfSet {
@@ -137,6 +155,8 @@ impl Scope<'_> {
             | Scope::LimitExcept(l)
             | Scope::LocationIf(l)
             | Scope::ServerIf(l) => &mut l.conf,
+            Scope::Stream(s) => &mut s.conf,
+            Scope::StreamServer(s) => &mut s.conf,
             Scope::Main(_) | Scope::Events(_) => {
                 unreachable!("table declares this directive for http/server/location only")
             }
@@ -212,8 +232,10 @@ pub struct Env {
     pub notices: Vec<String>,
     /// The modules of this load, in registry order.
     pub modules: &'static [&'static Module],
-    /// Every directive by name: the core's and the modules'.
-    defs: HashMap<&'static str, &'static Def>,
+    /// Every directive by name: the core's and the modules'. A name may
+    /// have one entry per protocol (`proxy_pass` of http and of stream),
+    /// their contexts apart.
+    defs: HashMap<&'static str, Vec<&'static Def>>,
     /// The variables declared and referenced so far.
     pub vars: Vars,
     /// Modules' per-load registries (log files, shared zones, upstreams …).
@@ -231,7 +253,10 @@ impl Env {
     /// slots, their directives and variables become known.
     pub fn new(prefix: std::path::PathBuf, modules: &'static [&'static Module]) -> Env {
         super::model::assign_slots(modules);
-        let defs = tables(modules).flatten().map(|d| (d.name, d)).collect();
+        let mut defs: HashMap<&'static str, Vec<&'static Def>> = HashMap::new();
+        for d in tables(modules).flatten() {
+            defs.entry(d.name).or_default().push(d);
+        }
         Env {
             prefix,
             notices: Vec::new(),
@@ -244,15 +269,20 @@ impl Env {
         }
     }
 
-    /// The directive called `name`.
-    pub fn lookup(&self, name: &str) -> Option<&'static Def> {
-        self.defs.get(name).copied()
+    /// The directive called `name` that may stand in `ctx` (else the
+    /// first of that name, whose context check then refuses it).
+    pub fn lookup(&self, name: &str, ctx: Ctx) -> Option<&'static Def> {
+        let all = self.defs.get(name)?;
+        all.iter()
+            .find(|d| d.ctx.contains(ctx))
+            .or(all.first())
+            .copied()
     }
 
     /// Apply each directive of `dirs` to `scope` through the table.
     pub fn walk(&mut self, dirs: &[Directive], scope: &mut Scope<'_>) -> Result<(), ConfError> {
         for d in dirs {
-            let def = self.lookup(&d.name).ok_or_else(|| {
+            let def = self.lookup(&d.name, scope.ctx()).ok_or_else(|| {
                 ConfError::new(format!("unknown directive \"{}\"", d.name), &d.span)
             })?;
             check(def, d, scope.ctx())?;
@@ -331,10 +361,16 @@ pub fn all<'a>(modules: &'a [&'static Module]) -> impl Iterator<Item = &'static 
     tables(modules).flatten()
 }
 
+/// How many directives are called `name` (one per protocol at most).
+fn defs_named(modules: &[&'static Module], name: &str) -> usize {
+    all(modules).filter(|d| d.name == name).count()
+}
+
 /// docs/directives.md, generated from the table.
 pub fn reference_markdown(modules: &[&'static Module]) -> String {
     let mut defs: Vec<&Def> = all(modules).collect();
-    defs.sort_by_key(|d| d.name);
+    // http's first, then stream's, for a name both have.
+    defs.sort_by_key(|d| (d.name, d.ctx.0 & Ctx::SS.0 != 0));
     let mut out = String::from(
         "# Directive reference\n\nGenerated from the directive table (`vireo --directives-md`); \
          a test keeps this file in step with the code.\n\n",
@@ -348,9 +384,13 @@ pub fn reference_markdown(modules: &[&'static Module]) -> String {
         } else {
             d.doc.to_string()
         };
+        let title = match defs_named(modules, d.name) > 1 && d.ctx.0 & Ctx::SS.0 != 0 {
+            true => format!("{} (stream)", d.name),
+            false => d.name.to_string(),
+        };
         out.push_str(&format!(
             "## {}\n\n- Syntax: `{}`\n- Default: `{}`\n- Context: {}\n\n{}\n\n",
-            d.name,
+            title,
             d.syntax,
             d.default,
             d.ctx.names().join(", "),

@@ -126,11 +126,16 @@ pub type FilterHook = fn(&Request<'_>, &mut Response);
 /// connection logs main requests itself; subrequests, with
 /// `log_subrequest on`, through this).
 pub type LogHook = fn(&Request<'_>, &Response, u64, u64);
+/// A stream session is done: `done` answers its variables as they stand
+/// at its end (`$bytes_sent`, `$status`).
+pub type SessionLogHook = fn(&Request<'_>, &dyn crate::core::vars::VarSource);
 /// At the end of a load, after every directive was read: resolve what
 /// directives referenced, check what must be complete.
 pub type LoadedHook = fn(&mut Env) -> Result<(), ConfError>;
 /// The http block was read: fill in defaults that need the load (files).
 pub type HttpHook = fn(&mut crate::conf::model::LocConfSet, &mut Env) -> Result<(), ConfError>;
+/// A stream server was resolved: check it, build its module data.
+pub type StreamServerHook = fn(&mut StreamServerBuild<'_>) -> Result<(), ConfError>;
 /// A server was resolved: build its module data from its settings.
 pub type ServerHook = fn(&mut ServerBuild<'_>) -> Result<(), ConfError>;
 /// A listening address with its servers is complete: check it.
@@ -148,9 +153,13 @@ pub struct Hooks {
     pub default_content: Option<DefaultContentHook>,
     pub filter: Option<Ordered<FilterHook>>,
     pub log: Option<LogHook>,
+    pub session_log: Option<SessionLogHook>,
     pub loaded: Option<LoadedHook>,
     pub http: Option<HttpHook>,
+    /// The stream block was read: its defaults (as `http`).
+    pub stream: Option<HttpHook>,
     pub server: Option<ServerHook>,
+    pub stream_server: Option<StreamServerHook>,
     pub listen: Option<ListenHook>,
     /// Once a second in every worker (flush buffers, sweep caches).
     pub tick: Option<fn()>,
@@ -171,9 +180,12 @@ impl Hooks {
         default_content: None,
         filter: None,
         log: None,
+        session_log: None,
         loaded: None,
         http: None,
+        stream: None,
         server: None,
+        stream_server: None,
         listen: None,
         tick: None,
         worker_exit: None,
@@ -186,6 +198,15 @@ pub struct ServerBuild<'a> {
     pub conf: &'a crate::conf::model::LocConf,
     pub listens: &'a mut Vec<crate::conf::model::ListenSpec>,
     pub ext: &'a mut Extensions,
+    pub env: &'a mut Env,
+}
+
+/// A stream server being built: its resolved settings, its level's module
+/// data (its content handler), where its `server` block stands.
+pub struct StreamServerBuild<'a> {
+    pub conf: &'a crate::conf::model::LocConf,
+    pub phases: &'a mut crate::core::route::Phases,
+    pub span: &'a crate::conf::ast::Span,
     pub env: &'a mut Env,
 }
 
@@ -206,6 +227,8 @@ pub struct Pipeline {
     pub precontent: Vec<PrecontentHook>,
     pub default_content: Option<DefaultContentHook>,
     pub log: Vec<LogHook>,
+    /// What logs a stream session.
+    pub session_log: Vec<SessionLogHook>,
     /// Every module's variables, for names known only at run time (SSI's
     /// `echo`, `if`, `set`).
     pub variables: Vec<&'static VarDef>,
@@ -227,6 +250,7 @@ impl Pipeline {
             precontent: modules.iter().filter_map(|m| m.hooks.precontent).collect(),
             default_content: modules.iter().find_map(|m| m.hooks.default_content),
             log: modules.iter().filter_map(|m| m.hooks.log).collect(),
+            session_log: modules.iter().filter_map(|m| m.hooks.session_log).collect(),
             variables: modules.iter().flat_map(|m| m.variables.iter()).collect(),
         }
     }

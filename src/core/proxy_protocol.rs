@@ -45,6 +45,23 @@ pub enum Parsed {
 }
 
 /// Parse the start of a connection.
+/// A PROXY protocol v1 header naming a connection from `src` to `dst`
+/// (what a proxy sends its upstream first; mixed families are `UNKNOWN`).
+pub fn v1_header(src: std::net::SocketAddr, dst: std::net::SocketAddr) -> Vec<u8> {
+    use std::net::IpAddr;
+    let canon = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    let (s, d) = (canon(src.ip()), canon(dst.ip()));
+    let family = match (s, d) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => "TCP4",
+        (IpAddr::V6(_), IpAddr::V6(_)) => "TCP6",
+        _ => return b"PROXY UNKNOWN\r\n".to_vec(),
+    };
+    format!("PROXY {family} {s} {d} {} {}\r\n", src.port(), dst.port()).into_bytes()
+}
+
 pub fn parse(buf: &[u8]) -> Parsed {
     let sig = buf.len().min(V2_SIGNATURE.len());
     if sig > 0 && buf[..sig] == V2_SIGNATURE[..sig] {

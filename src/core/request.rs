@@ -850,7 +850,19 @@ impl<'a> Request<'a> {
 
     /// `, client: …, server: …, request: "…", host: "…"`: the context nginx
     /// appends to a request's error log lines.
+    /// A stream session's request (`stream::session`): it has no request
+    /// line.
+    pub fn is_session(&self) -> bool {
+        self.head.line().is_empty()
+    }
+
     pub fn log_context(&self) -> String {
+        // A stream session (a request without a request line) names its
+        // client and the address it came in on, as nginx's stream log lines.
+        if self.is_session() {
+            let server = self.local_addr().map_or(String::new(), |a| a.to_string());
+            return format!(", client: {}, server: {server}", self.client_addr());
+        }
         format!(
             ", client: {}, server: {}, request: \"{}\", host: \"{}\"",
             self.client_addr(),

@@ -39,6 +39,8 @@ pub mod ssi;
 pub mod ssl;
 pub mod static_files;
 pub mod status;
+pub mod stream_proxy;
+pub mod stream_return;
 pub mod sub_filter;
 pub mod try_files;
 pub mod userid;
@@ -102,6 +104,9 @@ pub static MODULES: &[&Module] = &[
     &limit_conn::MODULE,
     &empty_gif::MODULE,
     &limit_rate::MODULE,
+    &crate::stream::MODULE,
+    &stream_proxy::MODULE,
+    &stream_return::MODULE,
 ];
 
 /// The HTTP modules nginx builds unless `configure` is told `--without-…`.
@@ -258,9 +263,18 @@ mod tests {
 
     #[test]
     fn directive_names_are_unique_and_documented() {
-        let mut seen = HashSet::new();
+        // A name may have one entry per protocol (http's and stream's
+        // `proxy_pass`), their contexts apart.
+        let mut seen: Vec<&crate::conf::table::Def> = Vec::new();
         for d in all(MODULES) {
-            assert!(seen.insert(d.name), "duplicate table entry {}", d.name);
+            assert!(
+                !seen
+                    .iter()
+                    .any(|o| o.name == d.name && o.ctx.0 & d.ctx.0 != 0),
+                "duplicate table entry {}",
+                d.name
+            );
+            seen.push(d);
             assert!(
                 !d.doc.is_empty() && !d.syntax.is_empty(),
                 "{} lacks docs",

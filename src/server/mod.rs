@@ -866,7 +866,7 @@ fn unix_paths(listeners: &[Listener]) -> Vec<PathBuf> {
         .iter()
         .filter_map(|l| match &l.addr {
             ListenAddr::Unix(p) => Some(p.clone()),
-            ListenAddr::Tcp(_) => None,
+            ListenAddr::Tcp(_) | ListenAddr::Udp(_) => None,
         })
         .collect()
 }
@@ -931,15 +931,18 @@ pub fn sd_notify(msg: &str) {
 /// nginx rule. (Side effect, for these sockets only: a second process of the same
 /// user could bind the same addresses too.)
 fn overlapping(listeners: &[Listener]) -> Vec<bool> {
-    let tcp = |l: &Listener| match l.addr {
-        ListenAddr::Tcp(a) => Some(a),
+    // (UDP addresses only overlap UDP ones, TCP ones TCP ones.)
+    let ip = |l: &Listener| match l.addr {
+        ListenAddr::Tcp(a) => Some((a, false)),
+        ListenAddr::Udp(a) => Some((a, true)),
         ListenAddr::Unix(_) => None,
     };
     listeners
         .iter()
         .map(|l| {
-            let Some(a) = tcp(l) else { return false };
-            listeners.iter().filter_map(tcp).any(|b| {
+            let Some((a, udp)) = ip(l) else { return false };
+            let same = |o: &Listener| ip(o).filter(|(_, u)| *u == udp).map(|(b, _)| b);
+            listeners.iter().filter_map(same).any(|b| {
                 b != a
                     && b.port() == a.port()
                     && b.is_ipv4() == a.is_ipv4()

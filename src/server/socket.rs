@@ -17,6 +17,8 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 pub enum Bound {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener),
+    /// A UDP socket of a stream server (`listen … udp`).
+    Udp(std::net::UdpSocket),
 }
 
 impl Bound {
@@ -24,6 +26,7 @@ impl Bound {
         Ok(match self {
             Bound::Tcp(l) => Bound::Tcp(l.try_clone()?),
             Bound::Unix(l) => Bound::Unix(l.try_clone()?),
+            Bound::Udp(l) => Bound::Udp(l.try_clone()?),
         })
     }
 
@@ -31,6 +34,7 @@ impl Bound {
         match self {
             Bound::Tcp(l) => l.as_raw_fd(),
             Bound::Unix(l) => l.as_raw_fd(),
+            Bound::Udp(l) => l.as_raw_fd(),
         }
     }
 
@@ -40,6 +44,7 @@ impl Bound {
         match self {
             Bound::Tcp(l) => SockRef::from(l).listen(backlog),
             Bound::Unix(l) => SockRef::from(l).listen(backlog),
+            Bound::Udp(_) => Ok(()),
         }
     }
 
@@ -51,6 +56,7 @@ impl Bound {
         let s = match self {
             Bound::Tcp(l) => SockRef::from(l),
             Bound::Unix(l) => SockRef::from(l),
+            Bound::Udp(l) => SockRef::from(l),
         };
         let fd = self.as_raw_fd();
         let check = |what: std::fmt::Arguments, r: io::Result<()>| {
@@ -86,6 +92,9 @@ impl Bound {
             let r = crate::sys::set_tcp_int(fd, libc::TCP_FASTOPEN, n as libc::c_int);
             check(format_args!("TCP_FASTOPEN, {n}"), r);
         }
+        if matches!(self, Bound::Udp(_)) {
+            return;
+        }
         if opts.deferred || old.is_none_or(|o| o.deferred) {
             // nginx's one second: how long a connection has queued is unknown.
             let v = opts.deferred.into();
@@ -98,14 +107,26 @@ impl Bound {
     pub fn reuse_port(&self) -> bool {
         match self {
             Bound::Tcp(l) => SockRef::from(l).reuse_port().unwrap_or(false),
+            Bound::Udp(l) => SockRef::from(l).reuse_port().unwrap_or(false),
             Bound::Unix(_) => false,
         }
     }
 
     /// A socket handed over by another process (upgrade, systemd): a listening
-    /// stream socket, and the address it is bound to.
+    /// stream socket or a bound UDP one, and the address it is bound to.
     pub fn adopt(fd: std::os::fd::OwnedFd) -> io::Result<(ListenAddr, Bound)> {
         let s = Socket::from(fd);
+        if s.r#type()? == Type::DGRAM {
+            s.set_cloexec(true)?;
+            s.set_nonblocking(true)?;
+            return match s.local_addr()?.as_socket() {
+                Some(a) => Ok((ListenAddr::Udp(a), Bound::Udp(s.into()))),
+                None => Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a datagram socket that is not UDP",
+                )),
+            };
+        }
         if s.r#type()? != Type::STREAM || !s.is_listener()? {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -166,6 +187,19 @@ pub fn bind(
             s.bind(&socket2::SockAddr::unix(path)?)?;
             s.listen(backlog)?;
             Bound::Unix(s.into())
+        }
+        ListenAddr::Udp(addr) => {
+            let s = Socket::new(Domain::for_address(*addr), Type::DGRAM, None)?;
+            s.set_reuse_address(true)?;
+            if reuseport {
+                s.set_reuse_port(true)?;
+            }
+            if addr.is_ipv6() {
+                s.set_only_v6(opts.ipv6only.unwrap_or(true))?;
+            }
+            s.set_nonblocking(true)?;
+            s.bind(&(*addr).into())?;
+            Bound::Udp(s.into())
         }
     };
     bound.configure(addr, opts, Some(&SockOpts::default()));
@@ -490,7 +524,7 @@ mod tests {
     fn tcp(b: &Bound) -> SockRef<'_> {
         match b {
             Bound::Tcp(l) => SockRef::from(l),
-            Bound::Unix(_) => unreachable!(),
+            Bound::Unix(_) | Bound::Udp(_) => unreachable!(),
         }
     }
 

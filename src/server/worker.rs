@@ -497,6 +497,13 @@ async fn accept_loop(
                 }
             }
         }
+        Bound::Udp(sock) => {
+            let open = || {
+                let slot = take_slot(&slots)?;
+                Some((shared.config.load_full(), shared.next_connection(), slot))
+            };
+            crate::stream::udp::serve(sock, key, &open).await
+        }
         Bound::Unix(l) => {
             let l = tokio::net::UnixListener::from_std(l)?;
             loop {
@@ -508,8 +515,19 @@ async fn accept_loop(
                         continue;
                     }
                 };
-                let pp = proxy_timeout(shared.config.load().listener(key));
-                start(s, Peer::Unix, key, pp, &shared, &slots);
+                let cfg = shared.config.load();
+                if cfg.listener(key).stream {
+                    if let Some(slot) = take_slot(&slots) {
+                        let id = shared.next_connection();
+                        let client = crate::stream::session::Client::Unix(s);
+                        let cfg = arc_swap::Guard::into_inner(cfg);
+                        crate::stream::session::start(client, Peer::Unix, key, id, cfg, slot);
+                    }
+                } else {
+                    let pp = proxy_timeout(cfg.listener(key));
+                    drop(cfg);
+                    start(s, Peer::Unix, key, pp, &shared, &slots);
+                }
                 if !shared.config.load().multi_accept {
                     tokio::task::yield_now().await;
                 }
@@ -601,6 +619,22 @@ fn start_tcp(
     let (vhosts, http2, pp) = {
         let cfg = shared.config.load();
         let l = cfg.listener(key);
+        if l.stream {
+            let Some(slot) = take_slot(slots) else {
+                return;
+            };
+            let s = match tokio::net::TcpStream::from_std(s) {
+                Ok(s) => s,
+                Err(e) => {
+                    error_log!(Alert, "cannot watch a new connection: {e}");
+                    return;
+                }
+            };
+            let id = shared.next_connection();
+            let client = crate::stream::session::Client::Tcp(s);
+            let cfg = arc_swap::Guard::into_inner(cfg);
+            return crate::stream::session::start(client, Peer::Tcp(peer), key, id, cfg, slot);
+        }
         let pp = proxy_timeout(l);
         if !l.ssl {
             drop(cfg);

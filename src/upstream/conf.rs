@@ -26,9 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// The upstream blocks and references of one load.
-#[derive(Default)]
-pub struct Registry {
+/// The upstream blocks and references of one load, for one protocol: the
+/// `upstream` blocks of http and of stream are apart, as nginx's.
+pub struct Registry<F: Family> {
     blocks: Vec<(Arc<Upstream>, Span)>,
     refs: Vec<(String, u16, Span, UpstreamRef)>,
     /// `zone` lines, checked at the end: a zone named without a size must be
@@ -36,6 +36,38 @@ pub struct Registry {
     zones: Vec<ZoneLine>,
     /// Handlers with variables in their address: given the named blocks.
     dynamic: Vec<super::dynamic::Blocks>,
+    of: std::marker::PhantomData<fn() -> F>,
+}
+
+impl<F: Family> Default for Registry<F> {
+    fn default() -> Self {
+        Registry {
+            blocks: Vec::new(),
+            refs: Vec::new(),
+            zones: Vec::new(),
+            dynamic: Vec::new(),
+            of: std::marker::PhantomData,
+        }
+    }
+}
+
+/// The protocol whose `upstream` blocks a registry holds.
+pub trait Family: 'static {
+    /// The `upstream` block is stream's: a peer's address needs a port, and
+    /// the HTTP-only directives (keep-alive, queue, health check) are refused.
+    const STREAM: bool;
+}
+
+/// The http block's upstreams.
+pub struct Http;
+impl Family for Http {
+    const STREAM: bool = false;
+}
+
+/// The stream block's upstreams.
+pub struct Stream;
+impl Family for Stream {
+    const STREAM: bool = true;
 }
 
 fn next_id() -> u64 {
@@ -52,9 +84,24 @@ pub fn reference(
     port: u16,
     span: &Span,
 ) -> Result<UpstreamRef, ConfError> {
+    reference_in::<Http>(env, name, port, span)
+}
+
+/// A stream handler names an upstream of the stream block (or an address,
+/// with its port).
+pub fn stream_reference(env: &mut Env, name: &str, span: &Span) -> Result<UpstreamRef, ConfError> {
+    reference_in::<Stream>(env, name, 0, span)
+}
+
+fn reference_in<F: Family>(
+    env: &mut Env,
+    name: &str,
+    port: u16,
+    span: &Span,
+) -> Result<UpstreamRef, ConfError> {
     let r = UpstreamRef(Arc::new(OnceLock::new()));
     env.ext
-        .entry::<Registry>()
+        .entry::<Registry<F>>()
         .refs
         .push((name.to_string(), port, span.clone(), r.clone()));
     Ok(r)
@@ -63,15 +110,29 @@ pub fn reference(
 /// A handler's address with variables: found at request time among the
 /// named blocks (given to it at the end of the load) or resolved.
 pub fn dynamic(env: &mut Env, default_port: u16) -> super::dynamic::Blocks {
+    dynamic_in::<Http>(env, default_port)
+}
+
+/// [`dynamic`] for a stream handler: the stream block's upstreams.
+pub fn stream_dynamic(env: &mut Env) -> super::dynamic::Blocks {
+    dynamic_in::<Stream>(env, 0)
+}
+
+fn dynamic_in<F: Family>(env: &mut Env, default_port: u16) -> super::dynamic::Blocks {
     let b = super::dynamic::Blocks::new(default_port);
-    env.ext.entry::<Registry>().dynamic.push(b.clone());
+    env.ext.entry::<Registry<F>>().dynamic.push(b.clone());
     b
 }
 
 /// End the load: resolve every reference. Starts active health checks of
 /// the upstreams in use and shows the upstreams in /metrics.
 pub fn finish(env: &mut Env) -> Result<(), ConfError> {
-    let reg = env.ext.remove::<Registry>().unwrap_or_default();
+    finish_in::<Http>(env)?;
+    finish_in::<Stream>(env)
+}
+
+fn finish_in<F: Family>(env: &mut Env) -> Result<(), ConfError> {
+    let reg = env.ext.remove::<Registry<F>>().unwrap_or_default();
     for (i, (u, span)) in reg.blocks.iter().enumerate() {
         if reg.blocks[..i].iter().any(|(o, _)| o.name == u.name) {
             return Err(ConfError::new(
@@ -115,6 +176,15 @@ pub fn finish(env: &mut Env) -> Result<(), ConfError> {
             {
                 Some((_, _, u)) => u.clone(),
                 None => {
+                    if F::STREAM
+                        && !name.starts_with("unix:")
+                        && split_host_port(&name, 0).is_ok_and(|(_, p)| p == 0)
+                    {
+                        return Err(ConfError::new(
+                            format!("no port in upstream \"{name}\""),
+                            &span,
+                        ));
+                    }
                     let u = implicit(&name, port, &span)?;
                     implicit_cache.push((name.clone(), port, u.clone()));
                     u
@@ -139,14 +209,17 @@ pub fn finish(env: &mut Env) -> Result<(), ConfError> {
             super::health::start(u);
         }
     }
-    // Names resolved at run time: once the http level's resolver is known.
-    env.ext.insert(super::resolve::Pending(
-        reg.blocks
-            .iter()
-            .filter(|(u, _)| u.dynamic.is_some())
-            .cloned()
-            .collect(),
-    ));
+    // Names resolved at run time: once the http level's resolver is known
+    // (a stream block refuses `resolve`).
+    if !F::STREAM {
+        env.ext.insert(super::resolve::Pending(
+            reg.blocks
+                .iter()
+                .filter(|(u, _)| u.dynamic.is_some())
+                .cloned()
+                .collect(),
+        ));
+    }
     for u in reg
         .blocks
         .iter()
@@ -362,6 +435,7 @@ fn template(
 fn upstream_block(
     d: &Directive,
     vars: &mut Vars,
+    stream: bool,
 ) -> Result<(Upstream, Option<ZoneLine>), ConfError> {
     let name = d.arg(0).to_string();
     let mut peers = Vec::new();
@@ -387,11 +461,37 @@ fn upstream_block(
             *m = Some(v);
             Ok(())
         };
+        let http_only = [
+            "keepalive",
+            "keepalive_timeout",
+            "keepalive_requests",
+            "keepalive_time",
+            "queue",
+            "health_check",
+        ];
         match c.name.as_str() {
+            other if stream && http_only.contains(&other) => {
+                return Err(err(
+                    c,
+                    format!("\"{other}\" directive is not allowed in a stream upstream block"),
+                ));
+            }
             "server" => {
                 arity(c, 1, 10)?;
                 let addr = c.arg(0);
+                if stream
+                    && !addr.starts_with("unix:")
+                    && split_host_port(addr, 0).is_ok_and(|(_, p)| p == 0)
+                {
+                    return Err(err(c, format!("no port in upstream \"{addr}\"")));
+                }
                 let (spec, run_time, service) = server_params(c)?;
+                if stream && run_time {
+                    return Err(err(
+                        c,
+                        "\"resolve\" is not supported in a stream upstream block yet".to_string(),
+                    ));
+                }
                 if service.is_some() && !run_time {
                     return Err(err(
                         c,
@@ -569,24 +669,39 @@ fn upstream_block(
     Ok((u, zone))
 }
 
-pub static DIRECTIVES: &[Def] = &[Def {
-    name: "upstream",
-    ignored: false,
-    ctx: Ctx::HTTP,
-    arity: Arity::block(1, 1),
-    set: |_, d, e| {
-        let (u, zone) = upstream_block(d, &mut e.vars)?;
-        let reg = e.ext.entry::<Registry>();
-        if let Some(z) = zone {
-            reg.zones.push(z);
-        }
-        reg.blocks.push((Arc::new(u), d.span.clone()));
-        Ok(())
+/// An `upstream` block of the protocol `F` read into its registry.
+fn add_block<F: Family>(d: &Directive, e: &mut Env) -> Result<(), ConfError> {
+    let (u, zone) = upstream_block(d, &mut e.vars, F::STREAM)?;
+    let reg = e.ext.entry::<Registry<F>>();
+    if let Some(z) = zone {
+        reg.zones.push(z);
+    }
+    reg.blocks.push((Arc::new(u), d.span.clone()));
+    Ok(())
+}
+
+pub static DIRECTIVES: &[Def] = &[
+    Def {
+        name: "upstream",
+        ignored: false,
+        ctx: Ctx::HTTP,
+        arity: Arity::block(1, 1),
+        set: |_, d, e| add_block::<Http>(d, e),
+        syntax: "upstream name { … }",
+        default: "—",
+        doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N] [resolve] [service=name];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses, found when the configuration loads — with `resolve`, found at run time and kept up to date without a reload: the name is asked again when its answer's TTL, or the resolver's `valid=`, runs out, at most every `resolver_timeout`, and its addresses join and leave the peers, each with the line's parameters; a failed lookup keeps the peers, \"Host not found\" empties them; the block must have a `zone` and a `resolver`, its own or the http level's; `service=name` asks for the SRV records of `_name._tcp.host` — of `name.host` when the name has a dot — and makes each target's addresses peers with the record's port and, unless the line sets one, its weight, the lowest priority value primary and the others backup: on a `backup` line the lowest priority value is backup and the others are left out), `resolver address ... [valid=time] [ipv6=on|off];` and `resolver_timeout time;` (for the block's `resolve` names; the http level's otherwise), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\nupstream dynamic {\n    zone dynamic 64k;\n    resolver 10.0.0.53 valid=30s;\n    server app.example.com:8080 resolve max_fails=2;\n    server example.com service=http resolve;\n}\n```",
     },
-    syntax: "upstream name { … }",
-    default: "—",
-    doc: "A named group of peers for `proxy_pass http://name` (and `fastcgi_pass name`, or an address with variables whose value is the name). Inside: `server address [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N] [resolve] [service=name];` (an address is `host[:port]`, `ip:port` or `unix:/path`; a host name stands for all its addresses, found when the configuration loads — with `resolve`, found at run time and kept up to date without a reload: the name is asked again when its answer's TTL, or the resolver's `valid=`, runs out, at most every `resolver_timeout`, and its addresses join and leave the peers, each with the line's parameters; a failed lookup keeps the peers, \"Host not found\" empties them; the block must have a `zone` and a `resolver`, its own or the http level's; `service=name` asks for the SRV records of `_name._tcp.host` — of `name.host` when the name has a dot — and makes each target's addresses peers with the record's port and, unless the line sets one, its weight, the lowest priority value primary and the others backup: on a `backup` line the lowest priority value is backup and the others are left out), `resolver address ... [valid=time] [ipv6=on|off];` and `resolver_timeout time;` (for the block's `resolve` names; the http level's otherwise), one balancing method (`least_conn;`, `ip_hash;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one), `keepalive N;` (idle connections kept per peer per worker; default none), `keepalive_timeout time;` (60s), `keepalive_requests N;` (1000), `keepalive_time time;` (1h: a connection that old is closed when its request ends), `zone name [size];` (the peers' balancing state — connection counts, failures, weights — is one for all workers, as nginx's shared zone; without it each worker balances on its own; a zone named without a size must be sized by another block), `queue N [timeout=time];` (requests wait, up to N per worker for at most timeout, default 60s, when every peer is at `max_conns`; a full queue or the timeout answers 502), and vireo's active `health_check [interval=5s] [timeout=2s] [path=/] [status=200-399] [rise=2] [fall=3];`. See docs/proxy.md.\n\n```nginx\nupstream backend {\n    server 127.0.0.1:8080 max_conns=64;\n    server 127.0.0.1:8081 max_conns=64;\n    queue 1000 timeout=30s;\n    keepalive 16;\n    zone backend 64k;\n}\nupstream dynamic {\n    zone dynamic 64k;\n    resolver 10.0.0.53 valid=30s;\n    server app.example.com:8080 resolve max_fails=2;\n    server example.com service=http resolve;\n}\n```",
-}];
+    Def {
+        name: "upstream",
+        ignored: false,
+        ctx: Ctx::STREAM,
+        arity: Arity::block(1, 1),
+        set: |_, d, e| add_block::<Stream>(d, e),
+        syntax: "upstream name { … }",
+        default: "—",
+        doc: "A named group of peers for a stream server's `proxy_pass name`, apart from the http block's. Inside: `server address:port [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (or `unix:/path`), one balancing method (`least_conn;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one) and `zone name [size];`, with the http block's meaning: the balancers, passive health (`max_fails` within `fail_timeout`) and `max_conns` are the same code. A session counts toward its peer's `max_conns` until it ends.\n\n```nginx\nupstream dns {\n    hash $remote_addr consistent;\n    server 10.0.0.53:53 max_fails=2 fail_timeout=10s;\n    server 10.0.0.54:53;\n    zone dns 64k;\n}\n```",
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -244,7 +244,7 @@ impl<R> Failure<R> {
 }
 
 /// The balancing key of a request for `up` (ip_hash, hash).
-fn balancing_key(req: &Request<'_>, up: &Upstream) -> Vec<u8> {
+pub fn balancing_key(req: &Request<'_>, up: &Upstream) -> Vec<u8> {
     match up.method {
         Balance::IpHash => match req.client_addr() {
             Peer::Tcp(a) => balance::ip_hash_key(a.ip()),
@@ -269,6 +269,14 @@ fn idempotent(req: &Request<'_>) -> bool {
 
 /// Log an upstream failure, naming the request and the peer.
 pub fn log(req: &Request<'_>, msg: &str, upstream: &str) {
+    if req.is_session() {
+        crate::error_log!(
+            Error,
+            "{msg}{}, upstream: \"{upstream}\"",
+            req.log_context()
+        );
+        return;
+    }
     crate::error_log!(
         Error,
         "{msg}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\", host: \"{}\"",
@@ -316,8 +324,13 @@ pub async fn run<P: Protocol>(
                     );
                 }
                 // Peers left untried but none live: `$upstream_addr` ends
-                // with the group's name, as nginx's.
-                if tries == 0 || (tries as usize) < up.peer_count() {
+                // with the group's name, as nginx's; its stream proxy names
+                // the group only when no peer was tried at all.
+                let named = match req.is_session() {
+                    true => tries == 0,
+                    false => (tries as usize) < up.peer_count(),
+                };
+                if named {
                     vars.borrow_mut().attempts.push(Attempt {
                         addr: up.name.to_string(),
                         status: 502,

@@ -68,7 +68,7 @@ impl Blocks {
 
     /// The upstream `addr` (a variable's value) stands for in `req`.
     /// `Err` when there is none; the reason is logged (502).
-    pub async fn find(&self, req: &Request<'_>, addr: &str) -> Result<Arc<Upstream>, ()> {
+    pub async fn find(&self, req: &Request<'_>, addr: &str) -> Result<Arc<Upstream>, Unfound> {
         self.find_with_port(req, addr, self.default_port).await
     }
 
@@ -78,7 +78,7 @@ impl Blocks {
         req: &Request<'_>,
         addr: &str,
         default_port: u16,
-    ) -> Result<Arc<Upstream>, ()> {
+    ) -> Result<Arc<Upstream>, Unfound> {
         if let Some(u) = self.block(addr) {
             return Ok(u.clone());
         }
@@ -88,7 +88,7 @@ impl Blocks {
         if let Some(path) = addr.strip_prefix("unix:") {
             if path.is_empty() {
                 fail(format!("no path in upstream \"{addr}\""));
-                return Err(());
+                return Err(Unfound::Address);
             }
             return Ok(Arc::new(Upstream::ephemeral(
                 addr,
@@ -99,13 +99,13 @@ impl Blocks {
             Ok(hp) => hp,
             Err(e) => {
                 fail(format!("{e} in upstream \"{addr}\""));
-                return Err(());
+                return Err(Unfound::Address);
             }
         };
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if bare.is_empty() {
             fail(format!("no host in upstream \"{addr}\""));
-            return Err(());
+            return Err(Unfound::Address);
         }
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(Arc::new(Upstream::ephemeral(
@@ -119,7 +119,7 @@ impl Blocks {
         let rc = req.conf.get::<ResolverConf>();
         let Some(resolver) = &rc.resolver else {
             fail(format!("no resolver defined to resolve {bare}"));
-            return Err(());
+            return Err(Unfound::Address);
         };
         match resolver.resolve(bare, rc.timeout).await {
             Ok(ips) => Ok(Arc::new(Upstream::ephemeral(
@@ -130,10 +130,21 @@ impl Blocks {
             ))),
             Err(e) => {
                 fail(format!("{bare} could not be resolved ({e})"));
-                Err(())
+                Err(Unfound::Resolve)
             }
         }
     }
+}
+
+/// Why a variable's value gave no upstream (the reason is logged): nginx's
+/// HTTP side answers both with 502; its stream side a bad address or a
+/// missing resolver with 500, a name that did not resolve with 502.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfound {
+    /// Not an address, or a name without a `resolver` to resolve it.
+    Address,
+    /// The resolver failed to resolve the name.
+    Resolve,
 }
 
 /// A handler's upstream address: fixed at load, or with variables.
@@ -166,8 +177,25 @@ impl Target {
         )?))
     }
 
+    /// A stream handler's `addr`: an upstream of the stream block, an
+    /// address with its port, or a template found per session.
+    pub fn stream(
+        env: &mut crate::conf::table::Env,
+        addr: &str,
+        span: &crate::conf::ast::Span,
+    ) -> Result<Target, crate::conf::ast::ConfError> {
+        if addr.contains('$') {
+            let t = crate::core::vars::Template::compile(addr, &mut env.vars)
+                .map_err(|e| crate::conf::ast::ConfError::new(e, span))?;
+            return Ok(Target::Dynamic(t, super::conf::stream_dynamic(env)));
+        }
+        Ok(Target::Fixed(super::conf::stream_reference(
+            env, addr, span,
+        )?))
+    }
+
     /// The upstream of this request (`Err`: none, logged; 502).
-    pub async fn upstream(&self, req: &Request<'_>) -> Result<Arc<Upstream>, ()> {
+    pub async fn upstream(&self, req: &Request<'_>) -> Result<Arc<Upstream>, Unfound> {
         match self {
             Target::Fixed(r) => Ok(r.arc().clone()),
             Target::Dynamic(t, blocks) => {

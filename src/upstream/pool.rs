@@ -314,6 +314,16 @@ impl UpConn {
             Sock::Tls(s) => s.tcp.as_raw_fd(),
         }
     }
+    /// TCP_NODELAY on now (a tunnel's both ways, `tcp_nodelay on`).
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        self.nagle.set(Nagle::Off);
+        match &self.sock {
+            Sock::Tcp(s) => s.set_nodelay(true),
+            Sock::Tls(t) => t.tcp.set_nodelay(true),
+            Sock::Unix(_) => Ok(()),
+        }
+    }
+
     /// Shut down the write side (a tunnel whose client stopped sending).
     pub fn shutdown_write(&self) {
         let r = match &self.sock {

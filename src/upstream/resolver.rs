@@ -566,7 +566,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "resolver",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: Arity::args(1, MANY),
         set: |s, d, _| resolver(s, d),
         syntax: "resolver address ... [valid=time] [ipv6=on|off] [status_zone=zone];",
@@ -576,7 +576,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "resolver_timeout",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             loc(s).timeout = Some(values::time(d, 0)?);

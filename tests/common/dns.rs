@@ -1,10 +1,22 @@
 //! Debian's dnsmasq on a free loopback port (scripts/test installs it),
 //! answering for `.test` only (others: NXDOMAIN), in the foreground, killed
-//! on drop.
+//! on drop; and the DNS query tests send it.
 
 use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// A DNS query for the A records of `name`, with the identifier `id`.
+pub fn query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00");
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(b"\x00\x00\x01\x00\x01");
+    q
+}
 
 pub struct Dns {
     child: Child,
@@ -99,13 +111,13 @@ impl Dns {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
-        let q = b"\x00\x01\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x05ready\x04test\x00\x00\x01\x00\x01";
+        let q = query(1, "ready.test");
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(5) {
             if child.try_wait().ok().flatten().is_some() {
                 break;
             }
-            let _ = s.send_to(q, ("127.0.0.1", port));
+            let _ = s.send_to(&q, ("127.0.0.1", port));
             let mut buf = [0u8; 512];
             if s.recv(&mut buf).is_ok() {
                 return Some(Dns { child, port });

@@ -75,7 +75,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "allow",
         ignored: false,
-        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT).or(Ctx::SS),
         arity: ONE,
         set: |s, d, env| add_rule(s, d, env, false),
         syntax: "allow address | CIDR | unix: | all;",
@@ -88,7 +88,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "deny",
         ignored: false,
-        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT),
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT).or(Ctx::SS),
         arity: ONE,
         set: |s, d, env| add_rule(s, d, env, true),
         syntax: "deny address | CIDR | unix: | all;",

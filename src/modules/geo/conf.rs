@@ -177,7 +177,7 @@ fn parse(d: &Directive, env: &mut Env) -> Result<Geo, ConfError> {
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "geo",
     ignored: false,
-    ctx: Ctx::HTTP,
+    ctx: Ctx::HTTP.or(Ctx::STREAM),
     arity: Arity::block(1, 2),
     set: |_, d, e| {
         let target = d.args.last().map_or("", |a| a.value.as_str());

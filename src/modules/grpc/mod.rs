@@ -83,7 +83,7 @@ impl GrpcPass {
         let port = if tls { 443 } else { 80 };
         let up = Box::pin(blocks.find_with_port(req, addr, port))
             .await
-            .map_err(|()| 502u16)?;
+            .map_err(|_| 502u16)?;
         Ok((up, tls, addr.to_string()))
     }
 }

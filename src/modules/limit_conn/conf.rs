@@ -80,7 +80,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_conn_zone",
         ignored: false,
-        ctx: Ctx::HTTP,
+        ctx: Ctx::HTTP.or(Ctx::STREAM),
         arity: Arity::args(2, 3),
         set: |_, d, env| limit_conn_zone(d, env),
         syntax: "limit_conn_zone key zone=name:size;",
@@ -90,7 +90,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_conn",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: Arity::args(2, 2),
         set: |s, d, env| {
             let l = limit_conn(d, env)?;
@@ -127,7 +127,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_conn_log_level",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_log_level(d)?;
@@ -140,7 +140,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "limit_conn_dry_run",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: Arity::args(1, 1),
         set: |s, d, _| {
             let v = zone::parse_dry_run(d)?;

@@ -257,7 +257,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "log_format",
         ignored: false,
-        ctx: Ctx::HTTP,
+        ctx: Ctx::HTTP.or(Ctx::STREAM),
         arity: Arity::args(2, MANY),
         set: |_, d, e| {
             let name = d.arg(0);
@@ -296,7 +296,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "access_log",
         ignored: false,
-        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT).or(Ctx::IF),
+        ctx: Ctx::HSL.or(Ctx::LIMIT_EXCEPT).or(Ctx::IF).or(Ctx::SS),
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let new = access_log(d, e)?;
@@ -316,7 +316,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "open_log_file_cache",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: Arity::args(1, 4),
         set: |s, d, _| {
             let v = if d.arg(0) == "off" {

@@ -19,7 +19,7 @@ pub mod conf;
 mod runtime;
 
 use crate::core::module::{Hooks, Module};
-pub use runtime::{flush_all, flush_due, log_request};
+pub use runtime::{flush_all, flush_due, log_done, log_request};
 
 /// `log_format` and `access_log`; buffers flushed once a second and when a
 /// worker exits.
@@ -30,6 +30,7 @@ pub static MODULE: Module = Module {
     hooks: Hooks {
         http: Some(conf::default_access_log),
         log: Some(log_request),
+        session_log: Some(log_done),
         tick: Some(flush_due),
         worker_exit: Some(flush_all),
         ..Hooks::NONE

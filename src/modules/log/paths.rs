@@ -4,8 +4,9 @@
 
 use super::LogFormat;
 use super::conf::{LogConf, OpenLogCache};
-use crate::core::request::{Finished, Request};
+use crate::core::request::Request;
 use crate::core::vars::Template;
+use crate::core::vars::VarSource;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
@@ -30,7 +31,7 @@ thread_local! {
 }
 
 /// Write `format`'s line for the request to the file `path` names.
-pub fn log(req: &Request<'_>, done: &Finished<'_>, path: &Template, format: &LogFormat) {
+pub fn log(req: &Request<'_>, done: &dyn VarSource, path: &Template, format: &LogFormat) {
     let mut p = Vec::with_capacity(64);
     path.render(done, &mut p);
     let mut line = Vec::with_capacity(256);

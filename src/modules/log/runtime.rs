@@ -7,6 +7,7 @@ use super::conf::{AccessLogTarget, Dest};
 use super::paths;
 use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
+use crate::core::vars::VarSource;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -24,30 +25,36 @@ thread_local! {
 
 /// Write the access log lines for a finished request.
 pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_bytes: u64) {
-    let Some(targets) = &req.conf.get::<LogConf>().access_log else {
-        return;
-    };
-    if targets.is_empty() {
-        return;
-    }
     let done = Finished {
         req,
         resp,
         head_bytes,
         body_bytes,
     };
+    log_done(req, &done);
+}
+
+/// Write the access log lines of the level of `req`, whose finished values
+/// `done` gives (an HTTP request with its response, a stream session).
+pub fn log_done(req: &Request<'_>, done: &dyn VarSource) {
+    let Some(targets) = &req.conf.get::<LogConf>().access_log else {
+        return;
+    };
+    if targets.is_empty() {
+        return;
+    }
     WRITERS.with(|w| {
         let mut w = w.borrow_mut();
         for t in targets.iter() {
             if let Some(c) = &t.condition {
                 let mut v = Vec::new();
-                c.render(&done, &mut v);
+                c.render(done, &mut v);
                 if v.is_empty() || v == b"0" {
                     continue;
                 }
             }
             if let Dest::Path(path) = &t.dest {
-                paths::log(req, &done, path, &t.format);
+                paths::log(req, done, path, &t.format);
                 continue;
             }
             let key = match &t.dest {
@@ -62,7 +69,7 @@ pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_byt
                 };
                 (Arc::downgrade(t), writer)
             });
-            if let Some(flush) = writer.log(&t.format, &done) {
+            if let Some(flush) = writer.log(&t.format, done) {
                 flush_at(key, flush);
             }
         }

@@ -91,7 +91,7 @@ fn parse(d: &Directive, vars: &mut Vars) -> Result<Map, ConfError> {
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "map",
     ignored: false,
-    ctx: Ctx::HTTP,
+    ctx: Ctx::HTTP.or(Ctx::STREAM),
     arity: Arity::block(2, 2),
     set: |_, d, e| {
         let map = parse(d, &mut e.vars)?;

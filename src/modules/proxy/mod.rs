@@ -225,7 +225,7 @@ impl Proxy {
         // requests would otherwise carry (and move) in their futures.
         let up = Box::pin(blocks.find_with_port(req, authority, default_port))
             .await
-            .map_err(|()| 502u16)?;
+            .map_err(|_| 502u16)?;
         let uri = uri.map(|u| {
             let mut b = Vec::with_capacity(u.len() + 1);
             if u.starts_with('?') {

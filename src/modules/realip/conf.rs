@@ -53,7 +53,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "set_real_ip_from",
         ignored: false,
-        ctx: Ctx::HSL,
+        ctx: Ctx::HSL.or(Ctx::SS),
         arity: ONE,
         set: |s, d, env| {
             if d.arg(0) == "all" {

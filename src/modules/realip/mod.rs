@@ -146,10 +146,17 @@ fn active(c: &crate::conf::model::LocConf) -> bool {
 /// the access hooks.
 pub static MODULE: Module = Module {
     name: "realip",
-    nginx: &["http_realip_module"],
+    nginx: &["http_realip_module", "stream_realip_module"],
     directives: &[conf::DIRECTIVES],
     settings: Some(&conf::RealipConf::KIND),
     hooks: Hooks {
+        // In the stream block the address is the PROXY header's.
+        stream: Some(|conf, _| {
+            conf.get_mut::<conf::RealipConfSet>()
+                .header
+                .get_or_insert(RealIpHeader::ProxyProtocol);
+            Ok(())
+        }),
         post_read: Some(Ordered {
             order: 10,
             run: apply,

@@ -255,7 +255,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "set",
         ignored: false,
-        ctx: Ctx::SCRIPT,
+        ctx: Ctx::SCRIPT.or(Ctx::STREAM_SERVER),
         arity: Arity::args(2, 2),
         set: |s, d, e| {
             let op = compile_set(s, d, &mut e.vars)?;

@@ -88,7 +88,7 @@ fn parse(d: &Directive, vars: &mut Vars) -> Result<Split, ConfError> {
 pub static DIRECTIVES: &[Def] = &[Def {
     name: "split_clients",
     ignored: false,
-    ctx: Ctx::HTTP,
+    ctx: Ctx::HTTP.or(Ctx::STREAM),
     arity: Arity::block(2, 2),
     set: |_, d, e| {
         let target = d.arg(1);
