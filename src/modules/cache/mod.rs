@@ -453,7 +453,6 @@ fn opened(
     z: &Arc<CacheZone>,
     h: &[u8; 16],
     file_id: (u64, i64),
-    path: &std::path::Path,
     indexed: bool,
 ) -> std::io::Result<Rc<Entry>> {
     let key = (Arc::as_ptr(z) as usize, *h);
@@ -463,7 +462,7 @@ fn opened(
     {
         return Ok(e);
     }
-    let mut e = Entry::open(path)?;
+    let mut e = Entry::open(&z.path(h))?;
     let keep = indexed && e.valid_until == file_id.1;
     // A small body is kept in memory with it, as the open file cache keeps
     // a small static file's: the head and body then leave in one write.
@@ -553,12 +552,11 @@ impl<K: Kind> Fill<K> {
                 (n.exists, filling, (n.generation, n.valid_until))
             };
             self.zone.remove_files(&gone);
-            let path = self.zone.path(&self.hash);
             // Until the loader is done, a key it has not indexed yet may
             // have its file: tried (and checked whole) as the loader would.
             let cold = !exists && !self.zone.shared.loaded.load(Ordering::Acquire);
             let entry = match exists || cold {
-                true => match opened(&self.zone, &self.hash, file_id, &path, exists) {
+                true => match opened(&self.zone, &self.hash, file_id, exists) {
                     Ok(e) if cold => match e.verify_body() {
                         Ok(()) if e.meta.key == self.key => {
                             self.zone
@@ -575,6 +573,7 @@ impl<K: Kind> Fill<K> {
                     // Damaged (logged), or of an older format (a miss).
                     Err(e) => {
                         if e.kind() != std::io::ErrorKind::Unsupported {
+                            let path = self.zone.path(&self.hash);
                             crate::error_log!(Crit, "cache file \"{}\": {e}", path.display());
                         }
                         self.zone.remove(&self.hash);
@@ -995,13 +994,9 @@ fn serve(req: &Request<'_>, z: &CacheZone, e: Rc<Entry>, status: Status) -> Resp
     if meta.error {
         return req.error(meta.status);
     }
-    let mut headers: Vec<(&'static str, Value)> = Vec::with_capacity(meta.headers.len() + 2);
-    for (n, v) in &meta.headers {
-        if let Some(n) = crate::upstream::intern_header_name(n) {
-            headers.push((n, Value::Owned(v.clone())));
-        }
-    }
-    let ct = meta.content_type.clone().map(Value::Owned);
+    let mut headers: Vec<(&'static str, Value)> = Vec::with_capacity(e.fields.len() + 2);
+    headers.extend(e.fields.iter().cloned());
+    let ct = e.content_type.clone();
     let size = e.body_len;
     let file = e.file.clone();
     // A body kept in memory goes as it is; ranges are cut from the file

@@ -22,6 +22,7 @@
 //! exactly as long as they say; the loader also checks the body's checksum
 //! (an entry written before a crash or power loss is then whole or gone).
 
+use crate::core::message::response::Value;
 use bytes::{Buf, BufMut};
 use std::fs::File;
 use std::io::{self, Write};
@@ -168,6 +169,10 @@ pub struct Entry {
     /// The body, when it was read into memory (a small one a worker keeps).
     pub body: Option<bytes::Bytes>,
     pub meta: Meta,
+    /// The reply's header fields as a response carries them (the names
+    /// vireo knows; values shared by every hit of this opened entry).
+    pub fields: Vec<(&'static str, Value)>,
+    pub content_type: Option<Value>,
     pub valid_until: i64,
     pub body_off: u64,
     pub body_len: u64,
@@ -216,15 +221,47 @@ impl Entry {
             return Err(bad("meta checksum mismatch"));
         }
         let meta = Meta::decode(&m).ok_or_else(|| bad("meta is malformed"))?;
-        Ok(Entry {
-            file: std::rc::Rc::new(file),
-            body: None,
+        Ok(Entry::new(
+            file,
             meta,
             valid_until,
-            body_off: FIXED + meta_len,
+            FIXED + meta_len,
             body_len,
             body_crc,
-        })
+        ))
+    }
+
+    fn new(
+        file: File,
+        meta: Meta,
+        valid_until: i64,
+        body_off: u64,
+        body_len: u64,
+        body_crc: u32,
+    ) -> Entry {
+        let fields = meta
+            .headers
+            .iter()
+            .filter_map(|(n, v)| {
+                crate::upstream::intern_header_name(n)
+                    .map(|n| (n, Value::Shared(v.as_str().into())))
+            })
+            .collect();
+        let content_type = meta
+            .content_type
+            .as_deref()
+            .map(|t| Value::Shared(t.into()));
+        Entry {
+            file: std::rc::Rc::new(file),
+            body: None,
+            fields,
+            content_type,
+            meta,
+            valid_until,
+            body_off,
+            body_len,
+            body_crc,
+        }
     }
 
     /// Check the body against its checksum (reads it all).
@@ -349,15 +386,14 @@ impl Writer {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::rename(&self.tmp, dest)?;
-        Ok(Entry {
-            file: std::rc::Rc::new(file),
-            body: None,
-            meta: Meta::decode(&self.meta).expect("encoded above"),
+        Ok(Entry::new(
+            file,
+            Meta::decode(&self.meta).expect("encoded above"),
             valid_until,
-            body_off: FIXED + self.meta.len() as u64,
-            body_len: self.body_len,
-            body_crc: self.body_crc.clone().finalize(),
-        })
+            FIXED + self.meta.len() as u64,
+            self.body_len,
+            self.body_crc.clone().finalize(),
+        ))
     }
 }
 
@@ -404,9 +440,11 @@ pub fn path(dir: &Path, levels: &[u8], hash: &[u8; 16]) -> PathBuf {
 }
 
 pub fn hex(hash: &[u8; 16]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(32);
     for b in hash {
-        s.push_str(&format!("{b:02x}"));
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
     }
     s
 }

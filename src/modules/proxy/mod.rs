@@ -158,6 +158,45 @@ pub(crate) fn host_port(authority: &str, default: u16) -> Result<(String, String
 }
 
 impl Proxy {
+    /// A request in a location with `proxy_cache`: a hit is answered from
+    /// the cache; the fetch, a future of its own, is made only on a miss
+    /// (so a hit does not carry its state).
+    async fn cached(&self, req: &mut Request<'_>, body: &mut dyn RequestBody) -> Outcome {
+        use crate::modules::cache::{self, Lookup, conf::Proxy as Cached};
+        // `$proxy_host` for the cache key.
+        let host = self.cache_host(req);
+        req.state.ext.insert(Rc::new(RefCell::new(UpstreamVars {
+            proxy_host: host.into(),
+            proxy_port: self.port.clone(),
+            ..Default::default()
+        })));
+        match cache::lookup::<Cached>(req, |r| Some(self.cache_key(r))).await {
+            Lookup::Serve(resp) => Outcome::Respond(resp),
+            Lookup::Fetch(fill) => Box::pin(self.fetch(req, body, fill)).await,
+        }
+    }
+
+    /// The reply from the upstream (or where its X-Accel-Redirect sends the
+    /// request), stored in the cache when `fill` says so, else cut to the
+    /// client's byte ranges.
+    async fn fetch(
+        &self,
+        req: &mut Request<'_>,
+        body: &mut dyn RequestBody,
+        fill: Option<crate::modules::cache::Fill<crate::modules::cache::conf::Proxy>>,
+    ) -> Outcome {
+        let mut resp = self.handle(req, body).await;
+        if let Some(o) = crate::upstream::accel::from_reply(req, resp.status) {
+            return o;
+        }
+        let pc = req.conf.get::<ProxyConf>();
+        crate::upstream::store::apply(req, pc.store.as_deref(), pc.store_access, &mut resp);
+        Outcome::Respond(match fill {
+            Some(f) => f.store(req, resp).await,
+            None => crate::modules::static_files::range::of_reply(req, resp, false),
+        })
+    }
+
     /// `$proxy_host` before the upstream is chosen: the URL's host, rendered
     /// when it has variables.
     fn cache_host(&self, req: &Request<'_>) -> String {
@@ -252,36 +291,16 @@ impl Content for Proxy {
         req: &'a mut Request<'_>,
         body: &'a mut dyn RequestBody,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            use crate::modules::cache::{self, Lookup, conf::Proxy as Cached};
-            use crate::modules::static_files::range;
-            if req.conf.get::<ProxyConf>().force_ranges {
-                req.state.ext.insert(Rc::new(range::Forced));
-            }
-            if cache::enabled::<Cached>(req) {
-                // `$proxy_host` for the cache key.
-                let host = self.cache_host(req);
-                req.state.ext.insert(Rc::new(RefCell::new(UpstreamVars {
-                    proxy_host: host.into(),
-                    proxy_port: self.port.clone(),
-                    ..Default::default()
-                })));
-            }
-            let fill = match cache::lookup::<Cached>(req, |r| Some(self.cache_key(r))).await {
-                Lookup::Serve(resp) => return Outcome::Respond(resp),
-                Lookup::Fetch(fill) => fill,
-            };
-            let mut resp = self.handle(req, body).await;
-            if let Some(o) = crate::upstream::accel::from_reply(req, resp.status) {
-                return o;
-            }
-            let pc = req.conf.get::<ProxyConf>();
-            crate::upstream::store::apply(req, pc.store.as_deref(), pc.store_access, &mut resp);
-            Outcome::Respond(match fill {
-                Some(f) => f.store(req, resp).await,
-                None => range::of_reply(req, resp, false),
-            })
-        })
+        use crate::modules::cache::{self, conf::Proxy as Cached};
+        use crate::modules::static_files::range;
+        if req.conf.get::<ProxyConf>().force_ranges {
+            req.state.ext.insert(Rc::new(range::Forced));
+        }
+        if cache::enabled::<Cached>(req) {
+            Box::pin(self.cached(req, body))
+        } else {
+            Box::pin(self.fetch(req, body, None))
+        }
     }
 
     fn auto_redirect(&self) -> bool {

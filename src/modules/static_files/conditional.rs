@@ -16,6 +16,15 @@ use std::time::UNIX_EPOCH;
 /// when `If-None-Match`/`If-Modified-Since` find the client's copy current
 /// — else `Ok` with the reply.
 pub fn answer(req: &Request<'_>, mut resp: Response) -> Result<Response, Response> {
+    let head = req.head;
+    let (if_match, ius) = (head.header("if-match"), head.header("if-unmodified-since"));
+    let (inm, ims) = (
+        head.header("if-none-match"),
+        head.header("if-modified-since"),
+    );
+    if if_match.is_none() && ius.is_none() && inm.is_none() && ims.is_none() {
+        return Ok(resp);
+    }
     let field = |name: &str| {
         resp.headers
             .iter()
@@ -24,26 +33,11 @@ pub fn answer(req: &Request<'_>, mut resp: Response) -> Result<Response, Respons
     };
     let etag = field("etag").unwrap_or("");
     let lm = field("last-modified").and_then(|v| http_date(v.as_bytes()));
-    let head = req.head;
-    if precondition_failed(
-        head.header("if-match"),
-        head.header("if-unmodified-since"),
-        etag,
-        lm.unwrap_or(i64::MAX),
-    ) {
+    if precondition_failed(if_match, ius, etag, lm.unwrap_or(i64::MAX)) {
         return Err(req.error(412));
     }
-    let ims = head.header("if-modified-since");
     let since = req.conf.get::<super::conf::StaticConf>().if_modified_since;
-    if (ims.is_none() || lm.is_some())
-        && not_modified(
-            head.header("if-none-match"),
-            ims,
-            etag,
-            lm.unwrap_or(0),
-            since,
-        )
-    {
+    if (ims.is_none() || lm.is_some()) && not_modified(inm, ims, etag, lm.unwrap_or(0), since) {
         resp.status = 304;
         resp.content_type = None;
         resp.body = Body::Empty;
