@@ -42,7 +42,8 @@ impl Default for Params {
     }
 }
 
-/// What the index knows of one key (or key variant).
+/// What the index knows of one key (or key variant): 48 bytes, so a key's
+/// entry in the LRU (hash, node, links) takes 80.
 #[derive(Debug, Clone, Default)]
 pub struct Node {
     /// Its file exists (else the key is only counted, `*_cache_min_uses`).
@@ -50,10 +51,11 @@ pub struct Node {
     pub valid_until: i64,
     /// The file's size.
     pub size: u64,
-    pub uses: u64,
-    /// A request is fetching it since this time (`zone::now_ms`): the lock of
-    /// `*_cache_lock` and the `updating` state of `*_cache_use_stale`.
-    pub filling: Option<u64>,
+    pub uses: u32,
+    /// A request is fetching it since this time (`zone::now_ms`, never 0):
+    /// the lock of `*_cache_lock` and the `updating` state of
+    /// `*_cache_use_stale`.
+    pub filling: Option<std::num::NonZeroU64>,
     /// Last asked for (Unix seconds), for `inactive`.
     pub access: i64,
     /// Which file: a new one (stored again) has a new number, so a worker's
@@ -75,6 +77,13 @@ pub struct Index {
 /// Bytes of the keys zone one key takes (nginx's node and its share of the
 /// slab pages): `1m` holds 8192 keys.
 const NODE_COST: u64 = 128;
+
+impl Node {
+    /// A request starts fetching it now.
+    pub fn fill_from(&mut self, now_ms: u64) {
+        self.filling = std::num::NonZeroU64::new(now_ms);
+    }
+}
 
 impl Index {
     fn new(size: u64) -> Index {
@@ -425,6 +434,11 @@ fn manage(z: &CacheZone, now: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 48);
+    }
 
     #[test]
     fn a_full_zone_drops_its_least_recently_used_keys() {

@@ -542,13 +542,13 @@ impl<K: Kind> Fill<K> {
                 let mut idx = self.zone.shared.lock();
                 let n = idx.entry(&self.hash, now, &mut gone);
                 n.access = now;
-                n.uses += 1;
-                if n.uses < c.min_uses {
+                n.uses = n.uses.saturating_add(1);
+                if u64::from(n.uses) < c.min_uses {
                     self.store = false;
                 }
                 let filling = n
                     .filling
-                    .is_some_and(|t| now_ms.saturating_sub(t) < lock_age);
+                    .is_some_and(|t| now_ms.saturating_sub(t.get()) < lock_age);
                 (n.exists, filling, (n.generation, n.valid_until))
             };
             self.zone.remove_files(&gone);
@@ -609,7 +609,7 @@ impl<K: Kind> Fill<K> {
                     }
                     if c.background_update && self.store {
                         if let Some(n) = self.zone.shared.lock().get(&self.hash) {
-                            n.filling = Some(now_ms);
+                            n.fill_from(now_ms);
                         }
                         return Found::Background(e);
                     }
@@ -639,7 +639,7 @@ impl<K: Kind> Fill<K> {
         }
         if self.store {
             if let Some(n) = self.zone.shared.lock().get(&self.hash) {
-                n.filling = Some(crate::modules::zone::now_ms());
+                n.fill_from(crate::modules::zone::now_ms());
             }
             self.holding = true;
         }
