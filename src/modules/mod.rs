@@ -99,6 +99,7 @@ pub static MODULES: &[&Module] = &[
     &mirror::MODULE,
     &realip::MODULE,
     &crate::http::h2::MODULE,
+    &crate::http::h3::MODULE,
     &zone::MODULE,
     &limit_req::MODULE,
     &limit_conn::MODULE,
