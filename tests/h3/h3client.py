@@ -2,16 +2,20 @@
 
     h3client.py PORT MODE SPEC
 
-SPEC is JSON. It prints one JSON object: what the server answered and how
-the connection went.
+SPEC is JSON. It prints what the server answered and how the connection
+went, a line each: `R i status=N reset=CODE|- len=N` for the i-th response,
+`H i name: value` for each of its fields, `B i BASE64` for its body, and
+`K name=value` for everything else.
 
 Modes:
 - requests: {"requests": [{"method", "path", "headers": [[n, v]], "body"}],
   "sni", "sequential"}: the requests on one connection (at once, or one
   after another with "sequential"); "responses": status, headers, body
-  (base64), reset.
+  (base64), reset. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
+  (with "sequential").
 - flood: {"path", "streams"}: a client that ignores the server's stream
-  credit (as an attacker does) and opens "streams" request streams at once;
+  credit (as an attacker does) and opens "streams" request streams at once,
+  never ending them;
   "closed_code": the QUIC error the server closed the connection with.
 - zerortt: {"path", "method", "body"}: connect once to get a session
   ticket, then resume with it and send the request as early data where the
@@ -90,8 +94,8 @@ class Client(QuicConnectionProtocol):
         ] + [(k.encode(), v.encode()) for k, v in req.get("headers", [])]
         body = req.get("body")
         if body is not None:
-            body = body.encode() if isinstance(body, str) else body
-        self.h3.send_headers(sid, headers, end_stream=body is None)
+            body = body.encode() * req.get("repeat", 1)
+        self.h3.send_headers(sid, headers, end_stream=body is None and not req.get("open"))
         if body is not None:
             self.h3.send_data(sid, body, end_stream=True)
         self.waiters[sid] = asyncio.get_running_loop().create_future()
@@ -140,6 +144,7 @@ async def requests(port, spec):
     ) as client:
         if spec.get("sequential"):
             for req in spec["requests"]:
+                await asyncio.sleep(req.get("pause", 0))
                 sid = client.start(req, authority)
                 out["responses"].append(await client.done(sid))
         else:
@@ -164,8 +169,10 @@ async def flood(port, spec):
         out["server_max_streams"] = q._remote_max_streams_bidi
         # Ignore the server's credit, as an attacker would.
         q._remote_max_streams_bidi = 1 << 40
+        # Streams left open (no end of request), so none ends and gives
+        # its credit back.
         sids = [
-            client.start({"path": spec["path"]}, f"localhost:{port}")
+            client.start({"path": spec["path"], "open": True}, f"localhost:{port}")
             for _ in range(n)
         ]
         t0 = time.monotonic()
@@ -243,6 +250,24 @@ def initial(port, spec):
     return {"sent": sent, "received": got, "datagrams": n}
 
 
+def emit(out):
+    responses = out.pop("responses", [])
+    if "response" in out:
+        responses.append(out.pop("response"))
+    for i, r in enumerate(responses):
+        body = base64.b64decode(r["body"])
+        reset = "-" if r["reset"] is None else r["reset"]
+        print(f"R {i} status={r['status']} reset={reset} len={len(body)}")
+        for k, v in r["headers"]:
+            print(f"H {i} {k}: {v}")
+        print(f"B {i} {r['body']}")
+    t = out.pop("terminated", None)
+    if t is not None:
+        out["terminated_code"] = t["code"]
+    for k, v in out.items():
+        print(f"K {k}={v}")
+
+
 def main():
     port, mode, spec = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
     if mode == "initial":
@@ -250,7 +275,7 @@ def main():
     else:
         fn = {"requests": requests, "flood": flood, "zerortt": zerortt}[mode]
         out = asyncio.run(fn(port, spec))
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":
