@@ -49,6 +49,9 @@ type Resolver = h3::server::RequestResolver<QuicConn, Bytes>;
 type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
 
+/// The application close code of a connection ended in order.
+const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
+
 /// Uni streams a client may open: its control stream and QPACK's two.
 const UNI_STREAMS: u32 = 3;
 
@@ -234,7 +237,7 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
             return;
         }
     };
-    let (limits, keepalive) = {
+    let (limits, keepalive, linger) = {
         let cfg = info.shared.config.load();
         let l = cfg.listener(info.listener);
         let core = &l.vhosts.default.conf.core;
@@ -253,11 +256,13 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
                 core.keepalive_requests,
                 core.keepalive_time,
             ),
+            core.lingering_timeout,
         )
     };
     let (max_head, tls, local) = limits;
     let mut b = h3::server::builder();
-    b.max_field_section_size(max_head as u64);
+    // No reserved ("grease") frames, settings or streams, as nginx.
+    b.max_field_section_size(max_head as u64).send_grease(false);
     let Ok(h3c) = b
         .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await
@@ -271,8 +276,8 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
         local,
         tls,
     });
-    drive(h3c, conn.clone(), keepalive).await;
-    conn.quic.close(quinn::VarInt::from_u32(0x100), b"");
+    drive(h3c, conn.clone(), keepalive, linger).await;
+    conn.quic.close(H3_NO_ERROR, b"");
 }
 
 /// The connection's TLS details, and the verdict on the client's
@@ -305,13 +310,15 @@ async fn drive(
     mut h3c: h3::server::Connection<QuicConn, Bytes>,
     conn: Rc<Conn>,
     (keepalive_timeout, keepalive_requests, keepalive_time): (Duration, u64, Duration),
+    linger: Duration,
 ) {
     let born = Instant::now();
     let mut streams = JoinSet::new();
     let mut requests = 0u64;
     let mut watch: Option<(IdleTimer, Option<Instant>)> = None;
     let mut idle_until: Option<Instant> = None;
-    // GOAWAY sent: the connection ends once the streams in flight are done.
+    // GOAWAY sent (naming the first stream not accepted): the connection
+    // ends once the streams in flight are done.
     let closing = Cell::new(false);
     loop {
         if !streams.is_empty() {
@@ -322,6 +329,11 @@ async fn drive(
         if closing.get() {
             watch = None;
             if streams.is_empty() {
+                // The last responses may still be on their way: the client
+                // closes once it has them (after GOAWAY), else the
+                // connection closes after lingering_timeout (dropping `h3c`
+                // closes it at once).
+                let _ = tokio::time::timeout(linger, conn.quic.closed()).await;
                 return;
             }
         } else if watch.as_ref().is_none_or(|(_, d)| *d != idle_until) {
@@ -335,7 +347,7 @@ async fn drive(
                     // As nginx: keepalive_requests requests, or a connection
                     // older than keepalive_time, then GOAWAY.
                     if requests >= keepalive_requests || born.elapsed() >= keepalive_time {
-                        let _ = h3c.shutdown(0).await;
+                        let _ = h3c.shutdown(1).await;
                         closing.set(true);
                     }
                 }
@@ -357,7 +369,7 @@ async fn drive(
                 // Timed out, reclaimed, the worker stops or drains, its
                 // address removed: GOAWAY, then close once the streams in
                 // flight are done.
-                let _ = h3c.shutdown(0).await;
+                let _ = h3c.shutdown(1).await;
                 closing.set(true);
             }
         }

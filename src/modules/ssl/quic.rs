@@ -1,8 +1,11 @@
 //! The TLS side of `listen … quic` addresses: QUIC carries TLS 1.3 itself,
 //! so an address has one rustls configuration for all its servers, made
 //! from its default server's (session store, tickets, client certificates,
-//! cipher suites) with ALPN `h3` and a certificate chosen per handshake by
-//! the client's SNI name among the address's servers, as on a TLS address.
+//! cipher suites; the first server with a certificate when the default
+//! rejects handshakes) with ALPN `h3` and a certificate chosen per
+//! handshake by the client's SNI name among the address's servers, as on a
+//! TLS address (a server with `ssl_reject_handshake on` fails its
+//! handshakes).
 //! Early data (0-RTT) is never accepted: the tickets carry no early-data
 //! allowance, so a client cannot send requests before the handshake ends,
 //! and none can be replayed.
@@ -20,9 +23,10 @@ use std::sync::Arc;
 /// none, and handshakes fail). `None` when its default server has no
 /// certificate (the load refused that already).
 pub fn server_config(vhosts: &Arc<VirtualHosts>, h3: bool) -> Option<Arc<rustls::ServerConfig>> {
-    let Some(ServerTls::Accept { h2, .. }) = of(&vhosts.default).map(|t| &**t) else {
-        return None;
-    };
+    let h2 = vhosts.servers().find_map(|s| match of(s).map(|t| &**t) {
+        Some(ServerTls::Accept { h2, .. }) => Some(h2),
+        _ => None,
+    })?;
     let mut c = (**h2).clone();
     c.alpn_protocols = if h3 { vec![b"h3".to_vec()] } else { Vec::new() };
     c.max_early_data_size = 0;
@@ -38,12 +42,17 @@ pub fn client_auth(vhosts: &VirtualHosts) -> Option<Arc<super::client::ClientAut
     }
 }
 
-/// A QUIC address's default server needs a certificate and TLS 1.3.
+/// A QUIC address's default server needs a certificate (or to reject
+/// handshakes, beside a server that has one) and TLS 1.3.
 pub fn check_listen(l: &ListenBuild<'_>) -> Result<(), ConfError> {
     let name = l.default.name();
-    match of(l.default).map(|t| &**t) {
-        Some(ServerTls::Accept { .. }) => {}
-        _ => {
+    let accepts = |s: &Arc<crate::core::route::Server>| {
+        matches!(of(s).map(|t| &**t), Some(ServerTls::Accept { .. }))
+    };
+    let rejects = matches!(of(l.default).map(|t| &**t), Some(ServerTls::Reject));
+    match accepts(l.default) || (rejects && l.servers.iter().any(accepts)) {
+        true => {}
+        false => {
             return Err(ConfError::new(
                 format!(
                     "no \"ssl_certificate\" is defined for the \"listen ... quic\" directive (server \"{name}\")"
