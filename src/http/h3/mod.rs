@@ -157,7 +157,6 @@ pub async fn serve(
     // reload.
     let mut made: Option<(Arc<VirtualHosts>, Arc<quinn::ServerConfig>)> = None;
     while let Some(incoming) = endpoint.accept().await {
-        crate::server::stats::accepted();
         let cfg = shared.config.load_full();
         let l = cfg.listener(key);
         let sc = match &made {
