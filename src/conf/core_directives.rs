@@ -283,9 +283,9 @@ pub static DIRECTIVES: &[Def] = &[
             srv.listens.push(spec);
             Ok(())
         },
-        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2] [proxy_protocol] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [deferred] [bind] [ipv6only=on|off] [fastopen=number] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
+        syntax: "listen address[:port] | port | unix:path [default_server] [ssl] [http2 | quic] [proxy_protocol] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [deferred] [bind] [ipv6only=on|off] [fastopen=number] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
         default: "*:80 (root) or *:8000",
-        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without). `proxy_protocol`: every connection opens with a PROXY protocol header (v1 text or v2 binary) from a balancer, read before TLS and HTTP within `client_header_timeout`; a malformed one closes the connection. Its addresses are `$proxy_protocol_addr`, `$proxy_protocol_port`, `$proxy_protocol_server_addr`, `$proxy_protocol_server_port` (v2 TLVs: `$proxy_protocol_tlv_NAME`); `real_ip_header proxy_protocol` makes the client address the one it gives. Socket options, given in one `listen` per address (as nginx): `rcvbuf`/`sndbuf` (SO_RCVBUF/SO_SNDBUF), `so_keepalive` (SO_KEEPALIVE; `keepidle` and `keepintvl` in seconds or with a time unit, `keepcnt` a count: TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT, inherited by accepted connections), `deferred` (TCP_DEFER_ACCEPT: accepted once the first data arrives), `fastopen` (TCP_FASTOPEN queue length), `ipv6only` (IPV6_V6ONLY of an IPv6 address, on by default). A reload sets changed options on the sockets it keeps, except `ipv6only` (restart or upgrade); an option removed keeps its value until then, except `deferred`, turned off. `bind` is accepted and always in effect (every address has its own socket). `setfib` and `accept_filter` (FreeBSD) are refused.\n\n```nginx\nlisten 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;\nlisten 127.0.0.1:8443 ssl proxy_protocol;\nlisten [::]:443 ipv6only=on deferred so_keepalive=30m::10 rcvbuf=256k fastopen=256;\n```",
+        doc: "Address and port the server accepts connections on. `reuseport` gives every worker its own socket (SO_REUSEPORT); without it the workers share one. `ssl` makes it a TLS address (see `ssl_certificate`); `http2` speaks HTTP/2 there too (ALPN `h2` with `ssl`, prior knowledge without). `quic` makes it a UDP address speaking HTTP/3 over QUIC (TLS 1.3 with the servers' `ssl_certificate`; see `http3` and docs/http3.md): it is a socket of its own beside a TCP one on the same port, and takes neither `ssl`, `http2` nor `proxy_protocol`; with `reuseport` each worker has its own socket. `proxy_protocol`: every connection opens with a PROXY protocol header (v1 text or v2 binary) from a balancer, read before TLS and HTTP within `client_header_timeout`; a malformed one closes the connection. Its addresses are `$proxy_protocol_addr`, `$proxy_protocol_port`, `$proxy_protocol_server_addr`, `$proxy_protocol_server_port` (v2 TLVs: `$proxy_protocol_tlv_NAME`); `real_ip_header proxy_protocol` makes the client address the one it gives. Socket options, given in one `listen` per address (as nginx): `rcvbuf`/`sndbuf` (SO_RCVBUF/SO_SNDBUF), `so_keepalive` (SO_KEEPALIVE; `keepidle` and `keepintvl` in seconds or with a time unit, `keepcnt` a count: TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT, inherited by accepted connections), `deferred` (TCP_DEFER_ACCEPT: accepted once the first data arrives), `fastopen` (TCP_FASTOPEN queue length), `ipv6only` (IPV6_V6ONLY of an IPv6 address, on by default). A reload sets changed options on the sockets it keeps, except `ipv6only` (restart or upgrade); an option removed keeps its value until then, except `deferred`, turned off. `bind` is accepted and always in effect (every address has its own socket). `setfib` and `accept_filter` (FreeBSD) are refused.\n\n```nginx\nlisten 80 default_server reuseport;\nlisten 127.0.0.1:8080;\nlisten unix:/run/vireo.sock;\nlisten 127.0.0.1:8443 ssl proxy_protocol;\nlisten [::]:443 ipv6only=on deferred so_keepalive=30m::10 rcvbuf=256k fastopen=256;\nlisten 443 quic reuseport;\n```",
     },
     Def {
         name: "server_name",
@@ -1100,10 +1100,11 @@ fn listen(d: &Directive, stream: bool) -> Result<ListenSpec, ConfError> {
         opts: SockOpts::default(),
         span: d.span.clone(),
     };
-    let mut udp = false;
+    let (mut udp, mut quic) = (false, false);
     for opt in d.arg_strs().skip(1) {
         match opt {
             "udp" if stream => udp = true,
+            "quic" if !stream => (udp, quic) = (true, true),
             "ssl" if stream => {
                 return Err(ConfError::new(
                     "the \"ssl\" parameter of a stream \"listen\" is not supported",
@@ -1146,12 +1147,28 @@ fn listen(d: &Directive, stream: bool) -> Result<ListenSpec, ConfError> {
             ));
         }
     }
+    if quic {
+        let tcp = [
+            ("ssl", spec.ssl),
+            ("http2", spec.http2),
+            ("proxy_protocol", spec.proxy_protocol),
+            ("deferred", spec.opts.deferred),
+            ("fastopen", spec.opts.fastopen.is_some()),
+        ];
+        if let Some((what, _)) = tcp.iter().find(|(_, on)| *on) {
+            return Err(ConfError::new(
+                format!("\"{what}\" parameter is incompatible with \"quic\""),
+                &d.span,
+            ));
+        }
+    }
     if udp {
+        let what = if quic { "quic" } else { "udp" };
         spec.addr = match spec.addr {
             ListenAddr::Tcp(a) => ListenAddr::Udp(a),
             _ => {
                 return Err(ConfError::new(
-                    "\"udp\" of the \"listen\" directive applies to IP addresses only",
+                    format!("\"{what}\" of the \"listen\" directive applies to IP addresses only"),
                     &d.span,
                 ));
             }

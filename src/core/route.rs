@@ -455,6 +455,16 @@ impl VirtualHosts {
         v
     }
 
+    /// Every server reachable here, the default first (a server with
+    /// several names comes more than once).
+    pub fn servers(&self) -> impl Iterator<Item = &Arc<Server>> {
+        std::iter::once(&self.default)
+            .chain(self.exact.values())
+            .chain(self.lead_wild.iter().map(|(_, s)| s))
+            .chain(self.trail_wild.iter().map(|(_, s)| s))
+            .chain(self.regex.iter().map(|(_, s)| s))
+    }
+
     /// Choose the server for a Host value (lowercase, port stripped).
     pub fn select(&self, host: &str) -> &Arc<Server> {
         if let Some(s) = self.exact.get(host) {

@@ -1,8 +1,10 @@
 //! HTTP protocol layer: the HTTP/1 and HTTP/2 codecs and connections, the
 //! pipeline both share, and the choice of protocol for a new connection.
 
+pub mod fields;
 pub mod h1;
 pub mod h2;
+pub mod h3;
 pub mod pipeline;
 
 use crate::core::proxy_protocol::ProxyHeader;

@@ -99,6 +99,7 @@ pub static MODULES: &[&Module] = &[
     &mirror::MODULE,
     &realip::MODULE,
     &crate::http::h2::MODULE,
+    &crate::http::h3::MODULE,
     &zone::MODULE,
     &limit_req::MODULE,
     &limit_conn::MODULE,
@@ -319,6 +320,7 @@ mod tests {
             crate::modules::uwsgi::IGNORED,
             crate::modules::scgi::IGNORED,
             crate::modules::referer::conf::IGNORED,
+            crate::http::h3::conf::IGNORED,
         ];
         for d in all(MODULES) {
             let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));

@@ -497,6 +497,10 @@ async fn accept_loop(
                 }
             }
         }
+        Bound::Udp(sock) if !shared.config.load().listener(key).stream => {
+            // `listen … quic`: HTTP/3.
+            crate::http::h3::serve(sock, key, shared.clone(), &|| take_slot(&slots)).await
+        }
         Bound::Udp(sock) => {
             let open = || {
                 let slot = take_slot(&slots)?;

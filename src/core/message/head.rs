@@ -12,8 +12,10 @@ use std::ops::Range;
 pub enum Version {
     Http10,
     Http11,
-    /// A request that came over HTTP/2 (see [`RequestHead::into_http2`]).
+    /// A request that came over HTTP/2 (see [`RequestHead::into_version`]).
     Http2,
+    /// A request that came over HTTP/3.
+    Http3,
 }
 
 impl Version {
@@ -23,7 +25,14 @@ impl Version {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
             Version::Http2 => "HTTP/2.0",
+            Version::Http3 => "HTTP/3.0",
         }
+    }
+
+    /// HTTP/2 or HTTP/3: a request on a stream of a multiplexed connection,
+    /// whose fields have no connection-specific meaning and no folding.
+    pub fn multiplexed(self) -> bool {
+        matches!(self, Version::Http2 | Version::Http3)
     }
 }
 
@@ -209,19 +218,19 @@ impl RequestHead {
         }
     }
 
-    /// This head, checked as HTTP/1.1, as the head of an HTTP/2 request: the
-    /// version is HTTP/2 and the request line reads "HTTP/2.0" (`$request`,
-    /// `$server_protocol`). "HTTP/1.1" and "HTTP/2.0" have the same length:
-    /// the offsets stay.
-    pub fn into_http2(mut self) -> RequestHead {
+    /// This head, checked as HTTP/1.1, as the head of an HTTP/2 or HTTP/3
+    /// request: the version is `version` and the request line reads
+    /// "HTTP/2.0" or "HTTP/3.0" (`$request`, `$server_protocol`). They have
+    /// the length of "HTTP/1.1": the offsets stay.
+    pub fn into_version(mut self, version: Version) -> RequestHead {
         debug_assert!(self.line().ends_with(b"HTTP/1.1"));
         let mut raw = self
             .raw
             .try_into_mut()
             .unwrap_or_else(|b| BytesMut::from(&b[..]));
-        raw[self.line_end - 8..self.line_end].copy_from_slice(b"HTTP/2.0");
+        raw[self.line_end - 8..self.line_end].copy_from_slice(version.as_str().as_bytes());
         self.raw = raw.freeze();
-        self.version = Version::Http2;
+        self.version = version;
         self
     }
 

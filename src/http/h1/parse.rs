@@ -252,7 +252,7 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
     };
 
     let keep_alive = match version {
-        Version::Http11 | Version::Http2 => !conn_close,
+        Version::Http11 | Version::Http2 | Version::Http3 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
     };
     // As nginx: the 100 goes out when a handler reads the body, even an

@@ -17,7 +17,6 @@
 
 mod body;
 pub mod conf;
-mod head;
 mod send;
 
 use crate::conf::model::{CoreConf, Lingering};
@@ -409,7 +408,12 @@ async fn stream(
         proxy: c.proxy.clone(),
     };
     let limits = pipeline::limits(&vhosts.default.conf.core);
-    let head = match head::from_h2(&parts, !recv.is_end_stream(), &limits) {
+    let head = match crate::http::fields::request_head(
+        &parts,
+        !recv.is_end_stream(),
+        &limits,
+        crate::core::message::head::Version::Http2,
+    ) {
         Ok(h) => h,
         Err(e) => {
             crate::error_log!(

@@ -6,34 +6,18 @@
 //! upstream instead of filling memory.
 
 use super::conf::Http2Conf;
-use crate::core::clock;
 use crate::core::message::head::Method;
-use crate::core::message::response::{Body, OwnFields, Response, Value, server_name};
+use crate::core::message::response::{Body, Response};
 use crate::core::message::response::{FILE_PIECE, read_file_piece};
 use crate::core::request::Request;
-use crate::http::pipeline;
+use crate::http::{fields, pipeline};
 use bytes::Bytes;
 use h2::SendStream;
 use h2::server::SendResponse;
-use http::header::{HeaderName, HeaderValue};
 use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::ops::Range;
 use std::time::Duration;
-
-/// Fields that describe an HTTP/1 connection: never sent on a stream
-/// (RFC 9113 §8.2.2).
-fn connection_specific(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
 
 /// Send `resp` for `req` on its stream and log the request. `return 444` (and
 /// a client gone, 499) resets the stream instead of answering.
@@ -45,7 +29,7 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     }
     let core = &req.conf.core;
     let bodiless = resp.status == 304 || resp.status == 204 || resp.status < 200;
-    let (head, head_len) = head(&resp, core.server_tokens, bodiless);
+    let (head, head_len) = fields::response_head(&resp, core.server_tokens, bodiless);
     let size = resp.body.size();
     let head_only = bodiless || req.head.method == Method::Head;
     let trailers = resp.trailers.filter(|_| !head_only);
@@ -87,111 +71,6 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     pipeline::finished(req, &resp, head_len, sent);
 }
 
-/// The response head, and its size as HTTP/1 would write it (`$bytes_sent`
-/// counts it so).
-fn head(r: &Response, tokens: bool, bodiless: bool) -> (http::Response<()>, u64) {
-    let mut h = http::Response::new(());
-    *h.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or(http::StatusCode::OK);
-    let mut len = 17;
-    // Room for every field at once: growing the map rehashes it.
-    let m = h.headers_mut();
-    m.reserve(4 + r.headers.len());
-    let mut add = |name: HeaderName, v: HeaderValue| {
-        len += name.as_str().len() + v.len() + 4;
-        m.append(name, v);
-    };
-    match OwnFields::of(r, false) {
-        None => add(
-            http::header::SERVER,
-            HeaderValue::from_static(server_name(tokens)),
-        ),
-        Some(v) => {
-            if let Some(v) = v.and_then(|v| HeaderValue::from_str(v).ok()) {
-                add(http::header::SERVER, v);
-            }
-        }
-    }
-    match OwnFields::of(r, true) {
-        None => {
-            if let Some(d) = http_date() {
-                add(http::header::DATE, d);
-            }
-        }
-        Some(v) => {
-            if let Some(v) = v.and_then(|v| HeaderValue::from_str(v).ok()) {
-                add(http::header::DATE, v);
-            }
-        }
-    }
-    if let Some(ct) = &r.content_type
-        && let Ok(v) = value(ct)
-    {
-        add(http::header::CONTENT_TYPE, v);
-    }
-    if !bodiless && let Some(n) = r.body.size() {
-        add(http::header::CONTENT_LENGTH, HeaderValue::from(n));
-    }
-    for (name, v) in &r.headers {
-        if connection_specific(name) {
-            continue;
-        }
-        let n = match known_name(name) {
-            Some(n) => Ok(n),
-            None => HeaderName::from_bytes(name.as_bytes()),
-        };
-        if let (Ok(n), Ok(v)) = (n, value(v)) {
-            add(n, v);
-        }
-    }
-    (h, len as u64 + 2)
-}
-
-/// The field names responses carry most, as the server's code spells them,
-/// without parsing them.
-fn known_name(name: &str) -> Option<HeaderName> {
-    use http::header;
-    Some(match name {
-        "Last-Modified" => header::LAST_MODIFIED,
-        "ETag" => header::ETAG,
-        "Accept-Ranges" => header::ACCEPT_RANGES,
-        "Expires" => header::EXPIRES,
-        "Cache-Control" => header::CACHE_CONTROL,
-        "Location" => header::LOCATION,
-        "Content-Encoding" => header::CONTENT_ENCODING,
-        "Content-Range" => header::CONTENT_RANGE,
-        "Vary" => header::VARY,
-        _ => return None,
-    })
-}
-
-/// A field value, checked as `HeaderValue::from_str` checks it; a static
-/// text is not copied.
-fn value(v: &Value) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
-    match v {
-        Value::Static(s) => HeaderValue::from_maybe_shared(Bytes::from_static(s.as_bytes())),
-        v => HeaderValue::from_str(v.as_str()),
-    }
-}
-
-thread_local! {
-    /// The last `Date` value made, shared by the responses of its second.
-    static DATE: std::cell::RefCell<Option<HeaderValue>> = const { std::cell::RefCell::new(None) };
-}
-
-/// The current `Date` value.
-fn http_date() -> Option<HeaderValue> {
-    clock::with_http_date(|now| {
-        DATE.with_borrow_mut(|last| {
-            if let Some(d) = last.as_ref().filter(|d| d.as_bytes() == now.as_bytes()) {
-                return Some(d.clone());
-            }
-            let d = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(now.as_bytes())).ok()?;
-            *last = Some(d.clone());
-            Some(d)
-        })
-    })
-}
-
 /// A stream's sending side, with the body bytes sent so far.
 struct Out {
     s: SendStream<Bytes>,
@@ -227,15 +106,7 @@ impl Out {
     /// End the stream with the trailer fields (an empty DATA frame when
     /// there are none).
     fn trailers(&mut self, fields: Vec<(&'static str, String)>) -> io::Result<()> {
-        let mut map = http::HeaderMap::new();
-        for (name, v) in fields {
-            if let (Ok(n), Ok(v)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(&v),
-            ) {
-                map.append(n, v);
-            }
-        }
+        let map = fields::trailer_map(fields);
         if map.is_empty() {
             return self.send(Bytes::new(), true);
         }

@@ -139,7 +139,7 @@ fn rendered(req: &Request<'_>, resp: &Response, h: &AddHeader, directive: &str) 
     h.value.render(&src, &mut out);
     // On HTTP/1 a line end followed by a tab or space continues the value
     // (obs-fold, as nginx's `$ssl_client_cert` makes it): no new header.
-    let fold_ok = req.head.version != crate::core::message::head::Version::Http2;
+    let fold_ok = !req.head.version.multiplexed();
     let breaks = out
         .iter()
         .enumerate()

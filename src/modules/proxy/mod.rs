@@ -577,7 +577,7 @@ impl Proxy {
             }
         };
         at.head_read(&conn);
-        if h.upgrade && !upgrade && req.head.version == crate::core::message::head::Version::Http2 {
+        if h.upgrade && !upgrade && req.head.version.multiplexed() {
             return Err(fail(
                 NextUpstream::INVALID_HEADER,
                 502,

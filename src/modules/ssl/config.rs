@@ -748,9 +748,12 @@ pub fn of(server: &Server) -> Option<&Arc<ServerTls>> {
     server.ext.get::<Arc<ServerTls>>()
 }
 
-/// The default server of a `listen … ssl` address needs a certificate;
+/// The default server of a `listen … ssl` (or `quic`) address needs a certificate;
 /// the handshakes of other servers without one use it (as nginx).
 pub fn check_listen(l: &ListenBuild<'_>) -> Result<(), ConfError> {
+    if matches!(l.spec.addr, crate::conf::model::ListenAddr::Udp(_)) {
+        return super::quic::check_listen(l);
+    }
     match l.default {
         s if l.spec.ssl && of(s).is_none() => Err(no_certificate(&l.spec.span, s.name())),
         _ => Ok(()),

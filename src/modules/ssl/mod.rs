@@ -6,6 +6,7 @@
 //! - [`config`]: a server's settings turned into rustls configurations
 //!   (certificates checked at load, cipher strings mapped, shared session
 //!   store and ticket keys);
+//! - [`quic`]: the one configuration of a `listen … quic` address;
 //! - [`stream`]: the handshake and [`stream::TlsStream`], a
 //!   [`crate::server::socket::Stream`] so HTTP/1 serves it as it serves TCP,
 //!   without sendfile (file bodies are read and encrypted).
@@ -15,6 +16,7 @@ pub mod conf;
 pub mod config;
 pub mod ocsp;
 pub mod password;
+pub mod quic;
 pub mod stapling;
 pub mod stream;
 pub mod tickets;

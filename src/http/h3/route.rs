@@ -1,0 +1,447 @@
+//! Which worker a QUIC datagram belongs to. Every worker runs its own QUIC
+//! endpoint on its own descriptor for an address (one SO_REUSEPORT socket
+//! each, or dups of one shared socket), and the kernel hands a datagram to
+//! whichever socket or reader it picks: by the 4-tuple's hash with
+//! `reuseport`, to any waiting reader without. A connection lives in one
+//! endpoint, so each endpoint looks at the connection ID of every datagram
+//! it reads and passes those of another worker's connections on to it
+//! through an in-process channel ([`Routed`], the endpoint's socket).
+//!
+//! The connection IDs the server issues say where they belong (see
+//! [`Cids`]): `[route][4 random bytes][3-byte tag]`, the tag a keyed hash of
+//! the first five bytes with a secret of this process, so an ID is known as
+//! this process's without any table. A datagram whose destination ID is:
+//! - ours: goes to the endpoint of its route (here, or passed on); when that
+//!   endpoint is gone, here, and the QUIC stack answers with a stateless
+//!   reset;
+//! - not ours, in a long-header packet: a new client's Initial (its ID is its
+//!   own choice), sent to the endpoint that the ID's hash picks among those
+//!   taking new connections, so every packet of a first flight meets in one
+//!   place; dropped when no endpoint takes new connections (a draining
+//!   process: the client's retransmission finds the next one);
+//! - not ours, in a short-header packet: dropped, never reset — it may be a
+//!   connection of another process on the same socket (the binary being
+//!   upgraded, or its successor).
+
+use bytes::Bytes;
+use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, ConnectionId, ConnectionIdGenerator, UdpPoller};
+use std::hash::BuildHasher;
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, ready};
+use tokio::sync::mpsc;
+
+/// Length of the connection IDs the server issues.
+pub const CID_LEN: usize = 8;
+/// Endpoints one address can have (the route is one byte).
+const MAX_ROUTES: usize = 256;
+/// Datagrams waiting for another worker's endpoint before more are dropped.
+const QUEUE: usize = 1024;
+
+/// The secret of this process that tags its connection IDs.
+fn secret() -> &'static std::hash::RandomState {
+    static KEY: OnceLock<std::hash::RandomState> = OnceLock::new();
+    KEY.get_or_init(std::hash::RandomState::new)
+}
+
+fn tag(head: &[u8]) -> [u8; 3] {
+    let h = secret().hash_one(head).to_le_bytes();
+    [h[0], h[1], h[2]]
+}
+
+/// The route of a connection ID this process issued.
+fn ours(cid: &[u8]) -> Option<u8> {
+    (cid.len() == CID_LEN && cid[5..] == tag(&cid[..5])).then_some(cid[0])
+}
+
+/// Issues connection IDs that name their endpoint's route.
+pub struct Cids {
+    pub route: u8,
+}
+
+impl ConnectionIdGenerator for Cids {
+    fn generate_cid(&mut self) -> ConnectionId {
+        let mut id = [0u8; CID_LEN];
+        id[0] = self.route;
+        let r = ring::rand::SystemRandom::new();
+        if ring::rand::SecureRandom::fill(&r, &mut id[1..5]).is_err() {
+            // No system randomness: IDs still route, only less unpredictable.
+            let n = secret().hash_one(std::time::Instant::now()).to_le_bytes();
+            id[1..5].copy_from_slice(&n[..4]);
+        }
+        let t = tag(&id[..5]);
+        id[5..].copy_from_slice(&t);
+        ConnectionId::new(&id)
+    }
+
+    fn cid_len(&self) -> usize {
+        CID_LEN
+    }
+
+    fn cid_lifetime(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
+/// A datagram passed from one worker's endpoint to another's.
+#[derive(Debug)]
+struct Datagram {
+    data: Bytes,
+    addr: SocketAddr,
+    ecn: Option<EcnCodepoint>,
+    dst_ip: Option<IpAddr>,
+}
+
+/// The endpoints of one address in this process.
+#[derive(Debug, Default)]
+struct Table {
+    /// By route: the way to each endpoint.
+    members: Vec<Option<mpsc::Sender<Datagram>>>,
+    /// Routes of the endpoints taking new connections, ascending.
+    accepting: Vec<u8>,
+}
+
+/// The endpoints of one address, shared by the workers.
+#[derive(Debug, Default)]
+pub struct Group {
+    table: arc_swap::ArcSwap<Table>,
+    /// Serialises changes (readers only load `table`).
+    change: Mutex<()>,
+}
+
+impl Group {
+    /// The group of listener `key`.
+    pub fn of(key: usize) -> Arc<Group> {
+        static GROUPS: Mutex<Vec<(usize, Arc<Group>)>> = Mutex::new(Vec::new());
+        let mut g = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, group)) = g.iter().find(|(k, _)| *k == key) {
+            return group.clone();
+        }
+        let group = Arc::new(Group::default());
+        g.push((key, group.clone()));
+        group
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Table)) {
+        let _one = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.table.load();
+        let mut t = Table {
+            members: old.members.clone(),
+            accepting: old.accepting.clone(),
+        };
+        f(&mut t);
+        self.table.store(Arc::new(t));
+    }
+
+    /// A route for a new endpoint; `None` when all are taken.
+    fn join(&self) -> Option<(u8, mpsc::Receiver<Datagram>)> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let mut route = None;
+        self.update(|t| {
+            let free = match t.members.iter().position(Option::is_none) {
+                Some(i) => i,
+                None if t.members.len() < MAX_ROUTES => {
+                    t.members.push(None);
+                    t.members.len() - 1
+                }
+                None => return,
+            };
+            t.members[free] = Some(tx);
+            route = Some(free as u8);
+        });
+        route.map(|r| (r, rx))
+    }
+
+    fn leave(&self, route: u8) {
+        self.update(|t| {
+            t.members[route as usize] = None;
+            t.accepting.retain(|&r| r != route);
+        });
+    }
+
+    /// The endpoint of `route` takes new connections, or no longer does.
+    pub fn accepting(&self, route: u8, on: bool) {
+        self.update(|t| {
+            t.accepting.retain(|&r| r != route);
+            if on {
+                let at = t.accepting.partition_point(|&r| r < route);
+                t.accepting.insert(at, route);
+            }
+        });
+    }
+}
+
+/// Where a datagram goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Dest {
+    Here,
+    To(u8),
+    Drop,
+}
+
+/// Where `packet`, read by the endpoint of route `me`, goes.
+fn dest(packet: &[u8], t: &Table, me: u8) -> Dest {
+    let Some(&first) = packet.first() else {
+        return Dest::Drop;
+    };
+    let long = first & 0x80 != 0;
+    let cid = if long {
+        let Some(&n) = packet.get(5) else {
+            return Dest::Drop;
+        };
+        packet.get(6..6 + n as usize)
+    } else {
+        packet.get(1..1 + CID_LEN)
+    };
+    let Some(cid) = cid else {
+        return Dest::Drop;
+    };
+    let to = |r: u8| {
+        if r != me && t.members.get(r as usize).is_some_and(Option::is_some) {
+            Dest::To(r)
+        } else {
+            Dest::Here
+        }
+    };
+    match ours(cid) {
+        Some(r) => to(r),
+        None if !long => Dest::Drop,
+        None if t.accepting.is_empty() => Dest::Drop,
+        None => {
+            let i = secret().hash_one(cid) as usize % t.accepting.len();
+            to(t.accepting[i])
+        }
+    }
+}
+
+/// An endpoint's socket: the worker's descriptor for the address, with the
+/// datagrams of its connections that other workers read added, and those
+/// of other workers' connections passed on.
+#[derive(Debug)]
+pub struct Routed {
+    inner: Arc<dyn AsyncUdpSocket>,
+    group: Arc<Group>,
+    pub route: u8,
+    rx: Mutex<mpsc::Receiver<Datagram>>,
+}
+
+impl Routed {
+    /// `None` when the address has all the endpoints it can route to.
+    pub fn new(inner: Arc<dyn AsyncUdpSocket>, group: Arc<Group>) -> Option<Routed> {
+        let (route, rx) = group.join()?;
+        Some(Routed {
+            inner,
+            group,
+            route,
+            rx: Mutex::new(rx),
+        })
+    }
+
+    /// Datagrams passed on by other workers, into `bufs`.
+    fn passed(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> usize {
+        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while n < bufs.len().min(meta.len()) {
+            let Poll::Ready(Some(d)) = rx.poll_recv(cx) else {
+                break;
+            };
+            let len = d.data.len();
+            if len > bufs[n].len() {
+                continue;
+            }
+            bufs[n][..len].copy_from_slice(&d.data);
+            meta[n] = RecvMeta {
+                addr: d.addr,
+                len,
+                stride: len,
+                ecn: d.ecn,
+                dst_ip: d.dst_ip,
+            };
+            n += 1;
+        }
+        n
+    }
+
+    /// Keep the datagrams of `got` buffers that are this endpoint's, pass on
+    /// the others; the number of buffers left (moved to the front).
+    fn sort(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta], got: usize) -> usize {
+        let t = self.group.table.load();
+        let mut kept = 0;
+        for i in 0..got {
+            let m = meta[i];
+            let stride = m.stride.max(1);
+            let buf = &mut bufs[i][..m.len];
+            let mut len = 0;
+            let mut at = 0;
+            while at < m.len {
+                let end = (at + stride).min(m.len);
+                match dest(&buf[at..end], &t, self.route) {
+                    Dest::Here => {
+                        buf.copy_within(at..end, len);
+                        len += end - at;
+                    }
+                    Dest::To(r) => {
+                        if let Some(tx) = &t.members[r as usize] {
+                            let _ = tx.try_send(Datagram {
+                                data: Bytes::copy_from_slice(&buf[at..end]),
+                                addr: m.addr,
+                                ecn: m.ecn,
+                                dst_ip: m.dst_ip,
+                            });
+                        }
+                    }
+                    Dest::Drop => {}
+                }
+                at = end;
+            }
+            if len == 0 {
+                continue;
+            }
+            if kept != i {
+                let (front, back) = bufs.split_at_mut(i);
+                let to = &mut front[kept];
+                if to.len() < len {
+                    continue;
+                }
+                to[..len].copy_from_slice(&back[0][..len]);
+            }
+            meta[kept] = RecvMeta { len, ..m };
+            kept += 1;
+        }
+        kept
+    }
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        self.group.leave(self.route);
+    }
+}
+
+impl AsyncUdpSocket for Routed {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        let n = self.passed(cx, bufs, meta);
+        if n > 0 {
+            return Poll::Ready(Ok(n));
+        }
+        loop {
+            let got = ready!(self.inner.poll_recv(cx, bufs, meta))?;
+            let kept = self.sort(bufs, meta, got);
+            if kept > 0 {
+                return Poll::Ready(Ok(kept));
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(routes: usize, accepting: &[u8]) -> (Table, Vec<mpsc::Receiver<Datagram>>) {
+        let mut t = Table::default();
+        let mut rxs = Vec::new();
+        for _ in 0..routes {
+            let (tx, rx) = mpsc::channel(1);
+            t.members.push(Some(tx));
+            rxs.push(rx);
+        }
+        t.accepting = accepting.to_vec();
+        (t, rxs)
+    }
+
+    fn short(cid: &ConnectionId) -> Vec<u8> {
+        let mut p = vec![0x40];
+        p.extend_from_slice(cid);
+        p.extend_from_slice(&[0; 20]);
+        p
+    }
+
+    fn long(cid: &[u8]) -> Vec<u8> {
+        let mut p = vec![0xc0, 0, 0, 0, 1, cid.len() as u8];
+        p.extend_from_slice(cid);
+        p.extend_from_slice(&[0; 20]);
+        p
+    }
+
+    #[test]
+    fn issued_ids_route_to_their_endpoint() {
+        let (t, _rx) = table(3, &[0, 1, 2]);
+        let cid = Cids { route: 2 }.generate_cid();
+        assert_eq!(cid.len(), CID_LEN);
+        assert_eq!(ours(&cid), Some(2));
+        assert_eq!(dest(&short(&cid), &t, 0), Dest::To(2));
+        assert_eq!(dest(&short(&cid), &t, 2), Dest::Here);
+        // A Handshake packet carries the server's ID too.
+        assert_eq!(dest(&long(&cid), &t, 1), Dest::To(2));
+        // The endpoint is gone: here, for the stateless reset.
+        let (t1, _rx) = table(1, &[0]);
+        assert_eq!(dest(&short(&cid), &t1, 0), Dest::Here);
+    }
+
+    #[test]
+    fn a_new_clients_initial_meets_in_one_endpoint() {
+        let (t, _rx) = table(4, &[0, 1, 3]);
+        let cid = [7u8, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let at: Vec<Dest> = (0..4).map(|me| dest(&long(&cid), &t, me)).collect();
+        // Every reader sends it to the same accepting endpoint.
+        let owner = (0..4u8)
+            .find(|&r| at[r as usize] == Dest::Here && t.accepting.contains(&r))
+            .unwrap();
+        for (me, d) in at.iter().enumerate() {
+            if me as u8 != owner {
+                assert_eq!(*d, Dest::To(owner));
+            }
+        }
+        // No endpoint takes new connections: dropped.
+        let (none, _rx) = table(2, &[]);
+        assert_eq!(dest(&long(&cid), &none, 0), Dest::Drop);
+    }
+
+    #[test]
+    fn unknown_short_header_ids_are_dropped_not_reset() {
+        let (t, _rx) = table(2, &[0, 1]);
+        let forged = ConnectionId::new(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(ours(&forged), None);
+        assert_eq!(dest(&short(&forged), &t, 0), Dest::Drop);
+        assert_eq!(dest(&[], &t, 0), Dest::Drop);
+        assert_eq!(dest(&[0xc0, 0, 0], &t, 0), Dest::Drop);
+    }
+}

@@ -1,0 +1,454 @@
+//! HTTP/3 over QUIC (`listen … quic`) against a real HTTP/3 client, Python's
+//! aioquic (tests/h3/h3client.py), with certificates made by openssl: static
+//! files, ranges, compression, FastCGI and proxy POSTs, error pages, Alt-Svc
+//! on the TCP side (curl), several workers, a reload under a connection, and
+//! attacks (a stream flood past `http3_max_concurrent_streams`, 0-RTT with an
+//! unsafe method, amplification before address validation). Skips (with a
+//! message) only when aioquic is missing.
+
+mod common;
+use base64::Engine;
+use common::fpm::Fpm;
+use common::*;
+use std::process::Command;
+
+/// Is aioquic there? Says so when it is not (the test then skips).
+fn have_aioquic() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIP: the Python aioquic package is missing (python3 -m pip install aioquic)");
+    }
+    ok
+}
+
+/// An ECDSA certificate for localhost.
+fn cert(dir: &TempDir) {
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-nodes", "-days", "30", "-newkey", "ec"])
+        .args(["-pkeyopt", "ec_paramgen_curve:prime256v1"])
+        .args([
+            "-keyout",
+            "cert.key",
+            "-out",
+            "cert.crt",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-addext", "subjectAltName=DNS:localhost"])
+        .current_dir(dir.path())
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One response as the client saw it.
+#[derive(Debug, Default)]
+struct H3Resp {
+    status: u16,
+    reset: Option<u64>,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl H3Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// What a client run printed.
+#[derive(Debug, Default)]
+struct Run {
+    responses: Vec<H3Resp>,
+    keys: Vec<(String, String)>,
+    raw: String,
+}
+
+impl Run {
+    fn key(&self, k: &str) -> &str {
+        self.keys
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {k} in {}", self.raw))
+    }
+}
+
+/// Run the client in `mode` with `spec` (JSON) against `port`, within 60 s.
+fn client(port: u16, mode: &str, spec: &str) -> Run {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h3/h3client.py");
+    let out = Command::new("timeout")
+        .args(["60", "python3", script, &port.to_string(), mode, spec])
+        .output()
+        .unwrap();
+    let raw = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{mode} {spec}: {raw}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut run = Run::default();
+    for line in raw.lines() {
+        let (kind, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let idx = |rest: &str| -> (usize, String) {
+            let (i, r) = rest.split_once(' ').unwrap_or((rest, ""));
+            (i.parse().unwrap(), r.to_string())
+        };
+        match kind {
+            "R" => {
+                let (_, r) = idx(rest);
+                let mut resp = H3Resp::default();
+                for kv in r.split_whitespace() {
+                    match kv.split_once('=') {
+                        Some(("status", v)) => resp.status = v.parse().unwrap_or(0),
+                        Some(("reset", v)) => resp.reset = v.parse().ok(),
+                        _ => {}
+                    }
+                }
+                run.responses.push(resp);
+            }
+            "H" => {
+                let (i, r) = idx(rest);
+                let (n, v) = r.split_once(": ").unwrap_or((&r, ""));
+                run.responses[i]
+                    .headers
+                    .push((n.to_string(), v.to_string()));
+            }
+            "B" => {
+                let (i, r) = idx(rest);
+                run.responses[i].body = base64::engine::general_purpose::STANDARD
+                    .decode(r.trim())
+                    .unwrap();
+            }
+            "K" => {
+                let (k, v) = rest.split_once('=').unwrap_or((rest, ""));
+                run.keys.push((k.to_string(), v.to_string()));
+            }
+            _ => {}
+        }
+    }
+    run.raw = raw;
+    run
+}
+
+/// Requests, given as JSON objects, at once on one connection.
+fn get(port: u16, requests: &[&str]) -> Vec<H3Resp> {
+    let spec = format!("{{\"requests\": [{}]}}", requests.join(","));
+    client(port, "requests", &spec).responses
+}
+
+const CONF: &str = "
+worker_processes 1;
+error_log logs/error.log info;
+events {}
+http {
+    access_log logs/access.log;
+    server {
+        listen 127.0.0.1:{port} ssl;
+        listen 127.0.0.1:{port} quic;
+        ssl_certificate {dir}/cert.crt;
+        ssl_certificate_key {dir}/cert.key;
+        root {dir}/html;
+        gzip on;
+        gzip_types text/plain;
+        gzip_min_length 10;
+        add_header Alt-Svc 'h3=\":{port}\"; ma=86400';
+        add_header X-Proto $http3;
+        error_page 404 /404.html;
+        EXTRA
+    }
+    server {
+        listen 127.0.0.1:{port2};
+        root {dir}/html;
+        BACKEND
+    }
+}";
+
+/// A vireo with `extra` directives in the QUIC server and `backend` in the
+/// plain one on {port2}.
+fn start(extra: &str, backend: &str) -> Vireo {
+    let dir = TempDir::new("h3");
+    cert(&dir);
+    dir.write("html/a.txt", "hello over QUIC\n");
+    dir.write("html/404.html", "custom not found page\n");
+    let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    dir.write("html/big.txt", big);
+    Vireo::start_in(
+        dir,
+        &CONF.replace("EXTRA", extra).replace("BACKEND", backend),
+    )
+}
+
+#[test]
+fn static_range_gzip_and_error_page() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("", "");
+    let big = std::fs::read(v.dir.path().join("html/big.txt")).unwrap();
+    let r = get(
+        v.port,
+        &[
+            r#"{"path": "/a.txt"}"#,
+            r#"{"path": "/big.txt", "headers": [["range", "bytes=10-19"]]}"#,
+            r#"{"path": "/big.txt", "headers": [["accept-encoding", "gzip"]]}"#,
+            r#"{"path": "/missing"}"#,
+            r#"{"path": "/big.txt"}"#,
+        ],
+    );
+    assert_eq!(r[0].status, 200);
+    assert_eq!(r[0].text(), "hello over QUIC\n");
+    assert_eq!(r[0].header("x-proto"), Some("h3"));
+    assert_eq!(r[0].header("content-length"), Some("16"));
+    assert_eq!(r[1].status, 206);
+    assert_eq!(r[1].body, &big[10..20]);
+    assert_eq!(
+        r[1].header("content-range"),
+        Some(format!("bytes 10-19/{}", big.len()).as_str())
+    );
+    assert_eq!(r[2].status, 200);
+    assert_eq!(r[2].header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&r[2].body[..]),
+        &mut plain,
+    )
+    .unwrap();
+    assert_eq!(plain, big);
+    assert!(r[2].body.len() < big.len() / 2);
+    assert_eq!(r[3].status, 404);
+    assert_eq!(r[3].text(), "custom not found page\n");
+    // A body larger than the stream window and the buffer size, whole.
+    assert_eq!(r[4].status, 200);
+    assert_eq!(r[4].body, big);
+    // Logged as HTTP/3 requests.
+    let log = v.dir.read("logs/access.log");
+    assert!(log.contains("\"GET /a.txt HTTP/3.0\" 200 16"), "{log}");
+    assert!(log.contains("\"GET /missing HTTP/3.0\" 404"), "{log}");
+}
+
+#[test]
+fn alt_svc_on_the_tcp_side() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("", "");
+    let out = Command::new("curl")
+        .args(["-sk", "-D", "-", "-o", "/dev/null"])
+        .arg(format!("https://localhost:{}/a.txt", v.port))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("alt-svc: h3=\":{}\"; ma=86400", v.port)),
+        "{head}"
+    );
+    // $http3 is empty over TCP.
+    assert!(
+        head.contains("x-proto: \r\n") || !head.contains("x-proto"),
+        "{head}"
+    );
+}
+
+/// php-fpm's echo of the request: method, body, protocol.
+const ECHO_PHP: &str = "<?php echo $_SERVER['REQUEST_METHOD'], ' ', file_get_contents('php://input'), ' ', $_SERVER['SERVER_PROTOCOL'];";
+
+#[test]
+fn post_to_fastcgi_and_through_a_proxy() {
+    if !have_aioquic() {
+        return;
+    }
+    let Some(fpm) = Fpm::start(2) else { return };
+    let fcgi = format!(
+        "location ~ \\.php$ {{ fastcgi_pass 127.0.0.1:{}; include fastcgi_params; \
+         fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; }}",
+        fpm.port
+    );
+    let v = start(
+        &format!("{fcgi} location ^~ /up/ {{ proxy_pass http://127.0.0.1:{{port2}}/; }}"),
+        &fcgi,
+    );
+    v.dir.write("html/echo.php", ECHO_PHP);
+    let body = "x".repeat(200_000);
+    let big = r#"{"method": "POST", "path": "/up/echo.php", "body": "x", "repeat": 200000}"#;
+    let r = get(
+        v.port,
+        &[
+            r#"{"method": "POST", "path": "/echo.php", "body": "name=vireo"}"#,
+            big,
+            // No content-length: a body of unknown length.
+            r#"{"method": "POST", "path": "/echo.php", "body": "no length", "headers": [["x-a", "1"]]}"#,
+        ],
+    );
+    assert_eq!(r[0].status, 200, "{r:?} {}", v.dir.read("logs/error.log"));
+    assert_eq!(r[0].text(), "POST name=vireo HTTP/3.0");
+    assert_eq!(r[1].status, 200);
+    assert_eq!(r[1].text(), format!("POST {body} HTTP/1.0"));
+    assert_eq!(r[2].status, 200);
+    assert_eq!(r[2].text(), "POST no length HTTP/3.0");
+}
+
+#[test]
+fn several_workers_on_one_shared_socket() {
+    if !have_aioquic() {
+        return;
+    }
+    // Without reuseport the workers read one socket: every datagram of a
+    // connection that another worker reads is passed to its owner.
+    let v = Vireo::start_in(
+        {
+            let d = TempDir::new("h3w");
+            cert(&d);
+            d.write("html/a.txt", "hello over QUIC\n");
+            d
+        },
+        &CONF
+            .replace("worker_processes 1;", "worker_processes 4;")
+            .replace("EXTRA", "")
+            .replace("BACKEND", ""),
+    );
+    let req = r#"{"path": "/a.txt"}"#;
+    for _ in 0..6 {
+        let spec = format!(
+            "{{\"sequential\": true, \"requests\": [{}]}}",
+            vec![req; 20].join(",")
+        );
+        let run = client(v.port, "requests", &spec);
+        assert_eq!(run.responses.len(), 20);
+        assert!(run.responses.iter().all(|r| r.status == 200), "{}", run.raw);
+    }
+    let workers: std::collections::HashSet<String> = v
+        .dir
+        .read("logs/error.log")
+        .lines()
+        .filter(|l| l.contains("HTTP/3 connection ended"))
+        .filter_map(|l| l.split('#').nth(1)?.split(':').next().map(String::from))
+        .collect();
+    eprintln!("connections served by workers {workers:?}");
+}
+
+#[test]
+fn a_reload_keeps_the_connection() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("", "");
+    let spec =
+        r#"{"sequential": true, "requests": [{"path": "/a.txt"}, {"path": "/a.txt", "pause": 2}]}"#;
+    let port = v.port;
+    let run = std::thread::spawn(move || client(port, "requests", spec));
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let new = CONF
+        .replace("EXTRA", "")
+        .replace("BACKEND", "")
+        .replace("{port2}", &free_port().to_string())
+        .replace("X-Proto $http3", "X-Proto reloaded-$http3");
+    v.reload_with(&new, "configuration reloaded");
+    let run = run.join().unwrap();
+    assert_eq!(run.responses.len(), 2, "{}", run.raw);
+    assert_eq!(run.responses[0].header("x-proto"), Some("h3"));
+    // The same connection, the new configuration's answer.
+    assert_eq!(run.responses[1].status, 200, "{}", run.raw);
+    assert_eq!(run.responses[1].header("x-proto"), Some("reloaded-h3"));
+}
+
+#[test]
+fn stream_flood_past_the_limit_ends_the_connection() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("http3_max_concurrent_streams 10;", "");
+    let run = client(v.port, "flood", r#"{"path": "/a.txt", "streams": 200}"#);
+    assert_eq!(run.key("server_max_streams"), "10");
+    let answered: usize = run.key("answered").parse().unwrap();
+    assert!(answered <= 10, "{answered} of the flood answered");
+    // Logged once the connection task has seen the QUIC error.
+    let logged = eventually(5, || v.dir.read("logs/error.log").contains("stream limit"));
+    assert!(logged, "{}\n{}", v.dir.read("logs/error.log"), run.raw);
+    // The server goes on serving others.
+    let r = get(v.port, &[r#"{"path": "/a.txt"}"#]);
+    assert_eq!(r[0].status, 200);
+}
+
+#[test]
+fn zero_rtt_is_never_accepted() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("location = /form { return 200 \"ok\"; }", "");
+    let run = client(
+        v.port,
+        "zerortt",
+        r#"{"path": "/form", "method": "POST", "body": "pay=1"}"#,
+    );
+    // Tickets resume sessions but allow no early data ...
+    assert_eq!(run.key("ticket"), "True", "{}", run.raw);
+    assert_eq!(run.key("ticket_early_data"), "None");
+    assert_eq!(run.key("resumed"), "True");
+    // ... and a client that sends its POST early anyway sees it refused:
+    // the request is answered once, after the handshake.
+    assert_eq!(run.key("early_data_accepted"), "False");
+    assert_eq!(run.responses[0].status, 200, "{}", run.raw);
+    let log = v.dir.read("logs/access.log");
+    assert_eq!(log.matches("POST /form HTTP/3.0").count(), 1, "{log}");
+}
+
+#[test]
+fn an_unvalidated_address_gets_at_most_three_times_what_it_sent() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("", "");
+    let run = client(v.port, "initial", r#"{"seconds": 4}"#);
+    let sent: usize = run.key("sent").parse().unwrap();
+    let got: usize = run.key("received").parse().unwrap();
+    // RFC 9000 §8.1: three times; the QUIC stack may round the last
+    // datagram up to a full one.
+    assert!(got <= 3 * sent + 1252, "sent {sent}, got {got}");
+    // With quic_retry, a Retry and nothing more.
+    let v = start("quic_retry on;", "");
+    let run = client(v.port, "initial", r#"{"seconds": 2}"#);
+    let got: usize = run.key("received").parse().unwrap();
+    assert_eq!(run.key("datagrams"), "1", "{}", run.raw);
+    assert!(got < 200, "a Retry is small: {got}");
+    // And a real client gets through the Retry.
+    let r = get(v.port, &[r#"{"path": "/a.txt"}"#]);
+    assert_eq!(r[0].status, 200);
+}
+
+#[test]
+fn configuration_errors_name_the_listen() {
+    let dir = TempDir::new("h3conf");
+    let out = test_conf(
+        &dir,
+        "events {} http { server { listen 127.0.0.1:8443 quic; } }",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no \"ssl_certificate\" is defined for the \"listen ... quic\" directive"),
+        "{err}"
+    );
+    let out = test_conf(
+        &dir,
+        "events {} http { server { listen 127.0.0.1:8443 quic ssl; } }",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"ssl\" parameter is incompatible with \"quic\""),
+        "{err}"
+    );
+}
