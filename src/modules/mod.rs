@@ -37,6 +37,7 @@ pub mod slice;
 pub mod split_clients;
 pub mod ssi;
 pub mod ssl;
+pub mod ssl_preread;
 pub mod static_files;
 pub mod status;
 pub mod stream_proxy;
@@ -107,6 +108,7 @@ pub static MODULES: &[&Module] = &[
     &crate::stream::MODULE,
     &stream_proxy::MODULE,
     &stream_return::MODULE,
+    &ssl_preread::MODULE,
 ];
 
 /// The HTTP modules nginx builds unless `configure` is told `--without-…`.

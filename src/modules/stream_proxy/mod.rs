@@ -104,7 +104,8 @@ impl Pass {
         let done = match &mut s.client {
             Client::Tcp(c) => pump::run(c, &mut conn, preread, &opts).await,
             Client::Unix(c) => pump::run(c, &mut conn, preread, &opts).await,
-            Client::Udp(_) => unreachable!("a UDP session is served above"),
+            Client::Tls(c) => pump::run(&mut **c, &mut conn, preread, &opts).await,
+            Client::Udp(_) | Client::Gone => return 500,
         };
         s.info.received.set(done.up.read);
         s.info.sent.set(done.down.written);
