@@ -107,6 +107,7 @@ pub static MODULES: &[&Module] = &[
     &limit_rate::MODULE,
     &crate::stream::MODULE,
     &stream_proxy::MODULE,
+    &stream_proxy::ssl::MODULE,
     &stream_return::MODULE,
     &ssl_preread::MODULE,
 ];

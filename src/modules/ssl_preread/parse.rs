@@ -178,8 +178,10 @@ fn fields(b: &mut Body<'_>) -> Result<Hello, Short> {
                 }
             }
             43 => {
+                // Its list's own length says how far it goes, as nginx reads it.
                 h.version = [3, 4];
-                b.take(len)?;
+                let n = b.u8()?;
+                b.take(n)?;
             }
             _ => {
                 b.take(len)?;
