@@ -24,7 +24,14 @@ fn certs(dir: &TempDir) {
         &[
             &["req", "-x509", "-nodes", "-days", "30"][..],
             &ec,
-            &["-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=Test CA"],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=Test CA",
+            ],
         ]
         .concat(),
     );
@@ -48,8 +55,20 @@ fn certs(dir: &TempDir) {
         openssl(
             dir,
             &[
-                "x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "30", "-out", &crt, "-extfile",
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "30",
+                "-out",
+                &crt,
+                "-extfile",
             ]
             .iter()
             .copied()
@@ -63,7 +82,12 @@ fn certs(dir: &TempDir) {
             &["req", "-x509", "-nodes", "-days", "30"][..],
             &ec,
             &["-keyout", "stranger.key", "-out", "stranger.crt"],
-            &["-subj", "/CN=a.test", "-addext", "subjectAltName=DNS:a.test"],
+            &[
+                "-subj",
+                "/CN=a.test",
+                "-addext",
+                "subjectAltName=DNS:a.test",
+            ],
         ]
         .concat(),
     );
@@ -124,9 +148,7 @@ fn termination() -> (Vireo, u16) {
 fn answer(out: &str) -> String {
     out.lines()
         .skip_while(|l| !l.starts_with("---"))
-        .filter(|l| {
-            l.starts_with("a:") || l.starts_with("default:") || l.contains("SUCCESS")
-        })
+        .filter(|l| l.starts_with("a:") || l.starts_with("default:") || l.contains("SUCCESS"))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -134,7 +156,11 @@ fn answer(out: &str) -> String {
 #[test]
 fn the_handshake_chooses_the_server_by_sni() {
     let (v, _) = termination();
-    let out = s_client(&v.dir, v.port, &["-servername", "a.test", "-alpn", "x-two,x-zzz"]);
+    let out = s_client(
+        &v.dir,
+        v.port,
+        &["-servername", "a.test", "-alpn", "x-two,x-zzz"],
+    );
     assert!(out.contains("CN = a.test"), "{out}");
     let a = answer(&out);
     assert!(
@@ -143,7 +169,10 @@ fn the_handshake_chooses_the_server_by_sni() {
     );
     // A regex name: its capture is a variable of the session.
     let out = s_client(&v.dir, v.port, &["-servername", "www.wild.test"]);
-    assert!(answer(&out).starts_with("a:a.test:www.wild.test:TLSv1.3::www:"), "{out}");
+    assert!(
+        answer(&out).starts_with("a:a.test:www.wild.test:TLSv1.3::www:"),
+        "{out}"
+    );
     // No SNI, or an unknown name: the default server, with its certificate.
     let out = s_client(&v.dir, v.port, &["-noservername"]);
     assert!(out.contains("CN = b.test"), "{out}");
@@ -189,13 +218,21 @@ fn sessions_resume_from_the_cache_and_tickets() {
 #[test]
 fn client_certificates_are_verified_after_the_handshake() {
     let (v, port3) = termination();
-    let out = s_client(&v.dir, port3, &["-cert", "client.crt", "-key", "client.key"]);
+    let out = s_client(
+        &v.dir,
+        port3,
+        &["-cert", "client.crt", "-key", "client.key"],
+    );
     assert!(answer(&out).contains("SUCCESS:CN=client"), "{out}");
     // None, or one the CA did not sign: the session ends with 500 unanswered
     // (empty variables are logged as `-`).
     let out = s_client(&v.dir, port3, &[]);
     assert!(!out.contains("SUCCESS") && !out.contains("NONE:"), "{out}");
-    let out = s_client(&v.dir, port3, &["-cert", "stranger.crt", "-key", "stranger.key"]);
+    let out = s_client(
+        &v.dir,
+        port3,
+        &["-cert", "stranger.crt", "-key", "stranger.key"],
+    );
     assert!(!out.contains("FAILED:"), "{out}");
     assert!(
         eventually(5, || {
@@ -232,7 +269,12 @@ fn s_server(dir: &TempDir, cert: &str) -> SServer {
     let port = free_port();
     let child = Command::new("openssl")
         .args(["s_server", "-www", "-accept", &port.to_string()])
-        .args(["-cert", &format!("{cert}.crt"), "-key", &format!("{cert}.key")])
+        .args([
+            "-cert",
+            &format!("{cert}.crt"),
+            "-key",
+            &format!("{cert}.key"),
+        ])
         .current_dir(dir.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -379,10 +421,9 @@ fn proxy_ssl_speaks_tls_to_an_nginx_backend() {
     );
     // A name the certificate does not have fails the attempt (502).
     assert_eq!(get_body(ports[0]), "");
-    assert!(eventually(5, || v
-        .dir
-        .read("logs/error.log")
-        .contains("upstream SSL certificate does not match \"other.test\"")));
+    assert!(eventually(5, || v.dir.read("logs/error.log").contains(
+        "upstream SSL certificate does not match \"other.test\""
+    )));
     // Defaults: no SNI, no verification, no certificate.
     assert_eq!(get_body(ports[1]), "sni= verify=NONE dn=\n");
     // The PROXY header goes in the clear, before the handshake.

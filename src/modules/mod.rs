@@ -328,7 +328,7 @@ mod tests {
             assert_eq!(d.ignored, listed, "{}", d.name);
         }
         assert!(reference_markdown(MODULES).contains(
-            "## ssl_dhparam\n\n- Syntax: `ssl_dhparam file;`\n- Default: `—`\n- Context: http, server\n\n\
+            "## ssl_dhparam\n\n- Syntax: `ssl_dhparam file;`\n- Default: `—`\n- Context: http, server, stream, server in stream\n\n\
              Accepted for nginx compatibility and ignored, with a notice in the error log: \
              rustls has no finite-field Diffie-Hellman suites."
         ));

@@ -69,7 +69,7 @@ fn host(name: &[u8]) -> Option<String> {
     fit.then(|| String::from_utf8_lossy(name).to_ascii_lowercase())
 }
 
-fn hello<'r>(req: &'r Request<'_>) -> Option<std::rc::Rc<Hello>> {
+fn hello(req: &Request<'_>) -> Option<std::rc::Rc<Hello>> {
     req.state.ext.get::<Hello>()
 }
 
