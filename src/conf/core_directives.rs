@@ -224,6 +224,7 @@ pub static DIRECTIVES: &[Def] = &[
             let mut srv = StreamServerConf {
                 conf: Default::default(),
                 listens: Vec::new(),
+                names: Vec::new(),
                 phases: Default::default(),
                 span: d.span.clone(),
             };
@@ -247,9 +248,24 @@ pub static DIRECTIVES: &[Def] = &[
             srv.listens.push(listen(d, true)?);
             Ok(())
         },
-        syntax: "listen address:port | port | unix:path [udp] [proxy_protocol] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [bind] [ipv6only=on|off] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
+        syntax: "listen address:port | port | unix:path [default_server] [ssl] [udp] [proxy_protocol] [reuseport] [backlog=number] [rcvbuf=size] [sndbuf=size] [bind] [ipv6only=on|off] [so_keepalive=on|off|[keepidle]:[keepintvl]:[keepcnt]];",
         default: "—",
-        doc: "An address the stream server accepts connections on; with `udp`, datagrams (each client address is a session, which lasts until `proxy_timeout` passes without a datagram, `proxy_responses` answers came or `proxy_requests` datagrams were taken). `proxy_protocol`: each connection opens with a PROXY protocol header (v1 or v2), read within `proxy_protocol_timeout`; its addresses are `$proxy_protocol_addr` and its kin, and `set_real_ip_from` makes the client address the one it gives. `reuseport`, `backlog` and the socket options are those of http's `listen`. One server per address; `ssl` is not available on stream listeners.\n\n```nginx\nlisten 127.0.0.1:12345;\nlisten 53 udp reuseport;\nlisten unix:/run/vireo-stream.sock proxy_protocol;\n```",
+        doc: "An address the stream server accepts connections on; with `udp`, datagrams (each client address is a session, which lasts until `proxy_timeout` passes without a datagram, `proxy_responses` answers came or `proxy_requests` datagrams were taken). `proxy_protocol`: each connection opens with a PROXY protocol header (v1 or v2), read within `proxy_protocol_timeout`; its addresses are `$proxy_protocol_addr` and its kin, and `set_real_ip_from` makes the client address the one it gives. `ssl`: sessions are TLS, the handshake made after the access phase (see `ssl_certificate`; TCP addresses only). Several servers may listen on one address: the TLS server name chooses among them by `server_name`, else the `default_server` (or the first) takes the session. `reuseport`, `backlog` and the socket options are those of http's `listen`.\n\n```nginx\nlisten 127.0.0.1:12345;\nlisten 443 ssl default_server;\nlisten 53 udp reuseport;\nlisten unix:/run/vireo-stream.sock proxy_protocol;\n```",
+    },
+    Def {
+        name: "server_name",
+        ignored: false,
+        ctx: Ctx::STREAM_SERVER,
+        arity: Arity::args(1, MANY),
+        set: |s, d, e| {
+            let Scope::StreamServer(srv) = s else {
+                unreachable!()
+            };
+            server_names(d, e, &mut srv.names, &mut srv.phases)
+        },
+        syntax: "server_name name …;",
+        default: "\"\"",
+        doc: "Names of a stream server, for addresses several servers listen on: a session goes to the server the TLS server name (SNI) names — in the handshake on `listen … ssl`, or as `ssl_preread` reads it — chosen as http's `server_name` chooses (exact, leading wildcard, trailing wildcard, `~regex` with its captures as variables), else to the address's `default_server` (or its first server). The first name is `$server_name`.\n\n```nginx\nserver {\n    listen 443 ssl;\n    server_name db.example.com;\n    proxy_pass db;\n}\n```",
     },
     Def {
         name: "server",
@@ -296,42 +312,7 @@ pub static DIRECTIVES: &[Def] = &[
             let Scope::Server(srv) = s else {
                 unreachable!()
             };
-            for a in &d.args {
-                let name = a.value.as_str();
-                if let Some(re) = name.strip_prefix('~') {
-                    if re.is_empty() {
-                        return Err(ConfError::new(
-                            format!("empty regex in server name \"{name}\""),
-                            &d.span,
-                        ));
-                    }
-                    // The regex keeps its case (`\D` is not `\d`); it matches caselessly.
-                    // Its captures (numbered and named) are variables of the request.
-                    let compiled = crate::core::vars::Re::new(re, true, &mut e.vars)
-                        .map_err(|e| ConfError::new(e, &d.span))?;
-                    srv.phases.name_regex.push(compiled);
-                    srv.names.push(name.to_string());
-                    continue;
-                }
-                let stars = name.matches('*').count();
-                let wildcard_ok = stars == 0
-                    || (stars == 1
-                        && ((name.starts_with("*.") && name.len() > 2)
-                            || (name.ends_with(".*") && name.len() > 2)));
-                if !wildcard_ok {
-                    return Err(ConfError::new(
-                        format!("invalid server name or wildcard \"{name}\""),
-                        &d.span,
-                    ));
-                }
-                if name == "$hostname" {
-                    srv.names
-                        .push(crate::core::request::hostname().to_ascii_lowercase());
-                    continue;
-                }
-                srv.names.push(name.to_ascii_lowercase());
-            }
-            Ok(())
+            server_names(d, e, &mut srv.names, &mut srv.phases)
         },
         syntax: "server_name name …;",
         default: "\"\"",
@@ -916,14 +897,14 @@ pub static IGNORED: &[Def] = &[
     ),
     ignored(
         "server_names_hash_bucket_size",
-        Ctx::HTTP,
+        Ctx::HTTP.or(Ctx::STREAM),
         ONE,
         "server_names_hash_bucket_size size;",
         "vireo sizes its tables itself\n\n```nginx\nserver_names_hash_bucket_size 64;\n```",
     ),
     ignored(
         "server_names_hash_max_size",
-        Ctx::HTTP,
+        Ctx::HTTP.or(Ctx::STREAM),
         ONE,
         "server_names_hash_max_size size;",
         "vireo sizes its tables itself\n\n```nginx\nserver_names_hash_max_size 1024;\n```",
@@ -1065,6 +1046,52 @@ pub const fn ignored(
     }
 }
 
+/// The names of a `server_name` (http or stream), as written: `~` names
+/// compiled (caseless, their captures variables) into `phases`, the others
+/// checked and lowercased.
+fn server_names(
+    d: &Directive,
+    e: &mut Env,
+    names: &mut Vec<String>,
+    phases: &mut crate::core::route::Phases,
+) -> Result<(), ConfError> {
+    for a in &d.args {
+        let name = a.value.as_str();
+        if let Some(re) = name.strip_prefix('~') {
+            if re.is_empty() {
+                return Err(ConfError::new(
+                    format!("empty regex in server name \"{name}\""),
+                    &d.span,
+                ));
+            }
+            // The regex keeps its case (`\D` is not `\d`); it matches caselessly.
+            // Its captures (numbered and named) are variables of the request.
+            let compiled = crate::core::vars::Re::new(re, true, &mut e.vars)
+                .map_err(|e| ConfError::new(e, &d.span))?;
+            phases.name_regex.push(compiled);
+            names.push(name.to_string());
+            continue;
+        }
+        let stars = name.matches('*').count();
+        let wildcard_ok = stars == 0
+            || (stars == 1
+                && ((name.starts_with("*.") && name.len() > 2)
+                    || (name.ends_with(".*") && name.len() > 2)));
+        if !wildcard_ok {
+            return Err(ConfError::new(
+                format!("invalid server name or wildcard \"{name}\""),
+                &d.span,
+            ));
+        }
+        if name == "$hostname" {
+            names.push(crate::core::request::hostname().to_ascii_lowercase());
+            continue;
+        }
+        names.push(name.to_ascii_lowercase());
+    }
+    Ok(())
+}
+
 fn block(d: &Directive) -> &[Directive] {
     d.block.as_deref().unwrap_or(&[])
 }
@@ -1105,13 +1132,7 @@ fn listen(d: &Directive, stream: bool) -> Result<ListenSpec, ConfError> {
         match opt {
             "udp" if stream => udp = true,
             "quic" if !stream => (udp, quic) = (true, true),
-            "ssl" if stream => {
-                return Err(ConfError::new(
-                    "the \"ssl\" parameter of a stream \"listen\" is not supported",
-                    &d.span,
-                ));
-            }
-            "default_server" | "default" | "http2" | "deferred" if stream => {
+            "http2" | "deferred" if stream => {
                 return Err(bad_arg(d, opt));
             }
             "default_server" | "default" => spec.default_server = true,
@@ -1147,6 +1168,12 @@ fn listen(d: &Directive, stream: bool) -> Result<ListenSpec, ConfError> {
             ));
         }
     }
+    if stream && spec.ssl && matches!(spec.addr, ListenAddr::Unix(_)) {
+        return Err(ConfError::new(
+            format!("\"ssl\" of a stream \"listen\" applies to TCP addresses only, not \"{a}\""),
+            &d.span,
+        ));
+    }
     if quic {
         let tcp = [
             ("ssl", spec.ssl),
@@ -1173,10 +1200,13 @@ fn listen(d: &Directive, stream: bool) -> Result<ListenSpec, ConfError> {
                 ));
             }
         };
-        if spec.opts.keepalive.is_some() || spec.proxy_protocol {
-            let what = match spec.proxy_protocol {
-                true => "proxy_protocol",
-                false => "so_keepalive",
+        if spec.opts.keepalive.is_some() || spec.proxy_protocol || spec.ssl {
+            let what = if spec.ssl {
+                "ssl"
+            } else if spec.proxy_protocol {
+                "proxy_protocol"
+            } else {
+                "so_keepalive"
             };
             return Err(ConfError::new(
                 format!("\"{what}\" parameter is incompatible with \"udp\""),

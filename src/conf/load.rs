@@ -258,10 +258,20 @@ fn build_http(
     let http_conf = http.conf.resolve(&base).with_hooks(env.modules);
     let pipeline = Arc::new(Pipeline::new(env.modules));
 
-    // Servers in order, and for each address the servers listening on it.
-    let mut by_addr: Vec<AddrServers> = Vec::new();
+    let mut built = Vec::new();
     for srv in http.servers {
-        let (server, listens) = build_server(srv, &http_conf, vars, &pipeline, env)?;
+        built.push(build_server(srv, &http_conf, vars, &pipeline, env)?);
+    }
+    listeners(by_address(built)?, env, false)
+}
+
+/// For each address, in order, its servers in order and its
+/// `default_server`: the `listen` flags of an address are merged (one of
+/// its servers with `ssl` makes it a TLS address), its socket options given
+/// once.
+fn by_address(built: Vec<(Arc<Server>, Vec<ListenSpec>)>) -> Result<Vec<AddrServers>, ConfError> {
+    let mut by_addr: Vec<AddrServers> = Vec::new();
+    for (server, listens) in built {
         for l in listens {
             match by_addr.iter_mut().find(|(s, ..)| s.addr == l.addr) {
                 Some((spec, servers, default)) => {
@@ -302,6 +312,16 @@ fn build_http(
             }
         }
     }
+    Ok(by_addr)
+}
+
+/// The listeners of one protocol's addresses, once the `listen` hooks
+/// checked each.
+fn listeners(
+    by_addr: Vec<AddrServers>,
+    env: &mut Env,
+    stream: bool,
+) -> Result<Vec<Listener>, ConfError> {
     for (spec, servers, default) in &by_addr {
         let default = default.as_ref().unwrap_or(&servers[0]);
         for hook in env.modules.iter().filter_map(|m| m.hooks.listen) {
@@ -323,7 +343,7 @@ fn build_http(
                 ssl: spec.ssl,
                 http2: spec.http2,
                 proxy_protocol: spec.proxy_protocol,
-                stream: false,
+                stream,
                 backlog: spec.backlog,
                 opts: spec.opts,
                 vhosts: Arc::new(VirtualHosts::new(&servers, default)),
@@ -334,8 +354,9 @@ fn build_http(
         .collect())
 }
 
-/// The stream block's listeners: one server per address, no names, no
-/// locations; its content handler and `set` script are its level's data.
+/// The stream block's listeners: servers without locations, grouped by
+/// address as http's (chosen by the TLS server name among an address's
+/// servers); their content handler and `set` script are their level's data.
 fn build_stream(
     mut stream: StreamConf,
     env: &mut Env,
@@ -347,13 +368,16 @@ fn build_stream(
     }
     let stream_conf = stream.conf.resolve(&base).with_hooks(env.modules);
     let pipeline = Arc::new(Pipeline::new(env.modules));
-    let mut out: Vec<Listener> = Vec::new();
+    let mut built = Vec::new();
     for mut srv in stream.servers {
         let conf = srv.conf.resolve(&stream_conf).with_hooks(env.modules);
+        let mut ext = Extensions::default();
         for hook in env.modules.iter().filter_map(|m| m.hooks.stream_server) {
             hook(&mut StreamServerBuild {
                 conf: &conf,
                 phases: &mut srv.phases,
+                listens: &srv.listens,
+                ext: &mut ext,
                 span: &srv.span,
                 env,
             })?;
@@ -364,43 +388,23 @@ fn build_stream(
                 &srv.span,
             ));
         }
+        let mut names = srv.names;
+        if names.is_empty() {
+            names.push(String::new());
+        }
         let server = Arc::new(Server {
-            names: Vec::new(),
+            names,
             conf: Arc::new(conf),
             locations: Locations::default(),
             named: HashMap::new(),
             phases: srv.phases,
             vars: vars.clone(),
-            ext: Extensions::default(),
+            ext,
             pipeline: pipeline.clone(),
         });
-        for l in srv.listens {
-            if out.iter().any(|o| o.addr == l.addr) {
-                return Err(ConfError::new(
-                    format!("duplicate \"{}\" address and port pair", l.addr),
-                    &l.span,
-                ));
-            }
-            out.push(Listener {
-                key: listener_key(&l.addr),
-                addr: l.addr,
-                reuseport: l.reuseport,
-                ssl: false,
-                http2: false,
-                proxy_protocol: l.proxy_protocol,
-                stream: true,
-                backlog: l.backlog,
-                opts: l.opts,
-                vhosts: Arc::new(VirtualHosts::new(
-                    std::slice::from_ref(&server),
-                    server.clone(),
-                )),
-                retired: false,
-                span: l.span,
-            });
-        }
+        built.push((server, srv.listens));
     }
-    Ok(out)
+    listeners(by_address(built)?, env, true)
 }
 
 fn build_server(

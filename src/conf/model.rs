@@ -326,6 +326,8 @@ pub struct StreamConf {
 pub struct StreamServerConf {
     pub conf: LocConfSet,
     pub listens: Vec<ListenSpec>,
+    /// `server_name` entries, as http's (chosen by the TLS server name).
+    pub names: Vec<String>,
     pub phases: crate::core::route::Phases,
     pub span: Span,
 }

@@ -129,6 +129,23 @@ pub type LogHook = fn(&Request<'_>, &Response, u64, u64);
 /// A stream session is done: `done` answers its variables as they stand
 /// at its end (`$bytes_sent`, `$status`).
 pub type SessionLogHook = fn(&Request<'_>, &dyn crate::core::vars::VarSource);
+/// A stream session's first bytes as far as read (at most
+/// `preread_buffer_size`; none on the first call): what the module makes
+/// of them.
+pub type PrereadHook = fn(&mut Request<'_>, &[u8]) -> Preread;
+
+/// What a stream session's preread hook found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Preread {
+    /// Nothing to read at this level, or the module is done with them.
+    Done,
+    /// More bytes are needed.
+    More,
+    /// Done: the bytes name this server (the TLS server name of a
+    /// ClientHello), which chooses among the address's servers.
+    Name(Box<str>),
+}
+
 /// At the end of a load, after every directive was read: resolve what
 /// directives referenced, check what must be complete.
 pub type LoadedHook = fn(&mut Env) -> Result<(), ConfError>;
@@ -154,6 +171,8 @@ pub struct Hooks {
     pub filter: Option<Ordered<FilterHook>>,
     pub log: Option<LogHook>,
     pub session_log: Option<SessionLogHook>,
+    /// A stream session's preread phase.
+    pub preread: Option<PrereadHook>,
     pub loaded: Option<LoadedHook>,
     pub http: Option<HttpHook>,
     /// The stream block was read: its defaults (as `http`).
@@ -181,6 +200,7 @@ impl Hooks {
         filter: None,
         log: None,
         session_log: None,
+        preread: None,
         loaded: None,
         http: None,
         stream: None,
@@ -202,10 +222,13 @@ pub struct ServerBuild<'a> {
 }
 
 /// A stream server being built: its resolved settings, its level's module
-/// data (its content handler), where its `server` block stands.
+/// data (its content handler), its addresses, where its module data goes
+/// (`Server::ext`), where its `server` block stands.
 pub struct StreamServerBuild<'a> {
     pub conf: &'a crate::conf::model::LocConf,
     pub phases: &'a mut crate::core::route::Phases,
+    pub listens: &'a [crate::conf::model::ListenSpec],
+    pub ext: &'a mut Extensions,
     pub span: &'a crate::conf::ast::Span,
     pub env: &'a mut Env,
 }
@@ -229,6 +252,8 @@ pub struct Pipeline {
     pub log: Vec<LogHook>,
     /// What logs a stream session.
     pub session_log: Vec<SessionLogHook>,
+    /// What reads a stream session's first bytes.
+    pub preread: Vec<PrereadHook>,
     /// Every module's variables, for names known only at run time (SSI's
     /// `echo`, `if`, `set`).
     pub variables: Vec<&'static VarDef>,
@@ -251,6 +276,7 @@ impl Pipeline {
             default_content: modules.iter().find_map(|m| m.hooks.default_content),
             log: modules.iter().filter_map(|m| m.hooks.log).collect(),
             session_log: modules.iter().filter_map(|m| m.hooks.session_log).collect(),
+            preread: modules.iter().filter_map(|m| m.hooks.preread).collect(),
             variables: modules.iter().flat_map(|m| m.variables.iter()).collect(),
         }
     }

@@ -137,6 +137,8 @@ pub struct TlsInfo {
     pub server_name: Option<Box<str>>,
     /// ALPN chose `h2`.
     pub h2: bool,
+    /// The protocol ALPN chose (`$ssl_alpn_protocol`), empty when none.
+    pub alpn: Box<[u8]>,
     /// The handshake resumed a session (`$ssl_session_reused`).
     pub resumed: bool,
     /// The key-exchange group, as OpenSSL names it (`$ssl_curve`).
@@ -376,7 +378,7 @@ impl<'a> Request<'a> {
                         hook(self);
                     }
                 }
-                self.server_name_captures();
+                self.server_name_captures(self.host);
                 let start = match self.state.clone {
                     true => None,
                     false => Some(Jump::Server),
@@ -982,17 +984,18 @@ impl<'a> Request<'a> {
         vals[i] = Some(value);
     }
 
-    /// The captures of the server's regex name that chose this server.
-    fn server_name_captures(&self) {
+    /// The captures of the server's regex name that chose this server for
+    /// `host` (the Host, or a stream session's TLS server name).
+    pub fn server_name_captures(&self, host: &str) {
         let s = self.server;
-        if s.phases.name_regex.is_empty() || self.host.is_empty() {
+        if s.phases.name_regex.is_empty() || host.is_empty() {
             return;
         }
-        if s.names.iter().any(|n| n == self.host) {
+        if s.names.iter().any(|n| n == host) {
             return;
         }
         for re in &s.phases.name_regex {
-            if self.regex_exec(re, self.host.as_bytes()) {
+            if self.regex_exec(re, host.as_bytes()) {
                 return;
             }
         }

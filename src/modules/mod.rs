@@ -37,6 +37,7 @@ pub mod slice;
 pub mod split_clients;
 pub mod ssi;
 pub mod ssl;
+pub mod ssl_preread;
 pub mod static_files;
 pub mod status;
 pub mod stream_proxy;
@@ -107,7 +108,9 @@ pub static MODULES: &[&Module] = &[
     &limit_rate::MODULE,
     &crate::stream::MODULE,
     &stream_proxy::MODULE,
+    &stream_proxy::ssl::MODULE,
     &stream_return::MODULE,
+    &ssl_preread::MODULE,
 ];
 
 /// The HTTP modules nginx builds unless `configure` is told `--without-…`.
@@ -327,7 +330,7 @@ mod tests {
             assert_eq!(d.ignored, listed, "{}", d.name);
         }
         assert!(reference_markdown(MODULES).contains(
-            "## ssl_dhparam\n\n- Syntax: `ssl_dhparam file;`\n- Default: `—`\n- Context: http, server\n\n\
+            "## ssl_dhparam\n\n- Syntax: `ssl_dhparam file;`\n- Default: `—`\n- Context: http, server, stream, server in stream\n\n\
              Accepted for nginx compatibility and ignored, with a notice in the error log: \
              rustls has no finite-field Diffie-Hellman suites."
         ));

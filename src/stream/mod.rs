@@ -8,17 +8,16 @@
 //! limit hooks and the log formats of the http side work unchanged over it)
 //! plus the client's side ([`session::Client`]). Its phases, in nginx's
 //! order: post-accept (realip, from the PROXY header), preaccess (`set`,
-//! then `limit_conn`), access (`allow`/`deny`), content (the server's
-//! [`Handler`]: `proxy_pass` or `return`), log (`access_log`). A session
+//! then `limit_conn`), access (`allow`/`deny`), ssl (on `listen … ssl`, the
+//! handshake of `modules::ssl::stream::accept`, the http side's, after
+//! which the client is a TLS stream), preread (the client's first bytes,
+//! at most `preread_buffer_size` within `preread_timeout`, for the modules'
+//! preread hooks: `ssl_preread`), content (the server's [`Handler`]:
+//! `proxy_pass` or `return`), log (`access_log`). Several servers may
+//! listen on one address: the TLS server name, from the handshake or the
+//! preread ClientHello, chooses among them by `server_name`. A session
 //! holds the configuration snapshot it started with to its end, so a reload
 //! never cuts an established session.
-//!
-//! TLS on stream listeners, `ssl_preread` and `proxy_ssl*` are not built yet;
-//! their place: a handshake phase between access and content (as the http
-//! side's `modules::ssl::stream::accept`) that puts a TLS stream in
-//! [`session::Client`], a preread phase reading `preread_buffer_size` bytes
-//! into [`session::Session::preread`] within `preread_timeout`, and
-//! `upstream::tls` dialled by the proxy module.
 
 pub mod session;
 pub mod udp;

@@ -1,28 +1,40 @@
 //! One stream session: a client connection (or a UDP client's datagrams)
 //! and the phases it goes through, in nginx's order: post-accept (the PROXY
 //! header, realip), preaccess (`set`, `limit_conn`), access (`allow`/`deny`),
-//! content (the server's [`Handler`](super::Handler)), log.
+//! ssl (the TLS handshake of a `listen … ssl` address), preread (the
+//! client's first bytes, for `ssl_preread`), content (the server's
+//! [`Handler`](super::Handler)), log. The TLS server name, from the
+//! handshake or the preread ClientHello, chooses the session's server
+//! among those of its address (`server_name`).
 
 use super::udp::Datagrams;
 use super::{Content, StreamConf};
-use crate::conf::load::Config;
+use crate::conf::load::{Config, Listener};
 use crate::core::message::head::RequestHead;
-use crate::core::module::{Phase, Rewrite};
+use crate::core::module::{Phase, Preread, PrereadHook, Rewrite};
 use crate::core::request::{BodyError, BoxFuture, Peer, Request, RequestBody};
-use crate::core::route::Server;
+use crate::core::route::{Server, VirtualHosts};
 use crate::core::vars::{Var, VarSource, push_u64};
+use crate::modules::ssl;
+use crate::server::socket::Stream;
 use crate::server::worker::Slot;
 use bytes::Bytes;
 use std::cell::Cell;
+use std::io::{self, ErrorKind};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
+use tokio::io::{AsyncReadExt, Interest};
 
 /// The client's side of a session.
 pub enum Client {
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
     Udp(Datagrams),
+    /// A `listen … ssl` session once its handshake is done.
+    Tls(Box<ssl::stream::TlsStream>),
+    /// None left: a handshake that failed took the connection.
+    Gone,
 }
 
 impl Client {
@@ -31,6 +43,8 @@ impl Client {
             Client::Tcp(s) => s.as_raw_fd(),
             Client::Unix(s) => s.as_raw_fd(),
             Client::Udp(d) => d.fd(),
+            Client::Tls(s) => s.as_raw_fd(),
+            Client::Gone => -1,
         }
     }
 }
@@ -152,10 +166,13 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
         );
         crate::error_log!(Debug, "stream session: {}", s.req.connection);
         let status = match proxy {
-            Ok(_) => phases(&mut s).await,
+            Ok(_) => phases(&mut s, l).await,
             Err(()) => 400,
         };
         s.req.state.status.set(status);
+        if let Client::Tls(t) = &s.client {
+            t.close_notify();
+        }
         log(&s);
     });
     crate::core::errlog::scoped(scope, session).await;
@@ -170,7 +187,19 @@ fn peer_text(req: &Request<'_>) -> String {
 }
 
 /// The phases up to the content handler's end; the session's status.
-async fn phases(s: &mut Session<'_>) -> u16 {
+async fn phases<'a>(s: &mut Session<'a>, l: &'a Listener) -> u16 {
+    if let Some(status) = before_content(s, l).await {
+        return status;
+    }
+    crate::error_log!(Debug, "stream content phase");
+    match s.req.server.phases.ext.get::<Content>() {
+        Some(Content(h)) => h.serve(s).await,
+        None => 500,
+    }
+}
+
+/// The phases before content: `Some(status)` when one ended the session.
+async fn before_content<'a>(s: &mut Session<'a>, l: &'a Listener) -> Option<u16> {
     let server: &Server = s.req.server;
     crate::error_log!(Debug, "stream post-accept phase");
     for hook in &server.conf.hooks.post_read {
@@ -178,7 +207,7 @@ async fn phases(s: &mut Session<'_>) -> u16 {
     }
     for hook in &server.pipeline.rewrite {
         if let Rewrite::Respond(r) = hook(&mut s.req, &server.phases.ext, false) {
-            return r.status;
+            return Some(r.status);
         }
     }
     for hook in &server.conf.hooks.access {
@@ -188,13 +217,179 @@ async fn phases(s: &mut Session<'_>) -> u16 {
             Phase::Wait(w) => w.await,
         };
         if let Some(r) = decided {
-            return r.status;
+            return Some(r.status);
         }
     }
-    crate::error_log!(Debug, "stream content phase");
-    match server.phases.ext.get::<Content>() {
-        Some(Content(h)) => h.serve(s).await,
-        None => 500,
+    if l.ssl {
+        crate::error_log!(Debug, "stream ssl phase");
+        if let Err(status) = handshake(s, &l.vhosts).await {
+            return Some(status);
+        }
+    }
+    if !s.info.udp
+        && let Err(status) = preread(s, &l.vhosts).await
+    {
+        return Some(status);
+    }
+    None
+}
+
+impl<'a> Session<'a> {
+    /// The session goes on in `server`, the one the TLS server name `name`
+    /// (lowercase) chose; a regex name's captures become variables.
+    fn choose(&mut self, server: &'a Arc<Server>, name: &str) {
+        if !Arc::ptr_eq(server, self.req.server) {
+            self.req.server = server;
+            self.req.set_conf(&server.conf);
+        }
+        self.req.server_name_captures(name);
+    }
+}
+
+/// The ssl phase: the TLS handshake, within `ssl_handshake_timeout`; the
+/// client's server name chooses the session's server. A handshake that
+/// fails, or a client certificate the server refuses, ends the session
+/// with 500.
+async fn handshake<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<(), u16> {
+    let Client::Tcp(tcp) = std::mem::replace(&mut s.client, Client::Gone) else {
+        return Err(500);
+    };
+    let t = ssl::stream::handshake_timeout(vhosts);
+    let tls = match tokio::time::timeout(t, ssl::stream::accept(tcp, vhosts, false)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            crate::error_log!(
+                Info,
+                "SSL handshake failed: {} while SSL handshaking{}",
+                e.0,
+                s.req.log_context()
+            );
+            return Err(500);
+        }
+        Err(_) => {
+            crate::error_log!(
+                Info,
+                "client timed out while SSL handshaking{}",
+                s.req.log_context()
+            );
+            return Err(500);
+        }
+    };
+    let info = tls.info().clone();
+    s.client = Client::Tls(Box::new(tls));
+    let name = info
+        .server_name
+        .as_deref()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    s.choose(vhosts.select(&name), &name);
+    s.req.tls = Some(info.clone());
+    let mode = s.req.conf.get::<ssl::conf::SslConf>().verify_client.0;
+    let context = format!(" while SSL handshaking{}", s.req.log_context());
+    match ssl::client::verdict(&info, mode, &context) {
+        Some(_) => Err(500),
+        None => Ok(()),
+    }
+}
+
+/// The preread phase: the client's first bytes, at most
+/// `preread_buffer_size` within `preread_timeout`, handed to the preread
+/// hooks (`ssl_preread`) until each has what it needs. Those of a plain
+/// connection are peeked at and stay queued; those of a TLS one are read
+/// into [`Session::preread`], which the content handler passes on first.
+/// A full buffer ends the session with 400, a client that closes or takes
+/// too long with 200, as nginx's.
+async fn preread<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<(), u16> {
+    let mut hooks: Vec<PrereadHook> = Vec::new();
+    for h in &s.req.server.pipeline.preread {
+        if h(&mut s.req, &[]) == Preread::More {
+            hooks.push(*h);
+        }
+    }
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    crate::error_log!(Debug, "stream preread phase");
+    let conf: &StreamConf = s.req.conf.get::<StreamConf>();
+    let size = conf.preread_buffer_size as usize;
+    let read = async {
+        let mut peeked = vec![0u8; size];
+        let mut seen = 0;
+        loop {
+            let n = match &mut s.client {
+                Client::Tcp(c) => peek(c, &mut peeked, seen).await,
+                Client::Unix(c) => peek(c, &mut peeked, seen).await,
+                Client::Tls(c) if s.preread.len() < size => {
+                    let mut more = vec![0u8; size - s.preread.len()];
+                    c.read(&mut more).await.map(|n| {
+                        s.preread.extend_from_slice(&more[..n]);
+                        if n == 0 { seen } else { s.preread.len() }
+                    })
+                }
+                Client::Tls(_) => Ok(size),
+                Client::Udp(_) | Client::Gone => return Ok(()),
+            };
+            let n = match n {
+                Ok(n) if n > seen || n == size => n,
+                _ => return Err(200),
+            };
+            seen = n;
+            let bytes = match &s.client {
+                Client::Tls(_) => &s.preread[..],
+                _ => &peeked[..n],
+            };
+            let mut name = None;
+            hooks.retain(|h| match h(&mut s.req, bytes) {
+                Preread::More => true,
+                Preread::Done => false,
+                Preread::Name(n) => {
+                    name = Some(n);
+                    false
+                }
+            });
+            if let Some(n) = name {
+                let n = n.to_ascii_lowercase();
+                s.choose(vhosts.select(&n), &n);
+            }
+            if hooks.is_empty() {
+                return Ok(());
+            }
+            if n == size {
+                crate::error_log!(Error, "preread buffer full{}", s.req.log_context());
+                return Err(400);
+            }
+        }
+    };
+    match tokio::time::timeout(conf.preread_timeout, read).await {
+        Ok(r) => r,
+        Err(_) => {
+            crate::error_log!(
+                Info,
+                "client timed out while prereading client data{}",
+                s.req.log_context()
+            );
+            Err(200)
+        }
+    }
+}
+
+/// The bytes queued on `c` once more than `seen` are there (or it closed:
+/// as many as before), peeked into `buf`, none taken.
+async fn peek<S: Stream>(c: &S, buf: &mut [u8], seen: usize) -> io::Result<usize> {
+    let fd = c.as_raw_fd();
+    loop {
+        c.readable().await?;
+        let peeked = c.try_io(Interest::READABLE, || {
+            match crate::sys::peek(fd, buf)? {
+                // Nothing new: wait for more (this clears the readiness).
+                n if n == seen && n > 0 => Err(ErrorKind::WouldBlock.into()),
+                n => Ok(n),
+            }
+        });
+        match peeked {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            r => return r,
+        }
     }
 }
 

@@ -314,6 +314,50 @@ impl UpConn {
             Sock::Tls(s) => s.tcp.as_raw_fd(),
         }
     }
+    /// TLS over this plain TCP connection, after what was sent in the
+    /// clear (the stream proxy's PROXY header): the handshake with `dial`'s
+    /// client and name. The caller bounds its time.
+    pub async fn start_tls(self, dial: &super::tls::Dial) -> io::Result<UpConn> {
+        let UpConn {
+            sock,
+            uses,
+            reused,
+            born,
+            bytes_in,
+            bytes_out,
+            _slot,
+            hold,
+            nagle: _,
+            acks,
+            unanswered,
+            tls_tag: _,
+        } = self;
+        let Sock::Tcp(tcp) = sock else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "TLS over a unix socket is not supported",
+            ));
+        };
+        // The client's last flight and the first bytes after it leave
+        // without waiting for an ACK (as `open`'s).
+        tcp.set_nodelay(true)?;
+        let conn = super::tls::handshake(tcp, dial).await?;
+        Ok(UpConn {
+            sock: Sock::Tls(Box::new(conn)),
+            uses,
+            reused,
+            born,
+            bytes_in,
+            bytes_out,
+            _slot,
+            hold,
+            nagle: Cell::new(Nagle::Off),
+            acks,
+            unanswered,
+            tls_tag: dial.tag,
+        })
+    }
+
     /// TCP_NODELAY on now (a tunnel's both ways, `tcp_nodelay on`).
     pub fn set_nodelay(&self) -> io::Result<()> {
         self.nagle.set(Nagle::Off);

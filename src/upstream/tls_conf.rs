@@ -362,13 +362,13 @@ pub fn refuse_conf_command(_: &mut Scope<'_>, d: &Directive, _: &mut Env) -> Set
     ))
 }
 
-/// One `$pre_ssl_$name` directive.
+/// One `$pre_ssl_$name` directive, of the contexts `$ctx`.
 macro_rules! def {
-    ($pre:literal, $name:literal, $set:expr, $arity:expr, $syntax:literal, $default:literal, $doc:expr, $example:expr) => {
+    ($ctx:expr, $pre:literal, $name:literal, $set:expr, $arity:expr, $syntax:literal, $default:literal, $doc:expr, $example:expr) => {
         $crate::conf::table::Def {
             name: concat!($pre, "_ssl_", $name),
             ignored: false,
-            ctx: $crate::conf::table::Ctx::HSL,
+            ctx: $ctx,
             arity: $arity,
             set: $set,
             syntax: concat!($pre, "_ssl_", $name, " ", $syntax, ";"),
@@ -381,48 +381,58 @@ pub(crate) use def;
 
 /// The `*_ssl_*` directives of prefix `$pre` (settings of marker type `$p`);
 /// `$peer` names the peers in the reference (`` an `https` upstream ``).
+/// They stand in http, server and location, or in the contexts `$ctx`
+/// (stream's).
 macro_rules! directives {
-    ($pre:literal, $p:ty, $peer:literal) => {{
+    ($pre:literal, $p:ty, $peer:literal) => {
+        $crate::upstream::tls_conf::directives!(
+            $pre,
+            $p,
+            $peer,
+            $crate::conf::table::Ctx::HSL
+        )
+    };
+    ($pre:literal, $p:ty, $peer:literal, $ctx:expr) => {{
         use $crate::conf::table::{Arity, MANY, ONE};
         use $crate::upstream::tls_conf::{self as t, def};
         &[
-            def!($pre, "verify", t::set_verify::<$p>, ONE, "on | off", "off",
+            def!($ctx, $pre, "verify", t::set_verify::<$p>, ONE, "on | off", "off",
                 concat!("Checks the certificate of ", $peer, ": its chain must end at a `", $pre, "_ssl_trusted_certificate` within `", $pre, "_ssl_verify_depth`, every certificate be within its validity (and not revoked, with `", $pre, "_ssl_crl`), and its subjectAltName (or, without DNS names, its common name) match `", $pre, "_ssl_name`. A refused certificate fails the attempt (502, or the next peer). Off, as in nginx, any certificate is accepted."),
                 concat!($pre, "_ssl_verify on;\n", $pre, "_ssl_trusted_certificate /etc/ssl/backend-ca.pem;")),
-            def!($pre, "trusted_certificate", t::set_trusted::<$p>, ONE, "file", "—",
+            def!($ctx, $pre, "trusted_certificate", t::set_trusted::<$p>, ONE, "file", "—",
                 concat!("PEM file of the certificates trusted when `", $pre, "_ssl_verify` is on; read at load."),
                 concat!($pre, "_ssl_trusted_certificate /etc/ssl/backend-ca.pem;")),
-            def!($pre, "verify_depth", t::set_verify_depth::<$p>, ONE, "number", "1",
+            def!($ctx, $pre, "verify_depth", t::set_verify_depth::<$p>, ONE, "number", "1",
                 "Most intermediate certificates between a peer's certificate and a trusted one (as OpenSSL 1.1+ counts).",
                 concat!($pre, "_ssl_verify_depth 2;")),
-            def!($pre, "crl", t::set_crl::<$p>, ONE, "file", "—",
+            def!($ctx, $pre, "crl", t::set_crl::<$p>, ONE, "file", "—",
                 concat!("PEM file of certificate revocation lists checked with `", $pre, "_ssl_verify`: each certificate of the chain below the trusted one needs a current CRL from its issuer here, and is refused if listed."),
                 concat!($pre, "_ssl_crl /etc/ssl/backend-ca.crl;")),
-            def!($pre, "name", t::set_name::<$p>, ONE, "name", "host from the address",
+            def!($ctx, $pre, "name", t::set_name::<$p>, ONE, "name", "host from the address",
                 concat!("The name the certificate of ", $peer, " is checked against and sent as SNI (with `", $pre, "_ssl_server_name on`); variables allowed, a `:port` is dropped. By default the host of `", $pre, "_pass` (the upstream block's name for a block)."),
                 concat!($pre, "_ssl_name backend.internal;")),
-            def!($pre, "server_name", t::set_server_name::<$p>, ONE, "on | off", "off",
+            def!($ctx, $pre, "server_name", t::set_server_name::<$p>, ONE, "on | off", "off",
                 concat!("Sends `", $pre, "_ssl_name` as SNI in the handshake with ", $peer, " (never an IP address)."),
                 concat!($pre, "_ssl_server_name on;")),
-            def!($pre, "protocols", t::set_protocols::<$p>, Arity::args(1, MANY), "[SSLv2] [SSLv3] [TLSv1] [TLSv1.1] [TLSv1.2] [TLSv1.3]", "TLSv1.2 TLSv1.3",
+            def!($ctx, $pre, "protocols", t::set_protocols::<$p>, Arity::args(1, MANY), "[SSLv2] [SSLv3] [TLSv1] [TLSv1.1] [TLSv1.2] [TLSv1.3]", "TLSv1.2 TLSv1.3",
                 concat!("TLS versions offered to ", $peer, ". rustls speaks TLSv1.2 and TLSv1.3 only: older names are skipped with a notice, and a list of nothing but older names is an error."),
                 concat!($pre, "_ssl_protocols TLSv1.3;")),
-            def!($pre, "ciphers", t::set_ciphers::<$p>, ONE, "ciphers", "DEFAULT",
+            def!($ctx, $pre, "ciphers", t::set_ciphers::<$p>, ONE, "ciphers", "DEFAULT",
                 concat!("TLS 1.2 cipher suites offered to ", $peer, ", in OpenSSL's cipher-string language mapped onto rustls's suites as for `ssl_ciphers`; parts that select no suite rustls has are skipped with a notice, and a string that leaves none is an error. TLS 1.3 suites are not affected."),
                 concat!($pre, "_ssl_ciphers ECDHE+AESGCM;")),
-            def!($pre, "certificate", t::set_certificate::<$p>, ONE, "file", "—",
+            def!($ctx, $pre, "certificate", t::set_certificate::<$p>, ONE, "file", "—",
                 concat!("PEM certificate (chain) presented to ", $peer, " when it asks for one, with `", $pre, "_ssl_certificate_key`. Variables allowed: the pair is then loaded per value (and kept per worker); an empty value presents none."),
                 concat!($pre, "_ssl_certificate /etc/ssl/client.pem;\n", $pre, "_ssl_certificate_key /etc/ssl/client.key;")),
-            def!($pre, "certificate_key", t::set_certificate_key::<$p>, ONE, "file", "—",
+            def!($ctx, $pre, "certificate_key", t::set_certificate_key::<$p>, ONE, "file", "—",
                 concat!("PEM private key of `", $pre, "_ssl_certificate` (encrypted: see `", $pre, "_ssl_password_file`); variables allowed."),
                 concat!($pre, "_ssl_certificate_key /etc/ssl/client.key;")),
-            def!($pre, "session_reuse", t::set_session_reuse::<$p>, ONE, "on | off", "on",
+            def!($ctx, $pre, "session_reuse", t::set_session_reuse::<$p>, ONE, "on | off", "on",
                 concat!("Resumes TLS sessions with ", $peer, ": the sessions (TLS 1.3 tickets, TLS 1.2 ids or tickets) are kept by peer name, for the connections of each worker made with the same settings."),
                 concat!($pre, "_ssl_session_reuse off;")),
-            def!($pre, "password_file", t::set_password_file::<$p>, ONE, "file", "—",
+            def!($ctx, $pre, "password_file", t::set_password_file::<$p>, ONE, "file", "—",
                 concat!("Passwords of an encrypted `", $pre, "_ssl_certificate_key` (PKCS#8, as `openssl genrsa -aes128` or `openssl pkcs8 -topk8` write it), one a line, tried in order; read at load."),
                 concat!($pre, "_ssl_certificate_key client.key;\n", $pre, "_ssl_password_file /etc/keys/client.pass;")),
-            def!($pre, "conf_command", t::refuse_conf_command, Arity::args(2, 2), "name value", "—",
+            def!($ctx, $pre, "conf_command", t::refuse_conf_command, Arity::args(2, 2), "name value", "—",
                 concat!("Refused with an error: there is no OpenSSL to pass commands to (rustls); `", $pre, "_ssl_protocols` and `", $pre, "_ssl_ciphers` cover the usual ones."),
                 concat!($pre, "_ssl_protocols TLSv1.3;")),
         ]

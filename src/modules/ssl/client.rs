@@ -8,7 +8,7 @@ use super::conf::{Ocsp, PemFile, SslConf, VerifyClient};
 use super::ocsp;
 use super::x509::{self, Trust};
 use crate::conf::ast::ConfError;
-use crate::core::request::{ClientVerify, Request};
+use crate::core::request::{ClientVerify, Request, TlsInfo};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -354,6 +354,17 @@ pub fn refusal(req: &Request<'_>) -> Option<u16> {
         );
         return Some(421);
     }
+    verdict(tls, mode, " while reading client request headers")
+}
+
+/// A client certificate its server refuses (logged, `context` after the
+/// message): 495 for one that did not verify (under `optional_no_ca`, one
+/// whose chain is only incomplete passes), 496 for none under
+/// `ssl_verify_client on`.
+pub fn verdict(tls: &TlsInfo, mode: VerifyClient, context: &str) -> Option<u16> {
+    if mode == VerifyClient::Off {
+        return None;
+    }
     match &tls.client_verify {
         ClientVerify::Failed { code, reason }
             if !(mode == VerifyClient::OptionalNoCa
@@ -365,15 +376,12 @@ pub fn refusal(req: &Request<'_>) -> Option<u16> {
         {
             crate::error_log!(
                 Info,
-                "client SSL certificate verify error: ({code}:{reason}) while reading client request headers"
+                "client SSL certificate verify error: ({code}:{reason}){context}"
             );
             Some(495)
         }
         ClientVerify::None if mode == VerifyClient::On => {
-            crate::error_log!(
-                Info,
-                "client sent no required SSL certificate while reading client request headers"
-            );
+            crate::error_log!(Info, "client sent no required SSL certificate{context}");
             Some(496)
         }
         _ => None,

@@ -144,6 +144,8 @@ settings! {
         pub ocsp_responder: Option<super::ocsp::Url> = None,
         /// `ssl_ocsp_cache shared:name:size` (`None`: off).
         pub ocsp_cache: Option<(String, u64)> = None,
+        /// `ssl_alpn` (stream): the protocols a handshake may agree on.
+        pub alpn: Arc<[Vec<u8>]> = Arc::from(Vec::new()),
         /// `ssl_conf_command`s, applied over the other settings, in order.
         pub conf_commands: Arc<[ConfCommand]> = Arc::from(Vec::new()),
     }
@@ -392,7 +394,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_conf_command",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: Arity::args(2, 2),
         set: |s, d, e| {
             let cmds = conf_command(d, e)?;
@@ -413,7 +415,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_certificate",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().certificates, d, e),
         syntax: "ssl_certificate file;",
@@ -423,7 +425,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_certificate_key",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| push_file(&mut s.loc().get_mut::<SslConfSet>().keys, d, e),
         syntax: "ssl_certificate_key file;",
@@ -433,7 +435,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_protocols",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: Arity::args(1, MANY),
         set: |s, d, e| {
             let p = protocols(d, e)?;
@@ -446,7 +448,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_ciphers",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             let c = ciphers(d)?;
@@ -463,7 +465,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_prefer_server_ciphers",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -479,7 +481,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_ecdh_curve",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             let c = ecdh_curve(d)?;
@@ -492,7 +494,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_session_cache",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: Arity::args(1, 2),
         set: |s, d, _| {
             let c = session_cache(d)?;
@@ -505,7 +507,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_session_timeout",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -521,7 +523,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_session_tickets",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -563,7 +565,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_handshake_timeout",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -579,7 +581,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_reject_handshake",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -609,9 +611,22 @@ pub static DIRECTIVES: &[Def] = &[
         doc: "Deprecated in nginx (a notice says so): `on` makes every address of the server (of every server, in http) a TLS one, as `listen … ssl` does; each server on such an address then needs `ssl_certificate`.\n\n```nginx\nserver {\n    listen 443;\n    ssl on;\n    ssl_certificate cert.pem;\n    ssl_certificate_key cert.key;\n}\n```",
     },
     Def {
+        name: "ssl_alpn",
+        ignored: false,
+        ctx: Ctx::SS,
+        arity: Arity::args(1, MANY),
+        set: |s, d, _| {
+            let a = alpn(d)?;
+            set_once(&mut s.loc().get_mut::<SslConfSet>().alpn, a, d)
+        },
+        syntax: "ssl_alpn protocol …;",
+        default: "—",
+        doc: "The protocols a stream server's TLS handshake agrees on by ALPN, in its order of preference; a client that offers ALPN and none of them is refused with a `no_application_protocol` alert, one that offers none is served. The protocol agreed on is `$ssl_alpn_protocol`.\n\n```nginx\nssl_alpn h2 http/1.1;\n```",
+    },
+    Def {
         name: "ssl_verify_client",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             let v = verify_client(d)?;
@@ -628,7 +643,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_client_certificate",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| {
             set_file(
@@ -644,7 +659,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_trusted_certificate",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| {
             set_file(
@@ -660,7 +675,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_crl",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().crl, d, e),
         syntax: "ssl_crl file;",
@@ -670,7 +685,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_verify_depth",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             let n = u32::try_from(number(d, 0)?).map_err(|_| bad_arg(d, d.arg(0)))?;
@@ -683,7 +698,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_password_file",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().password_file, d, e),
         syntax: "ssl_password_file file;",
@@ -693,7 +708,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_session_ticket_key",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| {
             let f = file(d, e);
@@ -707,7 +722,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_stapling",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -723,7 +738,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_stapling_file",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, e| set_file(&mut s.loc().get_mut::<SslConfSet>().stapling_file, d, e),
         syntax: "ssl_stapling_file file;",
@@ -733,7 +748,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_stapling_responder",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| set_url(&mut s.loc().get_mut::<SslConfSet>().stapling_responder, d),
         syntax: "ssl_stapling_responder url;",
@@ -743,7 +758,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_stapling_verify",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             set_once(
@@ -759,7 +774,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_ocsp",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             let v = match d.arg(0) {
@@ -781,7 +796,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_ocsp_responder",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| set_url(&mut s.loc().get_mut::<SslConfSet>().ocsp_responder, d),
         syntax: "ssl_ocsp_responder url;",
@@ -791,7 +806,7 @@ pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "ssl_ocsp_cache",
         ignored: false,
-        ctx: Ctx::HS,
+        ctx: Ctx::HS.or(Ctx::SS),
         arity: ONE,
         set: |s, d, _| {
             let c = ocsp_cache(d)?;
@@ -803,10 +818,22 @@ pub static DIRECTIVES: &[Def] = &[
     },
 ];
 
+/// `ssl_alpn` of a stream server (http's protocols are its listeners').
+fn alpn(d: &Directive) -> Result<Arc<[Vec<u8>]>, ConfError> {
+    let mut list = Vec::new();
+    for a in d.arg_strs() {
+        if a.is_empty() || a.len() > 255 {
+            return Err(bad_arg(d, a));
+        }
+        list.push(a.as_bytes().to_vec());
+    }
+    Ok(Arc::from(list))
+}
+
 /// Accepted for compatibility: they mean nothing with rustls.
 pub static IGNORED: &[Def] = &[crate::conf::core_directives::ignored(
     "ssl_dhparam",
-    Ctx::HS,
+    Ctx::HS.or(Ctx::SS),
     ONE,
     "ssl_dhparam file;",
     "rustls has no finite-field Diffie-Hellman suites\n\n```nginx\nssl_dhparam /etc/ssl/dhparam.pem;\n```",

@@ -4,7 +4,7 @@
 
 use super::conf::{CipherRule, PemFile, SessionCache, SslConf};
 use crate::conf::ast::{ConfError, Span};
-use crate::core::module::{ListenBuild, ServerBuild};
+use crate::core::module::{ListenBuild, ServerBuild, StreamServerBuild};
 use crate::core::route::Server;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, StoresServerSessions};
@@ -20,7 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// A server's TLS side, one rustls configuration per ALPN offer.
 #[derive(Debug)]
 pub enum ServerTls {
-    /// Handshakes offering `http/1.1` only, and `h2` then `http/1.1`.
+    /// Handshakes offering `http/1.1` only, and `h2` then `http/1.1` (a
+    /// stream server's both offer its `ssl_alpn`).
     Accept {
         h1: Arc<ServerConfig>,
         h2: Arc<ServerConfig>,
@@ -33,10 +34,20 @@ pub enum ServerTls {
     Reject,
 }
 
+/// What a server's handshakes agree on by ALPN.
+#[derive(Clone, Copy, Debug)]
+pub enum Alpn<'a> {
+    /// http's: `http/1.1`, with `h2` before it on an `http2` address.
+    Http,
+    /// A stream server's `ssl_alpn` protocols (none: no ALPN).
+    Stream(&'a [Vec<u8>]),
+}
+
 /// Build a server's TLS side; `None` when it has no certificate (and does
 /// not reject handshakes). `files` caches the key pairs read in this load.
 pub fn build(
     conf: &SslConf,
+    alpn: Alpn<'_>,
     names: super::ocsp::Names,
     files: &mut KeyFiles,
     notices: &mut Vec<String>,
@@ -177,15 +188,25 @@ pub fn build(
         // as OpenSSL gives them under nginx.
         c.send_tls13_tickets = 1;
     }
-    let h1 = {
-        let mut c = c.clone();
-        c.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(c)
+    let (h1, h2) = match alpn {
+        Alpn::Http => {
+            let h1 = {
+                let mut c = c.clone();
+                c.alpn_protocols = vec![b"http/1.1".to_vec()];
+                Arc::new(c)
+            };
+            c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            (h1, Arc::new(c))
+        }
+        Alpn::Stream(protocols) => {
+            c.alpn_protocols = protocols.to_vec();
+            let c = Arc::new(c);
+            (c.clone(), c)
+        }
     };
-    c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Some(ServerTls::Accept {
         h1,
-        h2: Arc::new(c),
+        h2,
         client: client.map(|(_, auth)| auth),
         dynamic,
     }))
@@ -733,12 +754,29 @@ pub fn build_server(b: &mut ServerBuild<'_>) -> Result<(), ConfError> {
             l.ssl = true;
         }
     }
-    let env = &mut *b.env;
+    install(b.conf, Alpn::Http, b.env, b.ext)
+}
+
+/// A stream server was resolved: its TLS side, as an http server's, its
+/// handshakes agreeing on its `ssl_alpn` protocols.
+pub fn build_stream_server(b: &mut StreamServerBuild<'_>) -> Result<(), ConfError> {
+    let alpn = b.conf.get::<SslConf>().alpn.clone();
+    install(b.conf, Alpn::Stream(&alpn), b.env, b.ext)
+}
+
+/// A server's TLS side built from its level's settings into its module
+/// data, when it has one.
+fn install(
+    conf: &crate::conf::model::LocConf,
+    alpn: Alpn<'_>,
+    env: &mut crate::conf::table::Env,
+    ext: &mut crate::core::module::Extensions,
+) -> Result<(), ConfError> {
     let files = env.ext.entry::<KeyFiles>();
-    let r = b.conf.get::<crate::upstream::resolver::ResolverConf>();
+    let r = conf.get::<crate::upstream::resolver::ResolverConf>();
     let names = r.resolver.clone().map(|r2| (r2, r.timeout));
-    if let Some(tls) = build(b.conf.get::<SslConf>(), names, files, &mut env.notices)? {
-        b.ext.insert(Arc::new(tls));
+    if let Some(tls) = build(conf.get::<SslConf>(), alpn, names, files, &mut env.notices)? {
+        ext.insert(Arc::new(tls));
     }
     Ok(())
 }

@@ -52,7 +52,7 @@ fn escape_component(s: &[u8], out: &mut Vec<u8>) {
 /// the `$ssl_*` variables.
 pub static MODULE: Module = Module {
     name: "ssl",
-    nginx: &["http_ssl_module"],
+    nginx: &["http_ssl_module", "stream_ssl_module"],
     directives: &[conf::DIRECTIVES, conf::IGNORED],
     settings: Some(&conf::SslConf::KIND),
     variables: &[
@@ -64,6 +64,11 @@ pub static MODULE: Module = Module {
         VarDef::name("ssl_cipher", |req, _, out| {
             if let Some(t) = &req.tls {
                 out.extend_from_slice(t.cipher.as_bytes());
+            }
+        }),
+        VarDef::name("ssl_alpn_protocol", |req, _, out| {
+            if let Some(t) = &req.tls {
+                out.extend_from_slice(&t.alpn);
             }
         }),
         VarDef::name("ssl_server_name", |req, _, out| {
@@ -164,6 +169,7 @@ pub static MODULE: Module = Module {
     ],
     hooks: Hooks {
         server: Some(config::build_server),
+        stream_server: Some(config::build_stream_server),
         listen: Some(config::check_listen),
         ..Hooks::NONE
     },

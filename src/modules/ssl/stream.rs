@@ -39,6 +39,16 @@ impl TlsStream {
         &self.info
     }
 
+    /// Queue close_notify and send what the socket takes now, without
+    /// waiting (a stream session's end).
+    pub fn close_notify(&self) {
+        if !self.closing.replace(true) {
+            let mut tls = self.tls.borrow_mut();
+            tls.send_close_notify();
+            let _ = self.flush_tls(&mut tls);
+        }
+    }
+
     /// Send what rustls has queued; `WouldBlock` when the socket is full.
     fn flush_tls(&self, tls: &mut ServerConnection) -> io::Result<()> {
         tls_io::flush(&self.tcp, tls)
@@ -334,6 +344,7 @@ pub async fn accept(
             .unwrap_or_default(),
         server_name,
         h2: conn.alpn_protocol() == Some(b"h2"),
+        alpn: conn.alpn_protocol().unwrap_or_default().into(),
         resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
         curve: conn
             .negotiated_key_exchange_group()

@@ -36,6 +36,8 @@ settings! {
         pub responses: Option<u64> = None,
         /// `proxy_requests` of a UDP session (`None`: unlimited).
         pub requests: Option<u64> = None,
+        /// `proxy_ssl on`: TLS to the upstream (`proxy_ssl_*`).
+        pub ssl: bool = false,
     }
 }
 
@@ -193,6 +195,16 @@ pub static DIRECTIVES: &[Def] = &[
         syntax: "proxy_half_close on | off;",
         default: "off",
         doc: "When one side closes its sending half, the other's is shut down too and the session goes on until both did. Off: the session ends once either side closed and what it sent was passed on.\n\n```nginx\nproxy_half_close on;\n```",
+    },
+    Def {
+        name: "proxy_ssl",
+        ignored: false,
+        ctx: Ctx::SS,
+        arity: ONE,
+        set: |s, d, _| set(d, s, |c| &mut c.ssl, flag(d, 0)?),
+        syntax: "proxy_ssl on | off;",
+        default: "off",
+        doc: "TLS to the upstream: once connected (and after the PROXY header of `proxy_protocol on`, sent in the clear), a TLS handshake within `proxy_connect_timeout`, as the `proxy_ssl_*` directives set it (`proxy_ssl_name`, by default the host of `proxy_pass` or the upstream block's name; `proxy_ssl_verify`, `proxy_ssl_certificate`…). A handshake that fails is a failed attempt: the next peer is tried as `proxy_next_upstream` allows.\n\n```nginx\nproxy_ssl on;\nproxy_ssl_verify on;\nproxy_ssl_trusted_certificate /etc/ssl/backend-ca.pem;\n```",
     },
     Def {
         name: "proxy_responses",

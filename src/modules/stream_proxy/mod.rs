@@ -9,6 +9,7 @@
 
 pub mod conf;
 mod pump;
+pub mod ssl;
 mod udp;
 
 use crate::core::module::{Module, VarDef};
@@ -18,8 +19,10 @@ use crate::upstream::driver::{self, Dial, Failure, Gave, Policy, Protocol, Try};
 use crate::upstream::dynamic::{Target, Unfound};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::queue::Hold;
-use crate::upstream::{Field, UpConn, UpstreamVars};
+use crate::upstream::tls_conf::{self, SslConf};
+use crate::upstream::{Field, UpConn, UpstreamVars, tls};
 use conf::StreamProxyConf;
+use std::io::ErrorKind;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 
@@ -82,7 +85,21 @@ impl Pass {
             keepalive: conf.socket_keepalive,
         };
         let header = conf.proxy_protocol.then(|| proxy_header(&s.req));
-        let connect = Connect { header };
+        let tls = match conf.ssl {
+            true => {
+                let pc = s.req.conf.get::<SslConf<ssl::StreamTls>>();
+                match tls_conf::dial(&s.req, pc, &up.name) {
+                    Ok(d) => Some(d),
+                    Err(()) => return 502,
+                }
+            }
+            false => None,
+        };
+        let connect = Connect {
+            header,
+            tls,
+            timeout: conf.connect_timeout,
+        };
         let mut nobody = crate::stream::session::NoBody;
         let (mut conn, hold) =
             match driver::run(&connect, &s.req, &up, &mut nobody, &policy, &dial, &vars).await {
@@ -104,7 +121,8 @@ impl Pass {
         let done = match &mut s.client {
             Client::Tcp(c) => pump::run(c, &mut conn, preread, &opts).await,
             Client::Unix(c) => pump::run(c, &mut conn, preread, &opts).await,
-            Client::Udp(_) => unreachable!("a UDP session is served above"),
+            Client::Tls(c) => pump::run(&mut **c, &mut conn, preread, &opts).await,
+            Client::Udp(_) | Client::Gone => return 500,
         };
         s.info.received.set(done.up.read);
         s.info.sent.set(done.down.written);
@@ -140,10 +158,13 @@ fn proxy_header(req: &Request<'_>) -> Vec<u8> {
 }
 
 /// The driver's protocol of a stream session: connected is done, after the
-/// PROXY header when asked for. The reply is the connection and the hold
-/// that ends the attempt when the session is over.
+/// PROXY header when asked for, then the TLS handshake with `proxy_ssl`
+/// (within `timeout`, the connect timeout). The reply is the connection and
+/// the hold that ends the attempt when the session is over.
 struct Connect {
     header: Option<Vec<u8>>,
+    tls: Option<tls::Dial>,
+    timeout: std::time::Duration,
 }
 
 impl Protocol for Connect {
@@ -168,6 +189,13 @@ impl Protocol for Connect {
             && let Err(e) = conn.write_all(h).await
         {
             return Err(Failure::io(&e, "sending PROXY protocol header to upstream").into());
+        }
+        if let Some(d) = &self.tls {
+            let handshake = tokio::time::timeout(self.timeout, conn.start_tls(d)).await;
+            conn = match handshake.unwrap_or_else(|_| Err(ErrorKind::TimedOut.into())) {
+                Ok(c) => c,
+                Err(e) => return Err(Failure::io(&e, "SSL handshaking to upstream").into()),
+            };
         }
         Ok((conn, at.hold(true)))
     }

@@ -84,6 +84,9 @@ pub struct Dir {
     eof: bool,
     /// The destination's sending half was shut down after it.
     shut: bool,
+    /// Written to the destination since its last flush (a TLS one holds
+    /// records until flushed).
+    unflushed: bool,
     /// Bytes read from the source and written to the destination.
     pub read: u64,
     pub written: u64,
@@ -101,6 +104,7 @@ impl Dir {
             end: first.len(),
             eof: false,
             shut: false,
+            unflushed: false,
             read: first.len() as u64,
             written: 0,
             pace,
@@ -110,7 +114,7 @@ impl Dir {
 
     /// Everything the source sent went through.
     fn drained(&self) -> bool {
-        self.eof && self.start == self.end
+        self.eof && self.start == self.end && !self.unflushed
     }
 
     /// Move what can move now; `Err` when a side failed to take bytes.
@@ -133,6 +137,7 @@ impl Dir {
                     Poll::Ready(Ok(n)) => {
                         self.start += n;
                         self.written += n as u64;
+                        self.unflushed = true;
                         *moved = true;
                         if self.start == self.end {
                             self.start = 0;
@@ -142,6 +147,13 @@ impl Dir {
                     }
                     Poll::Ready(Err(e)) => return Err(e),
                     Poll::Pending => {}
+                }
+            }
+            if self.unflushed && self.start == self.end {
+                match Pin::new(&mut *dst).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => self.unflushed = false,
+                    Poll::Ready(Err(e)) => return Err(e),
+                    Poll::Pending => return Ok(()),
                 }
             }
             if self.eof {

@@ -22,7 +22,16 @@ impl crate::stream::Handler for Return {
             let sent = match &mut s.client {
                 Client::Tcp(c) => c.write_all(&v).await.map(|()| v.len()),
                 Client::Unix(c) => c.write_all(&v).await.map(|()| v.len()),
+                Client::Tls(c) => {
+                    async {
+                        c.write_all(&v).await?;
+                        c.flush().await?;
+                        Ok(v.len())
+                    }
+                    .await
+                }
                 Client::Udp(d) => d.send(&v).await,
+                Client::Gone => Ok(0),
             };
             match sent {
                 Ok(n) => {
