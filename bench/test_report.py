@@ -480,6 +480,17 @@ class StreamExperiment(unittest.TestCase):
             self.assertIn(line, text)
         self.assertFalse([l for l in text.splitlines() if l.strip().startswith(("log", "option splice"))])
 
+    @unittest.skipUnless(shutil.which("nginx") and vb.have("mod_stream"),
+                         "needs nginx and libnginx-mod-stream")
+    def test_nginx_accepts_the_stream_template(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d, "stream.conf")
+            path.write_text(vb.fill((vb.CONF / "nginx-stream.conf").read_text(),
+                                    dict(Templates.KEYS, **{"@DIR@": d})))
+            r = subprocess.run(["nginx", "-t", "-p", f"{d}/", "-e", f"{d}/e.log", "-c", str(path)],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
     @unittest.skipUnless(shutil.which("cc"), "needs cc")
     def test_echo_peers_and_clients(self):
         with tempfile.TemporaryDirectory() as d:
