@@ -1166,6 +1166,160 @@ PROXY_TLS_EDITS = {"nginx": (
      'proxy_ssl_protocols TLSv1.2 TLSv1.3; }\n'),
 )}
 
+# ---------------------------------------------------------------- stream (issue 20)
+
+STREAM_SERVERS = ("vireo", "nginx", "haproxy")
+STREAM_SIZE = 1024  # bytes each way of one echo exchange
+STREAM_WORKLOADS = {"echo": "1 KB echo exchanges",
+                    "bulk": f"{vb.ECHO_SOURCE_MB} MB transfer"}
+STREAM_UNITS = {"echo": "exchange", "bulk": "MB"}
+STREAM_PEERS = ("nginx", "haproxy")  # vireo's CPU is set beside each, within each run
+STREAM_ECHO_PORT, STREAM_SOURCE_PORT = 55, 56  # the backends: port-base + these
+
+
+def parse_echo(out):
+    """The line `echo exchange` and `echo fetch` print: exchanges or transfers
+    completed, bytes, errors, seconds."""
+    m = re.search(r"units=(\d+) bytes=(\d+) errors=(\d+) seconds=([\d.]+)", out)
+    if not m:
+        raise ValueError(f"no figures in the echo client's output: {out[-300:]!r}")
+    return {"units": int(m[1]), "bytes": int(m[2]), "errors": int(m[3]),
+            "seconds": float(m[4])}
+
+
+def echo_client(*args, timeout):
+    """bench/echo/echo as a client, pinned to the load CPU: its figures."""
+    r = subprocess.run(["taskset", "-c", vb.LOAD_CPU, str(vb.ECHO), *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"echo {args[0]}: {(r.stderr or r.stdout).strip()[:300]}")
+    return parse_echo(r.stdout)
+
+
+def stream_point(opts, workload, port, front, backends):
+    """One measured load on the front's address `port`, after a check that goes
+    through: "echo", exchanges of STREAM_SIZE bytes each way on --connections
+    connections for --duration s; "bulk", ECHO_SOURCE_MB transfers one after another
+    for --duration s. CPU µs per exchange, or per MB (2^20 bytes) passed."""
+    timeout = opts.duration + 60
+    if workload == "echo":
+        check = echo_client("exchange", port, opts.connections, 1, STREAM_SIZE, timeout=60)
+        if not check["units"] or check["errors"]:
+            raise RuntimeError(f"echo check: {check['units']} exchanges, {check['errors']} errors")
+        with Meter(front, backends) as m:
+            c = echo_client("exchange", port, opts.connections, opts.duration, STREAM_SIZE,
+                            timeout=timeout)
+        units = c["units"]
+    else:
+        check = echo_client("fetch", port, 0, vb.ECHO_SOURCE_MB, timeout=60)
+        if check["units"] != 1 or check["errors"]:
+            raise RuntimeError(f"transfer check: {check['bytes']:,} bytes of "
+                               f"{vb.ECHO_SOURCE_MB << 20:,}, {check['errors']} errors")
+        with Meter(front, backends) as m:
+            c = echo_client("fetch", port, opts.duration, vb.ECHO_SOURCE_MB, timeout=timeout)
+        units = c["bytes"] / 2**20
+    if not c["units"]:
+        raise RuntimeError(f"nothing completed ({c['errors']} errors)")
+    r = m.result(units)
+    return {"completed": c["units"], "per_s": units / c["seconds"] if c["seconds"] else None,
+            "cpu_us_per_unit": r["cpu_us_per_req"], "cpu_util": r["cpu_util"],
+            "backend_cpu_us_per_unit": r.get("backend_cpu_us_per_req"), "rss_mb": r["rss_mb"],
+            "errors": c["errors"]}
+
+
+def exp_stream(opts, scratch):
+    """stream (issue 20): TCP proxy of 1 KB echo exchanges and 100 MB transfers; vireo, nginx, HAProxy.
+
+    vireo's stream {}, nginx's stream module and HAProxy in mode tcp. Each front proxies its address to a C epoll echo backend (c=50, many exchanges per
+    connection) and its second address (port + 20) to a C byte source sending 100 MB per
+    connection; both backends pinned with the front. Front server's CPU µs per exchange
+    and per MB (target: vireo ≤ nginx and HAProxy)."""
+    vb.ensure_echo()
+    ctx = Ctx(opts, scratch)
+    echo_port = opts.port_base + STREAM_ECHO_PORT
+    source_port = opts.port_base + STREAM_SOURCE_PORT
+    subst = dict(ctx.subst(), **{"@ECHO@": f"127.0.0.1:{echo_port}",
+                                 "@SOURCE@": f"127.0.0.1:{source_port}"})
+    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    progress, results, why = Progress(len(plan) * len(STREAM_WORKLOADS), "stream"), [], {}
+    with Server("echo", ctx.scratch, ctx.root, echo_port) as echo, \
+            Server("echo-source", ctx.scratch, ctx.root, source_port) as source:
+        for k, s in plan:
+            base = {"server": s, "run": k}
+            if not ctx.conf(s, "stream"):
+                why[s] = f"no stream configuration for {s} in bench/conf"
+            if s in why:
+                if k == 1:
+                    results += [dict(base, workload=w, unsupported=why[s])
+                                for w in STREAM_WORKLOADS]
+                for _ in STREAM_WORKLOADS:
+                    progress.step(f"{s:8} not measured")
+                continue
+            ports = {"echo": ctx.port(s), "bulk": ctx.port(s) + H2_PORT_OFFSET}
+            try:
+                with Server(s, ctx.scratch, ctx.root, ctx.port(s), conf=ctx.conf(s, "stream"),
+                            subst=dict(subst, **{"@PORT_BULK@": ports["bulk"]}),
+                            tag=f"{s}-stream") as front:
+                    for w in STREAM_WORKLOADS:
+                        progress.step(f"{s:8} {STREAM_WORKLOADS[w]:20} run {k}/{opts.runs}")
+                        try:
+                            results.append(dict(base, workload=w, **stream_point(
+                                opts, w, ports[w], front, [echo if w == "echo" else source])))
+                        except ERRORS as e:
+                            results.append(dict(base, workload=w, error=failure(e)))
+            except vb.StartError as e:
+                why[s] = refused(s, e)
+                results += [dict(base, workload=w, unsupported=why[s]) for w in STREAM_WORKLOADS]
+                for _ in STREAM_WORKLOADS:
+                    progress.step(f"{s:8} does not start")
+            except ERRORS as e:  # not set up (port in use, template): no figure for the rest
+                results += [dict(base, workload=w, error=failure(e)) for w in STREAM_WORKLOADS
+                            if not any(r["run"] == k and r["server"] == s and r["workload"] == w
+                                       for r in results)]
+    progress.close()
+    return results
+
+
+STREAM_METRICS = ["cpu_us_per_unit", "per_s", "backend_cpu_us_per_unit", "rss_mb", "errors"]
+
+
+def summarize_stream(results, servers):
+    """Rows per (workload, server); each also carries "vs_nginx" and "vs_haproxy": its
+    CPU per exchange or MB ÷ that peer's, per run (median, min–max)."""
+    rows = summarize_points(results, servers, ["workload"], STREAM_METRICS)
+    for r in rows:
+        if r.get("note"):
+            continue
+        for peer in STREAM_PEERS:
+            if r["server"] != peer:
+                r[f"vs_{peer}"], r[f"vs_{peer}_min"], r[f"vs_{peer}_max"] = paired(
+                    results, "cpu_us_per_unit", {"server": r["server"], "workload": r["workload"]},
+                    {"server": peer, "workload": r["workload"]}, ())
+    return rows
+
+
+def markdown_stream(rows, servers):
+    body = []
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        unit, what = STREAM_UNITS.get(w, "unit"), STREAM_WORKLOADS.get(w, w)
+        for s in servers:
+            r = find(rows, s, workload=w)
+            if r is None:
+                continue
+            if r.get("note"):
+                body.append([what, label(s), short(r["note"])] + [""] * 5)
+                continue
+            rate = fmt(r.get("per_s"), ",.0f") + (" exchanges/s" if w == "echo" else " MB/s")
+            body.append([what, label(s), spread(r, "cpu_us_per_unit", ".2f") + f" per {unit}",
+                         *(ratio_cell(r, f"vs_{p}") if s != p else "1" for p in STREAM_PEERS),
+                         rate, fmt(r.get("backend_cpu_us_per_unit"), ".2f"),
+                         fmt(r.get("errors"), ",.0f")])
+    return ("Server CPU µs per 1 KB exchange and per MB passed (median, min–max) and its "
+            "ratio to nginx's and HAProxy's within each run (target: vireo ≤ both):\n\n"
+            + table(["workload", "server", "CPU µs", "CPU ÷ nginx", "CPU ÷ HAProxy", "rate",
+                     "backend CPU µs (echo, source)", "errors"], body))
+
+
 # ---------------------------------------------------------------- cache (issue 19)
 
 # The cache in front of the proxy experiment's h2o: /cache/ caches for an hour,
@@ -1590,7 +1744,7 @@ def markdown_modules(rows, servers):
 TLS_FILE = "21k.txt"
 TLS_PROTOS = ["h1", "h2"]
 TLS_LABELS = {"h1": "TLS 1.3, HTTP/1.1 keep-alive", "h2": "TLS 1.3, HTTP/2"}
-H2_PORT_OFFSET = 20  # a server's HTTP/2 address: its port + 20
+H2_PORT_OFFSET = 20  # a server's second address (tls: HTTP/2; stream: the transfers): port + 20
 TLS_WARMUP = 1.0     # s of h2load warm-up: the handshakes, before the counted requests
 
 
@@ -1755,6 +1909,13 @@ EXPERIMENTS = {
     "proxy": Experiment(exp_proxy, vb.summarize, vb.markdown, ("vireo", "nginx", "haproxy"),
                         ("wrk",), keys=("file",), gaps=E3_GAPS[:1],
                         title="proxy — reverse proxy to h2o with upstream keepalive (issue 6)"),
+    "stream": Experiment(exp_stream, summarize_stream, markdown_stream, STREAM_SERVERS, ("cc",),
+                         keys=("workload",),
+                         gaps=(Gap("cpu_us_per_unit", "CPU µs per exchange / per MB", False,
+                                   "cpu_us_per_unit_min", "cpu_us_per_unit_max", ".2f"),),
+                         needs=(("nginx", "mod_stream"),),
+                         title="stream — TCP proxy of 1 KB echo exchanges and of a 100 MB "
+                               "transfer (issue 20)"),
     "routes": Experiment(exp_routes, summarize_routes, markdown_routes, ROUTES_SERVERS,
                          ("wrk",), duration=4, runs=5, keys=("path", "config"),
                          gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",

@@ -15,7 +15,8 @@ import vireobench as vb
 from vireobench import fmt, label
 
 DOCS = vb.REPO / "docs" / "benchmarks.md"
-ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "cache", "gzip", "routes",
+ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "stream", "cache", "gzip",
+         "routes",
          "tls", "modules"]
 NOT_PEERS = {"vireo", "floor"}
 
@@ -29,6 +30,8 @@ PAPERS = {
     "E5": "002_5b0f10aa4f0e31a6.txt (the tuned nginx at 904k req/s)",
     "M": "DESIGN.md §3 (idle keep-alive connections)",
     "proxy": "issue 6 (reverse proxy to a fast backend with keep-alive: CPU µs per request ≤ 0.7× nginx's)",
+    "stream": "issue 20 (TCP proxy of 1 KB echo exchanges and of a 100 MB transfer: server CPU "
+              "per exchange and per MB no more than nginx's stream module's and HAProxy's)",
     "cache": "issue 19 (proxy_cache HITs within 1.1× of the same server's static file and ≤ 0.7× "
              "nginx's HIT; a MISS storm on one key sends one request to the origin)",
     "gzip": "issue 7 (92 KB JS, gzip 5, c=50: CPU µs per request ≤ 0.8× nginx's, ≤ 0.2× with a variant cache)",
@@ -94,6 +97,19 @@ METHOD = {
            "connections shared by all clients), no logs" if "haproxy" in o["servers"] else "")
         + ". The CPU column is the front server's; h2o's is beside it. "
         f"{o['runs']} runs, servers interleaved."),
+    "stream": lambda o: (
+        f"bench/echo/echo.c (C, one epoll loop) on both ends, the client pinned to CPU 1: "
+        f"{o['connections']} connections each sending 1 KB and reading the 1 KB echo back, "
+        f"again and again for {o['duration']:g} s (after a 1 s check), through the front to "
+        "the echo backend; then, on the front's second address, transfers of 100 MB (2^20-byte "
+        f"MB) from the byte source, one connection after another for {o['duration']:g} s. The "
+        "backends run on CPU 0 with the front and are started once for the whole experiment. "
+        "vireo (`vireo-stream.conf`) and nginx with Debian's libnginx-mod-stream "
+        "(`nginx-stream.conf`, `load_module`) on the same directives, stream defaults "
+        "(proxy_buffer_size 16k); HAProxy (`haproxy-stream.cfg`) in mode tcp with nbthread 1, "
+        "its defaults (no splicing). The CPU column is the front server's per exchange or per "
+        f"MB; the backend's is beside it. {o['runs']} runs, servers interleaved, the order "
+        "rotating; the ratios are taken within each run."),
     "cache": lambda o: (
         f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s, keep-alive, 1 s warm-up (which also "
         "fills the cache), on each file served statically and as a proxy_cache HIT "
@@ -223,6 +239,9 @@ def describe(key, value):
     if key == "proto":
         import experiments
         return experiments.TLS_LABELS.get(value, value)
+    if key == "workload":
+        import experiments
+        return experiments.STREAM_WORKLOADS.get(value, value)
     if key == "kind":
         return {"php": "via php-fpm", "proxy": "as reverse proxy", "modphp": "mod_php"}.get(value, value)
     return str(value)
@@ -622,6 +641,7 @@ def targets_markdown(datasets):
                      "(needs FastCGI, issue 5) |")
     lines += pool_target(datasets.get("E3-pool"))
     lines += e2_proxy_target(datasets.get("E2")) + proxy_targets(datasets.get("proxy"))
+    lines += stream_targets(datasets.get("stream"))
     lines += gzip_targets(datasets.get("gzip"))
     lines += routes_target(datasets.get("routes")) + tls_targets(datasets.get("tls"))
     return ("| target (DESIGN.md §3, issues) | vireo in this run | |\n|---|---|---|\n"
@@ -673,6 +693,34 @@ def ratio_rows(data, name, limit, where=lambda f: describe("path", f)):
 def proxy_targets(data):
     """Issue 6: proxying to h2o with keep-alive, vireo's CPU µs/req ≤ 0.7× nginx's."""
     return ratio_rows(data, "| proxy to a fast backend, keep-alive: CPU µs/req ≤ 0.7× nginx's |", 0.7)
+
+
+def stream_targets(data):
+    """Issue 20: vireo's CPU per 1 KB exchange and per MB no more than nginx's and HAProxy's
+    (the ratios taken within each run)."""
+    if not data:
+        return []
+    import experiments
+    lines = []
+    for w, what in experiments.STREAM_WORKLOADS.items():
+        rows = [r for r in data["summary"] if r.get("workload") == w]
+        if not rows:
+            continue
+        unit = experiments.STREAM_UNITS[w]
+        name = f"| stream, {what}: CPU µs per {unit} ≤ nginx's and HAProxy's |"
+        v = next((r for r in rows if r["server"] == "vireo" and not r.get("note")), None)
+        peers = [(p, r["cpu_us_per_unit"], v.get(f"vs_{p}")) for p in experiments.STREAM_PEERS
+                 for r in rows if v and r["server"] == p and r.get("cpu_us_per_unit")
+                 and v.get(f"vs_{p}") is not None]
+        if not peers:
+            lines.append(f"{name} – | not measured ({vireo_note(rows) or 'no vireo or peer figure'}) |")
+            continue
+        figures = ", ".join(f"{x:.2f}× {label(p)} ({c:.2f})" for p, c, x in peers)
+        missing = [label(p) for p in experiments.STREAM_PEERS if p not in {q for q, _, _ in peers}]
+        met = "met" if all(x <= 1 for _, _, x in peers) else "not met"
+        lines.append(f"{name} {v['cpu_us_per_unit']:.2f} µs = {figures} | {met}"
+                     + (f" ({', '.join(missing)} not measured)" if missing else "") + " |")
+    return lines
 
 
 def gzip_targets(data):
@@ -808,8 +856,11 @@ def docs_header(datasets, all_command=None, all_minutes=None):
             + ("E3-seed runs E3 with vireo and nginx on the seed's tuned nginx.conf, E3-pool "
                "with pooled FastCGI; " if variants else "")
             + "`proxy`" + (" (with HAProxy)" if "haproxy" in proxy else "")
+            + (", `stream`" if "stream" in datasets else "")
             + ", `gzip`, `routes`, `tls` and `modules` check "
-            "the performance asks of issues 6 (proxy), 7 (compression), 4 (routing), 9 "
+            "the performance asks of issues 6 (proxy), "
+            + ("20 (TCP proxying), " if "stream" in datasets else "")
+            + "7 (compression), 4 (routing), 9 "
             "(TLS 1.3, HTTP/2) and of the sub_filter and auth_request modules against nginx.\n\n"
             f"Latest full run: {dates[0]} to about {end}, made by {made}; "
             "this page is written by `bench/run all` (or `bench/run report` from the latest "

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 from types import SimpleNamespace
@@ -381,6 +382,152 @@ def tls_results(vireo=None):
     return runs
 
 
+def stream_results(haproxy=True, vireo=None):
+    """Two runs of both workloads: vireo 4/5 µs per exchange and 90/110 per MB, nginx 5 and
+    100, HAProxy 6 and 80 (per MB: better than vireo); or vireo's start failure."""
+    runs = []
+    for k in (1, 2):
+        for workload, figures in (("echo", {"vireo": (4.0, 5.0)[k - 1], "nginx": 5.0, "haproxy": 6.0}),
+                                  ("bulk", {"vireo": (90.0, 110.0)[k - 1], "nginx": 100.0,
+                                            "haproxy": 80.0})):
+            for server, cpu in figures.items():
+                base = dict(server=server, workload=workload, run=k)
+                if server == "haproxy" and not haproxy:
+                    continue
+                if server == "vireo" and vireo:
+                    if k == 1:
+                        runs.append(dict(base, unsupported=vireo))
+                    continue
+                runs.append(dict(base, completed=1000, per_s=50000.0 if workload == "echo" else 2000.0,
+                                 cpu_us_per_unit=cpu, cpu_util=0.9, backend_cpu_us_per_unit=3.0,
+                                 rss_mb=4.0, errors=0))
+    return runs
+
+
+class StreamExperiment(unittest.TestCase):
+    SERVERS = ["vireo", "nginx", "haproxy"]
+
+    def test_echo_client_line(self):
+        self.assertEqual(ex.parse_echo("units=7 bytes=7168 errors=1 seconds=2.500\n"),
+                         {"units": 7, "bytes": 7168, "errors": 1, "seconds": 2.5})
+        with self.assertRaises(ValueError):
+            ex.parse_echo("echo: connect: refused")
+
+    def test_summary_and_table(self):
+        rows = ex.summarize_stream(stream_results(), self.SERVERS)
+        v = ex.find(rows, "vireo", workload="echo")
+        self.assertEqual((v["vs_nginx"], v["vs_nginx_min"], v["vs_nginx_max"]), (0.9, 0.8, 1.0))
+        self.assertAlmostEqual(v["vs_haproxy"], 0.75)
+        self.assertIsNone(ex.find(rows, "nginx", workload="echo").get("vs_nginx"))
+        md = ex.markdown_stream(rows, self.SERVERS)
+        self.assertIn("| 1 KB echo exchanges | vireo | 4.50 (4.00–5.00) per exchange | "
+                      "0.900× (0.800–1.000) | 0.750× (0.667–0.833) | 50,000 exchanges/s | "
+                      "3.00 | 0 |", md)
+        self.assertIn("| 100 MB transfer | HAProxy | 80.00 per MB | 0.800× | 1 | 2,000 MB/s |", md)
+        self.assertIn("| 100 MB transfer | nginx | 100.00 per MB | 1 | 1.250× |", md)
+
+    def test_target_and_gaps(self):
+        data = dataset("stream", ex.summarize_stream(stream_results(), self.SERVERS), self.SERVERS)
+        self.assertEqual(report.stream_targets(data), [
+            "| stream, 1 KB echo exchanges: CPU µs per exchange ≤ nginx's and HAProxy's | "
+            "4.50 µs = 0.90× nginx (5.00), 0.75× HAProxy (6.00) | met |",
+            "| stream, 100 MB transfer: CPU µs per MB ≤ nginx's and HAProxy's | "
+            "100.00 µs = 1.00× nginx (100.00), 1.25× HAProxy (80.00) | not met |"])
+        gaps, missing = report.open_gaps({"stream": data})
+        self.assertEqual([(g["where"], g["metric"], g["peer"]) for g in gaps],
+                         [("100 MB transfer", "CPU µs per exchange / per MB", "haproxy")])
+        self.assertEqual(missing, [])
+        md = report.render_report({"stream": data})
+        self.assertIn("## stream — TCP proxy of 1 KB echo exchanges and of a 100 MB transfer "
+                      "(issue 20)", md)
+        self.assertIn("Asked by: issue 20", md)
+        self.assertIn("libnginx-mod-stream", md)
+        self.assertIn("| stream, 1 KB echo exchanges: CPU µs per exchange", md)
+
+    def test_peer_not_measured_and_vireo_refused(self):
+        data = dataset("stream", ex.summarize_stream(stream_results(haproxy=False), ["vireo", "nginx"]),
+                       ["vireo", "nginx"])
+        self.assertEqual(report.stream_targets(data)[0],
+                         "| stream, 1 KB echo exchanges: CPU µs per exchange ≤ nginx's and HAProxy's | "
+                         "4.50 µs = 0.90× nginx (5.00) | met (HAProxy not measured) |")
+        why = 'vireo: does not start with this config: unknown directive "stream" (vireo-stream.conf:12)'
+        rows = ex.summarize_stream(stream_results(vireo=why), self.SERVERS)
+        md = ex.markdown_stream(rows, self.SERVERS)
+        self.assertIn(f"| 100 MB transfer | vireo | {why} |", md)
+        data = dataset("stream", rows, self.SERVERS)
+        self.assertIn(f"not measured ({why})", report.stream_targets(data)[1])
+        _, missing = report.open_gaps({"stream": data})
+        self.assertEqual([m["where"] for m in missing], ["1 KB echo exchanges", "100 MB transfer"])
+
+    def test_tools_and_templates(self):
+        o = ex.EXPERIMENTS["stream"].defaults(SimpleNamespace(servers=None, duration=None,
+                                                              runs=None, points=None))
+        self.assertEqual(o.servers, ["vireo", "nginx", "haproxy"])
+        tools = ex.EXPERIMENTS["stream"].tools(o)
+        self.assertTrue({"cc", "nginx", "mod_stream", "haproxy"} <= set(tools), tools)
+        self.assertEqual(vb.PACKAGES["mod_stream"], "libnginx-mod-stream")
+        keys = dict(Templates.KEYS)
+        for name in ("vireo", "nginx"):
+            text = vb.fill((vb.CONF / vb.SERVERS[name]["stream"]).read_text(), keys)
+            self.assertIn("listen 127.0.0.1:1 reuseport backlog=4096; proxy_pass 127.0.0.1:8;", text)
+            self.assertIn("listen 127.0.0.1:10 backlog=4096; proxy_pass 127.0.0.1:9;", text)
+        self.assertIn("\nload_module /usr/lib/nginx/modules/ngx_stream_module.so;\n",
+                      (vb.CONF / "nginx-stream.conf").read_text())
+        text = vb.fill((vb.CONF / "haproxy-stream.cfg").read_text(), keys)
+        for line in ("mode tcp", "nbthread 1", "bind 127.0.0.1:1 backlog 4096",
+                     "bind 127.0.0.1:10 backlog 4096", "server echo 127.0.0.1:8",
+                     "server source 127.0.0.1:9"):
+            self.assertIn(line, text)
+        self.assertFalse([l for l in text.splitlines() if l.strip().startswith(("log", "option splice"))])
+
+    @unittest.skipUnless(shutil.which("nginx") and vb.have("mod_stream"),
+                         "needs nginx and libnginx-mod-stream")
+    def test_nginx_accepts_the_stream_template(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d, "stream.conf")
+            path.write_text(vb.fill((vb.CONF / "nginx-stream.conf").read_text(),
+                                    dict(Templates.KEYS, **{"@DIR@": d})))
+            r = subprocess.run(["nginx", "-t", "-p", f"{d}/", "-e", f"{d}/e.log", "-c", str(path)],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    @unittest.skipUnless(shutil.which("cc"), "needs cc")
+    def test_echo_peers_and_clients(self):
+        with tempfile.TemporaryDirectory() as d:
+            binary = Path(d, "echo")
+            subprocess.run(["cc", "-O2", "-Wall", "-o", str(binary), str(vb.ECHO_SRC)], check=True)
+            ports = [_free_port() for _ in range(2)]
+            serve = subprocess.Popen([str(binary), "serve", str(ports[0])])
+            source = subprocess.Popen([str(binary), "source", str(ports[1]), "2"])
+            try:
+                for p in ports:
+                    for _ in range(100):
+                        if vb.port_open(p):
+                            break
+                        time.sleep(0.02)
+                out = subprocess.run([str(binary), "exchange", str(ports[0]), "3", "0.2", "1024"],
+                                     capture_output=True, text=True, timeout=30).stdout
+                e = ex.parse_echo(out)
+                self.assertGreater(e["units"], 0)
+                self.assertEqual((e["bytes"], e["errors"]), (e["units"] * 1024, 0))
+                out = subprocess.run([str(binary), "fetch", str(ports[1]), "0", "2"],
+                                     capture_output=True, text=True, timeout=30).stdout
+                self.assertEqual(ex.parse_echo(out)["units"], 1)
+                self.assertEqual(ex.parse_echo(out)["bytes"], 2 << 20)
+            finally:
+                serve.terminate()
+                source.terminate()
+                serve.wait()
+                source.wait()
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class IssueExperiments(unittest.TestCase):
     def test_paired_ratios(self):
         results = [dict(server="a", run=1, x=2.0), dict(server="b", run=1, x=4.0),
@@ -606,11 +753,12 @@ class Templates(unittest.TestCase):
             "@UPSTREAM_TLS@": "127.0.0.1:5",
             "@GRPC@": "127.0.0.1:6", "@PORT_H2C@": 7,
             "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
-            "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500}
+            "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500,
+            "@ECHO@": "127.0.0.1:8", "@SOURCE@": "127.0.0.1:9", "@PORT_BULK@": 10}
 
     def test_every_template_fills(self):
         for spec in vb.SERVERS.values():
-            for key in ("conf", "php", "proxy", "tuned", "tls"):
+            for key in ("conf", "php", "proxy", "tuned", "tls", "stream"):
                 name = spec.get(key)
                 if name and (vb.CONF / name).is_file():
                     text = vb.fill((vb.CONF / name).read_text(), self.KEYS)

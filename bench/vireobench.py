@@ -36,6 +36,9 @@ RESULTS = BENCH / "results"
 CONF = BENCH / "conf"
 FLOOR_SRC = BENCH / "floor" / "floor.c"
 FLOOR = BENCH / "floor" / "floor"
+ECHO_SRC = BENCH / "echo" / "echo.c"
+ECHO = BENCH / "echo" / "echo"
+ECHO_SOURCE_MB = 100  # MiB the stream experiment's byte source sends per connection
 SHARED_PEERS = REPO.parent / "shared" / "peers"
 
 SERVER_CPU, LOAD_CPU = "0", "1"
@@ -57,14 +60,14 @@ def php_fpm_binary():
 SERVERS = {
     "vireo": {
         "conf": "vireo.conf", "php": "vireo-php.conf", "proxy": "vireo-proxy.conf",
-        "tuned": "tuned.conf", "tls": "vireo-tls.conf",
+        "tuned": "tuned.conf", "tls": "vireo-tls.conf", "stream": "vireo-stream.conf",
         "cmd": lambda s: [str(VIREO), "-c", str(s.conf)],
         "test": lambda conf: [str(VIREO), "-t", "-c", str(conf)],
         "version": [str(VIREO), "-V"], "stop": signal.SIGQUIT,
     },
     "nginx": {
         "conf": "nginx.conf", "php": "nginx.conf", "proxy": "nginx.conf", "tuned": "tuned.conf",
-        "tls": "nginx-tls.conf",
+        "tls": "nginx-tls.conf", "stream": "nginx-stream.conf",
         "cmd": lambda s: ["nginx", "-p", f"{s.dir}/", "-e", str(s.dir / "nginx-error.log"),
                           "-c", str(s.conf)],
         "version": ["nginx", "-v"], "stop": signal.SIGQUIT,
@@ -106,9 +109,9 @@ SERVERS = {
                           "--adapter", "caddyfile"],
         "version": ["caddy", "version"], "stop": signal.SIGTERM,
     },
-    "haproxy": {  # HAProxy 2.6: a reverse proxy only (the proxy experiment)
-        "conf": "haproxy.cfg", "proxy": "haproxy.cfg",
-        "no_static": "HAProxy serves no files (a peer in the proxy experiment only)",
+    "haproxy": {  # HAProxy 2.6: a proxy only (the proxy and stream experiments)
+        "conf": "haproxy.cfg", "proxy": "haproxy.cfg", "stream": "haproxy-stream.cfg",
+        "no_static": "HAProxy serves no files (a peer in the proxy and stream experiments only)",
         "cmd": lambda s: ["haproxy", "-db", "-f", str(s.conf)],
         "version": ["haproxy", "-v"], "stop": signal.SIGTERM,
     },
@@ -119,6 +122,16 @@ SERVERS = {
         "version": ["python3", "-c", "import grpc; print('grpcio', grpc.__version__)"],
         "stop": signal.SIGTERM,
     },
+    "echo": {  # bench/echo/echo.c serve: the stream experiment's echo backend
+        "conf": None,
+        "cmd": lambda s: [str(ECHO), "serve", str(s.port)],
+        "version": ["cc", "--version"], "stop": signal.SIGTERM,
+    },
+    "echo-source": {  # bench/echo/echo.c source: the stream experiment's 100 MB sender
+        "conf": None,
+        "cmd": lambda s: [str(ECHO), "source", str(s.port), str(ECHO_SOURCE_MB)],
+        "version": ["cc", "--version"], "stop": signal.SIGTERM,
+    },
     "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
         "conf": None,
         "cmd": lambda s: [str(FLOOR), str(s.port), (s.root / "2b.txt").read_text()],
@@ -127,7 +140,8 @@ SERVERS = {
 }
 
 LABELS = {"caddy": "Caddy", "haproxy": "HAProxy", "apache": "Apache event", "apache-prefork": "Apache prefork + mod_php",
-          "floor": "C epoll floor", "php-fpm": "php-fpm"}
+          "floor": "C epoll floor", "php-fpm": "php-fpm", "echo": "C epoll echo",
+          "echo-source": "C epoll byte source"}
 # Web servers compared in E1, E3, E4 and M (`--servers` overrides).
 PEERS = ["vireo", "nginx", "lighttpd", "h2o", "caddy", "apache"]
 NOT_YET = {"php": "not yet: needs FastCGI (issue 5)", "proxy": "not yet: needs proxy (issue 6)"}
@@ -731,7 +745,8 @@ def measure(name, scratch, root, port, path, duration, connections):
 PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "h2load": "nghttp2-client", "nginx": "nginx",
             "apache2": "apache2", "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
             "cc": "gcc", "mod_php": "libapache2-mod-php", "openssl": "openssl", "curl": "curl",
-            "mod_openssl": "lighttpd-mod-openssl", "caddy": "caddy", "haproxy": "haproxy"}
+            "mod_openssl": "lighttpd-mod-openssl", "caddy": "caddy", "haproxy": "haproxy",
+            "mod_stream": "libnginx-mod-stream"}
 
 
 def have(tool):
@@ -741,6 +756,8 @@ def have(tool):
         return bool(glob.glob("/usr/lib/apache2/modules/libphp*.so"))
     if tool == "mod_openssl":
         return Path("/usr/lib/lighttpd/mod_openssl.so").exists()
+    if tool == "mod_stream":
+        return Path("/usr/lib/nginx/modules/ngx_stream_module.so").exists()
     return shutil.which(tool) is not None
 
 
@@ -793,6 +810,12 @@ def ensure_floor():
     """cc -O2 bench/floor/floor.c when the binary is missing or older than the source."""
     if not FLOOR.exists() or FLOOR.stat().st_mtime < FLOOR_SRC.stat().st_mtime:
         subprocess.run(["cc", "-O2", "-Wall", "-o", str(FLOOR), str(FLOOR_SRC)], check=True)
+
+
+def ensure_echo():
+    """cc -O2 bench/echo/echo.c when the binary is missing or older than the source."""
+    if not ECHO.exists() or ECHO.stat().st_mtime < ECHO_SRC.stat().st_mtime:
+        subprocess.run(["cc", "-O2", "-Wall", "-o", str(ECHO), str(ECHO_SRC)], check=True)
 
 
 def ensure_matplotlib():
@@ -959,7 +982,7 @@ class Progress:
 
 # ---------------------------------------------------------------- command line
 
-ALL_ORDER = ["E3", "E3-seed", "E3-pool", "E5", "proxy", "gzip", "routes", "tls", "modules", "M", "E4",
+ALL_ORDER = ["E3", "E3-seed", "E3-pool", "E5", "proxy", "stream", "gzip", "routes", "tls", "modules", "M", "E4",
              "E1", "E2"]
 
 
@@ -987,17 +1010,18 @@ def parse_args(argv):
                     "(50,100,250,500,1000,1500,2000,3000,4000,6000,8000,10000,15000)")
     ap.add_argument("--connections", type=int, default=50,
                     help="wrk -c for E3/E3-seed/E3-pool/E5/quick/proxy/gzip/routes/modules, h2load -c "
-                         "for tls (50)")
+                         "for tls, the echo connections of stream (50)")
     ap.add_argument("--h2-streams", type=int, default=10,
                     help="tls: h2load -m, concurrent streams per HTTP/2 connection (10)")
     ap.add_argument("--servers", help="comma-separated, interleaved in this order "
                     "(quick, idle, E3-seed, E3-pool, routes, gzip, modules: vireo,nginx; E5: "
-                    "vireo,nginx,floor; proxy: vireo,nginx,haproxy; tls: "
+                    "vireo,nginx,floor; proxy, stream: vireo,nginx,haproxy; tls: "
                     "vireo,nginx,h2o,lighttpd,caddy; others: " + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,
                     help="first port; server i listens on port-base+i (tls: and on "
-                         "port-base+20+i for HTTP/2), php-fpm on +50, a proxied backend on +51 "
-                         "(28080)")
+                         "port-base+20+i for HTTP/2; stream: for the 100 MB transfers), php-fpm "
+                         "on +50, a proxied backend on +51, stream's echo and byte source on "
+                         "+55 and +56 (28080)")
     ap.add_argument("--idle-conns", type=int, default=10000,
                     help="M: keep-alive connections to open (10000)")
     ap.add_argument("--ab-n", type=int, default=100000, help="E4: ab -n for the static page (100000)")

@@ -114,9 +114,14 @@ fn check_head(h: &RequestHead) -> HeadView {
         assert!(!n.is_empty());
         assert!(!n.iter().chain(val).any(|&b| matches!(b, 0 | b'\r' | b'\n')));
     }
-    // It ends with an empty line (CRLF or a bare LF).
+    // It ends with an empty line (CRLF or a bare LF), or is an HTTP/0.9
+    // request line alone.
     let raw = h.raw();
-    assert!(raw.ends_with(b"\n\n") || raw.ends_with(b"\n\r\n"));
+    assert!(
+        raw.ends_with(b"\n\n")
+            || raw.ends_with(b"\n\r\n")
+            || (v.version == Version::Http09 && raw.ends_with(b"\n") && v.headers.is_empty())
+    );
     // The head re-parses to the same thing, with nothing left over.
     let mut again = BytesMut::from(&h.raw()[..]);
     let limits = Limits {

@@ -373,6 +373,15 @@ fn global_directives_take_effect() {
         errlog.contains(&format!("listening on 127.0.0.1:{port}")),
         "{errlog}"
     );
+    // The product and version, as nginx's first start notice.
+    assert!(
+        errlog.contains(&format!(
+            "[notice] {}#0: vireo/{}\n",
+            child.id(),
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{errlog}"
+    );
 }
 
 #[test]

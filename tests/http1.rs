@@ -238,6 +238,28 @@ fn http10_closes_by_default_and_keeps_alive_on_request() {
     assert!(c.closed_within(Duration::from_secs(5)));
 }
 
+#[test]
+fn http09_simple_requests_get_the_body_alone_as_nginx() {
+    let v = server("");
+    // The line alone is the request: the body, no status line or fields,
+    // then the connection closes (what follows is never read as a request).
+    let mut c = Client::new(&v);
+    c.send("GET /a.txt\r\nGET /b.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    while c.fill() {}
+    assert_eq!(String::from_utf8_lossy(&c.buf), "hello");
+    assert_eq!(v.raw(b"GET /b.txt\n"), b"bravo!");
+    // Errors too: the error page's body alone.
+    let nf = String::from_utf8_lossy(&v.raw(b"GET /none\n")).into_owned();
+    assert!(
+        nf.starts_with("<!DOCTYPE html>") && nf.contains("404 Not Found"),
+        "{nf}"
+    );
+    // Only GET; no gzip (as gzip_http_version 1.1 wants).
+    refused(&v, b"POST /a.txt\r\n\r\n", &[400]);
+    let v = server("gzip on; gzip_min_length 1; gzip_types text/plain;");
+    assert_eq!(v.raw(b"GET /a.txt\n"), b"hello");
+}
+
 // ---------------------------------------------------------------- bodies
 
 #[test]

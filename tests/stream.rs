@@ -352,3 +352,159 @@ stream {{
     assert_eq!(read_all(v.port), "tcp");
     let _ = Command::new("kill").arg(new.to_string()).status();
 }
+
+/// `server name resolve` and `service=` in stream upstream blocks against
+/// dnsmasq whose hosts file changes while vireo runs: sessions reach the
+/// name's new addresses without a reload, a service's record gives the
+/// port, a UDP session reaches a resolved peer; the block's own resolver
+/// or the stream level's.
+#[test]
+fn upstream_names_resolved_at_run_time() {
+    let dir = TempDir::new("stream-resolve");
+    let hosts = dir.path().join("hosts");
+    let write_hosts = |text: &str| std::fs::write(&hosts, text).unwrap();
+    write_hosts("127.0.0.1 app.test\n127.0.0.1 a.test\n127.0.0.1 ns.test\n");
+    let (p1, p2, p3, p4, udp) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let args = [
+        format!("--addn-hosts={}", hosts.display()),
+        "--local-ttl=0".to_string(),
+        format!("--srv-host=_kv._tcp.svc.test,a.test,{p3},1,1"),
+        "--host-record=db.test,10.1.2.3".to_string(),
+    ];
+    let Some(dns) = Dns::start(&args) else { return };
+    let v = Vireo::start_in(
+        dir,
+        &format!(
+            r#"
+error_log {{dir}}/logs/error.log info;
+events {{}}
+stream {{
+    resolver 127.0.0.1:{dns} ipv6=off;
+    resolver_timeout 1s;
+    log_format up $upstream_addr;
+    upstream names {{
+        zone names 64k;
+        server app.test:{p2} resolve max_fails=0;
+    }}
+    upstream services {{
+        zone services 64k;
+        resolver 127.0.0.1:{dns} ipv6=off valid=1s;
+        resolver_timeout 2s;
+        server svc.test service=kv resolve;
+    }}
+    upstream ns {{
+        zone ns 64k;
+        server ns.test:{dns} resolve;
+    }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        return ok;
+    }}
+    server {{
+        listen 127.0.0.1:{p1};
+        proxy_pass names;
+        access_log {{dir}}/logs/names.log up;
+    }}
+    server {{
+        listen 127.0.0.1:{p4};
+        proxy_pass services;
+    }}
+    server {{
+        listen 127.0.0.1:{udp} udp;
+        proxy_pass ns;
+        proxy_responses 1;
+    }}
+    server {{
+        listen 127.0.0.1:{p2};
+        listen 127.0.0.2:{p2};
+        listen 127.0.0.1:{p3};
+        return "$server_addr:$server_port";
+    }}
+}}
+"#,
+            dns = dns.port
+        ),
+    );
+    let err = || v.dir.read("logs/error.log");
+    let at = |ip: &str, port: u16| format!("{ip}:{port}");
+    assert!(
+        eventually(5, || read_all(p1) == at("127.0.0.1", p2)),
+        "{}",
+        err()
+    );
+    // The name moves: sessions follow without a reload.
+    write_hosts("127.0.0.2 app.test\n127.0.0.1 a.test\n127.0.0.1 ns.test\n");
+    dns.hup();
+    assert!(
+        eventually(10, || read_all(p1) == at("127.0.0.2", p2)),
+        "{}",
+        err()
+    );
+    // The name gone: no peer, the session ends at once, logged with the
+    // block's name as nginx logs it.
+    write_hosts("127.0.0.1 a.test\n127.0.0.1 ns.test\n");
+    dns.hup();
+    assert!(eventually(10, || read_all(p1).is_empty()), "{}", err());
+    assert!(eventually(5, || v
+        .dir
+        .read("logs/names.log")
+        .lines()
+        .any(|l| l == "names")));
+    assert!(err().contains("app.test could not be resolved (3: Host not found)"));
+    // The service's record gives the port.
+    assert!(
+        eventually(5, || read_all(p4) == at("127.0.0.1", p3)),
+        "{}",
+        err()
+    );
+    // A UDP session to a resolved peer: dnsmasq itself.
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let answered = eventually(5, || {
+        let _ = c.send_to(&query(9, "db.test"), ("127.0.0.1", udp));
+        let mut buf = [0u8; 512];
+        matches!(c.recv(&mut buf), Ok(n) if buf[n - 4..n] == [10, 1, 2, 3])
+    });
+    assert!(answered, "{}", err());
+}
+
+#[test]
+fn stream_resolve_needs_a_zone_and_a_resolver() {
+    let dir = TempDir::new("stream-resolve-conf");
+    let stderr = |conf: &str| String::from_utf8_lossy(&test_conf(&dir, conf).stderr).into_owned();
+    let server = "server { listen 127.0.0.1:1; proxy_pass u; }";
+    let e = stderr(&format!(
+        "events {{}}\nstream {{\n    upstream u {{\n        zone u 64k;\n        server app.test:80 resolve;\n    }}\n    {server}\n}}\n"
+    ));
+    assert!(
+        e.contains("no resolver configured for resolving names at run time in upstream \"u\"")
+            && e.contains(":3"),
+        "{e}"
+    );
+    let e = stderr(&format!(
+        "events {{}}\nstream {{\n    resolver 127.0.0.1;\n    upstream u {{\n        server app.test:80 resolve;\n    }}\n    {server}\n}}\n"
+    ));
+    assert!(e.contains("to be in shared memory"), "{e}");
+    let e = stderr(&format!(
+        "events {{}}\nstream {{\n    resolver 127.0.0.1;\n    upstream u {{\n        zone u 64k;\n        server app.test resolve;\n    }}\n    {server}\n}}\n"
+    ));
+    assert!(e.contains("no port in upstream \"app.test\""), "{e}");
+    // A service takes its ports from its records; the stream server's
+    // resolver is its own (for proxy_pass with variables), not the block's.
+    let out = test_conf(
+        &dir,
+        "events {}\nstream {\n    resolver 127.0.0.1;\n    upstream u {\n        zone u 64k;\n        server svc.test service=kv resolve;\n    }\n    server { listen 127.0.0.1:1; resolver 127.0.0.2; resolver_timeout 5s; proxy_pass u; }\n}\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -207,6 +207,8 @@ impl Master {
                 "inherited socket {addr} is not in the configuration, closed"
             );
         }
+        // The product and version first, as nginx's start notices.
+        error_log!(Notice, "vireo/{}", crate::core::vars::VERSION);
         for l in &config.listeners {
             error_log!(Notice, "listening on {}", l.addr);
         }

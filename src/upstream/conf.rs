@@ -209,17 +209,15 @@ fn finish_in<F: Family>(env: &mut Env) -> Result<(), ConfError> {
             super::health::start(u);
         }
     }
-    // Names resolved at run time: once the http level's resolver is known
-    // (a stream block refuses `resolve`).
-    if !F::STREAM {
-        env.ext.insert(super::resolve::Pending(
-            reg.blocks
-                .iter()
-                .filter(|(u, _)| u.dynamic.is_some())
-                .cloned()
-                .collect(),
-        ));
-    }
+    // Names resolved at run time: once the protocol level's resolver is
+    // known (the http or stream block's).
+    env.ext.insert(super::resolve::Pending::<F>::new(
+        reg.blocks
+            .iter()
+            .filter(|(u, _)| u.dynamic.is_some())
+            .cloned()
+            .collect(),
+    ));
     for u in reg
         .blocks
         .iter()
@@ -479,18 +477,14 @@ fn upstream_block(
             "server" => {
                 arity(c, 1, 10)?;
                 let addr = c.arg(0);
+                let (spec, run_time, service) = server_params(c)?;
+                // A service's records give the ports.
                 if stream
+                    && service.is_none()
                     && !addr.starts_with("unix:")
                     && split_host_port(addr, 0).is_ok_and(|(_, p)| p == 0)
                 {
                     return Err(err(c, format!("no port in upstream \"{addr}\"")));
-                }
-                let (spec, run_time, service) = server_params(c)?;
-                if stream && run_time {
-                    return Err(err(
-                        c,
-                        "\"resolve\" is not supported in a stream upstream block yet".to_string(),
-                    ));
                 }
                 if service.is_some() && !run_time {
                     return Err(err(
@@ -648,7 +642,7 @@ fn upstream_block(
         names: addrs.iter().map(|a| a.to_string().into()).collect(),
         addrs,
         dynamic: (!templates.is_empty())
-            .then(|| super::resolve::Dynamic::new(templates, (own_resolver, own_timeout))),
+            .then(|| super::resolve::Dynamic::new(templates, stream, (own_resolver, own_timeout))),
         method: method.unwrap_or(Method::RoundRobin),
         hash_key,
         keepalive,
@@ -699,7 +693,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |_, d, e| add_block::<Stream>(d, e),
         syntax: "upstream name { … }",
         default: "—",
-        doc: "A named group of peers for a stream server's `proxy_pass name`, apart from the http block's. Inside: `server address:port [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N];` (or `unix:/path`), one balancing method (`least_conn;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one) and `zone name [size];`, with the http block's meaning: the balancers, passive health (`max_fails` within `fail_timeout`) and `max_conns` are the same code. A session counts toward its peer's `max_conns` until it ends.\n\n```nginx\nupstream dns {\n    hash $remote_addr consistent;\n    server 10.0.0.53:53 max_fails=2 fail_timeout=10s;\n    server 10.0.0.54:53;\n    zone dns 64k;\n}\n```",
+        doc: "A named group of peers for a stream server's `proxy_pass name`, apart from the http block's. Inside: `server address:port [weight=N] [max_fails=N] [fail_timeout=time] [backup] [down] [max_conns=N] [resolve] [service=name];` (or `unix:/path`; with `service=name` no port: the SRV records give them), `resolver address ... [valid=time] [ipv6=on|off];` and `resolver_timeout time;`, one balancing method (`least_conn;`, `hash key [consistent];`, `random [two];`; smooth weighted round robin without one) and `zone name [size];`, with the http block's meaning: the balancers, passive health (`max_fails` within `fail_timeout`), `max_conns` and the names resolved at run time (`resolve`, `service=`: the block needs a `zone` and a `resolver`, its own or the stream level's) are the same code. A session counts toward its peer's `max_conns` until it ends.\n\n```nginx\nupstream dns {\n    hash $remote_addr consistent;\n    server 10.0.0.53:53 max_fails=2 fail_timeout=10s;\n    server 10.0.0.54:53;\n    zone dns 64k;\n}\nupstream db {\n    zone db 64k;\n    resolver 10.0.0.53 valid=30s;\n    server db.example.com:5432 resolve;\n    server example.com service=postgresql resolve backup;\n}\n```",
     },
 ];
 

@@ -663,6 +663,7 @@ pub static MODULE: Module = Module {
     hooks: Hooks {
         loaded: Some(conf::finish),
         http: Some(resolve::http_level),
+        stream: Some(resolve::stream_level),
         tick: Some(tick),
         metrics: Some(stats::collect),
         ..Hooks::NONE

@@ -14,7 +14,8 @@
 //!
 //! The names are resolved in the background, never on a request's path: one
 //! thread per loaded configuration ([`start`]) runs a task per template that
-//! resolves the name through the block's `resolver` (or the http level's),
+//! resolves the name through the block's `resolver` (or that of the http or
+//! stream level the block is in),
 //! applies the answer, and waits: until a second after the answer stops
 //! being valid (its TTL, or `valid=`), at most `resolver_timeout`; after an
 //! error other than "Host not found" the peers stay as they were and the name
@@ -34,12 +35,14 @@
 //! (with the new line's port and parameters), then resolves anew.
 
 use super::balance::PeerSpec;
+use super::conf::{Family, Http, Stream};
 use super::resolver::{Failure, Resolver};
 use super::{PeerAddr, Upstream};
 use crate::conf::ast::{ConfError, Span};
 use crate::conf::model::LocConfSet;
 use crate::conf::table::Env;
 use arc_swap::ArcSwap;
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock, Weak};
@@ -87,10 +90,13 @@ pub struct Member {
 #[derive(Debug)]
 pub struct Dynamic {
     pub templates: Vec<Template>,
+    /// The block is the stream block's (a reload carries addresses over
+    /// between blocks of one protocol).
+    pub stream: bool,
     /// The block's own `resolver` and `resolver_timeout`.
     pub own: (Option<Arc<Resolver>>, Option<Duration>),
-    /// The resolver and timeout used: the block's, else the http level's
-    /// (set when the load ends).
+    /// The resolver and timeout used: the block's, else the http or stream
+    /// level's (set when the load ends).
     resolver: OnceLock<(Arc<Resolver>, Duration)>,
     /// The members by slot, after the fixed peers; a slot whose peer left
     /// keeps it while attempts are under way on it.
@@ -98,9 +104,14 @@ pub struct Dynamic {
 }
 
 impl Dynamic {
-    pub fn new(templates: Vec<Template>, own: (Option<Arc<Resolver>>, Option<Duration>)) -> Self {
+    pub fn new(
+        templates: Vec<Template>,
+        stream: bool,
+        own: (Option<Arc<Resolver>>, Option<Duration>),
+    ) -> Self {
         Dynamic {
             templates,
+            stream,
             own,
             resolver: OnceLock::new(),
             members: ArcSwap::from_pointee(Vec::new()),
@@ -229,7 +240,8 @@ fn addresses(tpl: &Template, ips: &[std::net::IpAddr]) -> Vec<Found> {
     out
 }
 
-/// The peers a service's records make for template `tpl`: the lowest
+/// The peers a service's records make for template `tpl`, one per record
+/// and address: the lowest
 /// priority value primary (backup on a `backup` line), the others backup
 /// (left out on a `backup` line).
 fn services(tpl: &Template, found: &[super::resolver::Service]) -> Vec<Found> {
@@ -250,9 +262,8 @@ fn services(tpl: &Template, found: &[super::resolver::Service]) -> Vec<Found> {
             backup: tpl.spec.backup || lower,
             server: s.target.clone(),
         };
-        if !out.contains(&f) {
-            out.push(f);
-        }
+        // Equal records are as many peers, as nginx makes them.
+        out.push(f);
     }
     out
 }
@@ -353,24 +364,42 @@ fn start(blocks: Vec<Weak<Upstream>>) {
 }
 
 /// Blocks of the load being finished with `resolve` servers, waiting for
-/// the http level's resolver.
-#[derive(Default)]
-pub(super) struct Pending(pub Vec<(Arc<Upstream>, Span)>);
+/// the resolver of their protocol's level (`F`: http or stream).
+pub(super) struct Pending<F: Family>(Vec<(Arc<Upstream>, Span)>, PhantomData<fn() -> F>);
 
-/// The http level is resolved: give each block with `resolve` servers its
-/// resolver (refused without one), the addresses the live configuration's
-/// block has for its names, and start resolving them.
+impl<F: Family> Pending<F> {
+    pub(super) fn new(blocks: Vec<(Arc<Upstream>, Span)>) -> Self {
+        Pending(blocks, PhantomData)
+    }
+}
+
+/// The http level is resolved: its upstream blocks with `resolve` servers
+/// start resolving ([`level`]).
 pub fn http_level(http: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError> {
-    let Some(Pending(blocks)) = env.ext.remove::<Pending>() else {
+    level::<Http>(http, env)
+}
+
+/// The stream level is resolved: its upstream blocks with `resolve`
+/// servers start resolving ([`level`]).
+pub fn stream_level(stream: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError> {
+    level::<Stream>(stream, env)
+}
+
+/// The `F` level (`conf`) is resolved: give each of its blocks with
+/// `resolve` servers its resolver (refused without one: the block's, else
+/// the level's), the addresses the live configuration's block has for its
+/// names, and start resolving them.
+fn level<F: Family>(conf: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError> {
+    let Some(Pending(blocks, _)) = env.ext.remove::<Pending<F>>() else {
         return Ok(());
     };
-    let level = http.get::<super::resolver::ResolverConfSet>();
-    let http_resolver = level.and_then(|r| r.resolver.clone().flatten());
-    let http_timeout = level.and_then(|r| r.timeout);
+    let level = conf.get::<super::resolver::ResolverConfSet>();
+    let level_resolver = level.and_then(|r| r.resolver.clone().flatten());
+    let level_timeout = level.and_then(|r| r.timeout);
     let mut weak = Vec::new();
     for (u, span) in &blocks {
         let Some(d) = &u.dynamic else { continue };
-        let Some(resolver) = d.own.0.clone().or_else(|| http_resolver.clone()) else {
+        let Some(resolver) = d.own.0.clone().or_else(|| level_resolver.clone()) else {
             return Err(ConfError::new(
                 format!(
                     "no resolver configured for resolving names at run time in upstream \"{}\"",
@@ -379,9 +408,10 @@ pub fn http_level(http: &mut LocConfSet, env: &mut Env) -> Result<(), ConfError>
                 span,
             ));
         };
-        let timeout = d.own.1.or(http_timeout).unwrap_or(Duration::from_secs(30));
+        let timeout = d.own.1.or(level_timeout).unwrap_or(Duration::from_secs(30));
         let _ = d.resolver.set((resolver, timeout));
-        if let Some(old) = super::stats::previous(u) {
+        let same = |o: &Upstream| o.dynamic.as_ref().is_some_and(|od| od.stream == F::STREAM);
+        if let Some(old) = super::stats::previous(u, same) {
             preresolve(u, &old);
         }
         weak.push(Arc::downgrade(u));
@@ -471,7 +501,7 @@ mod tests {
         let mut u =
             Upstream::round_robin("u", vec![PeerAddr::Tcp("127.0.0.9:80".parse().unwrap())]);
         u.zone = Some("z".into());
-        u.dynamic = Some(Dynamic::new(templates, (None, None)));
+        u.dynamic = Some(Dynamic::new(templates, false, (None, None)));
         u.share_balancer();
         u
     }
@@ -557,6 +587,17 @@ mod tests {
         );
         // A weight on the line wins; a backup line keeps the lowest
         // priority value only, as backups.
+        // Equal records make as many peers.
+        let twice = services(
+            &template(Some("http"), false, 1),
+            &[found[0].clone(), found[0].clone()],
+        );
+        assert_eq!(twice.len(), 2);
+        let u = upstream(vec![template(Some("http"), false, 1)]);
+        apply(&u, 0, &twice);
+        assert_eq!(names(&u), ["127.0.0.1:81", "127.0.0.1:81"]);
+        apply(&u, 0, &twice[..1]);
+        assert_eq!(names(&u), ["127.0.0.1:81"]);
         let backup = services(&template(Some("http"), true, 2), &found);
         assert_eq!(backup.len(), 2);
         assert!(backup.iter().all(|f| f.backup && f.weight == 2));

@@ -219,9 +219,10 @@ impl Resolver {
 
     /// The addresses of the SRV records of `name` (a service's full name,
     /// `_http._tcp.example.net`), each target resolved as a name, within
-    /// `timeout`; until when the answers hold. Records of a target that
-    /// does not resolve are left out (and named in `failed`); with no
-    /// address at all the lookup fails.
+    /// `timeout`; until when the answers hold. A CNAME answered instead of
+    /// records is followed (at most 8 deep). Records of a target that does
+    /// not resolve are left out (and named in `failed`); with no address at
+    /// all the lookup fails.
     pub async fn resolve_srv(
         &self,
         name: &str,
@@ -232,12 +233,25 @@ impl Resolver {
             return Err(Failure::Code(dns::FORMERR));
         }
         let deadline = Instant::now() + timeout;
-        let answer = match self.lookup(&key, &[dns::SRV], deadline).await?.pop() {
-            Some(Ok(a)) => a,
-            Some(Err(code)) => return Err(Failure::Code(code)),
-            None => return Err(Failure::TimedOut),
+        let mut asked = key;
+        let mut ttl = u32::MAX;
+        let mut cnames = 0;
+        let answer = loop {
+            let answer = match self.lookup(&asked, &[dns::SRV], deadline).await?.pop() {
+                Some(Ok(a)) => a,
+                Some(Err(code)) => return Err(Failure::Code(code)),
+                None => return Err(Failure::TimedOut),
+            };
+            ttl = ttl.min(answer.ttl);
+            match &answer.cname {
+                Some(c) if answer.srvs.is_empty() && cnames < MAX_CNAMES => {
+                    cnames += 1;
+                    asked = c.clone();
+                }
+                _ => break answer,
+            }
         };
-        let mut until = Instant::now() + self.keep(answer.ttl);
+        let mut until = Instant::now() + self.keep(ttl);
         let mut out = Services::default();
         for srv in answer.srvs.iter().filter(|s| !s.target.is_empty()) {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -256,10 +270,12 @@ impl Resolver {
             }
         }
         if out.found.is_empty() {
-            return Err(out
-                .failed
-                .first()
-                .map_or(Failure::Code(dns::NXDOMAIN), |f| f.1));
+            // The first target's failure, NXDOMAIN if any target had it.
+            let nx = Failure::Code(dns::NXDOMAIN);
+            return Err(match out.failed.iter().any(|f| f.1 == nx) {
+                true => nx,
+                false => out.failed.first().map_or(nx, |f| f.1),
+            });
         }
         Ok((out, until))
     }
@@ -759,8 +775,17 @@ mod tests {
                     reply(q, dns::NXDOMAIN, 0, &[])
                 }];
             }
-            // Two records: a.x:81 priority 1 weight 7, nx.x:82 priority 2.
             let mut m = reply(q, 0, 0, &[]);
+            if name.starts_with(b"\x05alias") {
+                // A CNAME instead of records: to _http._tcp.x.
+                let target = b"\x05_http\x04_tcp\x01x\x00";
+                m[7] = 1;
+                m.extend_from_slice(b"\xc0\x0c\x00\x05\x00\x01\x00\x00\x00\x3c");
+                m.extend_from_slice(&(target.len() as u16).to_be_bytes());
+                m.extend_from_slice(target);
+                return vec![m];
+            }
+            // Two records: a.x:81 priority 1 weight 7, nx.x:82 priority 2.
             m[7] = 2;
             for (prio, weight, port, target) in [
                 (1u16, 7u16, 81u16, &b"\x01a\x01x\x00"[..]),
@@ -797,6 +822,13 @@ mod tests {
             // The least of the record's TTL (60) and the target's (30).
             let left = until.saturating_duration_since(Instant::now());
             assert!(left > Duration::from_secs(25) && left <= Duration::from_secs(30));
+            // A CNAME is followed to the records.
+            let (s, _) = r
+                .resolve_srv("alias.x", Duration::from_secs(2))
+                .await
+                .unwrap();
+            assert_eq!(s.found.len(), 1);
+            assert_eq!(s.found[0].target.as_ref(), "a.x");
         });
     }
 

@@ -109,13 +109,13 @@ pub fn track(u: &Arc<Upstream>) {
     list.push(Arc::downgrade(u));
 }
 
-/// The newest live block named as `u` loaded before it (the block a reload
-/// replaces).
-pub fn previous(u: &Upstream) -> Option<Arc<Upstream>> {
+/// The newest live block named as `u` loaded before it, of which `same`
+/// holds (the block a reload replaces: of the same protocol).
+pub fn previous(u: &Upstream, same: impl Fn(&Upstream) -> bool) -> Option<Arc<Upstream>> {
     let list = UPSTREAMS.lock().unwrap_or_else(|e| e.into_inner());
     list.iter()
         .filter_map(Weak::upgrade)
-        .filter(|o| o.name == u.name && o.id < u.id)
+        .filter(|o| o.name == u.name && o.id < u.id && same(o))
         .max_by_key(|o| o.id)
 }
 

@@ -7,9 +7,12 @@ use bytes::{Bytes, BytesMut};
 use std::fmt;
 use std::ops::Range;
 
-/// HTTP protocol version of a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// HTTP protocol version of a request, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Version {
+    /// A simple request (`GET /path` alone on its line): no header fields
+    /// either way, the answer is its body, then the connection closes.
+    Http09,
     Http10,
     Http11,
     /// A request that came over HTTP/2 (see [`RequestHead::into_version`]).
@@ -19,9 +22,11 @@ pub enum Version {
 }
 
 impl Version {
-    /// "HTTP/1.0" or "HTTP/1.1".
+    /// "HTTP/1.0", "HTTP/1.1", "HTTP/2.0"; empty for HTTP/0.9, which names
+    /// no version (`$server_protocol` is empty then, as nginx's).
     pub fn as_str(self) -> &'static str {
         match self {
+            Version::Http09 => "",
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
             Version::Http2 => "HTTP/2.0",

@@ -508,13 +508,16 @@ impl<S: Stream> Conn<S> {
         });
         let takes_chunked = req.head.version == Version::Http11 && core.chunked_transfer_encoding;
         let chunked = resp.chunked(takes_chunked);
-        write_head(
-            &mut io.out,
-            resp,
-            keep_alive.then_some(core.keepalive_header),
-            core.server_tokens,
-            chunked || trailers.is_some(),
-        );
+        // HTTP/0.9: the body alone.
+        if req.head.version != Version::Http09 {
+            write_head(
+                &mut io.out,
+                resp,
+                keep_alive.then_some(core.keepalive_header),
+                core.server_tokens,
+                chunked || trailers.is_some(),
+            );
+        }
         let head_len = io.out.len() as u64;
         // TLS encrypts in user space: file bodies are read, never sendfile'd.
         let sf = req.conf.get::<StaticConf>();

@@ -83,9 +83,14 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         }
     }
 
+    let scan = scan_lines(&buf[start..], limits)?;
+    if let Some(line_end) = scan.line_end
+        && let Some(head) = simple_request(buf, start, line_end)?
+    {
+        return Ok(Some(head));
+    }
     let data = &buf[start..];
     let large = limits.large_buffer_size;
-    let scan = scan_lines(data, limits)?;
 
     let Some(head_len) = scan.head_len else {
         // Incomplete: refuse early what can never fit or is already invalid.
@@ -96,6 +101,13 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
             } else {
                 ParseError::HEADERS_TOO_LARGE
             });
+        }
+        // An HTTP/0.9 line whose LF is still to come after its CR.
+        if scan.line_end.is_none()
+            && let Some(line) = data.strip_suffix(b"\r")
+            && simple_target(line).is_some()
+        {
+            return Ok(None);
         }
         let mut headers = uninit_headers();
         let mut req = httparse::Request::new(&mut []);
@@ -237,23 +249,12 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         return Err(BAD);
     }
 
-    let (path, query, host) = match form {
-        TargetForm::Asterisk => (target.clone(), None, host_header),
-        TargetForm::Origin => {
-            let (p, q) = split_query(target_bytes, target_start);
-            (p, q, host_header)
-        }
-        TargetForm::Absolute { authority } => {
-            let auth = target_start + authority.start..target_start + authority.end;
-            let rest = &target_bytes[authority.end..];
-            let (p, q) = split_query(rest, target_start + authority.end);
-            (p, q, Some(auth))
-        }
-    };
+    let (path, query, host) = locate(form, target_bytes, target_start, host_header);
 
     let keep_alive = match version {
         Version::Http11 | Version::Http2 | Version::Http3 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
+        Version::Http09 => false,
     };
     // As nginx: the 100 goes out when a handler reads the body, even an
     // empty one (`Content-Length: 0`).
@@ -285,6 +286,80 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<RequestHead>,
         keep_alive,
         expect_continue,
     )))
+}
+
+/// The target's path, query and host (the absolute form's authority, else
+/// the Host field's): spans of the head.
+fn locate(
+    form: TargetForm,
+    target_bytes: &[u8],
+    target_start: usize,
+    host_header: Option<Range<usize>>,
+) -> (Range<usize>, Option<Range<usize>>, Option<Range<usize>>) {
+    match form {
+        TargetForm::Asterisk => (
+            target_start..target_start + target_bytes.len(),
+            None,
+            host_header,
+        ),
+        TargetForm::Origin => {
+            let (p, q) = split_query(target_bytes, target_start);
+            (p, q, host_header)
+        }
+        TargetForm::Absolute { authority } => {
+            let auth = target_start + authority.start..target_start + authority.end;
+            let rest = &target_bytes[authority.end..];
+            let (p, q) = split_query(rest, target_start + authority.end);
+            (p, q, Some(auth))
+        }
+    }
+}
+
+/// An HTTP/0.9 simple request, as nginx takes one: a first line of `GET`,
+/// one space and a target (no space or control byte), with no version. It is the
+/// whole request — no header fields are read, whatever follows is never
+/// parsed — and its answer is the body alone, after which the connection
+/// closes. Any other first line without a version stays an error.
+fn simple_request(
+    buf: &mut BytesMut,
+    start: usize,
+    line_end: usize,
+) -> Result<Option<RequestHead>, ParseError> {
+    let data = &buf[start..];
+    let Some(target_bytes) = simple_target(&data[..line_end]) else {
+        return Ok(None);
+    };
+    let form = classify_target(target_bytes, Method::Get)?;
+    let target = 4..line_end;
+    let (path, query, host) = locate(form, target_bytes, 4, None);
+    let head_len = line_end + if data[line_end] == b'\r' { 2 } else { 1 };
+    buf.advance(start);
+    let raw = buf.split_to(head_len).freeze();
+    let spans = Spans {
+        method_end: 3,
+        line_end,
+        target,
+        path,
+        query,
+        host,
+        headers: Vec::new(),
+    };
+    Ok(Some(RequestHead::new(
+        raw,
+        spans,
+        Method::Get,
+        Version::Http09,
+        BodyFraming::None,
+        false,
+        false,
+    )))
+}
+
+/// The target of an HTTP/0.9 request line (without its line end).
+fn simple_target(line: &[u8]) -> Option<&[u8]> {
+    let target = line.strip_prefix(b"GET ")?;
+    let visible = target.iter().all(|&b| b > 0x20 && b != 0x7f);
+    (!target.is_empty() && visible).then_some(target)
 }
 
 /// Room for httparse's header slices, left unwritten (httparse fills what
@@ -765,7 +840,8 @@ mod tests {
     fn request_line_syntax() {
         assert_eq!(status(b"GET  / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1 \r\nHost: h\r\n\r\n"), 400);
-        assert_eq!(status(b"GET /\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"POST /\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status(b"GET /a b\r\n\r\n"), 400);
         assert_eq!(status(b"GET\r\n\r\n"), 400);
         assert_eq!(status(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), 400);
         assert_eq!(status(b"hello world\r\n\r\n"), 400);
@@ -825,6 +901,36 @@ mod tests {
         // Partial version that may still become valid.
         incomplete(b"GET / HTTP/1.");
         incomplete(b"GET / HTTP/2");
+    }
+
+    #[test]
+    fn simple_requests_of_http_0_9() {
+        for (req, rest) in [
+            (&b"GET /a?b=1\n"[..], 0),
+            (b"GET /a?b=1\r\nHost: h\r\n\r\n", 11),
+            (b"\r\nGET /a?b=1\r\n", 0),
+        ] {
+            let mut buf = BytesMut::from(req);
+            let h = parse(&mut buf, &Limits::default()).unwrap().unwrap();
+            assert_eq!(h.version, Version::Http09);
+            assert_eq!(h.method, Method::Get);
+            assert_eq!(h.line(), b"GET /a?b=1");
+            assert_eq!((h.path(), h.query()), (&b"/a"[..], Some(&b"b=1"[..])));
+            assert!(h.header("host").is_none() && !h.keep_alive);
+            // What follows the line is never read as part of it.
+            assert_eq!(buf.len(), rest, "{req:?}");
+        }
+        let h = ok(b"GET http://example.com/x\n");
+        assert_eq!(
+            (h.version, h.host()),
+            (Version::Http09, Some(&b"example.com"[..]))
+        );
+        assert_eq!(Version::Http09.as_str(), "");
+        // Only GET; not before the line ends; no control bytes.
+        assert_eq!(status(b"HEAD /\n"), 400);
+        incomplete(b"GET /");
+        assert_eq!(status(b"GET /\x01\n"), 400);
+        assert_eq!(status(b"GET \n"), 400);
     }
 
     #[test]

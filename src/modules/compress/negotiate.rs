@@ -4,7 +4,7 @@
 
 use super::Coding;
 use super::conf::{CompressConf, Proxied};
-use crate::core::message::head::{RequestHead, Version};
+use crate::core::message::head::RequestHead;
 use crate::core::message::response::Value;
 
 /// The weights (0–1000) a client gives each coding vireo knows.
@@ -118,7 +118,7 @@ pub fn request_ok(
     resp_headers: &[(&'static str, Value)],
 ) -> bool {
     let header = |n| head.header(n);
-    if head.version == Version::Http10 && c.gzip_http_version == Version::Http11 {
+    if head.version < c.gzip_http_version {
         return false;
     }
     if let Some(dis) = &c.gzip_disable

@@ -56,6 +56,10 @@ pub async fn run(
     let mut tried = Tried::default();
     let mut counts = Counts::default();
     let Ok(peer) = up.select(&key, &mut tried, None).await else {
+        vars.borrow_mut().attempts.push(Attempt {
+            addr: up.name.clone(),
+            ..Default::default()
+        });
         crate::error_log!(
             Error,
             "no live upstreams while connecting to upstream{}, upstream: \"{}\"",
@@ -69,7 +73,7 @@ pub async fn run(
         ..Default::default()
     });
     let t0 = Instant::now();
-    let end = match connect(&up.addrs[peer], bind) {
+    let end = match connect(&up.peer_addr(peer), bind) {
         Ok(sock) => {
             if let Some(a) = vars.borrow_mut().attempts.last_mut() {
                 a.connect_ms = Some(t0.elapsed().as_millis() as u64);
