@@ -329,6 +329,7 @@ fn listeners(
                 spec,
                 servers,
                 default,
+                stream,
             })?;
         }
     }

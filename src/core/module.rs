@@ -240,6 +240,8 @@ pub struct ListenBuild<'a> {
     /// The one answering names no other server has (`default_server`, else
     /// the first).
     pub default: &'a Arc<crate::core::route::Server>,
+    /// A stream address (else http's; a UDP one of http is QUIC).
+    pub stream: bool,
 }
 
 /// The hooks every level of a load runs: those that act on a level's own

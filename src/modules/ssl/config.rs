@@ -789,7 +789,7 @@ pub fn of(server: &Server) -> Option<&Arc<ServerTls>> {
 /// The default server of a `listen … ssl` (or `quic`) address needs a certificate;
 /// the handshakes of other servers without one use it (as nginx).
 pub fn check_listen(l: &ListenBuild<'_>) -> Result<(), ConfError> {
-    if matches!(l.spec.addr, crate::conf::model::ListenAddr::Udp(_)) {
+    if !l.stream && matches!(l.spec.addr, crate::conf::model::ListenAddr::Udp(_)) {
         return super::quic::check_listen(l);
     }
     match l.default {
