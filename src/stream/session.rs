@@ -174,7 +174,9 @@ async fn phases(s: &mut Session<'_>) -> u16 {
     let server: &Server = s.req.server;
     crate::error_log!(Debug, "stream post-accept phase");
     for hook in &server.conf.hooks.post_read {
-        hook(&mut s.req);
+        if let Some(r) = hook(&mut s.req) {
+            return r.status;
+        }
     }
     for hook in &server.pipeline.rewrite {
         if let Rewrite::Respond(r) = hook(&mut s.req, &server.phases.ext, false) {
