@@ -373,7 +373,12 @@ impl<'a> Request<'a> {
                 // A subrequest starts at the server rewrite phase, as nginx's.
                 let answered = match self.is_subrequest() {
                     true => None,
-                    false => server.conf.hooks.post_read.iter().find_map(|hook| hook(self)),
+                    false => server
+                        .conf
+                        .hooks
+                        .post_read
+                        .iter()
+                        .find_map(|hook| hook(self)),
                 };
                 match answered {
                     Some(r) => r,

@@ -59,7 +59,9 @@ impl From<instant_acme::Error> for Failure {
                 "the issuer is still processing the order".into(),
                 at.saturating_duration_since(std::time::Instant::now()),
             ),
-            E::Timeout(None) => Failure::Refused("the issuer did not finish the order in time".into()),
+            E::Timeout(None) => {
+                Failure::Refused("the issuer did not finish the order in time".into())
+            }
             e @ (E::Other(_) | E::Hyper(_)) => Failure::Unreachable(chain(&e)),
             e => Failure::Refused(chain(&e)),
         }
@@ -178,29 +180,26 @@ async fn keep(w: Weak<Managed>) {
     let mut plan: Option<Plan> = None;
     loop {
         let Some(m) = w.upgrade() else { return };
-        let due = match m.pair.load_full() {
-            None => true,
-            Some(p) => {
-                let stale = plan.as_ref().is_none_or(|pl| {
-                    pl.serial != p.serial || pl.ask_again.is_some_and(|t| t <= now_secs())
-                });
-                if stale {
-                    plan = Some(schedule(&m, &p).await);
-                }
-                let at = plan.as_ref().map_or(0, |pl| pl.renew_at);
-                if at > now_secs() {
-                    let until = plan.as_ref().and_then(|pl| pl.ask_again).unwrap_or(at).min(at);
-                    drop(m);
-                    // Woken at least hourly, to let a dropped certificate go.
-                    let wait = (until - now_secs()).clamp(1, 3600) as u64;
-                    tokio::time::sleep(Duration::from_secs(wait)).await;
-                    continue;
-                }
-                true
+        if let Some(p) = m.pair.load_full() {
+            let stale = plan.as_ref().is_none_or(|pl| {
+                pl.serial != p.serial || pl.ask_again.is_some_and(|t| t <= now_secs())
+            });
+            if stale {
+                plan = Some(schedule(&m, &p).await);
             }
-        };
-        if !due {
-            continue;
+            let at = plan.as_ref().map_or(0, |pl| pl.renew_at);
+            if at > now_secs() {
+                let until = plan
+                    .as_ref()
+                    .and_then(|pl| pl.ask_again)
+                    .unwrap_or(at)
+                    .min(at);
+                drop(m);
+                // Woken at least hourly, to let a dropped certificate go.
+                let wait = (until - now_secs()).clamp(1, 3600) as u64;
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
         }
         match obtain(&m).await {
             Ok(()) => failures = 0,
@@ -337,7 +336,10 @@ fn http_client(issuer: &Issuer) -> Result<Box<dyn instant_acme::HttpClient>, Fai
 async fn terms(issuer: &Issuer) -> Option<String> {
     let http = http_client(issuer).ok()?;
     let req = http::Request::get(&issuer.uri)
-        .header(http::header::USER_AGENT, concat!("vireo/", env!("CARGO_PKG_VERSION")))
+        .header(
+            http::header::USER_AGENT,
+            concat!("vireo/", env!("CARGO_PKG_VERSION")),
+        )
         .body(instant_acme::BodyWrapper::default())
         .ok()?;
     let mut rsp = http.request(req).await.ok()?;
@@ -391,11 +393,19 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
             let a = Account::builder_with_http(http_client(issuer)?)
                 .from_credentials(k.credentials)
                 .await?;
-            crate::error_log!(Notice, "acme: {label}: account {} loaded from state", a.id());
+            crate::error_log!(
+                Notice,
+                "acme: {label}: account {} loaded from state",
+                a.id()
+            );
             a
         }
         None => {
-            crate::error_log!(Notice, "acme: {label}: registering an account at {}", issuer.uri);
+            crate::error_log!(
+                Notice,
+                "acme: {label}: registering an account at {}",
+                issuer.uri
+            );
             let terms = terms(issuer).await;
             let refused = |e: instant_acme::Error| match (&terms, issuer.accept_tos) {
                 (Some(t), false) => Failure::Refused(format!(
@@ -481,14 +491,11 @@ fn dns_name(identifier: &str) -> String {
 }
 
 /// The self-signed certificate of a TLS-ALPN-01 answer (RFC 8737).
-fn alpn_certificate(
-    name: &str,
-    digest: &[u8],
-) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
-        .map_err(|e| e.to_string())?;
-    let mut params = rcgen::CertificateParams::new(vec![name.to_string()])
-        .map_err(|e| e.to_string())?;
+fn alpn_certificate(name: &str, digest: &[u8]) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+    let key =
+        rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
+    let mut params =
+        rcgen::CertificateParams::new(vec![name.to_string()]).map_err(|e| e.to_string())?;
     params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
     let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
     let der = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
@@ -520,16 +527,15 @@ async fn answer(
             Answer::Alpn(identifier.to_string())
         }
         Challenge::Dns01 => {
-            let u = issuer.dns.as_ref().ok_or_else(|| Failure::Refused("no dns_update".into()))?;
+            let u = issuer
+                .dns
+                .as_ref()
+                .ok_or_else(|| Failure::Refused("no dns_update".into()))?;
             let (name, value) = (dns_name(identifier), ka.dns_value());
             super::nsupdate::set_txt(u, &name, &value, true)
                 .await
                 .map_err(Failure::Unreachable)?;
-            crate::error_log!(
-                Info,
-                "acme: TXT record \"{name}\" added on {}",
-                u.server
-            );
+            crate::error_log!(Info, "acme: TXT record \"{name}\" added on {}", u.server);
             tokio::time::sleep(u.wait).await;
             Answer::Dns(name, value)
         }
@@ -650,9 +656,11 @@ async fn obtain(m: &Managed) -> Result<(), Failure> {
             while let Some(Ok(mut a)) = authzs.next().await {
                 if let Ok(s) = a.refresh().await {
                     let id = s.identifier().to_string();
-                    why.extend(s.challenges.iter().filter_map(|c| {
-                        c.error.as_ref().map(|e| format!("\"{id}\": {e}"))
-                    }));
+                    why.extend(
+                        s.challenges
+                            .iter()
+                            .filter_map(|c| c.error.as_ref().map(|e| format!("\"{id}\": {e}"))),
+                    );
                 }
             }
             return Err(Failure::Refused(format!(
@@ -717,7 +725,10 @@ mod tests {
         assert_eq!(backoff(&r, 1).as_secs(), 60);
         assert_eq!(backoff(&r, 3).as_secs(), 240);
         assert_eq!(backoff(&r, 40).as_secs(), 3600);
-        assert_eq!(backoff(&Failure::RateLimited(String::new()), 1).as_secs(), 3600);
+        assert_eq!(
+            backoff(&Failure::RateLimited(String::new()), 1).as_secs(),
+            3600
+        );
         let later = Failure::Later(String::new(), Duration::from_secs(30));
         assert_eq!(backoff(&later, 7).as_secs(), 30);
     }

@@ -190,7 +190,12 @@ fn dns_update(d: &Directive, env: &Env) -> Result<DnsUpdate, ConfError> {
             addr.parse::<std::net::IpAddr>()
                 .map(|ip| SocketAddr::new(ip, 53))
         })
-        .map_err(|_| err(d, format!("invalid address \"{addr}\": an IP address and port")))?;
+        .map_err(|_| {
+            err(
+                d,
+                format!("invalid address \"{addr}\": an IP address and port"),
+            )
+        })?;
     let mut u = DnsUpdate {
         server,
         zone: None,
@@ -217,8 +222,7 @@ fn dns_update(d: &Directive, env: &Env) -> Result<DnsUpdate, ConfError> {
                 )
             })?;
             u.key = Some(
-                tsig_file(&text)
-                    .map_err(|why| err(d, format!("\"{}\": {why}", path.display())))?,
+                tsig_file(&text).map_err(|why| err(d, format!("\"{}\": {why}", path.display())))?,
             );
         } else if let Some(t) = option(a, "ttl") {
             u.ttl = parse_time(t)
@@ -414,7 +418,10 @@ fn certificate(s: &mut Scope<'_>, d: &Directive, _: &mut Env) -> Result<(), Conf
             key = key_alg(k).map_err(|why| err(d, why))?;
         } else {
             identifiers.push(identifier(a).ok_or_else(|| {
-                err(d, format!("invalid identifier \"{a}\" in \"acme_certificate\""))
+                err(
+                    d,
+                    format!("invalid identifier \"{a}\" in \"acme_certificate\""),
+                )
             })?);
         }
     }
@@ -507,7 +514,10 @@ mod tests {
     #[test]
     fn identifiers() {
         assert_eq!(identifier("Example.TEST.").as_deref(), Some("example.test"));
-        assert_eq!(identifier("*.example.test").as_deref(), Some("*.example.test"));
+        assert_eq!(
+            identifier("*.example.test").as_deref(),
+            Some("*.example.test")
+        );
         assert_eq!(identifier("127.0.0.1").as_deref(), Some("127.0.0.1"));
         assert_eq!(identifier("~^www\\d+"), None);
         assert_eq!(identifier("a_b.test"), None);

@@ -31,7 +31,11 @@ const HTTP01_PREFIX: &[u8] = b"/.well-known/acme-challenge/";
 
 /// The managed certificate of a server, when it has `acme_certificate`.
 fn of(req: &Request<'_>) -> Option<Arc<store::Pair>> {
-    req.server.ext.get::<Arc<store::Managed>>()?.pair.load_full()
+    req.server
+        .ext
+        .get::<Arc<store::Managed>>()?
+        .pair
+        .load_full()
 }
 
 /// Answer an HTTP-01 validation request (before the server's rewrites, so

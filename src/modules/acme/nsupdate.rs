@@ -94,7 +94,14 @@ fn txt(value: &str) -> Vec<u8> {
 
 /// Add (`add`) or remove the TXT record `name` = `value` in `zone`: the
 /// unsigned message.
-fn update(id: u16, zone: &str, name: &str, value: &str, ttl: u32, add: bool) -> Result<Vec<u8>, String> {
+fn update(
+    id: u16,
+    zone: &str,
+    name: &str,
+    value: &str,
+    ttl: u32,
+    add: bool,
+) -> Result<Vec<u8>, String> {
     let mut m = Vec::with_capacity(128);
     m.extend_from_slice(&id.to_be_bytes());
     m.extend_from_slice(&UPDATE.to_be_bytes());
@@ -206,7 +213,9 @@ fn verify(reply: &[u8], key: &TsigKey, request_mac: &[u8]) -> Result<(), String>
     }
     let error = u16::from_be_bytes([rest[2], rest[3]]);
     if error != 0 {
-        return Err(format!("the server refused the signature (TSIG error {error})"));
+        return Err(format!(
+            "the server refused the signature (TSIG error {error})"
+        ));
     }
     let mut body = reply[..start].to_vec();
     let ar = u16::from_be_bytes([body[10], body[11]]).saturating_sub(1);
@@ -263,7 +272,8 @@ pub async fn zone_of(u: &DnsUpdate, name: &str) -> Result<String, String> {
     }
     let mut candidate = name.trim_end_matches('.');
     loop {
-        let q = dns::query(id(), candidate, SOA).ok_or_else(|| format!("invalid name \"{name}\""))?;
+        let q =
+            dns::query(id(), candidate, SOA).ok_or_else(|| format!("invalid name \"{name}\""))?;
         let reply = exchange(u.server, &q).await?;
         let h = dns::header(&reply).ok_or("malformed DNS reply")?;
         if h.rcode == 0
@@ -329,7 +339,15 @@ mod tests {
 
     #[test]
     fn update_messages_have_one_zone_and_one_change() {
-        let m = update(7, "example.test", "_acme-challenge.a.example.test", "v", 60, true).unwrap();
+        let m = update(
+            7,
+            "example.test",
+            "_acme-challenge.a.example.test",
+            "v",
+            60,
+            true,
+        )
+        .unwrap();
         assert_eq!(&m[..4], &[0, 7, 0x28, 0]);
         assert_eq!(&m[4..12], &[0, 1, 0, 0, 0, 1, 0, 0]);
         let recs = records(&m).unwrap();
@@ -386,7 +404,10 @@ mod tests {
         ctx.update(&m);
         ctx.update(&variables(&k, 1_700_000_000, 0).unwrap());
         assert_eq!(ctx.sign().as_ref(), &mac[..]);
-        assert_eq!(verify(&signed_reply(&signed, &mac, &k, false), &k, &mac), Ok(()));
+        assert_eq!(
+            verify(&signed_reply(&signed, &mac, &k, false), &k, &mac),
+            Ok(())
+        );
         assert!(verify(&signed_reply(&signed, &mac, &k, true), &k, &mac).is_err());
         let mut unsigned = signed_reply(&signed, &mac, &k, false);
         unsigned.truncate(12);

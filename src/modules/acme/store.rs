@@ -36,7 +36,7 @@ impl Pair {
         let leaf = rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes())
             .next()
             .ok_or("no certificate in it")?
-            .map_err(|e| crate::modules::ssl::config::pem_error(e))?
+            .map_err(crate::modules::ssl::config::pem_error)?
             .to_vec();
         let (_, cert) = x509_parser::parse_x509_certificate(&leaf)
             .map_err(|e| format!("not a certificate ({e})"))?;
@@ -70,9 +70,7 @@ impl Pair {
                 GeneralName::DNSName(d) => Some(d.to_ascii_lowercase()),
                 GeneralName::IPAddress(b) => match b.len() {
                     4 => Some(std::net::IpAddr::from(<[u8; 4]>::try_from(*b).ok()?).to_string()),
-                    16 => {
-                        Some(std::net::IpAddr::from(<[u8; 16]>::try_from(*b).ok()?).to_string())
-                    }
+                    16 => Some(std::net::IpAddr::from(<[u8; 16]>::try_from(*b).ok()?).to_string()),
                     _ => None,
                 },
                 _ => None,
@@ -103,14 +101,20 @@ pub struct Managed {
 impl Managed {
     /// What the log calls it.
     pub fn label(&self) -> String {
-        format!("certificate \"{}\" of acme_issuer \"{}\"", self.names[0], self.issuer.name)
+        format!(
+            "certificate \"{}\" of acme_issuer \"{}\"",
+            self.names[0], self.issuer.name
+        )
     }
 
     /// The files it is kept in under `state_path`: (chain, key).
     pub fn files(&self) -> Option<(PathBuf, PathBuf)> {
         let dir = self.issuer.state.as_ref()?;
         let base = self.names[0].replace('*', "_");
-        Some((dir.join(format!("{base}.crt")), dir.join(format!("{base}.key"))))
+        Some((
+            dir.join(format!("{base}.crt")),
+            dir.join(format!("{base}.key")),
+        ))
     }
 
     /// Does a pair fit this certificate's identifiers?
@@ -175,9 +179,10 @@ pub fn live() -> Vec<Arc<Managed>> {
 pub fn managed(issuer: &Arc<Issuer>, names: Vec<String>, key: KeyAlg, zone: u64) -> Arc<Managed> {
     let mut all = MANAGED.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|w| w.strong_count() > 0);
-    let found = all.iter().filter_map(Weak::upgrade).find(|m| {
-        *m.issuer == **issuer && m.names == names && m.key == key
-    });
+    let found = all
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|m| *m.issuer == **issuer && m.names == names && m.key == key);
     if let Some(m) = found {
         m.zone_size.store(zone, Ordering::Relaxed);
         return m;
