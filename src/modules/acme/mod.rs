@@ -51,12 +51,12 @@ fn http01(req: &mut Request<'_>) -> Option<Response> {
     Some(r)
 }
 
-/// A TLS handshake offering only `acme-tls/1` for `name`: the challenge's
-/// certificate while one waits (RFC 8737).
-pub fn tls_alpn(alpn: &[&[u8]], name: Option<&str>) -> Option<Arc<rustls::sign::CertifiedKey>> {
-    if alpn != [b"acme-tls/1".as_slice()] {
-        return None;
-    }
+/// The protocol a TLS-ALPN-01 validation offers, alone (RFC 8737).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// A TLS handshake offering only [`ACME_TLS_ALPN`] for `name`: the
+/// challenge's certificate while one waits.
+pub fn tls_alpn(name: Option<&str>) -> Option<Arc<rustls::sign::CertifiedKey>> {
     store::alpn_certificate(name?)
 }
 

@@ -235,12 +235,10 @@ pub async fn accept(
         }
     };
     let server_name: Option<Box<str>> = accepted.client_hello().server_name().map(Into::into);
-    let alpn: Vec<&[u8]> = accepted
-        .client_hello()
-        .alpn()
-        .map(|a| a.collect())
-        .unwrap_or_default();
-    if let Some(key) = crate::modules::acme::tls_alpn(&alpn, server_name.as_deref()) {
+    let acme_only = accepted.client_hello().alpn().is_some_and(|mut a| {
+        a.next() == Some(crate::modules::acme::ACME_TLS_ALPN) && a.next().is_none()
+    });
+    if acme_only && let Some(key) = crate::modules::acme::tls_alpn(server_name.as_deref()) {
         return acme_validation(tcp, accepted, key).await.map(|()| None);
     }
     let curves = accepted
@@ -381,7 +379,7 @@ async fn acme_validation(
         vec![key],
         Vec::new(),
     )));
-    c.alpn_protocols = vec![b"acme-tls/1".to_vec()];
+    c.alpn_protocols = vec![crate::modules::acme::ACME_TLS_ALPN.to_vec()];
     let mut conn = match accepted.into_connection(Arc::new(c)) {
         Ok(c) => c,
         Err((e, mut alert)) => {
