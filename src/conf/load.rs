@@ -439,6 +439,7 @@ fn build_server(
     for hook in env.modules.iter().filter_map(|m| m.hooks.server) {
         hook(&mut ServerBuild {
             conf: &conf,
+            names: &srv.names,
             listens: &mut listens,
             ext: &mut ext,
             env,

@@ -94,8 +94,10 @@ pub enum Precontent {
     Status(u16),
 }
 
-/// Post-read: before anything else looks at the request (realip).
-pub type PostReadHook = fn(&mut Request<'_>);
+/// Post-read: before anything else looks at the request (realip); a
+/// response answers the request before its server's rewrites (ACME's
+/// HTTP-01 answers).
+pub type PostReadHook = fn(&mut Request<'_>) -> Option<Response>;
 /// Rewrite phase: `location` is false at the server level. `data` is the
 /// level's own (not inherited) module data.
 pub type RewriteHook = fn(&mut Request<'_>, data: &Extensions, location: bool) -> Rewrite;
@@ -216,6 +218,8 @@ impl Hooks {
 /// A server being built: its resolved settings, and where its module data goes.
 pub struct ServerBuild<'a> {
     pub conf: &'a crate::conf::model::LocConf,
+    /// Its `server_name`s as written.
+    pub names: &'a [String],
     pub listens: &'a mut Vec<crate::conf::model::ListenSpec>,
     pub ext: &'a mut Extensions,
     pub env: &'a mut Env,

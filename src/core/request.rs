@@ -373,17 +373,26 @@ impl<'a> Request<'a> {
             Some(status) => self.error(status),
             None => {
                 // A subrequest starts at the server rewrite phase, as nginx's.
-                if !self.is_subrequest() {
-                    for hook in &server.conf.hooks.post_read {
-                        hook(self);
+                let answered = match self.is_subrequest() {
+                    true => None,
+                    false => server
+                        .conf
+                        .hooks
+                        .post_read
+                        .iter()
+                        .find_map(|hook| hook(self)),
+                };
+                match answered {
+                    Some(r) => r,
+                    None => {
+                        self.server_name_captures(self.host);
+                        let start = match self.state.clone {
+                            true => None,
+                            false => Some(Jump::Server),
+                        };
+                        self.process(body, start).await
                     }
                 }
-                self.server_name_captures(self.host);
-                let start = match self.state.clone {
-                    true => None,
-                    false => Some(Jump::Server),
-                };
-                self.process(body, start).await
             }
         };
         // As in nginx, a Location or WWW-Authenticate set before an error

@@ -3,6 +3,7 @@
 //! line in [`MODULES`].
 
 pub mod access;
+pub mod acme;
 pub mod addition;
 pub mod auth_basic;
 pub mod auth_request;
@@ -94,6 +95,7 @@ pub static MODULES: &[&Module] = &[
     &cache::SCGI_MODULE,
     &cgi::MODULE,
     &ssl::MODULE,
+    &acme::MODULE,
     &access::MODULE,
     &auth_basic::MODULE,
     &auth_request::MODULE,

@@ -669,7 +669,8 @@ fn start_tcp(
         };
         let t = ssl::stream::handshake_timeout(&vhosts);
         let tls = match tokio::time::timeout(t, ssl::stream::accept(s, &vhosts, http2)).await {
-            Ok(Ok(tls)) => tls,
+            Ok(Ok(Some(tls))) => tls,
+            Ok(Ok(None)) => return,
             Ok(Err(e)) => {
                 error_log!(Info, "SSL handshake failed: {}, client: {peer}", e.0);
                 return;

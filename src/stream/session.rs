@@ -203,7 +203,9 @@ async fn before_content<'a>(s: &mut Session<'a>, l: &'a Listener) -> Option<u16>
     let server: &Server = s.req.server;
     crate::error_log!(Debug, "stream post-accept phase");
     for hook in &server.conf.hooks.post_read {
-        hook(&mut s.req);
+        if let Some(r) = hook(&mut s.req) {
+            return Some(r.status);
+        }
     }
     for hook in &server.pipeline.rewrite {
         if let Rewrite::Respond(r) = hook(&mut s.req, &server.phases.ext, false) {
@@ -256,7 +258,9 @@ async fn handshake<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<
     };
     let t = ssl::stream::handshake_timeout(vhosts);
     let tls = match tokio::time::timeout(t, ssl::stream::accept(tcp, vhosts, false)).await {
-        Ok(Ok(tls)) => tls,
+        Ok(Ok(Some(tls))) => tls,
+        // An ACME TLS-ALPN-01 validation, answered in the handshake.
+        Ok(Ok(None)) => return Err(200),
         Ok(Err(e)) => {
             crate::error_log!(
                 Info,

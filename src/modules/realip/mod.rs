@@ -159,7 +159,10 @@ pub static MODULE: Module = Module {
         }),
         post_read: Some(Ordered {
             order: 10,
-            run: apply,
+            run: |req| {
+                apply(req);
+                None
+            },
             active,
         }),
         access: Some(Ordered {

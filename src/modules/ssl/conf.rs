@@ -14,8 +14,10 @@ pub struct PemFile {
     pub path: PathBuf,
     pub span: Span,
     /// The name with variables, rendered per handshake (`ssl_certificate`
-    /// and `ssl_certificate_key` only).
-    pub vars: Option<crate::core::vars::Template>,
+    /// and `ssl_certificate_key` only), and the folder a relative name
+    /// rendered from it is in (the prefix). A rendered `data:` value is
+    /// the PEM itself.
+    pub vars: Option<(crate::core::vars::Template, PathBuf)>,
 }
 
 /// `ssl_protocols`: the TLS versions rustls offers.
@@ -247,10 +249,11 @@ fn push_file(
         false => e.path(d.arg(0)),
     };
     let vars = if d.arg(0).contains('$') && !d.arg(0).starts_with("data:") {
-        Some(
-            crate::core::vars::Template::compile(&path.to_string_lossy(), &mut e.vars)
+        Some((
+            crate::core::vars::Template::compile(d.arg(0), &mut e.vars)
                 .map_err(|m| ConfError::new(m, &d.span))?,
-        )
+            e.prefix.clone(),
+        ))
     } else {
         None
     };

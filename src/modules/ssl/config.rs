@@ -409,6 +409,10 @@ fn stapling(
     Ok(out)
 }
 
+/// How many key pairs named with variables a configuration keeps read
+/// before it lets them all go.
+const MAX_LOADED: usize = 64;
+
 /// `ssl_certificate` / `ssl_certificate_key` with variables: the names are
 /// rendered for each handshake and each pair read once per configuration
 /// load, then kept by its file names.
@@ -427,11 +431,18 @@ impl Dynamic {
         render: &dyn Fn(&crate::core::vars::Template) -> Vec<u8>,
     ) -> Result<Vec<Arc<CertifiedKey>>, String> {
         let name = |f: &PemFile| match &f.vars {
-            Some(t) => PemFile {
-                path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&render(t))),
-                span: f.span.clone(),
-                vars: None,
-            },
+            Some((t, prefix)) => {
+                let rendered = render(t);
+                let named = std::path::Path::new(std::ffi::OsStr::from_bytes(&rendered));
+                PemFile {
+                    path: match rendered.starts_with(b"data:") || rendered.is_empty() {
+                        true => named.to_path_buf(),
+                        false => prefix.join(named),
+                    },
+                    span: f.span.clone(),
+                    vars: None,
+                }
+            }
             None => f.clone(),
         };
         let mut keys = Vec::new();
@@ -447,13 +458,22 @@ impl Dynamic {
             let pair = match cached {
                 Some(p) => p,
                 None => {
+                    if c.path.as_os_str().is_empty() {
+                        return Err(format!(
+                            "\"ssl_certificate\" in {} is empty (no certificate yet)",
+                            c.span
+                        ));
+                    }
                     let p = Arc::new(
                         load_pair(&c, &k, &self.passwords, &self.provider).map_err(|e| e.msg)?,
                     );
-                    self.loaded
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(id, p.clone());
+                    let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+                    // `data:` values change with the certificate they hold
+                    // (ACME renewals): those of the past are let go.
+                    if loaded.len() >= MAX_LOADED {
+                        loaded.clear();
+                    }
+                    loaded.insert(id, p.clone());
                     p
                 }
             };

@@ -215,12 +215,13 @@ pub struct HandshakeError(pub String);
 
 /// The TLS handshake on an accepted connection: the server is chosen by the
 /// client's SNI name among `vhosts` (else the address's default), with ALPN
-/// `h2` offered when `http2`.
+/// `h2` offered when `http2`. `None`: the handshake was an ACME
+/// TLS-ALPN-01 validation, answered, with nothing to serve after it.
 pub async fn accept(
     tcp: TcpStream,
     vhosts: &VirtualHosts,
     http2: bool,
-) -> Result<TlsStream, HandshakeError> {
+) -> Result<Option<TlsStream>, HandshakeError> {
     let fd = tcp.as_raw_fd();
     let fail = |why: String| HandshakeError(why);
     let mut acceptor = rustls::server::Acceptor::default();
@@ -244,6 +245,12 @@ pub async fn accept(
         }
     };
     let server_name: Option<Box<str>> = accepted.client_hello().server_name().map(Into::into);
+    let acme_only = accepted.client_hello().alpn().is_some_and(|mut a| {
+        a.next() == Some(crate::modules::acme::ACME_TLS_ALPN) && a.next().is_none()
+    });
+    if acme_only && let Some(key) = crate::modules::acme::tls_alpn(server_name.as_deref()) {
+        return acme_validation(tcp, accepted, key).await.map(|()| None);
+    }
     let curves = accepted
         .client_hello()
         .named_groups()
@@ -357,12 +364,53 @@ pub async fn accept(
         client_certs,
         client_verify,
     };
-    Ok(TlsStream {
+    Ok(Some(TlsStream {
         tcp,
         tls: RefCell::new(conn),
         info: Arc::new(info),
         closing: Cell::new(false),
-    })
+    }))
+}
+
+/// Complete a TLS-ALPN-01 validation handshake with the challenge's
+/// certificate and `acme-tls/1`, then close (RFC 8737 section 3).
+async fn acme_validation(
+    tcp: TcpStream,
+    accepted: rustls::server::Accepted,
+    key: Arc<rustls::sign::CertifiedKey>,
+) -> Result<(), HandshakeError> {
+    let fd = tcp.as_raw_fd();
+    let mut c = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+    .map_err(|e| HandshakeError(e.to_string()))?
+    .with_no_client_auth()
+    .with_cert_resolver(Arc::new(super::config::Certificates::new(
+        vec![key],
+        Vec::new(),
+    )));
+    c.alpn_protocols = vec![crate::modules::acme::ACME_TLS_ALPN.to_vec()];
+    let mut conn = match accepted.into_connection(Arc::new(c)) {
+        Ok(c) => c,
+        Err((e, mut alert)) => {
+            let _ = alert.write(&mut FdIo(fd));
+            return Err(HandshakeError(e.to_string()));
+        }
+    };
+    tls_io::handshake(&tcp, &mut conn, &mut || {})
+        .await
+        .map_err(|e| {
+            HandshakeError(match e {
+                tls_io::HandshakeEnd::Closed => "peer closed the ACME validation handshake".into(),
+                tls_io::HandshakeEnd::Tls(e) => e.to_string(),
+                tls_io::HandshakeEnd::Io(e) => crate::core::errlog::errno_text(&e),
+            })
+        })?;
+    conn.send_close_notify();
+    let _ = tls_io::flush(&tcp, &mut conn);
+    crate::error_log!(Info, "acme: tls-alpn-01 challenge answered");
+    Ok(())
 }
 
 /// The key pairs of certificates named with variables, rendered in a
