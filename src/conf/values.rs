@@ -103,6 +103,22 @@ pub fn option<'a>(arg: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Error for an argument no rule accepted.
+/// The directive's first argument `v`, when it is within `min..=max`.
+pub fn bounded(d: &Directive, v: u64, min: u64, max: u64) -> Result<u64, ConfError> {
+    if (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ConfError::new(
+            format!(
+                "\"{}\" must be between {min} and {max} in \"{}\" directive",
+                d.arg(0),
+                d.name
+            ),
+            &d.span,
+        ))
+    }
+}
+
 pub fn bad_arg(d: &Directive, v: &str) -> ConfError {
     ConfError::new(
         format!("invalid parameter \"{v}\" in \"{}\" directive", d.name),

@@ -11,6 +11,20 @@ use crate::http::h1::parse::{Limits, parse};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 
+/// A request whose head `request_head` refused: logged, and the line the
+/// error answer and the access log show for it (`version`: "HTTP/2.0" or
+/// "HTTP/3.0").
+pub fn refused_head(parts: &http::request::Parts, e: &ParseError, version: &str) -> RequestHead {
+    crate::error_log!(
+        Info,
+        "client sent invalid request: {} ({})",
+        e.reason,
+        e.status
+    );
+    let line = format!("{} {} {version}", parts.method, parts.uri);
+    RequestHead::unparsed(line.as_bytes())
+}
+
 /// The head of a request that came over HTTP/2 or HTTP/3 (`version`),
 /// checked as an HTTP/1.1 head would be: the pseudo-headers and fields are
 /// written out as an HTTP/1.1 head (`:authority` as Host, split Cookie fields

@@ -91,6 +91,10 @@ enum Nagle {
 /// no syscall.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Acks {
+    /// A tunnel (stream proxying, an upgraded connection): bytes pass both
+    /// ways with no replies to complete, and the kernel's ACKs are left as
+    /// they are.
+    Tunnel,
     /// Nothing read since the last write.
     Awaited,
     /// Part of a reply read since the last write.
@@ -117,7 +121,9 @@ impl UpConn {
     /// Called before each write: set TCP_NODELAY when bytes written since the
     /// last read may still be unacknowledged, then note that bytes go out.
     fn before_write(&self) {
-        self.acks.set(Acks::Awaited);
+        if self.acks.get() != Acks::Tunnel {
+            self.acks.set(Acks::Awaited);
+        }
         match self.nagle.get() {
             Nagle::Off => {}
             Nagle::Clear => self.nagle.set(Nagle::Unacked),
@@ -356,6 +362,12 @@ impl UpConn {
             unanswered,
             tls_tag: dial.tag,
         })
+    }
+
+    /// From now on a tunnel: no reply is waited for, so no TCP_QUICKACK
+    /// after part of one (see [`Acks`]).
+    pub fn tunnel(&self) {
+        self.acks.set(Acks::Tunnel);
     }
 
     /// TCP_NODELAY on now (a tunnel's both ways, `tcp_nodelay on`).

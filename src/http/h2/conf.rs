@@ -1,9 +1,8 @@
 //! Directives of HTTP/2: `http2` and the connection's limits. The connection
 //! settings are those of the address's default server, as nginx takes them.
 
-use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Ctx, Def, ONE};
-use crate::conf::values::{flag, number, set_once, size};
+use crate::conf::values::{self, flag, number, set_once, size};
 use crate::settings;
 
 settings! {
@@ -18,21 +17,6 @@ settings! {
 
 /// Largest flow-control window HTTP/2 allows (RFC 9113 §6.9.1).
 const MAX_WINDOW: u64 = (1 << 31) - 1;
-
-fn bounded(d: &Directive, v: u64, min: u64, max: u64) -> Result<u64, ConfError> {
-    if (min..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(ConfError::new(
-            format!(
-                "\"{}\" must be between {min} and {max} in \"{}\" directive",
-                d.arg(0),
-                d.name
-            ),
-            &d.span,
-        ))
-    }
-}
 
 pub static DIRECTIVES: &[Def] = &[
     Def {
@@ -51,7 +35,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
-            let n = bounded(d, number(d, 0)?, 1, u32::MAX.into())?;
+            let n = values::bounded(d, number(d, 0)?, 1, u32::MAX.into())?;
             set_once(
                 &mut s.loc().get_mut::<Http2ConfSet>().max_concurrent_streams,
                 n as u32,
@@ -68,7 +52,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HSL,
         arity: ONE,
         set: |s, d, _| {
-            let n = bounded(d, size(d, 0)?, 1, MAX_WINDOW)?;
+            let n = values::bounded(d, size(d, 0)?, 1, MAX_WINDOW)?;
             set_once(
                 &mut s.loc().get_mut::<Http2ConfSet>().chunk_size,
                 n as usize,
@@ -85,7 +69,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
-            let n = bounded(d, size(d, 0)?, 0, MAX_WINDOW)?;
+            let n = values::bounded(d, size(d, 0)?, 0, MAX_WINDOW)?;
             set_once(
                 &mut s.loc().get_mut::<Http2ConfSet>().body_preread_size,
                 n as u32,

@@ -20,7 +20,6 @@ pub mod conf;
 mod send;
 
 use crate::conf::model::{CoreConf, Lingering};
-use crate::core::message::head::RequestHead;
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::Peer;
 use crate::core::request::TlsInfo;
@@ -416,14 +415,7 @@ async fn stream(
     ) {
         Ok(h) => h,
         Err(e) => {
-            crate::error_log!(
-                Info,
-                "client sent invalid request: {} ({})",
-                e.reason,
-                e.status
-            );
-            let line = format!("{} {} HTTP/2.0", parts.method, parts.uri);
-            let head = RequestHead::unparsed(line.as_bytes());
+            let head = crate::http::fields::refused_head(&parts, &e, "HTTP/2.0");
             let req = pipeline::request(cref, vhosts, &head, "");
             let resp = req.error(e.status);
             send::respond(&mut respond, &req, resp).await;

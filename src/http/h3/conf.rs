@@ -2,10 +2,10 @@
 //! connection settings are those of the address's default server, as nginx
 //! takes them (the server a request chooses by `:authority` sets the rest).
 
-use crate::conf::ast::{ConfError, Directive};
+use crate::conf::ast::ConfError;
 use crate::conf::core_directives::ignored;
 use crate::conf::table::{Ctx, Def, ONE};
-use crate::conf::values::{flag, number, set_once, size};
+use crate::conf::values::{self, flag, number, set_once, size};
 use crate::settings;
 use std::sync::Arc;
 
@@ -29,21 +29,6 @@ const MAX_STREAMS: u64 = 1 << 60;
 /// bounded here to what a `u32` holds.
 const MAX_WINDOW: u64 = u32::MAX as u64;
 
-fn bounded(d: &Directive, v: u64, min: u64, max: u64) -> Result<u64, ConfError> {
-    if (min..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(ConfError::new(
-            format!(
-                "\"{}\" must be between {min} and {max} in \"{}\" directive",
-                d.arg(0),
-                d.name
-            ),
-            &d.span,
-        ))
-    }
-}
-
 pub static DIRECTIVES: &[Def] = &[
     Def {
         name: "http3",
@@ -61,7 +46,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
-            let n = bounded(d, number(d, 0)?, 1, MAX_STREAMS)?;
+            let n = values::bounded(d, number(d, 0)?, 1, MAX_STREAMS)?;
             let n = u32::try_from(n).unwrap_or(u32::MAX);
             set_once(
                 &mut s.loc().get_mut::<Http3ConfSet>().max_concurrent_streams,
@@ -79,7 +64,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::HS,
         arity: ONE,
         set: |s, d, _| {
-            let n = bounded(d, size(d, 0)?, 1024, MAX_WINDOW)?;
+            let n = values::bounded(d, size(d, 0)?, 1024, MAX_WINDOW)?;
             set_once(
                 &mut s.loc().get_mut::<Http3ConfSet>().stream_buffer_size,
                 n as u32,

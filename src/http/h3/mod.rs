@@ -409,14 +409,7 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
     let head = match crate::http::fields::request_head(&parts, more, &limits, Version::Http3) {
         Ok(h) => h,
         Err(e) => {
-            crate::error_log!(
-                Info,
-                "client sent invalid request: {} ({})",
-                e.reason,
-                e.status
-            );
-            let line = format!("{} {} HTTP/3.0", parts.method, parts.uri);
-            let head = RequestHead::unparsed(line.as_bytes());
+            let head = crate::http::fields::refused_head(&parts, &e, "HTTP/3.0");
             let req = pipeline::request(cref, vhosts, &head, "");
             let resp = req.error(e.status);
             send::respond(&mut tx, &req, resp).await;

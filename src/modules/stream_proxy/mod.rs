@@ -117,6 +117,7 @@ impl Pass {
         if s.req.conf.core.tcp_nodelay {
             let _ = conn.set_nodelay();
         }
+        conn.tunnel();
         let preread = std::mem::take(&mut s.preread);
         let done = match &mut s.client {
             Client::Tcp(c) => pump::run(c, &mut conn, preread, &opts).await,

@@ -229,7 +229,10 @@ where
     let mut up = Dir::new(o.buffer, Pace::new(o.upload_rate, t0), first);
     let mut down = Dir::new(o.buffer, Pace::new(o.download_rate, t0), Vec::new());
     let mut first_byte = None;
+    // The idle timer is re-armed when it fires, from the last move, rather
+    // than on every move.
     let mut idle = Box::pin(tokio::time::sleep(o.timeout));
+    let mut last_move = tokio::time::Instant::now();
     let mut timed_out = None;
     std::future::poll_fn(|cx| {
         let mut moved = false;
@@ -247,11 +250,15 @@ where
             return Poll::Ready(());
         }
         if moved {
-            idle.as_mut().reset(tokio::time::Instant::now() + o.timeout);
+            last_move = tokio::time::Instant::now();
         }
-        if idle.as_mut().poll(cx).is_ready() {
-            timed_out = Some("client or upstream");
-            return Poll::Ready(());
+        while idle.as_mut().poll(cx).is_ready() {
+            let due = last_move + o.timeout;
+            if due <= tokio::time::Instant::now() {
+                timed_out = Some("client or upstream");
+                return Poll::Ready(());
+            }
+            idle.as_mut().reset(due);
         }
         Poll::Pending
     })
