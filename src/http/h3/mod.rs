@@ -27,7 +27,7 @@ mod route;
 mod send;
 
 use crate::conf::load::Listener;
-use crate::core::message::head::{RequestHead, Version};
+use crate::core::message::head::Version;
 use crate::core::module::{Hooks, Module, VarDef};
 use crate::core::request::{Peer, TlsInfo};
 use crate::core::route::VirtualHosts;
