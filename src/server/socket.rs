@@ -152,6 +152,27 @@ impl Bound {
     }
 }
 
+/// A non-blocking IP socket of type `ty` bound to `addr` (SO_REUSEADDR, and
+/// SO_REUSEPORT with `reuseport`; an IPv6 one v6-only unless `ipv6only=off`).
+fn ip_socket(
+    addr: &std::net::SocketAddr,
+    ty: Type,
+    reuseport: bool,
+    opts: &SockOpts,
+) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(*addr), ty, None)?;
+    s.set_reuse_address(true)?;
+    if reuseport {
+        s.set_reuse_port(true)?;
+    }
+    if addr.is_ipv6() {
+        s.set_only_v6(opts.ipv6only.unwrap_or(true))?;
+    }
+    s.set_nonblocking(true)?;
+    s.bind(&(*addr).into())?;
+    Ok(s)
+}
+
 /// Bind one listening socket; with `reuseport` more sockets may bind the same
 /// address (one per worker, or a wildcard beside a specific address).
 pub fn bind(
@@ -162,16 +183,7 @@ pub fn bind(
 ) -> io::Result<Bound> {
     let bound = match addr {
         ListenAddr::Tcp(addr) => {
-            let s = Socket::new(Domain::for_address(*addr), Type::STREAM, None)?;
-            s.set_reuse_address(true)?;
-            if reuseport {
-                s.set_reuse_port(true)?;
-            }
-            if addr.is_ipv6() {
-                s.set_only_v6(opts.ipv6only.unwrap_or(true))?;
-            }
-            s.set_nonblocking(true)?;
-            s.bind(&(*addr).into())?;
+            let s = ip_socket(addr, Type::STREAM, reuseport, opts)?;
             s.listen(backlog)?;
             Bound::Tcp(s.into())
         }
@@ -188,19 +200,7 @@ pub fn bind(
             s.listen(backlog)?;
             Bound::Unix(s.into())
         }
-        ListenAddr::Udp(addr) => {
-            let s = Socket::new(Domain::for_address(*addr), Type::DGRAM, None)?;
-            s.set_reuse_address(true)?;
-            if reuseport {
-                s.set_reuse_port(true)?;
-            }
-            if addr.is_ipv6() {
-                s.set_only_v6(opts.ipv6only.unwrap_or(true))?;
-            }
-            s.set_nonblocking(true)?;
-            s.bind(&(*addr).into())?;
-            Bound::Udp(s.into())
-        }
+        ListenAddr::Udp(addr) => Bound::Udp(ip_socket(addr, Type::DGRAM, reuseport, opts)?.into()),
     };
     bound.configure(addr, opts, Some(&SockOpts::default()));
     Ok(bound)

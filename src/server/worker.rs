@@ -566,6 +566,22 @@ async fn accept_error(e: std::io::Error) {
     }
 }
 
+/// A connection slot and the accepted socket registered with tokio; `None`
+/// (the connection dropped) when the worker is full or registering fails.
+fn slot_and_stream(
+    slots: &Rc<Slots>,
+    s: std::net::TcpStream,
+) -> Option<(Slot, tokio::net::TcpStream)> {
+    let slot = take_slot(slots)?;
+    match tokio::net::TcpStream::from_std(s) {
+        Ok(s) => Some((slot, s)),
+        Err(e) => {
+            error_log!(Alert, "cannot watch a new connection: {e}");
+            None
+        }
+    }
+}
+
 /// A connection's place in worker_connections, logged when there is none.
 fn take_slot(slots: &Rc<Slots>) -> Option<Slot> {
     stats::accepted();
@@ -624,15 +640,8 @@ fn start_tcp(
         let cfg = shared.config.load();
         let l = cfg.listener(key);
         if l.stream {
-            let Some(slot) = take_slot(slots) else {
+            let Some((slot, s)) = slot_and_stream(slots, s) else {
                 return;
-            };
-            let s = match tokio::net::TcpStream::from_std(s) {
-                Ok(s) => s,
-                Err(e) => {
-                    error_log!(Alert, "cannot watch a new connection: {e}");
-                    return;
-                }
             };
             let id = shared.next_connection();
             let client = crate::stream::session::Client::Tcp(s);
@@ -647,15 +656,8 @@ fn start_tcp(
         }
         (l.vhosts.clone(), l.http2, pp)
     };
-    let Some(slot) = take_slot(slots) else {
+    let Some((slot, s)) = slot_and_stream(slots, s) else {
         return;
-    };
-    let s = match tokio::net::TcpStream::from_std(s) {
-        Ok(s) => s,
-        Err(e) => {
-            error_log!(Alert, "cannot watch a new connection: {e}");
-            return;
-        }
     };
     let id = shared.next_connection();
     let shared = shared.clone();
