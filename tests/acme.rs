@@ -12,7 +12,7 @@
 mod common;
 use common::*;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PEBBLE_VERSION: &str = "v2.10.1";
@@ -51,16 +51,6 @@ fn pebble_certs() -> Option<PathBuf> {
     dir.join("pebble.minica.pem").exists().then_some(dir)
 }
 
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn listening(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
@@ -68,8 +58,8 @@ fn listening(port: u16) -> bool {
 /// Pebble on loopback validating on `http_port`/`tls_port`, asking
 /// `dns_port` for names; its certificates valid `validity` seconds.
 struct Pebble {
-    _pebble: Proc,
-    _challtestsrv: Option<Proc>,
+    _pebble: Daemon,
+    _challtestsrv: Option<Daemon>,
     dir: TempDir,
     acme: u16,
     mgmt: u16,
@@ -105,7 +95,7 @@ impl Pebble {
                     .stderr(Stdio::null())
                     .spawn()
                     .ok()?;
-                let p = Proc(child);
+                let p = Daemon(child);
                 assert!(
                     eventually(10, || listening(mgmt)),
                     "challtestsrv did not start"
@@ -128,7 +118,7 @@ impl Pebble {
             .stderr(Stdio::null())
             .spawn()
             .expect("pebble");
-        let p = Proc(child);
+        let p = Daemon(child);
         assert!(eventually(10, || listening(acme)), "pebble did not start");
         Some(Pebble {
             _pebble: p,
@@ -427,7 +417,7 @@ fn tls_alpn01_issues_on_the_tls_listener() {
 
 /// Debian's BIND, authoritative for example.test on a free loopback port,
 /// taking updates signed with `key`.
-fn named(dir: &TempDir, key: &str) -> Option<(Proc, u16)> {
+fn named(dir: &TempDir, key: &str) -> Option<(Daemon, u16)> {
     let bin = ["/usr/sbin/named", "/usr/bin/named"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
@@ -454,7 +444,7 @@ fn named(dir: &TempDir, key: &str) -> Option<(Proc, u16)> {
         .stderr(std::fs::File::create(dir.path().join("named.log")).unwrap())
         .spawn()
         .ok()?;
-    let p = Proc(child);
+    let p = Daemon(child);
     assert!(
         eventually(10, || listening(port)),
         "named did not start: {}",

@@ -8,20 +8,13 @@
 
 mod common;
 use common::*;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Debian's nginx, killed on drop.
 struct Nginx {
-    child: Child,
+    _child: Daemon,
     _dir: TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The backend: h2c on `plain`, h2 over TLS on `tls`, HTTP/1.1 on `sink`
@@ -68,7 +61,10 @@ fn nginx(plain: u16, tls: u16, sink: u16) -> Option<Nginx> {
         .stderr(Stdio::null())
         .spawn()
         .expect("nginx");
-    let n = Nginx { child, _dir: dir };
+    let n = Nginx {
+        _child: Daemon(child),
+        _dir: dir,
+    };
     let end = Instant::now() + Duration::from_secs(10);
     for port in [plain, tls, sink] {
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {

@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `openssl req` making a key and a self-signed certificate (`-x509`) or
@@ -323,15 +323,8 @@ fn configuration_errors_name_the_line() {
 
 /// nginx, when installed, as a backend that asks for a client certificate.
 struct Nginx {
-    child: Child,
+    _child: Daemon,
     _dir: TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -360,7 +353,10 @@ fn an_nginx_backend_gets_the_client_certificate_and_requests_without_delay() {
         .spawn()
         .expect("nginx");
     let nd = dir.path().display().to_string();
-    let _nginx = Nginx { child, _dir: dir };
+    let _nginx = Nginx {
+        _child: Daemon(child),
+        _dir: dir,
+    };
     let end = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < end, "nginx did not start");

@@ -10,20 +10,13 @@ use common::dns::{Dns, query};
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A redis-server on a free loopback port, without persistence.
 struct Redis {
-    child: Child,
+    _child: Daemon,
     port: u16,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn redis() -> Option<Redis> {
@@ -43,7 +36,10 @@ fn redis() -> Option<Redis> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let r = Redis { child, port };
+    let r = Redis {
+        _child: Daemon(child),
+        port,
+    };
     assert!(
         eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()),
         "redis-server did not start"

@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use std::io::Read;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// ca.crt; a.crt (a.test), b.crt (b.test) and client.crt (CN=client),
@@ -254,15 +254,8 @@ fn client_certificates_are_verified_after_the_handshake() {
 
 /// `openssl s_server -www` with `cert` on a free port, killed on drop.
 struct SServer {
-    child: Child,
+    _child: Daemon,
     port: u16,
-}
-
-impl Drop for SServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn s_server(dir: &TempDir, cert: &str) -> SServer {
@@ -285,7 +278,10 @@ fn s_server(dir: &TempDir, cert: &str) -> SServer {
         eventually(10, || TcpStream::connect(("127.0.0.1", port)).is_ok()),
         "s_server did not start"
     );
-    SServer { child, port }
+    SServer {
+        _child: Daemon(child),
+        port,
+    }
 }
 
 #[test]
@@ -339,16 +335,9 @@ fn ssl_preread_routes_tls_by_sni_without_terminating_it() {
 /// saw (SNI, client certificate), and `listen … ssl proxy_protocol`
 /// answering with the PROXY header's address.
 struct Nginx {
-    child: Child,
+    _child: Daemon,
     port: u16,
     pp_port: u16,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn nginx(dir: &TempDir) -> Option<Nginx> {
@@ -374,7 +363,7 @@ fn nginx(dir: &TempDir) -> Option<Nginx> {
         .spawn()
         .expect("nginx");
     let n = Nginx {
-        child,
+        _child: Daemon(child),
         port,
         pp_port,
     };

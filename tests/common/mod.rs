@@ -51,6 +51,17 @@ impl Drop for TempDir {
 /// A free loopback port (bound then released), never the same twice in one
 /// test process: tests run in parallel threads and the kernel may hand a just
 /// released port to the next bind.
+/// A process a test started (a backend, a client), killed and reaped on
+/// drop.
+pub struct Daemon(pub std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     loop {
