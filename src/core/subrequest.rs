@@ -456,6 +456,12 @@ impl Subrequest {
         }
     }
 
+    /// Its response head has been taken ([`Subrequest::head`] answers at
+    /// once).
+    pub fn has_head(&self) -> bool {
+        self.head.is_some()
+    }
+
     /// The response's head, once the subrequest has one (`None` when it
     /// ended without one).
     pub fn head(&mut self) -> BoxFuture<'_, Option<&SubHead>> {

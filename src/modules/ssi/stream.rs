@@ -201,8 +201,8 @@ impl Ssi {
         let mut heads: Vec<_> = rest
             .iter_mut()
             .filter_map(|p| match p {
-                Part::Include(s) => Some(s.head()),
-                Part::Text(_) => None,
+                Part::Include(s) if !s.has_head() => Some(s.head()),
+                _ => None,
             })
             .collect();
         std::future::poll_fn(|cx| {
