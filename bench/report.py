@@ -756,21 +756,23 @@ def routes_target(data):
 
 
 def tls_targets(data):
-    """Issue 9: vireo's CPU µs/req over TLS 1.3 and over HTTP/2 ≤ nginx's in the same run."""
+    """Issues 9 and 21: vireo's CPU µs/req over TLS 1.3 and over HTTP/2 ≤ nginx's, over
+    HTTP/3 ≤ Caddy's, in the same run."""
     if not data:
         return []
     import experiments
     lines = []
     for proto in experiments.TLS_PROTOS:
         rows = [r for r in data["summary"] if r.get("proto") == proto]
-        name = f"| {experiments.TLS_LABELS[proto]}, 21 KB: CPU µs/req ≤ nginx's |"
-        v = next((r for r in rows if r["server"] == "vireo" and r.get("vs_nginx")), None)
-        n = next((r for r in rows if r["server"] == "nginx" and r.get("cpu_us_per_req")), None)
+        ref = experiments.TLS_REFERENCE[proto]
+        name = f"| {experiments.TLS_LABELS[proto]}, 21 KB: CPU µs/req ≤ {label(ref)}'s |"
+        v = next((r for r in rows if r["server"] == "vireo" and r.get("vs_ref")), None)
+        n = next((r for r in rows if r["server"] == ref and r.get("cpu_us_per_req")), None)
         if v and n:
-            lines.append(f"{name} {v['cpu_us_per_req']:.2f} µs = {v['vs_nginx']:.2f}× nginx "
-                         f"({n['cpu_us_per_req']:.2f}) | {'met' if v['vs_nginx'] <= 1 else 'not met'} |")
+            lines.append(f"{name} {v['cpu_us_per_req']:.2f} µs = {v['vs_ref']:.2f}× {label(ref)} "
+                         f"({n['cpu_us_per_req']:.2f}) | {'met' if v['vs_ref'] <= 1 else 'not met'} |")
         elif rows:
-            lines.append(f"{name} – | not measured ({vireo_note(rows) or 'no vireo or nginx figure'}) |")
+            lines.append(f"{name} – | not measured ({vireo_note(rows) or f'no vireo or {label(ref)} figure'}) |")
     return lines
 
 
