@@ -11,7 +11,8 @@ Modes:
 - requests: {"requests": [{"method", "path", "headers": [[n, v]], "body"}],
   "sni", "sequential"}: the requests on one connection (at once, or one
   after another with "sequential"); "responses": status, headers, body
-  (base64), reset. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
+  (base64), reset; "lost": the packets the client's loss recovery declared
+  lost. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
   (with "sequential").
 - flood: {"path", "streams"}: a client that ignores the server's stream
   credit (as an attacker does) and opens "streams" request streams at once,
@@ -39,6 +40,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+from aioquic.quic.logger import QuicLogger
 from aioquic.quic.events import ConnectionTerminated, StreamReset
 
 
@@ -139,8 +141,10 @@ async def requests(port, spec):
     sni = spec.get("sni", "localhost")
     authority = spec.get("authority", f"{sni}:{port}")
     out = {"responses": []}
+    c = config(sni)
+    c.quic_logger = QuicLogger()
     async with connect(
-        "127.0.0.1", port, configuration=config(sni), create_protocol=Client
+        "127.0.0.1", port, configuration=c, create_protocol=Client
     ) as client:
         if spec.get("sequential"):
             for req in spec["requests"]:
@@ -156,6 +160,12 @@ async def requests(port, spec):
             while client.terminated is None and time.monotonic() - t0 < spec["wait_close"]:
                 await asyncio.sleep(0.05)
         out["terminated"] = terminated(client)
+    out["lost"] = sum(
+        1
+        for t in c.quic_logger.to_dict()["traces"]
+        for e in t["events"]
+        if e["name"] == "recovery:packet_lost"
+    )
     return out
 
 

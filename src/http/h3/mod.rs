@@ -23,6 +23,7 @@
 
 mod body;
 pub mod conf;
+pub mod link;
 mod route;
 mod send;
 
@@ -132,7 +133,7 @@ pub async fn serve(
     let fd = sock.as_raw_fd();
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let group = route::Group::of(key);
-    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone())
+    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone())?
         .ok_or_else(|| std::io::Error::other("more QUIC endpoints than connection IDs route"))?;
     let me = routed.route;
     let (secret, first) = {
