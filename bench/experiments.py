@@ -151,10 +151,12 @@ class Ctx:
         return self._why[name, kind]
 
     @contextlib.contextmanager
-    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None, edits=()):
+    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None, edits=(),
+                subst=None):
         """Start what a workload needs: php-fpm for "php" (the server's php template),
         the backend server for "proxy"; yields (front Server, [backend Servers]).
-        edits: (old, new) replacements in the front server's template."""
+        edits: (old, new) replacements in the front server's template; subst: more
+        @KEY@ values for it."""
         with contextlib.ExitStack() as stack:
             backends = []
             if kind == "php" and name != "apache-prefork":
@@ -167,8 +169,8 @@ class Ctx:
                     tag=f"{backend}-backend")))
             front = stack.enter_context(Server(
                 name, self.scratch, self.root, self.port(name),
-                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits, backend),
-                edits=edits))
+                conf=conf or self.conf(name, kind),
+                subst=dict(self.subst(fpm_edits, backend), **(subst or {})), edits=edits))
             yield front, backends
 
     def check(self, name, path):
@@ -698,48 +700,57 @@ def markdown_e4(rows, servers):
 
 # ---------------------------------------------------------------- E5
 
+E5_FILES = ["2b.txt", "21k.txt"]
+
+
 def exp_e5(opts, scratch):
-    """E5 (doc 002): 2 B file, the tuned directives, one pinned worker; vs a C epoll floor."""
+    """E5 (doc 002): the 2 B and 21 KB files, the tuned directives, one pinned worker; vs a
+    C epoll floor doing the same kernel work (2 B: one write of head and body; 21 KB: the
+    head with MSG_MORE, then sendfile)."""
     ctx = Ctx(opts, scratch)
-    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    plan = [(k, s, f) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)
+            for f in E5_FILES]
     progress, results = Progress(len(plan), "E5"), []
-    for k, s in plan:
-        progress.step(f"{s:8} 2b.txt tuned run {k}/{opts.runs}")
+    for k, s, f in plan:
+        progress.step(f"{s:8} {f} tuned run {k}/{opts.runs}")
         try:
             conf = SERVERS[s].get("tuned") if s != "floor" else None
-            with ctx.serving(s, "static", conf=conf) as (front, _):
-                url = ctx.check(s, "2b.txt")
+            body = {"@FLOOR_BODY@": f"@{ctx.root / f}"} if s == "floor" and f != "2b.txt" else {}
+            with ctx.serving(s, "static", conf=conf, subst=body) as (front, _):
+                url = ctx.check(s, f)
                 warm_up(url)
                 with Meter(front) as m:
                     w = run_wrk(url, opts.duration, opts.connections)
-                r = dict(w, server=s, path="2b.txt", run=k, conf=conf, **m.result(w["requests"]))
+                r = dict(w, server=s, path=f, run=k, conf=conf, **m.result(w["requests"]))
                 r["ceiling_rps"] = 1e6 / r["cpu_us_per_req"] if r["cpu_us_per_req"] else None
                 results.append(r)
         except ERRORS as e:
-            results.append({"server": s, "path": "2b.txt", "run": k, "error": failure(e)})
+            results.append({"server": s, "path": f, "run": k, "error": failure(e)})
     progress.close()
     return results
 
 
 def summarize_e5(results, servers):
-    rows = summarize_points(results, servers, [],
+    """Rows per (file, server); "vs_floor", "vs_nginx": CPU µs/req ÷ theirs for the file
+    (medians)."""
+    rows = summarize_points(results, servers, ["path"],
                             ["rps", "cpu_us_per_req", "cpu_util", "ceiling_rps", "p99_ms", "rss_mb"])
-    floor = find(rows, "floor")
-    nginx = find(rows, "nginx")
     for r in rows:
-        for name, base in (("vs_floor", floor), ("vs_nginx", nginx)):
+        for name, base in (("vs_floor", find(rows, "floor", path=r["path"])),
+                           ("vs_nginx", find(rows, "nginx", path=r["path"]))):
             ok = base and base.get("cpu_us_per_req") and r.get("cpu_us_per_req")
             r[name] = r["cpu_us_per_req"] / base["cpu_us_per_req"] if ok else None
     return rows
 
 
 def markdown_e5(rows, servers):
-    body = [[label(r["server"])] + ([short(r["note"])] + [""] * 6 if r.get("note") else
-            [spread(r, "rps", ",.0f"), spread(r, "cpu_us_per_req", ".2f"),
-             fmt(100 * r["cpu_util"], ".0f") + " %" if r.get("cpu_util") is not None else "–",
-             fmt(r["ceiling_rps"], ",.0f"), fmt(r["vs_floor"], ".2f") + "×",
-             fmt(r["vs_nginx"], ".2f") + "×"]) for r in rows]
-    return (table(["server", "rps (wrk -c50, median)", "CPU µs/req (median, min–max)",
+    body = [[SIZES.get(r["path"], r["path"]), label(r["server"])] +
+            ([short(r["note"])] + [""] * 6 if r.get("note") else
+             [spread(r, "rps", ",.0f"), spread(r, "cpu_us_per_req", ".2f"),
+              fmt(100 * r["cpu_util"], ".0f") + " %" if r.get("cpu_util") is not None else "–",
+              fmt(r["ceiling_rps"], ",.0f"), fmt(r["vs_floor"], ".2f") + "×",
+              fmt(r["vs_nginx"], ".2f") + "×"]) for r in rows]
+    return (table(["file", "server", "rps (wrk -c50, median)", "CPU µs/req (median, min–max)",
                    "CPU 0 busy", "ceiling per core, req/s (10⁶ ÷ µs)", "CPU vs floor",
                    "CPU vs nginx"], body)
             + "\nPaper 002: 904,000 req/s from 24 nginx workers after tuning (560,000 before the "
@@ -1922,10 +1933,10 @@ EXPERIMENTS = {
                                "cpu_us_per_req_max", ".1f")),
                      title="E4 — ab -c 1000 (paper 004)"),
     "E5": Experiment(exp_e5, summarize_e5, markdown_e5, ("vireo", "nginx", "floor"), ("wrk",),
-                     gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                     keys=("path",), gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
                                "cpu_us_per_req_max", ".2f"),
                            Gap("rps", "req/s", True, "rps_min", "rps_max", ",.0f")),
-                     title="E5 — per-core ceiling with the tuned directives (paper 002)"),
+                     title="E5 — per-core ceiling with the tuned directives (paper 002), and the C floor"),
     "M": Experiment(exp_idle, summarize_idle, markdown_idle, tuple(vb.PEERS), (),
                     gaps=M_GAPS,
                     title="M — memory per 10,000 idle keep-alive connections"),

@@ -280,14 +280,21 @@ class Summaries(unittest.TestCase):
         self.assertNotIn("unknown directive", md.split("Detail")[0])
 
     def test_e5_ratios(self):
-        results = [dict(server=s, rps=r, cpu_us_per_req=c, cpu_util=0.9, ceiling_rps=1e6 / c,
-                        p99_ms=1, rss_mb=3) for s, r, c in
-                   (("vireo", 100, 5.0), ("nginx", 90, 10.0), ("floor", 120, 4.0))]
+        results = [dict(server=s, path=f, rps=r, cpu_us_per_req=c, cpu_util=0.9,
+                        ceiling_rps=1e6 / c, p99_ms=1, rss_mb=3) for s, f, r, c in
+                   (("vireo", "2b.txt", 100, 5.0), ("nginx", "2b.txt", 90, 10.0),
+                    ("floor", "2b.txt", 120, 4.0), ("vireo", "21k.txt", 50, 8.0),
+                    ("nginx", "21k.txt", 45, 10.0), ("floor", "21k.txt", 60, 7.0))]
         rows = ex.summarize_e5(results, ["vireo", "nginx", "floor"])
-        self.assertAlmostEqual(rows[0]["vs_nginx"], 0.5)
-        self.assertAlmostEqual(rows[0]["vs_floor"], 1.25)
+        v = ex.find(rows, "vireo", path="2b.txt")
+        self.assertAlmostEqual(v["vs_nginx"], 0.5)
+        self.assertAlmostEqual(v["vs_floor"], 1.25)
+        v21 = ex.find(rows, "vireo", path="21k.txt")
+        self.assertAlmostEqual(v21["vs_nginx"], 0.8)
+        self.assertAlmostEqual(v21["vs_floor"], 8 / 7)
         md = ex.markdown_e5(rows, ["vireo", "nginx", "floor"])
-        self.assertIn("| vireo | 100 | 5.00 | 90 % | 200,000 | 1.25× | 0.50× |", md)
+        self.assertIn("| 2 B | vireo | 100 | 5.00 | 90 % | 200,000 | 1.25× | 0.50× |", md)
+        self.assertIn("| 21 KB | vireo | 50 | 8.00 | 90 % | 125,000 | 1.14× | 0.80× |", md)
         self.assertIn("C epoll floor", md)
 
     def test_e1_and_paper_table(self):

@@ -134,8 +134,9 @@ SERVERS = {
         "version": ["cc", "--version"], "stop": signal.SIGTERM,
     },
     "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
-        "conf": None,
-        "cmd": lambda s: [str(FLOOR), str(s.port), (s.root / "2b.txt").read_text()],
+        "conf": None,  # the body: subst @FLOOR_BODY@ ("@PATH": a file by sendfile), else 2b.txt's
+        "cmd": lambda s: [str(FLOOR), str(s.port),
+                          s.subst.get("@FLOOR_BODY@") or (s.root / "2b.txt").read_text()],
         "version": ["cc", "--version"], "stop": signal.SIGTERM,
     },
 }
@@ -580,6 +581,7 @@ class Server:
     def __init__(self, name, scratch, root, port, conf=None, subst=None, edits=(), tag=None):
         self.name, self.port, self.root = name, port, Path(root).resolve()
         self.spec = spec = SERVERS[name]
+        self.subst = dict(subst or {})
         self.dir = Path(scratch).resolve() / (tag or name)
         self.dir.mkdir(parents=True, exist_ok=True)
         conf = conf or spec["conf"]
