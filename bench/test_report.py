@@ -672,6 +672,17 @@ class Report(unittest.TestCase):
         rps = [g for g in gaps if g["metric"] == "successful req/s"]
         self.assertEqual(rps[0]["peer"], "nginx")  # throughput counts every peer
 
+    def test_cpu_per_request_only_beside_peers_that_failed_no_more(self):
+        rows = [dict(server="vireo", path="info.php", clients=15000, cpu_us_per_req=115.0, errors=0, runs=3),
+                dict(server="lighttpd", path="info.php", clients=15000, cpu_us_per_req=13.4,
+                     errors=231025, runs=3),
+                dict(server="apache", path="info.php", clients=15000, cpu_us_per_req=306.0, errors=0, runs=3)]
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "lighttpd", "apache"])})
+        self.assertEqual([g for g in gaps if g["metric"] == "server CPU µs/req"], [])
+        rows[2]["cpu_us_per_req"] = 100.0
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "lighttpd", "apache"])})
+        self.assertEqual([g["peer"] for g in gaps if g["metric"] == "server CPU µs/req"], ["apache"])
+
     def test_noisy_gaps_fold(self):
         gaps = [{"experiment": "E1", "where": f"21 KB, c={c}", "metric": "req/s", "vireo": 90,
                  "peer": "nginx", "peer_value": 100, "ratio": 0.9, "spec": ",.0f", "clear": False}
