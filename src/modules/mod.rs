@@ -41,6 +41,7 @@ pub mod ssl;
 pub mod ssl_preread;
 pub mod static_files;
 pub mod status;
+pub mod stream_pass;
 pub mod stream_proxy;
 pub mod stream_return;
 pub mod sub_filter;
@@ -112,6 +113,7 @@ pub static MODULES: &[&Module] = &[
     &stream_proxy::MODULE,
     &stream_proxy::ssl::MODULE,
     &stream_return::MODULE,
+    &stream_pass::MODULE,
     &ssl_preread::MODULE,
 ];
 
