@@ -14,6 +14,7 @@ pub mod charset;
 pub mod client_body;
 pub mod compress;
 pub mod dav;
+pub mod early_hints;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
@@ -108,6 +109,7 @@ pub static MODULES: &[&Module] = &[
     &limit_req::MODULE,
     &limit_conn::MODULE,
     &empty_gif::MODULE,
+    &early_hints::MODULE,
     &limit_rate::MODULE,
     &crate::stream::MODULE,
     &stream_proxy::MODULE,

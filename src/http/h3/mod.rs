@@ -422,8 +422,11 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
         Err(resp) => pipeline::refused(&mut req, resp).await,
         Ok(core) => {
             let max = core.client_max_body_size;
-            let mut body = body::H3Body::new(rx, first, &head, core, &conn.quic);
-            match pipeline::run(&mut req, &mut body, max).await {
+            let ran = {
+                let mut body = body::H3Body::new(rx, first, &head, core, &conn.quic, &mut tx);
+                pipeline::run(&mut req, &mut body, max).await
+            };
+            match ran {
                 Ran::Respond { resp, .. } => resp,
                 Ran::Abort(_) => {
                     tx.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
