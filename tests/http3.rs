@@ -486,4 +486,16 @@ fn configuration_errors_name_the_listen() {
         err.contains("\"ssl\" parameter is incompatible with \"quic\""),
         "{err}"
     );
+    // A limit the QUIC stack cannot be given is refused, naming its line.
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n    quic_active_connection_id_limit 2;\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("\"quic_active_connection_id_limit\" is not supported by vireo: its QUIC stack (quinn) always advertises an active_connection_id_limit of 5")
+            && err.contains("t.conf:3"),
+        "{err}"
+    );
 }

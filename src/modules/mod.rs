@@ -329,7 +329,6 @@ mod tests {
             crate::modules::uwsgi::IGNORED,
             crate::modules::scgi::IGNORED,
             crate::modules::referer::conf::IGNORED,
-            crate::http::h3::conf::IGNORED,
         ];
         for d in all(MODULES) {
             let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));

@@ -442,7 +442,7 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
 pub static MODULE: Module = Module {
     name: "http3",
     nginx: &["http_v3_module"],
-    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES],
     settings: Some(&conf::Http3Conf::KIND),
     // `h3` for a request over HTTP/3, empty otherwise.
     variables: &[VarDef::name("http3", |req, _, out| {
