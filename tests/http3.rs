@@ -54,6 +54,8 @@ fn cert(dir: &TempDir) {
 struct H3Resp {
     status: u16,
     reset: Option<u64>,
+    /// The fields of the interim (1xx) responses before it: status, name, value.
+    interim: Vec<(u16, String, String)>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -120,6 +122,16 @@ fn client(port: u16, mode: &str, spec: &str) -> Run {
                     }
                 }
                 run.responses.push(resp);
+            }
+            "I" => {
+                let (i, r) = idx(rest);
+                let (status, field) = r.split_once(' ').unwrap_or((&r, ""));
+                let (n, v) = field.split_once(": ").unwrap_or((field, ""));
+                run.responses[i].interim.push((
+                    status.parse().unwrap_or(0),
+                    n.to_string(),
+                    v.to_string(),
+                ));
             }
             "H" => {
                 let (i, r) = idx(rest);
@@ -310,6 +322,29 @@ fn post_to_fastcgi_and_through_a_proxy() {
     assert_eq!(r[1].text(), format!("POST {body} HTTP/1.0"));
     assert_eq!(r[2].status, 200);
     assert_eq!(r[2].text(), "POST no length HTTP/3.0");
+}
+
+#[test]
+fn early_hints_of_a_proxied_backend() {
+    if !have_aioquic() {
+        return;
+    }
+    let (_backend, port) = early_hints_backend();
+    let v = start(
+        &format!("early_hints $http3; location /hint/ {{ proxy_pass http://127.0.0.1:{port}; }}"),
+        "",
+    );
+    let r = get(v.port, &[r#"{"path": "/hint/a"}"#]);
+    assert_eq!(r[0].status, 200, "{r:?}");
+    let hint = |n: &str, v: &str| (103, n.to_string(), v.to_string());
+    assert_eq!(
+        r[0].interim,
+        [
+            hint("link", "</style.css>; rel=preload; as=style"),
+            hint("x-hint", "/hint/a")
+        ]
+    );
+    assert_eq!(r[0].text(), "SEE-THIS /hint/a");
 }
 
 #[test]
@@ -521,6 +556,18 @@ fn configuration_errors_name_the_listen() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("\"ssl\" parameter is incompatible with \"quic\""),
+        "{err}"
+    );
+    // A limit the QUIC stack cannot be given is refused, naming its line.
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n    quic_active_connection_id_limit 2;\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("\"quic_active_connection_id_limit\" is not supported by vireo: its QUIC stack (quinn) always advertises an active_connection_id_limit of 5")
+            && err.contains("t.conf:3"),
         "{err}"
     );
 }

@@ -4,8 +4,9 @@
 
 SPEC is JSON. It prints what the server answered and how the connection
 went, a line each: `R i status=N reset=CODE|- len=N` for the i-th response,
-`H i name: value` for each of its fields, `B i BASE64` for its body, and
-`K name=value` for everything else.
+`I i STATUS name: value` for each field of an interim (1xx) response before
+it, `H i name: value` for each of its fields, `B i BASE64` for its body,
+and `K name=value` for everything else.
 
 Modes:
 - requests: {"requests": [{"method", "path", "headers": [[n, v]], "body"}],
@@ -72,12 +73,14 @@ class Client(QuicConnectionProtocol):
                 continue
             r = self.responses.setdefault(sid, new_response())
             if isinstance(ev, HeadersReceived):
-                for k, v in ev.headers:
-                    if k == b":status":
-                        if r["status"] is None or r["status"] < 200:
-                            r["status"] = int(v)
-                    else:
-                        r["headers"].append([k.decode(), v.decode()])
+                status = next((int(v) for k, v in ev.headers if k == b":status"), None)
+                fields = [[k.decode(), v.decode()] for k, v in ev.headers if k != b":status"]
+                if status is not None and status < 200:
+                    r["interim"].append([status, fields])
+                    continue
+                if status is not None:
+                    r["status"] = status
+                r["headers"].extend(fields)
             elif isinstance(ev, DataReceived):
                 r["body"] += ev.data
             if getattr(ev, "stream_ended", False):
@@ -112,6 +115,7 @@ class Client(QuicConnectionProtocol):
         r = self.responses.get(sid, new_response())
         return {
             "status": r["status"],
+            "interim": r["interim"],
             "headers": r["headers"],
             "body": base64.b64encode(bytes(r["body"])).decode(),
             "reset": r["reset"],
@@ -119,7 +123,7 @@ class Client(QuicConnectionProtocol):
 
 
 def new_response():
-    return {"status": None, "headers": [], "body": bytearray(), "reset": None}
+    return {"status": None, "interim": [], "headers": [], "body": bytearray(), "reset": None}
 
 
 def config(sni, ticket=None, tickets=None):
@@ -268,6 +272,9 @@ def emit(out):
         body = base64.b64decode(r["body"])
         reset = "-" if r["reset"] is None else r["reset"]
         print(f"R {i} status={r['status']} reset={reset} len={len(body)}")
+        for status, fields in r.get("interim", []):
+            for k, v in fields:
+                print(f"I {i} {status} {k}: {v}")
         for k, v in r["headers"]:
             print(f"H {i} {k}: {v}")
         print(f"B {i} {r['body']}")

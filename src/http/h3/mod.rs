@@ -423,8 +423,11 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
         Err(resp) => pipeline::refused(&mut req, resp).await,
         Ok(core) => {
             let max = core.client_max_body_size;
-            let mut body = body::H3Body::new(rx, first, &head, core, &conn.quic);
-            match pipeline::run(&mut req, &mut body, max).await {
+            let ran = {
+                let mut body = body::H3Body::new(rx, first, &head, core, &conn.quic, &mut tx);
+                pipeline::run(&mut req, &mut body, max).await
+            };
+            match ran {
                 Ran::Respond { resp, .. } => resp,
                 Ran::Abort(_) => {
                     tx.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
@@ -440,7 +443,7 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
 pub static MODULE: Module = Module {
     name: "http3",
     nginx: &["http_v3_module"],
-    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES],
     settings: Some(&conf::Http3Conf::KIND),
     // `h3` for a request over HTTP/3, empty otherwise.
     variables: &[VarDef::name("http3", |req, _, out| {
