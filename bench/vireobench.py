@@ -809,6 +809,28 @@ def ensure_vireo():
             VIREO_NOTE.append("sources newer than the binary, cargo build failed: "
                               "measured the existing binary")
             print(f"bench/run: {VIREO_NOTE[-1]}", file=sys.stderr)
+    stale = hot_symbols_note()
+    if stale and stale not in VIREO_NOTE:
+        VIREO_NOTE.append(stale)
+        print(f"bench/run: {stale}", file=sys.stderr)
+
+
+def hot_symbols_note():
+    """A note when link/hot-symbols.txt no longer names this build's functions: the
+    names carry hashes that change with the crate graph (a dependency's version or
+    features), and the functions it misses are laid out by default, which takes the
+    idle server's code pages from ~1 MB to ~4 MB (scripts/hot-symbols remakes it)."""
+    order = REPO / "link" / "hot-symbols.txt"
+    if not order.exists() or not VIREO.exists():
+        return None
+    want = set(order.read_text().split())
+    r = subprocess.run(["nm", str(VIREO)], capture_output=True, text=True)
+    have = {ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip()}
+    found = len(want & have) / len(want) if want else 1.0
+    if found >= 0.9:
+        return None
+    return (f"link/hot-symbols.txt names {found:.0%} of this build's functions: code laid out "
+            "by default (more resident pages); run scripts/hot-symbols")
 
 
 def pin_vireo(scratch):
