@@ -5,7 +5,8 @@
 //! pebble-challtestsrv, its DNS for the other tests, takes no updates),
 //! served through `$acme_certificate` and checked by curl against Pebble's
 //! root; renewal without a dropped request; the state reused after a
-//! restart; errors logged with back-off. scripts/test installs Pebble and
+//! restart; External Account Binding and certificate profiles (Pebble's
+//! own); errors logged with back-off. scripts/test installs Pebble and
 //! pebble-challtestsrv (Go) into target/tools, and bind9; the tests skip
 //! with a message without them.
 
@@ -69,7 +70,13 @@ struct Pebble {
 impl Pebble {
     /// `dns`: the DNS server Pebble asks; `None` starts
     /// pebble-challtestsrv, which answers 127.0.0.1 for every name.
-    fn start(http_port: u16, tls_port: u16, dns: Option<u16>, validity: u64) -> Option<Pebble> {
+    fn start(
+        http_port: u16,
+        tls_port: u16,
+        dns: Option<u16>,
+        validity: u64,
+        more: &More,
+    ) -> Option<Pebble> {
         let (Some(pebble), Some(certs)) = (tool("pebble"), pebble_certs()) else {
             eprintln!(
                 "SKIP: Pebble is not installed (scripts/test: go install github.com/letsencrypt/pebble/v2/cmd/pebble@{PEBBLE_VERSION})"
@@ -106,7 +113,7 @@ impl Pebble {
         let dns_port = dns.unwrap_or_else(|| challtestsrv.as_ref().unwrap().1);
         let dir = TempDir::new("pebble");
         let (acme, mgmt) = (free_port(), free_port());
-        let config = serde_json_text(acme, mgmt, http_port, tls_port, &certs, validity);
+        let config = serde_json_text(acme, mgmt, http_port, tls_port, &certs, validity, more);
         let conf = dir.write("pebble.json", config);
         let child = Command::new(pebble)
             .args(["-config", &conf.display().to_string()])
@@ -162,7 +169,17 @@ fn serde_json_text(
     tls: u16,
     certs: &std::path::Path,
     validity: u64,
+    more: &More,
 ) -> String {
+    let eab = match more.eab {
+        Some((kid, key)) => format!(
+            r#""externalAccountBindingRequired": true, "externalAccountMACKeys": {{"{kid}": "{key}"}}"#
+        ),
+        None => r#""externalAccountBindingRequired": false"#.to_string(),
+    };
+    let profile = more.profile.map_or(String::new(), |(name, secs)| {
+        format!(r#", "{name}": {{"description": "other", "validityPeriod": {secs}}}"#)
+    });
     format!(
         r#"{{"pebble": {{
   "listenAddress": "127.0.0.1:{acme}",
@@ -172,10 +189,10 @@ fn serde_json_text(
   "httpPort": {http},
   "tlsPort": {tls},
   "ocspResponderURL": "",
-  "externalAccountBindingRequired": false,
+  {eab},
   "retryAfter": {{"authz": 1, "order": 1}},
   "keyAlgorithm": "ecdsa",
-  "profiles": {{"default": {{"description": "test", "validityPeriod": {validity}}}}}
+  "profiles": {{"default": {{"description": "test", "validityPeriod": {validity}}}{profile}}}
 }}}}"#,
         c = certs.display()
     )
@@ -305,9 +322,22 @@ struct Setup {
     state: TempDir,
 }
 
+/// What a Pebble is started with beyond the default profile: an external
+/// account it requires (key id, base64url MAC key), another profile (name,
+/// validity in seconds).
+#[derive(Default)]
+struct More {
+    eab: Option<(&'static str, &'static str)>,
+    profile: Option<(&'static str, u64)>,
+}
+
 fn setup(dns: Option<u16>, validity: u64) -> Option<Setup> {
+    setup_with(dns, validity, &More::default())
+}
+
+fn setup_with(dns: Option<u16>, validity: u64, more: &More) -> Option<Setup> {
     let ports = (free_port(), free_port());
-    let p = Pebble::start(ports.0, ports.1, dns, validity)?;
+    let p = Pebble::start(ports.0, ports.1, dns, validity, more)?;
     Some(Setup {
         p,
         ports,
@@ -646,6 +676,180 @@ fn terms_not_accepted_are_logged_with_their_address() {
     assert!(!state.join("account.json").exists());
 }
 
+/// Pebble's example external account: its key id and base64url MAC key.
+const EAB: (&str, &str) = (
+    "kid-1",
+    "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W",
+);
+
+#[test]
+fn external_account_binding_with_the_right_key_only() {
+    let more = More {
+        eab: Some(EAB),
+        ..More::default()
+    };
+    let Some(s) = setup_with(None, 7_776_000, &more) else {
+        return;
+    };
+    let keys = TempDir::new("eab");
+    // A wrong MAC key: the account is refused, logged, tried again later.
+    let wrong = keys.write(
+        "wrong.key",
+        "c29tZS1vdGhlci1rZXktdGhhdC1pcy1ub3QtcGViYmxlcw\n",
+    );
+    let state = s.state.path().join("wrong");
+    let v = vireo(
+        TempDir::new("acme"),
+        &s.p,
+        s.ports,
+        &state,
+        &format!(
+            "accept_terms_of_service; external_account_key {} {};",
+            EAB.0,
+            wrong.display()
+        ),
+        "acme_certificate pebble a.example.test;",
+    );
+    assert!(
+        eventually(20, || error_log(&v).contains("next try in 60s")),
+        "{}",
+        error_log(&v)
+    );
+    let log = error_log(&v);
+    assert!(
+        log.contains("(registering with external_account_key \"kid-1\")"),
+        "{log}"
+    );
+    assert!(!log.contains("registered"), "{log}");
+    assert!(!state.join("account.json").exists());
+    drop(v);
+
+    // The right one (as a file, base64url as Pebble's configuration has it).
+    let right = keys.write("right.key", format!("{}\n", EAB.1));
+    let state = s.state.path().join("right");
+    let v = vireo(
+        TempDir::new("acme"),
+        &s.p,
+        s.ports,
+        &state,
+        &format!(
+            "accept_terms_of_service; external_account_key {} {};",
+            EAB.0,
+            right.display()
+        ),
+        "acme_certificate pebble a.example.test;",
+    );
+    wait_issued(&v, "a.example.test", s.ports.1, &s.p.root());
+    let log = error_log(&v);
+    assert!(
+        log.contains("registered, bound to external account \"kid-1\""),
+        "{log}"
+    );
+    assert!(state.join("account.json").exists());
+}
+
+/// The validity period of the certificate served for `name`, in seconds.
+fn served_validity(name: &str, port: u16) -> i64 {
+    let s = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", name])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("openssl");
+    let mut x = Command::new("openssl")
+        .args(["x509", "-noout", "-startdate", "-enddate"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    x.stdin.take().unwrap().write_all(&s.stdout).unwrap();
+    let out = String::from_utf8(x.wait_with_output().unwrap().stdout).unwrap();
+    let date = |key: &str| {
+        let line = out.lines().find_map(|l| l.strip_prefix(key)).expect(key);
+        chrono::NaiveDateTime::parse_from_str(line.trim(), "%b %e %H:%M:%S %Y GMT")
+            .unwrap()
+            .and_utc()
+            .timestamp()
+    };
+    date("notAfter=") - date("notBefore=")
+}
+
+#[test]
+fn profile_orders_the_issuers_profile() {
+    let more = More {
+        profile: Some(("short", 3600)),
+        ..More::default()
+    };
+    let Some(s) = setup_with(None, 7_776_000, &more) else {
+        return;
+    };
+    let state = s.state.path().join("pebble");
+    // A profile the issuer does not offer: refused with `require`.
+    let v = vireo(
+        TempDir::new("acme"),
+        &s.p,
+        s.ports,
+        &state,
+        "accept_terms_of_service; profile tiny require;",
+        "acme_certificate pebble a.example.test;",
+    );
+    assert!(
+        eventually(20, || error_log(&v).contains("next try in 60s")),
+        "{}",
+        error_log(&v)
+    );
+    let log = error_log(&v);
+    assert!(
+        log.contains("the issuer does not offer the profile \"tiny\" (\"profile tiny require\")"),
+        "{log}"
+    );
+    assert!(!log.contains("ordering"), "{log}");
+    drop(v);
+
+    // The one it offers: the certificate has that profile's validity.
+    let v = vireo(
+        TempDir::new("acme"),
+        &s.p,
+        s.ports,
+        &state,
+        "accept_terms_of_service; profile short;",
+        "acme_certificate pebble a.example.test;",
+    );
+    wait_issued(&v, "a.example.test", s.ports.1, &s.p.root());
+    let log = error_log(&v);
+    assert!(
+        log.contains("(ecdsa:256 key, profile \"short\") with http-01 challenges"),
+        "{log}"
+    );
+    let validity = served_validity("a.example.test", s.ports.1);
+    assert!((3598..=3600).contains(&validity), "{validity}");
+    drop(v);
+
+    // Without `require`, an unknown profile is left out of the order (which
+    // Pebble then gives a profile of its choosing).
+    std::fs::remove_dir_all(&state).unwrap();
+    let v = vireo(
+        TempDir::new("acme"),
+        &s.p,
+        s.ports,
+        &state,
+        "accept_terms_of_service; profile tiny;",
+        "acme_certificate pebble a.example.test;",
+    );
+    wait_issued(&v, "a.example.test", s.ports.1, &s.p.root());
+    let log = error_log(&v);
+    assert!(
+        log.contains("does not offer the profile \"tiny\"; ordering without a profile"),
+        "{log}"
+    );
+    assert!(
+        log.contains("(ecdsa:256 key) with http-01 challenges"),
+        "{log}"
+    );
+}
+
 #[test]
 fn configuration_errors() {
     let dir = TempDir::new("acme-conf");
@@ -666,6 +870,26 @@ fn configuration_errors() {
         (
             "acme_issuer x { uri ftp://a/dir; }",
             "invalid uri \"ftp://a/dir\"",
+        ),
+        (
+            "acme_issuer x { uri https://a/dir; preferred_chain \"Pebble Root\"; }",
+            "\"preferred_chain\" is not supported",
+        ),
+        (
+            "acme_issuer x { uri https://a/dir; external_account_key k data:a+b; }",
+            "the key: the key is not base64url",
+        ),
+        (
+            "acme_issuer x { uri https://a/dir; external_account_key k /nonexistent/eab; }",
+            "cannot read \"/nonexistent/eab\"",
+        ),
+        (
+            "acme_issuer x { uri https://a/dir; profile a b; }",
+            "invalid parameter \"b\" in \"profile\" directive",
+        ),
+        (
+            "acme_issuer x { uri https://a/dir; profile a; profile b; }",
+            "\"profile\" directive is duplicate",
         ),
     ];
     for (block, msg) in cases {
@@ -694,4 +918,32 @@ fn configuration_errors() {
     assert!(server(http, "acme_certificate x a.test key=rsa:4096;").contains("RSA keys"));
     let ok = server(http, "acme_certificate x a.test key=ecdsa:384;");
     assert!(ok.contains("test is successful"), "{ok}");
+    let eab = "acme_issuer x { uri https://a/dir; external_account_key k data:c2VjcmV0; profile p require; }";
+    let ok = server(eab, "acme_certificate x a.test;");
+    assert!(ok.contains("test is successful"), "{ok}");
+    // An account key file cannot be bound to an external account.
+    let key = dir.path().join("account.pem");
+    let made = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .arg("-out")
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let both = format!(
+        "acme_issuer x {{ uri https://a/dir; account_key {}; external_account_key k data:c2VjcmV0; }}",
+        key.display()
+    );
+    let err = server(&both, "acme_certificate x a.test;");
+    assert!(
+        err.contains("\"external_account_key\" needs a generated account key")
+            && err.contains("t.conf:3"),
+        "{err}"
+    );
 }

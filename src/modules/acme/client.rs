@@ -416,6 +416,10 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
             };
             let builder = Account::builder_with_http(http_client(issuer)?);
             let contacts: Vec<&str> = issuer.contacts.iter().map(String::as_str).collect();
+            let eab = issuer
+                .eab
+                .as_ref()
+                .map(|e| instant_acme::ExternalAccountKey::new(e.kid.clone(), &e.key));
             let (a, creds) = match &issuer.account_key {
                 AccountKey::Generate => builder
                     .create(
@@ -425,10 +429,17 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
                             only_return_existing: false,
                         },
                         issuer.uri.clone(),
-                        None,
+                        eab.as_ref(),
                     )
                     .await
-                    .map_err(refused)?,
+                    .map_err(|e| match &issuer.eab {
+                        Some(x) => Failure::Refused(format!(
+                            "{} (registering with external_account_key \"{}\")",
+                            refused(e),
+                            x.kid
+                        )),
+                        None => refused(e),
+                    })?,
                 AccountKey::File(path, der) => {
                     if let (Some(t), false) = (&terms, issuer.accept_tos) {
                         return Err(Failure::Refused(format!(
@@ -455,7 +466,15 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
                     (a, creds)
                 }
             };
-            crate::error_log!(Notice, "acme: {label}: account {} registered", a.id());
+            match &issuer.eab {
+                Some(x) => crate::error_log!(
+                    Notice,
+                    "acme: {label}: account {} registered, bound to external account \"{}\"",
+                    a.id(),
+                    x.kid
+                ),
+                None => crate::error_log!(Notice, "acme: {label}: account {} registered", a.id()),
+            }
             if let Some(f) = &file {
                 let kept = Kept {
                     directory: issuer.uri.clone(),
@@ -580,9 +599,28 @@ async fn obtain(m: &Managed) -> Result<(), Failure> {
             .ok()
             .map(|i| i.into_owned())
     });
+    let profile = match &issuer.profile {
+        Some(p) if account.profiles().any(|o| o.name == p.name) => Some(p.name.as_str()),
+        Some(p) if p.require => {
+            return Err(Failure::Refused(format!(
+                "the issuer does not offer the profile \"{}\" (\"profile {} require\")",
+                p.name, p.name
+            )));
+        }
+        Some(p) => {
+            crate::error_log!(
+                Warn,
+                "acme: {}: the issuer does not offer the profile \"{}\"; ordering without a profile",
+                m.label(),
+                p.name
+            );
+            None
+        }
+        None => None,
+    };
     crate::error_log!(
         Notice,
-        "acme: {}: ordering {} for {} ({} key) with {} challenges",
+        "acme: {}: ordering {} for {} ({} key{}) with {} challenges",
         m.label(),
         match &old {
             Some(p) => format!("a renewal of serial {}", p.serial),
@@ -590,10 +628,18 @@ async fn obtain(m: &Managed) -> Result<(), Failure> {
         },
         m.names.join(", "),
         m.key.name(),
+        profile.map_or(String::new(), |p| format!(", profile \"{p}\"")),
         issuer.challenge.name()
     );
+    let new_order = || {
+        let o = NewOrder::new(&ids);
+        match profile {
+            Some(p) => o.profile(p),
+            None => o,
+        }
+    };
     let mut order = match replaces {
-        Some(r) => match account.new_order(&NewOrder::new(&ids).replaces(r)).await {
+        Some(r) => match account.new_order(&new_order().replaces(r)).await {
             Ok(o) => o,
             Err(e) => {
                 crate::error_log!(
@@ -602,10 +648,10 @@ async fn obtain(m: &Managed) -> Result<(), Failure> {
                     m.label(),
                     Failure::from(e)
                 );
-                account.new_order(&NewOrder::new(&ids)).await?
+                account.new_order(&new_order()).await?
             }
         },
-        None => account.new_order(&NewOrder::new(&ids)).await?,
+        None => account.new_order(&new_order()).await?,
     };
     let mut answers = Vec::new();
     let validated = async {

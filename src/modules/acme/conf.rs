@@ -110,6 +110,27 @@ pub struct Issuer {
     pub state: Option<PathBuf>,
     pub accept_tos: bool,
     pub dns: Option<DnsUpdate>,
+    /// `external_account_key`: the account is bound to this external
+    /// account when registered (RFC 8555 section 7.3.4).
+    pub eab: Option<ExternalAccount>,
+    /// `profile`: the certificate profile orders ask for.
+    pub profile: Option<Profile>,
+}
+
+/// An external account the issuer knows: its key identifier and HMAC key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ExternalAccount {
+    pub kid: String,
+    pub key: Vec<u8>,
+}
+
+/// `profile name [require]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Profile {
+    pub name: String,
+    /// Fail the order when the issuer does not offer it (else order
+    /// without a profile).
+    pub require: bool,
 }
 
 /// The issuers of one load and the store's size (`acme_shared_zone`).
@@ -267,6 +288,45 @@ fn account_key_file(d: &Directive, env: &Env) -> Result<AccountKey, ConfError> {
     Ok(AccountKey::File(path, der))
 }
 
+/// The MAC key of `external_account_key`: base64url (padding allowed).
+fn mac_key(text: &str) -> Result<Vec<u8>, &'static str> {
+    use base64::Engine;
+    let key = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text.trim().trim_end_matches('='))
+        .map_err(|_| "the key is not base64url")?;
+    match key.is_empty() {
+        true => Err("the key is empty"),
+        false => Ok(key),
+    }
+}
+
+/// `external_account_key kid file | data:key`.
+fn external_account(d: &Directive, env: &Env) -> Result<ExternalAccount, ConfError> {
+    args(d, 2, 2)?;
+    let (what, text) = match d.arg(1).strip_prefix("data:") {
+        Some(inline) => ("the key".to_string(), inline.to_string()),
+        None => {
+            let path = env.path(d.arg(1));
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                err(
+                    d,
+                    format!(
+                        "cannot read \"{}\": {}",
+                        path.display(),
+                        crate::core::errlog::errno_text(&e)
+                    ),
+                )
+            })?;
+            (format!("\"{}\"", path.display()), text)
+        }
+    };
+    let key = mac_key(&text).map_err(|why| err(d, format!("{what}: {why}")))?;
+    Ok(ExternalAccount {
+        kid: d.arg(0).to_string(),
+        key,
+    })
+}
+
 /// `acme_issuer name { … }`.
 fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfError> {
     let name = d.arg(0).to_string();
@@ -288,6 +348,8 @@ fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfErr
     let mut state: Option<Option<PathBuf>> = None;
     let mut accept_tos = false;
     let mut dns = None;
+    let mut eab = None;
+    let mut profile = None;
     for c in d.block.as_deref().unwrap_or(&[]) {
         env.vars.at(&c.span);
         match c.name.as_str() {
@@ -361,6 +423,29 @@ fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfErr
                 let u = dns_update(c, env)?;
                 set_once(&mut dns, u, c)?;
             }
+            "external_account_key" => {
+                let a = external_account(c, env)?;
+                set_once(&mut eab, (a, c.span.clone()), c)?;
+            }
+            "profile" => {
+                args(c, 1, 2)?;
+                let require = match (c.args.len() == 2).then(|| c.arg(1)) {
+                    None => false,
+                    Some("require") => true,
+                    Some(other) => return Err(bad_arg(c, other)),
+                };
+                let p = Profile {
+                    name: c.arg(0).to_string(),
+                    require,
+                };
+                set_once(&mut profile, p, c)?;
+            }
+            "preferred_chain" => {
+                return Err(err(
+                    c,
+                    "\"preferred_chain\" is not supported: vireo's ACME client (instant-acme) downloads only the issuer's default chain, not the alternate ones",
+                ));
+            }
             other => {
                 return Err(err(
                     c,
@@ -377,18 +462,30 @@ fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfErr
             format!("acme_issuer \"{name}\" with \"challenge dns-01\" needs \"dns_update\""),
         ));
     }
+    let account_key = account_key.unwrap_or(AccountKey::Generate);
+    let eab = match (eab, &account_key) {
+        (Some((_, span)), AccountKey::File(..)) => {
+            return Err(ConfError::new(
+                "\"external_account_key\" needs a generated account key: vireo's ACME client (instant-acme) binds only new keys to an external account, not an \"account_key\" file",
+                &span,
+            ));
+        }
+        (e, _) => e.map(|(e, _)| e),
+    };
     let state = state.unwrap_or_else(|| Some(env.path(&format!("acme_{name}"))));
     let issuer = Issuer {
         name,
         uri,
         contacts,
-        account_key: account_key.unwrap_or(AccountKey::Generate),
+        account_key,
         challenge,
         trusted,
         verify: verify.unwrap_or(true),
         state,
         accept_tos,
         dns,
+        eab,
+        profile,
     };
     env.ext
         .entry::<Issuers>()
@@ -469,7 +566,10 @@ pub static DIRECTIVES: &[Def] = &[
 - `dns_update address[:port] [zone=name] [key=file] [ttl=time] [wait=time];` the DNS server that takes RFC 2136 dynamic updates for `dns-01` (port 53 by default). `zone` is the zone the records are in (found by asking that server for SOA records when not given); `key` a BIND key file (as `tsig-keygen` writes it: hmac-sha256, hmac-sha384 or hmac-sha512) that signs the updates with TSIG; `ttl` the records' TTL (60s); `wait` how long after the update the issuer is told to look (0: the server is the zone's authority).\n\
 - `ssl_trusted_certificate file;` the CAs that verify the issuer's certificate (default: the system's bundle); `ssl_verify on | off;` (default `on`).\n\
 - `state_path path | off;` the folder where the account and the certificates with their keys are kept and found again after a restart (default `acme_NAME` under the prefix; it holds private keys: it is made mode 0700). `off` keeps them in memory only.\n\
-- `accept_terms_of_service;` agree to the issuer's terms when registering the account; without it an issuer that has terms refuses the account, and the error log gives the terms' address.\n\n\
+- `accept_terms_of_service;` agree to the issuer's terms when registering the account; without it an issuer that has terms refuses the account, and the error log gives the terms' address.\n\
+- `external_account_key kid file | data:key;` binds the account registered to an external account the issuer knows (External Account Binding, RFC 8555 section 7.3.4): `kid` its key identifier, `file` (or the `data:` value) its MAC key in base64url. Only with a generated account key (instant-acme binds no `account_key` file).\n\
+- `profile name [require];` asks for the issuer's certificate profile `name` (the ACME profiles extension). A profile the issuer's directory does not list is left out of the order with a warning; with `require` the order fails instead.\n\
+- `preferred_chain` (nginx's choice among alternate chains) is refused: instant-acme downloads only the issuer's default chain.\n\n\
 The ACME exchanges run in a thread of their own, never on a worker: a certificate is ordered at start when none is kept, and renewed within the window the issuer's renewal information (RFC 9773) suggests, or at two thirds of its lifetime when the issuer offers none. A failure is logged and tried again after a delay that doubles from 5 seconds (the issuer unreachable) or 1 minute (the issuer refused) up to 1 hour; an hour after a rate-limit refusal. Every step is logged at `notice` (`info` for challenge details).\n\n\
 ```nginx\nacme_issuer letsencrypt {\n    uri         https://acme-v02.api.letsencrypt.org/directory;\n    contact     admin@example.com;\n    state_path  /var/lib/vireo/acme-letsencrypt;\n    accept_terms_of_service;\n}\n```",
     },
@@ -522,6 +622,14 @@ mod tests {
         assert_eq!(identifier("~^www\\d+"), None);
         assert_eq!(identifier("a_b.test"), None);
         assert_eq!(identifier(""), None);
+    }
+
+    #[test]
+    fn mac_keys_are_base64url() {
+        assert_eq!(mac_key("_-8").unwrap(), [0xff, 0xef]);
+        assert_eq!(mac_key("aGk=\n").unwrap(), b"hi");
+        assert!(mac_key("a+b/").is_err());
+        assert!(mac_key("").is_err());
     }
 
     #[test]
