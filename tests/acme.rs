@@ -651,6 +651,17 @@ http {{
     assert_eq!(v.get("/").status, 200);
 }
 
+/// The error log once an order was refused and put off for the back-off's
+/// first 60 s.
+fn backed_off(v: &Vireo) -> String {
+    assert!(
+        eventually(20, || error_log(v).contains("next try in 60s")),
+        "{}",
+        error_log(v)
+    );
+    error_log(v)
+}
+
 #[test]
 fn terms_not_accepted_are_logged_with_their_address() {
     let Some(s) = setup(None, 7_776_000) else {
@@ -665,12 +676,7 @@ fn terms_not_accepted_are_logged_with_their_address() {
         "",
         "acme_certificate pebble a.example.test;",
     );
-    assert!(
-        eventually(20, || error_log(&v).contains("next try in 60s")),
-        "{}",
-        error_log(&v)
-    );
-    let log = error_log(&v);
+    let log = backed_off(&v);
     assert!(log.contains("terms of service (data:text/plain"), "{log}");
     assert!(log.contains("add \"accept_terms_of_service\""), "{log}");
     assert!(!state.join("account.json").exists());
@@ -710,12 +716,7 @@ fn external_account_binding_with_the_right_key_only() {
         ),
         "acme_certificate pebble a.example.test;",
     );
-    assert!(
-        eventually(20, || error_log(&v).contains("next try in 60s")),
-        "{}",
-        error_log(&v)
-    );
-    let log = error_log(&v);
+    let log = backed_off(&v);
     assert!(
         log.contains("(registering with external_account_key \"kid-1\")"),
         "{log}"
@@ -795,12 +796,7 @@ fn profile_orders_the_issuers_profile() {
         "accept_terms_of_service; profile tiny require;",
         "acme_certificate pebble a.example.test;",
     );
-    assert!(
-        eventually(20, || error_log(&v).contains("next try in 60s")),
-        "{}",
-        error_log(&v)
-    );
-    let log = error_log(&v);
+    let log = backed_off(&v);
     assert!(
         log.contains("the issuer does not offer the profile \"tiny\" (\"profile tiny require\")"),
         "{log}"
