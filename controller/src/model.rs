@@ -1,0 +1,358 @@
+//! The intermediate model: what vireo must serve, independent of where it came from.
+//!
+//! Front ends (Ingress with ingress-nginx annotations in `crate::ingress`) build a [`Model`];
+//! `crate::render` turns it into one nginx-syntax configuration. Routing is expressed as
+//! virtual servers holding locations; a location either proxies to a [`Select`] of weighted
+//! upstream groups chosen by request [`Condition`]s (headers, cookies, query arguments,
+//! method) or answers by itself (redirect, fixed status), so header/query/method matching,
+//! weighted backends and redirects of other front ends map onto the same types.
+
+use std::collections::BTreeMap;
+
+/// Everything one configuration holds.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Model {
+    /// Virtual servers, rendered in order; the first with `default` is the default server.
+    pub servers: Vec<Server>,
+    /// Upstream blocks by name.
+    pub upstreams: BTreeMap<String, Upstream>,
+    /// Request-rate and connection zones, declared at the http level.
+    pub zones: Vec<Zone>,
+    /// Files the configuration refers to (certificates, keys, password files): name
+    /// relative to the configuration directory, and contents.
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// A virtual server: one host name (and its aliases) on the HTTP and, with `tls`, the HTTPS
+/// address.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Server {
+    /// The names it answers to; `_` for the catch-all server.
+    pub names: Vec<String>,
+    /// The server that answers requests for no known name.
+    pub default: bool,
+    pub tls: Option<Tls>,
+    pub locations: Vec<Location>,
+    /// Raw configuration text put in the server (snippets, when the operator allows them).
+    pub snippets: Vec<String>,
+}
+
+/// A certificate and key, as files of [`Model::files`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tls {
+    pub certificate: String,
+    pub key: String,
+}
+
+/// How a location matches the request path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PathMatch {
+    /// The path and nothing else.
+    Exact(String),
+    /// Paths starting with this text (nginx's prefix location).
+    Prefix(String),
+    /// A PCRE pattern, anchored at the start of the path by the renderer.
+    Regex { pattern: String, caseless: bool },
+}
+
+impl PathMatch {
+    /// The path or pattern text.
+    pub fn text(&self) -> &str {
+        match self {
+            PathMatch::Exact(p) | PathMatch::Prefix(p) => p,
+            PathMatch::Regex { pattern, .. } => pattern,
+        }
+    }
+}
+
+/// One location: a path, what it applies to requests, and what answers them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Location {
+    pub path: PathMatch,
+    pub policy: Policy,
+    pub action: Action,
+    /// The object the location comes from, told to error backends (`X-Namespace`,
+    /// `X-Ingress-Name`).
+    pub origin: Origin,
+}
+
+/// Where a location comes from.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Origin {
+    pub namespace: String,
+    pub name: String,
+    pub service: String,
+    pub port: String,
+}
+
+/// What answers a location's requests.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Pass to an upstream chosen by [`Select`].
+    Proxy(Proxy),
+    /// Answer with a redirect (`return code target`); the target may hold variables.
+    Redirect { code: u16, target: String },
+    /// Answer with a status and no body.
+    Status(u16),
+}
+
+/// The protocol spoken to the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Http,
+    Https,
+    Grpc,
+    Grpcs,
+    FastCgi,
+}
+
+/// Passing a request to upstreams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proxy {
+    pub protocol: Protocol,
+    pub select: Select,
+    /// `rewrite REGEX REPLACEMENT break;` before passing (the regex is the location's path).
+    pub rewrite: Option<Rewrite>,
+    /// Request headers set on the way to the upstream, after the defaults (Host and the
+    /// X-Forwarded family), which a header of the same name replaces.
+    pub set_headers: Vec<(String, String)>,
+    /// `proxy_redirect FROM TO` pairs.
+    pub redirects: Vec<(String, String)>,
+    pub cookie_domain: Option<(String, String)>,
+    pub cookie_path: Option<(String, String)>,
+    pub timeouts: Timeouts,
+    pub buffering: Option<bool>,
+    pub request_buffering: Option<bool>,
+    pub buffer_size: Option<String>,
+    pub buffers_number: Option<u32>,
+    pub max_temp_file_size: Option<String>,
+    pub http_version: Option<String>,
+    pub next_upstream: Option<String>,
+    pub next_upstream_timeout: Option<u32>,
+    pub next_upstream_tries: Option<u32>,
+    /// Statuses of the upstream's answers replaced by the error backend.
+    pub intercept_errors: Vec<u16>,
+    /// The upstream that answers intercepted errors.
+    pub error_backend: Option<String>,
+    /// Headers the mirror of a request goes with.
+    pub mirror: Option<Mirror>,
+}
+
+impl Proxy {
+    /// A plain pass to one upstream.
+    pub fn to(protocol: Protocol, upstream: &str) -> Proxy {
+        Proxy {
+            protocol,
+            select: Select::one(upstream),
+            rewrite: None,
+            set_headers: Vec::new(),
+            redirects: Vec::new(),
+            cookie_domain: None,
+            cookie_path: None,
+            timeouts: Timeouts::default(),
+            buffering: None,
+            request_buffering: None,
+            buffer_size: None,
+            buffers_number: None,
+            max_temp_file_size: None,
+            http_version: None,
+            next_upstream: None,
+            next_upstream_timeout: None,
+            next_upstream_tries: None,
+            intercept_errors: Vec::new(),
+            error_backend: None,
+            mirror: None,
+        }
+    }
+}
+
+/// A copy of each request sent to another URL, its answer dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mirror {
+    pub target: String,
+    pub request_body: bool,
+    pub host: Option<String>,
+}
+
+/// Upstream timeouts, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timeouts {
+    pub connect: Option<u32>,
+    pub send: Option<u32>,
+    pub read: Option<u32>,
+}
+
+/// A path rewrite before the request is passed on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rewrite {
+    pub pattern: String,
+    pub replacement: String,
+}
+
+/// Which upstream group serves a request: the first rule whose conditions all hold, else
+/// `default`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Select {
+    pub rules: Vec<(Vec<Condition>, Group)>,
+    pub default: Group,
+}
+
+impl Select {
+    pub fn one(upstream: &str) -> Select {
+        Select { rules: Vec::new(), default: Group::one(upstream) }
+    }
+}
+
+/// Upstreams sharing the requests by weight (one member takes them all).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group(pub Vec<(String, u32)>);
+
+impl Group {
+    pub fn one(upstream: &str) -> Group {
+        Group(vec![(upstream.to_string(), 1)])
+    }
+}
+
+/// A test on the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub input: Input,
+    pub test: Test,
+}
+
+/// What a [`Condition`] looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Header(String),
+    Cookie(String),
+    Query(String),
+    Method,
+}
+
+/// How a [`Condition`] tests its input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    /// Equal to the text (header values case-sensitively, as Gateway API and ingress-nginx).
+    Equals(String),
+    /// Matches the PCRE pattern (unanchored).
+    Regex(String),
+}
+
+/// What a location applies to requests before answering them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Policy {
+    /// Redirect plain-HTTP requests to HTTPS with this status.
+    pub https_redirect: Option<u16>,
+    /// A request for `/` is redirected (302) to this path.
+    pub app_root: Option<String>,
+    pub client_max_body_size: Option<String>,
+    pub client_body_buffer_size: Option<String>,
+    /// Client networks allowed (all others denied) when not empty.
+    pub allow: Vec<String>,
+    /// Client networks denied.
+    pub deny: Vec<String>,
+    pub limit_req: Vec<LimitReq>,
+    pub limit_conn: Option<(String, u32)>,
+    pub basic_auth: Option<BasicAuth>,
+    pub external_auth: Option<ExternalAuth>,
+    /// `satisfy any` between address rules and authentication.
+    pub satisfy_any: bool,
+    pub cors: Option<Cors>,
+    pub access_log: bool,
+    pub rewrite_log: bool,
+    /// Response headers added (`add_header … always`).
+    pub add_headers: Vec<(String, String)>,
+    /// Raw configuration text put in the location (a snippet, when the operator allows it).
+    pub snippet: Option<String>,
+}
+
+/// `limit_req zone=… burst=… nodelay`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitReq {
+    pub zone: String,
+    pub burst: u32,
+}
+
+/// A shared zone keyed by the client address, except the exempt networks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Zone {
+    pub name: String,
+    pub kind: ZoneKind,
+    /// Client networks not counted.
+    pub exempt: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ZoneKind {
+    /// Requests per second, or per minute.
+    Requests { rate: u32, per_minute: bool },
+    Connections,
+}
+
+/// HTTP Basic authentication against a password file of [`Model::files`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BasicAuth {
+    pub realm: String,
+    pub file: String,
+}
+
+/// Authorisation by a subrequest to an external URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalAuth {
+    pub url: String,
+    pub method: Option<String>,
+    /// Where a refused (401) request is redirected, with `rd=` the original URL.
+    pub signin: Option<String>,
+    pub signin_redirect_param: String,
+    /// Headers of the authorisation answer copied into the request passed on.
+    pub response_headers: Vec<String>,
+    /// `X-Auth-Request-Redirect` sent to the authorisation service.
+    pub request_redirect: Option<String>,
+}
+
+/// Cross-origin resource sharing headers and preflight answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cors {
+    /// Allowed origins; `*` alone allows any.
+    pub origins: Vec<String>,
+    pub methods: String,
+    pub headers: String,
+    pub expose_headers: String,
+    pub credentials: bool,
+    pub max_age: u32,
+}
+
+/// An upstream block.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Upstream {
+    /// `ip:port` peers; none renders a peer that is always down, so the block stays valid and
+    /// requests get 502/503.
+    pub peers: Vec<String>,
+    pub balance: Balance,
+}
+
+/// How an upstream picks a peer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Balance {
+    #[default]
+    RoundRobin,
+    LeastConn,
+    /// Consistent hashing on a key with variables.
+    Hash(String),
+    /// Sticky sessions: consistent hashing on a cookie the client is given on its first
+    /// request.
+    Cookie(CookieAffinity),
+}
+
+/// The sticky-session cookie.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CookieAffinity {
+    pub name: String,
+    pub path: String,
+    pub domain: Option<String>,
+    /// `Max-Age` in seconds; a session cookie without it.
+    pub max_age: Option<u64>,
+    pub secure: bool,
+    pub samesite: Option<String>,
+}
