@@ -35,10 +35,19 @@ pub struct Applier {
 
 impl Applier {
     pub fn new(conf_dir: PathBuf, pid_file: PathBuf, vireo_bin: PathBuf) -> Applier {
-        Applier { conf_dir, pid_file, vireo_bin, current: None }
+        Applier {
+            conf_dir,
+            pid_file,
+            vireo_bin,
+            current: None,
+        }
     }
 
-    pub async fn apply(&mut self, text: &str, files: &BTreeMap<String, Vec<u8>>) -> io::Result<Outcome> {
+    pub async fn apply(
+        &mut self,
+        text: &str,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> io::Result<Outcome> {
         if self.current.as_deref() == Some(text) {
             return Ok(Outcome::Unchanged);
         }
@@ -69,11 +78,12 @@ impl Applier {
 
     /// SIGHUP to the pid of the pid file; nothing when vireo has not written one yet.
     fn reload(&self) -> io::Result<()> {
-        let Ok(text) = std::fs::read_to_string(&self.pid_file) else { return Ok(()) };
-        let pid: i32 = text
-            .trim()
-            .parse()
-            .map_err(|_| io::Error::other(format!("{}: not a pid: {text:?}", self.pid_file.display())))?;
+        let Ok(text) = std::fs::read_to_string(&self.pid_file) else {
+            return Ok(());
+        };
+        let pid: i32 = text.trim().parse().map_err(|_| {
+            io::Error::other(format!("{}: not a pid: {text:?}", self.pid_file.display()))
+        })?;
         kill(Pid::from_raw(pid), Signal::SIGHUP).map_err(io::Error::from)
     }
 }
@@ -89,7 +99,12 @@ fn write_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     }
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     io::Write::write_all(&mut f, contents)?;
     std::fs::rename(tmp, path)
 }
@@ -97,7 +112,9 @@ fn write_file(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// Removes files of the file folders that the applied configuration no longer names.
 fn remove_stale(dir: &Path, keep: &BTreeMap<String, Vec<u8>>) -> io::Result<()> {
     for sub in FILE_DIRS {
-        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
         for e in entries {
             let e = e?;
             let name = format!("{sub}/{}", e.file_name().to_string_lossy());

@@ -38,9 +38,14 @@ pub fn resolve(
     let svc = snap
         .service(namespace, service)
         .ok_or_else(|| format!("service {namespace}/{service} not found"))?;
-    let spec = svc.spec.as_ref().ok_or_else(|| format!("service {namespace}/{service} has no spec"))?;
+    let spec = svc
+        .spec
+        .as_ref()
+        .ok_or_else(|| format!("service {namespace}/{service} has no spec"))?;
     if spec.type_.as_deref() == Some("ExternalName") {
-        return Err(format!("service {namespace}/{service} is of type ExternalName, which vireo does not route to"));
+        return Err(format!(
+            "service {namespace}/{service} is of type ExternalName, which vireo does not route to"
+        ));
     }
     let ports = spec.ports.as_deref().unwrap_or_default();
     let sp: &ServicePort = match port {
@@ -48,7 +53,12 @@ pub fn resolve(
         PortRef::Name(n) => ports.iter().find(|p| p.name.as_deref() == Some(n)),
         PortRef::First => ports.first(),
     }
-    .ok_or_else(|| format!("service {namespace}/{service} has no port {}", port_text(port)))?;
+    .ok_or_else(|| {
+        format!(
+            "service {namespace}/{service} has no port {}",
+            port_text(port)
+        )
+    })?;
     let name = format!("{namespace}-{service}-{}", sp.port);
     let mut peers = Vec::new();
     if via_cluster_ip {
@@ -60,7 +70,11 @@ pub fn resolve(
         for slice in &snap.endpoint_slices {
             let m = &slice.metadata;
             let owned = m.namespace.as_deref() == Some(namespace)
-                && m.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL)).map(String::as_str) == Some(service);
+                && m.labels
+                    .as_ref()
+                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                    .map(String::as_str)
+                    == Some(service);
             if !owned || !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
                 continue;
             }
@@ -86,7 +100,11 @@ pub fn resolve(
     }
     peers.sort();
     peers.dedup();
-    Ok(Resolved { name, peers, port: sp.port.to_string() })
+    Ok(Resolved {
+        name,
+        peers,
+        port: sp.port.to_string(),
+    })
 }
 
 fn port_text(p: &PortRef) -> String {
@@ -98,5 +116,9 @@ fn port_text(p: &PortRef) -> String {
 }
 
 fn peer(addr: &str, port: i32) -> String {
-    if addr.contains(':') { format!("[{addr}]:{port}") } else { format!("{addr}:{port}") }
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
+    }
 }

@@ -89,7 +89,7 @@ pub struct Origin {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Pass to an upstream chosen by [`Select`].
-    Proxy(Proxy),
+    Proxy(Box<Proxy>),
     /// Answer with a redirect (`return code target`); the target may hold variables.
     Redirect { code: u16, target: String },
     /// Answer with a status and no body.
@@ -200,7 +200,10 @@ pub struct Select {
 
 impl Select {
     pub fn one(upstream: &str) -> Select {
-        Select { rules: Vec::new(), default: Group::one(upstream) }
+        Select {
+            rules: Vec::new(),
+            default: Group::one(upstream),
+        }
     }
 }
 
@@ -286,7 +289,10 @@ pub struct Zone {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ZoneKind {
     /// Requests per second, or per minute.
-    Requests { rate: u32, per_minute: bool },
+    Requests {
+        rate: u32,
+        per_minute: bool,
+    },
     Connections,
 }
 

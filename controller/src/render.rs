@@ -42,7 +42,7 @@ pub fn q(s: &str) -> String {
 pub fn regex_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if "\\.+*?()|[]{}^$/#-".contains(c) {
+        if "\\.+*?()|[]{}^$".contains(c) {
             out.push('\\');
         }
         out.push(c);
@@ -79,9 +79,16 @@ pub fn render(model: &Model, settings: &Settings) -> String {
     let mut r = Renderer {
         settings,
         model,
-        http: Out { text: String::new(), depth: 1 },
-        servers: Out { text: String::new(), depth: 1 },
+        http: Out {
+            text: String::new(),
+            depth: 1,
+        },
+        servers: Out {
+            text: String::new(),
+            depth: 1,
+        },
         n: 0,
+        declared: Default::default(),
     };
     for z in &model.zones {
         r.zone(z);
@@ -91,12 +98,21 @@ pub fn render(model: &Model, settings: &Settings) -> String {
     }
     let tls_any = model.servers.iter().any(|s| s.tls.is_some());
     if !model.servers.iter().any(|s| s.default) {
-        r.server(&Server { default: true, ..Server::default() }, tls_any);
+        r.server(
+            &Server {
+                default: true,
+                ..Server::default()
+            },
+            tls_any,
+        );
     }
     for s in &model.servers {
         r.server(s, tls_any);
     }
-    let mut o = Out { text: String::new(), depth: 0 };
+    let mut o = Out {
+        text: String::new(),
+        depth: 0,
+    };
     o.line("# Written by vireo-controller from the cluster's objects; do not edit.");
     o.line(format!("pid {};", q(&settings.pid_file.to_string_lossy())));
     o.line("events {}");
@@ -123,6 +139,8 @@ struct Renderer<'a> {
     servers: Out,
     /// Locations numbered through the configuration, naming their maps and helpers.
     n: usize,
+    /// Variables of the maps written so far, by kind and body.
+    declared: std::collections::HashMap<String, String>,
 }
 
 /// The variable holding an upstream's sticky-session key.
@@ -182,7 +200,10 @@ impl Renderer<'_> {
                 o.line(format!("{} 1;", q(net)));
             }
             o.close();
-            o.open(format!("map $vireo_exempt_{} $vireo_key_{}", z.name, z.name));
+            o.open(format!(
+                "map $vireo_exempt_{} $vireo_key_{}",
+                z.name, z.name
+            ));
             o.line("0 $binary_remote_addr;");
             o.line("1 \"\";");
             o.close();
@@ -233,7 +254,11 @@ impl Renderer<'_> {
         let settings = self.settings;
         let o = &mut self.servers;
         o.open("server");
-        let (tls, d) = if s.default { (tls_any, " default_server") } else { (s.tls.is_some(), "") };
+        let (tls, d) = if s.default {
+            (tls_any, " default_server")
+        } else {
+            (s.tls.is_some(), "")
+        };
         o.line(format!("listen {}{d};", settings.http_listen));
         if tls {
             o.line(format!("listen {} ssl{d};", settings.https_listen));
@@ -246,8 +271,14 @@ impl Renderer<'_> {
         }
         match &s.tls {
             Some(t) => {
-                o.line(format!("ssl_certificate {};", q(&file(settings, &t.certificate))));
-                o.line(format!("ssl_certificate_key {};", q(&file(settings, &t.key))));
+                o.line(format!(
+                    "ssl_certificate {};",
+                    q(&file(settings, &t.certificate))
+                ));
+                o.line(format!(
+                    "ssl_certificate_key {};",
+                    q(&file(settings, &t.key))
+                ));
             }
             None if s.default && tls_any => o.line("ssl_reject_handshake on;"),
             None => {}
@@ -268,7 +299,6 @@ impl Renderer<'_> {
         self.servers.close();
     }
 
-
     fn location(&mut self, l: &Location) {
         let n = self.n;
         let target = match &l.action {
@@ -276,7 +306,10 @@ impl Renderer<'_> {
             _ => None,
         };
         // Helper locations (authentication, sign-in, error pages, mirror) follow it.
-        let mut extra = Out { text: String::new(), depth: self.servers.depth };
+        let mut extra = Out {
+            text: String::new(),
+            depth: self.servers.depth,
+        };
         let head = location_head(&l.path);
         self.servers.open(head);
         self.policy(&l.policy, &mut extra);
@@ -293,6 +326,23 @@ impl Renderer<'_> {
         self.servers.text.push_str(&extra.text);
     }
 
+    /// Writes an http-level block `KIND VAR { BODY }` (a map or split_clients), or returns
+    /// the variable of an identical one written before (the halves of a Prefix path, and
+    /// locations with the same settings, share theirs).
+    fn declare(&mut self, kind: &str, var: String, body: &[String]) -> String {
+        let key = format!("{kind}\n{}", body.join("\n"));
+        if let Some(v) = self.declared.get(&key) {
+            return v.clone();
+        }
+        self.http.open(format!("{kind} {var}"));
+        for l in body {
+            self.http.line(l);
+        }
+        self.http.close();
+        self.declared.insert(key, var.clone());
+        var
+    }
+
     /// Declares what chooses the upstream and returns the upstream name or variable.
     fn select(&mut self, s: &Select, n: usize) -> String {
         let default = self.group(&s.default, n, 0);
@@ -307,33 +357,34 @@ impl Renderer<'_> {
             let value = self.group(group, n, r + 1);
             let mut positions = Vec::new();
             for c in conds {
-                let var = format!("$vireo_c{n}_{}", flags.len());
-                let o = &mut self.http;
-                o.open(format!("map {} {var}", input_var(&c.input)));
                 let pattern = match &c.test {
                     Test::Equals(v) => format!("~^{}$", regex_escape(v)),
                     Test::Regex(r) => format!("~{r}"),
                 };
-                o.line(format!("{} 1;", q(&pattern)));
-                o.line("default 0;");
-                o.close();
+                let body = [format!("{} 1;", q(&pattern)), "default 0;".to_string()];
+                let var = self.declare(
+                    &format!("map {}", input_var(&c.input)),
+                    format!("$vireo_c{n}_{}", flags.len()),
+                    &body,
+                );
                 positions.push(flags.len());
                 flags.push(var);
             }
             rules.push((positions, value));
         }
-        let var = format!("$vireo_pass{n}");
-        let key: String = flags.concat();
-        let o = &mut self.http;
-        o.open(format!("map {} {var}", q(&key)));
+        let mut body = Vec::new();
         for (positions, value) in rules {
-            let pattern: String =
-                (0..flags.len()).map(|i| if positions.contains(&i) { '1' } else { '.' }).collect();
-            o.line(format!("{} {};", q(&format!("~^{pattern}")), q(&value)));
+            let pattern: String = (0..flags.len())
+                .map(|i| if positions.contains(&i) { '1' } else { '.' })
+                .collect();
+            body.push(format!("{} {};", q(&format!("~^{pattern}")), q(&value)));
         }
-        o.line(format!("default {};", q(&default)));
-        o.close();
-        var
+        body.push(format!("default {};", q(&default)));
+        self.declare(
+            &format!("map {}", q(&flags.concat())),
+            format!("$vireo_pass{n}"),
+            &body,
+        )
     }
 
     /// An upstream name, or the variable of a weighted split between several.
@@ -344,19 +395,20 @@ impl Renderer<'_> {
             [(u, _)] => u.clone(),
             many => {
                 let total: u64 = many.iter().map(|(_, w)| u64::from(*w)).sum();
-                let var = format!("$vireo_split{n}_{r}");
-                let o = &mut self.http;
-                o.open(format!("split_clients \"${{request_id}}\" {var}"));
+                let mut body = Vec::new();
                 for (u, w) in &many[..many.len() - 1] {
                     // Hundredths of a percent, rounded down; the last member takes the rest.
                     let share = u64::from(*w) * 10000 / total;
                     if share > 0 {
-                        o.line(format!("{}.{:02}% {u};", share / 100, share % 100));
+                        body.push(format!("{}.{:02}% {u};", share / 100, share % 100));
                     }
                 }
-                o.line(format!("* {};", many[many.len() - 1].0));
-                o.close();
-                var
+                body.push(format!("* {};", many[many.len() - 1].0));
+                self.declare(
+                    "split_clients \"${request_id}\"",
+                    format!("$vireo_split{n}_{r}"),
+                    &body,
+                )
             }
         }
     }
@@ -378,7 +430,10 @@ impl Renderer<'_> {
         if let Some(root) = &p.app_root {
             let o = &mut self.servers;
             o.open("if ($uri = /)");
-            o.line(format!("return 302 {};", q(&format!("$scheme://$http_host{root}"))));
+            o.line(format!(
+                "return 302 {};",
+                q(&format!("$scheme://$http_host{root}"))
+            ));
             o.close();
         }
         if let Some(c) = &p.cors {
@@ -404,7 +459,10 @@ impl Renderer<'_> {
             o.line(format!("limit_conn {zone} {conns};"));
         }
         for l in &p.limit_req {
-            o.line(format!("limit_req zone={} burst={} nodelay;", l.zone, l.burst));
+            o.line(format!(
+                "limit_req zone={} burst={} nodelay;",
+                l.zone, l.burst
+            ));
         }
         if p.satisfy_any {
             o.line("satisfy any;");
@@ -412,7 +470,8 @@ impl Renderer<'_> {
         if let Some(b) = &p.basic_auth {
             o.line(format!("auth_basic {};", q(&b.realm)));
             let file = file(self.settings, &b.file);
-            self.servers.line(format!("auth_basic_user_file {};", q(&file)));
+            self.servers
+                .line(format!("auth_basic_user_file {};", q(&file)));
         }
         if let Some(a) = &p.external_auth {
             self.external_auth(a, n, extra);
@@ -447,20 +506,23 @@ impl Renderer<'_> {
         } else {
             // The origin is echoed when it is allowed; every CORS header is empty (and so
             // not sent) when it is not.
-            let origin = format!("$vireo_cors{n}");
             let alternatives: Vec<String> = c.origins.iter().map(|o| origin_regex(o)).collect();
-            let o = &mut self.http;
-            o.open(format!("map $http_origin {origin}"));
-            o.line(format!("{} $http_origin;", q(&format!("~^(?:{})$", alternatives.join("|")))));
-            o.line("default \"\";");
-            o.close();
+            let body = [
+                format!(
+                    "{} $http_origin;",
+                    q(&format!("~^(?:{})$", alternatives.join("|")))
+                ),
+                "default \"\";".to_string(),
+            ];
+            let origin = self.declare("map $http_origin", format!("$vireo_cors{n}"), &body);
             lines.push(("Access-Control-Allow-Origin".to_string(), origin.clone()));
             for (i, (h, v)) in headers.into_iter().enumerate() {
-                let var = format!("$vireo_cors{n}_{i}");
-                o.open(format!("map {origin} {var}"));
-                o.line(format!("\"~.\" {};", q(&v)));
-                o.line("default \"\";");
-                o.close();
+                let body = [format!("\"~.\" {};", q(&v)), "default \"\";".to_string()];
+                let var = self.declare(
+                    &format!("map {origin}"),
+                    format!("$vireo_cors{n}_{i}"),
+                    &body,
+                );
                 lines.push((h.to_string(), var));
             }
             lines.push(("Vary".to_string(), q("Origin")));
@@ -480,10 +542,15 @@ impl Renderer<'_> {
         o.line(format!("auth_request {path};"));
         for (i, h) in a.response_headers.iter().enumerate() {
             let var = format!("$vireo_auth{n}_{i}");
-            o.line(format!("auth_request_set {var} $upstream_http_{};", h.to_ascii_lowercase().replace('-', "_")));
+            o.line(format!(
+                "auth_request_set {var} $upstream_http_{};",
+                h.to_ascii_lowercase().replace('-', "_")
+            ));
         }
         if a.signin.is_some() {
-            o.line(format!("auth_request_set $vireo_auth{n}_cookie $upstream_http_set_cookie;"));
+            o.line(format!(
+                "auth_request_set $vireo_auth{n}_cookie $upstream_http_set_cookie;"
+            ));
             o.line(format!("error_page 401 = @vireo_signin_{n};"));
         }
         extra.open(format!("location = {path}"));
@@ -497,8 +564,14 @@ impl Renderer<'_> {
         extra.line("proxy_set_header X-Real-IP $remote_addr;");
         extra.line("proxy_set_header X-Forwarded-For $remote_addr;");
         extra.line("proxy_set_header X-Request-ID $request_id;");
-        let redirect = a.request_redirect.clone().unwrap_or_else(|| "$request_uri".to_string());
-        extra.line(format!("proxy_set_header X-Auth-Request-Redirect {};", q(&redirect)));
+        let redirect = a
+            .request_redirect
+            .clone()
+            .unwrap_or_else(|| "$request_uri".to_string());
+        extra.line(format!(
+            "proxy_set_header X-Auth-Request-Redirect {};",
+            q(&redirect)
+        ));
         if let Some(m) = &a.method {
             extra.line(format!("proxy_method {m};"));
         }
@@ -508,7 +581,10 @@ impl Renderer<'_> {
         extra.close();
         if let Some(signin) = &a.signin {
             let sep = if signin.contains('?') { '&' } else { '?' };
-            let to = format!("{signin}{sep}{}=$scheme://$http_host$request_uri", a.signin_redirect_param);
+            let to = format!(
+                "{signin}{sep}{}=$scheme://$http_host$request_uri",
+                a.signin_redirect_param
+            );
             extra.open(format!("location @vireo_signin_{n}"));
             extra.line(format!("add_header Set-Cookie $vireo_auth{n}_cookie;"));
             extra.line(format!("return 302 {};", q(&to)));
@@ -521,11 +597,18 @@ impl Renderer<'_> {
         let (d, scheme) = pass(p.protocol);
         let o = &mut self.servers;
         if let Some(r) = &p.rewrite {
-            o.line(format!("rewrite {} {} break;", q(&format!("(?i){}", r.pattern)), q(&r.replacement)));
+            o.line(format!(
+                "rewrite {} {} break;",
+                q(&format!("(?i){}", r.pattern)),
+                q(&r.replacement)
+            ));
         }
         if let Some(m) = &p.mirror {
             o.line(format!("mirror /_vireo_mirror_{n};"));
-            o.line(format!("mirror_request_body {};", if m.request_body { "on" } else { "off" }));
+            o.line(format!(
+                "mirror_request_body {};",
+                if m.request_body { "on" } else { "off" }
+            ));
             extra.open(format!("location = /_vireo_mirror_{n}"));
             extra.line("internal;");
             if let Some(h) = &m.host {
@@ -542,7 +625,10 @@ impl Renderer<'_> {
                 ("Host".into(), "$host".into()),
                 ("X-Request-ID".into(), "$request_id".into()),
                 ("X-Real-IP".into(), "$remote_addr".into()),
-                ("X-Forwarded-For".into(), "$proxy_add_x_forwarded_for".into()),
+                (
+                    "X-Forwarded-For".into(),
+                    "$proxy_add_x_forwarded_for".into(),
+                ),
                 ("X-Forwarded-Host".into(), "$host".into()),
                 ("X-Forwarded-Port".into(), "$server_port".into()),
                 ("X-Forwarded-Proto".into(), "$scheme".into()),
@@ -565,21 +651,32 @@ impl Renderer<'_> {
                 headers.push((h.clone(), format!("$vireo_auth{n}_{i}")));
             }
         }
-        let set = if d == "grpc" { "grpc_set_header" } else { "proxy_set_header" };
+        let set = if d == "grpc" {
+            "grpc_set_header"
+        } else {
+            "proxy_set_header"
+        };
         if d != "fastcgi" {
             for (h, v) in &headers {
                 o.line(format!("{set} {} {};", q(h), q(v)));
             }
         }
         if matches!(p.protocol, Protocol::Http | Protocol::Https) {
-            o.line(format!("proxy_http_version {};", p.http_version.as_deref().unwrap_or("1.1")));
+            o.line(format!(
+                "proxy_http_version {};",
+                p.http_version.as_deref().unwrap_or("1.1")
+            ));
         }
         if p.protocol == Protocol::FastCgi {
             for (k, v) in FASTCGI_PARAMS {
                 o.line(format!("fastcgi_param {k} {v};"));
             }
         }
-        for (what, t) in [("connect", p.timeouts.connect), ("send", p.timeouts.send), ("read", p.timeouts.read)] {
+        for (what, t) in [
+            ("connect", p.timeouts.connect),
+            ("send", p.timeouts.send),
+            ("read", p.timeouts.read),
+        ] {
             if let Some(t) = t {
                 o.line(format!("{d}_{what}_timeout {t}s;"));
             }
@@ -623,7 +720,8 @@ impl Renderer<'_> {
         }
         for u in upstreams_of(&p.select) {
             if let Some(Balance::Cookie(_)) = self.balance_of(u) {
-                self.servers.line(format!("add_header Set-Cookie {}_set;", affinity_var(u)));
+                self.servers
+                    .line(format!("add_header Set-Cookie {}_set;", affinity_var(u)));
             }
         }
         let o = &mut self.servers;
@@ -678,7 +776,12 @@ fn on(b: bool) -> &'static str {
 /// The upstream names a selection may pick.
 fn upstreams_of(s: &Select) -> Vec<&str> {
     let mut v: Vec<&str> = Vec::new();
-    for g in s.rules.iter().map(|(_, g)| g).chain(std::iter::once(&s.default)) {
+    for g in s
+        .rules
+        .iter()
+        .map(|(_, g)| g)
+        .chain(std::iter::once(&s.default))
+    {
         for (u, _) in &g.0 {
             if !v.contains(&u.as_str()) {
                 v.push(u);
@@ -692,7 +795,11 @@ fn upstreams_of(s: &Select) -> Vec<&str> {
 /// start with `*.` (one label).
 fn origin_regex(origin: &str) -> String {
     match origin.split_once("://*.") {
-        Some((scheme, rest)) => format!("{}://[A-Za-z0-9-]+\\.{}", regex_escape(scheme), regex_escape(rest)),
+        Some((scheme, rest)) => format!(
+            "{}://[A-Za-z0-9-]+\\.{}",
+            regex_escape(scheme),
+            regex_escape(rest)
+        ),
         None => regex_escape(origin),
     }
 }
@@ -702,7 +809,11 @@ fn location_head(path: &PathMatch) -> String {
         PathMatch::Exact(p) => format!("location = {}", q(p)),
         PathMatch::Prefix(p) => format!("location {}", q(p)),
         PathMatch::Regex { pattern, caseless } => {
-            format!("location {} {}", if *caseless { "~*" } else { "~" }, q(&format!("^{pattern}")))
+            format!(
+                "location {} {}",
+                if *caseless { "~*" } else { "~" },
+                q(&format!("^{pattern}"))
+            )
         }
     }
 }

@@ -62,7 +62,8 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -85,9 +86,9 @@ where
     }
 }
 
-fn state<K: Clone>(s: &Store<K>) -> Vec<K>
+fn state<K>(s: &Store<K>) -> Vec<K>
 where
-    K: Resource<DynamicType = ()> + 'static,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
     s.state().iter().map(|o| (**o).clone()).collect()
 }
@@ -107,10 +108,22 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
     services.wait_until_ready().await?;
     slices.wait_until_ready().await?;
     secrets.wait_until_ready().await?;
-    eprintln!("vireo-controller: watching; configuration in {}", cfg.conf_dir.display());
+    eprintln!(
+        "vireo-controller: watching; configuration in {}",
+        cfg.conf_dir.display()
+    );
 
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "vireo-controller".into(), instance: None });
-    let opts = Options { ingress_class: cfg.ingress_class.clone(), allow_snippets: cfg.allow_snippets };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "vireo-controller".into(),
+            instance: None,
+        },
+    );
+    let opts = Options {
+        ingress_class: cfg.ingress_class.clone(),
+        allow_snippets: cfg.allow_snippets,
+    };
     let settings = Settings {
         conf_dir: cfg.conf_dir.clone(),
         pid_file: cfg.pid_file.clone(),
@@ -118,7 +131,11 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
         https_listen: cfg.https_listen.clone(),
         resolver: cfg.resolver.clone(),
     };
-    let mut applier = Applier::new(cfg.conf_dir.clone(), cfg.pid_file.clone(), cfg.vireo_bin.clone());
+    let mut applier = Applier::new(
+        cfg.conf_dir.clone(),
+        cfg.pid_file.clone(),
+        cfg.vireo_bin.clone(),
+    );
     let mut told: BTreeSet<Problem> = BTreeSet::new();
     let mut rejected: Option<String> = None;
     // resourceVersions of the Ingresses in the serving configuration.
@@ -136,7 +153,12 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
         let versions: BTreeMap<ObjectRef, String> = snap
             .ingresses
             .iter()
-            .map(|i| (ObjectRef::of(i), i.metadata.resource_version.clone().unwrap_or_default()))
+            .map(|i| {
+                (
+                    ObjectRef::of(i),
+                    i.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            })
             .filter(|(o, _)| t.served.contains(o))
             .collect();
         if rejected.as_deref() != Some(text.as_str()) {
@@ -152,15 +174,22 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
                     applied_versions = versions.clone();
                 }
                 Ok(Outcome::Invalid(msg)) => {
-                    eprintln!("vireo-controller: configuration refused by vireo -t, the serving one stays: {msg}");
+                    eprintln!(
+                        "vireo-controller: configuration refused by vireo -t, the serving one stays: {msg}"
+                    );
                     // Told on the Ingresses that changed since the serving configuration.
-                    let mut changed: Vec<&ObjectRef> =
-                        versions.iter().filter(|(o, v)| applied_versions.get(o) != Some(v)).map(|(o, _)| o).collect();
+                    let mut changed: Vec<&ObjectRef> = versions
+                        .iter()
+                        .filter(|(o, v)| applied_versions.get(o) != Some(v))
+                        .map(|(o, _)| o)
+                        .collect();
                     if changed.is_empty() {
                         changed = versions.keys().collect();
                     }
                     for o in changed {
-                        let note = format!("vireo refused the configuration, the serving one stays: {msg}");
+                        let note = format!(
+                            "vireo refused the configuration, the serving one stays: {msg}"
+                        );
                         publish(&recorder, o, "ConfigurationRejected", note).await;
                     }
                     rejected = Some(text);
@@ -170,14 +199,24 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
         }
         let now: BTreeSet<Problem> = t.problems.into_iter().collect();
         for p in now.difference(&told) {
-            eprintln!("vireo-controller: {}/{}: {}: {}", p.object.namespace, p.object.name, p.reason, p.message);
+            eprintln!(
+                "vireo-controller: {}/{}: {}: {}",
+                p.object.namespace, p.object.name, p.reason, p.message
+            );
             publish(&recorder, &p.object, &p.reason, p.message.clone()).await;
         }
         told = now;
         if let Some(addr) = &cfg.publish_address {
-            for ing in snap.ingresses.iter().filter(|i| applied_versions.contains_key(&ObjectRef::of(*i))) {
+            for ing in snap
+                .ingresses
+                .iter()
+                .filter(|i| applied_versions.contains_key(&ObjectRef::of(*i)))
+            {
                 if let Err(e) = publish_status(&client, ing, addr).await {
-                    eprintln!("vireo-controller: status of {}: {e}", ObjectRef::of(ing).name);
+                    eprintln!(
+                        "vireo-controller: status of {}: {e}",
+                        ObjectRef::of(ing).name
+                    );
                 }
             }
         }
@@ -228,6 +267,7 @@ async fn publish_status(client: &Client, ing: &Ingress, addr: &str) -> Result<()
     let o = ObjectRef::of(ing);
     let api: Api<Ingress> = Api::namespaced(client.clone(), &o.namespace);
     let patch = serde_json::json!({ "status": { "loadBalancer": { "ingress": wanted } } });
-    api.patch_status(&o.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.patch_status(&o.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }

@@ -127,7 +127,10 @@ impl<'a> Reader<'a> {
             .flatten()
             .filter_map(|(k, v)| k.strip_prefix(PREFIX).map(|k| (k, v.as_str())))
             .collect();
-        Reader { map, errors: Vec::new() }
+        Reader {
+            map,
+            errors: Vec::new(),
+        }
     }
 
     /// Names of the prefix's annotations that are present.
@@ -140,11 +143,17 @@ impl<'a> Reader<'a> {
     }
 
     fn bad(&mut self, name: &str, value: &str, why: &str) {
-        self.errors.push(format!("annotation {PREFIX}{name}: invalid value {value:?}: {why}"));
+        self.errors.push(format!(
+            "annotation {PREFIX}{name}: invalid value {value:?}: {why}"
+        ));
     }
 
     /// A value passing `check`, which tells what is wrong with it.
-    pub fn checked(&mut self, name: &str, check: impl Fn(&str) -> Result<(), String>) -> Option<String> {
+    pub fn checked(
+        &mut self,
+        name: &str,
+        check: impl Fn(&str) -> Result<(), String>,
+    ) -> Option<String> {
         let v = self.raw(name)?;
         match check(v) {
             Ok(()) => Some(v.to_string()),
@@ -183,7 +192,10 @@ impl<'a> Reader<'a> {
     pub fn size(&mut self, name: &str) -> Option<String> {
         self.checked(name, |v| {
             let digits = v.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
-            if !digits.is_empty() && v.len() - digits.len() <= 1 && digits.bytes().all(|b| b.is_ascii_digit()) {
+            if !digits.is_empty()
+                && v.len() - digits.len() <= 1
+                && digits.bytes().all(|b| b.is_ascii_digit())
+            {
                 Ok(())
             } else {
                 Err("expected a size such as 8k or 10m".into())
@@ -194,11 +206,19 @@ impl<'a> Reader<'a> {
     /// A comma-separated list of addresses and CIDR networks.
     pub fn cidrs(&mut self, name: &str) -> Option<Vec<String>> {
         let v = self.raw(name)?;
-        let list: Vec<String> =
-            v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        let list: Vec<String> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
         for net in &list {
             if !is_cidr(net) {
-                self.bad(name, v, &format!("{net:?} is not an address or CIDR network"));
+                self.bad(
+                    name,
+                    v,
+                    &format!("{net:?} is not an address or CIDR network"),
+                );
                 return None;
             }
         }
@@ -206,10 +226,19 @@ impl<'a> Reader<'a> {
     }
 
     /// A comma-separated list whose items pass `check`.
-    pub fn list(&mut self, name: &str, check: impl Fn(&str) -> bool, what: &str) -> Option<Vec<String>> {
+    pub fn list(
+        &mut self,
+        name: &str,
+        check: impl Fn(&str) -> bool,
+        what: &str,
+    ) -> Option<Vec<String>> {
         let v = self.raw(name)?;
-        let list: Vec<String> =
-            v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        let list: Vec<String> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
         match list.iter().find(|i| !check(i)) {
             Some(i) => {
                 self.bad(name, v, &format!("{i:?} is not {what}"));
@@ -225,14 +254,19 @@ pub fn is_cidr(s: &str) -> bool {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
     };
-    let Ok(ip) = addr.parse::<IpAddr>() else { return false };
+    let Ok(ip) = addr.parse::<IpAddr>() else {
+        return false;
+    };
     let max = if ip.is_ipv4() { 32 } else { 128 };
     len.is_none_or(|l| l.parse::<u8>().is_ok_and(|l| l <= max))
 }
 
 /// Printable text without white space, quotes or backslashes.
 pub fn plain(v: &str) -> Result<(), String> {
-    if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\' || c == '\'') {
+    if v.is_empty()
+        || v.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\' || c == '\'')
+    {
         Err("expected text without white space, quotes or backslashes".into())
     } else {
         Ok(())
@@ -252,12 +286,18 @@ pub fn url(v: &str) -> Result<(), String> {
 /// A path starting with `/` (variables allowed).
 pub fn path(v: &str) -> Result<(), String> {
     plain(v)?;
-    if v.starts_with('/') { Ok(()) } else { Err("expected a path starting with /".into()) }
+    if v.starts_with('/') {
+        Ok(())
+    } else {
+        Err("expected a path starting with /".into())
+    }
 }
 
 /// A header or cookie name.
 pub fn is_token(v: &str) -> bool {
-    !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// A host name, possibly with a leading `*.`.
@@ -266,7 +306,9 @@ pub fn is_host(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 253
         && v.split('.').all(|l| {
-            !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
 }
 
@@ -275,7 +317,9 @@ pub fn is_origin(v: &str) -> bool {
     if v == "*" {
         return true;
     }
-    let Some((scheme, rest)) = v.split_once("://") else { return false };
+    let Some((scheme, rest)) = v.split_once("://") else {
+        return false;
+    };
     if scheme != "http" && scheme != "https" {
         return false;
     }
@@ -288,7 +332,9 @@ pub fn is_origin(v: &str) -> bool {
 
 /// A text with variables, for hash keys and host names: letters, digits and `$_-.:{}`.
 pub fn is_variable_text(v: &str) -> bool {
-    !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"$_-.:{}/".contains(&b))
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"$_-.:{}/".contains(&b))
 }
 
 #[cfg(test)]
@@ -296,7 +342,10 @@ mod tests {
     use super::*;
 
     fn reader(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -313,12 +362,19 @@ mod tests {
         assert_eq!(r.bool("ssl-redirect"), Some(false));
         assert_eq!(r.size("proxy-body-size").as_deref(), Some("8m"));
         assert_eq!(r.number("limit-rps", 1000), None);
-        assert_eq!(r.cidrs("whitelist-source-range").unwrap(), ["10.0.0.0/8", "192.168.1.1", "::1/128"]);
+        assert_eq!(
+            r.cidrs("whitelist-source-range").unwrap(),
+            ["10.0.0.0/8", "192.168.1.1", "::1/128"]
+        );
         assert_eq!(r.cidrs("limit-whitelist"), None);
         assert_eq!(r.checked("auth-url", url), None);
         assert_eq!(r.bool("missing"), None);
         assert_eq!(r.errors.len(), 3, "{:?}", r.errors);
-        assert!(r.errors[0].contains("nginx.ingress.kubernetes.io/limit-rps"), "{:?}", r.errors);
+        assert!(
+            r.errors[0].contains("nginx.ingress.kubernetes.io/limit-rps"),
+            "{:?}",
+            r.errors
+        );
     }
 
     #[test]

@@ -38,10 +38,19 @@ pub struct Translation {
 /// Whether an Ingress belongs to the class: by `ingressClassName`, the older
 /// `kubernetes.io/ingress.class` annotation, or, with neither, the class being the default.
 pub fn is_ours(snap: &Snapshot, ing: &Ingress, class: &str) -> bool {
-    if let Some(c) = ing.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()) {
+    if let Some(c) = ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+    {
         return c == class;
     }
-    if let Some(c) = ing.metadata.annotations.as_ref().and_then(|a| a.get("kubernetes.io/ingress.class")) {
+    if let Some(c) = ing
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("kubernetes.io/ingress.class"))
+    {
         return c == class;
     }
     snap.ingress_classes.iter().any(|ic| {
@@ -103,13 +112,22 @@ struct Host {
 /// Translate the Ingresses of the class.
 pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
     let mut t = Translation::default();
-    let mut ours: Vec<&Ingress> = snap.ingresses.iter().filter(|i| is_ours(snap, i, &opts.ingress_class)).collect();
+    let mut ours: Vec<&Ingress> = snap
+        .ingresses
+        .iter()
+        .filter(|i| is_ours(snap, i, &opts.ingress_class))
+        .collect();
     ours.sort_by(|a, b| {
-        (&a.metadata.creation_timestamp, &a.metadata.namespace, &a.metadata.name).cmp(&(
-            &b.metadata.creation_timestamp,
-            &b.metadata.namespace,
-            &b.metadata.name,
-        ))
+        (
+            &a.metadata.creation_timestamp,
+            &a.metadata.namespace,
+            &a.metadata.name,
+        )
+            .cmp(&(
+                &b.metadata.creation_timestamp,
+                &b.metadata.namespace,
+                &b.metadata.name,
+            ))
     });
     let mut parsed = Vec::new();
     for ing in ours {
@@ -123,7 +141,11 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
             }
             Err(errors) => {
                 for e in errors {
-                    t.problems.push(problem(&oref, "Refused", format!("{e}; the Ingress is not served")));
+                    t.problems.push(problem(
+                        &oref,
+                        "Refused",
+                        format!("{e}; the Ingress is not served"),
+                    ));
                 }
             }
         }
@@ -146,10 +168,10 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
     for p in parsed.iter().filter(|p| p.conf.canary.is_none()) {
         for (host, path, path_type, backend) in paths(p.ing) {
             let h = hosts.entry(host.clone()).or_default();
-            if let Some(s) = &p.conf.server_snippet {
-                if !h.snippets.contains(s) {
-                    h.snippets.push(s.clone());
-                }
+            if let Some(s) = &p.conf.server_snippet
+                && !h.snippets.contains(s)
+            {
+                h.snippets.push(s.clone());
             }
             for a in &p.conf.aliases {
                 if !h.aliases.contains(a) {
@@ -187,12 +209,21 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
             let h = hosts.get_mut(&host);
             let main = h.as_ref().and_then(|h| {
                 ms.iter().find_map(|m| match h.locations.get(m) {
-                    Some((_, Location { action: Action::Proxy(px), .. })) => Some(px.select.clone()),
+                    Some((
+                        _,
+                        Location {
+                            action: Action::Proxy(px),
+                            ..
+                        },
+                    )) => Some(px.select.clone()),
                     _ => None,
                 })
             });
             let (Some(h), Some(main)) = (h, main) else {
-                let msg = format!("no Ingress serves path {path} of host {} for this canary", host_text(&host));
+                let msg = format!(
+                    "no Ingress serves path {path} of host {} for this canary",
+                    host_text(&host)
+                );
                 t.problems.push(problem(&p.oref, "CanaryWithoutMain", msg));
                 continue;
             };
@@ -205,7 +236,14 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
             };
             let select = with_canary(main, canary, &up);
             for m in &ms {
-                if let Some((_, Location { action: Action::Proxy(px), .. })) = h.locations.get_mut(m) {
+                if let Some((
+                    _,
+                    Location {
+                        action: Action::Proxy(px),
+                        ..
+                    },
+                )) = h.locations.get_mut(m)
+                {
                     px.select = select.clone();
                 }
             }
@@ -217,8 +255,15 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
     }
 
     // spec.defaultBackend of the oldest Ingress that has one answers the default server.
-    let mut default = Server { default: true, names: vec!["_".into()], ..Server::default() };
-    if let Some(p) = parsed.iter().find(|p| p.conf.canary.is_none() && default_backend(p.ing).is_some()) {
+    let mut default = Server {
+        default: true,
+        names: vec!["_".into()],
+        ..Server::default()
+    };
+    if let Some(p) = parsed
+        .iter()
+        .find(|p| p.conf.canary.is_none() && default_backend(p.ing).is_some())
+    {
         let b = default_backend(p.ing).expect("checked");
         let mut loc = main_location(snap, p, "/", b, false, &mut t);
         loc.path = PathMatch::Prefix("/".into());
@@ -233,7 +278,9 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
         }
         default.snippets = h.snippets;
     }
-    default.locations.sort_by(|a, b| b.path.text().cmp(a.path.text()));
+    default
+        .locations
+        .sort_by(|a, b| b.path.text().cmp(a.path.text()));
     t.model.servers.push(default);
 
     let names: BTreeSet<String> = hosts.keys().cloned().collect();
@@ -243,7 +290,13 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
         // ingress-nginx orders locations by path, longest text first among the same prefix.
         let mut locations: Vec<Location> = h.locations.into_values().map(|(_, l)| l).collect();
         locations.sort_by(|a, b| b.path.text().cmp(a.path.text()));
-        t.model.servers.push(Server { names: names_of, default: false, tls: h.tls, locations, snippets: h.snippets });
+        t.model.servers.push(Server {
+            names: names_of,
+            default: false,
+            tls: h.tls,
+            locations,
+            snippets: h.snippets,
+        });
     }
     t.problems.sort();
     t.problems.dedup();
@@ -251,7 +304,11 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
 }
 
 fn problem(o: &ObjectRef, reason: &str, message: String) -> Problem {
-    Problem { object: o.clone(), reason: reason.to_string(), message }
+    Problem {
+        object: o.clone(),
+        reason: reason.to_string(),
+        message,
+    }
 }
 
 fn host_text(h: &str) -> &str {
@@ -260,7 +317,11 @@ fn host_text(h: &str) -> &str {
 
 fn rule_hosts(ing: &Ingress) -> Vec<String> {
     let rules = ing.spec.as_ref().and_then(|s| s.rules.as_ref());
-    rules.into_iter().flatten().map(|r| r.host.clone().unwrap_or_default()).collect()
+    rules
+        .into_iter()
+        .flatten()
+        .map(|r| r.host.clone().unwrap_or_default())
+        .collect()
 }
 
 fn default_backend(ing: &Ingress) -> Option<&IngressBackend> {
@@ -270,10 +331,25 @@ fn default_backend(ing: &Ingress) -> Option<&IngressBackend> {
 /// (host, path, pathType, backend) of each path of the Ingress's rules.
 fn paths(ing: &Ingress) -> Vec<(String, String, String, &IngressBackend)> {
     let mut v = Vec::new();
-    for r in ing.spec.as_ref().and_then(|s| s.rules.as_ref()).into_iter().flatten() {
+    for r in ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.rules.as_ref())
+        .into_iter()
+        .flatten()
+    {
         for p in r.http.iter().flat_map(|h| &h.paths) {
-            let path = p.path.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "/".into());
-            v.push((r.host.clone().unwrap_or_default(), path, p.path_type.clone(), &p.backend));
+            let path = p
+                .path
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "/".into());
+            v.push((
+                r.host.clone().unwrap_or_default(),
+                path,
+                p.path_type.clone(),
+                &p.backend,
+            ));
         }
     }
     v
@@ -284,8 +360,15 @@ fn paths(ing: &Ingress) -> Vec<(String, String, String, &IngressBackend)> {
 /// the start (and, for Exact, at the end).
 fn matches(path: &str, path_type: &str, regex: bool) -> Vec<PathMatch> {
     if regex {
-        let pattern = if path_type == "Exact" { format!("{path}$") } else { path.to_string() };
-        return vec![PathMatch::Regex { pattern, caseless: true }];
+        let pattern = if path_type == "Exact" {
+            format!("{path}$")
+        } else {
+            path.to_string()
+        };
+        return vec![PathMatch::Regex {
+            pattern,
+            caseless: true,
+        }];
     }
     if path_type == "Exact" {
         return vec![PathMatch::Exact(path.to_string())];
@@ -294,19 +377,33 @@ fn matches(path: &str, path_type: &str, regex: bool) -> Vec<PathMatch> {
         return vec![PathMatch::Prefix("/".into())];
     }
     let bare = path.trim_end_matches('/');
-    vec![PathMatch::Exact(bare.to_string()), PathMatch::Prefix(format!("{bare}/"))]
+    vec![
+        PathMatch::Exact(bare.to_string()),
+        PathMatch::Prefix(format!("{bare}/")),
+    ]
 }
 
 fn tls(snap: &Snapshot, p: &Parsed, hosts: &mut BTreeMap<String, Host>, t: &mut Translation) {
     let ns = &p.oref.namespace;
-    for entry in p.ing.spec.as_ref().and_then(|s| s.tls.as_ref()).into_iter().flatten() {
-        let Some(secret) = &entry.secret_name else { continue };
+    for entry in p
+        .ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.tls.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let Some(secret) = &entry.secret_name else {
+            continue;
+        };
         let files = snap.secret(ns, secret).and_then(|s| {
             let d = s.data.as_ref()?;
             Some((d.get("tls.crt")?.0.clone(), d.get("tls.key")?.0.clone()))
         });
         let Some((crt, key)) = files else {
-            let msg = format!("TLS secret {ns}/{secret} is missing or lacks tls.crt and tls.key; its hosts are served on HTTP only");
+            let msg = format!(
+                "TLS secret {ns}/{secret} is missing or lacks tls.crt and tls.key; its hosts are served on HTTP only"
+            );
             t.problems.push(problem(&p.oref, "TLSSecretNotFound", msg));
             continue;
         };
@@ -315,7 +412,10 @@ fn tls(snap: &Snapshot, p: &Parsed, hosts: &mut BTreeMap<String, Host>, t: &mut 
         for h in entry.hosts.iter().flatten() {
             let host = hosts.entry(h.clone()).or_default();
             if host.tls.is_none() {
-                host.tls = Some(Tls { certificate: certificate.clone(), key: key.clone() });
+                host.tls = Some(Tls {
+                    certificate: certificate.clone(),
+                    key: key.clone(),
+                });
             }
         }
     }
@@ -331,11 +431,18 @@ fn add_file(model: &mut Model, stem: &str, ext: &str, contents: Vec<u8>) -> Stri
 
 /// FNV-1a, 64 bits: stable names for contents and settings.
 pub fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The upstream serving a backend of the Ingress, added to the model.
-fn upstream_for(snap: &Snapshot, p: &Parsed, b: &IngressBackend, model: &mut Model) -> Result<String, String> {
+fn upstream_for(
+    snap: &Snapshot,
+    p: &Parsed,
+    b: &IngressBackend,
+    model: &mut Model,
+) -> Result<String, String> {
     let Some(svc) = &b.service else {
         return Err("a resource backend is not supported; only Service backends are".into());
     };
@@ -347,7 +454,13 @@ fn upstream_for(snap: &Snapshot, p: &Parsed, b: &IngressBackend, model: &mut Mod
         },
         None => PortRef::First,
     };
-    let r = backends::resolve(snap, &p.oref.namespace, &svc.name, &port, p.conf.service_upstream)?;
+    let r = backends::resolve(
+        snap,
+        &p.oref.namespace,
+        &svc.name,
+        &port,
+        p.conf.service_upstream,
+    )?;
     let r = match (&p.conf.default_backend, r.peers.is_empty()) {
         // No endpoints: the default-backend annotation's Service answers instead.
         (Some(db), true) => backends::resolve(snap, &p.oref.namespace, db, &PortRef::First, false)?,
@@ -361,11 +474,24 @@ fn add_upstream(model: &mut Model, r: &backends::Resolved, balance: &Balance) ->
         Balance::RoundRobin => r.name.clone(),
         b => format!("{}-{:08x}", r.name, fnv(format!("{b:?}").as_bytes()) as u32),
     };
-    model.upstreams.insert(name.clone(), Upstream { peers: r.peers.clone(), balance: balance.clone() });
+    model.upstreams.insert(
+        name.clone(),
+        Upstream {
+            peers: r.peers.clone(),
+            balance: balance.clone(),
+        },
+    );
     name
 }
 
-fn main_location(snap: &Snapshot, p: &Parsed, path: &str, b: &IngressBackend, tls_on: bool, t: &mut Translation) -> Location {
+fn main_location(
+    snap: &Snapshot,
+    p: &Parsed,
+    path: &str,
+    b: &IngressBackend,
+    tls_on: bool,
+    t: &mut Translation,
+) -> Location {
     let c = &p.conf;
     let mut policy = c.policy.clone();
     if c.force_ssl_redirect || (c.ssl_redirect && tls_on) {
@@ -378,36 +504,68 @@ fn main_location(snap: &Snapshot, p: &Parsed, path: &str, b: &IngressBackend, tl
         service: service.map(|s| s.name.clone()).unwrap_or_default(),
         port: service
             .and_then(|s| s.port.as_ref())
-            .map(|sp| sp.number.map(|n| n.to_string()).or(sp.name.clone()).unwrap_or_default())
+            .map(|sp| {
+                sp.number
+                    .map(|n| n.to_string())
+                    .or(sp.name.clone())
+                    .unwrap_or_default()
+            })
             .unwrap_or_default(),
     };
     let placeholder = PathMatch::Prefix(path.to_string());
     if let Some((code, target)) = &c.redirect {
-        return Location { path: placeholder, policy, action: Action::Redirect { code: *code, target: target.clone() }, origin };
+        return Location {
+            path: placeholder,
+            policy,
+            action: Action::Redirect {
+                code: *code,
+                target: target.clone(),
+            },
+            origin,
+        };
     }
     let action = match upstream_for(snap, p, b, &mut t.model) {
         Ok(up) => {
             let mut proxy = c.proxy.clone();
             proxy.select = Select::one(&up);
             if let Some(target) = &c.rewrite_target {
-                proxy.rewrite = Some(Rewrite { pattern: path.to_string(), replacement: target.clone() });
+                proxy.rewrite = Some(Rewrite {
+                    pattern: path.to_string(),
+                    replacement: target.clone(),
+                });
             }
-            if let Some(db) = &c.default_backend {
-                if !proxy.intercept_errors.is_empty() {
-                    match backends::resolve(snap, &p.oref.namespace, db, &PortRef::First, false) {
-                        Ok(r) => proxy.error_backend = Some(add_upstream(&mut t.model, &r, &Balance::RoundRobin)),
-                        Err(e) => t.problems.push(problem(&p.oref, "ServiceNotFound", format!("default-backend: {e}"))),
+            if let Some(db) = &c.default_backend
+                && !proxy.intercept_errors.is_empty()
+            {
+                match backends::resolve(snap, &p.oref.namespace, db, &PortRef::First, false) {
+                    Ok(r) => {
+                        proxy.error_backend =
+                            Some(add_upstream(&mut t.model, &r, &Balance::RoundRobin))
                     }
+                    Err(e) => t.problems.push(problem(
+                        &p.oref,
+                        "ServiceNotFound",
+                        format!("default-backend: {e}"),
+                    )),
                 }
             }
-            Action::Proxy(proxy)
+            Action::Proxy(Box::new(proxy))
         }
         Err(e) => {
-            t.problems.push(problem(&p.oref, "ServiceNotFound", format!("{e}; path {path} answers 503")));
+            t.problems.push(problem(
+                &p.oref,
+                "ServiceNotFound",
+                format!("{e}; path {path} answers 503"),
+            ));
             Action::Status(503)
         }
     };
-    Location { path: placeholder, policy, action, origin }
+    Location {
+        path: placeholder,
+        policy,
+        action,
+        origin,
+    }
 }
 
 /// The main location's selection with a canary's rules, in ingress-nginx's order: header,
@@ -419,18 +577,54 @@ fn with_canary(select: Select, c: &Canary, canary: &str) -> Select {
     if let Some(h) = &c.header {
         let input = Input::Header(h.clone());
         match (&c.header_value, &c.header_pattern) {
-            (Some(v), _) => rules.push((vec![Condition { input, test: Test::Equals(v.clone()) }], to_canary.clone())),
-            (None, Some(r)) => rules.push((vec![Condition { input, test: Test::Regex(r.clone()) }], to_canary.clone())),
+            (Some(v), _) => rules.push((
+                vec![Condition {
+                    input,
+                    test: Test::Equals(v.clone()),
+                }],
+                to_canary.clone(),
+            )),
+            (None, Some(r)) => rules.push((
+                vec![Condition {
+                    input,
+                    test: Test::Regex(r.clone()),
+                }],
+                to_canary.clone(),
+            )),
             (None, None) => {
-                rules.push((vec![Condition { input: input.clone(), test: Test::Equals("always".into()) }], to_canary.clone()));
-                rules.push((vec![Condition { input, test: Test::Equals("never".into()) }], main.clone()));
+                rules.push((
+                    vec![Condition {
+                        input: input.clone(),
+                        test: Test::Equals("always".into()),
+                    }],
+                    to_canary.clone(),
+                ));
+                rules.push((
+                    vec![Condition {
+                        input,
+                        test: Test::Equals("never".into()),
+                    }],
+                    main.clone(),
+                ));
             }
         }
     }
     if let Some(name) = &c.cookie {
         let input = Input::Cookie(name.clone());
-        rules.push((vec![Condition { input: input.clone(), test: Test::Equals("always".into()) }], to_canary.clone()));
-        rules.push((vec![Condition { input, test: Test::Equals("never".into()) }], main.clone()));
+        rules.push((
+            vec![Condition {
+                input: input.clone(),
+                test: Test::Equals("always".into()),
+            }],
+            to_canary.clone(),
+        ));
+        rules.push((
+            vec![Condition {
+                input,
+                test: Test::Equals("never".into()),
+            }],
+            main.clone(),
+        ));
     }
     let default = match c.weight {
         Some(w) => {
@@ -450,7 +644,12 @@ fn with_canary(select: Select, c: &Canary, canary: &str) -> Select {
 type Warnings = Vec<String>;
 
 /// Reads an Ingress's annotations (errors leave it out; warnings are told).
-fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) -> Result<(Conf, Warnings), Vec<String>> {
+fn read_conf(
+    snap: &Snapshot,
+    ing: &Ingress,
+    opts: &Options,
+    model: &mut Model,
+) -> Result<(Conf, Warnings), Vec<String>> {
     let oref = ObjectRef::of(ing);
     let ns = oref.namespace.as_str();
     let mut r = Reader::new(ing.metadata.annotations.as_ref());
@@ -458,78 +657,130 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
     let mut refused = Vec::new();
     for name in r.names().collect::<Vec<_>>() {
         if IGNORED.contains(&name) {
-            warnings.push(format!("annotation {PREFIX}{name} has no effect: vireo has no such module"));
+            warnings.push(format!(
+                "annotation {PREFIX}{name} has no effect: vireo has no such module"
+            ));
         } else if SNIPPETS.contains(&name) && !opts.allow_snippets {
             refused.push(format!(
                 "annotation {PREFIX}{name} is refused: snippets put raw configuration in the server (start the controller with --allow-snippets to take them)"
             ));
         } else if !SUPPORTED.contains(&name) {
-            refused.push(format!("annotation {PREFIX}{name} is not supported by vireo (docs/ingress.md)"));
+            refused.push(format!(
+                "annotation {PREFIX}{name} is not supported by vireo (docs/ingress.md)"
+            ));
         }
     }
 
     let canary = match r.bool("canary") {
         Some(true) => Some(Canary {
-            header: r.checked("canary-by-header", |v| check(annotations::is_token(v), "a header name")),
+            header: r.checked("canary-by-header", |v| {
+                check(annotations::is_token(v), "a header name")
+            }),
             header_value: r.checked("canary-by-header-value", annotations::plain),
             header_pattern: r.checked("canary-by-header-pattern", |v| {
-                check(!v.contains('"') && !v.chars().any(char::is_control), "a regular expression")
+                check(
+                    !v.contains('"') && !v.chars().any(char::is_control),
+                    "a regular expression",
+                )
             }),
-            cookie: r.checked("canary-by-cookie", |v| check(annotations::is_token(v), "a cookie name")),
+            cookie: r.checked("canary-by-cookie", |v| {
+                check(annotations::is_token(v), "a cookie name")
+            }),
             weight_total: r.number("canary-weight-total", 1_000_000).unwrap_or(100) as u32,
             weight: r.number("canary-weight", 1_000_000).map(|w| w as u32),
         }),
         _ => None,
     };
-    if let Some(c) = &canary {
-        if c.weight.is_some_and(|w| w > c.weight_total) {
-            refused.push(format!("annotation {PREFIX}canary-weight is larger than canary-weight-total ({})", c.weight_total));
-        }
+    if let Some(c) = &canary
+        && c.weight.is_some_and(|w| w > c.weight_total)
+    {
+        refused.push(format!(
+            "annotation {PREFIX}canary-weight is larger than canary-weight-total ({})",
+            c.weight_total
+        ));
     }
 
-    let mut policy = Policy { access_log: r.bool("enable-access-log").unwrap_or(true), ..Policy::default() };
+    let mut policy = Policy {
+        access_log: r.bool("enable-access-log").unwrap_or(true),
+        ..Policy::default()
+    };
     policy.rewrite_log = r.bool("enable-rewrite-log").unwrap_or(false);
     policy.app_root = r.checked("app-root", annotations::path);
     policy.client_max_body_size = r.size("proxy-body-size");
     policy.client_body_buffer_size = r.size("client-body-buffer-size");
     policy.allow = r.cidrs("whitelist-source-range").unwrap_or_default();
     policy.deny = r.cidrs("denylist-source-range").unwrap_or_default();
-    policy.satisfy_any = r.checked("satisfy", |v| check(v == "any" || v == "all", "any or all")).as_deref() == Some("any");
-    policy.snippet = if opts.allow_snippets { r.raw("configuration-snippet").map(String::from) } else { None };
+    policy.satisfy_any = r
+        .checked("satisfy", |v| check(v == "any" || v == "all", "any or all"))
+        .as_deref()
+        == Some("any");
+    policy.snippet = if opts.allow_snippets {
+        r.raw("configuration-snippet").map(String::from)
+    } else {
+        None
+    };
 
     // Rate limits: zones of this Ingress, keyed by the client address.
-    let zone_base: String = format!("{ns}_{}", oref.name).chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let zone_base: String = format!("{ns}_{}", oref.name)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     let exempt = r.cidrs("limit-whitelist").unwrap_or_default();
     let multiplier = r.number("limit-burst-multiplier", 1000).unwrap_or(5) as u32;
     if let Some(n) = r.number("limit-connections", 1_000_000) {
         let name = format!("{zone_base}_conn");
-        model.zones.push(Zone { name: name.clone(), kind: ZoneKind::Connections, exempt: exempt.clone() });
+        model.zones.push(Zone {
+            name: name.clone(),
+            kind: ZoneKind::Connections,
+            exempt: exempt.clone(),
+        });
         policy.limit_conn = Some((name, n as u32));
     }
     for (key, per_minute) in [("limit-rpm", true), ("limit-rps", false)] {
         if let Some(n) = r.number(key, 1_000_000) {
             let name = format!("{zone_base}_{}", if per_minute { "rpm" } else { "rps" });
             let rate = n as u32;
-            model.zones.push(Zone { name: name.clone(), kind: ZoneKind::Requests { rate, per_minute }, exempt: exempt.clone() });
-            policy.limit_req.push(LimitReq { zone: name, burst: rate.saturating_mul(multiplier) });
+            model.zones.push(Zone {
+                name: name.clone(),
+                kind: ZoneKind::Requests { rate, per_minute },
+                exempt: exempt.clone(),
+            });
+            policy.limit_req.push(LimitReq {
+                zone: name,
+                burst: rate.saturating_mul(multiplier),
+            });
         }
     }
 
     // Basic authentication from a secret.
-    match r.checked("auth-type", |v| check(v == "basic" || v == "digest", "basic or digest")).as_deref() {
-        Some("digest") => refused.push(format!("annotation {PREFIX}auth-type digest is not supported by vireo (use basic)")),
+    match r
+        .checked("auth-type", |v| {
+            check(v == "basic" || v == "digest", "basic or digest")
+        })
+        .as_deref()
+    {
+        Some("digest") => refused.push(format!(
+            "annotation {PREFIX}auth-type digest is not supported by vireo (use basic)"
+        )),
         Some(_) => match r.checked("auth-secret", annotations::plain) {
-            None => refused.push(format!("annotation {PREFIX}auth-type basic needs {PREFIX}auth-secret")),
+            None => refused.push(format!(
+                "annotation {PREFIX}auth-type basic needs {PREFIX}auth-secret"
+            )),
             Some(secret) => {
                 let (sns, sname) = secret.split_once('/').unwrap_or((ns, secret.as_str()));
                 let map_form = r
-                    .checked("auth-secret-type", |v| check(v == "auth-file" || v == "auth-map", "auth-file or auth-map"))
+                    .checked("auth-secret-type", |v| {
+                        check(v == "auth-file" || v == "auth-map", "auth-file or auth-map")
+                    })
                     .as_deref()
                     == Some("auth-map");
                 match htpasswd(snap, sns, sname, map_form) {
                     Ok(text) => {
-                        let file = add_file(model, &format!("auth/{sns}-{sname}"), "htpasswd", text);
-                        let realm = r.checked("auth-realm", |_| Ok(())).unwrap_or_else(|| "Authentication Required".into());
+                        let file =
+                            add_file(model, &format!("auth/{sns}-{sname}"), "htpasswd", text);
+                        let realm = r
+                            .checked("auth-realm", |_| Ok(()))
+                            .unwrap_or_else(|| "Authentication Required".into());
                         policy.basic_auth = Some(BasicAuth { realm, file });
                     }
                     Err(e) => refused.push(e),
@@ -543,13 +794,21 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
     if let Some(url) = r.checked("auth-url", annotations::url) {
         policy.external_auth = Some(ExternalAuth {
             url,
-            method: r.checked("auth-method", |v| check(v.bytes().all(|b| b.is_ascii_uppercase()), "an HTTP method")),
+            method: r.checked("auth-method", |v| {
+                check(v.bytes().all(|b| b.is_ascii_uppercase()), "an HTTP method")
+            }),
             signin: r.checked("auth-signin", annotations::url),
             signin_redirect_param: r
-                .checked("auth-signin-redirect-param", |v| check(annotations::is_token(v), "a parameter name"))
+                .checked("auth-signin-redirect-param", |v| {
+                    check(annotations::is_token(v), "a parameter name")
+                })
                 .unwrap_or_else(|| "rd".into()),
             response_headers: r
-                .list("auth-response-headers", annotations::is_token, "a header name")
+                .list(
+                    "auth-response-headers",
+                    annotations::is_token,
+                    "a header name",
+                )
                 .unwrap_or_default(),
             request_redirect: r.checked("auth-request-redirect", annotations::plain),
         });
@@ -575,14 +834,20 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
     }
 
     // Passing to the upstream.
-    let protocol = match r.raw("backend-protocol").map(str::to_ascii_uppercase).as_deref() {
+    let protocol = match r
+        .raw("backend-protocol")
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
         None | Some("HTTP") => Protocol::Http,
         Some("HTTPS") => Protocol::Https,
         Some("GRPC") => Protocol::Grpc,
         Some("GRPCS") => Protocol::Grpcs,
         Some("FCGI") => Protocol::FastCgi,
         Some("AJP") => {
-            refused.push(format!("annotation {PREFIX}backend-protocol AJP is not supported by vireo"));
+            refused.push(format!(
+                "annotation {PREFIX}backend-protocol AJP is not supported by vireo"
+            ));
             Protocol::Http
         }
         Some(other) => {
@@ -592,55 +857,109 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
     };
     let mut proxy = Proxy::to(protocol, "");
     proxy.timeouts = Timeouts {
-        connect: r.number("proxy-connect-timeout", 86400).map(|n| n as u32).or(Some(5)),
-        send: r.number("proxy-send-timeout", 86400).map(|n| n as u32).or(Some(60)),
-        read: r.number("proxy-read-timeout", 86400).map(|n| n as u32).or(Some(60)),
+        connect: r
+            .number("proxy-connect-timeout", 86400)
+            .map(|n| n as u32)
+            .or(Some(5)),
+        send: r
+            .number("proxy-send-timeout", 86400)
+            .map(|n| n as u32)
+            .or(Some(60)),
+        read: r
+            .number("proxy-read-timeout", 86400)
+            .map(|n| n as u32)
+            .or(Some(60)),
     };
-    proxy.buffering = r.checked("proxy-buffering", |v| check(v == "on" || v == "off", "on or off")).map(|v| v == "on");
-    proxy.request_buffering =
-        r.checked("proxy-request-buffering", |v| check(v == "on" || v == "off", "on or off")).map(|v| v == "on");
+    proxy.buffering = r
+        .checked("proxy-buffering", |v| {
+            check(v == "on" || v == "off", "on or off")
+        })
+        .map(|v| v == "on");
+    proxy.request_buffering = r
+        .checked("proxy-request-buffering", |v| {
+            check(v == "on" || v == "off", "on or off")
+        })
+        .map(|v| v == "on");
     proxy.buffer_size = r.size("proxy-buffer-size");
     proxy.buffers_number = r.number("proxy-buffers-number", 1024).map(|n| n as u32);
     proxy.max_temp_file_size = r.size("proxy-max-temp-file-size");
-    proxy.http_version = r.checked("proxy-http-version", |v| check(v == "1.0" || v == "1.1", "1.0 or 1.1"));
+    proxy.http_version = r.checked("proxy-http-version", |v| {
+        check(v == "1.0" || v == "1.1", "1.0 or 1.1")
+    });
     proxy.next_upstream = r.checked("proxy-next-upstream", |v| {
         let ok = v.split_whitespace().all(|w| {
-            matches!(w, "error" | "timeout" | "invalid_header" | "http_500" | "http_502" | "http_503" | "http_504" | "http_403" | "http_404" | "http_429" | "non_idempotent" | "off")
+            matches!(
+                w,
+                "error"
+                    | "timeout"
+                    | "invalid_header"
+                    | "http_500"
+                    | "http_502"
+                    | "http_503"
+                    | "http_504"
+                    | "http_403"
+                    | "http_404"
+                    | "http_429"
+                    | "non_idempotent"
+                    | "off"
+            )
         });
         check(ok, "proxy_next_upstream's conditions")
     });
-    proxy.next_upstream_timeout = r.number("proxy-next-upstream-timeout", 86400).map(|n| n as u32);
-    proxy.next_upstream_tries = r.number("proxy-next-upstream-tries", 1000).map(|n| n as u32);
-    if let Some(from) = r.checked("proxy-redirect-from", annotations::plain) {
-        if from != "off" && from != "default" {
-            match r.checked("proxy-redirect-to", annotations::plain) {
-                Some(to) => proxy.redirects.push((from, to)),
-                None => refused.push(format!("annotation {PREFIX}proxy-redirect-from needs {PREFIX}proxy-redirect-to")),
-            }
+    proxy.next_upstream_timeout = r
+        .number("proxy-next-upstream-timeout", 86400)
+        .map(|n| n as u32);
+    proxy.next_upstream_tries = r
+        .number("proxy-next-upstream-tries", 1000)
+        .map(|n| n as u32);
+    if let Some(from) = r.checked("proxy-redirect-from", annotations::plain)
+        && from != "off"
+        && from != "default"
+    {
+        match r.checked("proxy-redirect-to", annotations::plain) {
+            Some(to) => proxy.redirects.push((from, to)),
+            None => refused.push(format!(
+                "annotation {PREFIX}proxy-redirect-from needs {PREFIX}proxy-redirect-to"
+            )),
         }
     }
-    for (key, slot) in [("proxy-cookie-domain", &mut proxy.cookie_domain), ("proxy-cookie-path", &mut proxy.cookie_path)] {
+    for (key, slot) in [
+        ("proxy-cookie-domain", &mut proxy.cookie_domain),
+        ("proxy-cookie-path", &mut proxy.cookie_path),
+    ] {
         if let Some(v) = r.raw(key) {
             let parts: Vec<&str> = v.split_whitespace().collect();
             match parts.as_slice() {
-                [from, to] if annotations::plain(from).is_ok() && annotations::plain(to).is_ok() => {
+                [from, to]
+                    if annotations::plain(from).is_ok() && annotations::plain(to).is_ok() =>
+                {
                     *slot = Some((from.to_string(), to.to_string()))
                 }
-                _ => refused.push(format!("annotation {PREFIX}{key}: invalid value {v:?}: expected two words, from and to")),
+                _ => refused.push(format!(
+                    "annotation {PREFIX}{key}: invalid value {v:?}: expected two words, from and to"
+                )),
             }
         }
     }
-    if let Some(v) = r.checked("upstream-vhost", |v| check(annotations::is_variable_text(v), "a host name")) {
+    if let Some(v) = r.checked("upstream-vhost", |v| {
+        check(annotations::is_variable_text(v), "a host name")
+    }) {
         proxy.set_headers.push(("Host".into(), v));
     }
     if let Some(v) = r.checked("x-forwarded-prefix", annotations::plain) {
         proxy.set_headers.push(("X-Forwarded-Prefix".into(), v));
     }
-    if let Some(v) = r.checked("connection-proxy-header", |v| check(annotations::is_token(v), "a Connection value")) {
+    if let Some(v) = r.checked("connection-proxy-header", |v| {
+        check(annotations::is_token(v), "a Connection value")
+    }) {
         proxy.set_headers.push(("Connection".into(), v));
     }
     proxy.intercept_errors = r
-        .list("custom-http-errors", |c| c.parse::<u16>().is_ok_and(|c| (300..600).contains(&c)), "an HTTP status")
+        .list(
+            "custom-http-errors",
+            |c| c.parse::<u16>().is_ok_and(|c| (300..600).contains(&c)),
+            "an HTTP status",
+        )
         .unwrap_or_default()
         .iter()
         .map(|c| c.parse().expect("checked"))
@@ -648,16 +967,28 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
     if let Some(target) = r.checked("mirror-target", annotations::url) {
         proxy.mirror = Some(Mirror {
             target,
-            request_body: r.checked("mirror-request-body", |v| check(v == "on" || v == "off", "on or off")).as_deref() != Some("off"),
-            host: r.checked("mirror-host", |v| check(annotations::is_variable_text(v), "a host name")),
+            request_body: r
+                .checked("mirror-request-body", |v| {
+                    check(v == "on" || v == "off", "on or off")
+                })
+                .as_deref()
+                != Some("off"),
+            host: r.checked("mirror-host", |v| {
+                check(annotations::is_variable_text(v), "a host name")
+            }),
         });
     }
 
-    let redirect = match (r.checked("permanent-redirect", annotations::url), r.checked("temporal-redirect", annotations::url)) {
+    let redirect = match (
+        r.checked("permanent-redirect", annotations::url),
+        r.checked("temporal-redirect", annotations::url),
+    ) {
         (Some(to), _) => {
             let code = r.number("permanent-redirect-code", 599).unwrap_or(301) as u16;
             if !(300..=308).contains(&code) {
-                refused.push(format!("annotation {PREFIX}permanent-redirect-code: {code} is not a redirect status"));
+                refused.push(format!(
+                    "annotation {PREFIX}permanent-redirect-code: {code} is not a redirect status"
+                ));
             }
             Some((code, to))
         }
@@ -668,21 +999,46 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
     // Balancing: session cookie, else a hash key, else the method.
     let balance = match r.checked("affinity", |v| check(v == "cookie", "cookie")) {
         Some(_) => {
-            let _ = r.checked("affinity-mode", |v| check(v == "balanced" || v == "persistent", "balanced or persistent"));
+            let _ = r.checked("affinity-mode", |v| {
+                check(
+                    v == "balanced" || v == "persistent",
+                    "balanced or persistent",
+                )
+            });
             Balance::Cookie(CookieAffinity {
                 name: r
-                    .checked("session-cookie-name", |v| check(annotations::is_token(v), "a cookie name"))
+                    .checked("session-cookie-name", |v| {
+                        check(annotations::is_token(v), "a cookie name")
+                    })
                     .unwrap_or_else(|| "INGRESSCOOKIE".into()),
-                path: r.checked("session-cookie-path", annotations::path).unwrap_or_else(|| "/".into()),
-                domain: r.checked("session-cookie-domain", |v| check(annotations::is_host(v.trim_start_matches('.')), "a domain")),
-                max_age: r.number("session-cookie-max-age", u64::MAX).or(r.number("session-cookie-expires", u64::MAX)),
+                path: r
+                    .checked("session-cookie-path", annotations::path)
+                    .unwrap_or_else(|| "/".into()),
+                domain: r.checked("session-cookie-domain", |v| {
+                    check(annotations::is_host(v.trim_start_matches('.')), "a domain")
+                }),
+                max_age: r
+                    .number("session-cookie-max-age", u64::MAX)
+                    .or(r.number("session-cookie-expires", u64::MAX)),
                 secure: r.bool("session-cookie-secure").unwrap_or(false),
-                samesite: r.checked("session-cookie-samesite", |v| check(matches!(v, "None" | "Lax" | "Strict"), "None, Lax or Strict")),
+                samesite: r.checked("session-cookie-samesite", |v| {
+                    check(
+                        matches!(v, "None" | "Lax" | "Strict"),
+                        "None, Lax or Strict",
+                    )
+                }),
             })
         }
-        None => match r.checked("upstream-hash-by", |v| check(annotations::is_variable_text(v), "text with variables")) {
+        None => match r.checked("upstream-hash-by", |v| {
+            check(annotations::is_variable_text(v), "text with variables")
+        }) {
             Some(key) => Balance::Hash(key),
-            None => match r.checked("load-balance", |v| check(v == "round_robin" || v == "ewma", "round_robin or ewma")).as_deref() {
+            None => match r
+                .checked("load-balance", |v| {
+                    check(v == "round_robin" || v == "ewma", "round_robin or ewma")
+                })
+                .as_deref()
+            {
                 Some("ewma") => Balance::LeastConn,
                 _ => Balance::RoundRobin,
             },
@@ -700,16 +1056,32 @@ fn read_conf(snap: &Snapshot, ing: &Ingress, opts: &Options, model: &mut Model) 
         rewrite_target: r.checked("rewrite-target", annotations::plain),
         balance,
         service_upstream: r.bool("service-upstream").unwrap_or(false),
-        default_backend: r.checked("default-backend", |v| check(annotations::is_host(v), "a Service name")),
-        aliases: r.list("server-alias", annotations::is_host, "a host name").unwrap_or_default(),
-        server_snippet: if opts.allow_snippets { r.raw("server-snippet").map(String::from) } else { None },
+        default_backend: r.checked("default-backend", |v| {
+            check(annotations::is_host(v), "a Service name")
+        }),
+        aliases: r
+            .list("server-alias", annotations::is_host, "a host name")
+            .unwrap_or_default(),
+        server_snippet: if opts.allow_snippets {
+            r.raw("server-snippet").map(String::from)
+        } else {
+            None
+        },
     };
     refused.extend(r.errors);
-    if refused.is_empty() { Ok((conf, warnings)) } else { Err(refused) }
+    if refused.is_empty() {
+        Ok((conf, warnings))
+    } else {
+        Err(refused)
+    }
 }
 
 fn check(ok: bool, what: &str) -> Result<(), String> {
-    if ok { Ok(()) } else { Err(format!("expected {what}")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("expected {what}"))
+    }
 }
 
 /// The password file of a basic-authentication secret: its `auth` key (an htpasswd file),
@@ -729,7 +1101,9 @@ fn htpasswd(snap: &Snapshot, ns: &str, name: &str, map_form: bool) -> Result<Vec
         }
         return Ok(out);
     }
-    data.get("auth").map(|b| b.0.clone()).ok_or_else(|| format!("auth-secret {ns}/{name} has no auth key"))
+    data.get("auth")
+        .map(|b| b.0.clone())
+        .ok_or_else(|| format!("auth-secret {ns}/{name} has no auth key"))
 }
 
 #[cfg(test)]
