@@ -315,6 +315,9 @@ pub struct ExternalAuth {
     pub response_headers: Vec<String>,
     /// `X-Auth-Request-Redirect` sent to the authorisation service.
     pub request_redirect: Option<String>,
+    /// The authorisation answer's Set-Cookie goes with every answer (else with successful
+    /// ones).
+    pub always_set_cookie: bool,
 }
 
 /// Cross-origin resource sharing headers and preflight answers.

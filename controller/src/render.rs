@@ -547,10 +547,14 @@ impl Renderer<'_> {
                 h.to_ascii_lowercase().replace('-', "_")
             ));
         }
+        o.line(format!(
+            "auth_request_set $vireo_auth{n}_cookie $upstream_http_set_cookie;"
+        ));
+        let always = if a.always_set_cookie { " always" } else { "" };
+        o.line(format!(
+            "add_header Set-Cookie $vireo_auth{n}_cookie{always};"
+        ));
         if a.signin.is_some() {
-            o.line(format!(
-                "auth_request_set $vireo_auth{n}_cookie $upstream_http_set_cookie;"
-            ));
             o.line(format!("error_page 401 = @vireo_signin_{n};"));
         }
         extra.open(format!("location = {path}"));
@@ -580,11 +584,13 @@ impl Renderer<'_> {
         extra.line(format!("proxy_pass $vireo_auth{n}_url;"));
         extra.close();
         if let Some(signin) = &a.signin {
-            let sep = if signin.contains('?') { '&' } else { '?' };
-            let to = format!(
-                "{signin}{sep}{}=$scheme://$http_host$request_uri",
-                a.signin_redirect_param
-            );
+            let param = &a.signin_redirect_param;
+            let to = if signin.contains(&format!("{param}=")) {
+                signin.clone()
+            } else {
+                let sep = if signin.contains('?') { '&' } else { '?' };
+                format!("{signin}{sep}{param}=$scheme://$http_host$request_uri")
+            };
             extra.open(format!("location @vireo_signin_{n}"));
             extra.line(format!("add_header Set-Cookie $vireo_auth{n}_cookie;"));
             extra.line(format!("return 302 {};", q(&to)));

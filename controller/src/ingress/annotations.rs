@@ -24,6 +24,7 @@ pub const SUPPORTED: &[&str] = &[
     "auth-signin-redirect-param",
     "auth-response-headers",
     "auth-request-redirect",
+    "auth-always-set-cookie",
     "backend-protocol",
     "canary",
     "canary-by-header",

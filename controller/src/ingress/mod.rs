@@ -811,6 +811,7 @@ fn read_conf(
                 )
                 .unwrap_or_default(),
             request_redirect: r.checked("auth-request-redirect", annotations::plain),
+            always_set_cookie: r.bool("auth-always-set-cookie").unwrap_or(false),
         });
     }
 

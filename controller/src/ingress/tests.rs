@@ -495,6 +495,7 @@ fn external_authentication() {
         &format!("proxy_set_header \"X-Email\" \"$vireo_auth{n}_1\";"),
     );
     assert_has(l, &format!("error_page 401 = @vireo_signin_{n};"));
+    assert_has(l, &format!("add_header Set-Cookie $vireo_auth{n}_cookie;"));
     let auth = block(&text, &format!("location = /_vireo_auth_{n}"));
     assert_has(auth, "internal;");
     assert_has(auth, "proxy_method POST;");
@@ -508,6 +509,21 @@ fn external_authentication() {
         signin,
         "return 302 \"https://login.example/start?rd=$scheme://$http_host$request_uri\";",
     );
+    // A sign-in URL naming the parameter already is taken as it is; cookies always.
+    let (_, text) = one(&[
+        ("auth-url", "http://127.0.0.1:9000/auth"),
+        (
+            "auth-signin",
+            "https://login.example/start?next=$request_uri",
+        ),
+        ("auth-signin-redirect-param", "next"),
+        ("auth-always-set-cookie", "true"),
+    ]);
+    assert!(
+        text.contains("return 302 \"https://login.example/start?next=$request_uri\";"),
+        "{text}"
+    );
+    assert!(text.contains("_cookie always;"), "{text}");
 }
 
 #[test]
