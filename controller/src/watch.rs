@@ -94,7 +94,8 @@ where
 }
 
 pub async fn run(cfg: Config) -> Result<(), Error> {
-    std::fs::create_dir_all(&cfg.conf_dir)?;
+    // vireo's prefix: its default logs go under logs/.
+    std::fs::create_dir_all(cfg.conf_dir.join("logs"))?;
     let client = client(&cfg).await?;
     let notify = Arc::new(Notify::new());
     let ns = cfg.namespace.as_deref();
