@@ -1,0 +1,2 @@
+//! vireo-controller: Kubernetes Ingress and Gateway API objects to vireo configuration.
+fn main() {}
