@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod backends;
+pub mod gateway;
 pub mod ingress;
 pub mod model;
 pub mod render;

@@ -215,6 +215,19 @@ impl Group {
     pub fn one(upstream: &str) -> Group {
         Group(vec![(upstream.to_string(), 1)])
     }
+    /// A member that answers with a status instead of passing (a backend that is refused
+    /// or missing, requests that no match takes).
+    pub fn status(code: u16) -> Group {
+        Group::one(&format!("{STATUS_MEMBER}{code}"))
+    }
+}
+
+/// How a [`Group`] member that answers with a status is named.
+const STATUS_MEMBER: &str = "status:";
+
+/// The status a [`Group::status`] member answers with.
+pub fn member_status(member: &str) -> Option<u16> {
+    member.strip_prefix(STATUS_MEMBER)?.parse().ok()
 }
 
 /// A test on the request.

@@ -755,6 +755,19 @@ impl Renderer<'_> {
                 extra.close();
             }
         }
+        // Members answering with a status: the whole location, or an `if` on the chosen one.
+        if let Some(code) = member_status(target) {
+            o.line(format!("return {code};"));
+            return;
+        }
+        for code in upstreams_of(&p.select)
+            .into_iter()
+            .filter_map(member_status)
+        {
+            o.open(format!("if ({target} = {})", q(&format!("status:{code}"))));
+            o.line(format!("return {code};"));
+            o.close();
+        }
         o.line(format!("{d}_pass {scheme}{target};"));
     }
 

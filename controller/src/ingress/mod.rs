@@ -423,7 +423,7 @@ fn tls(snap: &Snapshot, p: &Parsed, hosts: &mut BTreeMap<String, Host>, t: &mut 
 
 /// Adds a file named by its contents' hash (so a changed secret is a new file, and the
 /// serving configuration's files stay as they are until the new one is in place).
-fn add_file(model: &mut Model, stem: &str, ext: &str, contents: Vec<u8>) -> String {
+pub fn add_file(model: &mut Model, stem: &str, ext: &str, contents: Vec<u8>) -> String {
     let name = format!("{stem}-{:016x}.{ext}", fnv(&contents));
     model.files.insert(name.clone(), contents);
     name
@@ -1108,4 +1108,4 @@ fn htpasswd(snap: &Snapshot, ns: &str, name: &str, map_form: bool) -> Result<Vec
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

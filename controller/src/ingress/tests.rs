@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::render::{Settings, render};
 
-fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
+pub(crate) fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).expect("a valid object")
 }
 
@@ -45,7 +45,7 @@ fn ing(
     }))
 }
 
-fn svc(name: &str, ports: &[(&str, i32)]) -> Service {
+pub(crate) fn svc(name: &str, ports: &[(&str, i32)]) -> Service {
     let ports: Vec<Value> = ports
         .iter()
         .map(|(n, p)| json!({"name": n, "port": p}))
@@ -55,7 +55,12 @@ fn svc(name: &str, ports: &[(&str, i32)]) -> Service {
 }
 
 /// An EndpointSlice of `svc` whose port `port_name` is `port`, with (address, ready) endpoints.
-fn slice(svc: &str, port_name: &str, port: i32, endpoints: &[(&str, bool)]) -> EndpointSlice {
+pub(crate) fn slice(
+    svc: &str,
+    port_name: &str,
+    port: i32,
+    endpoints: &[(&str, bool)],
+) -> EndpointSlice {
     let eps: Vec<Value> = endpoints
         .iter()
         .map(|(a, ready)| json!({"addresses": [a], "conditions": {"ready": ready}}))
@@ -67,7 +72,7 @@ fn slice(svc: &str, port_name: &str, port: i32, endpoints: &[(&str, bool)]) -> E
     }))
 }
 
-fn secret(name: &str, ty: &str, data: &[(&str, &str)]) -> Secret {
+pub(crate) fn secret(name: &str, ty: &str, data: &[(&str, &str)]) -> Secret {
     let mut s: Secret =
         from(json!({"metadata": {"name": name, "namespace": "default"}, "type": ty}));
     s.data = Some(
@@ -115,7 +120,7 @@ fn snap(ingresses: Vec<Ingress>) -> Snapshot {
     }
 }
 
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings {
         conf_dir: PathBuf::from("/etc/vireo"),
         pid_file: PathBuf::from("/run/vireo.pid"),
@@ -899,7 +904,7 @@ fn values_cannot_break_out_of_their_directive() {
 }
 
 /// The vireo binary built beside this test (`target/PROFILE/vireo`).
-fn vireo_bin() -> PathBuf {
+pub(crate) fn vireo_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary");
     let dir = exe
         .parent()
@@ -1012,6 +1017,11 @@ fn vireo_accepts_the_configuration() {
         tls,
     ]);
     let (t, _) = translate_all(&s, false);
+    vireo_accepts(&t.model);
+}
+
+/// The real `vireo -t` accepts the model's configuration, written with its files.
+pub(crate) fn vireo_accepts(model: &Model) {
     let dir = std::env::temp_dir().join(format!("vireo-controller-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("logs")).unwrap();
@@ -1020,8 +1030,8 @@ fn vireo_accepts_the_configuration() {
         pid_file: dir.join("vireo.pid"),
         ..settings()
     };
-    let text = render(&t.model, &settings);
-    for (name, contents) in &t.model.files {
+    let text = render(&model, &settings);
+    for (name, contents) in &model.files {
         let p = dir.join(name);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, contents).unwrap();
@@ -1049,7 +1059,7 @@ fn vireo_accepts_the_configuration() {
 }
 
 /// A self-signed certificate and its key, made once.
-fn cert() -> &'static (String, String) {
+pub(crate) fn cert() -> &'static (String, String) {
     static CERT: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
     CERT.get_or_init(|| {
         let c = rcgen::generate_simple_self_signed(vec!["t.example".to_string()])
