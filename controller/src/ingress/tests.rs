@@ -1022,7 +1022,13 @@ fn vireo_accepts_the_configuration() {
 
 /// The real `vireo -t` accepts the model's configuration, written with its files.
 pub(crate) fn vireo_accepts(model: &Model) {
-    let dir = std::env::temp_dir().join(format!("vireo-controller-test-{}", std::process::id()));
+    // A directory of its own per call: tests run in parallel.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "vireo-controller-test-{}-{call}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("logs")).unwrap();
     let settings = Settings {
