@@ -18,6 +18,9 @@ struct Args {
     /// The IngressClass whose Ingresses are served.
     #[arg(long, default_value = "vireo")]
     ingress_class: String,
+    /// The GatewayClass controllerName whose Gateways (and their routes) are served.
+    #[arg(long, default_value = "vireo.dev/gateway-controller")]
+    gateway_controller: String,
     /// Directory of the generated vireo.conf, certificates and password files.
     #[arg(long)]
     conf_dir: PathBuf,
@@ -57,6 +60,7 @@ async fn main() {
     let cfg = watch::Config {
         kubeconfig: a.kubeconfig,
         ingress_class: a.ingress_class,
+        gateway_controller: a.gateway_controller,
         pid_file: std::path::absolute(&a.vireo_pid_file).unwrap_or(a.vireo_pid_file),
         conf_dir,
         vireo_bin: a.vireo_bin,

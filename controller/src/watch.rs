@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use crate::apply::{Applier, Outcome};
+use crate::gateway;
 use crate::ingress::{self, Options};
 use crate::render::{self, Settings};
 use crate::snapshot::{ObjectRef, Problem, Snapshot};
@@ -33,6 +34,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 pub struct Config {
     pub kubeconfig: Option<PathBuf>,
     pub ingress_class: String,
+    /// The GatewayClass `controllerName` whose Gateways are served.
+    pub gateway_controller: String,
     pub conf_dir: PathBuf,
     pub pid_file: PathBuf,
     pub vireo_bin: PathBuf,
@@ -109,6 +112,8 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
     services.wait_until_ready().await?;
     slices.wait_until_ready().await?;
     secrets.wait_until_ready().await?;
+    let gateway_api = gateway::cluster::start(&client, ns, notify.clone());
+    gateway_api.ready(Duration::from_secs(10)).await;
     eprintln!(
         "vireo-controller: watching; configuration in {}",
         cfg.conf_dir.display()
@@ -149,7 +154,13 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
             endpoint_slices: state(&slices),
             secrets: state(&secrets),
         };
-        let t = ingress::translate(&snap, &opts);
+        let mut t = ingress::translate(&snap, &opts);
+        let statuses = gateway::translate(
+            &snap,
+            &gateway_api.objects(),
+            &cfg.gateway_controller,
+            &mut t,
+        );
         let text = render::render(&t.model, &settings);
         let versions: BTreeMap<ObjectRef, String> = snap
             .ingresses
@@ -221,6 +232,13 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
                 }
             }
         }
+        gateway_api
+            .write(
+                &statuses,
+                &cfg.gateway_controller,
+                cfg.publish_address.as_deref(),
+            )
+            .await;
         notify.notified().await;
         tokio::time::sleep(cfg.debounce).await;
     }

@@ -12,6 +12,7 @@
 //! refused with a condition saying so, never served differently. Status conditions for
 //! every Gateway and route come out with the model.
 
+pub mod cluster;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -316,13 +317,14 @@ pub fn translate(
                 .iter()
                 .map(|k| json!({"group": GROUP, "kind": k}))
                 .collect();
+            let programmed = if ok { "Programmed" } else { "Invalid" };
             listeners.push(json!({
                 "name": p.name,
                 "supportedKinds": kinds,
                 "attachedRoutes": p.attached,
                 "conditions": [
                     condition("Accepted", ok, reason, msg, gen_),
-                    condition("Programmed", ok, if ok { "Programmed" } else { "Invalid" }, msg, gen_),
+                    condition("Programmed", ok, programmed, msg, gen_),
                     resolved,
                 ],
             }));
@@ -488,6 +490,11 @@ fn listener(snap: &Snapshot, objs: &Objects, g: &Gateway, l: &Listener, model: &
     p
 }
 
+/// Whether a reference names an object of the core group of this kind (the default).
+fn names_core(r: &ObjRef, kind: &str) -> bool {
+    r.group.as_deref().unwrap_or_default().is_empty() && r.kind.as_deref().unwrap_or(kind) == kind
+}
+
 /// The certificate and key of a listener's TLS Secret.
 fn certificate(
     snap: &Snapshot,
@@ -500,7 +507,7 @@ fn certificate(
         .namespace
         .clone()
         .unwrap_or_else(|| g.namespace().to_string());
-    if c.group.as_deref().unwrap_or("") != "" || c.kind.as_deref().unwrap_or("Secret") != "Secret" {
+    if !names_core(c, "Secret") {
         return Err((
             "InvalidCertificateRef",
             "a certificateRef must name a Secret".into(),
@@ -784,8 +791,7 @@ fn service_upstream(
     r: &ObjRef,
     model: &mut Model,
 ) -> Result<String, (&'static str, String)> {
-    if r.group.as_deref().unwrap_or("") != "" || r.kind.as_deref().unwrap_or("Service") != "Service"
-    {
+    if !names_core(r, "Service") {
         return Err((
             "InvalidKind",
             format!("backend {} is not a Service", r.name),
@@ -924,7 +930,11 @@ fn filter_problems(filters: &[Filter], backends: &[BackendRef], grpc: bool) -> V
         if let Some(h) = &f.request_header_modifier
             && !h.add.is_empty()
         {
-            bad.push("RequestHeaderModifier add is not supported (vireo replaces request headers: use set)".into());
+            bad.push(
+                "RequestHeaderModifier add is not supported \
+                 (vireo replaces request headers: use set)"
+                    .into(),
+            );
         }
         if let Some(h) = &f.response_header_modifier
             && (!h.set.is_empty() || !h.remove.is_empty())
@@ -1128,7 +1138,9 @@ fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>, problems: &mut Vec<Problem>
                         &e.owner,
                         "UnsupportedValue",
                         format!(
-                            "path {} is matched with different filters than those of the match that takes precedence there; vireo cannot choose filters by header, query or method, so this match is not served",
+                            "path {} is matched with different filters than those of the match that \
+                             takes precedence there; vireo cannot choose filters by header, query or \
+                             method, so this match is not served",
                             pm.text()
                         ),
                     ));
@@ -1139,7 +1151,8 @@ fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>, problems: &mut Vec<Problem>
                         &e.owner,
                         "UnsupportedValue",
                         format!(
-                            "a RequestRedirect under a header, query or method match (path {}) is not supported, so this match is not served",
+                            "a RequestRedirect under a header, query or method match (path {}) is not \
+                             supported, so this match is not served",
                             pm.text()
                         ),
                     ));

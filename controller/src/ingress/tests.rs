@@ -1036,7 +1036,7 @@ pub(crate) fn vireo_accepts(model: &Model) {
         pid_file: dir.join("vireo.pid"),
         ..settings()
     };
-    let text = render(&model, &settings);
+    let text = render(model, &settings);
     for (name, contents) in &model.files {
         let p = dir.join(name);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
