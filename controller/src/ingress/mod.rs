@@ -32,7 +32,7 @@ pub struct Translation {
     pub model: Model,
     pub problems: Vec<Problem>,
     /// Ingresses that are served (their status gets the published address).
-    pub served: Vec<ObjectRef>,
+    pub served: BTreeSet<ObjectRef>,
 }
 
 /// Whether an Ingress belongs to the class: by `ingressClassName`, the older
@@ -198,7 +198,7 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
                 h.locations.insert(m, (p.oref.clone(), loc));
             }
         }
-        t.served.push(p.oref.clone());
+        t.served.insert(p.oref.clone());
     }
 
     for p in parsed.iter().filter(|p| p.conf.canary.is_some()) {
@@ -250,7 +250,7 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
             attached = true;
         }
         if attached {
-            t.served.push(p.oref.clone());
+            t.served.insert(p.oref.clone());
         }
     }
 
