@@ -684,7 +684,10 @@ fn read_conf(
                 )
             }),
             cookie: r.checked("canary-by-cookie", |v| {
-                check(annotations::is_token(v), "a cookie name")
+                check(
+                    annotations::is_variable_name(v),
+                    "a cookie name of letters, digits and _",
+                )
             }),
             weight_total: r.number("canary-weight-total", 1_000_000).unwrap_or(100) as u32,
             weight: r.number("canary-weight", 1_000_000).map(|w| w as u32),
@@ -1009,7 +1012,10 @@ fn read_conf(
             Balance::Cookie(CookieAffinity {
                 name: r
                     .checked("session-cookie-name", |v| {
-                        check(annotations::is_token(v), "a cookie name")
+                        check(
+                            annotations::is_variable_name(v),
+                            "a cookie name of letters, digits and _",
+                        )
                     })
                     .unwrap_or_else(|| "INGRESSCOOKIE".into()),
                 path: r
