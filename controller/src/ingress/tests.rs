@@ -188,6 +188,7 @@ fn host_and_prefix_path_make_a_server_with_the_ready_endpoints() {
     assert!(t.problems.is_empty(), "{:?}", t.problems);
     assert_eq!(t.served.len(), 1);
     assert_has(&text, "server_name \"a.example\";");
+    assert_has(&text, "http2 on;");
     let up = block(&text, "upstream default-web-80");
     assert_has(up, "server 10.0.0.1:8080;");
     assert_has(up, "server 10.0.0.2:8080;");
