@@ -234,6 +234,16 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
                     continue;
                 }
             };
+            // A canary without ready endpoints takes no requests (they stay on the main
+            // Service), as in ingress-nginx.
+            if t.model
+                .upstreams
+                .get(&up)
+                .is_some_and(|u| u.peers.is_empty())
+            {
+                attached = true;
+                continue;
+            }
             let select = with_canary(main, canary, &up);
             for m in &ms {
                 if let Some((

@@ -675,6 +675,26 @@ fn canary_by_header_and_weight() {
 }
 
 #[test]
+fn a_canary_without_endpoints_takes_no_requests() {
+    let main = ing("main", 1, &[], &[("a.example", "/", "Prefix", "web", 80)]);
+    let canary = ing(
+        "canary",
+        2,
+        &[("canary", "true"), ("canary-weight", "50")],
+        &[("a.example", "/", "Prefix", "canary", 80)],
+    );
+    let mut s = snap(vec![main, canary]);
+    s.endpoint_slices.remove(1);
+    let (t, text) = translate_all(&s, false);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    assert_has(
+        block(&text, "location \"/\""),
+        "proxy_pass http://default-web-80;",
+    );
+    assert!(!text.contains("split_clients"), "{text}");
+}
+
+#[test]
 fn cookie_affinity_and_hashing() {
     let (_, text) = one(&[
         ("affinity", "cookie"),
