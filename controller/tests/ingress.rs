@@ -819,6 +819,8 @@ async fn a_thousand_ingresses_change_under_load_body() {
                     ("proxy-read-timeout", "30"),
                     ("enable-cors", "true"),
                     ("whitelist-source-range", "127.0.0.0/8"),
+                    // A million requests would make a large access log.
+                    ("enable-access-log", "false"),
                 ];
                 let host = format!("h{i}.example");
                 apply(
