@@ -151,10 +151,12 @@ class Ctx:
         return self._why[name, kind]
 
     @contextlib.contextmanager
-    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None, edits=()):
+    def serving(self, name, kind="static", conf=None, fpm_edits=(), backend=None, edits=(),
+                subst=None):
         """Start what a workload needs: php-fpm for "php" (the server's php template),
         the backend server for "proxy"; yields (front Server, [backend Servers]).
-        edits: (old, new) replacements in the front server's template."""
+        edits: (old, new) replacements in the front server's template; subst: more
+        @KEY@ values for it."""
         with contextlib.ExitStack() as stack:
             backends = []
             if kind == "php" and name != "apache-prefork":
@@ -167,8 +169,8 @@ class Ctx:
                     tag=f"{backend}-backend")))
             front = stack.enter_context(Server(
                 name, self.scratch, self.root, self.port(name),
-                conf=conf or self.conf(name, kind), subst=self.subst(fpm_edits, backend),
-                edits=edits))
+                conf=conf or self.conf(name, kind),
+                subst=dict(self.subst(fpm_edits, backend), **(subst or {})), edits=edits))
             yield front, backends
 
     def check(self, name, path):
@@ -698,48 +700,57 @@ def markdown_e4(rows, servers):
 
 # ---------------------------------------------------------------- E5
 
+E5_FILES = ["2b.txt", "21k.txt"]
+
+
 def exp_e5(opts, scratch):
-    """E5 (doc 002): 2 B file, the tuned directives, one pinned worker; vs a C epoll floor."""
+    """E5 (doc 002): the 2 B and 21 KB files, the tuned directives, one pinned worker; vs a
+    C epoll floor doing the same kernel work (2 B: one write of head and body; 21 KB: the
+    head with MSG_MORE, then sendfile)."""
     ctx = Ctx(opts, scratch)
-    plan = [(k, s) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)]
+    plan = [(k, s, f) for k in range(1, opts.runs + 1) for s in order(opts.servers, k)
+            for f in E5_FILES]
     progress, results = Progress(len(plan), "E5"), []
-    for k, s in plan:
-        progress.step(f"{s:8} 2b.txt tuned run {k}/{opts.runs}")
+    for k, s, f in plan:
+        progress.step(f"{s:8} {f} tuned run {k}/{opts.runs}")
         try:
             conf = SERVERS[s].get("tuned") if s != "floor" else None
-            with ctx.serving(s, "static", conf=conf) as (front, _):
-                url = ctx.check(s, "2b.txt")
+            body = {"@FLOOR_BODY@": f"@{ctx.root / f}"} if s == "floor" and f != "2b.txt" else {}
+            with ctx.serving(s, "static", conf=conf, subst=body) as (front, _):
+                url = ctx.check(s, f)
                 warm_up(url)
                 with Meter(front) as m:
                     w = run_wrk(url, opts.duration, opts.connections)
-                r = dict(w, server=s, path="2b.txt", run=k, conf=conf, **m.result(w["requests"]))
+                r = dict(w, server=s, path=f, run=k, conf=conf, **m.result(w["requests"]))
                 r["ceiling_rps"] = 1e6 / r["cpu_us_per_req"] if r["cpu_us_per_req"] else None
                 results.append(r)
         except ERRORS as e:
-            results.append({"server": s, "path": "2b.txt", "run": k, "error": failure(e)})
+            results.append({"server": s, "path": f, "run": k, "error": failure(e)})
     progress.close()
     return results
 
 
 def summarize_e5(results, servers):
-    rows = summarize_points(results, servers, [],
+    """Rows per (file, server); "vs_floor", "vs_nginx": CPU µs/req ÷ theirs for the file
+    (medians)."""
+    rows = summarize_points(results, servers, ["path"],
                             ["rps", "cpu_us_per_req", "cpu_util", "ceiling_rps", "p99_ms", "rss_mb"])
-    floor = find(rows, "floor")
-    nginx = find(rows, "nginx")
     for r in rows:
-        for name, base in (("vs_floor", floor), ("vs_nginx", nginx)):
+        for name, base in (("vs_floor", find(rows, "floor", path=r["path"])),
+                           ("vs_nginx", find(rows, "nginx", path=r["path"]))):
             ok = base and base.get("cpu_us_per_req") and r.get("cpu_us_per_req")
             r[name] = r["cpu_us_per_req"] / base["cpu_us_per_req"] if ok else None
     return rows
 
 
 def markdown_e5(rows, servers):
-    body = [[label(r["server"])] + ([short(r["note"])] + [""] * 6 if r.get("note") else
-            [spread(r, "rps", ",.0f"), spread(r, "cpu_us_per_req", ".2f"),
-             fmt(100 * r["cpu_util"], ".0f") + " %" if r.get("cpu_util") is not None else "–",
-             fmt(r["ceiling_rps"], ",.0f"), fmt(r["vs_floor"], ".2f") + "×",
-             fmt(r["vs_nginx"], ".2f") + "×"]) for r in rows]
-    return (table(["server", "rps (wrk -c50, median)", "CPU µs/req (median, min–max)",
+    body = [[SIZES.get(r["path"], r["path"]), label(r["server"])] +
+            ([short(r["note"])] + [""] * 6 if r.get("note") else
+             [spread(r, "rps", ",.0f"), spread(r, "cpu_us_per_req", ".2f"),
+              fmt(100 * r["cpu_util"], ".0f") + " %" if r.get("cpu_util") is not None else "–",
+              fmt(r["ceiling_rps"], ",.0f"), fmt(r["vs_floor"], ".2f") + "×",
+              fmt(r["vs_nginx"], ".2f") + "×"]) for r in rows]
+    return (table(["file", "server", "rps (wrk -c50, median)", "CPU µs/req (median, min–max)",
                    "CPU 0 busy", "ceiling per core, req/s (10⁶ ÷ µs)", "CPU vs floor",
                    "CPU vs nginx"], body)
             + "\nPaper 002: 904,000 req/s from 24 nginx workers after tuning (560,000 before the "
@@ -1742,9 +1753,11 @@ def markdown_modules(rows, servers):
 # ---------------------------------------------------------------- TLS and HTTP/2 (issue 9)
 
 TLS_FILE = "21k.txt"
-TLS_PROTOS = ["h1", "h2"]
-TLS_LABELS = {"h1": "TLS 1.3, HTTP/1.1 keep-alive", "h2": "TLS 1.3, HTTP/2"}
+TLS_PROTOS = ["h1", "h2", "h3"]
+TLS_LABELS = {"h1": "TLS 1.3, HTTP/1.1 keep-alive", "h2": "TLS 1.3, HTTP/2",
+              "h3": "QUIC, HTTP/3"}
 H2_PORT_OFFSET = 20  # a server's second address (tls: HTTP/2; stream: the transfers): port + 20
+H3_PORT_OFFSET = 40  # tls: the UDP port of HTTP/3, port + 40
 TLS_WARMUP = 1.0     # s of h2load warm-up: the handshakes, before the counted requests
 
 
@@ -1762,22 +1775,31 @@ def make_cert(d):
 
 def tls_point(opts, ctx, srv, proto, url, cert, expect):
     """One measured h2load run over TLS against a started server: checked first with
-    curl, refused if h2load negotiated anything but TLS 1.3 and the expected ALPN."""
-    vb.check_tls(url, expect, cert, "2" if proto == "h2" else "1.1")
+    curl, refused if h2load negotiated anything but TLS 1.3 and the expected ALPN.
+    HTTP/3 runs bench/h3load (curl here has no HTTP/3): it counts a body whose length
+    is not its Content-Length as failed."""
+    if proto != "h3":
+        vb.check_tls(url, expect, cert, "2" if proto == "h2" else "1.1")
     settle(srv)
     m = Meter(srv)
     streams = opts.h2_streams if proto == "h2" else None
     h = run_h2load(url, opts.connections, opts.duration, TLS_WARMUP, ctx.scratch / "h2load.log",
-                   on_main=m.mark, streams=streams)
-    want = ("TLSv1.3", "h2" if proto == "h2" else "http/1.1")
+                   on_main=m.mark, streams=streams, h3=proto == "h3")
+    want = ("TLSv1.3", {"h1": "http/1.1"}.get(proto, proto))
     if (h["tls_protocol"], h["alpn"]) != want:
         raise RuntimeError(f"h2load negotiated {h['tls_protocol']} and ALPN {h['alpn']}, "
                            f"not {want[0]} and {want[1]}")
     return dict(h, streams=streams or 1, **m.result(h["requests"]))
 
 
+def tls_protos(conf):
+    """The protocols a TLS template offers: HTTP/3 where it has a @PORT_H3@ to listen on."""
+    return [p for p in TLS_PROTOS if p != "h3" or "@PORT_H3@" in (vb.CONF / conf).read_text()]
+
+
 def exp_tls(opts, scratch):
-    """TLS (issue 9): 21 KB over TLS 1.3 keep-alive (h2load --h1) and HTTP/2 (h2load -m)."""
+    """TLS (issue 9): 21 KB over TLS 1.3 keep-alive (h2load --h1), HTTP/2 (h2load -m) and
+    HTTP/3 (bench/h3load) where the server offers it."""
     ctx = Ctx(opts, scratch)
     cert, key = make_cert(ctx.scratch)
     expect = (ctx.root / TLS_FILE).read_bytes()
@@ -1793,14 +1815,23 @@ def exp_tls(opts, scratch):
             for _ in TLS_PROTOS:
                 progress.step(f"{s:8} not measured")
             continue
+        protos = tls_protos(ctx.conf(s, "tls"))
+        for p in TLS_PROTOS:
+            if p not in protos:
+                if k == 1:
+                    results.append(dict(base, proto=p, unsupported=f"no {TLS_LABELS[p]} in {s}"))
+                progress.step(f"{s:8} no {p}")
         h2_port = ctx.port(s) + H2_PORT_OFFSET
-        subst = dict(ctx.subst(), **{"@CERT@": cert, "@KEY@": key, "@PORT_H2@": h2_port})
+        h3_port = ctx.port(s) + H3_PORT_OFFSET
+        subst = dict(ctx.subst(), **{"@CERT@": cert, "@KEY@": key, "@PORT_H2@": h2_port,
+                                     "@PORT_H3@": h3_port})
+        ports = {"h1": ctx.port(s), "h2": h2_port, "h3": h3_port}
         try:
             with Server(s, ctx.scratch, ctx.root, ctx.port(s), conf=ctx.conf(s, "tls"),
                         subst=subst, tag=f"{s}-tls") as srv:
-                for proto in order(TLS_PROTOS, k):  # one failing (no h2 yet) spares the other
+                for proto in order(protos, k):  # one failing (no h2 yet) spares the other
                     progress.step(f"{s:8} {TLS_LABELS[proto]} run {k}/{opts.runs}")
-                    url = f"https://127.0.0.1:{h2_port if proto == 'h2' else ctx.port(s)}/{TLS_FILE}"
+                    url = f"https://127.0.0.1:{ports[proto]}/{TLS_FILE}"
                     try:
                         results.append(dict(base, proto=proto, **tls_point(
                             opts, ctx, srv, proto, url, cert, expect)))
@@ -1808,11 +1839,11 @@ def exp_tls(opts, scratch):
                         results.append(dict(base, proto=proto, error=failure(e)))
         except vb.StartError as e:
             why[s] = refused(s, e)
-            results += [dict(base, proto=p, unsupported=why[s]) for p in TLS_PROTOS]
-            for _ in TLS_PROTOS:
+            results += [dict(base, proto=p, unsupported=why[s]) for p in protos]
+            for _ in protos:
                 progress.step(f"{s:8} does not start")
         except ERRORS as e:  # not set up (port in use, template): no figure for what is left
-            results += [dict(base, proto=p, error=failure(e)) for p in TLS_PROTOS
+            results += [dict(base, proto=p, error=failure(e)) for p in protos
                         if not any(r["run"] == k and r["server"] == s and r["proto"] == p
                                    for r in results)]
     progress.close()
@@ -1823,16 +1854,20 @@ TLS_METRICS = ["ok_rps", "cpu_us_per_req", "p50_ms", "p99_ms", "succeeded", "err
                "rss_mb"]
 
 
+TLS_REFERENCE = {"h1": "nginx", "h2": "nginx", "h3": "caddy"}  # nginx 1.22 has no HTTP/3
+
+
 def summarize_tls(results, servers):
-    """Rows per (protocol, server); "vs_nginx": CPU µs/req ÷ nginx's in the same run
-    (median, min–max); "negotiated": what TLS and ALPN agreed on."""
+    """Rows per (protocol, server); "vs_ref": CPU µs/req ÷ the reference's in the same run
+    (median, min–max): nginx's, Caddy's for HTTP/3; "negotiated": what TLS and ALPN
+    agreed on."""
     rows = summarize_points(results, servers, ["proto", "path"], TLS_METRICS)
     for r in rows:
         if r.get("note"):
             continue
-        r["vs_nginx"], r["vs_nginx_min"], r["vs_nginx_max"] = paired(
+        r["vs_ref"], r["vs_ref_min"], r["vs_ref_max"] = paired(
             results, "cpu_us_per_req", {"server": r["server"], "proto": r["proto"]},
-            {"server": "nginx", "proto": r["proto"]}, ("path",))
+            {"server": TLS_REFERENCE[r["proto"]], "proto": r["proto"]}, ("path",))
         first = next(x for x in results if x["server"] == r["server"] and
                      x["proto"] == r["proto"] and x.get("tls_protocol"))
         r["negotiated"] = f"{first['tls_protocol']} {first['cipher']}, " \
@@ -1849,13 +1884,16 @@ def markdown_tls(rows, servers):
                         + [""] * 5)
             continue
         body.append([TLS_LABELS.get(r["proto"]), label(r["server"]),
-                     spread(r, "cpu_us_per_req", ".2f"), ratio_cell(r, "vs_nginx"),
+                     spread(r, "cpu_us_per_req", ".2f"), ratio_cell(r, "vs_ref"),
                      spread(r, "ok_rps", ",.0f"),
                      f"{fmt(r['p50_ms'], '.2f')} / {fmt(r['p99_ms'], '.2f')}",
                      fmt(r["errors"], ",.0f"), r["negotiated"]])
     return ("21 KB file; server CPU µs per request (median, min–max) and its ratio to nginx's "
-            "within each run (target ≤ 1):\n\n"
-            + table(["protocol", "server", "CPU µs/req", "CPU ÷ nginx", "successful req/s",
+            "within each run, to Caddy's for HTTP/3 (nginx 1.22 has none; target ≤ 1). "
+            "HTTP/3 is driven by bench/h3load (h2load's runs over QUIC, one request at a "
+            "time per connection):\n\n"
+            + table(["protocol", "server", "CPU µs/req", "CPU ÷ nginx (HTTP/3: Caddy)",
+                     "successful req/s",
                      "p50 / p99 ms", "failed", "negotiated"], body))
 
 
@@ -1895,10 +1933,10 @@ EXPERIMENTS = {
                                "cpu_us_per_req_max", ".1f")),
                      title="E4 — ab -c 1000 (paper 004)"),
     "E5": Experiment(exp_e5, summarize_e5, markdown_e5, ("vireo", "nginx", "floor"), ("wrk",),
-                     gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
+                     keys=("path",), gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
                                "cpu_us_per_req_max", ".2f"),
                            Gap("rps", "req/s", True, "rps_min", "rps_max", ",.0f")),
-                     title="E5 — per-core ceiling with the tuned directives (paper 002)"),
+                     title="E5 — per-core ceiling with the tuned directives (paper 002), and the C floor"),
     "M": Experiment(exp_idle, summarize_idle, markdown_idle, tuple(vb.PEERS), (),
                     gaps=M_GAPS,
                     title="M — memory per 10,000 idle keep-alive connections"),
@@ -1925,13 +1963,14 @@ EXPERIMENTS = {
                          title="routes — 30 locations against E3's config (issue 4)"),
     "tls": Experiment(exp_tls, summarize_tls, markdown_tls,
                       ("vireo", "nginx", "h2o", "lighttpd", "caddy"),
-                      ("h2load", "openssl", "curl"), duration=4, runs=3, keys=("proto",),
+                      ("h2load", "h3load", "openssl", "curl"), duration=4, runs=3,
+                      keys=("proto",),
                       gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",
                                 "cpu_us_per_req_max", ".2f"),
                             Gap("errors", "failed requests", False, "errors_min", "errors_max",
                                 ",.0f")),
                       needs=(("lighttpd", "mod_openssl"),),
-                      title="tls — 21 KB over TLS 1.3 and HTTP/2 (issue 9)"),
+                      title="tls — 21 KB over TLS 1.3, HTTP/2 and HTTP/3 (issues 9, 21)"),
     "modules": Experiment(exp_modules, summarize_modules, markdown_modules, MODULES_SERVERS,
                           ("wrk",), duration=4, runs=3, keys=("path",),
                           gaps=(Gap("cpu_us_per_req", "CPU µs/req", False, "cpu_us_per_req_min",

@@ -22,7 +22,7 @@ KEYS = {"@DIR@": "/d", "@ROOT@": "/r", "@PORT@": 1, "@FPM@": "127.0.0.1:2",
         "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
         "@UPSTREAM_TLS@": "127.0.0.1:5",
         "@GRPC@": "127.0.0.1:6", "@PORT_H2C@": 7,
-        "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
+        "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4, "@PORT_H3@": 5,
         "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500}
 
 
@@ -153,9 +153,10 @@ class PeerTemplates(unittest.TestCase):
                     (srv,) = servers
                     self.assertEqual((srv["listen"], srv["protocols"]), (["127.0.0.1:1"], ["h1"]))
                 else:
-                    self.assertEqual(sorted(l for s in servers for l in s["listen"]),
-                                     ["127.0.0.1:1", "127.0.0.1:4"])
-                    self.assertTrue(all(s["protocols"] == ["h1", "h2"] for s in servers))
+                    protocols = {l: s["protocols"] for s in servers for l in s["listen"]}
+                    self.assertEqual(protocols, {"127.0.0.1:1": ["h1", "h2"],
+                                                 "127.0.0.1:4": ["h1", "h2"],
+                                                 "127.0.0.1:5": ["h1", "h2", "h3"]})
 
     @unittest.skipUnless(shutil.which("haproxy"), "needs haproxy")
     def test_haproxy_accepts(self):

@@ -280,14 +280,21 @@ class Summaries(unittest.TestCase):
         self.assertNotIn("unknown directive", md.split("Detail")[0])
 
     def test_e5_ratios(self):
-        results = [dict(server=s, rps=r, cpu_us_per_req=c, cpu_util=0.9, ceiling_rps=1e6 / c,
-                        p99_ms=1, rss_mb=3) for s, r, c in
-                   (("vireo", 100, 5.0), ("nginx", 90, 10.0), ("floor", 120, 4.0))]
+        results = [dict(server=s, path=f, rps=r, cpu_us_per_req=c, cpu_util=0.9,
+                        ceiling_rps=1e6 / c, p99_ms=1, rss_mb=3) for s, f, r, c in
+                   (("vireo", "2b.txt", 100, 5.0), ("nginx", "2b.txt", 90, 10.0),
+                    ("floor", "2b.txt", 120, 4.0), ("vireo", "21k.txt", 50, 8.0),
+                    ("nginx", "21k.txt", 45, 10.0), ("floor", "21k.txt", 60, 7.0))]
         rows = ex.summarize_e5(results, ["vireo", "nginx", "floor"])
-        self.assertAlmostEqual(rows[0]["vs_nginx"], 0.5)
-        self.assertAlmostEqual(rows[0]["vs_floor"], 1.25)
+        v = ex.find(rows, "vireo", path="2b.txt")
+        self.assertAlmostEqual(v["vs_nginx"], 0.5)
+        self.assertAlmostEqual(v["vs_floor"], 1.25)
+        v21 = ex.find(rows, "vireo", path="21k.txt")
+        self.assertAlmostEqual(v21["vs_nginx"], 0.8)
+        self.assertAlmostEqual(v21["vs_floor"], 8 / 7)
         md = ex.markdown_e5(rows, ["vireo", "nginx", "floor"])
-        self.assertIn("| vireo | 100 | 5.00 | 90 % | 200,000 | 1.25× | 0.50× |", md)
+        self.assertIn("| 2 B | vireo | 100 | 5.00 | 90 % | 200,000 | 1.25× | 0.50× |", md)
+        self.assertIn("| 21 KB | vireo | 50 | 8.00 | 90 % | 125,000 | 1.14× | 0.80× |", md)
         self.assertIn("C epoll floor", md)
 
     def test_e1_and_paper_table(self):
@@ -363,21 +370,23 @@ def routes_results(vireo_refused=False):
 
 
 def tls_results(vireo=None):
-    """Two runs on both protocols: nginx 20 µs (h1), 16 µs (h2); vireo 18/17 (h1), 16/18 (h2),
-    or its start failure."""
+    """Two runs on three protocols: nginx 20 µs (h1), 16 µs (h2), no HTTP/3; vireo 18/17 (h1),
+    16/18 (h2), 15/17 (h3), or its start failure; Caddy 20 µs (h3)."""
     runs = []
     for k in (1, 2):
-        for proto, n, v in (("h1", 20.0, (18.0, 17.0)[k - 1]), ("h2", 16.0, (16.0, 18.0)[k - 1])):
-            for server, cpu in (("nginx", n), ("vireo", v)):
+        for proto, server, cpu in (("h1", "nginx", 20.0), ("h1", "vireo", (18.0, 17.0)[k - 1]),
+                                   ("h2", "nginx", 16.0), ("h2", "vireo", (16.0, 18.0)[k - 1]),
+                                   ("h3", "caddy", 20.0), ("h3", "vireo", (15.0, 17.0)[k - 1]),
+                                   ("h3", "nginx", None)):
                 base = dict(server=server, path="21k.txt", proto=proto, run=k)
-                if server == "vireo" and vireo:
+                if (server == "vireo" and vireo) or cpu is None:
                     if k == 1:
-                        runs.append(dict(base, unsupported=vireo))
+                        runs.append(dict(base, unsupported=vireo if cpu else "no QUIC, HTTP/3 in nginx"))
                     continue
                 runs.append(dict(base, ok_rps=9000.0, cpu_us_per_req=cpu, p50_ms=2.0, p99_ms=9.0,
                                  succeeded=36000, errors=0, rss_mb=8.0, tls_protocol="TLSv1.3",
                                  cipher="TLS_AES_128_GCM_SHA256", key_exchange="X25519 253 bits",
-                                 alpn="h2" if proto == "h2" else "http/1.1",
+                                 alpn={"h1": "http/1.1"}.get(proto, proto),
                                  streams=10 if proto == "h2" else 1))
     return runs
 
@@ -575,20 +584,26 @@ class IssueExperiments(unittest.TestCase):
         self.assertIn("`bench/conf/routes.inc`", md)
 
     def test_tls_summary_table_and_target(self):
-        rows = ex.summarize_tls(tls_results(), ["vireo", "nginx"])
+        servers = ["vireo", "nginx", "caddy"]
+        rows = ex.summarize_tls(tls_results(), servers)
         v1 = ex.find(rows, "vireo", proto="h1")
-        self.assertEqual((v1["vs_nginx"], v1["vs_nginx_min"], v1["vs_nginx_max"]), (0.875, 0.85, 0.9))
-        md = ex.markdown_tls(rows, ["vireo", "nginx"])
+        self.assertEqual((v1["vs_ref"], v1["vs_ref_min"], v1["vs_ref_max"]), (0.875, 0.85, 0.9))
+        v3 = ex.find(rows, "vireo", proto="h3")
+        self.assertEqual((v3["vs_ref"], v3["vs_ref_min"], v3["vs_ref_max"]), (0.8, 0.75, 0.85))
+        md = ex.markdown_tls(rows, servers)
         self.assertIn("| TLS 1.3, HTTP/1.1 keep-alive | vireo | 17.50 (17.00–18.00) | "
                       "0.875× (0.850–0.900) | 9,000 | 2.00 / 9.00 | 0 | TLSv1.3 "
                       "TLS_AES_128_GCM_SHA256, X25519 253 bits, ALPN http/1.1 |", md)
         self.assertIn("ALPN h2 |", md)
-        data = dataset("tls", rows, ["vireo", "nginx"])
+        self.assertIn("| QUIC, HTTP/3 | vireo | 16.00 (15.00–17.00) | 0.800× (0.750–0.850) |", md)
+        self.assertIn("| QUIC, HTTP/3 | nginx | no QUIC, HTTP/3 in nginx |", md)
+        data = dataset("tls", rows, servers)
         self.assertEqual(report.tls_targets(data), [
             "| TLS 1.3, HTTP/1.1 keep-alive, 21 KB: CPU µs/req ≤ nginx's | 17.50 µs = 0.88× nginx "
             "(20.00) | met |",
             "| TLS 1.3, HTTP/2, 21 KB: CPU µs/req ≤ nginx's | 17.00 µs = 1.06× nginx (16.00) | "
-            "not met |"])
+            "not met |",
+            "| QUIC, HTTP/3, 21 KB: CPU µs/req ≤ Caddy's | 16.00 µs = 0.80× Caddy (20.00) | met |"])
         gaps, _ = report.open_gaps({"tls": data})
         self.assertEqual([(g["where"], g["metric"], g["clear"]) for g in gaps],
                          [("TLS 1.3, HTTP/2", "CPU µs/req", False)])
@@ -606,8 +621,8 @@ class IssueExperiments(unittest.TestCase):
                          f"not measured ({why}) |")
         _, missing = report.open_gaps({"tls": data})
         self.assertEqual([m["where"] for m in missing], ["TLS 1.3, HTTP/1.1 keep-alive",
-                                                         "TLS 1.3, HTTP/2"])
-        self.assertIn(f"- tls (TLS 1.3, HTTP/1.1 keep-alive, TLS 1.3, HTTP/2): {why}",
+                                                         "TLS 1.3, HTTP/2", "QUIC, HTTP/3"])
+        self.assertIn(f"- tls (TLS 1.3, HTTP/1.1 keep-alive, TLS 1.3, HTTP/2, QUIC, HTTP/3): {why}",
                       report.render_report({"tls": data}))
 
 
@@ -656,6 +671,17 @@ class Report(unittest.TestCase):
         self.assertEqual([(g["peer"], g["peer_value"]) for g in p99], [("nginx", 368.0)])
         rps = [g for g in gaps if g["metric"] == "successful req/s"]
         self.assertEqual(rps[0]["peer"], "nginx")  # throughput counts every peer
+
+    def test_cpu_per_request_only_beside_peers_that_failed_no_more(self):
+        rows = [dict(server="vireo", path="info.php", clients=15000, cpu_us_per_req=115.0, errors=0, runs=3),
+                dict(server="lighttpd", path="info.php", clients=15000, cpu_us_per_req=13.4,
+                     errors=231025, runs=3),
+                dict(server="apache", path="info.php", clients=15000, cpu_us_per_req=306.0, errors=0, runs=3)]
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "lighttpd", "apache"])})
+        self.assertEqual([g for g in gaps if g["metric"] == "server CPU µs/req"], [])
+        rows[2]["cpu_us_per_req"] = 100.0
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "lighttpd", "apache"])})
+        self.assertEqual([g["peer"] for g in gaps if g["metric"] == "server CPU µs/req"], ["apache"])
 
     def test_noisy_gaps_fold(self):
         gaps = [{"experiment": "E1", "where": f"21 KB, c={c}", "metric": "req/s", "vireo": 90,
@@ -752,7 +778,7 @@ class Templates(unittest.TestCase):
             "@FPM_HOST@": "127.0.0.1", "@FPM_PORT@": 2, "@UPSTREAM@": "127.0.0.1:3",
             "@UPSTREAM_TLS@": "127.0.0.1:5",
             "@GRPC@": "127.0.0.1:6", "@PORT_H2C@": 7,
-            "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4,
+            "@CERT@": "/c.pem", "@KEY@": "/k.pem", "@PORT_H2@": 4, "@PORT_H3@": 5,
             "@FPM_CONNS@": 40, "@UPSTREAM_CONNS@": 500,
             "@ECHO@": "127.0.0.1:8", "@SOURCE@": "127.0.0.1:9", "@PORT_BULK@": 10}
 

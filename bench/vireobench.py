@@ -32,6 +32,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 VIREO = REPO / "target" / "release" / "vireo"
+H3LOAD = REPO / "target" / "release" / "h3load"  # bench/h3load: h2load's runs over HTTP/3
 RESULTS = BENCH / "results"
 CONF = BENCH / "conf"
 FLOOR_SRC = BENCH / "floor" / "floor.c"
@@ -133,8 +134,9 @@ SERVERS = {
         "version": ["cc", "--version"], "stop": signal.SIGTERM,
     },
     "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
-        "conf": None,
-        "cmd": lambda s: [str(FLOOR), str(s.port), (s.root / "2b.txt").read_text()],
+        "conf": None,  # the body: subst @FLOOR_BODY@ ("@PATH": a file by sendfile), else 2b.txt's
+        "cmd": lambda s: [str(FLOOR), str(s.port),
+                          s.subst.get("@FLOOR_BODY@") or (s.root / "2b.txt").read_text()],
         "version": ["cc", "--version"], "stop": signal.SIGTERM,
     },
 }
@@ -406,17 +408,21 @@ def h2load_log(log):
     return out
 
 
-def h2load_cmd(url, clients, duration, warmup, log, streams=None):
+def h2load_cmd(url, clients, duration, warmup, log, streams=None, h3=False):
     """h2load -t1 -cC for `duration` s after a warm-up: HTTP/1.1 (--h1) when streams is
-    None, else HTTP/2 with `streams` concurrent streams per connection (-m)."""
-    proto = ["--h1"] if streams is None else [f"-m{streams}"]
-    return (["taskset", "-c", LOAD_CPU, "h2load"] + proto +
+    None, else HTTP/2 with `streams` concurrent streams per connection (-m); with h3,
+    bench/h3load's HTTP/3 requests, one at a time per connection, instead."""
+    if h3:
+        tool, proto = [str(H3LOAD)], []
+    else:
+        tool, proto = ["h2load"], ["--h1"] if streams is None else [f"-m{streams}"]
+    return (["taskset", "-c", LOAD_CPU] + tool + proto +
             ["-t1", f"-c{clients}", f"-D{int(duration * 1000)}ms",
              f"--warm-up-time={int(warmup * 1000)}ms", f"-N{H2LOAD_IDLE}s",
              f"--log-file={log}", url])
 
 
-def run_h2load(url, clients, duration, warmup, log, on_main=None, streams=None):
+def run_h2load(url, clients, duration, warmup, log, on_main=None, streams=None, h3=False):
     """h2load -t1 -cC (--h1, or HTTP/2 with -m streams): connections are opened during
     `warmup` s, then requests are counted for `duration` s.  on_main("start"/"stop") is
     called as h2load enters and leaves its main phase, so CPU is read around exactly the
@@ -429,7 +435,7 @@ def run_h2load(url, clients, duration, warmup, log, on_main=None, streams=None):
     import threading
     from urllib.parse import urlparse
     Path(log).unlink(missing_ok=True)
-    cmd = h2load_cmd(url, clients, duration, warmup, log, streams)
+    cmd = h2load_cmd(url, clients, duration, warmup, log, streams, h3)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     limit = warmup + duration + H2LOAD_IDLE + 30
     stalled = []
@@ -575,6 +581,7 @@ class Server:
     def __init__(self, name, scratch, root, port, conf=None, subst=None, edits=(), tag=None):
         self.name, self.port, self.root = name, port, Path(root).resolve()
         self.spec = spec = SERVERS[name]
+        self.subst = dict(subst or {})
         self.dir = Path(scratch).resolve() / (tag or name)
         self.dir.mkdir(parents=True, exist_ok=True)
         conf = conf or spec["conf"]
@@ -769,12 +776,22 @@ def ensure_tools(tools):
         # the packages' own services are not started by us; policy-rc.d may stop them too
         subprocess.run("apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
                        + " ".join(missing), shell=True, check=True)
+    if "h3load" in tools:
+        ensure_h3load()
     if "oha" in tools and not shutil.which("oha"):
         print("installing oha (cargo install --locked oha) ...", file=sys.stderr)
         subprocess.run(["cargo", "install", "--locked", "oha"], check=True)
 
 
 VIREO_NOTE = []
+
+
+def ensure_h3load():
+    """cargo build --release -p h3load if the binary is missing or older than its sources."""
+    sources = list((REPO / "bench" / "h3load").rglob("*.rs")) + [REPO / "bench" / "h3load" / "Cargo.toml"]
+    if not H3LOAD.exists() or H3LOAD.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        print("building h3load (cargo build --release -p h3load) ...", file=sys.stderr)
+        subprocess.run(["cargo", "build", "--release", "-p", "h3load"], cwd=REPO, check=True)
 
 
 def ensure_vireo():
@@ -792,6 +809,28 @@ def ensure_vireo():
             VIREO_NOTE.append("sources newer than the binary, cargo build failed: "
                               "measured the existing binary")
             print(f"bench/run: {VIREO_NOTE[-1]}", file=sys.stderr)
+    stale = hot_symbols_note()
+    if stale and stale not in VIREO_NOTE:
+        VIREO_NOTE.append(stale)
+        print(f"bench/run: {stale}", file=sys.stderr)
+
+
+def hot_symbols_note():
+    """A note when link/hot-symbols.txt no longer names this build's functions: the
+    names carry hashes that change with the crate graph (a dependency's version or
+    features), and the functions it misses are laid out by default, which takes the
+    idle server's code pages from ~1 MB to ~4 MB (scripts/hot-symbols remakes it)."""
+    order = REPO / "link" / "hot-symbols.txt"
+    if not order.exists() or not VIREO.exists():
+        return None
+    want = set(order.read_text().split())
+    r = subprocess.run(["nm", str(VIREO)], capture_output=True, text=True)
+    have = {ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip()}
+    found = len(want & have) / len(want) if want else 1.0
+    if found >= 0.9:
+        return None
+    return (f"link/hot-symbols.txt names {found:.0%} of this build's functions: code laid out "
+            "by default (more resident pages); run scripts/hot-symbols")
 
 
 def pin_vireo(scratch):

@@ -523,7 +523,7 @@ pub fn upstream_head(data: &[u8]) {
 fn upstream_head_for(data: &[u8], head_request: bool) {
     let run = |piece: usize| -> UpstreamResult {
         let (r, rest) = feed(data, piece, |buf| {
-            match response::parse(buf, UPSTREAM_MAX, head_request) {
+            match response::parse(buf, UPSTREAM_MAX, head_request, false) {
                 Ok(None) => None,
                 other => Some(other),
             }
@@ -558,6 +558,7 @@ fn upstream_head_for(data: &[u8], head_request: bool) {
         &mut BytesMut::from(text.as_bytes()),
         usize::MAX,
         head_request,
+        false,
     )
     .unwrap_or_else(|e| panic!("{e} re-parsing {text:?}"))
     .expect("complete");

@@ -277,6 +277,12 @@ fn bad_listen_values() {
         "\"deferred\" of the \"listen\" directive applies to TCP addresses only, not \"unix:/tmp/v.sock\"",
         4,
     );
+    // TLS is made on TCP connections only, never skipped on a unix socket.
+    fails_at(
+        &srv("unix:/tmp/v.sock ssl"),
+        "\"ssl\" of \"listen\" applies to TCP addresses only, not \"unix:/tmp/v.sock\"",
+        4,
+    );
     // Socket options are given once per address, as in nginx.
     fails_at(
         "events {}\nhttp {\n server { listen 8080 rcvbuf=64k; }\n server { listen 8080 deferred; }\n}\n",

@@ -1,7 +1,8 @@
 //! HTTP/3 over QUIC (`listen … quic`) against a real HTTP/3 client, Python's
 //! aioquic (tests/h3/h3client.py), with certificates made by openssl: static
 //! files, ranges, compression, FastCGI and proxy POSTs, error pages, Alt-Svc
-//! on the TCP side (curl), several workers, a reload under a connection, and
+//! on the TCP side (curl), several workers, a reload and a binary upgrade
+//! under a connection, and
 //! attacks (a stream flood past `http3_max_concurrent_streams`, 0-RTT with an
 //! unsafe method, amplification before address validation). Skips (with a
 //! message) only when aioquic is missing.
@@ -53,6 +54,8 @@ fn cert(dir: &TempDir) {
 struct H3Resp {
     status: u16,
     reset: Option<u64>,
+    /// The fields of the interim (1xx) responses before it: status, name, value.
+    interim: Vec<(u16, String, String)>,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -120,6 +123,16 @@ fn client(port: u16, mode: &str, spec: &str) -> Run {
                 }
                 run.responses.push(resp);
             }
+            "I" => {
+                let (i, r) = idx(rest);
+                let (status, field) = r.split_once(' ').unwrap_or((&r, ""));
+                let (n, v) = field.split_once(": ").unwrap_or((field, ""));
+                run.responses[i].interim.push((
+                    status.parse().unwrap_or(0),
+                    n.to_string(),
+                    v.to_string(),
+                ));
+            }
             "H" => {
                 let (i, r) = idx(rest);
                 let (n, v) = r.split_once(": ").unwrap_or((&r, ""));
@@ -177,17 +190,26 @@ http {
     }
 }";
 
-/// A vireo with `extra` directives in the QUIC server and `backend` in the
-/// plain one on {port2}.
-fn start(extra: &str, backend: &str) -> Vireo {
+/// The served files' folder, with its certificate: html/big.txt is
+/// [`big`].
+fn site() -> TempDir {
     let dir = TempDir::new("h3");
     cert(&dir);
     dir.write("html/a.txt", "hello over QUIC\n");
     dir.write("html/404.html", "custom not found page\n");
-    let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
-    dir.write("html/big.txt", big);
+    dir.write("html/big.txt", big());
+    dir
+}
+
+fn big() -> String {
+    (0..20_000).map(|i| format!("line {i}\n")).collect()
+}
+
+/// A vireo with `extra` directives in the QUIC server and `backend` in the
+/// plain one on {port2}.
+fn start(extra: &str, backend: &str) -> Vireo {
     Vireo::start_in(
-        dir,
+        site(),
         &CONF.replace("EXTRA", extra).replace("BACKEND", backend),
     )
 }
@@ -303,6 +325,29 @@ fn post_to_fastcgi_and_through_a_proxy() {
 }
 
 #[test]
+fn early_hints_of_a_proxied_backend() {
+    if !have_aioquic() {
+        return;
+    }
+    let (_backend, port) = early_hints_backend();
+    let v = start(
+        &format!("early_hints $http3; location /hint/ {{ proxy_pass http://127.0.0.1:{port}; }}"),
+        "",
+    );
+    let r = get(v.port, &[r#"{"path": "/hint/a"}"#]);
+    assert_eq!(r[0].status, 200, "{r:?}");
+    let hint = |n: &str, v: &str| (103, n.to_string(), v.to_string());
+    assert_eq!(
+        r[0].interim,
+        [
+            hint("link", "</style.css>; rel=preload; as=style"),
+            hint("x-hint", "/hint/a")
+        ]
+    );
+    assert_eq!(r[0].text(), "SEE-THIS /hint/a");
+}
+
+#[test]
 fn several_workers_on_one_shared_socket() {
     if !have_aioquic() {
         return;
@@ -364,6 +409,68 @@ fn a_reload_keeps_the_connection() {
     // The same connection, the new configuration's answer.
     assert_eq!(run.responses[1].status, 200, "{}", run.raw);
     assert_eq!(run.responses[1].header("x-proto"), Some("reloaded-h3"));
+}
+
+/// Kills the process a pid file names when dropped.
+struct KillAtEnd(std::path::PathBuf);
+
+impl Drop for KillAtEnd {
+    fn drop(&mut self) {
+        if let Some(pid) = read_pid(&self.0) {
+            // SAFETY: signalling a process this test started (by its upgrade).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+fn read_pid(p: &std::path::Path) -> Option<i32> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn a_binary_upgrade_keeps_the_connection_and_loses_no_datagram() {
+    if !have_aioquic() {
+        return;
+    }
+    let conf = CONF.replace("EXTRA", "").replace("BACKEND", "").replace(
+        "worker_processes 1;",
+        "worker_processes 1;\npid logs/v.pid;",
+    );
+    let v = Vireo::start_in(site(), &conf);
+    let pid_file = v.dir.path().join("logs/v.pid");
+    let _new = KillAtEnd(pid_file.clone());
+    // One connection: a request, a pause while the binary is upgraded, then
+    // ten more while both binaries read the socket.
+    let mut reqs = vec![
+        r#"{"path": "/a.txt"}"#,
+        r#"{"path": "/big.txt", "pause": 2}"#,
+    ];
+    reqs.extend([r#"{"path": "/big.txt"}"#; 10]);
+    let spec = format!(
+        r#"{{"sequential": true, "requests": [{}]}}"#,
+        reqs.join(",")
+    );
+    let port = v.port;
+    let run = std::thread::spawn(move || client(port, "requests", &spec));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let old = v.child.id() as i32;
+    v.signal(libc::SIGUSR2);
+    assert!(
+        eventually(5, || read_pid(&pid_file).is_some_and(|p| p != old)),
+        "no new binary: {}",
+        v.dir.read("logs/error.log")
+    );
+    let run = run.join().unwrap();
+    assert_eq!(run.responses.len(), 12, "{}", run.raw);
+    for r in &run.responses[1..] {
+        assert_eq!((r.status, r.body.len()), (200, big().len()), "{}", run.raw);
+    }
+    // Datagrams of the connection that the new binary read reached the old
+    // one over the link: none of the client's packets was lost.
+    assert_eq!(run.key("lost"), "0", "{}", run.raw);
+    // New clients go to the new binary, which serves them.
+    let fresh = get(port, &[r#"{"path": "/a.txt"}"#]);
+    assert_eq!(fresh[0].status, 200);
 }
 
 #[test]
@@ -449,6 +556,18 @@ fn configuration_errors_name_the_listen() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("\"ssl\" parameter is incompatible with \"quic\""),
+        "{err}"
+    );
+    // A limit the QUIC stack cannot be given is refused, naming its line.
+    let out = test_conf(
+        &dir,
+        "events {}\nhttp {\n    quic_active_connection_id_limit 2;\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("\"quic_active_connection_id_limit\" is not supported by vireo: its QUIC stack (quinn) always advertises an active_connection_id_limit of 5")
+            && err.contains("t.conf:3"),
         "{err}"
     );
 }

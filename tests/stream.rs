@@ -504,3 +504,178 @@ fn stream_resolve_needs_a_zone_and_a_resolver() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Send `bytes` to `port` and read the answer to the close.
+fn exchange(port: u16, bytes: &[u8]) -> String {
+    let mut s = connect(port);
+    s.write_all(bytes).unwrap();
+    String::from_utf8_lossy(&read_to_close(&mut s)).into_owned()
+}
+
+#[test]
+fn pass_hands_connections_to_http_and_stream_listeners() {
+    let p: Vec<u16> = (0..9).map(|_| free_port()).collect();
+    let v = Vireo::start(&format!(
+        r#"
+error_log {{dir}}/logs/error.log info;
+events {{}}
+stream {{
+    log_format s "$server_port $status";
+    access_log {{dir}}/logs/stream.log s;
+    set_real_ip_from 127.0.0.1;
+    geo $to {{
+        default 127.0.0.1:{{port}};
+    }}
+    server {{
+        listen 127.0.0.1:{p0} proxy_protocol;
+        pass 127.0.0.1:{{port}};
+    }}
+    server {{
+        listen 127.0.0.1:{p1};
+        pass $to;
+    }}
+    server {{
+        listen 127.0.0.1:{p2};
+        pass 127.0.0.1:{p3};
+    }}
+    server {{
+        listen 127.0.0.1:{p3};
+        return "stream:$server_port:$remote_addr\n";
+    }}
+    server {{
+        listen 127.0.0.1:{p4};
+        pass unix:{{dir}}/http.sock;
+    }}
+    server {{
+        listen 127.0.0.1:{p5};
+        pass 127.0.0.1:{p8};
+    }}
+    server {{
+        listen 127.0.0.1:{p6};
+        pass 127.0.0.1:1;
+    }}
+    server {{
+        listen 127.0.0.1:{p7};
+        pass $server_addr:$server_port;
+    }}
+    server {{
+        listen 127.0.0.1:{p7} udp;
+        pass 127.0.0.1:{{port}};
+    }}
+}}
+http {{
+    server {{
+        listen 127.0.0.1:{{port}};
+        listen unix:{{dir}}/http.sock;
+        location / {{
+            return 200 "http:$server_port:$remote_addr:$proxy_protocol_addr:$connection_requests\n";
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{p8} proxy_protocol;
+        location / {{
+            return 200 "pp:$server_port:$proxy_protocol_addr:$proxy_protocol_port\n";
+        }}
+    }}
+}}
+"#,
+        p0 = p[0],
+        p1 = p[1],
+        p2 = p[2],
+        p3 = p[3],
+        p4 = p[4],
+        p5 = p[5],
+        p6 = p[6],
+        p7 = p[7],
+        p8 = p[8],
+    ));
+    let get =
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    // The PROXY header is read where the connection came in: realip of
+    // the stream server gives the http server its client address.
+    let mut with_pp = b"PROXY TCP4 192.0.2.7 127.0.0.1 5555 80\r\n".to_vec();
+    with_pp.extend_from_slice(get);
+    let out = exchange(p[0], &with_pp);
+    let want = format!("http:{}:192.0.2.7:192.0.2.7:", v.port);
+    assert_eq!(out.matches(&want).count(), 2, "{out}");
+    assert!(
+        out.contains(&format!("{want}2\n")),
+        "keep-alive goes on: {out}"
+    );
+    // An address from a variable.
+    let out = exchange(p[1], get);
+    assert!(
+        out.contains(&format!("http:{}:127.0.0.1::2\n", v.port)),
+        "{out}"
+    );
+    // To a stream listener, and to a unix one.
+    assert_eq!(read_all(p[2]), format!("stream:{}:127.0.0.1\n", p[3]));
+    let out = exchange(p[4], get);
+    assert!(out.contains(":127.0.0.1::2\n"), "{out}");
+    // An address with proxy_protocol reads its own header off the connection.
+    let mut pp = b"PROXY TCP4 198.51.100.1 127.0.0.1 4444 80\r\n".to_vec();
+    pp.extend_from_slice(b"GET / HTTP/1.0\r\n\r\n");
+    let out = exchange(p[5], &pp);
+    assert!(
+        out.ends_with(&format!("pp:{}:198.51.100.1:4444\n", p[8])),
+        "{out}"
+    );
+    // No listener there: the session ends (200, logged).
+    assert_eq!(read_all(p[6]), "");
+    // Passed to itself: after 10 passes, refused (500).
+    assert_eq!(read_all(p[7]), "");
+    // A UDP session is never passed.
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.send_to(b"datagram", ("127.0.0.1", p[7])).unwrap();
+    // Passed sessions are not logged; those that could not pass are.
+    let log = || v.dir.read("logs/stream.log");
+    let want = [
+        format!("{} 200", p[3]),
+        format!("{} 200", p[6]),
+        format!("{} 500", p[7]),
+    ];
+    assert!(
+        eventually(5, || {
+            let l = log();
+            want.iter().all(|w| l.contains(w.as_str())) && l.matches(" 500").count() == 2
+        }),
+        "{}",
+        log()
+    );
+    assert_eq!(log().lines().count(), 4, "{}", log());
+    let errors = error_log(&v);
+    assert!(
+        errors.contains("port not found for \"127.0.0.1:1\" while passing connection to port"),
+        "{errors}"
+    );
+    assert!(errors.contains("stream pass cycle"), "{errors}");
+    assert!(errors.contains("cannot pass udp connection"), "{errors}");
+}
+
+#[test]
+fn pass_addresses_are_checked_at_load() {
+    let dir = TempDir::new("stream-pass-conf");
+    for (addr, want) in [
+        ("127.0.0.1", "\"pass\" directive has no port in"),
+        ("localhost:80", "\"pass\" directive has no addresses in"),
+        (
+            "127.0.0.1:http",
+            "invalid port in \"127.0.0.1:http\" of the \"pass\" directive in",
+        ),
+    ] {
+        let out = test_conf(
+            &dir,
+            &format!(
+                "events {{}}\nstream {{\n    server {{\n        listen 127.0.0.1:1;\n        pass {addr};\n    }}\n}}\n"
+            ),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want) && err.contains(":5"), "{addr}: {err}");
+    }
+    let out = test_conf(
+        &dir,
+        "events {}\nstream {\n    server {\n        listen 127.0.0.1:1;\n        pass 127.0.0.1:2;\n        return x;\n    }\n}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"return\" directive is duplicate"), "{err}");
+}

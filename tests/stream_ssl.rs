@@ -449,3 +449,110 @@ fn configuration_errors_name_the_line() {
         "a duplicate default server for 127.0.0.1:1",
     );
 }
+
+#[test]
+fn pass_hands_tls_and_preread_connections_to_http() {
+    let dir = TempDir::new("stream-pass");
+    certs(&dir);
+    let p: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let v = Vireo::start_in(
+        dir,
+        &format!(
+            r#"
+error_log {{dir}}/logs/error.log info;
+events {{}}
+stream {{
+    log_format t '$server_port|$status';
+    access_log {{dir}}/logs/stream.log t;
+    ssl_certificate {{dir}}/a.crt;
+    ssl_certificate_key {{dir}}/a.key;
+    server {{
+        listen 127.0.0.1:{{port}};
+        ssl_preread on;
+        pass 127.0.0.1:{p1};
+    }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        server_name b.test;
+        pass 127.0.0.1:{p0};
+    }}
+    server {{
+        listen 127.0.0.1:{p2} ssl;
+        ssl_alpn h2 http/1.1;
+        pass 127.0.0.1:{p1};
+    }}
+    server {{
+        listen 127.0.0.1:{p3} ssl;
+        ssl_preread on;
+        pass 127.0.0.1:{p1};
+    }}
+}}
+http {{
+    server {{
+        listen 127.0.0.1:{p0} ssl;
+        ssl_certificate {{dir}}/b.crt;
+        ssl_certificate_key {{dir}}/b.key;
+        location / {{
+            return 200 "tls-http:$https:$ssl_server_name:$server_protocol\n";
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{p1};
+        http2 on;
+        location / {{
+            return 200 "plain-http:$https:$ssl_server_name:$server_protocol\n";
+        }}
+    }}
+}}
+"#,
+            p0 = p[0],
+            p1 = p[1],
+            p2 = p[2],
+            p3 = p[3],
+        ),
+    );
+    // ssl_preread's name chooses the server, whose pass sends the
+    // ClientHello, still queued, to the http address that handshakes.
+    assert_eq!(
+        curl(v.port, "b.test", &["--http1.1"]),
+        "tls-http:on:b.test:HTTP/1.1\n"
+    );
+    let get = b"GET / HTTP/1.0\r\n\r\n";
+    let out = s_client_sending(&v.dir, v.port, &["-servername", "b.test"], get);
+    assert!(out.contains("CN = b.test"), "{out}");
+    assert!(out.contains("tls-http:on:b.test:HTTP/1.0"), "{out}");
+    // Not TLS: the default server passes it to the plain address.
+    let plain = Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .arg(format!("http://127.0.0.1:{}/", v.port))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout),
+        "plain-http:::HTTP/1.1\n"
+    );
+    // TLS ended by the stream server: the http address serves it
+    // decrypted, HTTP/2 when ALPN chose h2.
+    assert_eq!(
+        curl(p[2], "a.test", &["--http2"]),
+        "plain-http:on:a.test:HTTP/2.0\n"
+    );
+    assert_eq!(
+        curl(p[2], "a.test", &["--http1.1"]),
+        "plain-http:on:a.test:HTTP/1.1\n"
+    );
+    // Bytes read by a preread phase of a TLS session: not passed (500).
+    assert_eq!(curl(p[3], "a.test", &[]), "");
+    let log = || v.dir.read("logs/stream.log");
+    assert!(
+        eventually(5, || log().contains(&format!("{}|500", p[3]))),
+        "{}",
+        log()
+    );
+    assert!(!log().contains(&format!("{}|", p[2])), "{}", log());
+    assert!(
+        error_log(&v).contains("cannot pass connection with preread data"),
+        "{}",
+        error_log(&v)
+    );
+}

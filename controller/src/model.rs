@@ -131,11 +131,12 @@ pub struct Proxy {
     pub next_upstream: Option<String>,
     pub next_upstream_timeout: Option<u32>,
     pub next_upstream_tries: Option<u32>,
-    /// Statuses of the upstream's answers replaced by the error backend.
+    /// Statuses of the upstream's answers replaced: by the error backend's answer, else by
+    /// vireo's own error page.
     pub intercept_errors: Vec<u16>,
     /// The upstream that answers intercepted errors.
     pub error_backend: Option<String>,
-    /// Headers the mirror of a request goes with.
+    /// A copy of each request sent to another URL.
     pub mirror: Option<Mirror>,
 }
 

@@ -118,6 +118,8 @@ pub fn render(model: &Model, settings: &Settings) -> String {
     o.line("events {}");
     o.open("http");
     o.line("server_names_hash_bucket_size 128;");
+    // HTTP/2 beside HTTP/1 (ALPN on TLS, prior knowledge on plain), as ingress-nginx.
+    o.line("http2 on;");
     o.open("map $http_upgrade $vireo_connection_upgrade");
     o.line("default upgrade;");
     o.line("\"\" \"\";");

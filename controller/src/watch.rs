@@ -219,18 +219,20 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
         }
         told = now;
         if let Some(addr) = &cfg.publish_address {
-            for ing in snap
+            let served = snap
                 .ingresses
                 .iter()
-                .filter(|i| applied_versions.contains_key(&ObjectRef::of(*i)))
-            {
-                if let Err(e) = publish_status(&client, ing, addr).await {
-                    eprintln!(
-                        "vireo-controller: status of {}: {e}",
-                        ObjectRef::of(ing).name
-                    );
-                }
-            }
+                .filter(|i| applied_versions.contains_key(&ObjectRef::of(*i)));
+            futures::stream::iter(served)
+                .for_each_concurrent(16, |ing| async {
+                    if let Err(e) = publish_status(&client, ing, addr).await {
+                        eprintln!(
+                            "vireo-controller: status of {}: {e}",
+                            ObjectRef::of(ing).name
+                        );
+                    }
+                })
+                .await;
         }
         gateway_api
             .write(

@@ -220,3 +220,22 @@ async fn watch_sees_a_change() {
         "/"
     );
 }
+
+#[tokio::test]
+async fn own_server_goes_on_drop() {
+    let server = ApiServer::start();
+    let namespaces = Api::<Namespace>::all(server.client());
+    let names: Vec<String> = namespaces
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|ns| ns.metadata.name)
+        .collect();
+    assert!(names.iter().any(|n| n == "default"), "{names:?}");
+    let port: u16 = server.url().rsplit(':').next().unwrap().parse().unwrap();
+    let kubeconfig = server.kubeconfig().to_path_buf();
+    drop(server);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    assert!(!kubeconfig.exists());
+}

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::apiserver::ApiServer;
 use common::process::{Daemon, TempDir, free_port};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
@@ -58,6 +59,7 @@ fn isolated<F: std::future::Future<Output = ()>>(name: &str, body: impl FnOnce()
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    eprint!("{text}");
     assert!(
         out.status.success() && text.contains("1 passed"),
         "{name} in its network namespace:\n{text}"
@@ -742,4 +744,210 @@ async fn annotations_take_effect_body() {
     assert_eq!(status, 308);
     assert!(head.contains("Location: https://t.example/p"), "{head}");
     edge.until("https://t.example/p", &[], 200, "web-1 /p");
+}
+
+/// One HTTP/1.1 request on a new connection to vireo's plain port: (status, body).
+fn fetch(port: u16, host: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let text = String::from_utf8_lossy(&out);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((
+        head.split_whitespace().nth(1)?.parse().ok()?,
+        body.to_string(),
+    ))
+}
+
+/// The time from a write to the API server until vireo answers `path` on `host` with a
+/// body starting `want`.
+fn time_to_serve(edge: &Edge, since: Instant, host: &str, path: &str, want: &str) -> Duration {
+    let ok = eventually(60, || {
+        fetch(edge.http, host, path).is_some_and(|(s, b)| s == 200 && b.starts_with(want))
+    });
+    assert!(
+        ok,
+        "{host}{path} never answered {want:?}: {:?}\n{}",
+        fetch(edge.http, host, path),
+        edge.log()
+    );
+    since.elapsed()
+}
+
+/// Ingresses to make (VIREO_CONTROLLER_SCALE, default 1000).
+fn scale() -> usize {
+    std::env::var("VIREO_CONTROLLER_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
+/// A thousand annotated Ingresses; then routes and endpoints change while h2load sends
+/// requests through vireo, none of which may fail. Prints the time from each change to
+/// vireo serving it (median, p99) and the controller's memory.
+#[test]
+fn a_thousand_ingresses_change_under_load() {
+    isolated(
+        "a_thousand_ingresses_change_under_load",
+        a_thousand_ingresses_change_under_load_body,
+    );
+}
+
+async fn a_thousand_ingresses_change_under_load_body() {
+    let server = ApiServer::shared();
+    let client = server.client();
+    let ns = "scale";
+    namespace(&client, ns).await;
+    let b = Backends::start(&["web-1", "web-2", "moved"]);
+    service(&client, ns, "web", b.port("web-1")).await;
+    service(&client, ns, "moved", b.port("moved")).await;
+    let n = scale();
+    let started = Instant::now();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let client = client.clone();
+            async move {
+                let annotations = [
+                    ("proxy-body-size", "8m"),
+                    ("proxy-read-timeout", "30"),
+                    ("enable-cors", "true"),
+                    ("whitelist-source-range", "127.0.0.0/8"),
+                    // A million requests would make a large access log.
+                    ("enable-access-log", "false"),
+                ];
+                let host = format!("h{i}.example");
+                apply(
+                    &client,
+                    ns,
+                    ingress(&format!("site-{i}"), &annotations, &[(&host, "/", "web")]),
+                )
+                .await;
+            }
+        })
+        .await;
+    let created = started.elapsed();
+    let edge = Edge::start(server, ns, &[]);
+    let first = time_to_serve(&edge, started, &format!("h{}.example", n - 1), "/", "web-1");
+    eprintln!(
+        "{n} Ingresses created in {created:?}, all served {first:?} after the first was written"
+    );
+
+    // Load on one host all along: h2load, HTTP/1.1, 8 connections, for longer than the
+    // changes take; a request is given up after 10 s without an answer.
+    let load_start = Instant::now();
+    let load = Command::new("h2load")
+        .args([
+            "--h1",
+            "-c",
+            "8",
+            "-D",
+            "60",
+            "-N",
+            "10s",
+            "-H",
+            ":authority: h0.example",
+        ])
+        .arg(format!("http://127.0.0.1:{}/", edge.http))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("h2load runs (Debian's nghttp2-client)");
+
+    let mut times = Vec::new();
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), ns);
+    let rounds = 20;
+    for r in 0..rounds {
+        // A route: a new path on one of the Ingresses, to another Service.
+        let i = (r * 37 + 1) % n;
+        let host = format!("h{i}.example");
+        let path = format!("/r{r}");
+        let since = Instant::now();
+        apply(
+            &client,
+            ns,
+            ingress(
+                &format!("site-{i}"),
+                &[],
+                &[(&host, "/", "web"), (&host, &path, "moved")],
+            ),
+        )
+        .await;
+        times.push(time_to_serve(&edge, since, &host, &path, "moved"));
+        // Endpoints: the Service behind every Ingress moves to the other backend.
+        let to = if r % 2 == 0 { "web-2" } else { "web-1" };
+        let mut s = slice("web", b.port(to));
+        s.metadata.resource_version = slices.get("web").await.unwrap().metadata.resource_version;
+        let since = Instant::now();
+        slices
+            .replace("web", &PostParams::default(), &s)
+            .await
+            .unwrap();
+        times.push(time_to_serve(
+            &edge,
+            since,
+            &format!("h{}.example", (r * 53 + 7) % n),
+            "/",
+            to,
+        ));
+    }
+
+    let changes_took = load_start.elapsed();
+    assert!(
+        changes_took < Duration::from_secs(55),
+        "the changes outlasted the load: {changes_took:?}"
+    );
+    let out = load.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = |key: &str| {
+        report
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    let requests = line("requests:");
+    let codes = line("status codes:");
+    // "requests: N total, N started, N done, N succeeded, N failed, N errored, N timeout"
+    let count = |what: &str| -> u64 {
+        requests
+            .split(',')
+            .find(|p| p.trim().ends_with(what))
+            .and_then(|p| p.split_whitespace().find_map(|w| w.parse().ok()))
+            .unwrap_or(u64::MAX)
+    };
+    assert!(count("succeeded") > 0, "{report}");
+    assert_eq!(
+        (count("failed"), count("errored"), count("timeout")),
+        (0, 0, 0),
+        "{report}"
+    );
+    let non_2xx: u64 = codes
+        .split(',')
+        .skip(1)
+        .filter_map(|p| p.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(non_2xx, 0, "{codes}\n{report}");
+
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let median = ms(times[times.len() / 2]);
+    let p99 = ms(times[(times.len() * 99).div_ceil(100) - 1]);
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", edge._controller.0.id()))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:") || l.starts_with("VmRSS:"))
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+        .unwrap_or_default();
+    eprintln!(
+        "scale: {n} Ingresses, {} changes under load: change → served median {median:.0} ms, p99 {p99:.0} ms; controller peak RSS {rss} kB; h2load {requests}; {codes}",
+        times.len()
+    );
 }

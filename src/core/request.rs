@@ -69,9 +69,14 @@ impl BodyError {
     }
 }
 
+/// Response fields as they go to the client: name and value.
+pub type Fields = [(&'static str, Value)];
+
 /// The request body as a content handler reads it: decoded (no chunked
 /// framing), bounded by client_max_body_size; `Expect: 100-continue` is
 /// answered on the first read. Whatever a handler leaves unread is discarded.
+/// It is the handler's one way to the client before its response: the
+/// interim responses go through it too ([`RequestBody::early_hints`]).
 pub trait RequestBody {
     /// The next piece of the body; `None` at its end.
     fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>>;
@@ -83,6 +88,15 @@ pub trait RequestBody {
     /// Pending for ever when the protocol cannot tell (bytes already waiting
     /// on an HTTP/1 connection: a pipelined request, an unread body).
     fn gone(&mut self) -> BoxFuture<'_, ()>;
+    /// Send the client a 103 (Early Hints) interim response with `fields`
+    /// (its connection-specific ones left out), ahead of the final one: on
+    /// an HTTP/2 or HTTP/3 stream, or an HTTP/1 connection whose client
+    /// spoke HTTP/1.1. Nothing without fields, nor for a body that is not
+    /// the client's (a subrequest's, a replay). A client that fails to take
+    /// it fails the response after.
+    fn early_hints<'a>(&'a mut self, _fields: &'a Fields) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// A location's content handler (`fastcgi_pass`, `proxy_pass`, …).

@@ -7,6 +7,7 @@
 use crate::core::clock;
 use crate::core::message::head::{BodyFraming, ParseError, RequestHead, Version};
 use crate::core::message::response::{OwnFields, Response, Value, server_name};
+use crate::core::request::Fields;
 use crate::http::h1::parse::{Limits, parse};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
@@ -90,7 +91,7 @@ pub fn request_head(
 
 /// Fields that describe an HTTP/1 connection: never sent on a stream
 /// (RFC 9113 §8.2.2, RFC 9114 §4.2).
-fn connection_specific(name: &str) -> bool {
+pub fn connection_specific(name: &str) -> bool {
     [
         "connection",
         "keep-alive",
@@ -146,7 +147,14 @@ pub fn response_head(r: &Response, tokens: bool, bodiless: bool) -> (http::Respo
     if !bodiless && let Some(n) = r.body.size() {
         add(http::header::CONTENT_LENGTH, HeaderValue::from(n));
     }
-    for (name, v) in &r.headers {
+    each_field(&r.headers, add);
+    (h, len as u64 + 2)
+}
+
+/// `fields` as a stream carries them: the connection-specific ones left
+/// out, each given to `add`.
+fn each_field(fields: &Fields, mut add: impl FnMut(HeaderName, HeaderValue)) {
+    for (name, v) in fields {
         if connection_specific(name) {
             continue;
         }
@@ -158,7 +166,17 @@ pub fn response_head(r: &Response, tokens: bool, bodiless: bool) -> (http::Respo
             add(n, v);
         }
     }
-    (h, len as u64 + 2)
+}
+
+/// A 103 (Early Hints) head with `fields`; `None` when none is left to send.
+pub fn early_hints_head(fields: &Fields) -> Option<http::Response<()>> {
+    let mut h = http::Response::new(());
+    *h.status_mut() = http::StatusCode::EARLY_HINTS;
+    let m = h.headers_mut();
+    each_field(fields, |n, v| {
+        m.append(n, v);
+    });
+    (!h.headers().is_empty()).then_some(h)
 }
 
 /// The field names responses carry most, as the server's code spells them,

@@ -14,6 +14,7 @@ pub mod charset;
 pub mod client_body;
 pub mod compress;
 pub mod dav;
+pub mod early_hints;
 pub mod empty_gif;
 pub mod fastcgi;
 pub mod geo;
@@ -41,6 +42,7 @@ pub mod ssl;
 pub mod ssl_preread;
 pub mod static_files;
 pub mod status;
+pub mod stream_pass;
 pub mod stream_proxy;
 pub mod stream_return;
 pub mod sub_filter;
@@ -107,11 +109,13 @@ pub static MODULES: &[&Module] = &[
     &limit_req::MODULE,
     &limit_conn::MODULE,
     &empty_gif::MODULE,
+    &early_hints::MODULE,
     &limit_rate::MODULE,
     &crate::stream::MODULE,
     &stream_proxy::MODULE,
     &stream_proxy::ssl::MODULE,
     &stream_return::MODULE,
+    &stream_pass::MODULE,
     &ssl_preread::MODULE,
 ];
 
@@ -325,7 +329,6 @@ mod tests {
             crate::modules::uwsgi::IGNORED,
             crate::modules::scgi::IGNORED,
             crate::modules::referer::conf::IGNORED,
-            crate::http::h3::conf::IGNORED,
         ];
         for d in all(MODULES) {
             let listed = lists.iter().any(|l| l.iter().any(|i| i.name == d.name));

@@ -19,6 +19,8 @@ pub struct Inherited {
     pub upgrade: bool,
     /// Problems to log once the error log is open.
     pub notes: Vec<String>,
+    /// The QUIC datagram link to the old binary (`crate::http::h3::link`).
+    pub quic_link: Option<std::os::fd::OwnedFd>,
 }
 
 impl Inherited {
@@ -51,6 +53,25 @@ pub fn collect() -> Inherited {
                     "invalid socket number \"{item}\" in {ENV}, ignored"
                 )),
             }
+        }
+    }
+    if let Some(v) = std::env::var_os(crate::http::h3::link::ENV) {
+        let v = v.to_string_lossy();
+        match v
+            .trim()
+            .parse::<i32>()
+            .map_err(|e| std::io::Error::other(e.to_string()))
+        {
+            Ok(fd) => match crate::sys::adopt_fd(fd) {
+                Ok(fd) => inh.quic_link = Some(fd),
+                Err(e) => inh
+                    .notes
+                    .push(format!("QUIC link descriptor {fd} ignored: {e}")),
+            },
+            Err(_) => inh.notes.push(format!(
+                "invalid descriptor \"{v}\" in {}, ignored",
+                crate::http::h3::link::ENV
+            )),
         }
     }
     // systemd: descriptors 3 … 3+N-1, meant for this very process.

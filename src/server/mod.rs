@@ -127,7 +127,7 @@ struct Master {
 }
 
 /// Bind the listeners, start the workers, and serve until a stop signal.
-pub fn run(config: Config, opts: Options) -> io::Result<()> {
+pub fn run(config: Config, mut opts: Options) -> io::Result<()> {
     guard::init();
     stats::STARTED.store(unix_now(), Ordering::Relaxed);
     stats::LAST_RELOAD.store(unix_now(), Ordering::Relaxed);
@@ -136,6 +136,11 @@ pub fn run(config: Config, opts: Options) -> io::Result<()> {
     let mut signals = Signals::install()?;
     for n in &opts.inherited.notes {
         error_log!(Warn, "{n}");
+    }
+    if let Some(fd) = opts.inherited.quic_link.take()
+        && let Err(e) = crate::http::h3::link::adopt(fd)
+    {
+        error_log!(Alert, "QUIC link to the old binary not started: {e}");
     }
     if let Some(n) = config.rlimit_nofile {
         raise_nofile(n);
@@ -717,11 +722,22 @@ impl Master {
             }
             self.pid_renamed = true;
         }
-        let fds: Vec<i32> = self
+        let mut fds: Vec<i32> = self
             .pool
             .iter()
             .flat_map(|e| e.sockets.iter().map(|s| s.bound.as_raw_fd()))
             .collect();
+        // QUIC datagrams of either binary's connections that the other reads
+        // cross over it while both run; the child's end is closed here once
+        // it has it.
+        let link = crate::http::h3::link::successor()
+            .inspect_err(|e| {
+                error_log!(
+                    Alert,
+                    "binary upgrade: no QUIC link to the new binary ({e}): QUIC datagrams the other binary reads are lost"
+                )
+            })
+            .ok();
         let env = inherit::env_value(self.pool.iter().flat_map(|e| {
             e.sockets
                 .iter()
@@ -730,9 +746,15 @@ impl Master {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(std::env::args_os().skip(1))
             .env(inherit::ENV, env)
+            .env_remove(crate::http::h3::link::ENV)
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES");
+        if let Some(fd) = &link {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(fd);
+            fds.push(fd);
+            cmd.env(crate::http::h3::link::ENV, fd.to_string());
+        }
         match crate::sys::spawn_keeping_fds(&mut cmd, fds) {
             Ok(child) => {
                 stats::UPGRADES.fetch_add(1, Ordering::Relaxed);

@@ -8,9 +8,12 @@ use super::proxy_protocol;
 use super::socket::{Bound, Stream};
 use super::stats;
 use crate::core::errlog::{self, errno_text};
+use crate::core::proxy_protocol::ProxyHeader;
+use crate::core::route::VirtualHosts;
 use crate::error_log;
 use crate::http::h1::conn::{self, Peer};
 use crate::modules::ssl;
+use crate::stream::session;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -176,6 +179,9 @@ impl Drop for Slot {
 thread_local! {
     /// This worker's slots, for upstream connections.
     static SLOTS: std::cell::RefCell<Option<Rc<Slots>>> = const { std::cell::RefCell::new(None) };
+    /// What this worker serves from, for connections passed between its
+    /// listeners ([`adopt`]).
+    static SHARED: std::cell::RefCell<Option<Arc<Shared>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// A slot for a connection to an upstream server, which holds it while it is
@@ -359,6 +365,7 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
             tracked: RefCell::default(),
         });
         SLOTS.with(|s| *s.borrow_mut() = Some(slots.clone()));
+        SHARED.with(|s| *s.borrow_mut() = Some(shared.clone()));
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
@@ -520,17 +527,17 @@ async fn accept_loop(
                     }
                 };
                 let cfg = shared.config.load();
-                if cfg.listener(key).stream {
-                    if let Some(slot) = take_slot(&slots) {
-                        let id = shared.next_connection();
-                        let client = crate::stream::session::Client::Unix(s);
+                if let Some(slot) = take_slot(&slots) {
+                    let id = shared.next_connection();
+                    if cfg.listener(key).stream {
                         let cfg = arc_swap::Guard::into_inner(cfg);
-                        crate::stream::session::start(client, Peer::Unix, key, id, cfg, slot);
+                        let client = session::Client::Unix(s);
+                        session::start(accepted(client, Peer::Unix, key, id), cfg, slot);
+                    } else {
+                        let pp = proxy_timeout(cfg.listener(key));
+                        drop(cfg);
+                        start(s, Peer::Unix, key, pp, None, id, shared.clone(), slot);
                     }
-                } else {
-                    let pp = proxy_timeout(cfg.listener(key));
-                    drop(cfg);
-                    start(s, Peer::Unix, key, pp, &shared, &slots);
                 }
                 if !shared.config.load().multi_accept {
                     tokio::task::yield_now().await;
@@ -596,23 +603,34 @@ fn take_slot(slots: &Rc<Slots>) -> Option<Slot> {
     slot
 }
 
+/// A session's start on stream listener `key` for a connection just
+/// accepted there.
+fn accepted(client: session::Client, peer: Peer, key: usize, id: u64) -> session::Accepted {
+    session::Accepted {
+        client,
+        peer,
+        key,
+        id,
+        carried: session::Carried::default(),
+    }
+}
+
 /// A plain connection: served at once, or once its PROXY protocol header is
-/// read when the listener has `proxy_protocol` (`pp`: its client_header_timeout).
+/// read when the listener has `proxy_protocol` (`pp`: its client_header_timeout;
+/// the header read replaces `proxy`, the one a passed connection brings).
+#[allow(clippy::too_many_arguments)]
 fn start<S: Stream>(
     s: S,
     peer: Peer,
     key: usize,
     pp: Option<Duration>,
-    shared: &Arc<Shared>,
-    slots: &Rc<Slots>,
+    proxy: Option<Arc<ProxyHeader>>,
+    id: u64,
+    shared: Arc<Shared>,
+    slot: Slot,
 ) {
-    let Some(slot) = take_slot(slots) else {
-        return;
-    };
-    let id = shared.next_connection();
-    let shared = shared.clone();
     let Some(timeout) = pp else {
-        return crate::http::serve_connection(s, peer, None, key, id, shared, slot);
+        return crate::http::serve_connection(s, peer, proxy, key, id, shared, slot);
     };
     tokio::task::spawn_local(async move {
         if let Ok(proxy) = proxy_protocol::read(&s, timeout, peer).await {
@@ -636,38 +654,72 @@ fn start_tcp(
     shared: &Arc<Shared>,
     slots: &Rc<Slots>,
 ) {
-    let (vhosts, http2, pp) = {
-        let cfg = shared.config.load();
-        let l = cfg.listener(key);
-        if l.stream {
-            let Some((slot, s)) = slot_and_stream(slots, s) else {
-                return;
-            };
-            let id = shared.next_connection();
-            let client = crate::stream::session::Client::Tcp(s);
-            let cfg = arc_swap::Guard::into_inner(cfg);
-            return crate::stream::session::start(client, Peer::Tcp(peer), key, id, cfg, slot);
-        }
-        let pp = proxy_timeout(l);
-        if !l.ssl {
-            drop(cfg);
-            let s = super::socket::Tcp::new(s);
-            return start(s, Peer::Tcp(peer), key, pp, shared, slots);
-        }
-        (l.vhosts.clone(), l.http2, pp)
-    };
+    let cfg = shared.config.load();
+    let l = cfg.listener(key);
+    if l.stream {
+        let Some((slot, s)) = slot_and_stream(slots, s) else {
+            return;
+        };
+        let id = shared.next_connection();
+        let a = accepted(session::Client::Tcp(s), Peer::Tcp(peer), key, id);
+        return session::start(a, arc_swap::Guard::into_inner(cfg), slot);
+    }
+    let pp = proxy_timeout(l);
+    if !l.ssl {
+        drop(cfg);
+        let Some(slot) = take_slot(slots) else {
+            return;
+        };
+        let id = shared.next_connection();
+        let s = super::socket::Tcp::new(s);
+        return start(s, Peer::Tcp(peer), key, pp, None, id, shared.clone(), slot);
+    }
+    let (vhosts, http2) = (l.vhosts.clone(), l.http2);
+    drop(cfg);
     let Some((slot, s)) = slot_and_stream(slots, s) else {
         return;
     };
     let id = shared.next_connection();
-    let shared = shared.clone();
-    slot.spawn(move |slot| async move {
-        let proxy = match pp {
+    let c = Handshake {
+        peer,
+        pp,
+        proxy: None,
+        key,
+        id,
+        shared: shared.clone(),
+    };
+    slot.spawn(move |slot| c.run(s, vhosts, http2, slot));
+}
+
+/// A TCP connection of an `ssl` address on its way to its TLS handshake.
+struct Handshake {
+    peer: std::net::SocketAddr,
+    /// The listener's PROXY header deadline (`listen … proxy_protocol`).
+    pp: Option<Duration>,
+    /// The PROXY addresses a passed connection brings.
+    proxy: Option<Arc<ProxyHeader>>,
+    key: usize,
+    id: u64,
+    shared: Arc<Shared>,
+}
+
+impl Handshake {
+    /// The PROXY header when the listener asks for one, the handshake, then
+    /// HTTP/2 or HTTP/1 as ALPN chose.
+    async fn run(
+        self,
+        s: tokio::net::TcpStream,
+        vhosts: Arc<VirtualHosts>,
+        http2: bool,
+        slot: Slot,
+    ) {
+        let peer = self.peer;
+        let proxy = match self.pp {
             Some(t) => match proxy_protocol::read(&s, t, Peer::Tcp(peer)).await {
                 Ok(p) => p,
                 Err(()) => return,
             },
-            None => None,
+            None => self.proxy,
         };
         let t = ssl::stream::handshake_timeout(&vhosts);
         let tls = match tokio::time::timeout(t, ssl::stream::accept(s, &vhosts, http2)).await {
@@ -683,31 +735,110 @@ fn start_tcp(
             }
         };
         drop(vhosts);
-        if !tls.info().h2 {
-            return conn::serve(tls, Peer::Tcp(peer), proxy, key, id, shared, slot).await;
-        }
-        if shared
-            .config
-            .load()
-            .listener(key)
-            .vhosts
-            .default
-            .conf
-            .core
-            .tcp_nodelay
-        {
-            tls.set_nodelay();
-        }
-        let info = crate::http::h2::ConnInfo {
-            peer: Peer::Tcp(peer),
-            listener: key,
-            id,
-            fd: std::os::fd::AsRawFd::as_raw_fd(&tls),
-            tls: Some(tls.info().clone()),
+        serve_tls(
+            tls,
+            Peer::Tcp(peer),
             proxy,
-            born_ms: crate::core::clock::unix_millis(),
-            shared,
-        };
-        crate::http::h2::serve(tls, info, slot).await
-    });
+            self.key,
+            self.id,
+            self.shared,
+            slot,
+        )
+        .await
+    }
+}
+
+/// A TLS connection of an http listener: HTTP/2 when ALPN chose `h2` and
+/// the listener speaks it, else HTTP/1.
+async fn serve_tls(
+    tls: ssl::stream::TlsStream,
+    peer: Peer,
+    proxy: Option<Arc<ProxyHeader>>,
+    key: usize,
+    id: u64,
+    shared: Arc<Shared>,
+    slot: Slot,
+) {
+    let (http2, nodelay) = {
+        let cfg = shared.config.load();
+        let l = cfg.listener(key);
+        (l.http2, l.vhosts.default.conf.core.tcp_nodelay)
+    };
+    if !(tls.info().h2 && http2) {
+        return conn::serve(tls, peer, proxy, key, id, shared, slot).await;
+    }
+    if nodelay {
+        tls.set_nodelay();
+    }
+    let info = crate::http::h2::ConnInfo {
+        peer,
+        listener: key,
+        id,
+        fd: std::os::fd::AsRawFd::as_raw_fd(&tls),
+        tls: Some(tls.info().clone()),
+        proxy,
+        born_ms: crate::core::clock::unix_millis(),
+        shared,
+    };
+    crate::http::h2::serve(tls, info, slot).await
+}
+
+/// Serve a connection a stream server passed to listener `key` (`pass`)
+/// as one accepted there: a stream session, or HTTP after the listener's
+/// PROXY header and TLS handshake. A connection already in TLS is not
+/// handshaken again (its ALPN says whether it speaks HTTP/2); the caller
+/// has made sure it is not asked for a PROXY header. It keeps its number
+/// and its worker_connections slot.
+pub fn adopt(a: session::Accepted, slot: Slot) {
+    let Some(shared) = SHARED.with(|s| s.borrow().clone()) else {
+        return;
+    };
+    let cfg = shared.config.load_full();
+    let l = cfg.listener(a.key);
+    if l.stream {
+        return session::start(a, cfg, slot);
+    }
+    let (pp, ssl, vhosts, http2) = (proxy_timeout(l), l.ssl, l.vhosts.clone(), l.http2);
+    drop(cfg);
+    let session::Accepted {
+        client,
+        peer,
+        key,
+        id,
+        carried,
+    } = a;
+    let proxy = carried.proxy;
+    match client {
+        session::Client::Tcp(s) => match (peer, ssl) {
+            (Peer::Tcp(peer), true) => {
+                let c = Handshake {
+                    peer,
+                    pp,
+                    proxy,
+                    key,
+                    id,
+                    shared,
+                };
+                slot.spawn(move |slot| c.run(s, vhosts, http2, slot));
+            }
+            _ => match s.into_std() {
+                Ok(s) => start(
+                    super::socket::Tcp::new(s),
+                    peer,
+                    key,
+                    pp,
+                    proxy,
+                    id,
+                    shared,
+                    slot,
+                ),
+                Err(e) => error_log!(Alert, "cannot pass a connection: {e}"),
+            },
+        },
+        session::Client::Unix(s) => start(s, peer, key, pp, proxy, id, shared, slot),
+        session::Client::Tls(tls) => {
+            slot.spawn(move |slot| serve_tls(*tls, peer, proxy, key, id, shared, slot))
+        }
+        session::Client::Udp(_) | session::Client::Gone | session::Client::Passed => {}
+    }
 }

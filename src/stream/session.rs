@@ -12,6 +12,7 @@ use super::{Content, StreamConf};
 use crate::conf::load::{Config, Listener};
 use crate::core::message::head::RequestHead;
 use crate::core::module::{Phase, Preread, PrereadHook, Rewrite};
+use crate::core::proxy_protocol::ProxyHeader;
 use crate::core::request::{BodyError, BoxFuture, Peer, Request, RequestBody};
 use crate::core::route::{Server, VirtualHosts};
 use crate::core::vars::{Var, VarSource, push_u64};
@@ -35,6 +36,8 @@ pub enum Client {
     Tls(Box<ssl::stream::TlsStream>),
     /// None left: a handshake that failed took the connection.
     Gone,
+    /// Handed to another listener by `pass`: the session ends unlogged.
+    Passed,
 }
 
 impl Client {
@@ -44,7 +47,7 @@ impl Client {
             Client::Unix(s) => s.as_raw_fd(),
             Client::Udp(d) => d.fd(),
             Client::Tls(s) => s.as_raw_fd(),
-            Client::Gone => -1,
+            Client::Gone | Client::Passed => -1,
         }
     }
 }
@@ -68,6 +71,24 @@ pub struct Session<'a> {
     /// Bytes read from the client before the content phase (none without a
     /// preread phase): what a handler passes on first.
     pub preread: Vec<u8>,
+    /// The configuration the session runs on (`pass` looks for its
+    /// listener there).
+    pub cfg: &'a Config,
+    /// The session's worker_connections slot, which a `pass` hands on with
+    /// the connection.
+    pub slot: Option<Slot>,
+    /// How many times the connection was passed before (`pass`).
+    pub passes: u8,
+}
+
+/// What a connection passed by a stream server's `pass` brings to the
+/// listener it is passed to: the PROXY addresses read on the way (the
+/// listener's own `proxy_protocol` reads another header in their place),
+/// and how many times it was passed. An accepted connection brings none.
+#[derive(Debug, Default)]
+pub struct Carried {
+    pub proxy: Option<Arc<ProxyHeader>>,
+    pub passes: u8,
 }
 
 /// A stream session has no request body: what the access hooks and the
@@ -86,17 +107,33 @@ impl RequestBody for NoBody {
     }
 }
 
-/// Start the session of a connection accepted on stream listener `key`, as
-/// a task of the worker holding `slot`; it runs on `cfg` to its end.
-pub fn start(client: Client, peer: Peer, key: usize, id: u64, cfg: Arc<Config>, slot: Slot) {
-    slot.spawn(move |slot| async move {
-        run(client, peer, key, id, &cfg).await;
-        drop(slot);
-    });
+/// A session's connection: its client, the address it comes from, the
+/// stream listener it came in on (its `key`), its number, and what a `pass`
+/// brought with it.
+pub struct Accepted {
+    pub client: Client,
+    pub peer: Peer,
+    pub key: usize,
+    pub id: u64,
+    pub carried: Carried,
+}
+
+/// Start the session of a connection accepted on (or passed to) a stream
+/// listener, as a task of the worker holding `slot`; it runs on `cfg` to
+/// its end.
+pub fn start(a: Accepted, cfg: Arc<Config>, slot: Slot) {
+    slot.spawn(move |slot| run(a, cfg, slot));
 }
 
 /// Run a session to its end on the configuration `cfg`.
-pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) {
+pub async fn run(a: Accepted, cfg: Arc<Config>, slot: Slot) {
+    let Accepted {
+        client,
+        peer,
+        key,
+        id,
+        carried,
+    } = a;
     let l = cfg.listener(key);
     let server: &Arc<Server> = &l.vhosts.default;
     // A PROXY header that does not come whole ends the session with 400.
@@ -104,7 +141,7 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
     let proxy = match (&client, l.proxy_protocol) {
         (Client::Tcp(s), true) => crate::server::proxy_protocol::read(s, t, peer).await,
         (Client::Unix(s), true) => crate::server::proxy_protocol::read(s, t, peer).await,
-        _ => Ok(None),
+        _ => Ok(carried.proxy),
     };
     let head = RequestHead::unparsed(b"");
     let now = crate::core::clock::unix_millis();
@@ -117,9 +154,9 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
             head: &head,
             peer: &peer,
             fd: client.fd(),
-            local: match (&client, l.local_addr()) {
-                (Client::Udp(_), Some(a)) => std::cell::OnceCell::from(Some(a)),
-                _ => std::cell::OnceCell::new(),
+            local: match l.local_addr() {
+                Some(a) => std::cell::OnceCell::from(Some(a)),
+                None => std::cell::OnceCell::new(),
             },
             connection: id,
             connection_requests: 1,
@@ -133,12 +170,18 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
             filename: Vec::new(),
             body_read: 0,
             state: Default::default(),
-            tls: None,
+            tls: match &client {
+                Client::Tls(t) => Some(t.info().clone()),
+                _ => None,
+            },
             proxy: proxy.clone().unwrap_or_default(),
         },
         client,
         info: info.clone(),
         preread: Vec::new(),
+        cfg: &cfg,
+        slot: Some(slot),
+        passes: carried.passes,
     };
     s.req.state.ext.insert(info);
     if s.req.conf.core.tcp_nodelay
@@ -169,6 +212,9 @@ pub async fn run(client: Client, peer: Peer, key: usize, id: u64, cfg: &Config) 
             Ok(_) => phases(&mut s, l).await,
             Err(()) => 400,
         };
+        if let Client::Passed = s.client {
+            return;
+        }
         s.req.state.status.set(status);
         if let Client::Tls(t) = &s.client {
             t.close_notify();
@@ -251,10 +297,17 @@ impl<'a> Session<'a> {
 /// The ssl phase: the TLS handshake, within `ssl_handshake_timeout`; the
 /// client's server name chooses the session's server. A handshake that
 /// fails, or a client certificate the server refuses, ends the session
-/// with 500.
+/// with 500. A connection passed here already in TLS (`pass` from a
+/// `listen … ssl` server) is not handshaken again: its server name chooses
+/// as a handshake's would.
 async fn handshake<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<(), u16> {
-    let Client::Tcp(tcp) = std::mem::replace(&mut s.client, Client::Gone) else {
-        return Err(500);
+    let tcp = match std::mem::replace(&mut s.client, Client::Gone) {
+        Client::Tcp(tcp) => tcp,
+        Client::Tls(tls) => {
+            s.client = Client::Tls(tls);
+            return tls_chosen(s, vhosts);
+        }
+        _ => return Err(500),
     };
     let t = ssl::stream::handshake_timeout(vhosts);
     let tls = match tokio::time::timeout(t, ssl::stream::accept(tcp, vhosts, false)).await {
@@ -279,8 +332,17 @@ async fn handshake<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<
             return Err(500);
         }
     };
-    let info = tls.info().clone();
     s.client = Client::Tls(Box::new(tls));
+    tls_chosen(s, vhosts)
+}
+
+/// After a handshake: the server the TLS server name chooses, and the
+/// client certificate checked against its `ssl_verify_client`.
+fn tls_chosen<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<(), u16> {
+    let Client::Tls(tls) = &s.client else {
+        return Err(500);
+    };
+    let info = tls.info().clone();
     let name = info
         .server_name
         .as_deref()
@@ -331,7 +393,7 @@ async fn preread<'a>(s: &mut Session<'a>, vhosts: &'a VirtualHosts) -> Result<()
                     })
                 }
                 Client::Tls(_) => Ok(size),
-                Client::Udp(_) | Client::Gone => return Ok(()),
+                Client::Udp(_) | Client::Gone | Client::Passed => return Ok(()),
             };
             let n = match n {
                 Ok(n) if n > seen || n == size => n,

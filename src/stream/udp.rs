@@ -3,7 +3,7 @@
 //! for an address it has none for. A session's answers go out of the
 //! listening socket to the client's address.
 
-use super::session::{Client, run};
+use super::session::{Accepted, Carried, Client, run};
 use crate::conf::load::Config;
 use crate::core::request::Peer;
 use crate::server::worker::Slot;
@@ -111,9 +111,13 @@ pub async fn serve(sock: std::net::UdpSocket, key: usize, open: Open<'_>) -> io:
             sessions: sessions.clone(),
             id: next_id,
         });
-        slot.spawn(move |slot| async move {
-            run(client, Peer::Tcp(from), key, id, &cfg).await;
-            drop(slot);
-        });
+        let a = Accepted {
+            client,
+            peer: Peer::Tcp(from),
+            key,
+            id,
+            carried: Carried::default(),
+        };
+        slot.spawn(move |slot| run(a, cfg, slot));
     }
 }

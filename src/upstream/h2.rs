@@ -23,7 +23,7 @@
 //!   response of the reply; [`Over`] makes it the driver's [`Protocol`].
 
 use crate::core::message::response::{
-    Body, BodyStream, CutShort, PassedTrailers, Response, passed_trailers,
+    Body, BodyStream, CutShort, PassedTrailers, Response, Value, passed_trailers,
 };
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
 use crate::modules::client_body::{self, Buffered, Plan};
@@ -168,6 +168,10 @@ pub trait Handler {
     /// handler's `next_upstream` lists ([`Reply::fails`]), the attempt
     /// fails carrying it: the client gets it when no other peer is tried.
     fn answer(&self, req: &Request<'_>, reply: Reply) -> Response;
+
+    /// The fields of a 103 (Early Hints) reply that go to the client
+    /// (`early_hints`): those the handler's rules pass of a reply.
+    fn hints(&self, req: &Request<'_>, head: &UpstreamHead) -> Vec<(&'static str, Value)>;
 }
 
 /// A [`Handler`] as the driver's protocol.
@@ -218,7 +222,9 @@ async fn exchange_on<H: Handler>(
     kept: bool,
     body: &mut dyn RequestBody,
 ) -> Result<Response, Gave<Response>> {
-    let reply = call(h.ask(), at, session, kept, body).await?;
+    let pass = |head: &UpstreamHead| h.hints(req, head);
+    let hints: Option<&Hints> = crate::modules::early_hints::enabled(req).then_some(&pass);
+    let reply = call(h.ask(), at, session, kept, body, hints).await?;
     let fails = reply.fails;
     let resp = h.answer(req, reply);
     match fails {
@@ -393,16 +399,68 @@ impl Reply {
     }
 }
 
+/// The fields a 103 (Early Hints) reply passes to the client.
+type Hints<'h> = dyn Fn(&UpstreamHead) -> Vec<(&'static str, Value)> + 'h;
+
+/// The client's side of an exchange while the reply is awaited: lent to the
+/// body's sending, to the watch for a client that leaves, or to an early
+/// hint. A wait that borrows it ([`Lent`]) gives it back when it ends or
+/// is dropped.
+type Client<'b> = std::cell::Cell<Option<&'b mut dyn RequestBody>>;
+
+/// The client's side taken from its cell for one wait.
+struct Lent<'c, 'b> {
+    cell: &'c Client<'b>,
+    body: Option<&'b mut dyn RequestBody>,
+}
+
+impl<'c, 'b> Lent<'c, 'b> {
+    fn take(cell: &'c Client<'b>) -> Self {
+        Lent {
+            body: cell.take(),
+            cell,
+        }
+    }
+}
+
+impl Drop for Lent<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(b) = self.body.take() {
+            self.cell.set(Some(b));
+        }
+    }
+}
+
+/// Early hints that came while the body was being sent go to the client
+/// once it is free.
+async fn send_hints(client: &Client<'_>, waiting: &mut Vec<Vec<(&'static str, Value)>>) {
+    let mut lent = Lent::take(client);
+    if let Some(b) = lent.body.as_deref_mut() {
+        for fields in waiting.drain(..) {
+            b.early_hints(&fields).await;
+        }
+    }
+}
+
+/// What the reply stream gave: a 103 (Early Hints) head, or the reply's.
+enum Next {
+    Hint(http::Response<()>),
+    Reply(Result<http::Response<RecvStream>, h2::Error>),
+}
+
 /// One exchange on `session` (`kept`: one kept from an earlier exchange,
 /// whose failure before the request went out is `stale`): the head, the
-/// body sent as planned, and the reply's head. The session is kept for the
-/// next exchange once this one ends cleanly.
+/// body sent as planned, and the reply's head. With `hints`, the 103
+/// (Early Hints) replies before it go to the client as they come (those
+/// that come while the body is sent, once it is). The session is kept for
+/// the next exchange once this one ends cleanly.
 async fn call(
     ask: &Ask<'_>,
     at: &Try<'_>,
     session: Session,
     kept: bool,
     body: &mut dyn RequestBody,
+    hints: Option<&Hints<'_>>,
 ) -> Result<Reply, Gave<Response>> {
     let t = ask.send_timeout;
     let stale = |mut f: Fail| {
@@ -427,26 +485,40 @@ async fn call(
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
     // Lent to the sending, then to the watch once the sending is over.
-    let body = std::cell::Cell::new(Some(body));
+    let body: Client<'_> = std::cell::Cell::new(Some(body));
+    let mut waiting = Vec::new();
     let head = {
         let sending = async {
             match ask.plan {
                 Plan::None => Ok(()),
                 Plan::Held(b) => send_held(stream, b, t).await,
                 Plan::Stream => {
-                    let b = body.take().expect("the sending has the body first");
-                    let r = send_stream(stream, &mut *b, t).await;
-                    body.set(Some(b));
-                    r
+                    let mut lent = Lent::take(&body);
+                    let b = lent
+                        .body
+                        .as_deref_mut()
+                        .expect("the sending has the body first");
+                    send_stream(stream, b, t).await
                 }
             }
         };
         let mut sending = std::pin::pin!(sending);
-        let mut reply = std::pin::pin!(reply);
+        let mut reply = reply;
+        let mut hinting = hints.is_some();
         let mut body_done = no_body;
         let deadline = tokio::time::sleep(ask.read_timeout);
         let mut deadline = std::pin::pin!(deadline);
         let head = loop {
+            let next = std::future::poll_fn(|cx| {
+                if hinting {
+                    match reply.poll_informational(cx) {
+                        Poll::Ready(Some(Ok(h))) => return Poll::Ready(Next::Hint(h)),
+                        Poll::Ready(_) => hinting = false,
+                        Poll::Pending => {}
+                    }
+                }
+                std::pin::Pin::new(&mut reply).poll(cx).map(Next::Reply)
+            });
             tokio::select! {
                 biased;
                 r = &mut sending, if !body_done => {
@@ -457,14 +529,28 @@ async fn call(
                     if let Err(f) = r && f.kind == NextUpstream::OFF {
                         return Err(f.into());
                     }
+                    send_hints(&body, &mut waiting).await;
                 }
-                r = &mut reply => break r,
+                n = next => match n {
+                    Next::Reply(r) => break r,
+                    Next::Hint(h) => {
+                        if let Some(hints) = hints {
+                            let head = UpstreamHead::of_fields(
+                                103,
+                                h.headers().iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+                            );
+                            waiting.push(hints(&head));
+                            send_hints(&body, &mut waiting).await;
+                        }
+                    }
+                },
                 () = &mut deadline, if body_done => {
                     return Err(io_fail(&timed_out(), "reading response header from upstream").into());
                 }
                 // The sending is over: the body is free to be watched.
                 () = async {
-                    match body.take() {
+                    let mut lent = Lent::take(&body);
+                    match lent.body.as_deref_mut() {
                         Some(b) => b.gone().await,
                         None => std::future::pending().await,
                     }
@@ -477,6 +563,7 @@ async fn call(
         // the upstream has closed refuses it, which ends the sending).
         if !body_done {
             let _ = sending.await;
+            send_hints(&body, &mut waiting).await;
         }
         head
     };

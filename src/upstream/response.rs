@@ -124,18 +124,20 @@ const HOP_BY_HOP: &[&str] = &[
 
 /// Take a response head off the front of `buf`; `Ok(None)` when more bytes are
 /// needed (an error once `buf` holds `max` bytes). `head_request`: the request
-/// was HEAD, so no body follows whatever the headers say.
+/// was HEAD, so no body follows whatever the headers say. Interim 1xx heads
+/// are skipped (RFC 9110 §15.2), but 101 and, with `hints`, 103 (Early
+/// Hints), which are returned as any head: the final one follows a 103.
 pub fn parse(
     buf: &mut BytesMut,
     max: usize,
     head_request: bool,
+    hints: bool,
 ) -> Result<Option<UpstreamHead>, Invalid> {
-    // Interim 1xx responses other than 101 are skipped (RFC 9110 §15.2).
     loop {
         let Some(h) = parse_one(buf, max, head_request)? else {
             return Ok(None);
         };
-        if (100..200).contains(&h.status) && h.status != 101 {
+        if (100..200).contains(&h.status) && h.status != 101 && !(hints && h.status == 103) {
             continue;
         }
         return Ok(Some(h));
@@ -318,13 +320,13 @@ mod tests {
     use super::*;
 
     fn p(raw: &str) -> Result<Option<UpstreamHead>, Invalid> {
-        parse(&mut BytesMut::from(raw.as_bytes()), 8192, false)
+        parse(&mut BytesMut::from(raw.as_bytes()), 8192, false, false)
     }
 
     #[test]
     fn keep_alive_with_length() {
         let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\nSet-Cookie: a\r\nSet-Cookie: b\r\n\r\nhello"[..]);
-        let h = parse(&mut b, 8192, false).unwrap().unwrap();
+        let h = parse(&mut b, 8192, false, false).unwrap().unwrap();
         assert_eq!(
             (h.status, h.framing, h.reusable),
             (200, Framing::Length(5), true)
@@ -364,6 +366,7 @@ mod tests {
             &mut BytesMut::from(&b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"[..]),
             8192,
             true,
+            false,
         )
         .unwrap()
         .unwrap();
@@ -418,11 +421,11 @@ mod tests {
         );
         // A reason with obs-text reads as empty, as httparse gives it; the headers stay.
         let mut b = BytesMut::from(&b"HTTP/1.1 200 \xe9t\xe9\r\nX-A: 1\r\n\r\n"[..]);
-        let h = parse(&mut b, 8192, false).unwrap().unwrap();
+        let h = parse(&mut b, 8192, false, false).unwrap().unwrap();
         assert_eq!((h.reason(), h.header("x-a")), ("", Some("1")));
         // Header bytes that are not UTF-8 are refused.
         let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: \xe9\r\n\r\n"[..]);
-        assert!(parse(&mut b, 8192, false).is_err());
+        assert!(parse(&mut b, 8192, false, false).is_err());
     }
 
     #[test]
@@ -437,6 +440,22 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(h.upgrade && !h.reusable && h.framing == Framing::None);
+    }
+
+    #[test]
+    fn early_hints_returned_when_asked_for() {
+        let raw = "HTTP/1.1 103 \r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let mut b = BytesMut::from(raw.as_bytes());
+        let h = parse(&mut b, 8192, false, true).unwrap().unwrap();
+        assert_eq!(h.status, 103);
+        assert_eq!(h.header("link"), Some("</a.css>; rel=preload"));
+        assert_eq!(h.framing, Framing::None);
+        let h = parse(&mut b, 8192, false, true).unwrap().unwrap();
+        assert_eq!(h.status, 200);
+        assert!(b.is_empty());
+        // Not asked for: skipped as any other interim head.
+        let h = p(raw).unwrap().unwrap();
+        assert_eq!(h.status, 200);
     }
 
     #[test]
@@ -459,7 +478,7 @@ mod tests {
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
-        assert!(parse(&mut BytesMut::from(&[b'a'; 9000][..]), 8192, false).is_err());
+        assert!(parse(&mut BytesMut::from(&[b'a'; 9000][..]), 8192, false, false).is_err());
         assert_eq!(p("HTTP/1.1 200 OK\r\nX-A: 1\r\n"), Ok(None));
     }
 
@@ -471,7 +490,7 @@ mod tests {
             "HTTP/1.1 200 OK\nContent-Length: 0\r\nX-A: 1\r\n\n",
         ] {
             let mut b = BytesMut::from(format!("{head}rest").as_bytes());
-            let h = parse(&mut b, 8192, false).unwrap().unwrap();
+            let h = parse(&mut b, 8192, false, false).unwrap().unwrap();
             assert_eq!(h.status, 200);
             assert_eq!(h.framing, Framing::Length(0));
             assert_eq!(&b[..], b"rest", "{head:?}");

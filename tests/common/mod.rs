@@ -18,6 +18,36 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_vireo");
 
+/// Start `cmd` (a backend) with its output piped and wait for the `READY`
+/// line it prints once it listens.
+pub fn until_ready(mut cmd: Command) -> Daemon {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "READY", "{cmd:?} did not start");
+    Daemon(child)
+}
+
+/// tests/early_hints/backend.py on a free port: a backend that sends 103
+/// (Early Hints) before each answer, over HTTP/1.1 or HTTP/2.
+pub fn early_hints_backend() -> (Daemon, u16) {
+    let port = free_port();
+    let mut cmd = Command::new("python3");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/early_hints/backend.py"
+    ))
+    .arg(port.to_string());
+    (until_ready(cmd), port)
+}
+
 /// Does process `pid` hold the socket listening on `port` (IPv4 or IPv6)?
 /// Guards against talking to another server that took the same port.
 pub fn listens_on(pid: u32, port: u16) -> bool {

@@ -4,14 +4,16 @@
 
 SPEC is JSON. It prints what the server answered and how the connection
 went, a line each: `R i status=N reset=CODE|- len=N` for the i-th response,
-`H i name: value` for each of its fields, `B i BASE64` for its body, and
-`K name=value` for everything else.
+`I i STATUS name: value` for each field of an interim (1xx) response before
+it, `H i name: value` for each of its fields, `B i BASE64` for its body,
+and `K name=value` for everything else.
 
 Modes:
 - requests: {"requests": [{"method", "path", "headers": [[n, v]], "body"}],
   "sni", "sequential"}: the requests on one connection (at once, or one
   after another with "sequential"); "responses": status, headers, body
-  (base64), reset. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
+  (base64), reset; "lost": the packets the client's loss recovery declared
+  lost. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
   (with "sequential").
 - flood: {"path", "streams"}: a client that ignores the server's stream
   credit (as an attacker does) and opens "streams" request streams at once,
@@ -39,6 +41,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+from aioquic.quic.logger import QuicLogger
 from aioquic.quic.events import ConnectionTerminated, StreamReset
 
 
@@ -70,12 +73,14 @@ class Client(QuicConnectionProtocol):
                 continue
             r = self.responses.setdefault(sid, new_response())
             if isinstance(ev, HeadersReceived):
-                for k, v in ev.headers:
-                    if k == b":status":
-                        if r["status"] is None or r["status"] < 200:
-                            r["status"] = int(v)
-                    else:
-                        r["headers"].append([k.decode(), v.decode()])
+                status = next((int(v) for k, v in ev.headers if k == b":status"), None)
+                fields = [[k.decode(), v.decode()] for k, v in ev.headers if k != b":status"]
+                if status is not None and status < 200:
+                    r["interim"].append([status, fields])
+                    continue
+                if status is not None:
+                    r["status"] = status
+                r["headers"].extend(fields)
             elif isinstance(ev, DataReceived):
                 r["body"] += ev.data
             if getattr(ev, "stream_ended", False):
@@ -110,6 +115,7 @@ class Client(QuicConnectionProtocol):
         r = self.responses.get(sid, new_response())
         return {
             "status": r["status"],
+            "interim": r["interim"],
             "headers": r["headers"],
             "body": base64.b64encode(bytes(r["body"])).decode(),
             "reset": r["reset"],
@@ -117,7 +123,7 @@ class Client(QuicConnectionProtocol):
 
 
 def new_response():
-    return {"status": None, "headers": [], "body": bytearray(), "reset": None}
+    return {"status": None, "interim": [], "headers": [], "body": bytearray(), "reset": None}
 
 
 def config(sni, ticket=None, tickets=None):
@@ -139,8 +145,10 @@ async def requests(port, spec):
     sni = spec.get("sni", "localhost")
     authority = spec.get("authority", f"{sni}:{port}")
     out = {"responses": []}
+    c = config(sni)
+    c.quic_logger = QuicLogger()
     async with connect(
-        "127.0.0.1", port, configuration=config(sni), create_protocol=Client
+        "127.0.0.1", port, configuration=c, create_protocol=Client
     ) as client:
         if spec.get("sequential"):
             for req in spec["requests"]:
@@ -156,6 +164,12 @@ async def requests(port, spec):
             while client.terminated is None and time.monotonic() - t0 < spec["wait_close"]:
                 await asyncio.sleep(0.05)
         out["terminated"] = terminated(client)
+    out["lost"] = sum(
+        1
+        for t in c.quic_logger.to_dict()["traces"]
+        for e in t["events"]
+        if e["name"] == "recovery:packet_lost"
+    )
     return out
 
 
@@ -258,6 +272,9 @@ def emit(out):
         body = base64.b64decode(r["body"])
         reset = "-" if r["reset"] is None else r["reset"]
         print(f"R {i} status={r['status']} reset={reset} len={len(body)}")
+        for status, fields in r.get("interim", []):
+            for k, v in fields:
+                print(f"I {i} {status} {k}: {v}")
         for k, v in r["headers"]:
             print(f"H {i} {k}: {v}")
         print(f"B {i} {r['body']}")

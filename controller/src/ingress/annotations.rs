@@ -301,6 +301,11 @@ pub fn is_token(v: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// A name that can end an nginx variable (`$cookie_NAME`): letters, digits and `_`.
+pub fn is_variable_name(v: &str) -> bool {
+    !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// A host name, possibly with a leading `*.`.
 pub fn is_host(v: &str) -> bool {
     let v = v.strip_prefix("*.").unwrap_or(v);
@@ -387,6 +392,8 @@ mod tests {
         assert!(is_host("*.example.com"));
         assert!(!is_host("a..b"));
         assert!(is_variable_text("${request_uri}$host"));
+        assert!(is_variable_name("route_v2"));
+        assert!(!is_variable_name("my-cookie"));
         assert!(!is_variable_text("$host;"));
     }
 }

@@ -32,7 +32,7 @@ pub struct Translation {
     pub model: Model,
     pub problems: Vec<Problem>,
     /// Ingresses that are served (their status gets the published address).
-    pub served: Vec<ObjectRef>,
+    pub served: BTreeSet<ObjectRef>,
 }
 
 /// Whether an Ingress belongs to the class: by `ingressClassName`, the older
@@ -198,7 +198,7 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
                 h.locations.insert(m, (p.oref.clone(), loc));
             }
         }
-        t.served.push(p.oref.clone());
+        t.served.insert(p.oref.clone());
     }
 
     for p in parsed.iter().filter(|p| p.conf.canary.is_some()) {
@@ -234,6 +234,16 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
                     continue;
                 }
             };
+            // A canary without ready endpoints takes no requests (they stay on the main
+            // Service), as in ingress-nginx.
+            if t.model
+                .upstreams
+                .get(&up)
+                .is_some_and(|u| u.peers.is_empty())
+            {
+                attached = true;
+                continue;
+            }
             let select = with_canary(main, canary, &up);
             for m in &ms {
                 if let Some((
@@ -250,7 +260,7 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
             attached = true;
         }
         if attached {
-            t.served.push(p.oref.clone());
+            t.served.insert(p.oref.clone());
         }
     }
 
@@ -684,7 +694,10 @@ fn read_conf(
                 )
             }),
             cookie: r.checked("canary-by-cookie", |v| {
-                check(annotations::is_token(v), "a cookie name")
+                check(
+                    annotations::is_variable_name(v),
+                    "a cookie name of letters, digits and _",
+                )
             }),
             weight_total: r.number("canary-weight-total", 1_000_000).unwrap_or(100) as u32,
             weight: r.number("canary-weight", 1_000_000).map(|w| w as u32),
@@ -1009,7 +1022,10 @@ fn read_conf(
             Balance::Cookie(CookieAffinity {
                 name: r
                     .checked("session-cookie-name", |v| {
-                        check(annotations::is_token(v), "a cookie name")
+                        check(
+                            annotations::is_variable_name(v),
+                            "a cookie name of letters, digits and _",
+                        )
                     })
                     .unwrap_or_else(|| "INGRESSCOOKIE".into()),
                 path: r

@@ -193,6 +193,7 @@ fn host_and_prefix_path_make_a_server_with_the_ready_endpoints() {
     assert!(t.problems.is_empty(), "{:?}", t.problems);
     assert_eq!(t.served.len(), 1);
     assert_has(&text, "server_name \"a.example\";");
+    assert_has(&text, "http2 on;");
     let up = block(&text, "upstream default-web-80");
     assert_has(up, "server 10.0.0.1:8080;");
     assert_has(up, "server 10.0.0.2:8080;");
@@ -676,6 +677,26 @@ fn canary_by_header_and_weight() {
     assert!(!text.contains("split_clients"), "{text}");
     assert_eq!(t.problems.len(), 1, "{:?}", t.problems);
     assert_eq!(t.problems[0].reason, "CanaryWithoutMain");
+}
+
+#[test]
+fn a_canary_without_endpoints_takes_no_requests() {
+    let main = ing("main", 1, &[], &[("a.example", "/", "Prefix", "web", 80)]);
+    let canary = ing(
+        "canary",
+        2,
+        &[("canary", "true"), ("canary-weight", "50")],
+        &[("a.example", "/", "Prefix", "canary", 80)],
+    );
+    let mut s = snap(vec![main, canary]);
+    s.endpoint_slices.remove(1);
+    let (t, text) = translate_all(&s, false);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    assert_has(
+        block(&text, "location \"/\""),
+        "proxy_pass http://default-web-80;",
+    );
+    assert!(!text.contains("split_clients"), "{text}");
 }
 
 #[test]

@@ -5,8 +5,8 @@
 use super::chunked::{Chunk, ChunkedDecoder};
 use super::write::write_all;
 use crate::conf::model::CoreConf;
-use crate::core::message::head::{BodyFraming, RequestHead};
-use crate::core::request::{BodyError, BoxFuture, RequestBody};
+use crate::core::message::head::{BodyFraming, RequestHead, Version};
+use crate::core::request::{BodyError, BoxFuture, Fields, RequestBody};
 use crate::http::pipeline::ClientBody;
 use crate::server::socket::Stream;
 use bytes::BytesMut;
@@ -30,6 +30,8 @@ pub(super) struct ConnBody<'c, S> {
     send_timeout: Duration,
     /// `Expect: 100-continue` not answered yet.
     expect_continue: bool,
+    /// The client spoke HTTP/1.1: it may be sent interim responses.
+    http11: bool,
     done: bool,
     /// Body bytes taken from the connection, framing included.
     read: u64,
@@ -61,6 +63,7 @@ impl<'c, S: Stream> ConnBody<'c, S> {
             timeout: core.client_body_timeout,
             send_timeout: core.send_timeout,
             expect_continue: head.expect_continue,
+            http11: head.version == Version::Http11,
             done,
             read: 0,
             decoded: 0,
@@ -156,6 +159,16 @@ impl<S: Stream> RequestBody for ConnBody<'_, S> {
 
     fn gone(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(client_gone(self.s))
+    }
+
+    fn early_hints<'a>(&'a mut self, fields: &'a Fields) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(256);
+            if self.http11 && super::write::early_hints_head(&mut out, fields) {
+                // A failure shows again when the response is written.
+                let _ = write_all(self.s, &out, self.send_timeout).await;
+            }
+        })
     }
 }
 

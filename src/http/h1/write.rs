@@ -8,6 +8,7 @@ use crate::conf::model::CoreConf;
 use crate::core::clock;
 use crate::core::message::response::read_file_at;
 use crate::core::message::response::{Body, CutShort, OwnFields, Response, server_name};
+use crate::core::request::Fields;
 use crate::server::socket::Stream;
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSlice};
@@ -83,6 +84,20 @@ pub(super) fn write_head(
         Some(_) => out.extend_from_slice(b"\r\nConnection: keep-alive\r\n\r\n"),
         None => out.extend_from_slice(b"\r\nConnection: close\r\n\r\n"),
     }
+}
+
+/// A 103 (Early Hints) head with `fields`, the connection-specific ones
+/// left out; false (nothing written) when none is left.
+pub(super) fn early_hints_head(out: &mut Vec<u8>, fields: &Fields) -> bool {
+    out.extend_from_slice(b"HTTP/1.1 103 Early Hints");
+    let start = out.len();
+    for (name, v) in fields {
+        if !crate::http::fields::connection_specific(name) {
+            field(out, name, Some(v.as_str()));
+        }
+    }
+    out.extend_from_slice(b"\r\n\r\n");
+    out.len() > start + 4
 }
 
 /// `name: value` on a line of its own, when there is a value.

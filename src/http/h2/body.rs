@@ -6,7 +6,7 @@
 
 use crate::conf::model::CoreConf;
 use crate::core::message::head::{BodyFraming, RequestHead};
-use crate::core::request::{BodyError, BoxFuture, RequestBody};
+use crate::core::request::{BodyError, BoxFuture, Fields, RequestBody};
 use crate::http::pipeline::ClientBody;
 use bytes::Bytes;
 use h2::RecvStream;
@@ -119,6 +119,14 @@ impl RequestBody for H2Body<'_> {
         Box::pin(std::future::poll_fn(|cx| {
             self.respond.poll_reset(cx).map(|_| ())
         }))
+    }
+
+    fn early_hints<'a>(&'a mut self, fields: &'a Fields) -> BoxFuture<'a, ()> {
+        if let Some(h) = crate::http::fields::early_hints_head(fields) {
+            // A stream the client reset fails the response after.
+            let _ = self.respond.send_informational(h);
+        }
+        Box::pin(std::future::ready(()))
     }
 }
 

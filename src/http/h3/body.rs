@@ -4,10 +4,10 @@
 //! The h3 crate checks the DATA frames against content-length; a mismatch
 //! fails the read as a gone client's.
 
-use super::RecvHalf;
+use super::{RecvHalf, SendHalf};
 use crate::conf::model::CoreConf;
 use crate::core::message::head::{BodyFraming, RequestHead};
-use crate::core::request::{BodyError, BoxFuture, RequestBody};
+use crate::core::request::{BodyError, BoxFuture, Fields, RequestBody};
 use crate::http::pipeline::ClientBody;
 use bytes::{Buf, Bytes};
 use std::task::{Context, Poll, Waker};
@@ -40,6 +40,9 @@ pub struct H3Body<'c> {
     /// The piece [`first`] took.
     taken: Option<Bytes>,
     quic: &'c quinn::Connection,
+    /// The stream's sending side, for interim responses.
+    tx: &'c mut SendHalf,
+    send_timeout: Duration,
     declared: Option<u64>,
     max: u64,
     timeout: Duration,
@@ -54,6 +57,7 @@ impl<'c> H3Body<'c> {
         head: &RequestHead,
         core: &CoreConf,
         quic: &'c quinn::Connection,
+        tx: &'c mut SendHalf,
     ) -> Self {
         let (taken, done) = match first {
             First::Ended => (None, true),
@@ -64,6 +68,8 @@ impl<'c> H3Body<'c> {
             rx,
             taken,
             quic,
+            tx,
+            send_timeout: core.send_timeout,
             declared: match head.framing {
                 BodyFraming::Length(n) => Some(n),
                 _ => None,
@@ -121,6 +127,15 @@ impl RequestBody for H3Body<'_> {
         let quic = self.quic.clone();
         Box::pin(async move {
             quic.closed().await;
+        })
+    }
+
+    fn early_hints<'a>(&'a mut self, fields: &'a Fields) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(h) = crate::http::fields::early_hints_head(fields) {
+                // A failure shows again when the response is sent.
+                let _ = tokio::time::timeout(self.send_timeout, self.tx.send_response(h)).await;
+            }
         })
     }
 }

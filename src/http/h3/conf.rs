@@ -3,7 +3,6 @@
 //! takes them (the server a request chooses by `:authority` sets the rest).
 
 use crate::conf::ast::ConfError;
-use crate::conf::core_directives::ignored;
 use crate::conf::table::{Ctx, Def, ONE};
 use crate::conf::values::{self, flag, number, set_once, size};
 use crate::settings;
@@ -127,13 +126,17 @@ pub static DIRECTIVES: &[Def] = &[
         default: "—",
         doc: "A file whose contents are the secret that address validation tokens (`quic_retry`, NEW_TOKEN) and stateless reset tokens are derived from. Without it a random secret is made when vireo starts and kept across reloads (it is shared by all workers, so any worker validates any token).\n\n```nginx\nquic_host_key /etc/vireo/quic_host.key;\n```",
     },
+    Def {
+        name: "quic_active_connection_id_limit",
+        ignored: false,
+        ctx: Ctx::HS,
+        arity: ONE,
+        set: |_, d, _| Err(ConfError::new(ACTIVE_CID_LIMIT, &d.span)),
+        syntax: "quic_active_connection_id_limit number;",
+        default: "—",
+        doc: "Refused, with an error naming its line: vireo's QUIC stack (quinn) advertises an `active_connection_id_limit` of 5 on every connection (it keeps up to 5 of a client's connection IDs; a client that sends more is closed with CONNECTION_ID_LIMIT_ERROR) and takes no other value.\n\n```nginx\n# not available: the limit is always 5\nquic_active_connection_id_limit 2;\n```",
+    },
 ];
 
-/// What vireo's QUIC stack decides itself.
-pub static IGNORED: &[Def] = &[ignored(
-    "quic_active_connection_id_limit",
-    Ctx::HS,
-    ONE,
-    "quic_active_connection_id_limit number;",
-    "the QUIC stack stores up to 5 connection IDs of each client and says so in its transport parameters; a client that sends more is closed with CONNECTION_ID_LIMIT_ERROR\n\n```nginx\nquic_active_connection_id_limit 2;\n```",
-)];
+/// Why `quic_active_connection_id_limit` is refused.
+const ACTIVE_CID_LIMIT: &str = "\"quic_active_connection_id_limit\" is not supported by vireo: its QUIC stack (quinn) always advertises an active_connection_id_limit of 5 and cannot be set to another";

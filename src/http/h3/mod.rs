@@ -23,6 +23,7 @@
 
 mod body;
 pub mod conf;
+pub mod link;
 mod route;
 mod send;
 
@@ -132,7 +133,7 @@ pub async fn serve(
     let fd = sock.as_raw_fd();
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let group = route::Group::of(key);
-    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone())
+    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone())?
         .ok_or_else(|| std::io::Error::other("more QUIC endpoints than connection IDs route"))?;
     let me = routed.route;
     let (secret, first) = {
@@ -422,8 +423,11 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
         Err(resp) => pipeline::refused(&mut req, resp).await,
         Ok(core) => {
             let max = core.client_max_body_size;
-            let mut body = body::H3Body::new(rx, first, &head, core, &conn.quic);
-            match pipeline::run(&mut req, &mut body, max).await {
+            let ran = {
+                let mut body = body::H3Body::new(rx, first, &head, core, &conn.quic, &mut tx);
+                pipeline::run(&mut req, &mut body, max).await
+            };
+            match ran {
                 Ran::Respond { resp, .. } => resp,
                 Ran::Abort(_) => {
                     tx.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
@@ -439,7 +443,7 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
 pub static MODULE: Module = Module {
     name: "http3",
     nginx: &["http_v3_module"],
-    directives: &[conf::DIRECTIVES, conf::IGNORED],
+    directives: &[conf::DIRECTIVES],
     settings: Some(&conf::Http3Conf::KIND),
     // `h3` for a request over HTTP/3, empty otherwise.
     variables: &[VarDef::name("http3", |req, _, out| {

@@ -14,15 +14,20 @@
 //! - ours: goes to the endpoint of its route (here, or passed on); when that
 //!   endpoint is gone, here, and the QUIC stack answers with a stateless
 //!   reset;
-//! - not ours, in a long-header packet: a new client's Initial (its ID is its
-//!   own choice), sent to the endpoint that the ID's hash picks among those
+//! - not ours, in a new client's first flight (an Initial or 0-RTT packet, or
+//!   a version this server does not speak: the ID is the client's own
+//!   choice): sent to the endpoint that the ID's hash picks among those
 //!   taking new connections, so every packet of a first flight meets in one
-//!   place; dropped when no endpoint takes new connections (a draining
-//!   process: the client's retransmission finds the next one);
-//! - not ours, in a short-header packet: dropped, never reset — it may be a
-//!   connection of another process on the same socket (the binary being
-//!   upgraded, or its successor).
+//!   place;
+//! - not ours otherwise: never reset — it may be a connection of another
+//!   process on the same socket (the binary being upgraded, or its
+//!   successor) — but passed to that process over the upgrade's [`link`],
+//!   else dropped. The binary being upgraded passes first flights on too (new
+//!   connections go to its successor), as does a process with no endpoint
+//!   taking new connections; without a link those are dropped, and the
+//!   client's retransmission finds the next reader.
 
+use super::link::{self, Link};
 use bytes::Bytes;
 use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, ConnectionId, ConnectionIdGenerator, UdpPoller};
@@ -86,13 +91,14 @@ impl ConnectionIdGenerator for Cids {
     }
 }
 
-/// A datagram passed from one worker's endpoint to another's.
+/// A datagram passed from one worker's endpoint to another's, or to the
+/// other binary of an upgrade.
 #[derive(Debug)]
-struct Datagram {
-    data: Bytes,
-    addr: SocketAddr,
-    ecn: Option<EcnCodepoint>,
-    dst_ip: Option<IpAddr>,
+pub(super) struct Datagram {
+    pub data: Bytes,
+    pub addr: SocketAddr,
+    pub ecn: Option<EcnCodepoint>,
+    pub dst_ip: Option<IpAddr>,
 }
 
 /// The endpoints of one address in this process.
@@ -110,12 +116,37 @@ pub struct Group {
     table: arc_swap::ArcSwap<Table>,
     /// Serialises changes (readers only load `table`).
     change: Mutex<()>,
+    /// The address the socket is bound to, which the other binary of an
+    /// upgrade names it by.
+    local: OnceLock<SocketAddr>,
+}
+
+/// The groups of this process, by listener.
+static GROUPS: Mutex<Vec<(usize, Arc<Group>)>> = Mutex::new(Vec::new());
+
+/// Place a datagram the other binary of an upgrade passed on: to the
+/// endpoint of its connection, or of a new client's; never back.
+pub(super) fn deliver(local: SocketAddr, d: Datagram) {
+    let group = {
+        let g = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+        g.iter()
+            .find(|(_, group)| group.local.get() == Some(&local))
+            .map(|(_, group)| group.clone())
+    };
+    let Some(group) = group else {
+        return;
+    };
+    let t = group.table.load();
+    if let Dest::To(r) = dest(&d.data, &t, None, None)
+        && let Some(tx) = &t.members[r as usize]
+    {
+        let _ = tx.try_send(d);
+    }
 }
 
 impl Group {
     /// The group of listener `key`.
     pub fn of(key: usize) -> Arc<Group> {
-        static GROUPS: Mutex<Vec<(usize, Arc<Group>)>> = Mutex::new(Vec::new());
         let mut g = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, group)) = g.iter().find(|(k, _)| *k == key) {
             return group.clone();
@@ -179,11 +210,14 @@ impl Group {
 enum Dest {
     Here,
     To(u8),
+    /// To the other binary of an upgrade.
+    Link,
     Drop,
 }
 
-/// Where `packet`, read by the endpoint of route `me`, goes.
-fn dest(packet: &[u8], t: &Table, me: u8) -> Dest {
+/// Where `packet` goes, read by the endpoint of route `me` (`None`: passed
+/// over the link, which it never goes back to; `link`: this process's).
+fn dest(packet: &[u8], t: &Table, me: Option<u8>, link: Option<&Link>) -> Dest {
     let Some(&first) = packet.first() else {
         return Dest::Drop;
     };
@@ -200,21 +234,31 @@ fn dest(packet: &[u8], t: &Table, me: u8) -> Dest {
         return Dest::Drop;
     };
     let to = |r: u8| {
-        if r != me && t.members.get(r as usize).is_some_and(Option::is_some) {
-            Dest::To(r)
-        } else {
+        if Some(r) == me {
             Dest::Here
+        } else if t.members.get(r as usize).is_some_and(Option::is_some) {
+            Dest::To(r)
+        } else if me.is_some() {
+            Dest::Here
+        } else {
+            Dest::Drop
         }
     };
-    match ours(cid) {
-        Some(r) => to(r),
-        None if !long => Dest::Drop,
-        None if t.accepting.is_empty() => Dest::Drop,
-        None => {
-            let i = secret().hash_one(cid) as usize % t.accepting.len();
-            to(t.accepting[i])
-        }
+    if let Some(r) = ours(cid) {
+        return to(r);
     }
+    // QUIC v1's Initial and 0-RTT packets, or any of a version to negotiate.
+    let first_flight =
+        long && (packet.get(1..5) != Some(&[0, 0, 0, 1][..]) || matches!((first >> 4) & 3, 0 | 1));
+    if !first_flight || link.is_some_and(|l| l.old) || t.accepting.is_empty() {
+        return if link.is_some() {
+            Dest::Link
+        } else {
+            Dest::Drop
+        };
+    }
+    let i = secret().hash_one(cid) as usize % t.accepting.len();
+    to(t.accepting[i])
 }
 
 /// An endpoint's socket: the worker's descriptor for the address, with the
@@ -226,18 +270,25 @@ pub struct Routed {
     group: Arc<Group>,
     pub route: u8,
     rx: Mutex<mpsc::Receiver<Datagram>>,
+    /// The address the socket is bound to.
+    local: SocketAddr,
 }
 
 impl Routed {
     /// `None` when the address has all the endpoints it can route to.
-    pub fn new(inner: Arc<dyn AsyncUdpSocket>, group: Arc<Group>) -> Option<Routed> {
-        let (route, rx) = group.join()?;
-        Some(Routed {
+    pub fn new(inner: Arc<dyn AsyncUdpSocket>, group: Arc<Group>) -> io::Result<Option<Routed>> {
+        let local = inner.local_addr()?;
+        let _ = group.local.set(local);
+        let Some((route, rx)) = group.join() else {
+            return Ok(None);
+        };
+        Ok(Some(Routed {
             inner,
             group,
             route,
             rx: Mutex::new(rx),
-        })
+            local,
+        }))
     }
 
     /// Datagrams passed on by other workers, into `bufs`.
@@ -274,6 +325,8 @@ impl Routed {
     /// the others; the number of buffers left (moved to the front).
     fn sort(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta], got: usize) -> usize {
         let t = self.group.table.load();
+        let link = link::current();
+        let link = link.as_deref();
         let mut kept = 0;
         for i in 0..got {
             let m = meta[i];
@@ -283,19 +336,25 @@ impl Routed {
             let mut at = 0;
             while at < m.len {
                 let end = (at + stride).min(m.len);
-                match dest(&buf[at..end], &t, self.route) {
+                let datagram = |buf: &[u8]| Datagram {
+                    data: Bytes::copy_from_slice(&buf[at..end]),
+                    addr: m.addr,
+                    ecn: m.ecn,
+                    dst_ip: m.dst_ip,
+                };
+                match dest(&buf[at..end], &t, Some(self.route), link) {
                     Dest::Here => {
                         buf.copy_within(at..end, len);
                         len += end - at;
                     }
                     Dest::To(r) => {
                         if let Some(tx) = &t.members[r as usize] {
-                            let _ = tx.try_send(Datagram {
-                                data: Bytes::copy_from_slice(&buf[at..end]),
-                                addr: m.addr,
-                                ecn: m.ecn,
-                                dst_ip: m.dst_ip,
-                            });
+                            let _ = tx.try_send(datagram(buf));
+                        }
+                    }
+                    Dest::Link => {
+                        if let Some(l) = link {
+                            l.pass(self.local, &datagram(buf));
                         }
                     }
                     Dest::Drop => {}
@@ -407,20 +466,22 @@ mod tests {
         let cid = Cids { route: 2 }.generate_cid();
         assert_eq!(cid.len(), CID_LEN);
         assert_eq!(ours(&cid), Some(2));
-        assert_eq!(dest(&short(&cid), &t, 0), Dest::To(2));
-        assert_eq!(dest(&short(&cid), &t, 2), Dest::Here);
+        assert_eq!(dest(&short(&cid), &t, Some(0), None), Dest::To(2));
+        assert_eq!(dest(&short(&cid), &t, Some(2), None), Dest::Here);
         // A Handshake packet carries the server's ID too.
-        assert_eq!(dest(&long(&cid), &t, 1), Dest::To(2));
+        assert_eq!(dest(&long(&cid), &t, Some(1), None), Dest::To(2));
         // The endpoint is gone: here, for the stateless reset.
         let (t1, _rx) = table(1, &[0]);
-        assert_eq!(dest(&short(&cid), &t1, 0), Dest::Here);
+        assert_eq!(dest(&short(&cid), &t1, Some(0), None), Dest::Here);
     }
 
     #[test]
     fn a_new_clients_initial_meets_in_one_endpoint() {
         let (t, _rx) = table(4, &[0, 1, 3]);
         let cid = [7u8, 1, 2, 3, 4, 5, 6, 7, 8, 9];
-        let at: Vec<Dest> = (0..4).map(|me| dest(&long(&cid), &t, me)).collect();
+        let at: Vec<Dest> = (0..4)
+            .map(|me| dest(&long(&cid), &t, Some(me), None))
+            .collect();
         // Every reader sends it to the same accepting endpoint.
         let owner = (0..4u8)
             .find(|&r| at[r as usize] == Dest::Here && t.accepting.contains(&r))
@@ -432,7 +493,7 @@ mod tests {
         }
         // No endpoint takes new connections: dropped.
         let (none, _rx) = table(2, &[]);
-        assert_eq!(dest(&long(&cid), &none, 0), Dest::Drop);
+        assert_eq!(dest(&long(&cid), &none, Some(0), None), Dest::Drop);
     }
 
     #[test]
@@ -440,8 +501,61 @@ mod tests {
         let (t, _rx) = table(2, &[0, 1]);
         let forged = ConnectionId::new(&[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(ours(&forged), None);
-        assert_eq!(dest(&short(&forged), &t, 0), Dest::Drop);
-        assert_eq!(dest(&[], &t, 0), Dest::Drop);
-        assert_eq!(dest(&[0xc0, 0, 0], &t, 0), Dest::Drop);
+        assert_eq!(dest(&short(&forged), &t, Some(0), None), Dest::Drop);
+        assert_eq!(dest(&[], &t, Some(0), None), Dest::Drop);
+        assert_eq!(dest(&[0xc0, 0, 0], &t, Some(0), None), Dest::Drop);
+    }
+
+    fn handshake(cid: &[u8]) -> Vec<u8> {
+        let mut p = long(cid);
+        p[0] = 0xe0;
+        p
+    }
+
+    #[test]
+    fn during_an_upgrade_what_is_not_ours_goes_to_the_other_binary() {
+        let (t, _rx) = table(2, &[0, 1]);
+        let forged = ConnectionId::new(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let client = [7u8, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let ours = Cids { route: 1 }.generate_cid();
+        let (new, old) = (Link::for_test(false), Link::for_test(true));
+        for link in [&new, &old] {
+            // Another process's connection, short or long header.
+            assert_eq!(dest(&short(&forged), &t, Some(0), Some(link)), Dest::Link);
+            assert_eq!(
+                dest(&handshake(&forged), &t, Some(0), Some(link)),
+                Dest::Link
+            );
+            // This process's stay here.
+            assert_eq!(dest(&short(&ours), &t, Some(0), Some(link)), Dest::To(1));
+        }
+        // A new client's first flight: the successor takes it.
+        assert!(matches!(
+            dest(&long(&client), &t, Some(0), Some(&new)),
+            Dest::To(_) | Dest::Here
+        ));
+        assert_eq!(dest(&long(&client), &t, Some(0), Some(&old)), Dest::Link);
+        // A version to negotiate is a first flight too.
+        let mut v2 = handshake(&client);
+        v2[4] = 2;
+        assert_eq!(dest(&v2, &t, Some(0), Some(&old)), Dest::Link);
+        assert_ne!(dest(&v2, &t, Some(0), Some(&new)), Dest::Link);
+        // Without a link a Handshake packet of no connection here is dropped.
+        assert_eq!(dest(&handshake(&client), &t, Some(0), None), Dest::Drop);
+    }
+
+    #[test]
+    fn what_the_other_binary_passes_is_placed_or_dropped_never_sent_back() {
+        let (t, _rx) = table(2, &[1]);
+        let ours = Cids { route: 0 }.generate_cid();
+        assert_eq!(dest(&short(&ours), &t, None, None), Dest::To(0));
+        let gone = Cids { route: 5 }.generate_cid();
+        assert_eq!(dest(&short(&gone), &t, None, None), Dest::Drop);
+        let forged = ConnectionId::new(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(dest(&short(&forged), &t, None, None), Dest::Drop);
+        assert_eq!(
+            dest(&long(&[7u8, 1, 2, 3, 4, 5, 6, 7]), &t, None, None),
+            Dest::To(1)
+        );
     }
 }

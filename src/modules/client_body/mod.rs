@@ -18,7 +18,7 @@
 pub mod conf;
 
 use crate::core::module::{Hooks, Module, VarDef};
-use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
+use crate::core::request::{BodyError, BoxFuture, Fields, Request, RequestBody};
 use bytes::{Bytes, BytesMut};
 use conf::{ClientBodyConf, InFile, TempPath};
 use std::fs::File;
@@ -353,6 +353,10 @@ impl RequestBody for Tee<'_> {
 
     fn gone(&mut self) -> BoxFuture<'_, ()> {
         self.inner.gone()
+    }
+
+    fn early_hints<'a>(&'a mut self, fields: &'a Fields) -> BoxFuture<'a, ()> {
+        self.inner.early_hints(fields)
     }
 }
 

@@ -101,6 +101,10 @@ impl Handler for Exchange<'_> {
         reply.into_body(req, &mut resp, true, true);
         resp
     }
+
+    fn hints(&self, _req: &Request<'_>, head: &UpstreamHead) -> Vec<(&'static str, Value)> {
+        response(self.gc, head).headers
+    }
 }
 
 /// Status and fields for the client from the reply's head: Date, Server,

@@ -11,10 +11,11 @@
 
 use super::conf::ProxyConf;
 use super::{Dest, Proxy};
-use crate::core::message::response::Response;
+use crate::core::message::response::{Response, Value};
 use crate::core::request::Request;
 use crate::upstream::fields::{intercepted, is_hop_or_framing};
 use crate::upstream::h2::{self, Ask, Call, Handler, Reply};
+use crate::upstream::response::UpstreamHead;
 use http::{HeaderMap, HeaderValue};
 
 /// The request's HTTP/2 head: the method sent (`proxy_method`), the URI
@@ -84,5 +85,9 @@ impl Handler for Exchange<'_> {
             super::limit_rate(req, pc, &mut resp);
         }
         resp
+    }
+
+    fn hints(&self, req: &Request<'_>, head: &UpstreamHead) -> Vec<(&'static str, Value)> {
+        self.proxy.response(req, self.pc, head).headers
     }
 }

@@ -541,17 +541,18 @@ impl Proxy {
         let (up, peer, vars, t0) = (at.up, at.peer, at.vars, at.t0);
         let streamed = matches!(plan, Plan::Stream);
         let is_head = *self.method(req, pc) == *b"HEAD";
+        let hints = crate::modules::early_hints::enabled(req);
         let mut buf = BytesMut::new();
         let watch = !pc.ignore_client_abort;
         // A streamed body is sent before the wait is watched (below).
         // Pinned where it is made: the wait holds a reference, not a copy.
         let r = {
             let exchange =
-                std::pin::pin!(self.exchange(&conn, pc, ex.head, plan, is_head, &mut buf));
+                std::pin::pin!(self.exchange(&conn, pc, ex.head, plan, (is_head, hints), &mut buf));
             upstream::unless_client_leaves(watch && !streamed, body, exchange).await
         }
         .ok_or(Gave::Left)?;
-        let h = match r {
+        let mut h = match r {
             Ok(h) => h,
             // A kept-alive connection the peer closed meanwhile (the driver
             // tries once more on a new one).
@@ -570,12 +571,21 @@ impl Proxy {
                 // its length is unknown).
                 let chunked = body.declared_len().is_none();
                 self.send_stream(&conn, pc, body, chunked, ex.head).await?;
-                let wait = self.read_head(&conn, pc, is_head, &mut buf);
+                let wait = self.read_head(&conn, pc, (is_head, hints), &mut buf);
                 upstream::unless_client_leaves(watch, body, wait)
                     .await
                     .ok_or(Gave::Left)??
             }
         };
+        // Early hints (`early_hints`) go to the client with the fields the
+        // reply would pass; the reply follows.
+        while h.status == 103 {
+            body.early_hints(&self.response(req, pc, &h).headers).await;
+            let wait = self.read_head(&conn, pc, (is_head, hints), &mut buf);
+            h = upstream::unless_client_leaves(watch, body, wait)
+                .await
+                .ok_or(Gave::Left)??;
+        }
         at.head_read(&conn);
         if h.upgrade && !upgrade && req.head.version.multiplexed() {
             return Err(fail(
@@ -589,7 +599,6 @@ impl Proxy {
         crate::modules::cache::origin(req, h.status, h.headers());
         let resp = self.response(req, pc, &h);
         // The fields' values live on in the response; their spans serve $upstream_http_*.
-        let mut h = h;
         vars.borrow_mut().head = Some((h.text.clone(), std::mem::take(&mut h.fields)));
         if let Some(kind) = at.status_fails(h.status) {
             // 403 and 404 move on to the next peer without counting against
@@ -652,7 +661,7 @@ impl Proxy {
         pc: &ProxyConf,
         head: &[u8],
         plan: &Plan,
-        is_head: bool,
+        kind: (bool, bool),
         buf: &mut BytesMut,
     ) -> Result<UpstreamHead, Retry> {
         let stale = |e: io::Error| {
@@ -694,7 +703,7 @@ impl Proxy {
             // The head goes with the streamed body (`send_stream`).
             Plan::Stream => return Err(Retry::Body),
         }
-        match self.read_head(conn, pc, is_head, buf).await {
+        match self.read_head(conn, pc, kind, buf).await {
             Ok(h) => Ok(h),
             Err(f) if f.kind == NextUpstream::ERROR && buf.is_empty() => Err(Retry::Stale),
             Err(f) => Err(Retry::Fail(f)),
@@ -778,17 +787,19 @@ impl Proxy {
         }
     }
 
+    /// The reply's next head (`(is_head, hints)`: the request was HEAD;
+    /// a 103 is returned, for `early_hints`).
     async fn read_head(
         &self,
         conn: &UpConn,
         pc: &ProxyConf,
-        is_head: bool,
+        (is_head, hints): (bool, bool),
         buf: &mut BytesMut,
     ) -> Result<UpstreamHead, Fail> {
         const WHILE: &str = "reading response header from upstream";
         loop {
             if !buf.is_empty() {
-                match upresp::parse(buf, pc.buffer_size, is_head) {
+                match upresp::parse(buf, pc.buffer_size, is_head, hints) {
                     Ok(Some(h)) => return Ok(h),
                     Ok(None) => {}
                     Err(e) => {

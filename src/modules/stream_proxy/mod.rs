@@ -123,7 +123,7 @@ impl Pass {
             Client::Tcp(c) => pump::run(c, &mut conn, preread, &opts).await,
             Client::Unix(c) => pump::run(c, &mut conn, preread, &opts).await,
             Client::Tls(c) => pump::run(&mut **c, &mut conn, preread, &opts).await,
-            Client::Udp(_) | Client::Gone => return 500,
+            Client::Udp(_) | Client::Gone | Client::Passed => return 500,
         };
         s.info.received.set(done.up.read);
         s.info.sent.set(done.down.written);

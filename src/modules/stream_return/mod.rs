@@ -31,7 +31,7 @@ impl crate::stream::Handler for Return {
                     .await
                 }
                 Client::Udp(d) => d.send(&v).await,
-                Client::Gone => Ok(0),
+                Client::Gone | Client::Passed => Ok(0),
             };
             match sent {
                 Ok(n) => {
