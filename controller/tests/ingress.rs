@@ -951,3 +951,135 @@ async fn a_thousand_ingresses_change_under_load_body() {
         times.len()
     );
 }
+
+/// A Gateway API object (`gateway.networking.k8s.io/v1`) of `kind`, created.
+async fn create_gateway_api(
+    client: &Client,
+    ns: Option<&str>,
+    kind: &str,
+    plural: &str,
+    obj: Value,
+) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let mut obj = obj;
+    obj["apiVersion"] = json!("gateway.networking.k8s.io/v1");
+    obj["kind"] = json!(kind);
+    let obj: DynamicObject = object(obj);
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+/// The status of a Gateway API object.
+async fn gateway_api_status(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    plural: &str,
+    name: &str,
+) -> Value {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    api.get(name).await.unwrap().data["status"].clone()
+}
+
+/// Gateway API: a Gateway of our GatewayClass and an HTTPRoute with a header match, a
+/// response header, a redirect and a backend refused for want of a ReferenceGrant, served
+/// by a real vireo; the route's and the Gateway's status conditions written.
+#[test]
+fn gateway_api_routes_are_served() {
+    isolated(
+        "gateway_api_routes_are_served",
+        gateway_api_routes_are_served_body,
+    );
+}
+
+async fn gateway_api_routes_are_served_body() {
+    let server = ApiServer::shared();
+    let client = server.client();
+    let ns = "gateway";
+    namespace(&client, ns).await;
+    let b = Backends::start(&["v1", "v2"]);
+    service(&client, ns, "v1", b.port("v1")).await;
+    service(&client, ns, "v2", b.port("v2")).await;
+    create_gateway_api(
+        &client,
+        None,
+        "GatewayClass",
+        "gatewayclasses",
+        json!({"metadata": {"name": "vireo-test"},
+            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
+    )
+    .await;
+    create_gateway_api(
+        &client,
+        Some(ns),
+        "Gateway",
+        "gateways",
+        json!({"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "vireo-test",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+    )
+    .await;
+    create_gateway_api(
+        &client,
+        Some(ns),
+        "HTTPRoute",
+        "httproutes",
+        json!({"metadata": {"name": "site"}, "spec": {
+        "parentRefs": [{"name": "gw"}], "hostnames": ["g.example"],
+        "rules": [
+            {"matches": [{"headers": [{"name": "env", "value": "canary"}]}],
+             "filters": [{"type": "ResponseHeaderModifier",
+                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}}],
+             "backendRefs": [{"name": "v2", "port": 80}]},
+            {"filters": [{"type": "ResponseHeaderModifier",
+                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}}],
+             "backendRefs": [{"name": "v1", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 301,
+                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/far"}}],
+             "backendRefs": [{"name": "v1", "namespace": "default", "port": 80}]},
+        ]}}),
+    )
+    .await;
+    let edge = Edge::start(server, ns, &[]);
+    edge.until("http://g.example/x", &[], 200, "v1 /x");
+    edge.until("http://g.example/x", &["-H", "env: canary"], 200, "v2 /x");
+    let (_, head, _) = edge.get("http://g.example/y", &[]);
+    assert!(head.contains("X-Via: vireo"), "{head}");
+    let (status, head, _) = edge.get("http://g.example/old/page?q=1", &[]);
+    assert_eq!(status, 301, "{head}");
+    assert!(
+        head.contains("Location: http://g.example/new/page?q=1"),
+        "{head}"
+    );
+    assert_eq!(edge.get("http://g.example/far/", &[]).0, 500);
+
+    let mut route = Value::Null;
+    let written = eventually(20, || {
+        route = futures::executor::block_on(gateway_api_status(
+            &client,
+            ns,
+            "HTTPRoute",
+            "httproutes",
+            "site",
+        ));
+        route["parents"][0]["conditions"].is_array()
+    });
+    assert!(written, "{}", edge.log());
+    let conditions = &route["parents"][0]["conditions"];
+    assert_eq!(conditions[0]["type"], "Accepted");
+    assert_eq!(conditions[0]["status"], "True", "{route}");
+    assert_eq!(conditions[1]["reason"], "RefNotPermitted", "{route}");
+    let gw = gateway_api_status(&client, ns, "Gateway", "gateways", "gw").await;
+    assert_eq!(gw["conditions"][1]["type"], "Programmed", "{gw}");
+    assert_eq!(gw["listeners"][0]["attachedRoutes"], 1, "{gw}");
+    assert_eq!(gw["addresses"][0]["value"], "127.0.0.1", "{gw}");
+}
