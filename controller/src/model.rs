@@ -219,8 +219,13 @@ impl Group {
     /// A member that answers with a status instead of passing (a backend that is refused
     /// or missing, requests that no match takes).
     pub fn status(code: u16) -> Group {
-        Group::one(&format!("{STATUS_MEMBER}{code}"))
+        Group::one(&status_member(code))
     }
+}
+
+/// The [`Group`] member answering with `code`.
+pub fn status_member(code: u16) -> String {
+    format!("{STATUS_MEMBER}{code}")
 }
 
 /// How a [`Group`] member that answers with a status is named.

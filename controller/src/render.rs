@@ -766,7 +766,7 @@ impl Renderer<'_> {
             .into_iter()
             .filter_map(member_status)
         {
-            o.open(format!("if ({target} = {})", q(&format!("status:{code}"))));
+            o.open(format!("if ({target} = {})", q(&status_member(code))));
             o.line(format!("return {code};"));
             o.close();
         }

@@ -845,7 +845,7 @@ fn backend_group(
                 if ok.0 {
                     *ok = (false, reason.to_string(), msg);
                 }
-                "status:500".to_string()
+                status_member(500)
             }
         };
         if w > 0 {
@@ -1120,8 +1120,12 @@ fn path_rewrite(p: &PathModifier, prefix: &Option<(String, bool)>) -> Result<Rew
 /// The locations of one hostname from its entries: one per path, the entries of a path in
 /// precedence order as its Select's rules; requests matching none go where the next
 /// shorter prefix sends them, or get 404.
-fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>, problems: &mut Vec<Problem>) -> Vec<Location> {
+fn locations(
+    paths: BTreeMap<PathMatch, Vec<Entry>>,
+    problems: &mut Vec<Problem>,
+) -> Vec<(Location, ObjectRef)> {
     let mut built: BTreeMap<PathMatch, (Location, bool)> = BTreeMap::new();
+    let mut owners: BTreeMap<PathMatch, ObjectRef> = BTreeMap::new();
     for (pm, mut entries) in paths {
         entries.sort_by(|a, b| a.key.cmp(&b.key));
         let mut base: Option<Location> = None;
@@ -1158,7 +1162,10 @@ fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>, problems: &mut Vec<Problem>
                     ));
                     continue;
                 }
-                None => base = Some(e.template.clone()),
+                None => {
+                    base = Some(e.template.clone());
+                    owners.insert(pm.clone(), e.owner.clone());
+                }
                 _ => {}
             }
             if e.conds.is_empty() {
@@ -1206,44 +1213,52 @@ fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>, problems: &mut Vec<Problem>
             }
         }
     }
-    let mut out: Vec<Location> = built.into_values().map(|(l, _)| l).collect();
-    out.sort_by(|a, b| b.path.text().cmp(a.path.text()));
-    out
+    built
+        .into_iter()
+        .map(|(pm, (l, _))| (l, owners[&pm].clone()))
+        .collect()
 }
 
 /// Puts a hostname's locations into the model: beside the Ingresses' locations of the same
 /// host (a path they hold stays theirs), or as a server of its own.
-fn merge(t: &mut Translation, host: &str, tls: Option<Tls>, plain: bool, locations: Vec<Location>) {
-    let mut locations = locations;
-    if tls.is_some() && !plain {
-        // Only HTTPS listeners take the host: plain HTTP requests are sent to HTTPS.
-        for l in &mut locations {
-            l.policy.https_redirect = Some(301);
-        }
-    }
-    let idx = t.model.servers.iter().position(|s| {
+fn merge(
+    t: &mut Translation,
+    host: &str,
+    tls: Option<Tls>,
+    plain: bool,
+    locations: Vec<(Location, ObjectRef)>,
+) {
+    let server = t.model.servers.iter().position(|s| {
         if host.is_empty() {
             s.default
         } else {
             s.names.iter().any(|n| n == host)
         }
     });
-    let s = match idx {
-        Some(i) => &mut t.model.servers[i],
-        None => {
-            t.model.servers.push(Server {
-                names: vec![host.to_string()],
-                ..Server::default()
-            });
-            t.model.servers.last_mut().expect("pushed")
-        }
-    };
+    let i = server.unwrap_or_else(|| {
+        t.model.servers.push(Server {
+            names: vec![host.to_string()],
+            ..Server::default()
+        });
+        t.model.servers.len() - 1
+    });
+    let s = &mut t.model.servers[i];
     if s.tls.is_none() {
-        s.tls = tls;
+        s.tls = tls.clone();
     }
-    for l in locations {
+    for (mut l, owner) in locations {
         if s.locations.iter().any(|x| x.path == l.path) {
+            let msg = format!(
+                "path {} of host {} is already served by an Ingress; this match is not served",
+                l.path.text(),
+                if host.is_empty() { "*" } else { host }
+            );
+            t.problems.push(problem(&owner, "DuplicatePath", msg));
             continue;
+        }
+        if tls.is_some() && !plain {
+            // Only HTTPS listeners take the host: plain HTTP requests are sent to HTTPS.
+            l.policy.https_redirect = Some(301);
         }
         s.locations.push(l);
     }

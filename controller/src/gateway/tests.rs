@@ -654,3 +654,40 @@ fn vireo_accepts_the_configuration() {
     let (t, _, _) = run(&cluster(), &objs);
     vireo_accepts(&t.model);
 }
+
+/// A path an Ingress serves on the host stays the Ingress's; the route is told.
+#[test]
+fn ingress_paths_stay() {
+    let mut snap = cluster();
+    snap.ingresses = vec![from(json!({
+        "metadata": {"name": "site", "namespace": "default"},
+        "spec": {"ingressClassName": "vireo", "rules": [{"host": "g.example", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}
+    }))];
+    let mut objs = objects(http_listener());
+    objs.http_routes = vec![route(
+        "r",
+        0,
+        json!(["g.example"]),
+        json!([{"backendRefs": [backend("canary")]},
+               {"matches": [{"path": {"value": "/api"}}], "backendRefs": [backend("canary")]}]),
+    )];
+    let (t, _, _) = run(&snap, &objs);
+    let s = server(&t, "g.example");
+    assert_eq!(
+        proxy(location(s, &PathMatch::Prefix("/".into()))).select,
+        Select::one("default-web-80")
+    );
+    assert_eq!(
+        proxy(location(s, &PathMatch::Prefix("/api/".into()))).select,
+        Select::one("default-canary-80")
+    );
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.reason == "DuplicatePath" && p.object.name == "r"),
+        "{:#?}",
+        t.problems
+    );
+}
