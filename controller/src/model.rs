@@ -117,6 +117,9 @@ pub struct Proxy {
     /// Request headers set on the way to the upstream, after the defaults (Host and the
     /// X-Forwarded family), which a header of the same name replaces.
     pub set_headers: Vec<(String, String)>,
+    /// Request headers whose value is added to the client's (comma-joined), or sent alone
+    /// when the client sent none.
+    pub append_headers: Vec<(String, String)>,
     /// `proxy_redirect FROM TO` pairs.
     pub redirects: Vec<(String, String)>,
     pub cookie_domain: Option<(String, String)>,
@@ -148,6 +151,7 @@ impl Proxy {
             select: Select::one(upstream),
             rewrite: None,
             set_headers: Vec::new(),
+            append_headers: Vec::new(),
             redirects: Vec::new(),
             cookie_domain: None,
             cookie_path: None,

@@ -603,6 +603,21 @@ impl Renderer<'_> {
     fn proxy(&mut self, p: &Proxy, l: &Location, target: &str, extra: &mut Out) {
         let n = self.n;
         let (d, scheme) = pass(p.protocol);
+        // Appended headers: a map of the client's header to the joined value.
+        let mut appended = Vec::new();
+        for (i, (h, v)) in p.append_headers.iter().enumerate() {
+            let client = input_var(&Input::Header(h.clone()));
+            let body = [
+                format!("\"\" {};", q(v)),
+                format!("default {};", q(&format!("{client},{v}"))),
+            ];
+            let var = self.declare(
+                &format!("map {client}"),
+                format!("$vireo_append{n}_{i}"),
+                &body,
+            );
+            appended.push((h.clone(), var));
+        }
         let o = &mut self.servers;
         if let Some(r) = &p.rewrite {
             o.line(format!(
@@ -648,7 +663,7 @@ impl Renderer<'_> {
             headers.push(("Upgrade".into(), "$http_upgrade".into()));
             headers.push(("Connection".into(), "$vireo_connection_upgrade".into()));
         }
-        for (h, v) in &p.set_headers {
+        for (h, v) in p.set_headers.iter().chain(&appended) {
             match headers.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(h)) {
                 Some(slot) => slot.1 = v.clone(),
                 None => headers.push((h.clone(), v.clone())),

@@ -927,15 +927,6 @@ fn filter_problems(filters: &[Filter], backends: &[BackendRef], grpc: bool) -> V
             "RequestRedirect" | "URLRewrite" if !grpc => {}
             t => bad.push(format!("filter {t} is not supported")),
         }
-        if let Some(h) = &f.request_header_modifier
-            && !h.add.is_empty()
-        {
-            bad.push(
-                "RequestHeaderModifier add is not supported \
-                 (vireo replaces request headers: use set)"
-                    .into(),
-            );
-        }
         if let Some(h) = &f.response_header_modifier
             && (!h.set.is_empty() || !h.remove.is_empty())
         {
@@ -1004,6 +995,11 @@ fn action(
         if let Some(h) = &f.request_header_modifier {
             for nv in &h.set {
                 proxy.set_headers.push((nv.name.clone(), nv.value.clone()));
+            }
+            for nv in &h.add {
+                proxy
+                    .append_headers
+                    .push((nv.name.clone(), nv.value.clone()));
             }
             for n in &h.remove {
                 proxy.set_headers.push((n.clone(), String::new()));

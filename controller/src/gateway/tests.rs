@@ -265,6 +265,7 @@ fn header_modifiers() {
             json!([{"filters": [
                 {"type": "RequestHeaderModifier", "requestHeaderModifier": {
                     "set": [{"name": "X-Header-Set", "value": "set-overwrites-values"}],
+                    "add": [{"name": "X-Header-Add", "value": "add-appends-values"}],
                     "remove": ["X-Header-Remove"]}},
                 {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
                     "add": [{"name": "X-Header-Add", "value": "add-appends-values"}]}},
@@ -283,6 +284,11 @@ fn header_modifiers() {
         ]
     );
     assert_has(&text, "proxy_set_header \"X-Header-Remove\" \"\";");
+    // Added to the client's value, or alone.
+    assert_has(&text, "map $http_x_header_add $vireo_append");
+    assert_has(&text, "\"\" \"add-appends-values\";");
+    assert_has(&text, "default \"$http_x_header_add,add-appends-values\";");
+    assert_has(&text, "proxy_set_header \"X-Header-Add\" \"$vireo_append");
     assert_has(
         &text,
         "add_header \"X-Header-Add\" \"add-appends-values\" always;",
@@ -299,8 +305,8 @@ fn unsupported_is_refused() {
             0,
             json!([]),
             json!([{"matches": [{"path": {"value": "/x"}}], "filters": [
-                {"type": "RequestHeaderModifier", "requestHeaderModifier": {
-                    "add": [{"name": "X-Header-Add", "value": "v"}]}},
+                {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                    "set": [{"name": "X-Header-Set", "value": "v"}]}},
             ], "backendRefs": [backend("web")]}]),
         )],
     );
@@ -309,7 +315,7 @@ fn unsupported_is_refused() {
         (status.as_str(), reason.as_str()),
         ("False", "UnsupportedValue")
     );
-    assert!(message.contains("RequestHeaderModifier add"), "{message}");
+    assert!(message.contains("ResponseHeaderModifier set"), "{message}");
     assert!(
         server(&t, "")
             .locations
@@ -634,7 +640,7 @@ fn vireo_accepts_the_configuration() {
                 {"matches": [{"path": {"value": "/w"}, "headers": [{"name": "v", "value": "2"}]},
                              {"path": {"value": "/w"}, "method": "GET", "queryParams": [{"type": "RegularExpression", "name": "q", "value": "^a"}]}],
                  "filters": [
-                    {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "X", "value": "1"}], "remove": ["Y"]}},
+                    {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "X", "value": "1"}], "add": [{"name": "A", "value": "2"}], "remove": ["Y"]}},
                     {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "Z", "value": "1"}]}},
                     {"type": "RequestMirror", "requestMirror": {"backendRef": backend("canary")}},
                     {"type": "URLRewrite", "urlRewrite": {"hostname": "h", "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/x"}}}],
