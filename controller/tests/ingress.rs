@@ -990,7 +990,7 @@ async fn gateway_api_status(
 }
 
 /// Gateway API: a Gateway of our GatewayClass and an HTTPRoute with a header match, a
-/// response header, a redirect and a backend refused for want of a ReferenceGrant, served
+/// request and a response header added, a redirect and a backend refused for want of a ReferenceGrant, served
 /// by a real vireo; the route's and the Gateway's status conditions written.
 #[test]
 fn gateway_api_routes_are_served() {
@@ -1036,10 +1036,14 @@ async fn gateway_api_routes_are_served_body() {
         "rules": [
             {"matches": [{"headers": [{"name": "env", "value": "canary"}]}],
              "filters": [{"type": "ResponseHeaderModifier",
-                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}}],
+                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}},
+                {"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"add": [{"name": "X-User", "value": "gw"}]}}],
              "backendRefs": [{"name": "v2", "port": 80}]},
             {"filters": [{"type": "ResponseHeaderModifier",
-                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}}],
+                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}},
+                {"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"add": [{"name": "X-User", "value": "gw"}]}}],
              "backendRefs": [{"name": "v1", "port": 80}]},
             {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 301,
@@ -1050,8 +1054,11 @@ async fn gateway_api_routes_are_served_body() {
     )
     .await;
     let edge = Edge::start(server, ns, &[]);
-    edge.until("http://g.example/x", &[], 200, "v1 /x");
+    edge.until("http://g.example/x", &[], 200, "v1 /x user=gw\n");
     edge.until("http://g.example/x", &["-H", "env: canary"], 200, "v2 /x");
+    // A request header added to the client's.
+    let (_, _, body) = edge.get("http://g.example/z", &["-H", "X-User: alice"]);
+    assert_eq!(body, "v1 /z user=alice,gw\n");
     let (_, head, _) = edge.get("http://g.example/y", &[]);
     assert!(head.contains("X-Via: vireo"), "{head}");
     let (status, head, _) = edge.get("http://g.example/old/page?q=1", &[]);
