@@ -239,6 +239,7 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
                 &statuses,
                 &cfg.gateway_controller,
                 cfg.publish_address.as_deref(),
+                rejected.is_some(),
             )
             .await;
         notify.notified().await;

@@ -126,8 +126,15 @@ impl Stores {
 
     /// Writes each status that differs from the object's: route parents of other
     /// controllers are kept, conditions keep their transition time while their status
-    /// stays, and Gateways get the published address.
-    pub async fn write(&self, statuses: &[Status], controller: &str, address: Option<&str>) {
+    /// stays, and Gateways get the published address, and `Programmed` False while vireo
+    /// refuses the configuration made (`refused`).
+    pub async fn write(
+        &self,
+        statuses: &[Status],
+        controller: &str,
+        address: Option<&str>,
+        refused: bool,
+    ) {
         for s in statuses {
             let i = KINDS
                 .iter()
@@ -151,6 +158,18 @@ impl Stores {
                     "Hostname"
                 };
                 new["addresses"] = json!([{"type": ty, "value": a}]);
+            }
+            if s.kind == "Gateway" && refused {
+                for c in new["conditions"].as_array_mut().into_iter().flatten() {
+                    if c["type"] == "Programmed" {
+                        c["status"] = json!("False");
+                        c["reason"] = json!("Invalid");
+                        c["message"] = json!(
+                            "vireo refused the configuration made (see the Events); \
+                             the one serving stays"
+                        );
+                    }
+                }
             }
             if let Some(parents) = new.get_mut("parents").and_then(Value::as_array_mut) {
                 let others = old["parents"]
