@@ -961,6 +961,28 @@ fn filter_problems(filters: &[Filter], backends: &[BackendRef], grpc: bool) -> V
             ));
         }
     }
+    // Redirect and rewrite texts go into the configuration where vireo expands variables.
+    for f in filters {
+        let rw = f.url_rewrite.as_ref();
+        let rd = f.request_redirect.as_ref();
+        let mut texts: Vec<&Option<String>> = vec![
+            rw.map_or(&None, |u| &u.hostname),
+            rd.map_or(&None, |r| &r.hostname),
+        ];
+        for p in [
+            rw.and_then(|u| u.path.as_ref()),
+            rd.and_then(|r| r.path.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            texts.push(&p.replace_full_path);
+            texts.push(&p.replace_prefix_match);
+        }
+        if texts.into_iter().flatten().any(|t| t.contains('$')) {
+            bad.push("paths and hostnames with $ in filters are not supported".into());
+        }
+    }
     if seen.iter().any(|t| t == "RequestRedirect") && seen.iter().any(|t| t == "URLRewrite") {
         bad.push("RequestRedirect and URLRewrite cannot be used together".into());
     }

@@ -316,6 +316,20 @@ fn unsupported_is_refused() {
         ("False", "UnsupportedValue")
     );
     assert!(message.contains("ResponseHeaderModifier set"), "{message}");
+
+    let (_, _, statuses) = with_routes(
+        http_listener(),
+        vec![route(
+            "v",
+            0,
+            json!([]),
+            json!([{"filters": [{"type": "URLRewrite", "urlRewrite": {"path":
+                {"type": "ReplaceFullPath", "replaceFullPath": "/$host"}}}],
+                "backendRefs": [backend("web")]}]),
+        )],
+    );
+    let (_, _, message) = route_condition(&statuses, "v", "Accepted");
+    assert!(message.contains("with $"), "{message}");
     assert!(
         server(&t, "")
             .locations
