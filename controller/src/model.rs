@@ -42,6 +42,20 @@ pub struct Server {
 pub struct Tls {
     pub certificate: String,
     pub key: String,
+    /// Client certificates asked for and verified.
+    pub client: Option<ClientAuth>,
+}
+
+/// Client-certificate authentication of a TLS server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientAuth {
+    /// The trusted CA certificates, a file of [`Model::files`].
+    pub ca: String,
+    /// `ssl_verify_client`: `on`, `optional`, `optional_no_ca` or `off`.
+    pub verify: String,
+    pub depth: u32,
+    /// Where a request whose certificate is missing or bad is redirected (else 400).
+    pub error_page: Option<String>,
 }
 
 /// How a location matches the request path.
@@ -269,6 +283,8 @@ pub struct Policy {
     pub add_headers: Vec<(String, String)>,
     /// Raw configuration text put in the location (a snippet, when the operator allows it).
     pub snippet: Option<String>,
+    /// A PCRE the client certificate's subject DN must match (else 403).
+    pub client_subject: Option<String>,
 }
 
 /// `limit_req zone=… burst=… nodelay`.

@@ -281,6 +281,17 @@ impl Renderer<'_> {
                     "ssl_certificate_key {};",
                     q(&file(settings, &t.key))
                 ));
+                if let Some(c) = &t.client {
+                    o.line(format!(
+                        "ssl_client_certificate {};",
+                        q(&file(settings, &c.ca))
+                    ));
+                    o.line(format!("ssl_verify_client {};", c.verify));
+                    o.line(format!("ssl_verify_depth {};", c.depth));
+                    if let Some(page) = &c.error_page {
+                        o.line(format!("error_page 495 496 = {};", q(page)));
+                    }
+                }
             }
             None if s.default && tls_any => o.line("ssl_reject_handshake on;"),
             None => {}
@@ -427,6 +438,12 @@ impl Renderer<'_> {
             let o = &mut self.servers;
             o.open("if ($scheme = http)");
             o.line(format!("return {code} https://$host$request_uri;"));
+            o.close();
+        }
+        if let Some(subject) = &p.client_subject {
+            let o = &mut self.servers;
+            o.open(format!("if ($ssl_client_s_dn !~ {})", q(subject)));
+            o.line("return 403;");
             o.close();
         }
         if let Some(root) = &p.app_root {

@@ -110,6 +110,7 @@ fn snap(ingresses: Vec<Ingress>) -> Snapshot {
                 &[("tls.crt", &cert().0), ("tls.key", &cert().1)],
             ),
             secret("users", "Opaque", &[("auth", "alice:$apr1$x$y\n")]),
+            secret("ca", "Opaque", &[("ca.crt", &cert().0)]),
         ],
         ingress_classes: Vec::new(),
     }
@@ -334,6 +335,83 @@ fn ssl_redirect_follows_tls_and_force_ssl_redirect() {
     let (t, text) = translate_all(&snap(vec![i]), false);
     assert!(!text.contains("ssl"), "{text}");
     assert_eq!(t.problems[0].reason, "TLSSecretNotFound");
+}
+
+#[test]
+fn client_certificates_of_a_tls_host() {
+    let ann = [
+        ("auth-tls-secret", "default/ca"),
+        ("auth-tls-verify-client", "optional"),
+        ("auth-tls-verify-depth", "2"),
+        ("auth-tls-error-page", "https://a.example/cert-help"),
+        ("auth-tls-match-cn", "CN=(alice|bob)"),
+        ("auth-tls-pass-certificate-to-upstream", "true"),
+    ];
+    let mut i = ing("mtls", 1, &ann, &[("a.example", "/", "Prefix", "web", 80)]);
+    i.spec.as_mut().unwrap().tls = Some(vec![from(
+        json!({"hosts": ["a.example"], "secretName": "tls"}),
+    )]);
+    let other = ing(
+        "other",
+        2,
+        &[],
+        &[("a.example", "/other", "Prefix", "web", 80)],
+    );
+    let (t, text) = translate_all(&snap(vec![i.clone(), other]), false);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    let server = &text[text.find("server_name \"a.example\"").unwrap()..];
+    let ca = t
+        .model
+        .files
+        .keys()
+        .find(|f| f.ends_with(".ca.crt"))
+        .unwrap();
+    assert!(ca.starts_with("certs/default-ca-"), "{ca}");
+    assert_has(
+        server,
+        &format!("ssl_client_certificate \"/etc/vireo/{ca}\";"),
+    );
+    assert_has(server, "ssl_verify_client optional;");
+    assert_has(server, "ssl_verify_depth 2;");
+    assert_has(
+        server,
+        "error_page 495 496 = \"https://a.example/cert-help\";",
+    );
+    let l = block(&text, "location \"/\"");
+    assert_has(
+        block(l, "if ($ssl_client_s_dn !~ \"CN=(alice|bob)\")"),
+        "return 403;",
+    );
+    assert_has(
+        l,
+        "proxy_set_header \"ssl-client-verify\" \"$ssl_client_verify\";",
+    );
+    assert_has(
+        l,
+        "proxy_set_header \"ssl-client-cert\" \"$ssl_client_escaped_cert\";",
+    );
+    // The certificate is asked for on the whole host; the CN check and headers are the
+    // Ingress's own.
+    assert!(
+        !block(&text, "location \"/other/\"").contains("ssl_client"),
+        "{text}"
+    );
+
+    // Without TLS on the host, or without its CA secret, the Ingress is not served.
+    i.spec.as_mut().unwrap().tls = None;
+    let (t, text) = translate_all(&snap(vec![i.clone()]), false);
+    assert!(!text.contains("a.example"), "{text}");
+    assert!(
+        t.problems[0].message.contains("has no TLS certificate"),
+        "{:?}",
+        t.problems
+    );
+    let (t, _) = one(&[("auth-tls-secret", "nosuch")]);
+    assert!(
+        t.problems[0].message.contains("default/nosuch not found"),
+        "{:?}",
+        t.problems
+    );
 }
 
 #[test]
@@ -970,7 +1048,12 @@ fn vireo_accepts_the_configuration() {
     let mut tls = ing(
         "tls",
         3,
-        &[("force-ssl-redirect", "true")],
+        &[
+            ("force-ssl-redirect", "true"),
+            ("auth-tls-secret", "ca"),
+            ("auth-tls-error-page", "https://t.example/help"),
+            ("auth-tls-match-cn", "CN=t"),
+        ],
         &[("t.example", "/", "Prefix", "web", 80)],
     );
     tls.spec.as_mut().unwrap().tls = Some(vec![from(
