@@ -152,6 +152,23 @@ pub struct Proxy {
     pub error_backend: Option<String>,
     /// A copy of each request sent to another URL.
     pub mirror: Option<Mirror>,
+    /// TLS to an `https`/`grpcs` upstream.
+    pub upstream_tls: Option<UpstreamTls>,
+}
+
+/// How vireo speaks TLS to an upstream.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpstreamTls {
+    /// Certificate and key files presented when the upstream asks for one.
+    pub certificate: Option<(String, String)>,
+    /// Trusted CA certificates file.
+    pub trusted: Option<String>,
+    pub verify: Option<bool>,
+    pub verify_depth: Option<u32>,
+    pub name: Option<String>,
+    pub server_name: Option<bool>,
+    pub ciphers: Option<String>,
+    pub protocols: Option<String>,
 }
 
 impl Proxy {
@@ -178,6 +195,7 @@ impl Proxy {
             intercept_errors: Vec::new(),
             error_backend: None,
             mirror: None,
+            upstream_tls: None,
         }
     }
 }

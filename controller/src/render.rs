@@ -734,6 +734,42 @@ impl Renderer<'_> {
                 o.line(format!("proxy_cookie_path {} {};", q(from), q(to)));
             }
         }
+        if let (Some(t), "proxy" | "grpc") = (&p.upstream_tls, d) {
+            let settings = self.settings;
+            let o = &mut self.servers;
+            if let Some((cert, key)) = &t.certificate {
+                o.line(format!("{d}_ssl_certificate {};", q(&file(settings, cert))));
+                o.line(format!(
+                    "{d}_ssl_certificate_key {};",
+                    q(&file(settings, key))
+                ));
+            }
+            if let Some(ca) = &t.trusted {
+                o.line(format!(
+                    "{d}_ssl_trusted_certificate {};",
+                    q(&file(settings, ca))
+                ));
+            }
+            if let Some(v) = t.verify {
+                o.line(format!("{d}_ssl_verify {};", on(v)));
+            }
+            if let Some(n) = t.verify_depth {
+                o.line(format!("{d}_ssl_verify_depth {n};"));
+            }
+            if let Some(n) = &t.name {
+                o.line(format!("{d}_ssl_name {};", q(n)));
+            }
+            if let Some(v) = t.server_name {
+                o.line(format!("{d}_ssl_server_name {};", on(v)));
+            }
+            if let Some(c) = &t.ciphers {
+                o.line(format!("{d}_ssl_ciphers {};", q(c)));
+            }
+            if let Some(list) = &t.protocols {
+                o.line(format!("{d}_ssl_protocols {list};"));
+            }
+        }
+        let o = &mut self.servers;
         if let Some(s) = &p.next_upstream {
             o.line(format!("{d}_next_upstream {s};"));
         }

@@ -1028,6 +1028,58 @@ fn read_conf(
         });
     }
 
+    // TLS to the upstream: its certificate checked, ours presented.
+    let on_off = |v: &str| check(v == "on" || v == "off", "on or off");
+    let mut upstream_tls = UpstreamTls {
+        verify: r.checked("proxy-ssl-verify", on_off).map(|v| v == "on"),
+        verify_depth: r.number("proxy-ssl-verify-depth", 100).map(|n| n as u32),
+        name: r.checked("proxy-ssl-name", |v| {
+            check(annotations::is_variable_text(v), "a host name")
+        }),
+        server_name: r
+            .checked("proxy-ssl-server-name", on_off)
+            .map(|v| v == "on"),
+        ciphers: r.checked("proxy-ssl-ciphers", annotations::plain),
+        // Versions separated by spaces (as ingress-nginx writes them) or commas.
+        protocols: r
+            .checked("proxy-ssl-protocols", |v| {
+                check(
+                    tls_versions(v).all(|p| {
+                        matches!(
+                            p,
+                            "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1" | "TLSv1.2" | "TLSv1.3"
+                        )
+                    }),
+                    "TLS versions such as TLSv1.2 TLSv1.3",
+                )
+            })
+            .map(|v| tls_versions(&v).collect::<Vec<_>>().join(" ")),
+        ..UpstreamTls::default()
+    };
+    if let Some(secret) = r.checked("proxy-ssl-secret", annotations::plain) {
+        let (sns, sname) = secret.split_once('/').unwrap_or((ns, secret.as_str()));
+        match snap.secret(sns, sname).and_then(|s| s.data.as_ref()) {
+            Some(data) => {
+                let stem = format!("certs/{sns}-{sname}");
+                if let (Some(c), Some(k)) = (data.get("tls.crt"), data.get("tls.key")) {
+                    upstream_tls.certificate = Some((
+                        add_file(model, &stem, "crt", c.0.clone()),
+                        add_file(model, &stem, "key", k.0.clone()),
+                    ));
+                }
+                if let Some(ca) = data.get("ca.crt") {
+                    upstream_tls.trusted = Some(add_file(model, &stem, "ca.crt", ca.0.clone()));
+                }
+            }
+            None => refused.push(format!(
+                "annotation {PREFIX}proxy-ssl-secret: secret {sns}/{sname} not found"
+            )),
+        }
+    }
+    if upstream_tls != UpstreamTls::default() {
+        proxy.upstream_tls = Some(upstream_tls);
+    }
+
     // Client certificates, verified against the CA of a secret (`ca.crt`).
     let client_auth = match r.checked("auth-tls-secret", annotations::plain) {
         None => None,
@@ -1181,6 +1233,10 @@ fn read_conf(
     } else {
         Err(refused)
     }
+}
+
+fn tls_versions(v: &str) -> impl Iterator<Item = &str> {
+    v.split([',', ' ']).filter(|p| !p.is_empty())
 }
 
 fn check(ok: bool, what: &str) -> Result<(), String> {

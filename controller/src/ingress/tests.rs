@@ -111,6 +111,15 @@ fn snap(ingresses: Vec<Ingress>) -> Snapshot {
             ),
             secret("users", "Opaque", &[("auth", "alice:$apr1$x$y\n")]),
             secret("ca", "Opaque", &[("ca.crt", &cert().0)]),
+            secret(
+                "upstream",
+                "Opaque",
+                &[
+                    ("tls.crt", &cert().0),
+                    ("tls.key", &cert().1),
+                    ("ca.crt", &cert().0),
+                ],
+            ),
         ],
         ingress_classes: Vec::new(),
     }
@@ -407,6 +416,62 @@ fn client_certificates_of_a_tls_host() {
         t.problems
     );
     let (t, _) = one(&[("auth-tls-secret", "nosuch")]);
+    assert!(
+        t.problems[0].message.contains("default/nosuch not found"),
+        "{:?}",
+        t.problems
+    );
+}
+
+#[test]
+fn tls_to_the_upstream() {
+    let (t, text) = one(&[
+        ("backend-protocol", "HTTPS"),
+        ("proxy-ssl-secret", "default/upstream"),
+        ("proxy-ssl-verify", "on"),
+        ("proxy-ssl-verify-depth", "2"),
+        ("proxy-ssl-name", "web.internal"),
+        ("proxy-ssl-server-name", "on"),
+        ("proxy-ssl-ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+        ("proxy-ssl-protocols", "TLSv1.2 TLSv1.3"),
+    ]);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    let l = block(&text, "location \"/app/\"");
+    let ca = t
+        .model
+        .files
+        .keys()
+        .find(|f| f.ends_with(".ca.crt"))
+        .unwrap();
+    assert!(ca.starts_with("certs/default-upstream-"), "{ca}");
+    assert_has(
+        l,
+        &format!("proxy_ssl_trusted_certificate \"/etc/vireo/{ca}\";"),
+    );
+    assert!(
+        l.contains("proxy_ssl_certificate \"/etc/vireo/certs/default-upstream-"),
+        "{l}"
+    );
+    assert!(
+        l.contains("proxy_ssl_certificate_key \"/etc/vireo/certs/default-upstream-"),
+        "{l}"
+    );
+    for line in [
+        "proxy_ssl_verify on;",
+        "proxy_ssl_verify_depth 2;",
+        "proxy_ssl_name \"web.internal\";",
+        "proxy_ssl_server_name on;",
+        "proxy_ssl_ciphers \"ECDHE-ECDSA-AES128-GCM-SHA256\";",
+        "proxy_ssl_protocols TLSv1.2 TLSv1.3;",
+        "proxy_pass https://default-web-80;",
+    ] {
+        assert_has(l, line);
+    }
+    let (_, text) = one(&[("backend-protocol", "GRPCS"), ("proxy-ssl-verify", "on")]);
+    assert_has(&text, "grpc_ssl_verify on;");
+    let (t, _) = one(&[("proxy-ssl-protocols", "TLSv1.2; return 200")]);
+    assert_eq!(t.problems[0].reason, "Refused");
+    let (t, _) = one(&[("proxy-ssl-secret", "nosuch")]);
     assert!(
         t.problems[0].message.contains("default/nosuch not found"),
         "{:?}",
@@ -1088,6 +1153,19 @@ fn vireo_accepts_the_configuration() {
                 ("canary-weight", "10"),
             ],
             &[("a.example", "/app", "Prefix", "canary", 80)],
+        ),
+        ing(
+            "upstream-tls",
+            9,
+            &[
+                ("backend-protocol", "HTTPS"),
+                ("proxy-ssl-secret", "upstream"),
+                ("proxy-ssl-verify", "on"),
+                ("proxy-ssl-name", "web.internal"),
+                ("proxy-ssl-server-name", "on"),
+                ("proxy-ssl-protocols", "TLSv1.2 TLSv1.3"),
+            ],
+            &[("u.example", "/", "Prefix", "web", 80)],
         ),
         ing(
             "grpc",
