@@ -290,6 +290,10 @@ pub struct Policy {
     pub deny: Vec<String>,
     pub limit_req: Vec<LimitReq>,
     pub limit_conn: Option<(String, u32)>,
+    /// Response rate per connection in kilobytes per second, and the kilobytes sent before
+    /// it applies.
+    pub limit_rate: Option<u32>,
+    pub limit_rate_after: Option<u32>,
     pub basic_auth: Option<BasicAuth>,
     pub external_auth: Option<ExternalAuth>,
     /// `satisfy any` between address rules and authentication.

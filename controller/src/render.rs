@@ -477,6 +477,12 @@ impl Renderer<'_> {
         if let Some((zone, conns)) = &p.limit_conn {
             o.line(format!("limit_conn {zone} {conns};"));
         }
+        if let Some(k) = p.limit_rate {
+            o.line(format!("limit_rate {k}k;"));
+        }
+        if let Some(k) = p.limit_rate_after {
+            o.line(format!("limit_rate_after {k}k;"));
+        }
         for l in &p.limit_req {
             o.line(format!(
                 "limit_req zone={} burst={} nodelay;",

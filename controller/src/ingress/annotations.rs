@@ -58,6 +58,8 @@ pub const SUPPORTED: &[&str] = &[
     "limit-burst-multiplier",
     "limit-connections",
     "limit-rps",
+    "limit-rate",
+    "limit-rate-after",
     "limit-rpm",
     "limit-whitelist",
     "load-balance",

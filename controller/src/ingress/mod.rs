@@ -768,6 +768,10 @@ fn read_conf(
         None
     };
 
+    policy.limit_rate = r.number("limit-rate", u32::MAX.into()).map(|n| n as u32);
+    policy.limit_rate_after = r
+        .number("limit-rate-after", u32::MAX.into())
+        .map(|n| n as u32);
     // Rate limits: zones of this Ingress, keyed by the client address.
     let zone_base: String = format!("{ns}_{}", oref.name)
         .chars()

@@ -574,6 +574,10 @@ fn rate_limits_with_exempt_networks() {
     assert_has(l, "limit_req zone=default_app_rps burst=50 nodelay;");
     assert_has(l, "limit_req zone=default_app_rpm burst=3000 nodelay;");
     assert_has(l, "limit_conn default_app_conn 4;");
+    let (_, text) = one(&[("limit-rate", "100"), ("limit-rate-after", "1024")]);
+    let l = block(&text, "location \"/app/\"");
+    assert_has(l, "limit_rate 100k;");
+    assert_has(l, "limit_rate_after 1024k;");
     let (_, text) = one(&[("limit-rps", "5"), ("limit-burst-multiplier", "2")]);
     assert_has(
         &text,
@@ -1109,6 +1113,8 @@ fn vireo_accepts_the_configuration() {
         ("auth-type", "basic"),
         ("auth-secret", "users"),
         ("enable-access-log", "false"),
+        ("limit-rate", "100"),
+        ("limit-rate-after", "1024"),
     ];
     let mut tls = ing(
         "tls",
