@@ -42,6 +42,20 @@ pub struct Server {
 pub struct Tls {
     pub certificate: String,
     pub key: String,
+    /// Client certificates asked for and verified.
+    pub client: Option<ClientAuth>,
+}
+
+/// Client-certificate authentication of a TLS server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientAuth {
+    /// The trusted CA certificates, a file of [`Model::files`].
+    pub ca: String,
+    /// `ssl_verify_client`: `on`, `optional`, `optional_no_ca` or `off`.
+    pub verify: String,
+    pub depth: u32,
+    /// Where a request whose certificate is missing or bad is redirected (else 400).
+    pub error_page: Option<String>,
 }
 
 /// How a location matches the request path.
@@ -141,6 +155,23 @@ pub struct Proxy {
     pub error_backend: Option<String>,
     /// A copy of each request sent to another URL.
     pub mirror: Option<Mirror>,
+    /// TLS to an `https`/`grpcs` upstream.
+    pub upstream_tls: Option<UpstreamTls>,
+}
+
+/// How vireo speaks TLS to an upstream.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpstreamTls {
+    /// Certificate and key files presented when the upstream asks for one.
+    pub certificate: Option<(String, String)>,
+    /// Trusted CA certificates file.
+    pub trusted: Option<String>,
+    pub verify: Option<bool>,
+    pub verify_depth: Option<u32>,
+    pub name: Option<String>,
+    pub server_name: Option<bool>,
+    pub ciphers: Option<String>,
+    pub protocols: Option<String>,
 }
 
 impl Proxy {
@@ -168,6 +199,7 @@ impl Proxy {
             intercept_errors: Vec::new(),
             error_backend: None,
             mirror: None,
+            upstream_tls: None,
         }
     }
 }
@@ -280,6 +312,10 @@ pub struct Policy {
     pub deny: Vec<String>,
     pub limit_req: Vec<LimitReq>,
     pub limit_conn: Option<(String, u32)>,
+    /// Response rate per connection in kilobytes per second, and the kilobytes sent before
+    /// it applies.
+    pub limit_rate: Option<u32>,
+    pub limit_rate_after: Option<u32>,
     pub basic_auth: Option<BasicAuth>,
     pub external_auth: Option<ExternalAuth>,
     /// `satisfy any` between address rules and authentication.
@@ -291,6 +327,8 @@ pub struct Policy {
     pub add_headers: Vec<(String, String)>,
     /// Raw configuration text put in the location (a snippet, when the operator allows it).
     pub snippet: Option<String>,
+    /// A PCRE the client certificate's subject DN must match (else 403).
+    pub client_subject: Option<String>,
 }
 
 /// `limit_req zone=… burst=… nodelay`.

@@ -281,6 +281,17 @@ impl Renderer<'_> {
                     "ssl_certificate_key {};",
                     q(&file(settings, &t.key))
                 ));
+                if let Some(c) = &t.client {
+                    o.line(format!(
+                        "ssl_client_certificate {};",
+                        q(&file(settings, &c.ca))
+                    ));
+                    o.line(format!("ssl_verify_client {};", c.verify));
+                    o.line(format!("ssl_verify_depth {};", c.depth));
+                    if let Some(page) = &c.error_page {
+                        o.line(format!("error_page 495 496 = {};", q(page)));
+                    }
+                }
             }
             None if s.default && tls_any => o.line("ssl_reject_handshake on;"),
             None => {}
@@ -429,6 +440,12 @@ impl Renderer<'_> {
             o.line(format!("return {code} https://$host$request_uri;"));
             o.close();
         }
+        if let Some(subject) = &p.client_subject {
+            let o = &mut self.servers;
+            o.open(format!("if ($ssl_client_s_dn !~ {})", q(subject)));
+            o.line("return 403;");
+            o.close();
+        }
         if let Some(root) = &p.app_root {
             let o = &mut self.servers;
             o.open("if ($uri = /)");
@@ -459,6 +476,12 @@ impl Renderer<'_> {
         }
         if let Some((zone, conns)) = &p.limit_conn {
             o.line(format!("limit_conn {zone} {conns};"));
+        }
+        if let Some(k) = p.limit_rate {
+            o.line(format!("limit_rate {k}k;"));
+        }
+        if let Some(k) = p.limit_rate_after {
+            o.line(format!("limit_rate_after {k}k;"));
         }
         for l in &p.limit_req {
             o.line(format!(
@@ -732,6 +755,42 @@ impl Renderer<'_> {
                 o.line(format!("proxy_cookie_path {} {};", q(from), q(to)));
             }
         }
+        if let (Some(t), "proxy" | "grpc") = (&p.upstream_tls, d) {
+            let settings = self.settings;
+            let o = &mut self.servers;
+            if let Some((cert, key)) = &t.certificate {
+                o.line(format!("{d}_ssl_certificate {};", q(&file(settings, cert))));
+                o.line(format!(
+                    "{d}_ssl_certificate_key {};",
+                    q(&file(settings, key))
+                ));
+            }
+            if let Some(ca) = &t.trusted {
+                o.line(format!(
+                    "{d}_ssl_trusted_certificate {};",
+                    q(&file(settings, ca))
+                ));
+            }
+            if let Some(v) = t.verify {
+                o.line(format!("{d}_ssl_verify {};", on(v)));
+            }
+            if let Some(n) = t.verify_depth {
+                o.line(format!("{d}_ssl_verify_depth {n};"));
+            }
+            if let Some(n) = &t.name {
+                o.line(format!("{d}_ssl_name {};", q(n)));
+            }
+            if let Some(v) = t.server_name {
+                o.line(format!("{d}_ssl_server_name {};", on(v)));
+            }
+            if let Some(c) = &t.ciphers {
+                o.line(format!("{d}_ssl_ciphers {};", q(c)));
+            }
+            if let Some(list) = &t.protocols {
+                o.line(format!("{d}_ssl_protocols {list};"));
+            }
+        }
+        let o = &mut self.servers;
         if let Some(s) = &p.next_upstream {
             o.line(format!("{d}_next_upstream {s};"));
         }

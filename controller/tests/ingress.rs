@@ -639,7 +639,31 @@ async fn annotations_take_effect_body() {
         "auth".to_string(),
         k8s_openapi::ByteString(b"alice:{PLAIN}wonder\n".to_vec()),
     )]));
-    for s in [tls, users] {
+    // A CA and a client certificate it signed, for client-certificate authentication.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    client_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "alice");
+    client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = client_params.signed_by(&client_key, &issuer).unwrap();
+    let files = TempDir::new("client-cert");
+    let cert_file = files.write("client.crt", client_cert.pem());
+    let key_file = files.write("client.key", client_key.serialize_pem());
+    let mut ca: Secret = object(json!({"metadata": {"name": "clients-ca"}}));
+    ca.data = Some(BTreeMap::from([(
+        "ca.crt".to_string(),
+        k8s_openapi::ByteString(ca_cert.pem().into_bytes()),
+    )]));
+    for s in [tls, users, ca] {
         Api::<Secret>::namespaced(client.clone(), ns)
             .create(&PostParams::default(), &s)
             .await
@@ -649,7 +673,20 @@ async fn annotations_take_effect_body() {
     t.spec.as_mut().unwrap().tls = Some(vec![object(
         json!({"hosts": ["t.example"], "secretName": "t-tls"}),
     )]);
+    let mut mtls = ingress(
+        "mtls",
+        &[
+            ("auth-tls-secret", "clients-ca"),
+            ("auth-tls-match-cn", "CN=alice"),
+            ("auth-tls-pass-certificate-to-upstream", "true"),
+        ],
+        &[("mt.example", "/", "web")],
+    );
+    mtls.spec.as_mut().unwrap().tls = Some(vec![object(
+        json!({"hosts": ["mt.example"], "secretName": "t-tls"}),
+    )]);
     for ing in [
+        mtls,
         ingress(
             "rewrite",
             &[("rewrite-target", "/$2")],
@@ -744,6 +781,16 @@ async fn annotations_take_effect_body() {
     assert_eq!(status, 308);
     assert!(head.contains("Location: https://t.example/p"), "{head}");
     edge.until("https://t.example/p", &[], 200, "web-1 /p");
+
+    // Client certificates: none is refused (400), one the CA signed goes through.
+    edge.until("https://mt.example/", &[], 400, "");
+    let (cert, key) = (cert_file.to_str().unwrap(), key_file.to_str().unwrap());
+    edge.until(
+        "https://mt.example/",
+        &["--cert", cert, "--key", key],
+        200,
+        "web-1 /",
+    );
 }
 
 /// One HTTP/1.1 request on a new connection to vireo's plain port: (status, body).

@@ -115,6 +115,16 @@ fn snap(ingresses: Vec<Ingress>) -> Snapshot {
                 &[("tls.crt", &cert().0), ("tls.key", &cert().1)],
             ),
             secret("users", "Opaque", &[("auth", "alice:$apr1$x$y\n")]),
+            secret("ca", "Opaque", &[("ca.crt", &cert().0)]),
+            secret(
+                "upstream",
+                "Opaque",
+                &[
+                    ("tls.crt", &cert().0),
+                    ("tls.key", &cert().1),
+                    ("ca.crt", &cert().0),
+                ],
+            ),
         ],
         ingress_classes: Vec::new(),
     }
@@ -342,6 +352,139 @@ fn ssl_redirect_follows_tls_and_force_ssl_redirect() {
 }
 
 #[test]
+fn client_certificates_of_a_tls_host() {
+    let ann = [
+        ("auth-tls-secret", "default/ca"),
+        ("auth-tls-verify-client", "optional"),
+        ("auth-tls-verify-depth", "2"),
+        ("auth-tls-error-page", "https://a.example/cert-help"),
+        ("auth-tls-match-cn", "CN=(alice|bob)"),
+        ("auth-tls-pass-certificate-to-upstream", "true"),
+    ];
+    let mut i = ing("mtls", 1, &ann, &[("a.example", "/", "Prefix", "web", 80)]);
+    i.spec.as_mut().unwrap().tls = Some(vec![from(
+        json!({"hosts": ["a.example"], "secretName": "tls"}),
+    )]);
+    let other = ing(
+        "other",
+        2,
+        &[],
+        &[("a.example", "/other", "Prefix", "web", 80)],
+    );
+    let (t, text) = translate_all(&snap(vec![i.clone(), other]), false);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    let server = &text[text.find("server_name \"a.example\"").unwrap()..];
+    let ca = t
+        .model
+        .files
+        .keys()
+        .find(|f| f.ends_with(".ca.crt"))
+        .unwrap();
+    assert!(ca.starts_with("certs/default-ca-"), "{ca}");
+    assert_has(
+        server,
+        &format!("ssl_client_certificate \"/etc/vireo/{ca}\";"),
+    );
+    assert_has(server, "ssl_verify_client optional;");
+    assert_has(server, "ssl_verify_depth 2;");
+    assert_has(
+        server,
+        "error_page 495 496 = \"https://a.example/cert-help\";",
+    );
+    let l = block(&text, "location \"/\"");
+    assert_has(
+        block(l, "if ($ssl_client_s_dn !~ \"CN=(alice|bob)\")"),
+        "return 403;",
+    );
+    assert_has(
+        l,
+        "proxy_set_header \"ssl-client-verify\" \"$ssl_client_verify\";",
+    );
+    assert_has(
+        l,
+        "proxy_set_header \"ssl-client-cert\" \"$ssl_client_escaped_cert\";",
+    );
+    // The certificate is asked for on the whole host; the CN check and headers are the
+    // Ingress's own.
+    assert!(
+        !block(&text, "location \"/other/\"").contains("ssl_client"),
+        "{text}"
+    );
+
+    // Without TLS on the host, or without its CA secret, the Ingress is not served.
+    i.spec.as_mut().unwrap().tls = None;
+    let (t, text) = translate_all(&snap(vec![i.clone()]), false);
+    assert!(!text.contains("a.example"), "{text}");
+    assert!(
+        t.problems[0].message.contains("has no TLS certificate"),
+        "{:?}",
+        t.problems
+    );
+    let (t, _) = one(&[("auth-tls-secret", "nosuch")]);
+    assert!(
+        t.problems[0].message.contains("default/nosuch not found"),
+        "{:?}",
+        t.problems
+    );
+}
+
+#[test]
+fn tls_to_the_upstream() {
+    let (t, text) = one(&[
+        ("backend-protocol", "HTTPS"),
+        ("proxy-ssl-secret", "default/upstream"),
+        ("proxy-ssl-verify", "on"),
+        ("proxy-ssl-verify-depth", "2"),
+        ("proxy-ssl-name", "web.internal"),
+        ("proxy-ssl-server-name", "on"),
+        ("proxy-ssl-ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+        ("proxy-ssl-protocols", "TLSv1.2 TLSv1.3"),
+    ]);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    let l = block(&text, "location \"/app/\"");
+    let ca = t
+        .model
+        .files
+        .keys()
+        .find(|f| f.ends_with(".ca.crt"))
+        .unwrap();
+    assert!(ca.starts_with("certs/default-upstream-"), "{ca}");
+    assert_has(
+        l,
+        &format!("proxy_ssl_trusted_certificate \"/etc/vireo/{ca}\";"),
+    );
+    assert!(
+        l.contains("proxy_ssl_certificate \"/etc/vireo/certs/default-upstream-"),
+        "{l}"
+    );
+    assert!(
+        l.contains("proxy_ssl_certificate_key \"/etc/vireo/certs/default-upstream-"),
+        "{l}"
+    );
+    for line in [
+        "proxy_ssl_verify on;",
+        "proxy_ssl_verify_depth 2;",
+        "proxy_ssl_name \"web.internal\";",
+        "proxy_ssl_server_name on;",
+        "proxy_ssl_ciphers \"ECDHE-ECDSA-AES128-GCM-SHA256\";",
+        "proxy_ssl_protocols TLSv1.2 TLSv1.3;",
+        "proxy_pass https://default-web-80;",
+    ] {
+        assert_has(l, line);
+    }
+    let (_, text) = one(&[("backend-protocol", "GRPCS"), ("proxy-ssl-verify", "on")]);
+    assert_has(&text, "grpc_ssl_verify on;");
+    let (t, _) = one(&[("proxy-ssl-protocols", "TLSv1.2; return 200")]);
+    assert_eq!(t.problems[0].reason, "Refused");
+    let (t, _) = one(&[("proxy-ssl-secret", "nosuch")]);
+    assert!(
+        t.problems[0].message.contains("default/nosuch not found"),
+        "{:?}",
+        t.problems
+    );
+}
+
+#[test]
 fn body_size_timeouts_and_buffering() {
     let (t, text) = one(&[
         ("proxy-body-size", "8m"),
@@ -436,6 +579,10 @@ fn rate_limits_with_exempt_networks() {
     assert_has(l, "limit_req zone=default_app_rps burst=50 nodelay;");
     assert_has(l, "limit_req zone=default_app_rpm burst=3000 nodelay;");
     assert_has(l, "limit_conn default_app_conn 4;");
+    let (_, text) = one(&[("limit-rate", "100"), ("limit-rate-after", "1024")]);
+    let l = block(&text, "location \"/app/\"");
+    assert_has(l, "limit_rate 100k;");
+    assert_has(l, "limit_rate_after 1024k;");
     let (_, text) = one(&[("limit-rps", "5"), ("limit-burst-multiplier", "2")]);
     assert_has(
         &text,
@@ -971,11 +1118,18 @@ fn vireo_accepts_the_configuration() {
         ("auth-type", "basic"),
         ("auth-secret", "users"),
         ("enable-access-log", "false"),
+        ("limit-rate", "100"),
+        ("limit-rate-after", "1024"),
     ];
     let mut tls = ing(
         "tls",
         3,
-        &[("force-ssl-redirect", "true")],
+        &[
+            ("force-ssl-redirect", "true"),
+            ("auth-tls-secret", "ca"),
+            ("auth-tls-error-page", "https://t.example/help"),
+            ("auth-tls-match-cn", "CN=t"),
+        ],
         &[("t.example", "/", "Prefix", "web", 80)],
     );
     tls.spec.as_mut().unwrap().tls = Some(vec![from(
@@ -1010,6 +1164,19 @@ fn vireo_accepts_the_configuration() {
                 ("canary-weight", "10"),
             ],
             &[("a.example", "/app", "Prefix", "canary", 80)],
+        ),
+        ing(
+            "upstream-tls",
+            9,
+            &[
+                ("backend-protocol", "HTTPS"),
+                ("proxy-ssl-secret", "upstream"),
+                ("proxy-ssl-verify", "on"),
+                ("proxy-ssl-name", "web.internal"),
+                ("proxy-ssl-server-name", "on"),
+                ("proxy-ssl-protocols", "TLSv1.2 TLSv1.3"),
+            ],
+            &[("u.example", "/", "Prefix", "web", 80)],
         ),
         ing(
             "grpc",
