@@ -209,7 +209,11 @@ pub fn translate(
                     && pr.port.is_none_or(|n| n == p.port)
                     && p.refused.is_none()
             }) {
+                // The reason told is the first listener's that refuses, unless one takes it.
                 if !(p.from_all || ns == pns) || !p.kinds.iter().any(|k| k == route.kind) {
+                    if accepted.0 {
+                        continue;
+                    }
                     accepted = (
                         false,
                         "NotAllowedByListeners",
@@ -219,7 +223,7 @@ pub fn translate(
                 }
                 let hs = intersect(p.hostname.as_deref(), route.hostnames);
                 if hs.is_empty() {
-                    if accepted.1 != "NotAllowedByListeners" {
+                    if !accepted.0 && accepted.1 != "NotAllowedByListeners" {
                         accepted = (
                             false,
                             "NoMatchingListenerHostname",
@@ -540,6 +544,7 @@ fn certificate(
     Ok(Tls {
         certificate: add_file(model, &stem, "crt", crt),
         key: add_file(model, &stem, "key", key),
+        client: None,
     })
 }
 
