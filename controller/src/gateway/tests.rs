@@ -711,3 +711,23 @@ fn ingress_paths_stay() {
         t.problems
     );
 }
+
+/// A route one listener takes is accepted whatever the Gateway's other listeners say.
+#[test]
+fn one_listener_is_enough() {
+    let listeners = json!([
+        {"name": "b", "port": 80, "protocol": "HTTP", "hostname": "b.example.com"},
+        {"name": "a", "port": 80, "protocol": "HTTP", "hostname": "a.example.com"},
+    ]);
+    let (t, _, statuses) = with_routes(
+        listeners,
+        vec![route(
+            "r",
+            0,
+            json!(["b.example.com"]),
+            json!([{"backendRefs": [backend("web")]}]),
+        )],
+    );
+    assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
+    server(&t, "b.example.com");
+}
