@@ -670,6 +670,12 @@ fn vireo_accepts_the_configuration() {
             json!(["s.example.com"]),
             json!([{"backendRefs": [backend("canary")]}]),
         ),
+        route(
+            "w",
+            2,
+            json!(["*.w.example"]),
+            json!([{"backendRefs": [backend("canary")]}]),
+        ),
     ];
     let (t, _, _) = run(&cluster(), &objs);
     vireo_accepts(&t.model);
