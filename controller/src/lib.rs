@@ -1,7 +1,7 @@
-//! vireo-controller: a Kubernetes Ingress controller for vireo.
+//! vireo-controller: a Kubernetes Ingress and Gateway API controller for vireo.
 //!
-//! The translation is pure: a [`snapshot::Snapshot`] of the watched objects goes through a
-//! front end ([`ingress`]) into the intermediate [`model`], which [`render`] writes as one
+//! The translation is pure: a [`snapshot::Snapshot`] of the watched objects goes through the
+//! front ends ([`ingress`], then [`gateway`] with the Gateway API objects) into the intermediate [`model`], which [`render`] writes as one
 //! nginx-syntax configuration. [`apply`] puts a configuration in place and reloads vireo;
 //! [`watch`] keeps the snapshot with the API server and drives the rest.
 

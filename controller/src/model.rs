@@ -1,6 +1,7 @@
 //! The intermediate model: what vireo must serve, independent of where it came from.
 //!
-//! Front ends (Ingress with ingress-nginx annotations in `crate::ingress`) build a [`Model`];
+//! Front ends (Ingress with ingress-nginx annotations in `crate::ingress`, the Gateway API in
+//! `crate::gateway`) build a [`Model`];
 //! `crate::render` turns it into one nginx-syntax configuration. Routing is expressed as
 //! virtual servers holding locations; a location either proxies to a [`Select`] of weighted
 //! upstream groups chosen by request [`Condition`]s (headers, cookies, query arguments,
