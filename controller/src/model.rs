@@ -299,7 +299,8 @@ pub struct Policy {
     /// `satisfy any` between address rules and authentication.
     pub satisfy_any: bool,
     pub cors: Option<Cors>,
-    pub access_log: bool,
+    /// `access_log off`.
+    pub no_access_log: bool,
     pub rewrite_log: bool,
     /// Response headers added (`add_header … always`).
     pub add_headers: Vec<(String, String)>,
