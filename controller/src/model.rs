@@ -299,8 +299,8 @@ pub struct Policy {
     /// `satisfy any` between address rules and authentication.
     pub satisfy_any: bool,
     pub cors: Option<Cors>,
-    /// `access_log off`.
-    pub no_access_log: bool,
+    /// Requests are logged (else `access_log off`).
+    pub access_log: bool,
     pub rewrite_log: bool,
     /// Response headers added (`add_header … always`).
     pub add_headers: Vec<(String, String)>,

@@ -428,7 +428,7 @@ impl Renderer<'_> {
 
     fn policy(&mut self, p: &Policy, extra: &mut Out) {
         let n = self.n;
-        if p.no_access_log {
+        if !p.access_log {
             self.servers.line("access_log off;");
         }
         if p.rewrite_log {

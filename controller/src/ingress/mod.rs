@@ -347,7 +347,10 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
             let tls = hosts.get(&host).and_then(|h| h.tls.clone());
             let location = Location {
                 path: PathMatch::Prefix("/".into()),
-                policy: Policy::default(),
+                policy: Policy {
+                    access_log: true,
+                    ..Policy::default()
+                },
                 action: Action::Redirect {
                     code: 308,
                     target: format!("$scheme://{host}$request_uri"),
@@ -788,7 +791,7 @@ fn read_conf(
     }
 
     let mut policy = Policy {
-        no_access_log: r.bool("enable-access-log") == Some(false),
+        access_log: r.bool("enable-access-log").unwrap_or(true),
         ..Policy::default()
     };
     policy.rewrite_log = r.bool("enable-rewrite-log").unwrap_or(false);
