@@ -322,6 +322,7 @@ pub struct Policy {
     /// `satisfy any` between address rules and authentication.
     pub satisfy_any: bool,
     pub cors: Option<Cors>,
+    /// Requests are logged (else `access_log off`).
     pub access_log: bool,
     pub rewrite_log: bool,
     /// Response headers added (`add_header … always`).

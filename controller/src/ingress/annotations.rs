@@ -55,6 +55,7 @@ pub const SUPPORTED: &[&str] = &[
     "cors-max-age",
     "enable-rewrite-log",
     "force-ssl-redirect",
+    "from-to-www-redirect",
     "limit-burst-multiplier",
     "limit-connections",
     "limit-rps",

@@ -92,6 +92,7 @@ struct Conf {
     aliases: Vec<String>,
     server_snippet: Option<String>,
     client_auth: Option<ClientAuth>,
+    from_to_www: bool,
 }
 
 struct Parsed<'a> {
@@ -323,7 +324,48 @@ pub fn translate(snap: &Snapshot, opts: &Options) -> Translation {
         .sort_by(|a, b| b.path.text().cmp(a.path.text()));
     t.model.servers.push(default);
 
+    // Host names; an alias naming one of them is left to that host's server.
     let names: BTreeSet<String> = hosts.keys().cloned().collect();
+    let mut served: BTreeSet<String> = names.clone();
+    for h in hosts.values() {
+        served.extend(h.aliases.iter().cloned());
+    }
+    // from-to-www-redirect: the www. name (or the name without it) redirects to the host,
+    // unless something else serves it.
+    for p in parsed
+        .iter()
+        .filter(|p| p.conf.from_to_www && p.conf.canary.is_none())
+    {
+        for host in rule_hosts(p.ing) {
+            let alt = match host.strip_prefix("www.") {
+                Some(bare) => bare.to_string(),
+                None => format!("www.{host}"),
+            };
+            if host.is_empty() || host.starts_with("*.") || !served.insert(alt.clone()) {
+                continue;
+            }
+            let tls = hosts.get(&host).and_then(|h| h.tls.clone());
+            let location = Location {
+                path: PathMatch::Prefix("/".into()),
+                policy: Policy {
+                    access_log: true,
+                    ..Policy::default()
+                },
+                action: Action::Redirect {
+                    code: 308,
+                    target: format!("$scheme://{host}$request_uri"),
+                },
+                origin: Origin::default(),
+            };
+            t.model.servers.push(Server {
+                names: vec![alt],
+                default: false,
+                tls,
+                locations: vec![location],
+                snippets: Vec::new(),
+            });
+        }
+    }
     for (host, h) in hosts {
         // A host only a left-out Ingress named is the catch-all server's.
         if h.locations.is_empty() && h.tls.is_none() {
@@ -1214,6 +1256,7 @@ fn read_conf(
         redirect,
         ssl_redirect: r.bool("ssl-redirect").unwrap_or(true),
         force_ssl_redirect: r.bool("force-ssl-redirect").unwrap_or(false),
+        from_to_www: r.bool("from-to-www-redirect").unwrap_or(false),
         use_regex: r.bool("use-regex").unwrap_or(false),
         rewrite_target: r.checked("rewrite-target", annotations::plain),
         balance,

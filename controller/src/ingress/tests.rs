@@ -924,6 +924,54 @@ fn server_alias_and_proxy_headers() {
 }
 
 #[test]
+fn from_and_to_www() {
+    let s = snap(vec![
+        ing(
+            "bare",
+            1,
+            &[("from-to-www-redirect", "true")],
+            &[("a.example", "/", "Prefix", "web", 80)],
+        ),
+        ing(
+            "www",
+            2,
+            &[("from-to-www-redirect", "true")],
+            &[("www.b.example", "/", "Prefix", "web", 80)],
+        ),
+        // A name served by another Ingress is left alone.
+        ing(
+            "both",
+            3,
+            &[("from-to-www-redirect", "true")],
+            &[("c.example", "/", "Prefix", "web", 80)],
+        ),
+        ing(
+            "wwwc",
+            4,
+            &[],
+            &[("www.c.example", "/", "Prefix", "web", 80)],
+        ),
+    ]);
+    let (t, text) = translate_all(&s, false);
+    assert!(t.problems.is_empty(), "{:?}", t.problems);
+    let www_a = &text[text.find("server_name \"www.a.example\";").unwrap()..];
+    assert_has(
+        block(www_a, "location \"/\""),
+        "return 308 \"$scheme://a.example$request_uri\";",
+    );
+    let b = &text[text.find("server_name \"b.example\";").unwrap()..];
+    assert_has(
+        block(b, "location \"/\""),
+        "return 308 \"$scheme://www.b.example$request_uri\";",
+    );
+    assert!(!text.contains("$scheme://c.example$request_uri"), "{text}");
+    assert!(
+        !text.contains("$scheme://www.c.example$request_uri"),
+        "{text}"
+    );
+}
+
+#[test]
 fn custom_errors_go_to_the_default_backend() {
     let (t, text) = one(&[
         ("custom-http-errors", "404,503"),
