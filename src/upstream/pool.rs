@@ -776,10 +776,14 @@ mod tests {
     #[test]
     fn a_connection_moves_in_few_bytes() {
         // Connections move into and out of pools and futures: what a larger
-        // one would copy per request shows in the proxy's cost.
+        // one would copy per request shows in the proxy's cost. The socket's
+        // registration holds tokio's runtime handle, 8 bytes in vireo's
+        // build and 16 where another crate of the workspace turns on tokio's
+        // multi-thread runtime (a `cargo test --workspace` build).
+        let handle = std::mem::size_of::<tokio::runtime::Handle>();
         assert!(
-            std::mem::size_of::<super::UpConn>() <= 136,
-            "{}",
+            std::mem::size_of::<super::UpConn>() <= 128 + handle,
+            "{} (runtime handle {handle})",
             std::mem::size_of::<super::UpConn>()
         );
     }
