@@ -1153,7 +1153,7 @@ impl<'a> Request<'a> {
                 out.extend_from_slice(format!("{s:03}").as_bytes());
             }
             Var::BodyBytesSent | Var::BytesSent => out.push(b'0'),
-            Var::SentHttp(_) => {}
+            Var::SentHttp(_) | Var::RequestCompletion => {}
             Var::RequestLength => push_u64(out, head.raw().len() as u64 + self.body_read),
             Var::RequestTime => {
                 clock::push_millis_as_secs(out, clock::unix_millis().saturating_sub(self.start_ms))
@@ -1305,6 +1305,23 @@ pub struct Finished<'a> {
     pub head_bytes: u64,
     /// Body bytes written (`$body_bytes_sent`).
     pub body_bytes: u64,
+    /// The response went out whole (`$request_completion`): the connection
+    /// took its last byte, nothing failed or was cut short on the way.
+    pub complete: bool,
+}
+
+impl<'a> Finished<'a> {
+    /// `resp` for `req` with nothing sent yet: the response as filters and
+    /// subrequests' variables see it, or one never sent (`return 444`).
+    pub fn unsent(req: &'a Request<'a>, resp: &'a Response) -> Finished<'a> {
+        Finished {
+            req,
+            resp,
+            head_bytes: 0,
+            body_bytes: 0,
+            complete: false,
+        }
+    }
 }
 
 impl VarSource for Finished<'_> {
@@ -1313,6 +1330,11 @@ impl VarSource for Finished<'_> {
             Var::Status => push_u64(out, self.resp.status.into()),
             Var::BodyBytesSent => push_u64(out, self.body_bytes),
             Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
+            Var::RequestCompletion => {
+                if self.complete {
+                    out.extend_from_slice(b"OK");
+                }
+            }
             Var::SentHttp(name) => {
                 let r = self.resp;
                 let mut found = false;
