@@ -1186,7 +1186,12 @@ impl<'a> Request<'a> {
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
             Var::Scheme => out.extend_from_slice(self.scheme().as_bytes()),
             Var::Pid => push_u64(out, std::process::id().into()),
-            Var::ContentType => join_fields(head, b"content-type", b", ", out),
+            Var::ContentType => join_fields(
+                head,
+                |n| n.eq_ignore_ascii_case(b"content-type"),
+                b", ",
+                out,
+            ),
             Var::ContentLength => {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
@@ -1225,7 +1230,9 @@ impl<'a> Request<'a> {
                 } else {
                     b", "
                 };
-                join_fields(head, name.as_bytes(), sep, out);
+                // `$http_x_foo` reads `X-Foo` and `x_foo` fields alike, as
+                // nginx's (underscores_in_headers keeps the latter).
+                join_fields(head, |n| same_field_name(n, name.as_bytes()), sep, out);
             }
             Var::Cookie(name) => {
                 let found = head
@@ -1277,10 +1284,10 @@ fn msie_refresh(resp: &mut Response) {
 }
 
 /// The values of every request field called `name`, joined by `sep`.
-fn join_fields(head: &RequestHead, name: &[u8], sep: &[u8], out: &mut Vec<u8>) {
+fn join_fields(head: &RequestHead, named: impl Fn(&[u8]) -> bool, sep: &[u8], out: &mut Vec<u8>) {
     let mut first = true;
     for (n, v) in head.headers() {
-        if n.eq_ignore_ascii_case(name) {
+        if named(n) {
             if !first {
                 out.extend_from_slice(sep);
             }
@@ -1288,6 +1295,16 @@ fn join_fields(head: &RequestHead, name: &[u8], sep: &[u8], out: &mut Vec<u8>) {
             first = false;
         }
     }
+}
+
+/// Is the field `n` the one `$http_NAME` names (`name`: NAME with `-` for
+/// `_`)? Case and `-`/`_` do not count.
+fn same_field_name(n: &[u8], name: &[u8]) -> bool {
+    let fold = |b: u8| match b {
+        b'_' => b'-',
+        b => b.to_ascii_lowercase(),
+    };
+    n.len() == name.len() && n.iter().zip(name).all(|(&a, &b)| fold(a) == fold(b))
 }
 
 /// `uri?args` → (uri, args); args empty when there is no `?`.

@@ -134,15 +134,16 @@ pub async fn serve(
     let fd = sock.as_raw_fd();
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let group = route::Group::of(key);
-    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone())?
-        .ok_or_else(|| std::io::Error::other("more QUIC endpoints than connection IDs route"))?;
-    let me = routed.route;
     let (secret, first) = {
         let cfg = shared.config.load();
         let l = cfg.listener(key);
         (host_secret(l), server_config(l))
     };
-    let mut ec = quinn::EndpointConfig::new(Arc::new(reset_key(&secret)));
+    let reset = reset_key(&secret);
+    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone(), reset.clone())?
+        .ok_or_else(|| std::io::Error::other("more QUIC endpoints than connection IDs route"))?;
+    let me = routed.route;
+    let mut ec = quinn::EndpointConfig::new(Arc::new(reset));
     ec.cid_generator(move || Box::new(route::Cids { route: me }));
     let endpoint = quinn::Endpoint::new_with_abstract_socket(ec, first, Arc::new(routed), runtime)?;
     // Takes new connections while this task runs (an abort, at a drain,
