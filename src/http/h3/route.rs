@@ -59,8 +59,9 @@ const QUEUE: usize = 1024;
 /// shorter than what incited it, and a short one is told apart from a real
 /// packet (nginx's NGX_QUIC_MIN_SR_PACKET).
 const MIN_RESET_INCITER: usize = 43;
-/// Short datagrams whose reset may be on its way out, remembered.
-const INCITERS: usize = 8;
+/// Short datagrams of one batch whose reset may go out, remembered (a
+/// batch holds few: most are full).
+const INCITERS: usize = 32;
 
 /// The secret of this process that tags its connection IDs.
 fn secret() -> &'static std::hash::RandomState {
@@ -289,9 +290,10 @@ pub struct Routed {
     local: SocketAddr,
     /// The key of the endpoint's stateless reset tokens.
     reset_key: ring::hmac::Key,
-    /// The connection IDs of the last short-header datagrams of at most
-    /// [`MIN_RESET_INCITER`] bytes read here: a reset going out with the
-    /// token of one is dropped.
+    /// The connection IDs of the short-header datagrams of at most
+    /// [`MIN_RESET_INCITER`] bytes of the last batch read here (the QUIC
+    /// stack answers a batch before it reads the next): a reset going out
+    /// with the token of one is dropped.
     inciters: Mutex<Vec<ConnectionId>>,
 }
 
@@ -331,17 +333,16 @@ impl Routed {
     /// A short-header datagram kept here: remembered when a reset of it
     /// would be too short.
     fn incoming(&self, datagram: &[u8]) {
-        if datagram.len() > MIN_RESET_INCITER || datagram[0] & 0x80 != 0 {
+        if datagram.len() > MIN_RESET_INCITER || datagram.first().is_none_or(|b| b & 0x80 != 0) {
             return;
         }
         let Some(cid) = datagram.get(1..1 + CID_LEN) else {
             return;
         };
         let mut seen = self.inciters.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.len() == INCITERS {
-            seen.remove(0);
+        if seen.len() < INCITERS {
+            seen.push(ConnectionId::new(cid));
         }
-        seen.push(ConnectionId::new(cid));
     }
 
     /// Is `datagram`, going out, a stateless reset answering one of the
@@ -386,6 +387,7 @@ impl Routed {
             if len > bufs[n].len() {
                 continue;
             }
+            self.incoming(&d.data);
             bufs[n][..len].copy_from_slice(&d.data);
             meta[n] = RecvMeta {
                 addr: d.addr,
@@ -482,6 +484,10 @@ impl AsyncUdpSocket for Routed {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
+        self.inciters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         let n = self.passed(cx, bufs, meta);
         if n > 0 {
             return Poll::Ready(Ok(n));
