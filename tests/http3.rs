@@ -2,10 +2,13 @@
 //! aioquic (tests/h3/h3client.py), with certificates made by openssl: static
 //! files, ranges, compression, FastCGI and proxy POSTs, error pages, Alt-Svc
 //! on the TCP side (curl), several workers, a reload and a binary upgrade
-//! under a connection, and
+//! under a connection, `$request_completion`, the TLS variables and
+//! resumption, a rejected server name, bodies against content-length and
+//! bodies left unread, NEW_TOKEN, and
 //! attacks (a stream flood past `http3_max_concurrent_streams`, 0-RTT with an
-//! unsafe method, amplification before address validation). Skips (with a
-//! message) only when aioquic is missing.
+//! unsafe method, amplification before address validation, no stateless
+//! reset for short datagrams). Skips (with a message) only when aioquic is
+//! missing.
 
 mod common;
 use base64::Engine;
@@ -202,13 +205,15 @@ fn start(extra: &str, backend: &str) -> Vireo {
 
 /// [`start`], with `http` directives at the http level.
 fn start_with(http: &str, extra: &str, backend: &str) -> Vireo {
-    Vireo::start_in(
-        site(),
-        &CONF
-            .replace("HTTP", http)
-            .replace("EXTRA", extra)
-            .replace("BACKEND", backend),
-    )
+    Vireo::start_in(site(), &conf(http, extra, backend))
+}
+
+/// [`CONF`] with `http` directives at the http level, `extra` in the QUIC
+/// server and `backend` in the plain one.
+fn conf(http: &str, extra: &str, backend: &str) -> String {
+    CONF.replace("HTTP", http)
+        .replace("EXTRA", extra)
+        .replace("BACKEND", backend)
 }
 
 #[test]
@@ -335,10 +340,7 @@ fn several_workers_on_one_shared_socket() {
             d.write("html/a.txt", "hello over QUIC\n");
             d
         },
-        &CONF
-            .replace("worker_processes 1;", "worker_processes 4;")
-            .replace("EXTRA", "")
-            .replace("BACKEND", ""),
+        &conf("", "", "").replace("worker_processes 1;", "worker_processes 4;"),
     );
     let req = r#"{"path": "/a.txt"}"#;
     for _ in 0..6 {
@@ -371,9 +373,7 @@ fn a_reload_keeps_the_connection() {
     let port = v.port;
     let run = std::thread::spawn(move || client(port, "requests", spec));
     std::thread::sleep(std::time::Duration::from_millis(800));
-    let new = CONF
-        .replace("EXTRA", "")
-        .replace("BACKEND", "")
+    let new = conf("", "", "")
         .replace("{port2}", &free_port().to_string())
         .replace("X-Proto $http3", "X-Proto reloaded-$http3");
     v.reload_with(&new, "configuration reloaded");
@@ -406,7 +406,7 @@ fn a_binary_upgrade_keeps_the_connection_and_loses_no_datagram() {
     if !have_aioquic() {
         return;
     }
-    let conf = CONF.replace("EXTRA", "").replace("BACKEND", "").replace(
+    let conf = conf("", "", "").replace(
         "worker_processes 1;",
         "worker_processes 1;\npid logs/v.pid;",
     );
