@@ -563,6 +563,42 @@ fn bytes_sent_counts_partial_responses() {
 }
 
 #[test]
+fn request_completion_says_whether_the_response_went_out_whole() {
+    let dir = TempDir::new("al");
+    dir.write("html/small", "tiny");
+    // Past what the two sockets' buffers hold, so a client that leaves
+    // early makes the server's writes fail.
+    dir.write("html/big", vec![b'z'; 32 << 20]);
+    let v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n log_format l '$uri $status [$request_completion]';\n \
+         access_log logs/l.log l;\n server {\n  listen 127.0.0.1:{port};\n  root {dir}/html;\n  \
+         location = /gone { return 444; }\n }\n}\n",
+    );
+    assert_eq!(v.get("/small").status, 200);
+    assert_eq!(lines(&v, "logs/l.log", 1)[0], "/small 200 [OK]");
+    // A client that reads part of the body and closes.
+    let mut s = v.connect();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 65536];
+    while got < 1 << 20 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got += n;
+    }
+    drop(s);
+    // The head went out: its status stays, as nginx logs it; an empty
+    // value is logged as "-".
+    assert_eq!(lines(&v, "logs/l.log", 2)[1], "/big 200 [-]");
+    // Closed without an answer.
+    let (raw, _) = exchange(&v, b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(raw.is_empty());
+    assert_eq!(lines(&v, "logs/l.log", 3)[2], "/gone 444 [-]");
+}
+
+#[test]
 fn if_condition_skips_requests_it_rules_out() {
     let v = Vireo::start(
         "events {}

@@ -2,10 +2,13 @@
 //! aioquic (tests/h3/h3client.py), with certificates made by openssl: static
 //! files, ranges, compression, FastCGI and proxy POSTs, error pages, Alt-Svc
 //! on the TCP side (curl), several workers, a reload and a binary upgrade
-//! under a connection, and
+//! under a connection, `$request_completion`, the TLS variables and
+//! resumption, a rejected server name, bodies against content-length and
+//! bodies left unread, NEW_TOKEN, and
 //! attacks (a stream flood past `http3_max_concurrent_streams`, 0-RTT with an
-//! unsafe method, amplification before address validation). Skips (with a
-//! message) only when aioquic is missing.
+//! unsafe method, amplification before address validation, no stateless
+//! reset for short datagrams). Skips (with a message) only when aioquic is
+//! missing.
 
 mod common;
 use base64::Engine;
@@ -169,6 +172,7 @@ error_log logs/error.log info;
 events {}
 http {
     access_log logs/access.log;
+    HTTP
     server {
         listen 127.0.0.1:{port} ssl;
         listen 127.0.0.1:{port} quic;
@@ -208,10 +212,20 @@ fn big() -> String {
 /// A vireo with `extra` directives in the QUIC server and `backend` in the
 /// plain one on {port2}.
 fn start(extra: &str, backend: &str) -> Vireo {
-    Vireo::start_in(
-        site(),
-        &CONF.replace("EXTRA", extra).replace("BACKEND", backend),
-    )
+    start_with("", extra, backend)
+}
+
+/// [`start`], with `http` directives at the http level.
+fn start_with(http: &str, extra: &str, backend: &str) -> Vireo {
+    Vireo::start_in(site(), &conf(http, extra, backend))
+}
+
+/// [`CONF`] with `http` directives at the http level, `extra` in the QUIC
+/// server and `backend` in the plain one.
+fn conf(http: &str, extra: &str, backend: &str) -> String {
+    CONF.replace("HTTP", http)
+        .replace("EXTRA", extra)
+        .replace("BACKEND", backend)
 }
 
 #[test]
@@ -361,10 +375,7 @@ fn several_workers_on_one_shared_socket() {
             d.write("html/a.txt", "hello over QUIC\n");
             d
         },
-        &CONF
-            .replace("worker_processes 1;", "worker_processes 4;")
-            .replace("EXTRA", "")
-            .replace("BACKEND", ""),
+        &conf("", "", "").replace("worker_processes 1;", "worker_processes 4;"),
     );
     let req = r#"{"path": "/a.txt"}"#;
     for _ in 0..6 {
@@ -397,9 +408,7 @@ fn a_reload_keeps_the_connection() {
     let port = v.port;
     let run = std::thread::spawn(move || client(port, "requests", spec));
     std::thread::sleep(std::time::Duration::from_millis(800));
-    let new = CONF
-        .replace("EXTRA", "")
-        .replace("BACKEND", "")
+    let new = conf("", "", "")
         .replace("{port2}", &free_port().to_string())
         .replace("X-Proto $http3", "X-Proto reloaded-$http3");
     v.reload_with(&new, "configuration reloaded");
@@ -432,7 +441,7 @@ fn a_binary_upgrade_keeps_the_connection_and_loses_no_datagram() {
     if !have_aioquic() {
         return;
     }
-    let conf = CONF.replace("EXTRA", "").replace("BACKEND", "").replace(
+    let conf = conf("", "", "").replace(
         "worker_processes 1;",
         "worker_processes 1;\npid logs/v.pid;",
     );
@@ -570,4 +579,157 @@ fn configuration_errors_name_the_listen() {
             && err.contains("t.conf:3"),
         "{err}"
     );
+}
+
+#[test]
+fn request_completion_and_a_client_that_stops_reading() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start_with(
+        "log_format done '$uri $status [$request_completion] $http3';",
+        "access_log logs/done.log done;",
+        "",
+    );
+    // Past every window, so the client stops it mid-body.
+    v.dir.write("html/huge.bin", vec![b'h'; 16 << 20]);
+    let r = get(
+        v.port,
+        &[
+            r#"{"path": "/a.txt"}"#,
+            r#"{"path": "/huge.bin", "stop": true}"#,
+        ],
+    );
+    assert_eq!(r[0].status, 200);
+    assert_eq!(r[1].status, 200);
+    assert!(r[1].body.len() < 16 << 20, "{}", r[1].body.len());
+    let log = || v.dir.read("logs/done.log");
+    assert!(eventually(10, || log().lines().count() == 2), "{}", log());
+    let log = log();
+    assert!(log.contains("/a.txt 200 [OK] h3\n"), "{log}");
+    assert!(log.contains("/huge.bin 200 [-] h3\n"), "{log}");
+}
+
+#[test]
+fn tls_details_resumption_and_a_rejected_name() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start_with(
+        "server { listen 127.0.0.1:{port} quic; server_name refused.test; ssl_reject_handshake on; }",
+        "server_name localhost;\
+         add_header X-TLS '$ssl_protocol $ssl_cipher $ssl_curve $ssl_session_reused $ssl_alpn_protocol';\
+         add_header X-Offered '$ssl_ciphers|$ssl_curves';",
+        "",
+    );
+    let run = client(v.port, "resume", r#"{"path": "/a.txt"}"#);
+    assert_eq!(run.key("resumed"), "True", "{}", run.raw);
+    let tls = |i: usize| {
+        run.responses[i]
+            .header("x-tls")
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = tls(0);
+    let f: Vec<&str> = first.split(' ').collect();
+    assert_eq!(f.len(), 5, "{}", run.raw);
+    assert_eq!((f[0], f[3], f[4]), ("TLSv1.3", ".", "h3"), "{first}");
+    // The suite and group chosen, among those offered.
+    let offered = run.responses[0].header("x-offered").unwrap_or_default();
+    let (ciphers, curves) = offered.split_once('|').unwrap();
+    assert!(
+        f[1].starts_with("TLS_AES_") || f[1].starts_with("TLS_CHACHA20"),
+        "{first}"
+    );
+    assert!(
+        ciphers.split(':').any(|c| c == f[1]),
+        "{first} of {offered}"
+    );
+    assert!(curves.split(':').any(|c| c == f[2]), "{first} of {offered}");
+    // The second connection resumed the first's session.
+    assert_eq!(tls(1), format!("TLSv1.3 {} {} r h3", f[1], f[2]));
+    // A name whose server rejects handshakes (here the default server):
+    // TLS's unrecognized_name alert (112) as the QUIC crypto error, as nginx.
+    let run = client(v.port, "handshake", r#"{"sni": "refused.test"}"#);
+    assert_eq!(run.key("connected"), "False", "{}", run.raw);
+    assert_eq!(run.key("terminated_code"), (0x100 + 112).to_string());
+    let run = client(v.port, "handshake", r#"{"sni": "localhost"}"#);
+    assert_eq!(run.key("connected"), "True", "{}", run.raw);
+}
+
+#[test]
+fn bodies_against_content_length_and_bodies_left_unread() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start(
+        "location = /ret { return 200 \"ok\"; }\
+         location = /bad { return 200 \"redirected\"; }\
+         location = /echo { proxy_pass http://127.0.0.1:{port2}/ret; }\
+         error_page 400 /bad;",
+        "location = /ret { return 200 \"back\"; }",
+    );
+    let r = get(
+        v.port,
+        &[
+            // Shorter and longer than declared: a bad request (through the
+            // server's error_page).
+            r#"{"method": "POST", "path": "/echo", "body": "abc", "headers": [["content-length", "10"]]}"#,
+            r#"{"method": "POST", "path": "/echo", "body": "abcdef", "headers": [["content-length", "2"]]}"#,
+            // A body the handler does not read, its stream left open: the
+            // response does not wait for it.
+            r#"{"method": "POST", "path": "/ret", "body": "more to come", "open": true}"#,
+            // A head the HTTP/1 parser refuses (a bad Host): the default
+            // server's error_page, as over HTTP/1.
+            r#"{"path": "/a.txt", "authority": "."}"#,
+        ],
+    );
+    let log = v.dir.read("logs/error.log");
+    for i in [0, 1] {
+        assert_eq!(r[i].status, 400, "{i}: {r:?} {log}");
+        assert_eq!(r[i].text(), "redirected");
+    }
+    assert_eq!(r[2].status, 200, "{r:?}");
+    assert_eq!(r[2].text(), "ok");
+    assert_eq!(r[3].status, 400, "{r:?}");
+    assert_eq!(r[3].text(), "redirected");
+}
+
+#[test]
+fn a_new_token_spares_the_next_connection_its_retry() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("quic_retry on;", "");
+    let run = client(v.port, "token", r#"{"path": "/a.txt"}"#);
+    assert_eq!(run.key("token"), "True", "{}", run.raw);
+    assert_eq!(run.key("retried1"), "1");
+    // The address validation token (NEW_TOKEN) of the first connection
+    // validates the second's address: no Retry.
+    assert_eq!(run.key("retried2"), "0", "{}", run.raw);
+    assert_eq!(run.responses[1].status, 200);
+}
+
+#[test]
+fn no_stateless_reset_answers_a_datagram_of_43_bytes_or_fewer() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("", "");
+    let run = client(
+        v.port,
+        "reset",
+        r#"{"path": "/a.txt", "sizes": [30, 43, 44, 80]}"#,
+    );
+    assert_eq!(run.responses[0].status, 200);
+    let replies: Vec<usize> = run
+        .key("replies")
+        .split(',')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    // For a connection the server no longer holds: nothing for the short
+    // ones, a reset shorter than what incited it for the others.
+    assert_eq!(&replies[..2], [0, 0], "{}", run.raw);
+    assert!((41..44).contains(&replies[2]), "{replies:?}");
+    assert!((41..80).contains(&replies[3]), "{replies:?}");
 }

@@ -269,3 +269,17 @@ fn several_fields_of_a_name_are_joined() {
     assert_eq!(r.text(), "one, two|a=1; b=2; c=3|2|3");
     assert_eq!(r.header("x-j"), Some("1, 2"));
 }
+
+#[test]
+fn http_variables_read_fields_named_with_underscores() {
+    // Kept with underscores_in_headers on: `$http_x_foo` reads `x_foo` as
+    // it reads `X-Foo`, as nginx's.
+    let v = Vireo::start(
+        "events {}\nhttp {\n access_log off;\n server {\n  listen 127.0.0.1:{port};\n  \
+         underscores_in_headers on;\n  location / {\n   return 200 \"$http_x_foo|$http_x_bar\";\n  }\n }\n}\n",
+    );
+    let r = v.request(
+        "GET / HTTP/1.1\r\nHost: x\r\nx_foo: under\r\nX-Bar: dash\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.text(), "under|dash");
+}

@@ -124,10 +124,10 @@ pub struct ContentHook {
 pub type DefaultContentHook = fn(&mut Request<'_>) -> Outcome;
 /// A response filter: runs on every response a request produces.
 pub type FilterHook = fn(&Request<'_>, &mut Response);
-/// A request is done: its response head's and body's bytes sent (the
+/// A request is done: its response and what of it was sent (the
 /// connection logs main requests itself; subrequests, with
 /// `log_subrequest on`, through this).
-pub type LogHook = fn(&Request<'_>, &Response, u64, u64);
+pub type LogHook = fn(&crate::core::request::Finished<'_>);
 /// A stream session is done: `done` answers its variables as they stand
 /// at its end (`$bytes_sent`, `$status`).
 pub type SessionLogHook = fn(&Request<'_>, &dyn crate::core::vars::VarSource);

@@ -1167,7 +1167,7 @@ impl<'a> Request<'a> {
                 out.extend_from_slice(format!("{s:03}").as_bytes());
             }
             Var::BodyBytesSent | Var::BytesSent => out.push(b'0'),
-            Var::SentHttp(_) => {}
+            Var::SentHttp(_) | Var::RequestCompletion => {}
             Var::RequestLength => push_u64(out, head.raw().len() as u64 + self.body_read),
             Var::RequestTime => {
                 clock::push_millis_as_secs(out, clock::unix_millis().saturating_sub(self.start_ms))
@@ -1200,7 +1200,12 @@ impl<'a> Request<'a> {
             Var::ServerProtocol => out.extend_from_slice(head.version.as_str().as_bytes()),
             Var::Scheme => out.extend_from_slice(self.scheme().as_bytes()),
             Var::Pid => push_u64(out, std::process::id().into()),
-            Var::ContentType => join_fields(head, b"content-type", b", ", out),
+            Var::ContentType => join_fields(
+                head,
+                |n| n.eq_ignore_ascii_case(b"content-type"),
+                b", ",
+                out,
+            ),
             Var::ContentLength => {
                 out.extend_from_slice(head.header("content-length").unwrap_or_default())
             }
@@ -1239,7 +1244,9 @@ impl<'a> Request<'a> {
                 } else {
                     b", "
                 };
-                join_fields(head, name.as_bytes(), sep, out);
+                // `$http_x_foo` reads `X-Foo` and `x_foo` fields alike, as
+                // nginx's (underscores_in_headers keeps the latter).
+                join_fields(head, |n| same_field_name(n, name.as_bytes()), sep, out);
             }
             Var::Cookie(name) => {
                 let found = head
@@ -1291,10 +1298,10 @@ fn msie_refresh(resp: &mut Response) {
 }
 
 /// The values of every request field called `name`, joined by `sep`.
-fn join_fields(head: &RequestHead, name: &[u8], sep: &[u8], out: &mut Vec<u8>) {
+fn join_fields(head: &RequestHead, named: impl Fn(&[u8]) -> bool, sep: &[u8], out: &mut Vec<u8>) {
     let mut first = true;
     for (n, v) in head.headers() {
-        if n.eq_ignore_ascii_case(name) {
+        if named(n) {
             if !first {
                 out.extend_from_slice(sep);
             }
@@ -1302,6 +1309,16 @@ fn join_fields(head: &RequestHead, name: &[u8], sep: &[u8], out: &mut Vec<u8>) {
             first = false;
         }
     }
+}
+
+/// Is the field `n` the one `$http_NAME` names (`name`: NAME with `-` for
+/// `_`)? Case and `-`/`_` do not count.
+fn same_field_name(n: &[u8], name: &[u8]) -> bool {
+    let fold = |b: u8| match b {
+        b'_' => b'-',
+        b => b.to_ascii_lowercase(),
+    };
+    n.len() == name.len() && n.iter().zip(name).all(|(&a, &b)| fold(a) == fold(b))
 }
 
 /// `uri?args` → (uri, args); args empty when there is no `?`.
@@ -1319,6 +1336,23 @@ pub struct Finished<'a> {
     pub head_bytes: u64,
     /// Body bytes written (`$body_bytes_sent`).
     pub body_bytes: u64,
+    /// The response went out whole (`$request_completion`): the connection
+    /// took its last byte, nothing failed or was cut short on the way.
+    pub complete: bool,
+}
+
+impl<'a> Finished<'a> {
+    /// `resp` for `req` with nothing sent yet: the response as filters and
+    /// subrequests' variables see it, or one never sent (`return 444`).
+    pub fn unsent(req: &'a Request<'a>, resp: &'a Response) -> Finished<'a> {
+        Finished {
+            req,
+            resp,
+            head_bytes: 0,
+            body_bytes: 0,
+            complete: false,
+        }
+    }
 }
 
 impl VarSource for Finished<'_> {
@@ -1327,6 +1361,11 @@ impl VarSource for Finished<'_> {
             Var::Status => push_u64(out, self.resp.status.into()),
             Var::BodyBytesSent => push_u64(out, self.body_bytes),
             Var::BytesSent => push_u64(out, self.head_bytes + self.body_bytes),
+            Var::RequestCompletion => {
+                if self.complete {
+                    out.extend_from_slice(b"OK");
+                }
+            }
             Var::SentHttp(name) => {
                 let r = self.resp;
                 let mut found = false;

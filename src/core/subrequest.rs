@@ -591,8 +591,13 @@ async fn run(
         done(&req, &resp);
     }
     if req.conf.core.log_subrequest {
+        // A subrequest is never complete (`$request_completion`), as nginx's.
+        let done = crate::core::request::Finished {
+            body_bytes: sent,
+            ..crate::core::request::Finished::unsent(&req, &resp)
+        };
         for log in &req.server.pipeline.log {
-            log(&req, &resp, 0, sent);
+            log(&done);
         }
     }
 }

@@ -58,6 +58,9 @@ pub enum Var {
     BodyBytesSent,
     /// `$bytes_sent`
     BytesSent,
+    /// `$request_completion`: "OK" once the response went out whole, empty
+    /// before and when it did not
+    RequestCompletion,
     /// `$request_length`
     RequestLength,
     /// `$request_time`: seconds with millisecond resolution
@@ -172,6 +175,7 @@ impl Var {
             "status" => Var::Status,
             "body_bytes_sent" => Var::BodyBytesSent,
             "bytes_sent" => Var::BytesSent,
+            "request_completion" => Var::RequestCompletion,
             "request_length" => Var::RequestLength,
             "request_time" => Var::RequestTime,
             "connection" => Var::Connection,
@@ -231,6 +235,7 @@ impl Var {
             Var::Status => "status",
             Var::BodyBytesSent => "body_bytes_sent",
             Var::BytesSent => "bytes_sent",
+            Var::RequestCompletion => "request_completion",
             Var::RequestLength => "request_length",
             Var::RequestTime => "request_time",
             Var::Connection => "connection",

@@ -10,7 +10,7 @@ use crate::core::message::head::{BodyFraming, RequestHead};
 use crate::core::message::response::Response;
 use crate::core::proxy_protocol::ProxyHeader;
 use crate::core::request::TlsInfo;
-use crate::core::request::{BodyError, Peer, Request, RequestBody};
+use crate::core::request::{BodyError, Finished, Peer, Request, RequestBody};
 use crate::core::route::VirtualHosts;
 use crate::http::h1::parse::Limits;
 use crate::modules::static_files::uri;
@@ -24,6 +24,18 @@ pub trait ClientBody: RequestBody {
     fn read(&self) -> u64;
     /// Body bytes after decoding.
     fn decoded(&self) -> u64;
+    /// Be done with what the handler left of the body: read and drop it
+    /// (HTTP/1, whose next request follows it), or ask the client to stop
+    /// sending it (HTTP/3).
+    fn discard(&mut self) -> crate::core::request::BoxFuture<'_, Result<(), BodyError>>
+    where
+        Self: Sized,
+    {
+        Box::pin(async move {
+            while self.chunk().await?.is_some() {}
+            Ok(())
+        })
+    }
 }
 
 /// What the connection knows about itself, for a request's context.
@@ -199,7 +211,7 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
             req.error(500)
         }
     };
-    let rest = discard(body).await;
+    let rest = body.discard().await;
     req.body_read = body.read();
     match rest {
         Ok(()) => {}
@@ -220,11 +232,6 @@ fn too_large(req: &Request<'_>, n: u64, max: u64) -> Ran {
         resp: body_too_large(req, n, max),
         close: true,
     }
-}
-
-async fn discard<B: ClientBody>(body: &mut B) -> Result<(), BodyError> {
-    while body.chunk().await?.is_some() {}
-    Ok(())
 }
 
 pub fn body_too_large(req: &Request<'_>, n: u64, max: u64) -> Response {
@@ -267,9 +274,15 @@ pub fn host_of(head: &RequestHead) -> Cow<'_, str> {
 }
 
 /// Log a finished request and count it.
-pub fn finished(req: &Request<'_>, resp: &Response, head_bytes: u64, body_bytes: u64) {
-    crate::modules::log::log_request(req, resp, head_bytes, body_bytes);
-    crate::server::stats::response(resp.status, head_bytes + body_bytes, req.start_ms);
+pub fn finished(done: &Finished<'_>) {
+    crate::modules::log::log_request(done);
+    let sent = done.head_bytes + done.body_bytes;
+    crate::server::stats::response(done.resp.status, sent, done.req.start_ms);
+}
+
+/// Log a request closed without an answer (`return 444`, a client gone).
+pub fn unanswered(req: &Request<'_>, resp: &Response) {
+    crate::modules::log::log_request(&Finished::unsent(req, resp));
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@ Modes:
   after another with "sequential"); "responses": status, headers, body
   (base64), reset; "lost": the packets the client's loss recovery declared
   lost. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
-  (with "sequential").
+  (with "sequential"); with "authority", that instead of the connection's;
+  with "open", its stream is left open after the head (and body); with
+  "stop", the client asks the server to stop sending (STOP_SENDING) once the
+  first body bytes came.
 - flood: {"path", "streams"}: a client that ignores the server's stream
   credit (as an attacker does) and opens "streams" request streams at once,
   never ending them;
@@ -25,11 +28,22 @@ Modes:
   "ticket_early_data", "early_data_accepted", and the response.
 - initial: {}: send one client Initial from a bare UDP socket and count the
   bytes the server sends back without the address ever being validated.
+- resume: {"path"}: the request on a first connection, then on a second one
+  resuming the first's session; "resumed".
+- handshake: {"sni"}: a handshake only; "connected", or "terminated_code".
+- token: {"path"}: the request on a first connection, then on a second one
+  presenting the address validation token the first got (NEW_TOKEN);
+  "token", and "retried1"/"retried2": whether each was sent a Retry.
+- reset: {"path", "sizes"}: the request, then the connection closed; once
+  the server forgot it, a datagram of each size (a short-header packet
+  naming the server's connection ID, random bytes after) from a bare
+  socket; "replies": the length of what came back for each, 0 for nothing.
 """
 
 import asyncio
 import base64
 import json
+import random
 import socket
 import ssl
 import sys
@@ -53,6 +67,7 @@ class Client(QuicConnectionProtocol):
         self.responses = {}
         self.terminated = None
         self.goaway = False
+        self.stop = set()
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -83,6 +98,13 @@ class Client(QuicConnectionProtocol):
                 r["headers"].extend(fields)
             elif isinstance(ev, DataReceived):
                 r["body"] += ev.data
+                if sid in self.stop and ev.data:
+                    self.stop.discard(sid)
+                    self._quic.stop_stream(sid, 0x10C)
+                    self.transmit()
+                    w = self.waiters.get(sid)
+                    if w and not w.done():
+                        w.set_result(None)
             if getattr(ev, "stream_ended", False):
                 w = self.waiters.get(sid)
                 if w and not w.done():
@@ -94,7 +116,7 @@ class Client(QuicConnectionProtocol):
         headers = [
             (b":method", method.encode()),
             (b":scheme", b"https"),
-            (b":authority", authority.encode()),
+            (b":authority", req.get("authority", authority).encode()),
             (b":path", req.get("path", "/").encode()),
         ] + [(k.encode(), v.encode()) for k, v in req.get("headers", [])]
         body = req.get("body")
@@ -102,8 +124,10 @@ class Client(QuicConnectionProtocol):
             body = body.encode() * req.get("repeat", 1)
         self.h3.send_headers(sid, headers, end_stream=body is None and not req.get("open"))
         if body is not None:
-            self.h3.send_data(sid, body, end_stream=True)
+            self.h3.send_data(sid, body, end_stream=not req.get("open"))
         self.waiters[sid] = asyncio.get_running_loop().create_future()
+        if req.get("stop"):
+            self.stop.add(sid)
         self.transmit()
         return sid
 
@@ -242,6 +266,82 @@ async def zerortt(port, spec):
     return out
 
 
+async def one(port, path, configuration, **kwargs):
+    """One request on a new connection: the response and the client."""
+    async with connect(
+        "127.0.0.1", port, configuration=configuration, create_protocol=Client, **kwargs
+    ) as client:
+        sid = client.start({"path": path}, f"localhost:{port}")
+        return await client.done(sid), client
+
+
+async def resume(port, spec):
+    tickets = []
+    first, _ = await one(port, spec["path"], config("localhost"), session_ticket_handler=tickets.append)
+    out = {"responses": [first]}
+    t0 = time.monotonic()
+    while not tickets and time.monotonic() - t0 < 3:
+        await asyncio.sleep(0.05)
+    second, client = await one(port, spec["path"], config("localhost", tickets[-1]))
+    out["responses"].append(second)
+    out["resumed"] = bool(client._quic.tls.session_resumed)
+    return out
+
+
+async def handshake(port, spec):
+    c = config(spec.get("sni", "localhost"))
+    out = {"connected": False}
+    loop = asyncio.get_running_loop()
+    _, client = await loop.create_datagram_endpoint(
+        lambda: Client(QuicConnection(configuration=c)), remote_addr=("127.0.0.1", port)
+    )
+    client.connect(("127.0.0.1", port))
+    t0 = time.monotonic()
+    while client.terminated is None and time.monotonic() - t0 < 5:
+        if client._quic._handshake_complete:
+            out["connected"] = True
+            break
+        await asyncio.sleep(0.05)
+    out["terminated"] = terminated(client)
+    client.close()
+    return out
+
+
+async def token(port, spec):
+    tokens = []
+    first, c1 = await one(port, spec["path"], config("localhost"), token_handler=tokens.append)
+    out = {"responses": [first], "token": bool(tokens), "retried1": c1._quic._retry_count}
+    if tokens:
+        c = config("localhost")
+        c.token = tokens[-1]
+        second, c2 = await one(port, spec["path"], c)
+        out["responses"].append(second)
+        out["retried2"] = c2._quic._retry_count
+    return out
+
+
+async def reset(port, spec):
+    first, client = await one(port, spec["path"], config("localhost"))
+    cid = client._quic._peer_cid.cid
+    out = {"responses": [first]}
+    # Closed (the context's end): the server drains, then forgets it.
+    await asyncio.sleep(1.5)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.5)
+    replies = []
+    for size in spec["sizes"]:
+        pad = bytes(random.getrandbits(8) for _ in range(size - 1 - len(cid)))
+        s.sendto(bytes([0x40 | random.getrandbits(6)]) + cid + pad, ("127.0.0.1", port))
+        try:
+            data, _ = s.recvfrom(65536)
+            replies.append(len(data))
+        except socket.timeout:
+            replies.append(0)
+        await asyncio.sleep(0.1)
+    out["replies"] = ",".join(map(str, replies))
+    return out
+
+
 def initial(port, spec):
     """One Initial from an address that never answers: what comes back."""
     conn = QuicConnection(configuration=config("localhost"))
@@ -290,7 +390,15 @@ def main():
     if mode == "initial":
         out = initial(port, spec)
     else:
-        fn = {"requests": requests, "flood": flood, "zerortt": zerortt}[mode]
+        fn = {
+            "requests": requests,
+            "flood": flood,
+            "zerortt": zerortt,
+            "resume": resume,
+            "handshake": handshake,
+            "token": token,
+            "reset": reset,
+        }[mode]
         out = asyncio.run(fn(port, spec))
     emit(out)
 

@@ -14,7 +14,7 @@ use crate::core::message::head::{Method, ParseError, RequestHead, Version};
 use crate::core::message::response::{Body, Response};
 use crate::core::proxy_protocol::ProxyHeader;
 pub use crate::core::request::Peer;
-use crate::core::request::{BodyError, BoxFuture, Request};
+use crate::core::request::{BodyError, BoxFuture, Finished, Request};
 use crate::http::pipeline::{self, ConnRef, Ran, host_of};
 use crate::modules::static_files::conf::StaticConf;
 use crate::server::Shared;
@@ -493,7 +493,7 @@ impl<S: Stream> Conn<S> {
         let core = &req.conf.core;
         if resp.unanswered() {
             // `return 444`, or a client gone: close without answering (logged).
-            crate::modules::log::log_request(req, resp, 0, 0);
+            pipeline::unanswered(req, resp);
             return Err(io::Error::other("closed without an answer"));
         }
         io.out.clear();
@@ -542,7 +542,13 @@ impl<S: Stream> Conn<S> {
                 tunnel.run(&client, std::mem::take(&mut io.buf)).await;
             }
             // What the tunnel passed to the client is the body ($body_bytes_sent).
-            pipeline::finished(req, resp, head_len, client.1.get());
+            pipeline::finished(&Finished {
+                req,
+                resp,
+                head_bytes: head_len,
+                body_bytes: client.1.get(),
+                complete: r.is_ok(),
+            });
             return Err(io::Error::other("connection upgraded"));
         }
         let r = match trailers {
@@ -591,7 +597,13 @@ impl<S: Stream> Conn<S> {
             uncork();
             bg.await;
         }
-        pipeline::finished(req, resp, head_len, body_sent);
+        pipeline::finished(&Finished {
+            req,
+            resp,
+            head_bytes: head_len,
+            body_bytes: body_sent,
+            complete: r.is_ok(),
+        });
         r
     }
 

@@ -416,8 +416,10 @@ async fn stream(
         Ok(h) => h,
         Err(e) => {
             let head = crate::http::fields::refused_head(&parts, &e, "HTTP/2.0");
-            let req = pipeline::request(cref, vhosts, &head, "");
-            let resp = req.error(e.status);
+            let mut req = pipeline::request(cref, vhosts, &head, "");
+            // The default server's error_page applies, as nginx.
+            let err = req.error(e.status);
+            let resp = pipeline::refused(&mut req, err).await;
             send::respond(&mut respond, &req, resp).await;
             return;
         }

@@ -9,7 +9,7 @@ use super::conf::Http2Conf;
 use crate::core::message::head::Method;
 use crate::core::message::response::{Body, Response};
 use crate::core::message::response::{FILE_PIECE, read_file_piece};
-use crate::core::request::Request;
+use crate::core::request::{Finished, Request};
 use crate::http::{fields, pipeline};
 use bytes::Bytes;
 use h2::SendStream;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// a client gone, 499) resets the stream instead of answering.
 pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: Response) {
     if resp.unanswered() {
-        crate::modules::log::log_request(req, &resp, 0, 0);
+        pipeline::unanswered(req, &resp);
         tx.send_reset(h2::Reason::INTERNAL_ERROR);
         return;
     }
@@ -35,7 +35,9 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     let trailers = resp.trailers.filter(|_| !head_only);
     let no_body = head_only || (size == Some(0) && trailers.is_none());
     let mut sent = 0;
+    let mut complete = false;
     if let Ok(stream) = tx.send_response(head, no_body) {
+        complete = true;
         let mut out = Out {
             s: stream,
             chunk: req.conf.get::<Http2Conf>().chunk_size,
@@ -56,6 +58,7 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
             resp.body = body;
             if r.is_err() {
                 out.s.send_reset(h2::Reason::INTERNAL_ERROR);
+                complete = false;
             }
         }
         sent = out.sent;
@@ -68,7 +71,13 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
     if let Some(bg) = req.background() {
         bg.await;
     }
-    pipeline::finished(req, &resp, head_len, sent);
+    pipeline::finished(&Finished {
+        req,
+        resp: &resp,
+        head_bytes: head_len,
+        body_bytes: sent,
+        complete,
+    });
 }
 
 /// A stream's sending side, with the body bytes sent so far.

@@ -102,6 +102,7 @@ fn server_config(l: &Listener) -> Option<quinn::ServerConfig> {
         }
     };
     let secret = host_secret(l);
+    let crypto = crate::modules::ssl::quic::Crypto::new(crypto, l.vhosts.clone());
     let mut sc = quinn::ServerConfig::new(
         Arc::new(crypto),
         Arc::new(derived(&secret, b"vireo quic token")),
@@ -133,15 +134,16 @@ pub async fn serve(
     let fd = sock.as_raw_fd();
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let group = route::Group::of(key);
-    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone())?
-        .ok_or_else(|| std::io::Error::other("more QUIC endpoints than connection IDs route"))?;
-    let me = routed.route;
     let (secret, first) = {
         let cfg = shared.config.load();
         let l = cfg.listener(key);
         (host_secret(l), server_config(l))
     };
-    let mut ec = quinn::EndpointConfig::new(Arc::new(reset_key(&secret)));
+    let reset = reset_key(&secret);
+    let routed = route::Routed::new(runtime.wrap_udp_socket(sock)?, group.clone(), reset.clone())?
+        .ok_or_else(|| std::io::Error::other("more QUIC endpoints than connection IDs route"))?;
+    let me = routed.route;
+    let mut ec = quinn::EndpointConfig::new(Arc::new(reset));
     ec.cid_generator(move || Box::new(route::Cids { route: me }));
     let endpoint = quinn::Endpoint::new_with_abstract_socket(ec, first, Arc::new(routed), runtime)?;
     // Takes new connections while this task runs (an abort, at a drain,
@@ -217,7 +219,6 @@ struct ConnInfo {
 struct Conn {
     info: ConnInfo,
     quic: quinn::Connection,
-    peer: Peer,
     local: Option<std::net::SocketAddr>,
     tls: Arc<TlsInfo>,
 }
@@ -271,7 +272,6 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
     };
     let conn = Rc::new(Conn {
         info,
-        peer: Peer::Tcp(quic.remote_address()),
         quic,
         local,
         tls,
@@ -285,7 +285,9 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
 async fn tls_info(quic: &quinn::Connection, vhosts: &VirtualHosts) -> Arc<TlsInfo> {
     let hd = quic
         .handshake_data()
-        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
+        .and_then(|d| d.downcast::<crate::modules::ssl::quic::Handshake>().ok())
+        .map(|h| *h)
+        .unwrap_or_default();
     let chain = quic.peer_identity().and_then(|c| {
         c.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
             .ok()
@@ -296,7 +298,13 @@ async fn tls_info(quic: &quinn::Connection, vhosts: &VirtualHosts) -> Arc<TlsInf
     };
     Arc::new(TlsInfo {
         protocol: "TLSv1.3",
-        server_name: hd.and_then(|h| h.server_name.map(Into::into)),
+        server_name: hd.server_name.map(Into::into),
+        cipher: hd.cipher,
+        alpn: hd.alpn.into(),
+        resumed: hd.resumed,
+        curve: hd.curve,
+        curves: hd.curves,
+        ciphers: hd.ciphers,
         client_certs: chain
             .map(|c| c.iter().map(|c| c.as_ref().to_vec()).collect())
             .unwrap_or_default(),
@@ -396,8 +404,11 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
     busy.writing();
     let (mut tx, mut rx) = stream.split();
     let first = body::first(&mut rx);
+    // The client's address when the stream came: a connection that
+    // migrated has its requests from the new one.
+    let peer = Peer::Tcp(conn.quic.remote_address());
     let cref = ConnRef {
-        peer: &conn.peer,
+        peer: &peer,
         fd: c.fd,
         local: conn.local,
         id: c.id,
@@ -411,8 +422,10 @@ async fn stream(conn: Rc<Conn>, n: u64, resolver: Resolver) {
         Ok(h) => h,
         Err(e) => {
             let head = crate::http::fields::refused_head(&parts, &e, "HTTP/3.0");
-            let req = pipeline::request(cref, vhosts, &head, "");
-            let resp = req.error(e.status);
+            let mut req = pipeline::request(cref, vhosts, &head, "");
+            // The default server's error_page applies, as nginx.
+            let err = req.error(e.status);
+            let resp = pipeline::refused(&mut req, err).await;
             send::respond(&mut tx, &req, resp).await;
             return;
         }

@@ -26,6 +26,13 @@
 //!   connections go to its successor), as does a process with no endpoint
 //!   taking new connections; without a link those are dropped, and the
 //!   client's retransmission finds the next reader.
+//!
+//! A datagram of [`MIN_RESET_INCITER`] bytes or fewer gets no stateless
+//! reset, as nginx: the QUIC stack answers a packet of a connection it no
+//! longer holds with a reset one byte shorter than it, and one that short
+//! is told apart from a real packet (or breaks a client taking a header
+//! protection sample from it). The endpoint's socket drops such resets
+//! on their way out ([`Routed`]).
 
 use super::link::{self, Link};
 use bytes::Bytes;
@@ -41,10 +48,20 @@ use tokio::sync::mpsc;
 
 /// Length of the connection IDs the server issues.
 pub const CID_LEN: usize = 8;
+/// Length of a stateless reset token: the first bytes of the reset key's
+/// HMAC of a connection ID.
+const RESET_TOKEN_LEN: usize = 16;
 /// Endpoints one address can have (the route is one byte).
 const MAX_ROUTES: usize = 256;
 /// Datagrams waiting for another worker's endpoint before more are dropped.
 const QUEUE: usize = 1024;
+/// The largest datagram answered with no stateless reset: a reset is
+/// shorter than what incited it, and a short one is told apart from a real
+/// packet (nginx's NGX_QUIC_MIN_SR_PACKET).
+const MIN_RESET_INCITER: usize = 43;
+/// Short datagrams of one batch whose reset may go out, remembered (a
+/// batch holds few: most are full).
+const INCITERS: usize = 32;
 
 /// The secret of this process that tags its connection IDs.
 fn secret() -> &'static std::hash::RandomState {
@@ -264,7 +281,6 @@ fn dest(packet: &[u8], t: &Table, me: Option<u8>, link: Option<&Link>) -> Dest {
 /// An endpoint's socket: the worker's descriptor for the address, with the
 /// datagrams of its connections that other workers read added, and those
 /// of other workers' connections passed on.
-#[derive(Debug)]
 pub struct Routed {
     inner: Arc<dyn AsyncUdpSocket>,
     group: Arc<Group>,
@@ -272,11 +288,32 @@ pub struct Routed {
     rx: Mutex<mpsc::Receiver<Datagram>>,
     /// The address the socket is bound to.
     local: SocketAddr,
+    /// The key of the endpoint's stateless reset tokens.
+    reset_key: ring::hmac::Key,
+    /// The connection IDs of the short-header datagrams of at most
+    /// [`MIN_RESET_INCITER`] bytes of the last batch read here (the QUIC
+    /// stack answers a batch before it reads the next): a reset going out
+    /// with the token of one is dropped.
+    inciters: Mutex<Vec<ConnectionId>>,
+}
+
+impl std::fmt::Debug for Routed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routed")
+            .field("route", &self.route)
+            .field("local", &self.local)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Routed {
     /// `None` when the address has all the endpoints it can route to.
-    pub fn new(inner: Arc<dyn AsyncUdpSocket>, group: Arc<Group>) -> io::Result<Option<Routed>> {
+    /// `reset_key`: the endpoint's, which its stateless resets are made with.
+    pub fn new(
+        inner: Arc<dyn AsyncUdpSocket>,
+        group: Arc<Group>,
+        reset_key: ring::hmac::Key,
+    ) -> io::Result<Option<Routed>> {
         let local = inner.local_addr()?;
         let _ = group.local.set(local);
         let Some((route, rx)) = group.join() else {
@@ -288,7 +325,49 @@ impl Routed {
             route,
             rx: Mutex::new(rx),
             local,
+            reset_key,
+            inciters: Mutex::new(Vec::with_capacity(INCITERS)),
         }))
+    }
+
+    /// A short-header datagram kept here: remembered when a reset of it
+    /// would be too short.
+    fn incoming(&self, datagram: &[u8]) {
+        if datagram.len() > MIN_RESET_INCITER || datagram.first().is_none_or(|b| b & 0x80 != 0) {
+            return;
+        }
+        let Some(cid) = datagram.get(1..1 + CID_LEN) else {
+            return;
+        };
+        let mut seen = self.inciters.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() < INCITERS {
+            seen.push(ConnectionId::new(cid));
+        }
+    }
+
+    /// Is `datagram`, going out, a stateless reset answering one of the
+    /// short datagrams remembered? Such a reset is as short as they are,
+    /// and its last bytes are the token of the ID they named.
+    fn too_short_reset(&self, datagram: &[u8]) -> bool {
+        if datagram.len() >= MIN_RESET_INCITER || datagram.first().is_none_or(|b| b & 0x80 != 0) {
+            return false;
+        }
+        let mut seen = self.inciters.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.is_empty() {
+            return false;
+        }
+        let tail = &datagram[datagram.len().saturating_sub(RESET_TOKEN_LEN)..];
+        let hit = seen.iter().position(|cid| {
+            let tag = ring::hmac::sign(&self.reset_key, cid);
+            tag.as_ref().get(..RESET_TOKEN_LEN) == Some(tail)
+        });
+        match hit {
+            Some(i) => {
+                seen.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Datagrams passed on by other workers, into `bufs`.
@@ -308,6 +387,7 @@ impl Routed {
             if len > bufs[n].len() {
                 continue;
             }
+            self.incoming(&d.data);
             bufs[n][..len].copy_from_slice(&d.data);
             meta[n] = RecvMeta {
                 addr: d.addr,
@@ -344,6 +424,7 @@ impl Routed {
                 };
                 match dest(&buf[at..end], &t, Some(self.route), link) {
                     Dest::Here => {
+                        self.incoming(&buf[at..end]);
                         buf.copy_within(at..end, len);
                         len += end - at;
                     }
@@ -391,6 +472,9 @@ impl AsyncUdpSocket for Routed {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        if transmit.segment_size.is_none() && self.too_short_reset(transmit.contents) {
+            return Ok(());
+        }
         self.inner.try_send(transmit)
     }
 
@@ -400,6 +484,10 @@ impl AsyncUdpSocket for Routed {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
+        self.inciters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         let n = self.passed(cx, bufs, meta);
         if n > 0 {
             return Poll::Ready(Ok(n));

@@ -10,7 +10,7 @@ use super::SendHalf;
 use super::conf::Http3Conf;
 use crate::core::message::head::Method;
 use crate::core::message::response::{Body, FILE_PIECE, Response, read_file_piece};
-use crate::core::request::Request;
+use crate::core::request::{Finished, Request};
 use crate::http::{fields, pipeline};
 use bytes::Bytes;
 use h3::error::Code;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// a client gone, 499) resets the stream instead of answering.
 pub async fn respond(tx: &mut SendHalf, req: &Request<'_>, mut resp: Response) {
     if resp.unanswered() {
-        crate::modules::log::log_request(req, &resp, 0, 0);
+        pipeline::unanswered(req, &resp);
         tx.stop_stream(Code::H3_REQUEST_REJECTED);
         return;
     }
@@ -66,7 +66,13 @@ pub async fn respond(tx: &mut SendHalf, req: &Request<'_>, mut resp: Response) {
     if let Some(bg) = req.background() {
         bg.await;
     }
-    pipeline::finished(req, &resp, head_len, sent);
+    pipeline::finished(&Finished {
+        req,
+        resp: &resp,
+        head_bytes: head_len,
+        body_bytes: sent,
+        complete: r.is_ok(),
+    });
 }
 
 type Step<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), h3::error::StreamError>> + 'a>>;

@@ -38,12 +38,7 @@ pub async fn check(req: &mut Request<'_>) -> Auth {
         false => {
             let (sets, values) = (sets.clone(), values.clone());
             Some(Box::new(move |sr: &Request<'_>, resp: &Response| {
-                let fin = Finished {
-                    req: sr,
-                    resp,
-                    head_bytes: 0,
-                    body_bytes: 0,
-                };
+                let fin = Finished::unsent(sr, resp);
                 let mut out = values.borrow_mut();
                 for s in sets.iter() {
                     let mut v = Vec::new();

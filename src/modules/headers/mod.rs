@@ -130,12 +130,7 @@ fn sent_trailer(req: &Request<'_>, name: &str, out: &mut Vec<u8>) {
 /// into it (response splitting): more than the configuration wrote.
 fn rendered(req: &Request<'_>, resp: &Response, h: &AddHeader, directive: &str) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    let src = Finished {
-        req,
-        resp,
-        head_bytes: 0,
-        body_bytes: 0,
-    };
+    let src = Finished::unsent(req, resp);
     h.value.render(&src, &mut out);
     // On HTTP/1 a line end followed by a tab or space continues the value
     // (obs-fold, as nginx's `$ssl_client_cert` makes it): no new header.

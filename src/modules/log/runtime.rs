@@ -5,7 +5,6 @@ use super::AccessLog;
 use super::conf::LogConf;
 use super::conf::{AccessLogTarget, Dest};
 use super::paths;
-use crate::core::message::response::Response;
 use crate::core::request::{Finished, Request};
 use crate::core::vars::VarSource;
 use std::cell::RefCell;
@@ -24,14 +23,8 @@ thread_local! {
 }
 
 /// Write the access log lines for a finished request.
-pub fn log_request(req: &Request<'_>, resp: &Response, head_bytes: u64, body_bytes: u64) {
-    let done = Finished {
-        req,
-        resp,
-        head_bytes,
-        body_bytes,
-    };
-    log_done(req, &done);
+pub fn log_request(done: &Finished<'_>) {
+    log_done(done.req, done);
 }
 
 /// Write the access log lines of the level of `req`, whose finished values

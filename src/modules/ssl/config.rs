@@ -295,6 +295,33 @@ pub fn group_name(g: rustls::NamedGroup) -> &'static str {
     }
 }
 
+/// A cipher suite as OpenSSL names it, or its number.
+pub fn suite_name(c: rustls::CipherSuite) -> String {
+    rustls::crypto::ring::ALL_CIPHER_SUITES
+        .iter()
+        .find(|s| s.suite() == c)
+        .map(openssl_name)
+        .unwrap_or_else(|| format!("0x{:04x}", u16::from(c)))
+}
+
+/// The cipher suites a client offered, `:`-separated (`$ssl_ciphers`).
+pub fn offered_ciphers(suites: &[rustls::CipherSuite]) -> Box<str> {
+    let names: Vec<String> = suites.iter().map(|&c| suite_name(c)).collect();
+    names.join(":").into()
+}
+
+/// The groups a client offered, `:`-separated (`$ssl_curves`).
+pub fn offered_curves(groups: &[rustls::NamedGroup]) -> Box<str> {
+    let names: Vec<String> = groups
+        .iter()
+        .map(|&g| match group_name(g) {
+            "unknown" => format!("0x{:04x}", u16::from(g)),
+            name => name.to_string(),
+        })
+        .collect();
+    names.join(":").into()
+}
+
 /// A suite's name as OpenSSL (and so nginx's `$ssl_cipher`) writes it.
 pub fn openssl_name(s: &SupportedCipherSuite) -> String {
     let name = format!("{:?}", s.suite()); // TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256

@@ -6,7 +6,8 @@
 //! - [`config`]: a server's settings turned into rustls configurations
 //!   (certificates checked at load, cipher strings mapped, shared session
 //!   store and ticket keys);
-//! - [`quic`]: the one configuration of a `listen … quic` address;
+//! - [`quic`]: the one configuration of a `listen … quic` address, and its
+//!   sessions read on the way ([`hello`]);
 //! - [`stream`]: the handshake and [`stream::TlsStream`], a
 //!   [`crate::server::socket::Stream`] so HTTP/1 serves it as it serves TCP,
 //!   without sendfile (file bodies are read and encrypted).
@@ -14,6 +15,7 @@
 pub mod client;
 pub mod conf;
 pub mod config;
+pub mod hello;
 pub mod ocsp;
 pub mod password;
 pub mod quic;

@@ -251,26 +251,9 @@ pub async fn accept(
     if acme_only && let Some(key) = crate::modules::acme::tls_alpn(server_name.as_deref()) {
         return acme_validation(tcp, accepted, key).await.map(|()| None);
     }
-    let curves = accepted
-        .client_hello()
-        .named_groups()
-        .unwrap_or_default()
-        .iter()
-        .map(|&g| match super::config::group_name(g) {
-            "unknown" => format!("0x{:04x}", u16::from(g)),
-            name => name.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(":")
-        .into();
-    let ciphers = accepted
-        .client_hello()
-        .cipher_suites()
-        .iter()
-        .map(|&c| suite_name(c))
-        .collect::<Vec<_>>()
-        .join(":")
-        .into();
+    let hello = accepted.client_hello();
+    let curves = super::config::offered_curves(hello.named_groups().unwrap_or_default());
+    let ciphers = super::config::offered_ciphers(hello.cipher_suites());
     let server = vhosts.select(&server_name.as_deref().unwrap_or("").to_ascii_lowercase());
     let (owner, tls) = match super::config::of(server) {
         Some(t) => (server, Some(t)),
@@ -451,15 +434,6 @@ fn dynamic_keys(
         t.render(&req, &mut out);
         out
     })
-}
-
-/// A cipher suite as OpenSSL names it, or its number.
-fn suite_name(c: rustls::CipherSuite) -> String {
-    rustls::crypto::ring::ALL_CIPHER_SUITES
-        .iter()
-        .find(|s| s.suite() == c)
-        .map(super::config::openssl_name)
-        .unwrap_or_else(|| format!("0x{:04x}", u16::from(c)))
 }
 
 /// How long the handshake on `vhosts`'s address may take (its default
