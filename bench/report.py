@@ -147,13 +147,18 @@ METHOD = {
                       "file over TLS 1.3 (`ssl_protocols TLSv1.3`, a self-signed ECDSA P-256 "
                       "certificate made by openssl for the run), keep-alive: the handshakes happen "
                       f"in a 1 s warm-up, then requests are counted for {o['duration']:g} s (server "
-                      "CPU read at h2load's own phase marks). Configs: `bench/conf/vireo-tls.conf` "
-                      "and `nginx-tls.conf`, the same directives: `listen … ssl` and `listen … ssl "
-                      "http2` on a second port" + (
+                      "CPU read at h2load's own phase marks). HTTP/3: `bench/h3load` with the same "
+                      "options, h2load's closed loop over QUIC (one request at a time per "
+                      "connection; Debian's h2load has no QUIC), on a third port (`listen … quic`, "
+                      "`quic_gso on` for vireo), where the server has HTTP/3. Configs: "
+                      "`bench/conf/vireo-tls.conf` and `nginx-tls.conf`, the same directives: "
+                      "`listen … ssl` and `listen … ssl http2` on a second port" + (
                           "; `Caddyfile-tls` (the same certificate, TLS 1.3 only, h2 and "
-                          "http/1.1 by ALPN on both ports, no HTTP/3)" if "caddy" in o["servers"]
-                          else "") + ". A curl GET checks each address first (TLS 1.3, the "
-                      "HTTP version by ALPN, the file's bytes), and a run whose h2load negotiated "
+                          "http/1.1 by ALPN on the first two ports, HTTP/3 added on the third)"
+                          if "caddy" in o["servers"] else "") + ". A curl GET checks each TCP "
+                      "address first (TLS 1.3, the HTTP version by ALPN, the file's bytes; h3load "
+                      "fails a body whose length is not its Content-Length), and a run whose load "
+                      "generator negotiated "
                       "anything else is an error. h2load offers TLS_AES_128_GCM_SHA256 first; what "
                       "each server chose is in the \"negotiated\" column. "
                       f"{o['runs']} runs, servers interleaved; "
@@ -801,6 +806,11 @@ def render_report(datasets, links=None, header=None):
     for name in ORDER + ["quick", "idle"]:
         if name in datasets:
             out.append(section(name, datasets[name], links.get(name), notes.get(name)))
+    # Figures measured by a test rather than by bench/run (the Kubernetes
+    # controller's), kept by hand beside the causes.
+    extra = vb.BENCH / "controller.md"
+    if extra.exists():
+        out.append("\n" + extra.read_text())
     return "".join(out)
 
 
