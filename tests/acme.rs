@@ -4,7 +4,8 @@
 //! updates with TSIG to Debian's BIND, which Pebble asks for the records:
 //! pebble-challtestsrv, its DNS for the other tests, takes no updates),
 //! served through `$acme_certificate` and checked by curl against Pebble's
-//! root; renewal without a dropped request; the state reused after a
+//! root; renewal through each challenge type without a dropped request; the
+//! state reused after a
 //! restart; External Account Binding and certificate profiles (Pebble's
 //! own); errors logged with back-off. scripts/test installs Pebble and
 //! pebble-challtestsrv (Go) into target/tools, and bind9; the tests skip
@@ -544,15 +545,41 @@ fn dns01_through_rfc2136_updates_with_tsig() {
 
 #[test]
 fn renewal_swaps_the_certificate_without_a_dropped_request() {
+    renews_without_a_dropped_request("", None);
+}
+
+#[test]
+fn renewal_through_tls_alpn_01() {
+    renews_without_a_dropped_request("challenge tls-alpn-01;", None);
+}
+
+#[test]
+fn renewal_through_dns_01() {
+    let bind = TempDir::new("named");
+    let key = "key \"vireo-key\" {\n\talgorithm hmac-sha256;\n\tsecret \"dmlyZW8tdGVzdC1zZWNyZXQtZm9yLXRzaWctMzJieXRlcw==\";\n};\n";
+    let Some((_named, dns)) = named(&bind, key) else {
+        return;
+    };
+    let update = format!(
+        "challenge dns-01; dns_update 127.0.0.1:{dns} key={};",
+        bind.path().join("vireo.key").display()
+    );
+    renews_without_a_dropped_request(&update, Some(dns));
+}
+
+/// A certificate obtained through the challenge `challenge` sets (with the
+/// DNS server `dns` for dns-01) is renewed and swapped in while requests,
+/// each on a new TLS connection, keep being answered.
+fn renews_without_a_dropped_request(challenge: &str, dns: Option<u16>) {
     // Certificates valid 30 s: the issuer's renewal window spans their life.
-    let Some(s) = setup(None, 30) else { return };
+    let Some(s) = setup(dns, 30) else { return };
     let state = s.state.path().join("pebble");
     let v = vireo(
         TempDir::new("acme"),
         &s.p,
         s.ports,
         &state,
-        "accept_terms_of_service;",
+        &format!("accept_terms_of_service; {challenge}"),
         "acme_certificate pebble a.example.test;",
     );
     let root = s.p.root();
