@@ -5,9 +5,8 @@
 //! pebble-challtestsrv, its DNS for the other tests, takes no updates),
 //! served through `$acme_certificate` and checked by curl against Pebble's
 //! root; renewal through each challenge type without a dropped request; the
-//! state reused after a
-//! restart; External Account Binding and certificate profiles (Pebble's
-//! own); errors logged with back-off. scripts/test installs Pebble and
+//! state reused after a restart; External Account Binding and certificate
+//! profiles (Pebble's own); errors logged with back-off. scripts/test installs Pebble and
 //! pebble-challtestsrv (Go) into target/tools, and bind9; the tests skip
 //! with a message without them.
 
