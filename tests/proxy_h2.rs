@@ -8,7 +8,6 @@
 
 mod common;
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Debian's nginx, killed on drop.
@@ -49,20 +48,11 @@ fn nginx(plain: u16, tls: u16, sink: u16) -> Option<Nginx> {
     let d = dir.path().display().to_string();
     let hello = "return 200 \"proto=$server_protocol h2=$http2 method=$request_method uri=$request_uri host=$http_host x=$http_x_test conn=$connection n=$connection_requests\\n\"";
     let conf = format!(
-        "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/nginx.err;\nevents {{}}\nhttp {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  root {d}/www;\n  client_max_body_size 4m;\n  server {{\n    listen 127.0.0.1:{plain} http2;\n    listen 127.0.0.1:{tls} ssl http2;\n    ssl_certificate {d}/b.crt;\n    ssl_certificate_key {d}/b.key;\n    location /hello {{ add_header X-Backend nginx; {hello}; }}\n    location /post {{\n      proxy_pass http://127.0.0.1:{sink}/sink;\n      add_header X-Body $request_body;\n      add_header X-Length $content_length;\n    }}\n    location /files/ {{ dav_methods PUT; }}\n  }}\n  server {{\n    listen 127.0.0.1:{sink};\n    location /sink {{ return 204; }}\n  }}\n}}\n"
+        "  root {d}/www;\n  client_max_body_size 4m;\n  server {{\n    listen 127.0.0.1:{plain} http2;\n    listen 127.0.0.1:{tls} ssl http2;\n    ssl_certificate {d}/b.crt;\n    ssl_certificate_key {d}/b.key;\n    location /hello {{ add_header X-Backend nginx; {hello}; }}\n    location /post {{\n      proxy_pass http://127.0.0.1:{sink}/sink;\n      add_header X-Body $request_body;\n      add_header X-Length $content_length;\n    }}\n    location /files/ {{ dav_methods PUT; }}\n  }}\n  server {{\n    listen 127.0.0.1:{sink};\n    location /sink {{ return 204; }}\n  }}\n"
     );
-    dir.write("nginx.conf", conf);
-    let child = Command::new("/usr/sbin/nginx")
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(dir.path().join("nginx.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx");
+    let child = nginx_backend(&dir, &conf);
     let n = Nginx {
-        _child: Daemon(child),
+        _child: child,
         _dir: dir,
     };
     let end = Instant::now() + Duration::from_secs(10);

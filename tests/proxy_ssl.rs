@@ -6,7 +6,6 @@
 
 mod common;
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `openssl req` making a key and a self-signed certificate (`-x509`) or
@@ -336,25 +335,14 @@ fn an_nginx_backend_gets_the_client_certificate_and_requests_without_delay() {
     let dir = TempDir::new("proxy-ssl-nginx");
     certs(&dir);
     let port = free_port();
-    dir.write(
-        "nginx.conf",
-        format!(
-            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/nginx.err;\nevents {{}}\nhttp {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  server {{\n    listen 127.0.0.1:{port} ssl;\n    ssl_certificate {d}/good.crt;\n    ssl_certificate_key {d}/good.key;\n    ssl_verify_client optional;\n    ssl_client_certificate {d}/ca.crt;\n    location / {{ return 200 \"verify=$ssl_client_verify dn=$ssl_client_s_dn\\n\"; }}\n  }}\n}}\n",
-            d = dir.path().display()
-        ),
+    let conf = format!(
+        "  server {{\n    listen 127.0.0.1:{port} ssl;\n    ssl_certificate {d}/good.crt;\n    ssl_certificate_key {d}/good.key;\n    ssl_verify_client optional;\n    ssl_client_certificate {d}/ca.crt;\n    location / {{ return 200 \"verify=$ssl_client_verify dn=$ssl_client_s_dn\\n\"; }}\n  }}\n",
+        d = dir.path().display()
     );
-    let child = Command::new("/usr/sbin/nginx")
-        .args(["-p"])
-        .arg(dir.path())
-        .arg("-c")
-        .arg(dir.path().join("nginx.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx");
+    let child = nginx_backend(&dir, &conf);
     let nd = dir.path().display().to_string();
     let _nginx = Nginx {
-        _child: Daemon(child),
+        _child: child,
         _dir: dir,
     };
     let end = Instant::now() + Duration::from_secs(10);

@@ -346,24 +346,13 @@ fn nginx(dir: &TempDir) -> Option<Nginx> {
         return None;
     }
     let (port, pp_port) = (free_port(), free_port());
-    dir.write(
-        "nginx.conf",
-        format!(
-            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/nginx.err;\nevents {{}}\nhttp {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n  ssl_certificate {d}/a.crt;\n  ssl_certificate_key {d}/a.key;\n  server {{\n    listen 127.0.0.1:{port} ssl;\n    ssl_verify_client optional;\n    ssl_client_certificate {d}/ca.crt;\n    location / {{ return 200 \"sni=$ssl_server_name verify=$ssl_client_verify dn=$ssl_client_s_dn\\n\"; }}\n  }}\n  server {{\n    listen 127.0.0.1:{pp_port} ssl proxy_protocol;\n    location / {{ return 200 \"pp=$proxy_protocol_addr\\n\"; }}\n  }}\n}}\n",
-            d = dir.path().display()
-        ),
+    let conf = format!(
+        "  ssl_certificate {d}/a.crt;\n  ssl_certificate_key {d}/a.key;\n  server {{\n    listen 127.0.0.1:{port} ssl;\n    ssl_verify_client optional;\n    ssl_client_certificate {d}/ca.crt;\n    location / {{ return 200 \"sni=$ssl_server_name verify=$ssl_client_verify dn=$ssl_client_s_dn\\n\"; }}\n  }}\n  server {{\n    listen 127.0.0.1:{pp_port} ssl proxy_protocol;\n    location / {{ return 200 \"pp=$proxy_protocol_addr\\n\"; }}\n  }}\n",
+        d = dir.path().display()
     );
-    let child = Command::new("/usr/sbin/nginx")
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(dir.path().join("nginx.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx");
+    let child = nginx_backend(dir, &conf);
     let n = Nginx {
-        _child: Daemon(child),
+        _child: child,
         port,
         pp_port,
     };

@@ -18,6 +18,28 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_vireo");
 
+/// Debian's nginx as a backend in `dir` (its pid, error log and temporary
+/// files there, in the foreground), with `http` the inside of its http block.
+pub fn nginx_backend(dir: &TempDir, http: &str) -> Daemon {
+    let d = dir.path().display();
+    dir.write(
+        "nginx.conf",
+        format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/nginx.err;\nevents {{}}\nhttp {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n{http}}}\n"
+        ),
+    );
+    let child = Command::new("/usr/sbin/nginx")
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx");
+    Daemon(child)
+}
+
 /// Start `cmd` (a backend) with its output piped and wait for the `READY`
 /// line it prints once it listens.
 pub fn until_ready(mut cmd: Command) -> Daemon {
