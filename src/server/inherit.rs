@@ -57,11 +57,7 @@ pub fn collect() -> Inherited {
     }
     if let Some(v) = std::env::var_os(crate::http::h3::link::ENV) {
         let v = v.to_string_lossy();
-        match v
-            .trim()
-            .parse::<i32>()
-            .map_err(|e| std::io::Error::other(e.to_string()))
-        {
+        match v.trim().parse::<i32>() {
             Ok(fd) => match crate::sys::adopt_fd(fd) {
                 Ok(fd) => inh.quic_link = Some(fd),
                 Err(e) => inh
