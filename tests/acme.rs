@@ -627,7 +627,7 @@ fn renews_without_a_dropped_request(challenge: &str, dns: Option<u16>) {
 #[test]
 fn an_unreachable_issuer_is_retried_with_back_off() {
     let (http, tls) = (free_port(), free_port());
-    let closed = free_port();
+    let closed = closed_port();
     let state = TempDir::new("acme-state");
     let dir = TempDir::new("acme");
     let conf = format!(

@@ -364,7 +364,7 @@ fn errors_502_504_and_fpm_down() {
     assert!(t.elapsed() < Duration::from_secs(4));
     assert!(eventually(2, || v.stderr().contains("upstream timed out")));
     // Nothing listening: 502.
-    let down = free_port();
+    let down = closed_port();
     let dir = site();
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/conf/fastcgi_params"),
@@ -984,7 +984,7 @@ fn reply(status: &str, body: &[u8]) -> Vec<u8> {
 
 #[test]
 fn next_upstream_moves_on_and_the_attempts_show_in_upstream_variables() {
-    let dead = free_port();
+    let dead = closed_port();
     let busy = scripted(vec![reply("503 Busy", b"busy")]);
     let ok = scripted(vec![reply("200 OK", b"ok")]);
     let slow = scripted_timed(

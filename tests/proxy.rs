@@ -398,7 +398,7 @@ http {{
 #[test]
 fn failover_next_upstream_and_recovery() {
     let good = backend(echo());
-    let dead = free_port();
+    let dead = closed_port();
     let flaky = backend(Arc::new(|_, _, _| {
         Some(b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy".to_vec())
     }));
@@ -1007,7 +1007,7 @@ http {{
 #[test]
 fn upstream_figures_in_metrics() {
     let good = backend(echo());
-    let dead = free_port();
+    let dead = closed_port();
     let sick = backend(Arc::new(|head, _, _| {
         if head.starts_with("GET /health") {
             return Some(b"HTTP/1.0 500 No\r\nContent-Length: 0\r\n\r\n".to_vec());

@@ -172,7 +172,7 @@ fn cgi_status_and_http_status_line() {
 
 #[test]
 fn dead_backend_is_502() {
-    let dead = free_port();
+    let dead = closed_port();
     let v = Vireo::start(&conf(&format!("127.0.0.1:{dead}"), ""));
     assert_eq!(v.get("/").status, 502);
     let want = format!(

@@ -82,7 +82,7 @@ fn read_all(port: u16) -> String {
 #[test]
 fn tcp_sessions_reach_redis_and_are_logged() {
     let Some(r) = redis() else { return };
-    let dead = free_port();
+    let dead = closed_port();
     let v = Vireo::start(&format!(
         r#"
 error_log {{dir}}/logs/error.log info;

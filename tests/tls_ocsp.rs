@@ -241,7 +241,7 @@ fn client_certificates_are_checked_with_ocsp() {
 
 #[test]
 fn an_unanswered_request_fails_the_certificate() {
-    let closed = free_port();
+    let closed = closed_port();
     let (v, _r, _) = clients(&format!("ssl_ocsp_responder http://127.0.0.1:{closed};"));
     let r = get(&v, "client");
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");

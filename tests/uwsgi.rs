@@ -166,7 +166,7 @@ fn status_and_headers_pass() {
 #[test]
 fn dead_backend_is_502_and_slow_one_504() {
     let dir = TempDir::new("uwsgi");
-    let dead = free_port();
+    let dead = closed_port();
     let v = Vireo::start(&conf(&format!("127.0.0.1:{dead}"), ""));
     assert_eq!(v.get("/").status, 502);
     let want = format!(
@@ -211,7 +211,7 @@ fn upstream_block_with_a_dead_peer() {
     let Some((_app, port)) = tcp_app(&dir) else {
         return;
     };
-    let dead = free_port();
+    let dead = closed_port();
     let v = Vireo::start(&conf("uwsgi://apps", "add_header X-Up $upstream_addr;").replace(
         "  server {",
         &format!(

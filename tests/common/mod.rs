@@ -18,6 +18,19 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_vireo");
 
+/// A loopback port that refuses connections for the whole test process: it
+/// is bound by a socket that never listens, so no other socket of the
+/// machine (a test's own backend among them) can be handed it.
+pub fn closed_port() -> u16 {
+    static HELD: std::sync::Mutex<Vec<socket2::Socket>> = std::sync::Mutex::new(Vec::new());
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = s.local_addr().unwrap().as_socket().unwrap().port();
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+    port
+}
+
 /// Debian's nginx as a backend in `dir` (its pid, error log and temporary
 /// files there, in the foreground), with `http` the inside of its http block.
 pub fn nginx_backend(dir: &TempDir, http: &str) -> Daemon {
