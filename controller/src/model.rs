@@ -135,6 +135,8 @@ pub struct Proxy {
     /// Request headers whose value is added to the client's (comma-joined), or sent alone
     /// when the client sent none.
     pub append_headers: Vec<(String, String)>,
+    /// Fields of the upstream's reply not passed to the client (`proxy_hide_header`).
+    pub hide_headers: Vec<String>,
     /// `proxy_redirect FROM TO` pairs.
     pub redirects: Vec<(String, String)>,
     pub cookie_domain: Option<(String, String)>,
@@ -183,6 +185,7 @@ impl Proxy {
             select: Select::one(upstream),
             rewrite: None,
             set_headers: Vec::new(),
+            hide_headers: Vec::new(),
             append_headers: Vec::new(),
             redirects: Vec::new(),
             cookie_domain: None,

@@ -707,6 +707,9 @@ impl Renderer<'_> {
                 o.line(format!("{set} {} {};", q(h), q(v)));
             }
         }
+        for h in &p.hide_headers {
+            o.line(format!("{d}_hide_header {};", q(h)));
+        }
         if matches!(p.protocol, Protocol::Http | Protocol::Https) {
             o.line(format!(
                 "proxy_http_version {};",

@@ -97,7 +97,7 @@ fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 }
 
 /// Backends on BACKEND_IP, each a server of one vireo answering `NAME URI` (and the
-/// X-User header it got); `auth` answers 200 with `X-User: alice` to `X-Token: good`, else
+/// X-User header it got) with the fields `X-Backend: NAME` and `X-Internal: 1`; `auth` answers 200 with `X-User: alice` to `X-Token: good`, else
 /// 401.
 struct Backends {
     ports: BTreeMap<&'static str, u16>,
@@ -118,7 +118,10 @@ impl Backends {
                 "if ($http_x_token = good) { add_header X-User alice; return 200; } return 401;"
                     .to_string()
             } else {
-                format!("return 200 \"{name} $request_uri user=$http_x_user\\n\";")
+                format!(
+                    "add_header X-Backend {name}; add_header X-Internal 1; \
+                     return 200 \"{name} $request_uri user=$http_x_user\\n\";"
+                )
             };
             servers.push_str(&format!(
                 "server {{ listen {BACKEND_IP}:{port}; location / {{ {body} }} }}\n"
@@ -1083,12 +1086,16 @@ async fn gateway_api_routes_are_served_body() {
         "rules": [
             {"matches": [{"headers": [{"name": "env", "value": "canary"}]}],
              "filters": [{"type": "ResponseHeaderModifier",
-                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}},
+                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}],
+                    "set": [{"name": "X-Backend", "value": "hidden"}],
+                    "remove": ["X-Internal"]}},
                 {"type": "RequestHeaderModifier",
                 "requestHeaderModifier": {"add": [{"name": "X-User", "value": "gw"}]}}],
              "backendRefs": [{"name": "v2", "port": 80}]},
             {"filters": [{"type": "ResponseHeaderModifier",
-                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}]}},
+                "responseHeaderModifier": {"add": [{"name": "X-Via", "value": "vireo"}],
+                    "set": [{"name": "X-Backend", "value": "hidden"}],
+                    "remove": ["X-Internal"]}},
                 {"type": "RequestHeaderModifier",
                 "requestHeaderModifier": {"add": [{"name": "X-User", "value": "gw"}]}}],
              "backendRefs": [{"name": "v1", "port": 80}]},
@@ -1108,6 +1115,11 @@ async fn gateway_api_routes_are_served_body() {
     assert_eq!(body, "v1 /z user=alice,gw\n");
     let (_, head, _) = edge.get("http://g.example/y", &[]);
     assert!(head.contains("X-Via: vireo"), "{head}");
+    // The backend's field replaced, another removed.
+    assert!(head.contains("X-Backend: hidden"), "{head}");
+    assert!(!head.contains("X-Backend: v1"), "{head}");
+    assert!(!head.contains("X-Internal"), "{head}");
+
     let (status, head, _) = edge.get("http://g.example/old/page?q=1", &[]);
     assert_eq!(status, 301, "{head}");
     assert!(
@@ -1136,4 +1148,112 @@ async fn gateway_api_routes_are_served_body() {
     assert_eq!(gw["conditions"][1]["type"], "Programmed", "{gw}");
     assert_eq!(gw["listeners"][0]["attachedRoutes"], 1, "{gw}");
     assert_eq!(gw["addresses"][0]["value"], "127.0.0.1", "{gw}");
+}
+
+/// GRPCRoute: calls of a real gRPC client reach a grpcio server through vireo by service
+/// and method, and a method no rule matches is not passed.
+#[test]
+fn grpc_routes_are_served() {
+    isolated("grpc_routes_are_served", grpc_routes_are_served_body);
+}
+
+async fn grpc_routes_are_served_body() {
+    let server = ApiServer::shared();
+    let client = server.client();
+    let ns = "grpc";
+    namespace(&client, ns).await;
+    let port = free_port();
+    let peer = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/grpc/peer.py");
+    let _echo = Daemon(
+        Command::new("python3")
+            .arg(&peer)
+            .args(["server", &format!("{BACKEND_IP}:{port}")])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 runs"),
+    );
+    assert!(eventually(20, || std::net::TcpStream::connect((
+        BACKEND_IP, port
+    ))
+    .is_ok()));
+    service(&client, ns, "echo", port).await;
+    create_gateway_api(
+        &client,
+        None,
+        "GatewayClass",
+        "gatewayclasses",
+        json!({"metadata": {"name": "vireo-grpc"},
+            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
+    )
+    .await;
+    create_gateway_api(
+        &client,
+        Some(ns),
+        "Gateway",
+        "gateways",
+        json!({"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "vireo-grpc",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+    )
+    .await;
+    create_gateway_api(
+        &client,
+        Some(ns),
+        "GRPCRoute",
+        "grpcroutes",
+        json!({"metadata": {"name": "echo"}, "spec": {
+        "parentRefs": [{"name": "gw"}], "hostnames": ["rpc.example"],
+        "rules": [
+            {"matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
+             "backendRefs": [{"name": "echo", "port": 80}]},
+            {"matches": [{"method": {"service": "test.Echo", "method": "ServerStream"}}],
+             "backendRefs": [{"name": "echo", "port": 80}]},
+        ]}}),
+    )
+    .await;
+    let edge = Edge::start(server, ns, &[]);
+    let call = |cases: &str| {
+        let out = Command::new("python3")
+            .arg(&peer)
+            .args([
+                "client",
+                &format!("127.0.0.1:{}", edge.http),
+                cases,
+                "",
+                "rpc.example",
+            ])
+            .output()
+            .expect("python3 runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut got = String::new();
+    let served = eventually(20, || {
+        got = call("unary");
+        got.contains("\"body\": \"echo:hello\"")
+    });
+    assert!(served, "{got}\n{}", edge.log());
+    assert!(got.contains("\"test\": \"yes\""), "{got}");
+    let got = call("server_stream,client_stream");
+    assert!(
+        got.contains(
+            "server_stream={\"ok\": [\"piece 0\", \"piece 1\", \"piece 2\", \"piece 3\"]}"
+        ),
+        "{got}"
+    );
+    // No rule names ClientStream: vireo answers it, the backend never sees it.
+    assert!(
+        got.contains("client_stream={\"code\": \"UNIMPLEMENTED\""),
+        "{got}"
+    );
+    let mut route = Value::Null;
+    let accepted = eventually(20, || {
+        route = futures::executor::block_on(gateway_api_status(
+            &client,
+            ns,
+            "GRPCRoute",
+            "grpcroutes",
+            "echo",
+        ));
+        route["parents"][0]["conditions"][0]["status"] == "True"
+    });
+    assert!(accepted, "{route}");
 }

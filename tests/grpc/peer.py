@@ -2,11 +2,14 @@
 protoc step) for tests/grpc.rs.
 
   peer.py server PORT [CERT KEY]   serve test.Echo on 127.0.0.1:PORT (or PORT
-                                   `unix:/path`) until killed; prints READY
+                                   `unix:/path` or `HOST:PORT`) until killed;
+                                   prints READY
   peer.py client TARGET CASES [CA NAME]
                                    run the calls CASES names (comma-separated,
                                    or `all`) through TARGET; prints a line
-                                   `case=JSON` of what each call got
+                                   `case=JSON` of what each call got. NAME:
+                                   the name TLS checks, or without CA (an
+                                   empty one) the calls' :authority
 """
 import json
 import sys
@@ -78,7 +81,7 @@ HANDLERS = {
 def serve(port, cert=None, key=None):
     s = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     s.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Echo", HANDLERS),))
-    addr = port if port.startswith("unix:") else "127.0.0.1:%s" % port
+    addr = port if port.startswith("unix:") or ":" in port else "127.0.0.1:%s" % port
     if cert:
         creds = grpc.ssl_server_credentials(((open(key, "rb").read(), open(cert, "rb").read()),))
         s.add_secure_port(addr, creds)
@@ -104,7 +107,7 @@ def client(target, cases, ca=None, name=None):
         creds = grpc.ssl_channel_credentials(open(ca, "rb").read())
         ch = grpc.secure_channel(target, creds, options=(("grpc.ssl_target_name_override", name),))
     else:
-        ch = grpc.insecure_channel(target)
+        ch = grpc.insecure_channel(target, options=(("grpc.default_authority", name),) if name else ())
     m = lambda kind, n: getattr(ch, kind)("/test.Echo/" + n, request_serializer=ident,
                                           response_deserializer=ident)
 

@@ -932,11 +932,6 @@ fn filter_problems(filters: &[Filter], backends: &[BackendRef], grpc: bool) -> V
             "RequestRedirect" | "URLRewrite" if !grpc => {}
             t => bad.push(format!("filter {t} is not supported")),
         }
-        if let Some(h) = &f.response_header_modifier
-            && (!h.set.is_empty() || !h.remove.is_empty())
-        {
-            bad.push("ResponseHeaderModifier set and remove are not supported (add is)".into());
-        }
         for h in [&f.request_header_modifier, &f.response_header_modifier]
             .into_iter()
             .flatten()
@@ -1033,7 +1028,12 @@ fn action(
             }
         }
         if let Some(h) = &f.response_header_modifier {
-            for nv in &h.add {
+            // Set: the backend's field is hidden and the value added in its place.
+            for nv in &h.set {
+                proxy.hide_headers.push(nv.name.clone());
+            }
+            proxy.hide_headers.extend(h.remove.iter().cloned());
+            for nv in h.set.iter().chain(&h.add) {
                 policy.add_headers.push((nv.name.clone(), nv.value.clone()));
             }
         }

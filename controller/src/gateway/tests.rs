@@ -268,11 +268,21 @@ fn header_modifiers() {
                     "add": [{"name": "X-Header-Add", "value": "add-appends-values"}],
                     "remove": ["X-Header-Remove"]}},
                 {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
-                    "add": [{"name": "X-Header-Add", "value": "add-appends-values"}]}},
+                    "set": [{"name": "X-Header-Set", "value": "set-overwrites-values"}],
+                    "add": [{"name": "X-Header-Add", "value": "add-appends-values"}],
+                    "remove": ["X-Header-Remove"]}},
             ], "backendRefs": [backend("web")]}]),
         )],
     );
     let l = location(server(&t, ""), &PathMatch::Prefix("/".into()));
+    // The backend's fields set or removed are hidden; set and added values are added.
+    assert_eq!(proxy(l).hide_headers, ["X-Header-Set", "X-Header-Remove"]);
+    assert_has(&text, "proxy_hide_header \"X-Header-Set\";");
+    assert_has(&text, "proxy_hide_header \"X-Header-Remove\";");
+    assert_has(
+        &text,
+        "add_header \"X-Header-Set\" \"set-overwrites-values\" always;",
+    );
     assert_eq!(
         proxy(l).set_headers,
         [
@@ -305,8 +315,8 @@ fn unsupported_is_refused() {
             0,
             json!([]),
             json!([{"matches": [{"path": {"value": "/x"}}], "filters": [
-                {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
-                    "set": [{"name": "X-Header-Set", "value": "v"}]}},
+                {"type": "RequestMirror", "requestMirror": {
+                    "backendRef": backend("web"), "percent": 50}},
             ], "backendRefs": [backend("web")]}]),
         )],
     );
@@ -315,7 +325,7 @@ fn unsupported_is_refused() {
         (status.as_str(), reason.as_str()),
         ("False", "UnsupportedValue")
     );
-    assert!(message.contains("ResponseHeaderModifier set"), "{message}");
+    assert!(message.contains("a partial RequestMirror"), "{message}");
 
     let (_, _, statuses) = with_routes(
         http_listener(),
