@@ -1,6 +1,6 @@
 //! The cluster state a configuration is made from, and what the translation reports about it.
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
@@ -13,6 +13,8 @@ pub struct Snapshot {
     pub services: Vec<Service>,
     pub endpoint_slices: Vec<EndpointSlice>,
     pub secrets: Vec<Secret>,
+    /// Namespaces, for their labels (Gateway listeners' namespace selectors).
+    pub namespaces: Vec<Namespace>,
 }
 
 impl Snapshot {
@@ -21,6 +23,11 @@ impl Snapshot {
     }
     pub fn secret(&self, namespace: &str, name: &str) -> Option<&Secret> {
         find(&self.secrets, namespace, name)
+    }
+    pub fn namespace(&self, name: &str) -> Option<&Namespace> {
+        self.namespaces
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ObjectReference, Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, Patch, PatchParams};
@@ -59,14 +59,14 @@ async fn client(cfg: &Config) -> Result<Client, Error> {
     Ok(Client::try_from(config)?)
 }
 
-/// A reflector of one kind, driven by a task of its own, poking `notify` on each change.
-fn reflect<K>(api: Api<K>, notify: Arc<Notify>) -> Store<K>
+/// A reflector of one kind (the objects `config` selects), driven by a task of its own,
+/// poking `notify` on each change.
+fn reflect<K>(api: Api<K>, config: watcher::Config, notify: Arc<Notify>) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -102,16 +102,28 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
     let client = client(&cfg).await?;
     let notify = Arc::new(Notify::new());
     let ns = cfg.namespace.as_deref();
-    let classes = reflect::<IngressClass>(Api::all(client.clone()), notify.clone());
-    let ingresses = reflect::<Ingress>(api(&client, ns), notify.clone());
-    let services = reflect::<Service>(api(&client, ns), notify.clone());
-    let slices = reflect::<EndpointSlice>(api(&client, ns), notify.clone());
-    let secrets = reflect::<Secret>(api(&client, ns), notify.clone());
+    let all = watcher::Config::default;
+    let classes = reflect::<IngressClass>(Api::all(client.clone()), all(), notify.clone());
+    let ingresses = reflect::<Ingress>(api(&client, ns), all(), notify.clone());
+    let services = reflect::<Service>(api(&client, ns), all(), notify.clone());
+    let slices = reflect::<EndpointSlice>(api(&client, ns), all(), notify.clone());
+    let secrets = reflect::<Secret>(api(&client, ns), all(), notify.clone());
+    // Namespaces for their labels: those a Gateway listener's selector reads (only the
+    // one served, when the controller serves one).
+    let namespaces = reflect::<Namespace>(
+        Api::all(client.clone()),
+        match ns {
+            Some(ns) => all().fields(&format!("metadata.name={ns}")),
+            None => all(),
+        },
+        notify.clone(),
+    );
     classes.wait_until_ready().await?;
     ingresses.wait_until_ready().await?;
     services.wait_until_ready().await?;
     slices.wait_until_ready().await?;
     secrets.wait_until_ready().await?;
+    namespaces.wait_until_ready().await?;
     let gateway_api = gateway::cluster::start(&client, ns, notify.clone());
     gateway_api.ready(Duration::from_secs(10)).await;
     eprintln!(
@@ -153,6 +165,7 @@ pub async fn run(cfg: Config) -> Result<(), Error> {
             services: state(&services),
             endpoint_slices: state(&slices),
             secrets: state(&secrets),
+            namespaces: state(&namespaces),
         };
         let mut t = ingress::translate(&snap, &opts);
         let statuses = gateway::translate(

@@ -1257,3 +1257,74 @@ async fn grpc_routes_are_served_body() {
     });
     assert!(accepted, "{route}");
 }
+
+/// A listener taking routes `from: Selector`: a route of a namespace without the label is
+/// not served; once the namespace is labelled, it is.
+#[test]
+fn a_namespace_label_attaches_routes() {
+    isolated(
+        "a_namespace_label_attaches_routes",
+        a_namespace_label_attaches_routes_body,
+    );
+}
+
+async fn a_namespace_label_attaches_routes_body() {
+    let server = ApiServer::shared();
+    let client = server.client();
+    let ns = "labelled";
+    namespace(&client, ns).await;
+    let b = Backends::start(&["v1"]);
+    service(&client, ns, "v1", b.port("v1")).await;
+    create_gateway_api(
+        &client,
+        None,
+        "GatewayClass",
+        "gatewayclasses",
+        json!({"metadata": {"name": "vireo-selector"},
+            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
+    )
+    .await;
+    create_gateway_api(
+        &client,
+        Some(ns),
+        "Gateway",
+        "gateways",
+        json!({"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "vireo-selector",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                "allowedRoutes": {"namespaces": {"from": "Selector",
+                    "selector": {"matchLabels": {"team": "web"}}}}}]}}),
+    )
+    .await;
+    create_gateway_api(
+        &client,
+        Some(ns),
+        "HTTPRoute",
+        "httproutes",
+        json!({"metadata": {"name": "site"}, "spec": {
+        "parentRefs": [{"name": "gw"}], "hostnames": ["l.example"],
+        "rules": [{"backendRefs": [{"name": "v1", "port": 80}]}]}}),
+    )
+    .await;
+    let edge = Edge::start(server, ns, &[]);
+    let refused = eventually(20, || {
+        futures::executor::block_on(gateway_api_status(
+            &client,
+            ns,
+            "HTTPRoute",
+            "httproutes",
+            "site",
+        ))["parents"][0]["conditions"][0]["reason"]
+            == "NotAllowedByListeners"
+    });
+    assert!(refused, "{}", edge.log());
+    assert_eq!(edge.get("http://l.example/x", &[]).0, 404);
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}})),
+        )
+        .await
+        .unwrap();
+    edge.until("http://l.example/x", &[], 200, "v1 /x");
+}

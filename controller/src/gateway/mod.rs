@@ -23,6 +23,7 @@ use crate::backends::{self, PortRef};
 use crate::ingress::{Translation, add_file};
 use crate::model::*;
 use crate::snapshot::{ObjectRef, Problem, Snapshot};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use types::*;
 
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -60,12 +61,71 @@ struct Port {
     port: u16,
     https: bool,
     tls: Option<Tls>,
-    /// `Same` (default), `All`.
-    from_all: bool,
+    /// The namespaces whose routes may attach.
+    from: Namespaces,
     kinds: Vec<String>,
     /// Why the listener is not accepted.
     refused: Option<(String, String)>,
     attached: u32,
+}
+
+/// `allowedRoutes.namespaces.from` of a listener.
+enum Namespaces {
+    /// The Gateway's namespace (the default).
+    Same,
+    All,
+    /// The namespaces whose labels the selector matches.
+    Selector(LabelSelector),
+}
+
+impl Namespaces {
+    /// Does the listener of a Gateway in `gateway_ns` admit routes of `route_ns`?
+    fn admits(&self, snap: &Snapshot, gateway_ns: &str, route_ns: &str) -> bool {
+        match self {
+            Namespaces::Same => gateway_ns == route_ns,
+            Namespaces::All => true,
+            Namespaces::Selector(sel) => snap.namespace(route_ns).is_some_and(|n| {
+                selects(sel, n.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+            }),
+        }
+    }
+}
+
+/// Does the label selector match `labels`? (`matchLabels` and `matchExpressions` all
+/// hold; an empty selector matches everything.)
+fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let pairs = sel.match_labels.iter().flatten();
+    let exprs = sel.match_expressions.iter().flatten();
+    pairs.into_iter().all(|(k, v)| labels.get(k) == Some(v))
+        && exprs.into_iter().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// Why a label selector cannot be used, if it cannot.
+fn bad_selector(sel: &LabelSelector) -> Option<String> {
+    sel.match_expressions.iter().flatten().find_map(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                Some(format!("selector: {} {} needs values", e.key, e.operator))
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => Some(format!(
+                "selector: {} {} takes no values",
+                e.key, e.operator
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => None,
+            op => Some(format!("selector: unknown operator {op}")),
+        }
+    })
 }
 
 /// A route of either kind, as the translation reads it.
@@ -210,7 +270,7 @@ pub fn translate(
                     && p.refused.is_none()
             }) {
                 // The reason told is the first listener's that refuses, unless one takes it.
-                if !(p.from_all || ns == pns) || !p.kinds.iter().any(|k| k == route.kind) {
+                if !p.from.admits(snap, &pns, &ns) || !p.kinds.iter().any(|k| k == route.kind) {
                     if accepted.0 {
                         continue;
                     }
@@ -414,26 +474,36 @@ fn listener(snap: &Snapshot, objs: &Objects, g: &Gateway, l: &Listener, model: &
         port: l.port,
         https: l.protocol == "HTTPS",
         tls: None,
-        from_all: false,
+        from: Namespaces::Same,
         kinds: Vec::new(),
         refused: None,
         attached: 0,
     };
     let refuse = |reason: &str, msg: String| Some((reason.to_string(), msg));
-    match l
+    let namespaces = l
         .allowed_routes
         .as_ref()
-        .and_then(|a| a.namespaces.as_ref())
-        .and_then(|n| n.from.as_deref())
-    {
-        None | Some("Same") => {}
-        Some("All") => p.from_all = true,
-        Some(other) => {
+        .and_then(|a| a.namespaces.as_ref());
+    match (
+        namespaces.and_then(|n| n.from.as_deref()),
+        namespaces.and_then(|n| n.selector.as_ref()),
+    ) {
+        (None | Some("Same"), _) => {}
+        (Some("All"), _) => p.from = Namespaces::All,
+        (Some("Selector"), None) => {
+            p.refused = refuse(
+                "Invalid",
+                "allowedRoutes.namespaces.from Selector needs a selector".into(),
+            )
+        }
+        (Some("Selector"), Some(sel)) => match bad_selector(sel) {
+            Some(why) => p.refused = refuse("Invalid", format!("allowedRoutes.namespaces.{why}")),
+            None => p.from = Namespaces::Selector(sel.clone()),
+        },
+        (Some(other), _) => {
             p.refused = refuse(
                 "UnsupportedValue",
-                format!(
-                    "allowedRoutes.namespaces.from {other} is not supported (Same and All are)"
-                ),
+                format!("allowedRoutes.namespaces.from {other} is not one of Same, All, Selector"),
             )
         }
     }

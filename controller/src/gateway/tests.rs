@@ -587,6 +587,75 @@ fn listeners_and_hostnames() {
     assert_eq!(gw.status["listeners"][0]["attachedRoutes"], 2);
 }
 
+/// HTTPRouteListenerNamespaceSelector: `from: Selector` admits the routes of namespaces
+/// whose labels match; a selector vireo cannot read refuses the listener.
+#[test]
+fn namespace_selector() {
+    let listeners = json!([{"name": "http", "port": 80, "protocol": "HTTP",
+        "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {
+            "matchLabels": {"team": "web"},
+            "matchExpressions": [{"key": "stage", "operator": "NotIn", "values": ["dev"]}]}}}}]);
+    let rule = json!([{"backendRefs": [backend("web")]}]);
+    let mut snap = cluster();
+    snap.namespaces = [
+        ("default", json!({})),
+        ("web-prod", json!({"team": "web", "stage": "prod"})),
+        ("web-dev", json!({"team": "web", "stage": "dev"})),
+        ("web-any", json!({"team": "web"})),
+    ]
+    .into_iter()
+    .map(|(n, labels)| from(json!({"metadata": {"name": n, "labels": labels}})))
+    .collect();
+    let mut objs = objects(listeners.clone());
+    objs.http_routes = ["default", "web-prod", "web-dev", "web-any", "unknown"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, ns)| {
+            route_in(
+                ns,
+                ns,
+                i as u32,
+                json!([format!("{ns}.example")]),
+                rule.clone(),
+            )
+        })
+        .collect();
+    let (t, _, statuses) = run(&snap, &objs);
+    for (ns, admitted) in [
+        ("default", false),
+        ("web-prod", true),
+        ("web-dev", false),
+        ("web-any", true),
+        ("unknown", false),
+    ] {
+        let reason = route_condition(&statuses, ns, "Accepted").1;
+        assert_eq!(reason == "Accepted", admitted, "{ns}: {reason}");
+        assert_eq!(
+            t.model
+                .servers
+                .iter()
+                .any(|s| s.names.contains(&format!("{ns}.example"))),
+            admitted,
+            "{ns}"
+        );
+    }
+
+    let mut bad = listeners;
+    bad[0]["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"][0]["operator"] =
+        json!("Near");
+    let (_, _, statuses) = run(&snap, &objects(bad));
+    let gw = statuses.iter().find(|s| s.kind == "Gateway").unwrap();
+    let accepted = &gw.status["listeners"][0]["conditions"][0];
+    assert_eq!(accepted["status"], "False", "{gw:?}");
+    assert!(
+        accepted["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown operator Near"),
+        "{gw:?}"
+    );
+}
+
 /// An HTTPS listener: its certificate on the host's server, plain HTTP sent to HTTPS;
 /// a listener of another protocol is refused on the Gateway's status.
 #[test]

@@ -3,7 +3,7 @@
 //! release. Unknown fields are ignored here; the front end refuses the ones it cannot serve
 //! by looking for them explicitly (`timeouts`, `sessionPersistence`, backend filters).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -70,6 +70,8 @@ pub struct AllowedRoutes {
 #[serde(rename_all = "camelCase")]
 pub struct RouteNamespaces {
     pub from: Option<String>,
+    /// The labels of the namespaces admitted with `from: Selector`.
+    pub selector: Option<LabelSelector>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

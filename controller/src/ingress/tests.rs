@@ -126,7 +126,7 @@ fn snap(ingresses: Vec<Ingress>) -> Snapshot {
                 ],
             ),
         ],
-        ingress_classes: Vec::new(),
+        ..Snapshot::default()
     }
 }
 
