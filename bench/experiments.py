@@ -26,7 +26,7 @@ SIZES = {"2b.txt": "2 B", "21k.txt": "21 KB", "92k.txt": "92 KB", PHPINFO: "phpi
 PHP_MARK = b"PHP Version"
 # server name -> command it needs (vb.PACKAGES installs it)
 SERVER_TOOLS = {"nginx": ["nginx"], "lighttpd": ["lighttpd"], "h2o": ["h2o"],
-                "apache": ["apache2"], "apache-prefork": ["apache2", "mod_php"], "floor": ["cc"],
+                "apache": ["apache2"], "apache-prefork": ["apache2", "mod_php"], "floor": ["cc"], "relay": ["cc"],
                 "caddy": ["caddy"], "haproxy": ["haproxy"]}
 
 
@@ -1179,12 +1179,15 @@ PROXY_TLS_EDITS = {"nginx": (
 
 # ---------------------------------------------------------------- stream (issue 20)
 
-STREAM_SERVERS = ("vireo", "nginx", "haproxy")
+STREAM_SERVERS = ("vireo", "nginx", "haproxy", "relay")
 STREAM_SIZE = 1024  # bytes each way of one echo exchange
 STREAM_WORKLOADS = {"echo": "1 KB echo exchanges",
                     "bulk": f"{vb.ECHO_SOURCE_MB} MB transfer"}
 STREAM_UNITS = {"echo": "exchange", "bulk": "MB"}
 STREAM_PEERS = ("nginx", "haproxy")  # vireo's CPU is set beside each, within each run
+# The C floor: bench/echo/echo.c relay, copying both ways in 16 KB reads with no
+# configuration, parsing or timers; every CPU figure is also set beside its, per run.
+STREAM_FLOOR = "relay"
 STREAM_ECHO_PORT, STREAM_SOURCE_PORT = 55, 56  # the backends: port-base + these
 
 
@@ -1257,7 +1260,7 @@ def exp_stream(opts, scratch):
             Server("echo-source", ctx.scratch, ctx.root, source_port) as source:
         for k, s in plan:
             base = {"server": s, "run": k}
-            if not ctx.conf(s, "stream"):
+            if s != STREAM_FLOOR and not ctx.conf(s, "stream"):
                 why[s] = f"no stream configuration for {s} in bench/conf"
             if s in why:
                 if k == 1:
@@ -1295,13 +1298,14 @@ STREAM_METRICS = ["cpu_us_per_unit", "per_s", "backend_cpu_us_per_unit", "rss_mb
 
 
 def summarize_stream(results, servers):
-    """Rows per (workload, server); each also carries "vs_nginx" and "vs_haproxy": its
-    CPU per exchange or MB ÷ that peer's, per run (median, min–max)."""
+    """Rows per (workload, server); each also carries "vs_nginx", "vs_haproxy" and
+    "vs_relay": its CPU per exchange or MB ÷ that peer's or the C floor's, per run
+    (median, min–max)."""
     rows = summarize_points(results, servers, ["workload"], STREAM_METRICS)
     for r in rows:
         if r.get("note"):
             continue
-        for peer in STREAM_PEERS:
+        for peer in STREAM_PEERS + (STREAM_FLOOR,):
             if r["server"] != peer:
                 r[f"vs_{peer}"], r[f"vs_{peer}_min"], r[f"vs_{peer}_max"] = paired(
                     results, "cpu_us_per_unit", {"server": r["server"], "workload": r["workload"]},
@@ -1318,17 +1322,20 @@ def markdown_stream(rows, servers):
             if r is None:
                 continue
             if r.get("note"):
-                body.append([what, label(s), short(r["note"])] + [""] * 5)
+                body.append([what, label(s), short(r["note"])] + [""] * 6)
                 continue
             rate = fmt(r.get("per_s"), ",.0f") + (" exchanges/s" if w == "echo" else " MB/s")
             body.append([what, label(s), spread(r, "cpu_us_per_unit", ".2f") + f" per {unit}",
-                         *(ratio_cell(r, f"vs_{p}") if s != p else "1" for p in STREAM_PEERS),
+                         *(ratio_cell(r, f"vs_{p}") if s != p else "1"
+                           for p in STREAM_PEERS + (STREAM_FLOOR,)),
                          rate, fmt(r.get("backend_cpu_us_per_unit"), ".2f"),
                          fmt(r.get("errors"), ",.0f")])
     return ("Server CPU µs per 1 KB exchange and per MB passed (median, min–max) and its "
-            "ratio to nginx's and HAProxy's within each run (target: vireo ≤ both):\n\n"
-            + table(["workload", "server", "CPU µs", "CPU ÷ nginx", "CPU ÷ HAProxy", "rate",
-                     "backend CPU µs (echo, source)", "errors"], body))
+            "ratio to nginx's, HAProxy's and the C floor's within each run (target: vireo ≤ "
+            "nginx and HAProxy; the floor, bench/echo/echo.c `relay`, is one epoll loop "
+            "copying both ways in 16 KB reads, the kernel work every proxy here does):\n\n"
+            + table(["workload", "server", "CPU µs", "CPU ÷ nginx", "CPU ÷ HAProxy",
+                     "CPU ÷ C floor", "rate", "backend CPU µs (echo, source)", "errors"], body))
 
 
 # ---------------------------------------------------------------- cache (issue 19)

@@ -18,7 +18,7 @@ DOCS = vb.REPO / "docs" / "benchmarks.md"
 ORDER = ["E1", "E2", "E3", "E3-seed", "E3-pool", "E4", "E5", "M", "proxy", "stream", "cache", "gzip",
          "routes",
          "tls", "modules"]
-NOT_PEERS = {"vireo", "floor"}
+NOT_PEERS = {"vireo", "floor", "relay"}
 
 PAPERS = {
     "E1": "000_9171ad52abe9534a.txt (Apache vs nginx I/O, table 1)",
@@ -726,6 +726,11 @@ def stream_targets(data):
             lines.append(f"{name} – | not measured ({vireo_note(rows) or 'no vireo or peer figure'}) |")
             continue
         figures = ", ".join(f"{x:.2f}× {label(p)} ({c:.2f})" for p, c, x in peers)
+        key = f"vs_{experiments.STREAM_FLOOR}"
+        floor = next((r for r in rows if r["server"] == experiments.STREAM_FLOOR
+                      and r.get("cpu_us_per_unit") and v.get(key) is not None), None)
+        if floor:
+            figures += f"; {v[key]:.2f}× the C floor ({floor['cpu_us_per_unit']:.2f})"
         missing = [label(p) for p in experiments.STREAM_PEERS if p not in {q for q, _, _ in peers}]
         met = "met" if all(x <= 1 for _, _, x in peers) else "not met"
         lines.append(f"{name} {v['cpu_us_per_unit']:.2f} µs = {figures} | {met}"

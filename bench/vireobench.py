@@ -133,6 +133,12 @@ SERVERS = {
         "cmd": lambda s: [str(ECHO), "source", str(s.port), str(ECHO_SOURCE_MB)],
         "version": ["cc", "--version"], "stop": signal.SIGTERM,
     },
+    "relay": {  # bench/echo/echo.c relay: the C floor of the stream experiment's proxies
+        "conf": None,
+        "cmd": lambda s: [str(ECHO), "relay", str(s.port), s.subst["@ECHO@"].rsplit(":", 1)[1],
+                          str(s.subst["@PORT_BULK@"]), s.subst["@SOURCE@"].rsplit(":", 1)[1]],
+        "version": ["cc", "--version"], "stop": signal.SIGTERM,
+    },
     "floor": {  # bench/floor/floor.c: fixed response, the CPU floor of E5
         "conf": None,  # the body: subst @FLOOR_BODY@ ("@PATH": a file by sendfile), else 2b.txt's
         "cmd": lambda s: [str(FLOOR), str(s.port),
@@ -142,7 +148,8 @@ SERVERS = {
 }
 
 LABELS = {"caddy": "Caddy", "haproxy": "HAProxy", "apache": "Apache event", "apache-prefork": "Apache prefork + mod_php",
-          "floor": "C epoll floor", "php-fpm": "php-fpm", "echo": "C epoll echo",
+          "floor": "C epoll floor", "relay": "C epoll relay (floor)", "php-fpm": "php-fpm",
+          "echo": "C epoll echo",
           "echo-source": "C epoll byte source"}
 # Web servers compared in E1, E3, E4 and M (`--servers` overrides).
 PEERS = ["vireo", "nginx", "lighttpd", "h2o", "caddy", "apache"]

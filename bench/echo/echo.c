@@ -7,6 +7,9 @@
  *                                      the SIZE bytes back, again and again for SECONDS
  *   echo fetch PORT SECONDS MB         one connection after another, each read to its end
  *                                      (MB MiB expected), until SECONDS have passed
+ *   echo relay PORT TO [PORT TO]...    the C floor of a TCP proxy: each connection to PORT
+ *                                      gets one to TO, and bytes are copied both ways in
+ *                                      16 KB reads (nginx's and vireo's proxy_buffer_size)
  *
  * The clients print one line, "units=N bytes=B errors=E seconds=S": exchanges or
  * transfers completed. One thread, one level-triggered epoll loop, non-blocking
@@ -39,6 +42,9 @@ static long long left[MAXFD];
 static size_t pend_at[MAXFD], pend_len[MAXFD];
 static char *pend[MAXFD];
 static long long got[MAXFD]; /* exchange: bytes of the answer read this round */
+static int peer[MAXFD];      /* relay: the other end of the connection's pair */
+static int ended[MAXFD];     /* relay: the connection's reading end saw EOF */
+static int dest[MAXFD];      /* relay: per listener, the port its connections go to */
 
 static void die(const char *what) { perror(what); exit(1); }
 
@@ -224,6 +230,86 @@ static int fetch(int port, double seconds, long long mb) {
     return 0;
 }
 
+/* relay: stop reading `from` until what is pending for `to` is out (or start again). */
+static void hold(int ep, int from, int to, int held) {
+    ctl(ep, EPOLL_CTL_MOD, from, held ? 0 : EPOLLIN);
+    ctl(ep, EPOLL_CTL_MOD, to, held ? EPOLLOUT : EPOLLIN);
+}
+
+static void unpair(int ep, int fd) {
+    int p = peer[fd];
+    ended[fd] = ended[p] = 0;
+    drop(ep, fd);
+    drop(ep, p);
+}
+
+/* relay: the ports to listen on and the ports their connections go to. */
+static _Noreturn void relay(int pairs, char **ports) {
+    int ep = epoll_create1(0), one = 1;
+    if (ep < 0) die("epoll_create1");
+    static char chunk[16384];
+    for (int i = 0; i < pairs; i++) {
+        int ls = listener(atoi(ports[2 * i]));
+        dest[ls] = atoi(ports[2 * i + 1]);
+        ctl(ep, EPOLL_CTL_ADD, ls, EPOLLIN);
+    }
+    struct epoll_event evs[256];
+    for (;;) {
+        int n = epoll_wait(ep, evs, 256, -1);
+        if (n < 0 && errno != EINTR) die("epoll_wait");
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (dest[fd]) {
+                int c;
+                while ((c = accept4(fd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                    int u = dial(dest[fd]);
+                    if (c >= MAXFD || u < 0 || u >= MAXFD) {
+                        close(c);
+                        if (u >= 0) close(u);
+                        continue;
+                    }
+                    if (fcntl(u, F_SETFL, O_NONBLOCK) < 0) die("fcntl");
+                    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    peer[c] = u;
+                    peer[u] = c;
+                    ctl(ep, EPOLL_CTL_ADD, c, EPOLLIN);
+                    ctl(ep, EPOLL_CTL_ADD, u, EPOLLIN);
+                }
+                continue;
+            }
+            int p = peer[fd];
+            if (pend_len[fd]) { /* writable again: what `p` sent that `fd` had no room for */
+                ssize_t w = send(fd, pend[fd] + pend_at[fd], pend_len[fd], MSG_NOSIGNAL);
+                if (w < 0 && errno != EAGAIN) { unpair(ep, fd); continue; }
+                if (w > 0) { pend_at[fd] += (size_t)w; pend_len[fd] -= (size_t)w; }
+                if (!pend_len[fd]) hold(ep, p, fd, 0);
+                continue;
+            }
+            ssize_t r = recv(fd, chunk, sizeof chunk, 0);
+            if (r < 0 && errno == EAGAIN) continue;
+            if (r < 0) { unpair(ep, fd); continue; }
+            if (r == 0) { /* the end of one direction: passed on; both ended, the pair closes */
+                ended[fd] = 1;
+                if (ended[p]) { unpair(ep, fd); continue; }
+                shutdown(p, SHUT_WR);
+                ctl(ep, EPOLL_CTL_MOD, fd, 0);
+                continue;
+            }
+            ssize_t w = send(p, chunk, (size_t)r, MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN) { unpair(ep, fd); continue; }
+            if (w < 0) w = 0;
+            if (w < r) {
+                pend[p] = realloc(pend[p], (size_t)(r - w));
+                if (!pend[p]) die("realloc");
+                memcpy(pend[p], chunk + w, (size_t)(r - w));
+                pend_at[p] = 0;
+                pend_len[p] = (size_t)(r - w);
+                hold(ep, fd, p, 1);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "serve") && argc == 3) server(atoi(argv[2]), -1);
@@ -231,7 +317,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "exchange") && argc == 6)
         return exchange(atoi(argv[2]), atoi(argv[3]), atof(argv[4]), atoll(argv[5]));
     if (!strcmp(mode, "fetch") && argc == 5) return fetch(atoi(argv[2]), atof(argv[3]), atoll(argv[4]));
+    if (!strcmp(mode, "relay") && argc >= 4 && argc % 2 == 0) relay((argc - 2) / 2, argv + 2);
     fprintf(stderr, "usage: echo serve PORT | source PORT MB | exchange PORT CONNS SECONDS SIZE"
-                    " | fetch PORT SECONDS MB\n");
+                    " | fetch PORT SECONDS MB | relay PORT TO [PORT TO]...\n");
     return 2;
 }

@@ -176,6 +176,11 @@ impl UpConn {
         now.saturating_duration_since(self.born)
     }
     /// Taken from the keep-alive pool rather than newly connected.
+    /// A plain socket (TCP or unix), not TLS.
+    pub fn is_plain(&self) -> bool {
+        !matches!(self.sock, Sock::Tls(_))
+    }
+
     pub fn reused(&self) -> bool {
         self.reused
     }

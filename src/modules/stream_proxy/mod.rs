@@ -113,6 +113,7 @@ impl Pass {
             half_close: conf.half_close,
             upload_rate: rates.0,
             download_rate: rates.1,
+            plain: conn.is_plain() && matches!(s.client, Client::Tcp(_) | Client::Unix(_)),
         };
         if s.req.conf.core.tcp_nodelay {
             let _ = conn.set_nodelay();

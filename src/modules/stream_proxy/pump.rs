@@ -8,7 +8,9 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
@@ -22,6 +24,10 @@ pub struct Opts {
     pub upload_rate: u64,
     /// Bytes a second read from the upstream (0: no limit).
     pub download_rate: u64,
+    /// Both ends are plain sockets, whose reads and writes register only their
+    /// own readiness: a wake then moves only the direction it concerns (a TLS
+    /// end may write while reading, so with one both directions are polled).
+    pub plain: bool,
 }
 
 /// nginx's pacing of one direction's reads at `rate` bytes a second: in
@@ -206,6 +212,47 @@ impl Dir {
     }
 }
 
+/// The waker one direction's sockets are given when both ends are plain: it
+/// marks the direction and wakes the session's task, which then polls only
+/// the directions marked (of the four polls a 1 KB exchange made, two were of
+/// the direction that had nothing to do).
+struct Mark {
+    hit: AtomicBool,
+    task: Mutex<Option<Waker>>,
+}
+
+impl Mark {
+    fn new() -> (Arc<Mark>, Waker) {
+        let m = Arc::new(Mark {
+            hit: AtomicBool::new(true),
+            task: Mutex::new(None),
+        });
+        (m.clone(), Waker::from(m))
+    }
+
+    /// Wake `task` from now on.
+    fn to(&self, task: &Waker) {
+        *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.clone());
+    }
+
+    /// Was the direction woken since the last call?
+    fn take(&self) -> bool {
+        self.hit.swap(false, Ordering::AcqRel)
+    }
+}
+
+impl Wake for Mark {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.hit.store(true, Ordering::Release);
+        if let Some(w) = &*self.task.lock().unwrap_or_else(|e| e.into_inner()) {
+            w.wake_by_ref();
+        }
+    }
+}
+
 /// How a session's passing ended.
 pub struct Done {
     /// Client to upstream.
@@ -233,12 +280,36 @@ where
     // than on every move.
     let mut idle = Box::pin(tokio::time::sleep(o.timeout));
     let mut last_move = tokio::time::Instant::now();
+    let mut armed = false;
     let mut timed_out = None;
+    let (up_mark, up_waker) = Mark::new();
+    let (down_mark, down_waker) = Mark::new();
+    let mut task: Option<Waker> = None;
     std::future::poll_fn(|cx| {
         let mut moved = false;
-        let r = up
-            .poll(cx, client, upstream, o.half_close, &mut moved)
-            .and_then(|()| down.poll(cx, upstream, client, o.half_close, &mut moved));
+        let r = if o.plain {
+            if !task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+                up_mark.to(cx.waker());
+                down_mark.to(cx.waker());
+                task = Some(cx.waker().clone());
+            }
+            let (go_up, go_down) = (up_mark.take(), down_mark.take());
+            let (mut up_cx, mut down_cx) = (
+                Context::from_waker(&up_waker),
+                Context::from_waker(&down_waker),
+            );
+            let up_r = match go_up {
+                true => up.poll(&mut up_cx, client, upstream, o.half_close, &mut moved),
+                false => Ok(()),
+            };
+            up_r.and_then(|()| match go_down {
+                true => down.poll(&mut down_cx, upstream, client, o.half_close, &mut moved),
+                false => Ok(()),
+            })
+        } else {
+            up.poll(cx, client, upstream, o.half_close, &mut moved)
+                .and_then(|()| down.poll(cx, upstream, client, o.half_close, &mut moved))
+        };
         if first_byte.is_none() && down.read > 0 {
             first_byte = Some(Instant::now());
         }
@@ -251,7 +322,13 @@ where
         }
         if moved {
             last_move = tokio::time::Instant::now();
+            // Bytes moved: not idle, and the timer, once polled, wakes the task
+            // when it fires, so it is polled again only on a wake that moved nothing.
+            if armed {
+                return Poll::Pending;
+            }
         }
+        armed = true;
         while idle.as_mut().poll(cx).is_ready() {
             let due = last_move + o.timeout;
             if due <= tokio::time::Instant::now() {
