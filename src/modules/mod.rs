@@ -17,6 +17,7 @@ pub mod dav;
 pub mod early_hints;
 pub mod empty_gif;
 pub mod fastcgi;
+pub mod flv;
 pub mod geo;
 pub mod grpc;
 pub mod gunzip;
@@ -109,6 +110,7 @@ pub static MODULES: &[&Module] = &[
     &limit_req::MODULE,
     &limit_conn::MODULE,
     &empty_gif::MODULE,
+    &flv::MODULE,
     &early_hints::MODULE,
     &limit_rate::MODULE,
     &crate::stream::MODULE,

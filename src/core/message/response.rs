@@ -530,7 +530,8 @@ mod tests {
 }
 
 /// Framing of a `multipart/byteranges` body: the body is, in order, each
-/// part's header bytes followed by the bytes of its range, then `trailer`.
+/// part's header bytes followed by the bytes of its range, then `trailer`
+/// (flv sends its header and a file range so, with no boundary).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Multipart {
     pub boundary: String,

@@ -13,6 +13,16 @@ use std::io::ErrorKind;
 use std::rc::Rc;
 
 pub fn content(req: &mut Request<'_>) -> Outcome {
+    content_with(req, &|_| None)
+}
+
+/// A body made from a regular file in place of the file itself (`None`: the
+/// file), as flv's header and offset: served with the file's validators,
+/// type, conditionals and ranges.
+pub type MakeBody<'m> = &'m dyn Fn(&FileInfo) -> Option<Body>;
+
+/// The static handler, with the body of a regular file from `make`.
+pub fn content_with(req: &mut Request<'_>, make: MakeBody<'_>) -> Outcome {
     // POST reaches the file look-up: a missing file is still a 404, as nginx.
     let method = req.method();
     if !matches!(method, Method::Get | Method::Head | Method::Post) {
@@ -33,7 +43,7 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
         // gzip_static & co. serve `file.gz` even when `file` itself is
         // missing, as nginx does.
         Err(e) if e.kind() == ErrorKind::NotFound && method != Method::Post => {
-            let r = respond_file(req, None).unwrap_or_else(|| open_error(req, e));
+            let r = respond_file(req, None, make).unwrap_or_else(|| open_error(req, e));
             return Outcome::Respond(r);
         }
         Err(e) => return Outcome::Respond(open_error(req, e)),
@@ -47,7 +57,7 @@ pub fn content(req: &mut Request<'_>) -> Outcome {
     if method == Method::Post {
         return Outcome::Respond(req.error(405));
     }
-    let r = respond_file(req, Some(&info)).expect("the file itself is at hand");
+    let r = respond_file(req, Some(&info), make).expect("the file itself is at hand");
     Outcome::Respond(r)
 }
 
@@ -152,14 +162,18 @@ fn redirect_to_dir(req: &Request<'_>) -> Response {
 
 /// The file `info` (`None`: it does not exist), or in its place a
 /// precompressed variant (gzip_static & co.); `None` when there is neither.
-fn respond_file(req: &Request<'_>, info: Option<&Rc<FileInfo>>) -> Option<Response> {
+fn respond_file(
+    req: &Request<'_>,
+    info: Option<&Rc<FileInfo>>,
+    make: MakeBody<'_>,
+) -> Option<Response> {
     let variant = crate::modules::compress::precompressed(req, info.map(|i| &**i));
-    let mut r = respond_with(req, variant.info.as_ref().or(info)?);
+    let mut r = respond_with(req, variant.info.as_ref().or(info)?, make);
     variant.apply(&mut r);
     Some(r)
 }
 
-fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
+fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>, make: MakeBody<'_>) -> Response {
     let sf = req.conf.get::<StaticConf>();
     let head = req.head;
     let etag = if sf.etag { info.etag.as_ref() } else { "" };
@@ -204,9 +218,10 @@ fn respond_with(req: &Request<'_>, info: &Rc<FileInfo>) -> Response {
     );
     let file = info.file.clone().expect("regular files are opened");
     let mut r = Response::new(200);
-    r.body = match &info.body {
-        Some(b) => Body::Bytes(b.clone()),
-        None => Body::File {
+    r.body = match (make(info), &info.body) {
+        (Some(body), _) => body,
+        (None, Some(b)) => Body::Bytes(b.clone()),
+        (None, None) => Body::File {
             file,
             range: 0..info.size,
         },

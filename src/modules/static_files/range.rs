@@ -20,7 +20,9 @@ pub fn apply(req: &Request<'_>, resp: Response, max_ranges: Option<usize>) -> Re
     let Some(size) = resp.body.size() else {
         return resp;
     };
-    let streamed = matches!(resp.body, Body::Stream { .. });
+    // A stream, or bytes and file ranges in turn (flv's header and offset),
+    // takes one range.
+    let streamed = matches!(resp.body, Body::Stream { .. } | Body::Multipart { .. });
     let max = match streamed {
         true => Some(max_ranges.unwrap_or(1).min(1)),
         false => max_ranges,
@@ -168,7 +170,41 @@ fn slice(body: Body, r: Range<u64>) -> Body {
             }),
             len: Some(r.end - r.start),
         },
+        Body::Multipart { file, parts } => Body::Multipart {
+            file,
+            parts: Box::new(slice_parts(*parts, r)),
+        },
         other => other,
+    }
+}
+
+/// Bytes `r` of a body of parts (each bytes, then a range of the file) and a
+/// trailer: the parts and pieces of parts within it.
+fn slice_parts(m: Multipart, r: Range<u64>) -> Multipart {
+    // What of the `len` bytes at `at` lies within `r`, relative to `at`.
+    let within = |at: u64, len: u64| {
+        let end = r.end.clamp(at, at + len) - at;
+        (r.start.clamp(at, at + len) - at).min(end)..end
+    };
+    let mut at = 0;
+    let mut parts = Vec::new();
+    for (head, range) in m.parts {
+        let h = within(at, head.len() as u64);
+        at += head.len() as u64;
+        let f = within(at, range.end - range.start);
+        at += range.end - range.start;
+        if !h.is_empty() || !f.is_empty() {
+            parts.push((
+                head[h.start as usize..h.end as usize].to_vec(),
+                range.start + f.start..range.start + f.end,
+            ));
+        }
+    }
+    let t = within(at, m.trailer.len() as u64);
+    Multipart {
+        parts,
+        trailer: m.trailer[t.start as usize..t.end as usize].to_vec(),
+        ..m
     }
 }
 
@@ -469,6 +505,31 @@ mod tests {
 
     fn part(v: &[Range<u64>]) -> RangeSpec {
         Partial(v.to_vec())
+    }
+
+    #[test]
+    fn a_body_of_parts_is_sliced_across_them() {
+        // "ab" + file 10..13 + "cd" + file 20..22 + "!"
+        let m = Multipart {
+            boundary: String::new(),
+            content_type: String::new(),
+            parts: vec![(b"ab".to_vec(), 10..13), (b"cd".to_vec(), 20..22)],
+            trailer: b"!".to_vec(),
+        };
+        let cut = |r: Range<u64>| {
+            let s = slice_parts(m.clone(), r.clone());
+            assert_eq!(s.content_length(), r.end - r.start, "{r:?}");
+            (s.parts, s.trailer)
+        };
+        assert_eq!(cut(0..2), (vec![(b"ab".to_vec(), 10..10)], vec![]));
+        assert_eq!(cut(1..4), (vec![(b"b".to_vec(), 10..12)], vec![]));
+        assert_eq!(
+            cut(4..8),
+            (vec![(vec![], 12..13), (b"cd".to_vec(), 20..21)], vec![])
+        );
+        assert_eq!(cut(8..10), (vec![(vec![], 21..22)], b"!".to_vec()));
+        assert_eq!(cut(9..10), (vec![], b"!".to_vec()));
+        assert_eq!(cut(0..10).0.len(), 2);
     }
 
     #[test]
