@@ -1024,6 +1024,28 @@ async fn create_gateway_api(
     api.create(&PostParams::default(), &obj).await.unwrap();
 }
 
+/// GatewayClass `class` of our controller, and Gateway `gw` of it in `ns` with `listeners`.
+async fn gateway(client: &Client, ns: &str, class: &str, listeners: Value) {
+    create_gateway_api(
+        client,
+        None,
+        "GatewayClass",
+        "gatewayclasses",
+        json!({"metadata": {"name": class},
+            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
+    )
+    .await;
+    create_gateway_api(
+        client,
+        Some(ns),
+        "Gateway",
+        "gateways",
+        json!({"metadata": {"name": "gw"},
+            "spec": {"gatewayClassName": class, "listeners": listeners}}),
+    )
+    .await;
+}
+
 /// The status of a Gateway API object.
 async fn gateway_api_status(
     client: &Client,
@@ -1058,22 +1080,11 @@ async fn gateway_api_routes_are_served_body() {
     let b = Backends::start(&["v1", "v2"]);
     service(&client, ns, "v1", b.port("v1")).await;
     service(&client, ns, "v2", b.port("v2")).await;
-    create_gateway_api(
+    gateway(
         &client,
-        None,
-        "GatewayClass",
-        "gatewayclasses",
-        json!({"metadata": {"name": "vireo-test"},
-            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
-    )
-    .await;
-    create_gateway_api(
-        &client,
-        Some(ns),
-        "Gateway",
-        "gateways",
-        json!({"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "vireo-test",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+        ns,
+        "vireo-test",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
     )
     .await;
     create_gateway_api(
@@ -1177,22 +1188,11 @@ async fn grpc_routes_are_served_body() {
     ))
     .is_ok()));
     service(&client, ns, "echo", port).await;
-    create_gateway_api(
+    gateway(
         &client,
-        None,
-        "GatewayClass",
-        "gatewayclasses",
-        json!({"metadata": {"name": "vireo-grpc"},
-            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
-    )
-    .await;
-    create_gateway_api(
-        &client,
-        Some(ns),
-        "Gateway",
-        "gateways",
-        json!({"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "vireo-grpc",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+        ns,
+        "vireo-grpc",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
     )
     .await;
     create_gateway_api(
@@ -1275,24 +1275,13 @@ async fn a_namespace_label_attaches_routes_body() {
     namespace(&client, ns).await;
     let b = Backends::start(&["v1"]);
     service(&client, ns, "v1", b.port("v1")).await;
-    create_gateway_api(
+    gateway(
         &client,
-        None,
-        "GatewayClass",
-        "gatewayclasses",
-        json!({"metadata": {"name": "vireo-selector"},
-            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
-    )
-    .await;
-    create_gateway_api(
-        &client,
-        Some(ns),
-        "Gateway",
-        "gateways",
-        json!({"metadata": {"name": "gw"}, "spec": {"gatewayClassName": "vireo-selector",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+        ns,
+        "vireo-selector",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP",
                 "allowedRoutes": {"namespaces": {"from": "Selector",
-                    "selector": {"matchLabels": {"team": "web"}}}}}]}}),
+                    "selector": {"matchLabels": {"team": "web"}}}}}]),
     )
     .await;
     create_gateway_api(
