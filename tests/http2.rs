@@ -396,6 +396,26 @@ fn drain_site(second: &str) -> Vireo {
     )
 }
 
+/// The first stream is waited for as long as client_header_timeout, even
+/// with keepalive_timeout 0: it is answered, then the connection ends with
+/// GOAWAY (keepalive_timeout is the wait between streams).
+#[test]
+fn keepalive_timeout_0_serves_the_first_stream() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let dir = TempDir::new("h2ka0");
+    dir.write("html/a.txt", "0123456789");
+    let v = Vireo::start_in(
+        dir,
+        "events {}\nhttp {\n access_log off;\n keepalive_timeout 0;\n server {\n  \
+         listen 127.0.0.1:{port} http2;\n  root {dir}/html;\n }\n}\n",
+    );
+    let r = common::h2::script(&v, "late.py", &["0.3"]);
+    assert_eq!(r.get("statuses"), "200", "{}", r.0);
+    assert!(r.goaway(0), "{}", r.0);
+}
+
 /// SIGQUIT: an idle HTTP/2 connection gets GOAWAY(NO_ERROR) at once (not at
 /// its keepalive_timeout) and is closed, and the server exits.
 #[test]

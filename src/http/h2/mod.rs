@@ -3,7 +3,8 @@
 //! HTTP/1 (`crate::http::pipeline`) in its own task on the worker's runtime;
 //! the connection task drives the codec, accepts streams, and ends the
 //! connection with GOAWAY after keepalive_requests streams, after
-//! keepalive_timeout without a stream, when the worker stops or drains (a
+//! keepalive_timeout without a stream (client_header_timeout before the
+//! first one, as HTTP/1 waits for its first request), when the worker stops or drains (a
 //! graceful stop, a retired worker, a binary upgrade), or when a reload
 //! removes its address: at once when idle, else a graceful GOAWAY and the
 //! close once the streams in flight are done.
@@ -85,11 +86,12 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
     let linger = (core.lingering_close != Lingering::Off)
         .then_some((core.lingering_timeout, core.lingering_time));
-    let (keepalive_timeout, keepalive_requests, send_timeout, keepalive_time) = (
+    let (keepalive_timeout, keepalive_requests, send_timeout, keepalive_time, header_timeout) = (
         core.keepalive_timeout,
         core.keepalive_requests,
         core.send_timeout,
         core.keepalive_time,
+        core.client_header_timeout,
     );
     let sock = Rc::new(RefCell::new(Sock {
         io,
@@ -97,15 +99,16 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
         sent: 0,
     }));
     let hs = b.handshake::<_, Bytes>(SharedIo(sock.clone()));
-    let hs = tokio::time::timeout(core.client_header_timeout, hs).await;
+    let hs = tokio::time::timeout(header_timeout, hs).await;
     drop(cfg);
     if let Ok(Ok(conn)) = hs {
-        let limits = (
+        let limits = Limits {
             keepalive_timeout,
             keepalive_requests,
             send_timeout,
             keepalive_time,
-        );
+            header_timeout,
+        };
         drive(conn, sock.clone(), info, limits).await;
     }
     // The codec is gone: the socket is ours again, with what it last wrote.
@@ -120,18 +123,30 @@ pub async fn serve<T: AsyncRead + AsyncWrite + Unpin + 'static>(io: T, info: Con
     }
 }
 
+/// The connection's limits, from the server's configuration.
+struct Limits {
+    keepalive_timeout: Duration,
+    keepalive_requests: u64,
+    send_timeout: Duration,
+    keepalive_time: Duration,
+    /// The wait for the first stream.
+    header_timeout: Duration,
+}
+
 /// Accept streams and run them until the connection ends.
 async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     mut conn: h2::server::Connection<SharedIo<T>, Bytes>,
     sock: Rc<RefCell<Sock<T>>>,
     info: ConnInfo,
-    (keepalive_timeout, keepalive_requests, send_timeout, keepalive_time): (
-        Duration,
-        u64,
-        Duration,
-        Duration,
-    ),
+    limits: Limits,
 ) {
+    let Limits {
+        keepalive_timeout,
+        keepalive_requests,
+        send_timeout,
+        keepalive_time,
+        header_timeout,
+    } = limits;
     let born = Instant::now();
     let info = Rc::new(Conn {
         info,
@@ -151,7 +166,11 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
         if !idle_now {
             idle_until = None;
         } else if idle_until.is_none() {
-            idle_until = Some(Instant::now() + keepalive_timeout);
+            let wait = match requests {
+                0 => header_timeout,
+                _ => keepalive_timeout,
+            };
+            idle_until = Some(Instant::now() + wait);
         }
         if closing.is_some() {
             watch = None;
