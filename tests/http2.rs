@@ -396,9 +396,9 @@ fn drain_site(second: &str) -> Vireo {
     )
 }
 
-/// The first stream is waited for as long as client_header_timeout, even
-/// with keepalive_timeout 0: it is answered, then the connection ends with
-/// GOAWAY (keepalive_timeout is the wait between streams).
+/// The first stream is waited for at least as long as client_header_timeout,
+/// even with keepalive_timeout 0: it is answered, then the connection ends
+/// with GOAWAY (keepalive_timeout is the wait between streams).
 #[test]
 fn keepalive_timeout_0_serves_the_first_stream() {
     if !common::h2::have_python_h2() {

@@ -202,7 +202,8 @@ fn idle_and_slow_clients_are_closed() {
         return;
     }
     let v = start();
-    // The preface, then silence: GOAWAY after client_header_timeout (2 s).
+    // The preface, then silence: GOAWAY after keepalive_timeout and
+    // client_header_timeout (2 s each).
     let r = bounded(&v, 1.0, 5, || script(&v, "idle.py", &["preface"]));
     assert!(r.goaway(0), "{}", r.0);
     assert!((1.5..5.0).contains(&r.num("secs")), "{}", r.0);

@@ -402,7 +402,7 @@ pub static DIRECTIVES: &[Def] = &[
         },
         syntax: "keepalive_timeout timeout [header_timeout];",
         default: "75s",
-        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive. `header_timeout`: sent to the client as `Keep-Alive: timeout=N` (seconds) on keep-alive HTTP/1 responses.\n\n```nginx\nkeepalive_timeout 30s 25s;\n```",
+        doc: "How long an idle keep-alive connection stays open; 0 disables keep-alive. An HTTP/2 connection ends with GOAWAY after this long without a stream; before its first stream it waits the longer of this and `client_header_timeout`, and with 0 it serves that stream, then sends GOAWAY. `header_timeout`: sent to the client as `Keep-Alive: timeout=N` (seconds) on keep-alive HTTP/1 responses.\n\n```nginx\nkeepalive_timeout 30s 25s;\n```",
     },
     Def {
         name: "keepalive_requests",

@@ -3,8 +3,9 @@
 //! HTTP/1 (`crate::http::pipeline`) in its own task on the worker's runtime;
 //! the connection task drives the codec, accepts streams, and ends the
 //! connection with GOAWAY after keepalive_requests streams, after
-//! keepalive_timeout without a stream (client_header_timeout before the
-//! first one, as HTTP/1 waits for its first request), when the worker stops or drains (a
+//! keepalive_timeout without a stream (before the first one, the longer of
+//! it and client_header_timeout, HTTP/1's wait for a first request), when
+//! the worker stops or drains (a
 //! graceful stop, a retired worker, a binary upgrade), or when a reload
 //! removes its address: at once when idle, else a graceful GOAWAY and the
 //! close once the streams in flight are done.
@@ -129,7 +130,7 @@ struct Limits {
     keepalive_requests: u64,
     send_timeout: Duration,
     keepalive_time: Duration,
-    /// The wait for the first stream.
+    /// The wait for the first stream, with keepalive_timeout if longer.
     header_timeout: Duration,
 }
 
@@ -167,7 +168,7 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
             idle_until = None;
         } else if idle_until.is_none() {
             let wait = match requests {
-                0 => header_timeout,
+                0 => header_timeout.max(keepalive_timeout),
                 _ => keepalive_timeout,
             };
             idle_until = Some(Instant::now() + wait);
