@@ -158,11 +158,7 @@ fn each_field(fields: &Fields, mut add: impl FnMut(HeaderName, HeaderValue)) {
         if connection_specific(name) {
             continue;
         }
-        let n = match known_name(name) {
-            Some(n) => Ok(n),
-            None => HeaderName::from_bytes(name.as_bytes()),
-        };
-        if let (Ok(n), Ok(v)) = (n, value(v)) {
+        if let (Ok(n), Ok(v)) = (header_name(name), value(v)) {
             add(n, v);
         }
     }
@@ -177,6 +173,20 @@ pub fn early_hints_head(fields: &Fields) -> Option<http::Response<()>> {
         m.append(n, v);
     });
     (!h.headers().is_empty()).then_some(h)
+}
+
+/// A field's name for a header map. A name already in lower case (as HTTP/2
+/// and HTTP/3 upstreams send them) is referred to, not copied.
+fn header_name(name: &'static str) -> Result<HeaderName, http::header::InvalidHeaderName> {
+    if let Some(n) = known_name(name) {
+        return Ok(n);
+    }
+    let token =
+        |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&b);
+    match !name.is_empty() && name.bytes().all(token) {
+        true => Ok(HeaderName::from_static(name)),
+        false => HeaderName::from_bytes(name.as_bytes()),
+    }
 }
 
 /// The field names responses carry most, as the server's code spells them,
@@ -230,10 +240,7 @@ fn http_date() -> Option<HeaderValue> {
 pub fn trailer_map(fields: Vec<(&'static str, String)>) -> http::HeaderMap {
     let mut map = http::HeaderMap::new();
     for (name, v) in fields {
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&v),
-        ) {
+        if let (Ok(n), Ok(v)) = (header_name(name), HeaderValue::from_str(&v)) {
             map.append(n, v);
         }
     }
@@ -247,6 +254,16 @@ mod tests {
     fn h2(req: http::request::Builder, body: bool) -> Result<RequestHead, ParseError> {
         let (parts, ()) = req.body(()).unwrap().into_parts();
         request_head(&parts, body, &Limits::default(), Version::Http2)
+    }
+
+    #[test]
+    fn field_names_are_referred_to_or_lowered() {
+        assert_eq!(header_name("x-got-test").unwrap(), "x-got-test");
+        assert_eq!(header_name("grpc-status").unwrap().as_str(), "grpc-status");
+        assert_eq!(header_name("X-Got-Test").unwrap(), "x-got-test");
+        assert_eq!(header_name("ETag").unwrap(), http::header::ETAG);
+        assert!(header_name("bad name").is_err());
+        assert!(header_name("").is_err());
     }
 
     #[test]
