@@ -181,13 +181,41 @@ fn header_name(name: &'static str) -> Result<HeaderName, http::header::InvalidHe
     if let Some(n) = known_name(name) {
         return Ok(n);
     }
-    let token =
-        |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&b);
-    match !name.is_empty() && name.bytes().all(token) {
+    match !name.is_empty() && name.bytes().all(|b| LOWER_TOKEN[b as usize]) {
         true => Ok(HeaderName::from_static(name)),
         false => HeaderName::from_bytes(name.as_bytes()),
     }
 }
+
+/// The bytes of a field name (RFC 9110's tchar) but upper-case letters.
+static LOWER_TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_lowercase()
+            || b.is_ascii_digit()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 /// The field names responses carry most, as the server's code spells them,
 /// without parsing them.
