@@ -1423,13 +1423,7 @@ http {{
 fn no_live_upstream_is_named_in_upstream_addr() {
     // Nothing listens on the peers: the first request fails on both (and
     // marks them failed), the next finds no live peer at all.
-    let dead: Vec<u16> = (0..2)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
-    let (a, b) = (dead[0], dead[1]);
+    let (a, b) = (closed_port(), closed_port());
     let v = Vireo::start(&format!(
         "events {{}}
 http {{
