@@ -359,7 +359,14 @@ async fn drive(
                         closing.set(true);
                     }
                 }
-                Ok(None) => closing.set(true),
+                Ok(None) => {
+                    // Ended with no more streams: by an error when QUIC says
+                    // so (the accept may see the close before the error).
+                    if let Some(e) = conn.quic.close_reason().filter(ended_by_error) {
+                        crate::error_log!(Info, "HTTP/3 connection ended: {e}");
+                    }
+                    closing.set(true);
+                }
                 Err(e) => {
                     if !e.is_h3_no_error() {
                         crate::error_log!(Info, "HTTP/3 connection ended: {e}");
@@ -384,6 +391,19 @@ async fn drive(
     }
     // The connection failed: its streams end with it.
     streams.shutdown().await;
+}
+
+/// Did a QUIC connection end by an error (a protocol violation, a peer's
+/// error code), not by a clean close, a local close or an idle timeout?
+fn ended_by_error(e: &quinn::ConnectionError) -> bool {
+    use quinn::ConnectionError as E;
+    match e {
+        // H3_NO_ERROR.
+        E::ApplicationClosed(c) => c.error_code != quinn::VarInt::from_u32(0x100),
+        E::ConnectionClosed(c) => c.error_code != quinn_proto::TransportErrorCode::NO_ERROR,
+        E::LocallyClosed | E::TimedOut => false,
+        _ => true,
+    }
 }
 
 /// One request stream: its request through the pipeline, its response out.
