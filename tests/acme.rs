@@ -813,15 +813,19 @@ fn profile_orders_the_issuers_profile() {
         return;
     };
     let state = s.state.path().join("pebble");
+    // vireo with the issuer block's `profile…` line, for one name.
+    let start = |issuer: &str| {
+        vireo(
+            TempDir::new("acme"),
+            &s.p,
+            s.ports,
+            &state,
+            issuer,
+            "acme_certificate pebble a.example.test;",
+        )
+    };
     // A profile the issuer does not offer: refused with `require`.
-    let v = vireo(
-        TempDir::new("acme"),
-        &s.p,
-        s.ports,
-        &state,
-        "accept_terms_of_service; profile tiny require;",
-        "acme_certificate pebble a.example.test;",
-    );
+    let v = start("accept_terms_of_service; profile tiny require;");
     let log = backed_off(&v);
     assert!(
         log.contains("the issuer does not offer the profile \"tiny\" (\"profile tiny require\")"),
@@ -831,14 +835,7 @@ fn profile_orders_the_issuers_profile() {
     drop(v);
 
     // The one it offers: the certificate has that profile's validity.
-    let v = vireo(
-        TempDir::new("acme"),
-        &s.p,
-        s.ports,
-        &state,
-        "accept_terms_of_service; profile short;",
-        "acme_certificate pebble a.example.test;",
-    );
+    let v = start("accept_terms_of_service; profile short;");
     wait_issued(&v, "a.example.test", s.ports.1, &s.p.root());
     let log = error_log(&v);
     assert!(
@@ -852,14 +849,7 @@ fn profile_orders_the_issuers_profile() {
     // Without `require`, an unknown profile is left out of the order (which
     // Pebble then gives a profile of its choosing).
     std::fs::remove_dir_all(&state).unwrap();
-    let v = vireo(
-        TempDir::new("acme"),
-        &s.p,
-        s.ports,
-        &state,
-        "accept_terms_of_service; profile tiny;",
-        "acme_certificate pebble a.example.test;",
-    );
+    let v = start("accept_terms_of_service; profile tiny;");
     wait_issued(&v, "a.example.test", s.ports.1, &s.p.root());
     let log = error_log(&v);
     assert!(
