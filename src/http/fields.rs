@@ -181,20 +181,23 @@ fn header_name(name: &'static str) -> Result<HeaderName, http::header::InvalidHe
     if let Some(n) = known_name(name) {
         return Ok(n);
     }
-    match !name.is_empty() && name.bytes().all(|b| LOWER_TOKEN[b as usize]) {
+    match !name.is_empty() && name.bytes().all(|b| is_tchar(b) && !b.is_ascii_uppercase()) {
         true => Ok(HeaderName::from_static(name)),
         false => HeaderName::from_bytes(name.as_bytes()),
     }
 }
 
-/// The bytes of a field name (RFC 9110's tchar) but upper-case letters.
-static LOWER_TOKEN: [bool; 256] = {
+/// RFC 9110's tchar: a byte of a token (a field name, a method).
+pub fn is_tchar(b: u8) -> bool {
+    TCHAR[b as usize]
+}
+
+static TCHAR: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
         let b = i as u8;
-        t[i] = b.is_ascii_lowercase()
-            || b.is_ascii_digit()
+        t[i] = b.is_ascii_alphanumeric()
             || matches!(
                 b,
                 b'!' | b'#'

@@ -259,11 +259,9 @@ fn skip_bws(s: &[u8]) -> &[u8] {
 }
 
 fn token_len(s: &[u8]) -> usize {
-    s.iter().take_while(|&&b| is_tchar(b)).count()
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    s.iter()
+        .take_while(|&&b| crate::http::fields::is_tchar(b))
+        .count()
 }
 
 /// HTAB, SP, VCHAR or obs-text.

@@ -86,9 +86,7 @@ fn intern(name: &str) -> &'static str {
 
 /// A header field name: an RFC 9110 token.
 fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty() && s.bytes().all(crate::http::fields::is_tchar)
 }
 
 /// Fields the connection writes itself (framing, connection management):

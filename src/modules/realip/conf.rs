@@ -95,11 +95,7 @@ pub static DIRECTIVES: &[Def] = &[
                 RealIpHeader::XForwardedFor
             } else if name == "proxy_protocol" {
                 RealIpHeader::ProxyProtocol
-            } else if !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-            {
+            } else if !name.is_empty() && name.bytes().all(crate::http::fields::is_tchar) {
                 RealIpHeader::Named(Arc::from(name.to_ascii_lowercase()))
             } else {
                 return Err(ConfError::new(
