@@ -120,3 +120,23 @@ fn http2_clients_get_the_same_bytes() {
         .expect("curl runs");
     assert_eq!(out.stdout, [HEADER, &video()[100..]].concat());
 }
+
+#[test]
+fn directive_errors_name_file_and_line() {
+    let dir = TempDir::new("flv-conf");
+    for (conf, want) in [
+        (
+            "events {}\nhttp {\n server {\n  location / { flv on; }\n }\n}\n",
+            "invalid number of arguments in \"flv\" directive in ",
+        ),
+        (
+            "events {}\nhttp {\n server {\n  flv;\n }\n}\n",
+            "\"flv\" directive is not allowed here in ",
+        ),
+    ] {
+        let out = test_conf(&dir, conf);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(err.contains(want) && err.contains("t.conf:4"), "{err}");
+    }
+}
