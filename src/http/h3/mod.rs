@@ -264,11 +264,18 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
     let mut b = h3::server::builder();
     // No reserved ("grease") frames, settings or streams, as nginx.
     b.max_field_section_size(max_head as u64).send_grease(false);
-    let Ok(h3c) = b
+    let h3c = match b
         .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await
-    else {
-        return;
+    {
+        Ok(c) => c,
+        // A client may break the protocol before its control streams are set up.
+        Err(e) => {
+            if !e.is_h3_no_error() {
+                crate::error_log!(Info, "HTTP/3 connection ended: {e}");
+            }
+            return;
+        }
     };
     let conn = Rc::new(Conn {
         info,
