@@ -29,14 +29,21 @@ use std::sync::Arc;
 /// Where HTTP-01 answers are asked for.
 const HTTP01_PREFIX: &[u8] = b"/.well-known/acme-challenge/";
 
-/// The managed certificate of a server, when it has `acme_certificate`.
+/// The managed certificate of a server, when it has `acme_certificate`:
+/// the pair current when the request first asks, kept for the request so
+/// that `$acme_certificate` and `$acme_certificate_key` are of one pair even
+/// when a renewal swaps it between the two.
 fn of(req: &Request<'_>) -> Option<Arc<store::Pair>> {
-    req.server
+    let managed = req.server.ext.get::<Arc<store::Managed>>()?;
+    let pinned = req
+        .state
         .ext
-        .get::<Arc<store::Managed>>()?
-        .pair
-        .load_full()
+        .get_or_insert_with(|| Pinned(managed.pair.load_full()));
+    pinned.0.clone()
 }
+
+/// The pair a request's variables read.
+struct Pinned(Option<Arc<store::Pair>>);
 
 /// Answer an HTTP-01 validation request (before the server's rewrites, so
 /// `return` and locations cannot hide it).
