@@ -8,7 +8,6 @@ use crate::core::request::Request;
 use crate::upstream::fields::{self, Passed};
 use crate::upstream::h2::{self, Ask, Call, Handler, Reply};
 use crate::upstream::response::UpstreamHead;
-use http::{HeaderMap, HeaderValue};
 
 /// The request as an HTTP/2 head for the upstream, as nginx makes it: the
 /// method; the URI sent (the client's, or the changed one escaped);
@@ -32,7 +31,7 @@ pub(super) fn call(
         user.iter()
             .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
     };
-    let mut headers = HeaderMap::with_capacity(16);
+    let mut headers = h2::CallFields::default();
     let mut host = None;
     let mut v = Vec::new();
     for (name, t) in user {
@@ -51,10 +50,10 @@ pub(super) fn call(
         h2::append(&mut headers, name.as_bytes(), &v);
     }
     if !set(b"te") && client_takes_trailers(req) {
-        headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+        h2::append(&mut headers, b"te", b"trailers");
     }
     if let Some(n) = body_len.filter(|_| !set(b"content-length")) {
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        h2::append(&mut headers, b"content-length", n.to_string().as_bytes());
     }
     let named: Vec<&[u8]> = req
         .head

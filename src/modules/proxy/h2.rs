@@ -16,7 +16,6 @@ use crate::core::request::Request;
 use crate::upstream::fields::{intercepted, is_hop_or_framing};
 use crate::upstream::h2::{self, Ask, Call, Handler, Reply};
 use crate::upstream::response::UpstreamHead;
-use http::{HeaderMap, HeaderValue};
 
 /// The request's HTTP/2 head: the method sent (`proxy_method`), the URI
 /// sent, `:authority` from the Host field it would send (`$proxy_host`, or
@@ -29,7 +28,7 @@ pub(super) fn call(
     uri: &[u8],
     len: Option<u64>,
 ) -> Result<Call, String> {
-    let mut headers = HeaderMap::with_capacity(16);
+    let mut headers = h2::CallFields::default();
     let mut authority = None;
     proxy.fields(req, pc, dest, |name, value| {
         if name.eq_ignore_ascii_case(b"host") {
@@ -41,7 +40,7 @@ pub(super) fn call(
         }
     });
     if let Some(n) = len {
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        h2::append(&mut headers, b"content-length", n.to_string().as_bytes());
     }
     let authority = authority.unwrap_or_else(|| dest.host.to_string());
     Call::new(&proxy.method(req, pc), dest.tls, &authority, uri, headers)

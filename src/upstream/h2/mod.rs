@@ -22,6 +22,9 @@
 //! - A handler ([`Handler`]) says what it sends ([`Ask`]) and makes its
 //!   response of the reply; [`Over`] makes it the driver's [`Protocol`].
 
+mod hpack;
+mod session;
+
 use crate::core::message::response::{
     Body, BodyStream, CutShort, PassedTrailers, Response, Value, passed_trailers,
 };
@@ -32,15 +35,14 @@ use crate::upstream::next::NextUpstream;
 use crate::upstream::response::UpstreamHead;
 use crate::upstream::{PeerAddr, UpConn, Upstream, UpstreamVars};
 use bytes::{Bytes, BytesMut};
-use h2::client::SendRequest;
-use h2::{RecvStream, SendStream};
-use http::{HeaderMap, HeaderName, HeaderValue};
+use hpack::Fields;
 use rustc_hash::FxHashMap;
+use session::{Broke, Event, Session};
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// A failed attempt.
@@ -50,89 +52,114 @@ fn io_fail(e: &io::Error, while_: &str) -> Fail {
     Failure::io(e, while_)
 }
 
-/// An HTTP/2 failure while doing `while_`.
-fn h2_fail(e: &h2::Error, while_: &str) -> Fail {
-    if let Some(io) = e.get_io() {
-        if io.raw_os_error().is_none() && io.kind() != io::ErrorKind::TimedOut {
-            return Failure::new(
-                NextUpstream::ERROR,
-                502,
-                format!("upstream prematurely closed connection while {while_}"),
-            );
-        }
-        return io_fail(io, while_);
-    }
-    let msg = match e.reason() {
-        Some(r) if e.is_go_away() => format!("upstream sent goaway with error {}", u32::from(r)),
-        Some(r) if e.is_remote() => {
-            format!("upstream rejected request with error {}", u32::from(r))
-        }
-        _ => format!("upstream sent invalid HTTP/2 ({e})"),
-    };
-    // A reset stream, or HTTP/2 the client side refuses, is an invalid
-    // reply (nginx's); a GOAWAY an error.
-    let kind = match e.is_go_away() {
-        true => NextUpstream::ERROR,
-        false => NextUpstream::INVALID_HEADER,
+/// The failure of a session or its stream while doing `while_`, in nginx's
+/// words.
+fn broke_fail(b: Broke, while_: &str) -> Fail {
+    let (kind, msg) = match b {
+        Broke::Io(e) => return io_fail(&e, while_),
+        Broke::Closed => (
+            NextUpstream::ERROR,
+            "upstream prematurely closed connection".to_string(),
+        ),
+        Broke::GoAway { code, .. } => (
+            NextUpstream::ERROR,
+            format!("upstream sent goaway with error {code}"),
+        ),
+        // A reset stream, or HTTP/2 the client side refuses, is an invalid
+        // reply (nginx's).
+        Broke::Reset(code) => (
+            NextUpstream::INVALID_HEADER,
+            format!("upstream rejected request with error {code}"),
+        ),
+        Broke::TooBig => (
+            NextUpstream::INVALID_HEADER,
+            "upstream sent too big header".to_string(),
+        ),
+        Broke::Protocol(why) => (
+            NextUpstream::INVALID_HEADER,
+            format!("upstream sent invalid HTTP/2 ({why})"),
+        ),
     };
     Failure::new(kind, 502, format!("{msg} while {while_}"))
+}
+
+/// Whether a failure on a kept session says the peer did not take the
+/// request (it closed the session or refused the stream before any reply):
+/// such an attempt goes on as one on a stale connection.
+fn unprocessed(b: &Broke) -> bool {
+    matches!(
+        b,
+        Broke::Closed | Broke::GoAway { refused: true, .. } | Broke::Reset(7)
+    )
 }
 
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "upstream timed out")
 }
 
-/// The request head every attempt of a request sends.
+/// A request's fields for the upstream, HPACK-encoded as they are added.
+#[derive(Default)]
+pub struct CallFields(Vec<u8>);
+
+/// The request head every attempt of a request sends: its header block.
 pub struct Call {
-    method: http::Method,
-    uri: http::Uri,
-    headers: HeaderMap,
+    block: Vec<u8>,
+}
+
+/// A byte of a field value HTTP/2 cannot carry: controls but tab, DEL.
+fn bad_value_byte(b: u8) -> bool {
+    (b < 0x20 && b != b'\t') || b == 0x7f
 }
 
 impl Call {
     /// `method` and `path` (with its arguments) on `authority`, over TLS or
-    /// not, with `headers`. A unix socket's address, which is no authority,
+    /// not, with `fields`. A unix socket's address, which is no authority,
     /// goes as `localhost`.
     pub fn new(
         method: &[u8],
         tls: bool,
         authority: &str,
         path: &[u8],
-        headers: HeaderMap,
+        fields: CallFields,
     ) -> Result<Call, String> {
-        let method = http::Method::from_bytes(method).map_err(|_| "invalid method".to_string())?;
-        let scheme = if tls { "https" } else { "http" };
-        let uri = |authority: &str| {
-            http::Uri::builder()
-                .scheme(scheme)
-                .authority(authority)
-                .path_and_query(path)
-                .build()
+        if method.is_empty() || !method.iter().all(|&b| crate::http::fields::is_tchar(b)) {
+            return Err("invalid method".to_string());
+        }
+        if !path.starts_with(b"/") || path.iter().any(|&b| b <= b' ' || b == 0x7f) {
+            return Err("invalid request URI for the upstream (invalid path)".to_string());
+        }
+        let authority = match authority.parse::<http::uri::Authority>() {
+            Ok(_) => authority,
+            Err(_) => "localhost",
         };
-        let uri = uri(authority)
-            .or_else(|_| uri("localhost"))
-            .map_err(|e| format!("invalid request URI for the upstream ({e})"))?;
-        Ok(Call {
-            method,
-            uri,
-            headers,
-        })
-    }
-
-    fn request(&self) -> http::Request<()> {
-        let mut r = http::Request::new(());
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.headers_mut() = self.headers.clone();
-        r
+        let mut block = Vec::with_capacity(64 + path.len() + authority.len() + fields.0.len());
+        hpack::encode_method(&mut block, method);
+        block.push(if tls { 0x87 } else { 0x86 });
+        hpack::encode(&mut block, b":authority", authority.as_bytes());
+        hpack::encode(&mut block, b":path", path);
+        block.extend_from_slice(&fields.0);
+        Ok(Call { block })
     }
 }
 
-/// A field for the upstream; one that HTTP/2 cannot carry is left out.
-pub fn append(h: &mut HeaderMap, name: &[u8], value: &[u8]) {
-    if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-        h.append(n, v);
+/// A field for the upstream (its name lowercased); one that HTTP/2 cannot
+/// carry is left out.
+pub fn append(h: &mut CallFields, name: &[u8], value: &[u8]) {
+    if name.is_empty()
+        || !name.iter().all(|&b| crate::http::fields::is_tchar(b))
+        || value.iter().any(|&b| bad_value_byte(b))
+    {
+        return;
     }
+    let lower;
+    let name = match name.iter().any(u8::is_ascii_uppercase) {
+        true => {
+            lower = name.to_ascii_lowercase();
+            &lower[..]
+        }
+        false => name,
+    };
+    hpack::encode(&mut h.0, name, value);
 }
 
 /// What a handler's exchange sends, and its settings.
@@ -195,7 +222,10 @@ impl<H: Handler> Protocol for Over<H> {
         conn: UpConn,
         body: &mut dyn RequestBody,
     ) -> Result<Response, Gave<Response>> {
-        let session = session(self.0.ask(), conn).await?;
+        // Heads up to twice the buffer size (64k at least) are read, so that
+        // one over it is refused by name (`call`).
+        let max_block = (2 * self.0.ask().buffer_size).max(65536);
+        let session = Session::new(conn, max_block);
         exchange_on(&self.0, req, at, session, false, body).await
     }
 
@@ -239,13 +269,6 @@ async fn exchange_on<H: Handler>(
     }
 }
 
-/// An HTTP/2 connection to a peer as the exchanges use it: a stream at a time.
-struct Session {
-    send: SendRequest<Bytes>,
-    /// Exchanges made on it so far (`keepalive_requests`).
-    uses: u64,
-}
-
 /// Where a session is kept between exchanges: the upstream (by address: one
 /// made for a request has no `keepalive`), the peer's address (an upstream
 /// made by a later load may take the same place), the TLS tag.
@@ -281,10 +304,8 @@ fn take(up: &Upstream, key: &Key) -> Option<Session> {
         let mut k = k.borrow_mut();
         let list = k.get_mut(key)?;
         while let Some(mut idle) = list.pop() {
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             // A session the peer has closed (or sent GOAWAY on) is dropped.
-            let ready = matches!(idle.session.send.poll_ready(&mut cx), Poll::Ready(Ok(())));
-            if idle.until > now && ready {
+            if idle.until > now && idle.session.fit() {
                 return Some(idle.session);
             }
         }
@@ -319,28 +340,6 @@ pub fn trim_idle() {
             !list.is_empty()
         })
     });
-}
-
-/// A new session over `conn`: the HTTP/2 handshake, its frames moved by a
-/// task of the worker until the session is dropped or the peer closes it.
-async fn session(ask: &Ask<'_>, conn: UpConn) -> Result<Session, Fail> {
-    let mut builder = h2::client::Builder::new();
-    // As nginx: replies are decoded without a dynamic table (a peer that
-    // sizes one fails), and nothing is pushed.
-    builder.header_table_size(0).enable_push(false);
-    // Heads up to twice the buffer size (64k at least) are read, so that one
-    // over it is refused by name (`call`); larger ones the HTTP/2 layer
-    // refuses.
-    builder.max_header_list_size((2 * ask.buffer_size).max(65536) as u32);
-    let (send, connection) =
-        tokio::time::timeout(ask.send_timeout, builder.handshake::<_, Bytes>(conn))
-            .await
-            .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
-            .map_err(|e| h2_fail(&e, "sending request to upstream"))?;
-    tokio::task::spawn_local(async move {
-        let _ = connection.await;
-    });
-    Ok(Session { send, uses: 0 })
 }
 
 /// A reply: its head, and its body to come.
@@ -442,105 +441,138 @@ async fn send_hints(client: &Client<'_>, waiting: &mut Vec<Vec<(&'static str, Va
     }
 }
 
-/// What the reply stream gave: a 103 (Early Hints) head, or the reply's.
-enum Next {
-    Hint(http::Response<()>),
-    Reply(Result<http::Response<RecvStream>, h2::Error>),
+/// A reply's head: its status and its fields but the pseudo-fields;
+/// `Err` says what makes it no head.
+fn head_of(f: &Fields) -> Result<UpstreamHead, Broke> {
+    let mut fields = f.iter();
+    let status = match fields.next() {
+        Some((b":status", v)) if v.len() == 3 && v.iter().all(u8::is_ascii_digit) => {
+            (v[0] - b'0') as u16 * 100 + (v[1] - b'0') as u16 * 10 + (v[2] - b'0') as u16
+        }
+        _ => return Err(Broke::Protocol("no valid :status".to_string())),
+    };
+    let mut named = Vec::with_capacity(f.spans.len());
+    for (n, v) in fields {
+        let name = match !n.is_empty()
+            && n.first() != Some(&b':')
+            && n.iter()
+                .all(|&b| crate::http::fields::is_tchar(b) && !b.is_ascii_uppercase())
+        {
+            true => std::str::from_utf8(n).expect("tchars are ASCII"),
+            false => {
+                return Err(Broke::Protocol(format!(
+                    "invalid header name \"{}\"",
+                    String::from_utf8_lossy(n)
+                )));
+            }
+        };
+        if v.iter().any(|&b| bad_value_byte(b)) {
+            return Err(Broke::Protocol(format!("invalid value of \"{name}\"")));
+        }
+        named.push((name, v));
+    }
+    Ok(UpstreamHead::of_fields(status, named.into_iter()))
 }
 
 /// One exchange on `session` (`kept`: one kept from an earlier exchange,
-/// whose failure before the request went out is `stale`): the head, the
-/// body sent as planned, and the reply's head. With `hints`, the 103
+/// whose failure before the peer took the request is `stale`): the head,
+/// the body sent as planned, and the reply's head. With `hints`, the 103
 /// (Early Hints) replies before it go to the client as they come (those
 /// that come while the body is sent, once it is). The session is kept for
 /// the next exchange once this one ends cleanly.
 async fn call(
     ask: &Ask<'_>,
     at: &Try<'_>,
-    session: Session,
+    mut session: Session,
     kept: bool,
     body: &mut dyn RequestBody,
     hints: Option<&Hints<'_>>,
 ) -> Result<Reply, Gave<Response>> {
     let t = ask.send_timeout;
-    let stale = |mut f: Fail| {
-        f.stale = kept;
+    let stale = |b: Broke, while_: &str| {
+        let again = kept && unprocessed(&b);
+        let mut f = broke_fail(b, while_);
+        f.stale = again;
         f
     };
-    let Session { send, uses } = session;
-    let mut send = tokio::time::timeout(t, send.ready())
-        .await
-        .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
-        .map_err(|e| stale(h2_fail(&e, "sending request to upstream")))?;
     let no_body = match ask.plan {
         Plan::None => true,
         Plan::Held(b) => b.len == 0,
         Plan::Stream => false,
     };
-    let (reply, stream) = send
-        .send_request(ask.call.request(), no_body)
-        .map_err(|e| stale(h2_fail(&e, "sending request to upstream")))?;
-    let session = Session { send, uses };
+    session
+        .open(&ask.call.block, no_body)
+        .map_err(|b| stale(b, "sending request to upstream"))?;
+    let session = RefCell::new(session);
     // The body goes while the reply is awaited: an upstream may answer
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
     // Lent to the sending, then to the watch once the sending is over.
     let body: Client<'_> = std::cell::Cell::new(Some(body));
     let mut waiting = Vec::new();
-    let head = {
+    // What the stream gave after its head while the body still went, and
+    // how the reading ended then.
+    let mut early = VecDeque::new();
+    let mut broke = None;
+    let mut sent = false;
+    let (head, end) = {
         let sending = async {
             match ask.plan {
-                Plan::None => Ok(()),
-                Plan::Held(b) => send_held(stream, b, t).await,
+                Plan::None => flush(&session, t).await,
+                Plan::Held(b) => send_held(&session, b, t).await,
                 Plan::Stream => {
                     let mut lent = Lent::take(&body);
                     let b = lent
                         .body
                         .as_deref_mut()
                         .expect("the sending has the body first");
-                    send_stream(stream, b, t).await
+                    send_stream(&session, b, t).await
                 }
             }
         };
         let mut sending = std::pin::pin!(sending);
-        let mut reply = reply;
-        let mut hinting = hints.is_some();
-        let mut body_done = no_body;
+        let mut body_done = false;
         let deadline = tokio::time::sleep(ask.read_timeout);
         let mut deadline = std::pin::pin!(deadline);
-        let head = loop {
-            let next = std::future::poll_fn(|cx| {
-                if hinting {
-                    match reply.poll_informational(cx) {
-                        Poll::Ready(Some(Ok(h))) => return Poll::Ready(Next::Hint(h)),
-                        Poll::Ready(_) => hinting = false,
-                        Poll::Pending => {}
-                    }
-                }
-                std::pin::Pin::new(&mut reply).poll(cx).map(Next::Reply)
-            });
+        let event = || std::future::poll_fn(|cx| session.borrow_mut().poll_event(cx));
+        let (head, end) = loop {
             tokio::select! {
                 biased;
                 r = &mut sending, if !body_done => {
                     body_done = true;
                     deadline.as_mut().reset(tokio::time::Instant::now() + ask.read_timeout);
-                    // A failed client is the request's end; an upstream
-                    // that stopped taking the body may still answer.
-                    if let Err(f) = r && f.kind == NextUpstream::OFF {
-                        return Err(f.into());
+                    match r {
+                        Ok(()) => sent = true,
+                        // A failed client is the request's end; an upstream
+                        // that stopped taking the body may still answer.
+                        Err(f) if f.kind == NextUpstream::OFF => return Err(f.into()),
+                        Err(_) => {}
                     }
                     send_hints(&body, &mut waiting).await;
                 }
-                n = next => match n {
-                    Next::Reply(r) => break r,
-                    Next::Hint(h) => {
+                e = event() => match e {
+                    Err(b) => {
+                        return Err(stale(b, "reading response header from upstream").into());
+                    }
+                    Ok(Event::Data(..)) => {
+                        let b = Broke::Protocol("DATA before the reply's head".to_string());
+                        return Err(broke_fail(b, "reading response header from upstream").into());
+                    }
+                    Ok(Event::Head(fields, end)) => {
+                        let head = head_of(&fields)
+                            .map_err(|b| broke_fail(b, "reading response header from upstream"))?;
+                        if !(100..200).contains(&head.status) || head.status == 101 {
+                            break (head, end);
+                        }
+                        if end {
+                            let b = Broke::Protocol("an informational head ends the stream".into());
+                            return Err(broke_fail(b, "reading response header from upstream").into());
+                        }
                         if let Some(hints) = hints {
-                            let head = UpstreamHead::of_fields(
-                                103,
-                                h.headers().iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
-                            );
                             waiting.push(hints(&head));
-                            send_hints(&body, &mut waiting).await;
+                            if body_done {
+                                send_hints(&body, &mut waiting).await;
+                            }
                         }
                     }
                 },
@@ -559,40 +591,40 @@ async fn call(
                 }
             }
         };
-        // The reply came first: the rest of the body still goes (a stream
-        // the upstream has closed refuses it, which ends the sending).
-        if !body_done {
-            let _ = sending.await;
-            send_hints(&body, &mut waiting).await;
+        // The reply came first: the rest of the body still goes, the stream's
+        // frames read meanwhile (the window's updates among them); a stream the
+        // upstream has ended or reset ends the sending.
+        while !body_done {
+            tokio::select! {
+                biased;
+                r = &mut sending => {
+                    body_done = true;
+                    sent = r.is_ok();
+                }
+                e = event() => match e {
+                    Ok(e) => early.push_back(e),
+                    Err(b) => {
+                        broke = Some(b);
+                        break;
+                    }
+                },
+            }
         }
-        head
+        (head, end)
     };
-    let head = head.map_err(|e| h2_fail(&e, "reading response header from upstream"))?;
+    send_hints(&body, &mut waiting).await;
     let took = at.t0.elapsed();
     at.up.responded(at.peer, took);
-    let (parts, recv) = head.into_parts();
-    let size: usize = parts
-        .headers
+    let size: usize = head
+        .fields
         .iter()
-        .map(|(n, v)| n.as_str().len() + v.len())
+        .map(|&((a, b), (c, d))| (b - a + d - c) as usize)
         .sum();
     if size > ask.buffer_size {
-        return Err(Failure::new(
-            NextUpstream::INVALID_HEADER,
-            502,
-            "upstream sent too big header while reading response header from upstream",
-        )
-        .into());
+        return Err(broke_fail(Broke::TooBig, "reading response header from upstream").into());
     }
-    let status = parts.status.as_u16();
+    let status = head.status;
     at.status(status);
-    let head = UpstreamHead::of_fields(
-        status,
-        parts
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_bytes())),
-    );
     {
         let mut v = at.vars.borrow_mut();
         v.head = Some((head.text.clone(), head.fields.clone()));
@@ -603,16 +635,24 @@ async fn call(
     let fails = at.status_fails(status);
     // 403 and 404 move on to the next peer without counting against this one.
     let ok = fails.is_none() || matches!(status, 403 | 404);
-    let end = recv.is_end_stream();
+    let left = match end {
+        true => None,
+        false => head
+            .header("content-length")
+            .and_then(|v| v.trim().parse().ok()),
+    };
     let mut body = ReplyBody {
-        recv,
+        session: Some((session.into_inner(), key(at, ask.tag))),
+        early,
+        broke,
+        sent,
+        left,
         trailers: None,
         timeout: ask.read_timeout,
         scheme: ask.scheme,
         up: Some((at.up.clone(), at.peer, ok)),
         vars: at.vars.clone(),
         t0: at.t0,
-        session: Some((session, key(at, ask.tag))),
         unbuffered: true,
     };
     if end {
@@ -626,82 +666,80 @@ async fn call(
     })
 }
 
-/// Room for `n` more bytes in the stream's window, within `t`.
-async fn capacity(s: &mut SendStream<Bytes>, n: usize, t: Duration) -> Result<usize, Fail> {
-    s.reserve_capacity(n);
-    let got = tokio::time::timeout(t, std::future::poll_fn(|cx| s.poll_capacity(cx)))
+/// Write what the session has queued, within `t`.
+async fn flush(s: &RefCell<Session>, t: Duration) -> Result<(), Fail> {
+    tokio::time::timeout(t, std::future::poll_fn(|cx| s.borrow_mut().poll_flush(cx)))
         .await
-        .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?;
-    match got {
-        Some(Ok(n)) => Ok(n),
-        Some(Err(e)) => Err(h2_fail(&e, "sending request to upstream")),
-        None => Err(Failure::new(
-            NextUpstream::ERROR,
-            502,
-            "upstream closed the stream while sending request to upstream",
-        )),
-    }
+        .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
+        .map_err(|e| io_fail(&e, "sending request to upstream"))
 }
 
-/// The most bytes a piece of the request body is queued with before the
-/// stream's window is known: one default HTTP/2 frame.
-const QUEUED: usize = 16 * 1024;
-
-/// Send `data` (the last piece when `end`) as the window allows.
+/// Send `data` (the last piece when `end`) as the windows take it, each
+/// wait for them within `t`. A piece the windows take whole is only queued
+/// when `more` (another comes at once): it goes in the write of the next.
 async fn send_data(
-    s: &mut SendStream<Bytes>,
-    mut data: Bytes,
+    s: &RefCell<Session>,
+    mut data: &[u8],
     end: bool,
+    more: bool,
     t: Duration,
 ) -> Result<(), Fail> {
-    if data.is_empty() {
-        return match end {
-            true => s
-                .send_data(data, true)
-                .map_err(|e| h2_fail(&e, "sending request to upstream")),
-            false => Ok(()),
-        };
+    loop {
+        let room = s.borrow().room();
+        if room == 0 && !data.is_empty() {
+            flush(s, t).await?;
+            tokio::time::timeout(t, std::future::poll_fn(|cx| s.borrow_mut().poll_room(cx)))
+                .await
+                .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?;
+            continue;
+        }
+        let n = room.min(data.len());
+        let last = n == data.len();
+        s.borrow_mut().data(&data[..n], end && last);
+        data = &data[n..];
+        if last {
+            return match more {
+                true => Ok(()),
+                false => flush(s, t).await,
+            };
+        }
     }
-    // A small piece is queued without waiting for the stream's window (the
-    // stream holds it until the window opens, a bounded amount): the
-    // request's first piece then goes in the same write as its HEADERS, which
-    // a window granted only once the stream is open would send alone.
-    if data.len() <= QUEUED {
-        return s
-            .send_data(data, end)
-            .map_err(|e| h2_fail(&e, "sending request to upstream"));
-    }
-    while !data.is_empty() {
-        let n = capacity(s, data.len(), t).await?.min(data.len());
-        let piece = data.split_to(n);
-        s.send_data(piece, end && data.is_empty())
-            .map_err(|e| h2_fail(&e, "sending request to upstream"))?;
-    }
-    Ok(())
 }
 
-async fn send_held(mut s: SendStream<Bytes>, b: &Buffered, t: Duration) -> Result<(), Fail> {
+async fn send_held(s: &RefCell<Session>, b: &Buffered, t: Duration) -> Result<(), Fail> {
     let mut off = 0;
     loop {
         let piece = b.piece_at(off).map_err(|e| Failure::body_file(&e))?;
-        let Some(piece) = piece else { return Ok(()) };
+        let Some(piece) = piece else {
+            return flush(s, t).await;
+        };
         off += piece.len() as u64;
-        send_data(&mut s, piece, off >= b.len, t).await?;
+        send_data(s, &piece, off >= b.len, off < b.len, t).await?;
     }
 }
 
+/// The most bytes of the client's body gathered into one piece.
+const PIECE: usize = 16 * 1024;
+
 /// The client's body to the stream as it arrives: what the client has sent
 /// so far in one piece (up to a frame), the last piece with END_STREAM (an
-/// empty DATA frame when the end comes later, as nginx).
+/// empty DATA frame when the end comes later, as nginx). The head waits
+/// for a first piece at hand, to go in one write with it.
 async fn send_stream(
-    mut s: SendStream<Bytes>,
+    s: &RefCell<Session>,
     body: &mut dyn RequestBody,
     t: Duration,
 ) -> Result<(), Fail> {
     // Not the peer's fault: no next upstream.
     let client_fail =
         |e: BodyError| Failure::new(NextUpstream::OFF, e.status(), "client request body failed");
-    let mut next = body.chunk().await.map_err(client_fail)?;
+    let mut next = match client_body::now_or_never(body.chunk()) {
+        Some(r) => r.map_err(client_fail)?,
+        None => {
+            flush(s, t).await?;
+            body.chunk().await.map_err(client_fail)?
+        }
+    };
     while let Some(first) = next.take() {
         let mut joined: Option<BytesMut> = None;
         let mut len = first.len();
@@ -713,7 +751,7 @@ async fn send_stream(
                     end = true;
                     break;
                 }
-                Some(Ok(Some(p))) if len + p.len() <= QUEUED => {
+                Some(Ok(Some(p))) if len + p.len() <= PIECE => {
                     len += p.len();
                     joined
                         .get_or_insert_with(|| BytesMut::from(&first[..]))
@@ -727,7 +765,7 @@ async fn send_stream(
             }
         }
         let piece = joined.map_or(first, BytesMut::freeze);
-        send_data(&mut s, piece, end, t).await?;
+        send_data(s, &piece, end, false, t).await?;
         if end {
             return Ok(());
         }
@@ -735,12 +773,21 @@ async fn send_stream(
             next = body.chunk().await.map_err(client_fail)?;
         }
     }
-    send_data(&mut s, Bytes::new(), true, t).await
+    send_data(s, &[], true, false, t).await
 }
 
 /// A reply's DATA as the client takes it, then its trailers.
 struct ReplyBody {
-    recv: RecvStream,
+    /// The session, kept for the next exchange when this one ends cleanly.
+    session: Option<(Session, Key)>,
+    /// What the stream gave while the request's body still went, and how
+    /// its reading ended then.
+    early: VecDeque<Event>,
+    broke: Option<Broke>,
+    /// The request went whole (the stream is over once the reply is).
+    sent: bool,
+    /// The reply's Content-Length not yet received.
+    left: Option<u64>,
     /// Where the trailers go for the client's protocol (`None`: dropped).
     trailers: Option<Rc<PassedTrailers>>,
     timeout: Duration,
@@ -751,8 +798,6 @@ struct ReplyBody {
     vars: Rc<RefCell<UpstreamVars>>,
     /// When the attempt began (`$upstream_response_time`).
     t0: Instant,
-    /// The session, kept for the next exchange when this one ends cleanly.
-    session: Option<(Session, Key)>,
     unbuffered: bool,
 }
 
@@ -771,7 +816,8 @@ impl ReplyBody {
                 a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
             }
             up.finished_at(peer, ok && good, now);
-            if let (true, Some((session, key))) = (ok, session) {
+            if let (true, true, Some((mut session, key))) = (ok, self.sent, session) {
+                session.close_stream();
                 keep(&up, key, session);
             }
         }
@@ -794,44 +840,87 @@ impl ReplyBody {
         CutShort::wrap(e)
     }
 
-    async fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
-        if self.up.is_none() {
-            return Ok(None);
+    /// The stream's next event: one read while the body went, else one
+    /// read now within the read timeout.
+    async fn event(&mut self) -> io::Result<Event> {
+        if let Some(e) = self.early.pop_front() {
+            return Ok(e);
         }
+        let read = match (self.broke.take(), self.session.as_mut()) {
+            (Some(b), _) => Err(b),
+            (None, Some((s, _))) => {
+                let r = std::future::poll_fn(|cx| s.poll_event(cx));
+                match tokio::time::timeout(self.timeout, r).await {
+                    Ok(r) => r,
+                    Err(_) => return Err(self.premature(timed_out())),
+                }
+            }
+            (None, None) => Err(Broke::Closed),
+        };
+        read.map_err(|b| {
+            let e = match b {
+                Broke::Io(e) => e,
+                Broke::Closed => io::Error::from(io::ErrorKind::UnexpectedEof),
+                Broke::GoAway { code, .. } => io::Error::other(format!("goaway with error {code}")),
+                Broke::Reset(code) => io::Error::other(format!("stream reset with error {code}")),
+                Broke::TooBig => io::Error::other("too big trailers"),
+                Broke::Protocol(why) => io::Error::other(why),
+            };
+            self.premature(e)
+        })
+    }
+
+    async fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
         loop {
-            let r = tokio::time::timeout(self.timeout, self.recv.data()).await;
-            match r {
-                Err(_) => return Err(self.premature(timed_out())),
-                Ok(Some(Ok(b))) => {
-                    let _ = self.recv.flow_control().release_capacity(b.len());
-                    if b.is_empty() {
-                        continue;
+            if self.up.is_none() {
+                return Ok(None);
+            }
+            match self.event().await? {
+                Event::Data(b, end) => {
+                    if let Some(left) = &mut self.left {
+                        match left.checked_sub(b.len() as u64) {
+                            Some(l) if !end || l == 0 => *left = l,
+                            _ => {
+                                let e = io::Error::other("DATA unlike Content-Length");
+                                return Err(self.premature(e));
+                            }
+                        }
+                    }
+                    if let Some((s, _)) = &mut self.session {
+                        s.consumed(b.len(), !end);
                     }
                     if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
                         a.body += b.len() as u64;
                         a.received += b.len() as u64;
                     }
-                    return Ok(Some(b));
-                }
-                Ok(Some(Err(e))) => return Err(self.premature(io::Error::other(e))),
-                Ok(None) => break,
-            }
-        }
-        let t = tokio::time::timeout(self.timeout, self.recv.trailers()).await;
-        match t {
-            Err(_) => Err(self.premature(timed_out())),
-            Ok(Err(e)) => Err(self.premature(io::Error::other(e))),
-            Ok(Ok(map)) => {
-                if let Some(passed) = &self.trailers {
-                    let mut kept = passed.0.borrow_mut();
-                    for (n, v) in map.iter().flat_map(|m| m.iter()) {
-                        if let Some(n) = crate::upstream::intern_header_name(n.as_str()) {
-                            kept.push((n, String::from_utf8_lossy(v.as_bytes()).into_owned()));
-                        }
+                    if end {
+                        self.end(true);
+                    }
+                    if !b.is_empty() {
+                        return Ok(Some(b));
                     }
                 }
-                self.end(true);
-                Ok(None)
+                Event::Head(fields, end) => {
+                    if !end || fields.iter().any(|(n, _)| n.first() == Some(&b':')) {
+                        let e = io::Error::other("trailers that do not end the stream");
+                        return Err(self.premature(e));
+                    }
+                    if self.left.is_some_and(|l| l > 0) {
+                        let e = io::Error::other("DATA unlike Content-Length");
+                        return Err(self.premature(e));
+                    }
+                    if let Some(passed) = &self.trailers {
+                        let mut kept = passed.0.borrow_mut();
+                        for (n, v) in fields.iter() {
+                            let name = std::str::from_utf8(n).ok();
+                            if let Some(n) = name.and_then(crate::upstream::intern_header_name) {
+                                kept.push((n, String::from_utf8_lossy(v).into_owned()));
+                            }
+                        }
+                    }
+                    self.end(true);
+                    return Ok(None);
+                }
             }
         }
     }
@@ -849,8 +938,8 @@ impl BodyStream for ReplyBody {
 
 impl Drop for ReplyBody {
     fn drop(&mut self) {
-        // The client left before the end: the stream is reset when `recv`
-        // goes, and the session closed; not the peer's failure.
+        // The client left before the end: the session is closed with the
+        // stream; not the peer's failure.
         self.session = None;
         self.end(true);
     }
