@@ -98,12 +98,63 @@ const STATIC: [(&str, &str); 61] = [
     ("www-authenticate", ""),
 ];
 
-/// The static table's index of `name` (lowercase), if it has it.
+/// The static table's first index of `name` (lowercase), if it has it.
 fn static_name(name: &[u8]) -> Option<usize> {
-    STATIC
-        .iter()
-        .position(|(n, _)| n.len() == name.len() && n.as_bytes() == name)
-        .map(|i| i + 1)
+    Some(match name {
+        b":authority" => 1,
+        b":method" => 2,
+        b":path" => 4,
+        b":scheme" => 6,
+        b":status" => 8,
+        b"accept-charset" => 15,
+        b"accept-encoding" => 16,
+        b"accept-language" => 17,
+        b"accept-ranges" => 18,
+        b"accept" => 19,
+        b"access-control-allow-origin" => 20,
+        b"age" => 21,
+        b"allow" => 22,
+        b"authorization" => 23,
+        b"cache-control" => 24,
+        b"content-disposition" => 25,
+        b"content-encoding" => 26,
+        b"content-language" => 27,
+        b"content-length" => 28,
+        b"content-location" => 29,
+        b"content-range" => 30,
+        b"content-type" => 31,
+        b"cookie" => 32,
+        b"date" => 33,
+        b"etag" => 34,
+        b"expect" => 35,
+        b"expires" => 36,
+        b"from" => 37,
+        b"host" => 38,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
+        b"last-modified" => 44,
+        b"link" => 45,
+        b"location" => 46,
+        b"max-forwards" => 47,
+        b"proxy-authenticate" => 48,
+        b"proxy-authorization" => 49,
+        b"range" => 50,
+        b"referer" => 51,
+        b"refresh" => 52,
+        b"retry-after" => 53,
+        b"server" => 54,
+        b"set-cookie" => 55,
+        b"strict-transport-security" => 56,
+        b"transfer-encoding" => 57,
+        b"user-agent" => 58,
+        b"vary" => 59,
+        b"via" => 60,
+        b"www-authenticate" => 61,
+        _ => return None,
+    })
 }
 
 /// Write `value` as an HPACK integer with an `n`-bit prefix, the prefix's
@@ -192,6 +243,15 @@ pub struct Fields {
 }
 
 impl Fields {
+    /// Room for the fields of a block of `n` bytes (Huffman coding makes
+    /// them up to 8/5 as long).
+    pub fn with_capacity(n: usize) -> Fields {
+        Fields {
+            text: Vec::with_capacity(n * 8 / 5 + 16),
+            spans: Vec::with_capacity(8),
+        }
+    }
+
     /// The fields in order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.spans.iter().map(|&((a, b), (c, d))| {

@@ -1,20 +1,22 @@
 //! HTTP/2 to peers, for the handlers that speak it: gRPC (`grpc_pass`) and
 //! the proxy with `proxy_http_version 2`.
 //!
-//! - A session is the `h2` crate's client over an [`UpConn`] (prior
-//!   knowledge on a plain connection, ALPN `h2` over TLS), its frames moved
-//!   by a task of the worker, with nginx's settings: no HPACK dynamic table
-//!   for replies, no server push.
+//! - A session ([`session::Session`]) is vireo's HTTP/2 client over an
+//!   [`UpConn`] (prior knowledge on a plain connection, ALPN `h2` over TLS),
+//!   framed in the task of the request that uses it, with nginx's settings:
+//!   no HPACK dynamic table for replies ([`hpack`]), no server push. The
+//!   preface and SETTINGS go in the first request's write.
 //! - With `keepalive` in the upstream block, a session whose exchange ended
 //!   cleanly is kept per worker and peer (`KEPT`) and offered to the driver
 //!   first ([`Protocol::kept`]), one stream at a time as nginx, up to
 //!   `keepalive` idle sessions a peer, for `keepalive_timeout` and
 //!   `keepalive_requests`. A kept session the peer closed or sent GOAWAY on
 //!   is dropped, or fails `stale` before anything went on it.
-//! - One exchange ([`call`]) sends the head ([`Call`]) and the request body
-//!   as planned ([`Plan`]): a body read whole from memory or its file, or
-//!   the client's as it arrives, what is at hand in one DATA frame, streamed
-//!   while the reply's head is awaited (an upstream may answer first). It
+//! - One exchange ([`call`]) sends the head ([`Call`], its header block
+//!   encoded once per request) and the request body as planned ([`Plan`]):
+//!   a body read whole from memory or its file, or the client's as it
+//!   arrives, what is at hand in one DATA frame, streamed while the reply's
+//!   head is awaited (an upstream may answer first). It
 //!   gives the reply's head as an [`UpstreamHead`] (what `$upstream_http_*`
 //!   and the handlers' field rules read) and its body as a stream the client
 //!   connection pulls ([`Reply`]), which can hand the upstream's trailers to
@@ -248,7 +250,7 @@ async fn exchange_on<H: Handler>(
     h: &H,
     req: &Request<'_>,
     at: &Try<'_>,
-    session: Session,
+    session: Box<Session>,
     kept: bool,
     body: &mut dyn RequestBody,
 ) -> Result<Response, Gave<Response>> {
@@ -284,7 +286,7 @@ fn key(at: &Try<'_>, tag: u64) -> Key {
 
 /// A session idle since an exchange ended, kept until `until`.
 struct Idle {
-    session: Session,
+    session: Box<Session>,
     until: Instant,
 }
 
@@ -295,7 +297,7 @@ thread_local! {
 }
 
 /// An idle session with the peer of `key` that can take a stream now.
-fn take(up: &Upstream, key: &Key) -> Option<Session> {
+fn take(up: &Upstream, key: &Key) -> Option<Box<Session>> {
     if up.keepalive == 0 {
         return None;
     }
@@ -314,7 +316,7 @@ fn take(up: &Upstream, key: &Key) -> Option<Session> {
 }
 
 /// Keep `session`, whose exchange ended cleanly, for the next one.
-fn keep(up: &Upstream, key: Key, mut session: Session) {
+fn keep(up: &Upstream, key: Key, mut session: Box<Session>) {
     session.uses += 1;
     if up.keepalive == 0 || session.uses >= up.keepalive_requests {
         return;
@@ -348,7 +350,7 @@ pub struct Reply {
     pub head: UpstreamHead,
     /// The status is one the handler's `next_upstream` moves on from.
     pub fails: Option<NextUpstream>,
-    body: ReplyBody,
+    body: Box<ReplyBody>,
     /// The head ended the stream: no body follows.
     end: bool,
 }
@@ -377,7 +379,7 @@ impl Reply {
         if self.end {
             resp.body = match len {
                 Some(n) if n > 0 => Body::Stream {
-                    stream: Box::new(body),
+                    stream: body,
                     len: Some(n),
                 },
                 _ => Body::Empty,
@@ -391,10 +393,7 @@ impl Reply {
             body.trailers = Some(t);
         }
         body.unbuffered = unbuffered;
-        resp.body = Body::Stream {
-            stream: Box::new(body),
-            len,
-        };
+        resp.body = Body::Stream { stream: body, len };
     }
 }
 
@@ -483,7 +482,7 @@ fn head_of(f: &Fields) -> Result<UpstreamHead, Broke> {
 async fn call(
     ask: &Ask<'_>,
     at: &Try<'_>,
-    mut session: Session,
+    mut session: Box<Session>,
     kept: bool,
     body: &mut dyn RequestBody,
     hints: Option<&Hints<'_>>,
@@ -641,7 +640,7 @@ async fn call(
             .header("content-length")
             .and_then(|v| v.trim().parse().ok()),
     };
-    let mut body = ReplyBody {
+    let mut body = Box::new(ReplyBody {
         session: Some((session.into_inner(), key(at, ask.tag))),
         early,
         broke,
@@ -654,7 +653,7 @@ async fn call(
         vars: at.vars.clone(),
         t0: at.t0,
         unbuffered: true,
-    };
+    });
     if end {
         body.end(true);
     }
@@ -666,8 +665,11 @@ async fn call(
     })
 }
 
+/// A session while an exchange's sending and reading share it.
+type Shared = RefCell<Box<Session>>;
+
 /// Write what the session has queued, within `t`.
-async fn flush(s: &RefCell<Session>, t: Duration) -> Result<(), Fail> {
+async fn flush(s: &Shared, t: Duration) -> Result<(), Fail> {
     tokio::time::timeout(t, std::future::poll_fn(|cx| s.borrow_mut().poll_flush(cx)))
         .await
         .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
@@ -678,7 +680,7 @@ async fn flush(s: &RefCell<Session>, t: Duration) -> Result<(), Fail> {
 /// wait for them within `t`. A piece the windows take whole is only queued
 /// when `more` (another comes at once): it goes in the write of the next.
 async fn send_data(
-    s: &RefCell<Session>,
+    s: &Shared,
     mut data: &[u8],
     end: bool,
     more: bool,
@@ -706,7 +708,7 @@ async fn send_data(
     }
 }
 
-async fn send_held(s: &RefCell<Session>, b: &Buffered, t: Duration) -> Result<(), Fail> {
+async fn send_held(s: &Shared, b: &Buffered, t: Duration) -> Result<(), Fail> {
     let mut off = 0;
     loop {
         let piece = b.piece_at(off).map_err(|e| Failure::body_file(&e))?;
@@ -725,11 +727,7 @@ const PIECE: usize = 16 * 1024;
 /// so far in one piece (up to a frame), the last piece with END_STREAM (an
 /// empty DATA frame when the end comes later, as nginx). The head waits
 /// for a first piece at hand, to go in one write with it.
-async fn send_stream(
-    s: &RefCell<Session>,
-    body: &mut dyn RequestBody,
-    t: Duration,
-) -> Result<(), Fail> {
+async fn send_stream(s: &Shared, body: &mut dyn RequestBody, t: Duration) -> Result<(), Fail> {
     // Not the peer's fault: no next upstream.
     let client_fail =
         |e: BodyError| Failure::new(NextUpstream::OFF, e.status(), "client request body failed");
@@ -779,7 +777,7 @@ async fn send_stream(
 /// A reply's DATA as the client takes it, then its trailers.
 struct ReplyBody {
     /// The session, kept for the next exchange when this one ends cleanly.
-    session: Option<(Session, Key)>,
+    session: Option<(Box<Session>, Key)>,
     /// What the stream gave while the request's body still went, and how
     /// its reading ended then.
     early: VecDeque<Event>,

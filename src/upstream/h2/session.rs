@@ -118,7 +118,7 @@ impl Session {
     /// the first request: no dynamic table for the replies' fields, no push,
     /// a [`WINDOW`] for the streams and the connection. Header blocks over
     /// `max_block` bytes are refused.
-    pub fn new(conn: UpConn, max_block: usize) -> Session {
+    pub fn new(conn: UpConn, max_block: usize) -> Box<Session> {
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(PREFACE);
         frame_head(&mut out, 18, SETTINGS, 0, 0);
@@ -128,7 +128,7 @@ impl Session {
         }
         frame_head(&mut out, 4, WINDOW_UPDATE, 0, 0);
         out.extend_from_slice(&(WINDOW - 65_535).to_be_bytes());
-        Session {
+        Box::new(Session {
             conn,
             rbuf: BytesMut::new(),
             out,
@@ -146,7 +146,7 @@ impl Session {
             window_waker: None,
             goaway: false,
             uses: 0,
-        }
+        })
     }
 
     /// Open a stream with the header block `fields` (`end`: no body
@@ -348,7 +348,15 @@ impl Session {
                     }
                     let _ = payload.split_to(5);
                 }
-                self.block = Some((Vec::new(), flags & END_STREAM != 0));
+                let end = flags & END_STREAM != 0;
+                if flags & END_HEADERS != 0 {
+                    // The whole block in one frame: decoded where it is.
+                    if payload.len() > self.max_block {
+                        return Err(Broke::TooBig);
+                    }
+                    return decoded(payload, end).map(Some);
+                }
+                self.block = Some((Vec::with_capacity(2 * payload.len()), end));
                 return self.block_piece(flags, payload);
             }
             CONTINUATION => {
@@ -467,16 +475,20 @@ impl Session {
             return Ok(None);
         }
         let (block, end) = self.block.take().expect("a block is being gathered");
-        let mut fields = Fields::default();
-        hpack::decode(&block, &mut fields)
-            .map_err(|e| Broke::protocol(format!("header block: {e}")))?;
-        Ok(Some(Event::Head(fields, end)))
+        decoded(&block, end).map(Some)
     }
 
     /// The stream is over on both sides: the next may open.
     pub fn close_stream(&mut self) {
         self.stream = 0;
     }
+}
+
+/// The event of a complete header block.
+fn decoded(block: &[u8], end: bool) -> Result<Event, Broke> {
+    let mut fields = Fields::with_capacity(block.len());
+    hpack::decode(block, &mut fields).map_err(|e| Broke::protocol(format!("header block: {e}")))?;
+    Ok(Event::Head(fields, end))
 }
 
 fn be32(b: &[u8]) -> u32 {
