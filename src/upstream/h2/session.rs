@@ -374,7 +374,7 @@ impl Session {
                 }
             }
             SETTINGS => {
-                if id != 0 || len % 6 != 0 {
+                if id != 0 || !len.is_multiple_of(6) {
                     return Err(Broke::protocol("malformed SETTINGS"));
                 }
                 if flags & ACK == 0 {
@@ -509,4 +509,161 @@ fn strip_padding(flags: u8, p: &mut BytesMut) -> Result<(), Broke> {
     let _ = p.split_to(1);
     p.truncate(p.len() - pad);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    async fn flush(s: &mut Session) {
+        std::future::poll_fn(|cx| s.poll_flush(cx)).await.unwrap();
+    }
+
+    fn read_frame(s: &mut std::net::TcpStream) -> (u8, u8, u32, Vec<u8>) {
+        let mut h = [0u8; 9];
+        s.read_exact(&mut h).unwrap();
+        let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+        let mut p = vec![0u8; len];
+        s.read_exact(&mut p).unwrap();
+        (h[3], h[4], be32(&h[5..]), p)
+    }
+
+    fn frame(kind: u8, flags: u8, id: u32, p: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame_head(&mut out, p.len(), kind, flags, id);
+        out.extend_from_slice(p);
+        out
+    }
+
+    /// Frames of the kinds in `want` from the client, in order, others
+    /// (SETTINGS of its own, WINDOW_UPDATE) passed over.
+    fn expect(s: &mut std::net::TcpStream, want: &[(u8, u8)]) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            let (kind, flags, _, p) = read_frame(s);
+            let (k, f) = want[got.len()];
+            if kind == k && flags == f {
+                got.push(p);
+            } else {
+                assert!(kind == SETTINGS || kind == WINDOW_UPDATE, "frame {kind}");
+            }
+        }
+        got
+    }
+
+    /// The client's frames and answers to what a peer sends: SETTINGS and
+    /// PING answered, the body held to the peer's window until it grows, a
+    /// padded and prioritised head split over CONTINUATION, padded DATA and
+    /// trailers.
+    #[test]
+    fn a_stream_against_a_scripted_peer() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = crate::upstream::PeerAddr::Tcp(l.local_addr().unwrap());
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut preface = [0u8; 24];
+            s.read_exact(&mut preface).unwrap();
+            assert_eq!(&preface[..], PREFACE);
+            let head = expect(&mut s, &[(HEADERS, END_HEADERS)]);
+            let mut fields = Fields::default();
+            hpack::decode(&head[0], &mut fields).unwrap();
+            assert!(fields.iter().any(|f| f == (&b":path"[..], &b"/x"[..])));
+            // A window of 4 for the stream, and a PING.
+            s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 4]))
+                .unwrap();
+            s.write_all(&frame(PING, 0, 0, b"12345678")).unwrap();
+            let got = expect(&mut s, &[(SETTINGS, ACK), (PING, ACK), (DATA, 0)]);
+            assert_eq!(got[1], b"12345678");
+            assert_eq!(got[2], b"abcd");
+            s.write_all(&frame(WINDOW_UPDATE, 0, 1, &100u32.to_be_bytes()))
+                .unwrap();
+            assert_eq!(expect(&mut s, &[(DATA, END_STREAM)])[0], b"ef");
+            // `:status: 200` padded and prioritised, then `x-a: b` in a
+            // CONTINUATION.
+            let mut p = vec![2u8, 0, 0, 0, 0, 16];
+            p.push(0x88);
+            p.extend_from_slice(&[0, 0]);
+            s.write_all(&frame(HEADERS, PADDED | PRIORITY, 1, &p))
+                .unwrap();
+            let mut c = Vec::new();
+            hpack::encode(&mut c, b"x-a", b"b");
+            s.write_all(&frame(CONTINUATION, END_HEADERS, 1, &c))
+                .unwrap();
+            s.write_all(&frame(DATA, PADDED, 1, b"\x03hello\0\0\0"))
+                .unwrap();
+            let mut t = Vec::new();
+            hpack::encode(&mut t, b"grpc-status", b"0");
+            s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &t))
+                .unwrap();
+            // The session stays open.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let conn =
+                crate::upstream::pool::connect_from(&addr, None, None, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+            let mut s = Session::new(conn, 65_536);
+            let mut block = Vec::new();
+            hpack::encode_method(&mut block, b"POST");
+            hpack::encode(&mut block, b":path", b"/x");
+            s.open(&block, false).unwrap();
+            flush(&mut s).await;
+            // The peer's SETTINGS give the stream a window of 4: read until
+            // they are in (a read that ends in no event but answers them).
+            let until = std::time::Instant::now() + Duration::from_secs(10);
+            while s.room() != 4 && std::time::Instant::now() < until {
+                let read = std::future::poll_fn(|cx| s.poll_event(cx));
+                assert!(
+                    tokio::time::timeout(Duration::from_millis(20), read)
+                        .await
+                        .is_err()
+                );
+            }
+            let mut body: &[u8] = b"abcdef";
+            let mut events = Vec::new();
+            while !body.is_empty() {
+                let n = s.room().min(body.len());
+                if n == 0 {
+                    // Read until the window grows (the task is woken).
+                    let e = std::future::poll_fn(|cx| match s.poll_room(cx) {
+                        Poll::Ready(()) => Poll::Ready(None),
+                        Poll::Pending => s.poll_event(cx).map(Some),
+                    })
+                    .await;
+                    events.extend(e.map(Result::unwrap));
+                    continue;
+                }
+                s.data(&body[..n], n == body.len());
+                body = &body[n..];
+                flush(&mut s).await;
+            }
+            while !matches!(events.last(), Some(Event::Head(_, true))) {
+                events.push(std::future::poll_fn(|cx| s.poll_event(cx)).await.unwrap());
+            }
+            let [
+                Event::Head(h, false),
+                Event::Data(d, false),
+                Event::Head(t, true),
+            ] = &events[..]
+            else {
+                panic!("{events:?}");
+            };
+            let h: Vec<_> = h.iter().collect();
+            assert_eq!(h, [(&b":status"[..], &b"200"[..]), (b"x-a", b"b")]);
+            assert_eq!(&d[..], b"hello");
+            assert_eq!(t.iter().next(), Some((&b"grpc-status"[..], &b"0"[..])));
+            s.close_stream();
+            assert!(s.fit());
+        });
+        drop(rt);
+        peer.join().unwrap();
+    }
 }
