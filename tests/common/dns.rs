@@ -53,12 +53,16 @@ impl Dns {
             eprintln!("skipped: dnsmasq is not installed (scripts/test installs it as root)");
             return None;
         };
-        for _ in 0..3 {
-            let port = UdpSocket::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+        // dnsmasq listens on the port over UDP and TCP: a port free for
+        // both, another if it still fails (the other tests' sockets come
+        // and go).
+        for _ in 0..10 {
+            let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = udp.local_addr().unwrap().port();
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+                continue;
+            }
+            drop(udp);
             if let Some(d) = Self::start_on(bin, port, args) {
                 return Some(d);
             }
