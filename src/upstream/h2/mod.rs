@@ -333,12 +333,15 @@ fn keep(up: &Upstream, key: Key, mut session: Box<Session>) {
 }
 
 /// Once a second: sessions idle past their upstream's `keepalive_timeout`
-/// are closed.
+/// are closed, the others let their read buffers go.
 pub fn trim_idle() {
     let now = Instant::now();
     KEPT.with(|k| {
         k.borrow_mut().retain(|_, list| {
-            list.retain(|i| i.until > now);
+            list.retain_mut(|i| {
+                i.session.rest();
+                i.until > now
+            });
             !list.is_empty()
         })
     });

@@ -258,7 +258,7 @@ impl Session {
                 return Poll::Ready(Err(Broke::Io(e)));
             }
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-                self.rbuf.reserve(32 * 1024);
+                self.rbuf.reserve(MAX_FRAME + 9);
             }
             match self.conn.try_read_buf(&mut self.rbuf) {
                 Ok(0) => return Poll::Ready(Err(Broke::Closed)),
@@ -482,6 +482,14 @@ impl Session {
     pub fn close_stream(&mut self) {
         self.stream = 0;
     }
+
+    /// Let the read buffer's room go when nothing waits in it: a session
+    /// idle for a while holds no more than its connection.
+    pub fn rest(&mut self) {
+        if self.rbuf.is_empty() {
+            self.rbuf = BytesMut::new();
+        }
+    }
 }
 
 /// The event of a complete header block.
@@ -661,6 +669,7 @@ mod tests {
             assert_eq!(&d[..], b"hello");
             assert_eq!(t.iter().next(), Some((&b"grpc-status"[..], &b"0"[..])));
             s.close_stream();
+            s.rest();
             assert!(s.fit());
         });
         drop(rt);
