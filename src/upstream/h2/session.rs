@@ -36,6 +36,14 @@ const PRIORITY: u8 = 0x20;
 /// keeps).
 const MAX_FRAME: usize = 16_384;
 
+/// Reads one poll of the stream makes before it lets the worker's other
+/// tasks run.
+const READS_A_TURN: usize = 32;
+
+/// The most answers to PING and SETTINGS waiting to be sent before the peer
+/// is taken as one that does not read what it asks for.
+const MAX_ANSWERS: usize = 1024;
+
 /// The receive window the client gives each stream and the connection.
 pub const WINDOW: u32 = 256 * 1024;
 
@@ -100,6 +108,9 @@ pub struct Session {
     max_block: usize,
     /// The task waiting for send window.
     window_waker: Option<Waker>,
+    /// Answers to the peer's PING and SETTINGS queued since the last write
+    /// of all that was queued.
+    answers: usize,
     /// GOAWAY came: no new stream goes on it.
     pub goaway: bool,
     /// Exchanges made on it so far (`keepalive_requests`).
@@ -144,6 +155,7 @@ impl Session {
             block: None,
             max_block,
             window_waker: None,
+            answers: 0,
             goaway: false,
             uses: 0,
         })
@@ -226,6 +238,7 @@ impl Session {
         }
         self.out.clear();
         self.sent = 0;
+        self.answers = 0;
         Pin::new(&mut self.conn).poll_flush(cx)
     }
 
@@ -248,7 +261,7 @@ impl Session {
 
     /// The stream's next event, the control frames before it answered.
     pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Event, Broke>> {
-        loop {
+        for _ in 0..READS_A_TURN {
             if let Some(e) = self.parse()? {
                 return Poll::Ready(Ok(e));
             }
@@ -256,6 +269,11 @@ impl Session {
                 && let Poll::Ready(Err(e)) = self.poll_flush(cx)
             {
                 return Poll::Ready(Err(Broke::Io(e)));
+            }
+            // Answers the peer does not read (PING, SETTINGS) pile up no
+            // further.
+            if self.answers > MAX_ANSWERS {
+                return Poll::Ready(Err(Broke::protocol("control frames it does not read")));
             }
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(MAX_FRAME + 9);
@@ -271,6 +289,11 @@ impl Session {
                 Err(e) => return Poll::Ready(Err(Broke::Io(e))),
             }
         }
+        // A peer whose frames give the stream nothing (control frames, DATA
+        // of a stream no longer read) does not hold the worker: the task
+        // goes on at its next turn.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     /// A kept session still fit for a stream: what the peer sent while it
@@ -380,6 +403,7 @@ impl Session {
                 if flags & ACK == 0 {
                     self.settings(payload)?;
                     frame_head(&mut self.out, 0, SETTINGS, ACK, 0);
+                    self.answers += 1;
                 }
             }
             PUSH_PROMISE => return Err(Broke::protocol("PUSH_PROMISE, push being off")),
@@ -390,6 +414,7 @@ impl Session {
                 if flags & ACK == 0 {
                     frame_head(&mut self.out, 8, PING, ACK, 0);
                     self.out.extend_from_slice(payload);
+                    self.answers += 1;
                 }
             }
             GOAWAY => {
