@@ -700,4 +700,88 @@ mod tests {
         drop(rt);
         peer.join().unwrap();
     }
+
+    /// A peer that answers a stream's HEADERS with `reply` (frames): what
+    /// the session's read of the stream gives.
+    fn answered_with(reply: Vec<u8>) -> Result<Event, Broke> {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = crate::upstream::PeerAddr::Tcp(l.local_addr().unwrap());
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut preface = [0u8; 24];
+            s.read_exact(&mut preface).unwrap();
+            expect(&mut s, &[(HEADERS, END_HEADERS | END_STREAM)]);
+            s.write_all(&reply).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let got = rt.block_on(async {
+            let conn =
+                crate::upstream::pool::connect_from(&addr, None, None, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+            let mut s = Session::new(conn, 65_536);
+            let mut block = Vec::new();
+            hpack::encode_method(&mut block, b"GET");
+            s.open(&block, true).unwrap();
+            flush(&mut s).await;
+            std::future::poll_fn(|cx| s.poll_event(cx)).await
+        });
+        drop(rt);
+        peer.join().unwrap();
+        got
+    }
+
+    /// The ways a peer ends a stream or its session before the reply, as
+    /// the exchange tells them apart (a refused stream may go to another
+    /// peer; a reset one is an invalid reply).
+    #[test]
+    fn goaway_reset_close_and_bad_frames() {
+        let goaway = |last: u32, code: u32| {
+            let mut p = last.to_be_bytes().to_vec();
+            p.extend_from_slice(&code.to_be_bytes());
+            frame(GOAWAY, 0, 0, &p)
+        };
+        assert!(matches!(
+            answered_with(goaway(0, 0)),
+            Err(Broke::GoAway { refused: true, .. })
+        ));
+        assert!(matches!(
+            answered_with(goaway(1, 2)),
+            Err(Broke::GoAway {
+                code: 2,
+                refused: false
+            })
+        ));
+        assert!(matches!(
+            answered_with(frame(RST_STREAM, 0, 1, &7u32.to_be_bytes())),
+            Err(Broke::Reset(7))
+        ));
+        // A reset of a stream no longer read, then the reply.
+        let mut p = frame(RST_STREAM, 0, 3, &8u32.to_be_bytes());
+        p.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &[0x88]));
+        assert!(matches!(answered_with(p), Ok(Event::Head(_, true))));
+        assert!(matches!(
+            answered_with(frame(PUSH_PROMISE, END_HEADERS, 1, &[0, 0, 0, 2])),
+            Err(Broke::Protocol(_))
+        ));
+        assert!(matches!(
+            answered_with(frame(DATA, 0, 1, &vec![0; MAX_FRAME + 1])),
+            Err(Broke::Protocol(_))
+        ));
+        // A header block over the size taken.
+        let big = vec![0u8; 70_000];
+        let mut p = frame(HEADERS, 0, 1, &big[..MAX_FRAME]);
+        for piece in big[MAX_FRAME..].chunks(MAX_FRAME) {
+            p.extend(frame(CONTINUATION, 0, 1, piece));
+        }
+        assert!(matches!(answered_with(p), Err(Broke::TooBig)));
+        // The connection closed.
+        assert!(matches!(answered_with(Vec::new()), Err(Broke::Closed)));
+    }
 }
