@@ -181,7 +181,7 @@ fn header_name(name: &'static str) -> Result<HeaderName, http::header::InvalidHe
     if let Some(n) = known_name(name) {
         return Ok(n);
     }
-    match !name.is_empty() && name.bytes().all(|b| is_tchar(b) && !b.is_ascii_uppercase()) {
+    match is_lower_token(name.as_bytes()) {
         true => Ok(HeaderName::from_static(name)),
         false => HeaderName::from_bytes(name.as_bytes()),
     }
@@ -190,6 +190,16 @@ fn header_name(name: &'static str) -> Result<HeaderName, http::header::InvalidHe
 /// RFC 9110's tchar: a byte of a token (a field name, a method).
 pub fn is_tchar(b: u8) -> bool {
     TCHAR[b as usize]
+}
+
+/// An RFC 9110 token: a field name, a method.
+pub fn is_token(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
+}
+
+/// A token in lower case, as HTTP/2 and HTTP/3 field names are.
+pub fn is_lower_token(s: &[u8]) -> bool {
+    is_token(s) && !s.iter().any(u8::is_ascii_uppercase)
 }
 
 static TCHAR: [bool; 256] = {

@@ -86,7 +86,7 @@ fn intern(name: &str) -> &'static str {
 
 /// A header field name: an RFC 9110 token.
 fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(crate::http::fields::is_tchar)
+    crate::http::fields::is_token(s.as_bytes())
 }
 
 /// Fields the connection writes itself (framing, connection management):

@@ -199,7 +199,7 @@ fn proxy_pass(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Result<(), ConfE
 
 pub(crate) fn header_name(d: &Directive) -> Result<String, ConfError> {
     let n = d.arg(0);
-    if n.is_empty() || !n.bytes().all(crate::http::fields::is_tchar) {
+    if !crate::http::fields::is_token(n.as_bytes()) {
         return Err(values::bad_arg(d, n));
     }
     Ok(n.to_string())

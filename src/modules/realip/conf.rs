@@ -95,7 +95,7 @@ pub static DIRECTIVES: &[Def] = &[
                 RealIpHeader::XForwardedFor
             } else if name == "proxy_protocol" {
                 RealIpHeader::ProxyProtocol
-            } else if !name.is_empty() && name.bytes().all(crate::http::fields::is_tchar) {
+            } else if crate::http::fields::is_token(name.as_bytes()) {
                 RealIpHeader::Named(Arc::from(name.to_ascii_lowercase()))
             } else {
                 return Err(ConfError::new(

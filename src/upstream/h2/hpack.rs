@@ -253,7 +253,7 @@ impl Fields {
     }
 
     /// The fields in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         self.spans.iter().map(|&((a, b), (c, d))| {
             (
                 &self.text[a as usize..b as usize],

@@ -31,6 +31,7 @@ use crate::core::message::response::{
     Body, BodyStream, CutShort, PassedTrailers, Response, Value, passed_trailers,
 };
 use crate::core::request::{BodyError, BoxFuture, Request, RequestBody};
+use crate::http::fields::{is_lower_token, is_token};
 use crate::modules::client_body::{self, Buffered, Plan};
 use crate::upstream::driver::{Exchanged, Failure, Gave, Protocol, Try};
 use crate::upstream::next::NextUpstream;
@@ -124,7 +125,7 @@ impl Call {
         path: &[u8],
         fields: CallFields,
     ) -> Result<Call, String> {
-        if method.is_empty() || !method.iter().all(|&b| crate::http::fields::is_tchar(b)) {
+        if !is_token(method) {
             return Err("invalid method".to_string());
         }
         if !path.starts_with(b"/") || path.iter().any(|&b| b <= b' ' || b == 0x7f) {
@@ -147,10 +148,7 @@ impl Call {
 /// A field for the upstream (its name lowercased); one that HTTP/2 cannot
 /// carry is left out.
 pub fn append(h: &mut CallFields, name: &[u8], value: &[u8]) {
-    if name.is_empty()
-        || !name.iter().all(|&b| crate::http::fields::is_tchar(b))
-        || value.iter().any(|&b| bad_value_byte(b))
-    {
+    if !is_token(name) || value.iter().any(|&b| bad_value_byte(b)) {
         return;
     }
     let lower;
@@ -453,27 +451,18 @@ fn head_of(f: &Fields) -> Result<UpstreamHead, Broke> {
         }
         _ => return Err(Broke::Protocol("no valid :status".to_string())),
     };
-    let mut named = Vec::with_capacity(f.spans.len());
-    for (n, v) in fields {
-        let name = match !n.is_empty()
-            && n.first() != Some(&b':')
-            && n.iter()
-                .all(|&b| crate::http::fields::is_tchar(b) && !b.is_ascii_uppercase())
-        {
-            true => std::str::from_utf8(n).expect("tchars are ASCII"),
-            false => {
-                return Err(Broke::Protocol(format!(
-                    "invalid header name \"{}\"",
-                    String::from_utf8_lossy(n)
-                )));
-            }
+    // A pseudo-field after `:status` is no token: refused with the rest.
+    for (n, v) in fields.clone() {
+        let bad = match (is_lower_token(n), v.iter().any(|&b| bad_value_byte(b))) {
+            (false, _) => "header name",
+            (true, true) => "value of",
+            (true, false) => continue,
         };
-        if v.iter().any(|&b| bad_value_byte(b)) {
-            return Err(Broke::Protocol(format!("invalid value of \"{name}\"")));
-        }
-        named.push((name, v));
+        let name = String::from_utf8_lossy(n);
+        return Err(Broke::Protocol(format!("invalid {bad} \"{name}\"")));
     }
-    Ok(UpstreamHead::of_fields(status, named.into_iter()))
+    let fields = fields.map(|(n, v)| (std::str::from_utf8(n).expect("tokens are ASCII"), v));
+    Ok(UpstreamHead::of_fields(status, fields))
 }
 
 /// One exchange on `session` (`kept`: one kept from an earlier exchange,
