@@ -592,14 +592,8 @@ mod tests {
     /// trailers.
     #[test]
     fn a_stream_against_a_scripted_peer() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = crate::upstream::PeerAddr::Tcp(l.local_addr().unwrap());
-        let peer = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            let mut preface = [0u8; 24];
-            s.read_exact(&mut preface).unwrap();
-            assert_eq!(&preface[..], PREFACE);
-            let head = expect(&mut s, &[(HEADERS, END_HEADERS)]);
+        let peer = |s: &mut std::net::TcpStream| {
+            let head = expect(s, &[(HEADERS, END_HEADERS)]);
             let mut fields = Fields::default();
             hpack::decode(&head[0], &mut fields).unwrap();
             assert!(fields.iter().any(|f| f == (&b":path"[..], &b"/x"[..])));
@@ -607,12 +601,12 @@ mod tests {
             s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 4]))
                 .unwrap();
             s.write_all(&frame(PING, 0, 0, b"12345678")).unwrap();
-            let got = expect(&mut s, &[(SETTINGS, ACK), (PING, ACK), (DATA, 0)]);
+            let got = expect(s, &[(SETTINGS, ACK), (PING, ACK), (DATA, 0)]);
             assert_eq!(got[1], b"12345678");
             assert_eq!(got[2], b"abcd");
             s.write_all(&frame(WINDOW_UPDATE, 0, 1, &100u32.to_be_bytes()))
                 .unwrap();
-            assert_eq!(expect(&mut s, &[(DATA, END_STREAM)])[0], b"ef");
+            assert_eq!(expect(s, &[(DATA, END_STREAM)])[0], b"ef");
             // `:status: 200` padded and prioritised, then `x-a: b` in a
             // CONTINUATION.
             let mut p = vec![2u8, 0, 0, 0, 0, 16];
@@ -630,25 +624,8 @@ mod tests {
             hpack::encode(&mut t, b"grpc-status", b"0");
             s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &t))
                 .unwrap();
-            // The session stays open.
-            let mut rest = Vec::new();
-            let _ = s.read_to_end(&mut rest);
-        });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let conn =
-                crate::upstream::pool::connect_from(&addr, None, None, Duration::from_secs(5))
-                    .await
-                    .unwrap();
-            let mut s = Session::new(conn, 65_536);
-            let mut block = Vec::new();
-            hpack::encode_method(&mut block, b"POST");
-            hpack::encode(&mut block, b":path", b"/x");
-            s.open(&block, false).unwrap();
-            flush(&mut s).await;
+        };
+        scripted(true, peer, async |s: &mut Session| {
             // The peer's SETTINGS give the stream a window of 4: read until
             // they are in (a read that ends in no event but answers them).
             let until = std::time::Instant::now() + Duration::from_secs(10);
@@ -676,7 +653,7 @@ mod tests {
                 }
                 s.data(&body[..n], n == body.len());
                 body = &body[n..];
-                flush(&mut s).await;
+                flush(s).await;
             }
             while !matches!(events.last(), Some(Event::Head(_, true))) {
                 events.push(std::future::poll_fn(|cx| s.poll_event(cx)).await.unwrap());
@@ -697,22 +674,38 @@ mod tests {
             s.rest();
             assert!(s.fit());
         });
-        drop(rt);
-        peer.join().unwrap();
     }
 
     /// A peer that answers a stream's HEADERS with `reply` (frames): what
     /// the session's read of the stream gives.
     fn answered_with(reply: Vec<u8>) -> Result<Event, Broke> {
+        let peer = move |s: &mut std::net::TcpStream| {
+            expect(s, &[(HEADERS, END_HEADERS | END_STREAM)]);
+            s.write_all(&reply).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        };
+        scripted(false, peer, async |s: &mut Session| {
+            std::future::poll_fn(|cx| s.poll_event(cx)).await
+        })
+    }
+
+    /// `client` on a session to a peer that runs `script` once it has read
+    /// the preface, then reads until the client closes. The session's
+    /// stream is open: a POST to /x whose body is to come (`body`), else a
+    /// GET.
+    fn scripted<T>(
+        body: bool,
+        script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
+        client: impl AsyncFnOnce(&mut Session) -> T,
+    ) -> T {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = crate::upstream::PeerAddr::Tcp(l.local_addr().unwrap());
         let peer = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
             let mut preface = [0u8; 24];
             s.read_exact(&mut preface).unwrap();
-            expect(&mut s, &[(HEADERS, END_HEADERS | END_STREAM)]);
-            s.write_all(&reply).unwrap();
-            s.shutdown(std::net::Shutdown::Write).unwrap();
+            assert_eq!(&preface[..], PREFACE);
+            script(&mut s);
             let mut rest = Vec::new();
             let _ = s.read_to_end(&mut rest);
         });
@@ -727,10 +720,11 @@ mod tests {
                     .unwrap();
             let mut s = Session::new(conn, 65_536);
             let mut block = Vec::new();
-            hpack::encode_method(&mut block, b"GET");
-            s.open(&block, true).unwrap();
+            hpack::encode_method(&mut block, if body { b"POST" } else { b"GET" });
+            hpack::encode(&mut block, b":path", b"/x");
+            s.open(&block, !body).unwrap();
             flush(&mut s).await;
-            std::future::poll_fn(|cx| s.poll_event(cx)).await
+            client(&mut s).await
         });
         drop(rt);
         peer.join().unwrap();
