@@ -271,9 +271,7 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
         Ok(c) => c,
         // A client may break the protocol before its control streams are set up.
         Err(e) => {
-            if !e.is_h3_no_error() {
-                crate::error_log!(Info, "HTTP/3 connection ended: {e}");
-            }
+            log_error_end(&e);
             return;
         }
     };
@@ -375,9 +373,7 @@ async fn drive(
                     closing.set(true);
                 }
                 Err(e) => {
-                    if !e.is_h3_no_error() {
-                        crate::error_log!(Info, "HTTP/3 connection ended: {e}");
-                    }
+                    log_error_end(&e);
                     break;
                 }
             },
@@ -398,6 +394,13 @@ async fn drive(
     }
     // The connection failed: its streams end with it.
     streams.shutdown().await;
+}
+
+/// Log why an HTTP/3 connection ended, unless it ended with H3_NO_ERROR.
+fn log_error_end(e: &h3::error::ConnectionError) {
+    if !e.is_h3_no_error() {
+        crate::error_log!(Info, "HTTP/3 connection ended: {e}");
+    }
 }
 
 /// Did a QUIC connection end by an error (a protocol violation, a peer's
