@@ -501,6 +501,21 @@ fn stream_flood_past_the_limit_ends_the_connection() {
 }
 
 #[test]
+fn connection_id_flood_past_the_limit_ends_the_connection() {
+    if !have_aioquic() {
+        return;
+    }
+    let v = start("", "");
+    let run = client(v.port, "cids", r#"{"ids": 50}"#);
+    assert_eq!(run.key("server_cid_limit"), "5", "{}", run.raw);
+    // CONNECTION_ID_LIMIT_ERROR (RFC 9000 §20.1): the server keeps no more
+    // of a client's connection IDs than it advertised.
+    assert_eq!(run.key("terminated_code"), "9", "{}", run.raw);
+    let r = get(v.port, &[r#"{"path": "/a.txt"}"#]);
+    assert_eq!(r[0].status, 200);
+}
+
+#[test]
 fn zero_rtt_is_never_accepted() {
     if !have_aioquic() {
         return;

@@ -22,6 +22,10 @@ Modes:
   credit (as an attacker does) and opens "streams" request streams at once,
   never ending them;
   "closed_code": the QUIC error the server closed the connection with.
+- cids: {"ids"}: after the handshake, a client that ignores the server's
+  active_connection_id_limit and issues "ids" connection IDs of its own at
+  once (NEW_CONNECTION_ID frames); "server_cid_limit" is the limit the
+  server advertised, "terminated_code" how the server closed.
 - zerortt: {"path", "method", "body"}: connect once to get a session
   ticket, then resume with it and send the request as early data where the
   ticket allows it (the client is made to try even when it does not);
@@ -43,6 +47,7 @@ Modes:
 import asyncio
 import base64
 import json
+import os
 import random
 import socket
 import ssl
@@ -54,7 +59,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.connection import QuicConnection
+from aioquic.quic.connection import QuicConnection, QuicConnectionId
 from aioquic.quic.logger import QuicLogger
 from aioquic.quic.events import ConnectionTerminated, StreamReset
 
@@ -219,6 +224,32 @@ async def flood(port, spec):
         out["answered"] = sum(
             1 for s in sids if client.responses.get(s, {}).get("status") == 200
         )
+        out["terminated"] = terminated(client)
+    return out
+
+
+async def cids(port, spec):
+    out = {}
+    async with connect(
+        "127.0.0.1", port, configuration=config("localhost"), create_protocol=Client
+    ) as client:
+        q = client._quic
+        out["server_cid_limit"] = q._remote_active_connection_id_limit
+        # Past the limit, as an attacker would: aioquic itself issues no more
+        # than the server takes.
+        for _ in range(spec["ids"]):
+            q._host_cids.append(
+                QuicConnectionId(
+                    cid=os.urandom(8),
+                    sequence_number=q._host_cid_seq,
+                    stateless_reset_token=os.urandom(16),
+                )
+            )
+            q._host_cid_seq += 1
+        client.transmit()
+        t0 = time.monotonic()
+        while client.terminated is None and time.monotonic() - t0 < 5:
+            await asyncio.sleep(0.05)
         out["terminated"] = terminated(client)
     return out
 
@@ -393,6 +424,7 @@ def main():
         fn = {
             "requests": requests,
             "flood": flood,
+            "cids": cids,
             "zerortt": zerortt,
             "resume": resume,
             "handshake": handshake,
