@@ -121,6 +121,7 @@ impl Pebble {
             .env("PEBBLE_VA_NOSLEEP", "1")
             .env("PEBBLE_WFE_NONCEREJECT", "0")
             .env("PEBBLE_AUTHZREUSE", "0")
+            .env("PEBBLE_ALTERNATE_ROOTS", more.alternate_roots.to_string())
             .stdout(std::fs::File::create(dir.path().join("pebble.log")).unwrap())
             .stderr(Stdio::null())
             .spawn()
@@ -148,14 +149,20 @@ impl Pebble {
 
     /// The root the certificates Pebble issues chain to (a file).
     fn root(&self) -> PathBuf {
-        let path = self.dir.path().join("root.pem");
+        self.root_of(0)
+    }
+
+    /// The root of Pebble's chain `i` (0: the default one; the others with
+    /// `PEBBLE_ALTERNATE_ROOTS`), a file.
+    fn root_of(&self, i: usize) -> PathBuf {
+        let path = self.dir.path().join(format!("root{i}.pem"));
         if !path.exists() {
             let out = Command::new("curl")
                 .args(["-sf", "--cacert", &self.minica()])
-                .arg(format!("https://127.0.0.1:{}/roots/0", self.mgmt))
+                .arg(format!("https://127.0.0.1:{}/roots/{i}", self.mgmt))
                 .output()
                 .expect("curl");
-            assert!(out.status.success(), "no root from pebble");
+            assert!(out.status.success(), "no root {i} from pebble");
             std::fs::write(&path, out.stdout).unwrap();
         }
         path
@@ -324,11 +331,12 @@ struct Setup {
 
 /// What a Pebble is started with beyond the default profile: an external
 /// account it requires (key id, base64url MAC key), another profile (name,
-/// validity in seconds).
+/// validity in seconds), chains to other roots beside the default one.
 #[derive(Default)]
 struct More {
     eab: Option<(&'static str, &'static str)>,
     profile: Option<(&'static str, u64)>,
+    alternate_roots: usize,
 }
 
 fn setup(dns: Option<u16>, validity: u64) -> Option<Setup> {
@@ -862,6 +870,84 @@ fn profile_orders_the_issuers_profile() {
     );
 }
 
+/// The subject Common Name of a PEM certificate file.
+fn common_name(pem: &std::path::Path) -> String {
+    let out = Command::new("openssl")
+        .args([
+            "x509",
+            "-noout",
+            "-subject",
+            "-nameopt",
+            "utf8,sep_comma_plus",
+        ])
+        .arg("-in")
+        .arg(pem)
+        .output()
+        .expect("openssl");
+    let subject = String::from_utf8_lossy(&out.stdout);
+    let cn = subject.split("CN=").nth(1).expect("a CN");
+    cn.split(',').next().unwrap().trim().to_string()
+}
+
+#[test]
+fn preferred_chain_picks_the_alternate_issued_by_that_name() {
+    let more = More {
+        alternate_roots: 2,
+        ..More::default()
+    };
+    let Some(s) = setup_with(None, 7_776_000, &more) else {
+        return;
+    };
+    let state = s.state.path().join("pebble");
+    let start = |issuer: &str| {
+        vireo(
+            TempDir::new("acme"),
+            &s.p,
+            s.ports,
+            &state,
+            issuer,
+            "acme_certificate pebble a.example.test;",
+        )
+    };
+    // The second alternate's root, by name: its chain is served, which
+    // verifies against that root and not against the default one.
+    let wanted = s.p.root_of(2);
+    let name = common_name(&wanted);
+    assert!(name.starts_with("Pebble Root CA "), "{name}");
+    let v = start(&format!(
+        "accept_terms_of_service; preferred_chain \"{name}\";"
+    ));
+    wait_issued(&v, "a.example.test", s.ports.1, &wanted);
+    assert!(fetch("a.example.test", s.ports.1, &s.p.root()).is_err());
+    let log = error_log(&v);
+    assert!(
+        log.contains(&format!("the chain issued by \"{name}\" is used (https://")),
+        "{log}"
+    );
+    // Kept as served: a restart serves the same chain.
+    drop(v);
+    let v = start(&format!(
+        "accept_terms_of_service; preferred_chain \"{name}\";"
+    ));
+    assert_eq!(
+        fetch("a.example.test", s.ports.1, &wanted).unwrap(),
+        "hello a.example.test\n"
+    );
+    drop(v);
+
+    // A name no chain is issued by: the issuer's default chain.
+    std::fs::remove_dir_all(&state).unwrap();
+    let v = start("accept_terms_of_service; preferred_chain \"No Such Root\";");
+    wait_issued(&v, "a.example.test", s.ports.1, &s.p.root());
+    let log = error_log(&v);
+    assert!(
+        log.contains(
+            "no chain issued by \"No Such Root\" among 3 offered; the default chain is used"
+        ),
+        "{log}"
+    );
+}
+
 #[test]
 fn configuration_errors() {
     let dir = TempDir::new("acme-conf");
@@ -884,8 +970,8 @@ fn configuration_errors() {
             "invalid uri \"ftp://a/dir\"",
         ),
         (
-            "acme_issuer x { uri https://a/dir; preferred_chain \"Pebble Root\"; }",
-            "\"preferred_chain\" is not supported",
+            "acme_issuer x { uri https://a/dir; preferred_chain A; preferred_chain B; }",
+            "\"preferred_chain\" directive is duplicate",
         ),
         (
             "acme_issuer x { uri https://a/dir; external_account_key k data:a+b; }",

@@ -12,6 +12,7 @@
 //! limited the rate. Accounts are kept per issuer (in `state_path` as
 //! `account.json`) and shared by its certificates.
 
+use super::chain;
 use super::conf::{AccountKey, Challenge, Issuer};
 use super::store::{self, Managed, Pair};
 use instant_acme::{
@@ -240,7 +241,7 @@ async fn schedule(m: &Managed, p: &Pair) -> Plan {
         let account = account(&m.issuer).await?;
         let der = rustls_pki_types::CertificateDer::from(p.leaf.as_slice());
         let id = instant_acme::CertificateIdentifier::try_from(&der)?;
-        Ok::<_, Failure>(account.renewal_info(&id).await?)
+        Ok::<_, Failure>(account.acme.renewal_info(&id).await?)
     };
     let (renew_at, ask_again) = match ari.await {
         Ok((info, retry)) => {
@@ -335,11 +336,7 @@ fn http_client(issuer: &Issuer) -> Result<Box<dyn instant_acme::HttpClient>, Fai
 /// The issuer's terms of service, from its directory.
 async fn terms(issuer: &Issuer) -> Option<String> {
     let http = http_client(issuer).ok()?;
-    let req = http::Request::get(&issuer.uri)
-        .header(
-            http::header::USER_AGENT,
-            concat!("vireo/", env!("CARGO_PKG_VERSION")),
-        )
+    let req = chain::request(http::Method::GET, &issuer.uri)
         .body(instant_acme::BodyWrapper::default())
         .ok()?;
     let mut rsp = http.request(req).await.ok()?;
@@ -360,11 +357,29 @@ struct Kept {
     credentials: AccountCredentials,
 }
 
-type Accounts = HashMap<Arc<Issuer>, Arc<tokio::sync::Mutex<Option<Account>>>>;
+/// An issuer's account, and what fetching its alternate chains needs.
+struct Held {
+    acme: Account,
+    alternates: chain::Alternates,
+}
+
+type Accounts = HashMap<Arc<Issuer>, Arc<tokio::sync::Mutex<Option<Arc<Held>>>>>;
+
+/// The client an account is made with: the issuer's, noting the alternate
+/// chains replies link to in `seen`.
+fn recording(
+    issuer: &Issuer,
+    seen: &Arc<chain::Seen>,
+) -> Result<Box<dyn instant_acme::HttpClient>, Failure> {
+    Ok(Box::new(chain::Recording {
+        inner: http_client(issuer)?,
+        seen: seen.clone(),
+    }))
+}
 
 /// The issuer's account: the one this process has, the one `state_path`
 /// keeps, or a new one (registered, and kept there).
-async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
+async fn account(issuer: &Arc<Issuer>) -> Result<Arc<Held>, Failure> {
     static ACCOUNTS: Mutex<Option<Accounts>> = Mutex::new(None);
     let slot = ACCOUNTS
         .lock()
@@ -377,6 +392,7 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
     if let Some(a) = &*held {
         return Ok(a.clone());
     }
+    let seen = Arc::new(chain::Seen::default());
     let key_file = match &issuer.account_key {
         AccountKey::File(p, _) => Some(p.clone()),
         AccountKey::Generate => None,
@@ -388,9 +404,10 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
         .and_then(|t| serde_json::from_slice::<Kept>(&t).ok())
         .filter(|k| k.directory == issuer.uri && k.key_file == key_file);
     let label = format!("acme_issuer \"{}\"", issuer.name);
-    let account = match kept {
+    let (account, key) = match kept {
         Some(k) => {
-            let a = Account::builder_with_http(http_client(issuer)?)
+            let key = k.credentials.private_key().secret_pkcs8_der().to_vec();
+            let a = Account::builder_with_http(recording(issuer, &seen)?)
                 .from_credentials(k.credentials)
                 .await?;
             crate::error_log!(
@@ -398,7 +415,7 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
                 "acme: {label}: account {} loaded from state",
                 a.id()
             );
-            a
+            (a, key)
         }
         None => {
             crate::error_log!(
@@ -414,7 +431,7 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
                 )),
                 _ => Failure::from(e),
             };
-            let builder = Account::builder_with_http(http_client(issuer)?);
+            let builder = Account::builder_with_http(recording(issuer, &seen)?);
             let contacts: Vec<&str> = issuer.contacts.iter().map(String::as_str).collect();
             let eab = issuer
                 .eab
@@ -475,6 +492,7 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
                 ),
                 None => crate::error_log!(Notice, "acme: {label}: account {} registered", a.id()),
             }
+            let key = creds.private_key().secret_pkcs8_der().to_vec();
             if let Some(f) = &file {
                 let kept = Kept {
                     directory: issuer.uri.clone(),
@@ -487,9 +505,19 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Account, Failure> {
                     Err(why) => crate::error_log!(Error, "acme: {label}: account not kept: {why}"),
                 }
             }
-            a
+            (a, key)
         }
     };
+    let alternates = chain::Alternates {
+        signer: chain::Signer::new(&key, account.id())?,
+        seen,
+        http: http_client(issuer)?,
+        directory: issuer.uri.clone(),
+    };
+    let account = Arc::new(Held {
+        acme: account,
+        alternates,
+    });
     *held = Some(account.clone());
     Ok(account)
 }
@@ -583,7 +611,8 @@ async fn withdraw(issuer: &Issuer, answers: Vec<Answer>) {
 /// Order, validate and install a certificate.
 async fn obtain(m: &Managed) -> Result<(), Failure> {
     let issuer = &m.issuer;
-    let account = account(issuer).await?;
+    let held = account(issuer).await?;
+    let account = &held.acme;
     let ids: Vec<Identifier> = m
         .names
         .iter()
@@ -724,7 +753,10 @@ async fn obtain(m: &Managed) -> Result<(), Failure> {
         params.distinguished_name = rcgen::DistinguishedName::new();
         let csr = params.serialize_request(&key).map_err(|e| e.to_string())?;
         order.finalize_csr(csr.der()).await?;
-        let chain = order.poll_certificate(&policy).await?;
+        let mut chain = order.poll_certificate(&policy).await?;
+        if let (Some(name), Some(url)) = (&issuer.preferred_chain, &order.state().certificate) {
+            chain = chain::choose(chain, url, name, &held.alternates, &m.label()).await;
+        }
         Ok::<_, Failure>((chain, key.serialize_pem()))
     }
     .await;

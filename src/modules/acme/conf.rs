@@ -115,6 +115,9 @@ pub struct Issuer {
     pub eab: Option<ExternalAccount>,
     /// `profile`: the certificate profile orders ask for.
     pub profile: Option<Profile>,
+    /// `preferred_chain`: the Common Name whose chain is installed when the
+    /// issuer offers several.
+    pub preferred_chain: Option<String>,
 }
 
 /// An external account the issuer knows: its key identifier and HMAC key.
@@ -350,6 +353,7 @@ fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfErr
     let mut dns = None;
     let mut eab = None;
     let mut profile = None;
+    let mut preferred_chain = None;
     for c in d.block.as_deref().unwrap_or(&[]) {
         env.vars.at(&c.span);
         match c.name.as_str() {
@@ -441,10 +445,8 @@ fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfErr
                 set_once(&mut profile, p, c)?;
             }
             "preferred_chain" => {
-                return Err(err(
-                    c,
-                    "\"preferred_chain\" is not supported: vireo's ACME client (instant-acme) downloads only the issuer's default chain, not the alternate ones",
-                ));
+                args(c, 1, 1)?;
+                set_once(&mut preferred_chain, c.arg(0).to_string(), c)?;
             }
             other => {
                 return Err(err(
@@ -486,6 +488,7 @@ fn issuer(s: &mut Scope<'_>, d: &Directive, env: &mut Env) -> Result<(), ConfErr
         dns,
         eab,
         profile,
+        preferred_chain,
     };
     env.ext
         .entry::<Issuers>()
@@ -569,7 +572,7 @@ pub static DIRECTIVES: &[Def] = &[
 - `accept_terms_of_service;` agree to the issuer's terms when registering the account; without it an issuer that has terms refuses the account, and the error log gives the terms' address.\n\
 - `external_account_key kid file | data:key;` binds the account registered to an external account the issuer knows (External Account Binding, RFC 8555 section 7.3.4): `kid` its key identifier, `file` (or the `data:` value) its MAC key in base64url. Only with a generated account key (instant-acme binds no `account_key` file).\n\
 - `profile name [require];` asks for the issuer's certificate profile `name` (the ACME profiles extension). A profile the issuer's directory does not list is left out of the order with a warning; with `require` the order fails instead.\n\
-- `preferred_chain` (nginx's choice among alternate chains) is refused: instant-acme downloads only the issuer's default chain.\n\n\
+- `preferred_chain name;` when the issuer offers alternate chains (RFC 8555 `Link: rel=\"alternate\"`), installs the one whose topmost certificate is issued by the Common Name `name` (as Let's Encrypt's `ISRG Root X1`); without such a chain, the issuer's default.\n\n\
 The ACME exchanges run in a thread of their own, never on a worker: a certificate is ordered at start when none is kept, and renewed within the window the issuer's renewal information (RFC 9773) suggests, or at two thirds of its lifetime when the issuer offers none. A failure is logged and tried again after a delay that doubles from 5 seconds (the issuer unreachable) or 1 minute (the issuer refused) up to 1 hour; an hour after a rate-limit refusal. Every step is logged at `notice` (`info` for challenge details).\n\n\
 ```nginx\nacme_issuer letsencrypt {\n    uri         https://acme-v02.api.letsencrypt.org/directory;\n    contact     admin@example.com;\n    state_path  /var/lib/vireo/acme-letsencrypt;\n    accept_terms_of_service;\n}\n```",
     },

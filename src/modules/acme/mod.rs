@@ -8,12 +8,14 @@
 //!   the state folder;
 //! - [`client`]: the ACME thread that orders, validates, installs and
 //!   renews (renewal information, RFC 9773), with back-off;
+//! - [`chain`]: the issuer's alternate chains, for `preferred_chain`;
 //! - [`nsupdate`]: DNS dynamic updates (RFC 2136, TSIG) for `dns-01`.
 //!
 //! Challenges are answered by the server itself: HTTP-01 by a post-read
 //! hook of every server of the http block, TLS-ALPN-01 by the TLS
 //! handshake (`ssl::stream::accept` asks [`tls_alpn`]).
 
+pub mod chain;
 pub mod client;
 pub mod conf;
 pub mod nsupdate;
