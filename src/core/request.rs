@@ -42,6 +42,16 @@ use std::pin::Pin;
 /// A boxed future borrowing from the request (content handlers, body reads).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// The future `make` returns, boxed. The box is allocated before the future
+/// is made, so the future is written into it: a large state machine (of
+/// which making it sets only the arguments) is not first laid out on the
+/// stack and then copied whole into the box, as `Box::pin(make())` does.
+#[inline(always)]
+pub fn boxed<'a, F: Future + 'a>(make: impl FnOnce() -> F) -> BoxFuture<'a, F::Output> {
+    let b: Box<F> = Box::write(Box::new_uninit(), make());
+    Box::into_pin(b)
+}
+
 /// Why reading a request body stopped short.
 #[derive(Debug)]
 pub enum BodyError {

@@ -24,6 +24,11 @@ pub trait ClientBody: RequestBody {
     fn read(&self) -> u64;
     /// Body bytes after decoding.
     fn decoded(&self) -> u64;
+    /// Nothing of the body is left to read or answer: [`Self::discard`] would
+    /// have nothing to do.
+    fn finished(&self) -> bool {
+        false
+    }
     /// Be done with what the handler left of the body: read and drop it
     /// (HTTP/1, whose next request follows it), or ask the client to stop
     /// sending it (HTTP/3).
@@ -211,7 +216,10 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
             req.error(500)
         }
     };
-    let rest = body.discard().await;
+    let rest = match body.finished() {
+        true => Ok(()),
+        false => body.discard().await,
+    };
     req.body_read = body.read();
     match rest {
         Ok(()) => {}

@@ -137,6 +137,9 @@ impl<'c, S: Stream> ConnBody<'c, S> {
 }
 
 impl<S: Stream> ClientBody for ConnBody<'_, S> {
+    fn finished(&self) -> bool {
+        self.done && !self.expect_continue
+    }
     fn read(&self) -> u64 {
         self.read
     }

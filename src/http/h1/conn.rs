@@ -14,7 +14,7 @@ use crate::core::message::head::{Method, ParseError, RequestHead, Version};
 use crate::core::message::response::{Body, Response};
 use crate::core::proxy_protocol::ProxyHeader;
 pub use crate::core::request::Peer;
-use crate::core::request::{BodyError, BoxFuture, Finished, Request};
+use crate::core::request::{BodyError, BoxFuture, Finished, Request, boxed};
 use crate::http::pipeline::{self, ConnRef, Ran, host_of};
 use crate::modules::static_files::conf::StaticConf;
 use crate::server::Shared;
@@ -179,7 +179,7 @@ impl<S: Stream> Future for ConnTask<S> {
                     let Task::New(c) = std::mem::replace(task, Task::Done) else {
                         unreachable!()
                     };
-                    *task = Task::Active(Box::pin(c.step_owned()));
+                    *task = Task::Active(boxed(|| c.step_owned()));
                 }
                 Task::Active(step) => match step.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
@@ -194,7 +194,7 @@ impl<S: Stream> Future for ConnTask<S> {
                         };
                         if r.is_ok() {
                             c.drained = false;
-                            *task = Task::Active(Box::pin(c.step_owned()));
+                            *task = Task::Active(boxed(|| c.step_owned()));
                         }
                         continue;
                     }
@@ -250,7 +250,7 @@ fn unpark<S: Stream>(w: Wait<Box<Conn<S::Parked>>>, why: Expired) -> Task<S> {
         return Task::Done;
     }
     c.drained = false;
-    Task::Active(Box::pin(c.step_owned()))
+    Task::Active(boxed(|| c.step_owned()))
 }
 
 /// Long idle: the socket leaves tokio for the worker's parking poll, or stays
@@ -321,7 +321,7 @@ impl<S: Stream> Conn<S> {
     fn next(mut self: Box<Self>) -> Task<S> {
         let pending = self.io.as_ref().is_some_and(|io| !io.buf.is_empty());
         if pending || !self.drained {
-            return Task::Active(Box::pin(self.step_owned()));
+            return Task::Active(boxed(|| self.step_owned()));
         }
         self.io = None;
         let wait = if self.requests > 0 {

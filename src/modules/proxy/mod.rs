@@ -297,9 +297,9 @@ impl Content for Proxy {
             req.state.ext.insert(Rc::new(range::Forced));
         }
         if cache::enabled::<Cached>(req) {
-            Box::pin(self.cached(req, body))
+            crate::core::request::boxed(|| self.cached(req, body))
         } else {
-            Box::pin(self.fetch(req, body, None))
+            crate::core::request::boxed(|| self.fetch(req, body, None))
         }
     }
 
