@@ -1,4 +1,11 @@
-//! Cached time strings.
+//! Cached time strings, and the time of a connection's turn.
+//!
+//! While a connection's task runs ([`hold`]), every read of the clock on its
+//! thread gives the time of its first read in that turn, as nginx reads the
+//! clock once per pass of its event loop: the dozen stamps a proxied request
+//! takes (timers, the balancer, `$upstream_response_time`, the `Date:`
+//! header) cost one read of each clock. Outside a held turn, [`now`] and
+//! [`system_now`] read the clock.
 //!
 //! Each worker thread keeps its own copy of the formatted time strings
 //! (`Date:` header, `$time_local`, `$time_iso8601`, error-log stamp) and
@@ -6,9 +13,9 @@
 //! `SystemTime::now()` (a vDSO call on Linux) and a compare; the strings live
 //! in buffers allocated once per thread, so nothing is allocated per call.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Datelike, Local, Offset, TimeZone, Timelike, Utc};
 
@@ -152,10 +159,58 @@ fn push_hms(s: &mut String, h: u32, m: u32, sec: u32) {
 
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::new());
+    /// A turn is held: the clocks read below are kept for it.
+    static HELD: Cell<bool> = const { Cell::new(false) };
+    static MONOTONIC: Cell<Option<Instant>> = const { Cell::new(None) };
+    static WALL: Cell<Option<SystemTime>> = const { Cell::new(None) };
+}
+
+/// A held turn: until it is dropped, [`now`] and [`system_now`] on this
+/// thread give the time they first read. Nested holds end with the outer.
+pub struct Held {
+    outer: bool,
+}
+
+/// Hold the clock for a task's turn (a poll: no waiting happens inside it).
+pub fn hold() -> Held {
+    Held {
+        outer: !HELD.replace(true),
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.outer {
+            HELD.set(false);
+            MONOTONIC.set(None);
+            WALL.set(None);
+        }
+    }
+}
+
+/// The monotonic time: the held turn's, or the clock's.
+pub fn now() -> Instant {
+    kept(&MONOTONIC, Instant::now)
+}
+
+/// The wall-clock time: the held turn's, or the clock's.
+pub fn system_now() -> SystemTime {
+    kept(&WALL, SystemTime::now)
+}
+
+fn kept<T: Copy>(slot: &'static std::thread::LocalKey<Cell<Option<T>>>, read: fn() -> T) -> T {
+    if !HELD.get() {
+        return read();
+    }
+    slot.get().unwrap_or_else(|| {
+        let t = read();
+        slot.set(Some(t));
+        t
+    })
 }
 
 fn now_secs() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
+    match system_now().duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_secs() as i64,
         Err(e) => -(e.duration().as_secs() as i64) - 1,
     }
@@ -202,7 +257,7 @@ pub fn with_syslog_time<R>(f: impl FnOnce(&str) -> R) -> R {
 
 /// Milliseconds since the Unix epoch (for `$msec` and `$request_time`).
 pub fn unix_millis() -> u64 {
-    SystemTime::now()
+    system_now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
@@ -224,6 +279,34 @@ pub fn push_millis_as_secs(out: &mut Vec<u8>, ms: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_turn_reads_each_clock_once() {
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(2));
+        let before = now();
+        pause();
+        {
+            let _turn = hold();
+            let (t, w) = (now(), system_now());
+            assert!(t > before);
+            pause();
+            {
+                let _inner = hold();
+                pause();
+                assert_eq!((now(), system_now()), (t, w));
+            }
+            // The inner hold's end leaves the outer turn's time.
+            pause();
+            assert_eq!((now(), system_now()), (t, w));
+            assert_eq!(
+                unix_millis(),
+                w.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+            );
+        }
+        let after = now();
+        pause();
+        assert!(now() > after);
+    }
 
     /// Run `f` with the cached string and the second it was taken in; retries
     /// if the second changed while we looked.

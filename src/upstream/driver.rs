@@ -116,7 +116,7 @@ impl Try<'_> {
     /// The reply's head arrived on `conn`: `$upstream_header_time`, the
     /// bytes so far, the peer's latency figures.
     pub fn head_read(&self, conn: &UpConn) {
-        let took = self.t0.elapsed();
+        let took = crate::core::clock::now().duration_since(self.t0);
         {
             let mut v = self.vars.borrow_mut();
             let a = v.attempts.last_mut().expect("the driver pushed it");
@@ -349,7 +349,7 @@ pub async fn run<P: Protocol>(
             addr: up.addr_name(peer).to_string(),
             ..Default::default()
         });
-        let t0 = Instant::now();
+        let t0 = crate::core::clock::now();
         let started = *started.get_or_insert(t0);
         let mut at = Try {
             up,
@@ -410,7 +410,7 @@ pub async fn run<P: Protocol>(
                 let connect_ms = if reused {
                     0
                 } else {
-                    t0.elapsed().as_millis() as u64
+                    crate::core::clock::now().duration_since(t0).as_millis() as u64
                 };
                 if let Some(a) = vars.borrow_mut().attempts.last_mut() {
                     a.connect_ms = Some(connect_ms);
@@ -430,7 +430,8 @@ pub async fn run<P: Protocol>(
                 Err(Gave::Left) => {
                     up.client_left(peer, req, &name(Some(peer)));
                     if let Some(a) = vars.borrow_mut().attempts.last_mut() {
-                        a.response_ms = Some(t0.elapsed().as_millis() as u64);
+                        a.response_ms =
+                            Some(crate::core::clock::now().duration_since(t0).as_millis() as u64);
                     }
                     return Err(Response::new(499));
                 }
@@ -448,7 +449,7 @@ pub async fn run<P: Protocol>(
             if a.status == 0 {
                 a.status = f.code;
             }
-            a.response_ms = Some(t0.elapsed().as_millis() as u64);
+            a.response_ms = Some(crate::core::clock::now().duration_since(t0).as_millis() as u64);
         }
         if let Some(upstream) = logged {
             log(req, &f.msg, &upstream);
@@ -456,7 +457,8 @@ pub async fn run<P: Protocol>(
         let again = policy.next_upstream.has(f.kind)
             && (!policy.streamed || !sent)
             && (policy.tries == 0 || tries < policy.tries)
-            && (policy.timeout.is_zero() || started.elapsed() < policy.timeout)
+            && (policy.timeout.is_zero()
+                || crate::core::clock::now().duration_since(started) < policy.timeout)
             && (!sent || policy.next_upstream.has(NextUpstream::NON_IDEMPOTENT) || idempotent(req));
         if !again {
             return match f.reply {

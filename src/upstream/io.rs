@@ -8,7 +8,7 @@ use std::future::Future;
 use std::io::{self, ErrorKind, IoSlice};
 use std::pin::Pin;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub fn timed_out() -> io::Error {
     io::Error::new(ErrorKind::TimedOut, "upstream timed out")
@@ -65,7 +65,8 @@ pub async fn wait_readable(c: &UpConn, t: Duration) -> io::Result<()> {
         if let Poll::Ready(r) = c.poll_readable(cx) {
             return Poll::Ready(r);
         }
-        let timer = deadline.get_or_insert_with(|| IdleTimer::deadline(Instant::now() + t));
+        let timer =
+            deadline.get_or_insert_with(|| IdleTimer::deadline(crate::core::clock::now() + t));
         Pin::new(timer).poll(cx).map(|_| Err(timed_out()))
     })
     .await

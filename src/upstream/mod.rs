@@ -234,7 +234,7 @@ impl Upstream {
                 }
             });
         }
-        let now = Instant::now();
+        let now = crate::core::clock::now();
         let i = self.with_balancer(|b, figures| {
             let i = b.pick(key, &t, now)?;
             b.connected(i);
@@ -270,7 +270,7 @@ impl Upstream {
     /// The attempt on `peer` is over: `ok` false counts a failure. The place
     /// it held goes to the first request waiting in the queue that can use it.
     pub fn finished(&self, peer: usize, ok: bool) {
-        self.finished_at(peer, ok, Instant::now());
+        self.finished_at(peer, ok, crate::core::clock::now());
     }
 
     /// [`Upstream::finished`] at `now`, read by the caller.
@@ -338,7 +338,7 @@ impl Upstream {
 
     /// Give a connection whose exchange finished cleanly back to the pool.
     pub fn release(&self, peer: usize, conn: UpConn) {
-        self.release_at(peer, conn, Instant::now());
+        self.release_at(peer, conn, crate::core::clock::now());
     }
 
     /// [`Upstream::release`] at `now`, read by the caller.

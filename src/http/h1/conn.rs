@@ -172,6 +172,7 @@ impl<S: Stream> Future for ConnTask<S> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let _turn = crate::core::clock::hold();
         let task = &mut self.get_mut().0;
         loop {
             match task {
@@ -335,7 +336,7 @@ impl<S: Stream> Conn<S> {
                 .core
                 .client_header_timeout
         };
-        let deadline = Instant::now() + wait;
+        let deadline = crate::core::clock::now() + wait;
         Task::Idle(Wait {
             c: self,
             timer: if S::PLAIN {
@@ -640,7 +641,8 @@ impl<S: Stream> Conn<S> {
                 return Ok(Read::Idle);
             }
             // Part of a head is here: the rest must come within client_header_timeout.
-            let dl = *deadline.get_or_insert_with(|| Instant::now() + core.client_header_timeout);
+            let dl = *deadline
+                .get_or_insert_with(|| crate::core::clock::now() + core.client_header_timeout);
             match tokio::time::timeout_at(dl.into(), self.s.readable()).await {
                 Ok(Ok(())) => self.drained = false,
                 Ok(Err(_)) => return Ok(Read::Closed),

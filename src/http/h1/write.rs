@@ -240,15 +240,18 @@ pub(super) async fn send<S: Stream>(
                 }
                 let cut = !out.is_empty() && broke;
                 if !batch.is_empty() || end || cut {
-                    let mut segs = [(&[][..], false); 2 * GATHER_PIECES + 1];
+                    // Inline and filled as used: no array of 33 cleared first.
+                    let mut segs =
+                        smallvec::SmallVec::<[(&[u8], bool); 2 * GATHER_PIECES + 1]>::new();
                     let mut at = 0;
-                    for (i, (mark, piece)) in batch.iter().enumerate() {
-                        segs[2 * i] = (&out[at..*mark], false);
-                        segs[2 * i + 1] = (&piece[..], true);
+                    for (mark, piece) in batch.iter() {
+                        segs.push((&out[at..*mark], false));
+                        segs.push((&piece[..], true));
                         at = *mark;
                     }
-                    segs[2 * batch.len()] = (&out[at..], false);
-                    write_segments(s, &mut segs[..2 * batch.len() + 1], t, sent).await?;
+                    segs.push((&out[at..], false));
+                    write_segments(s, &mut segs, t, sent).await?;
+                    drop(segs);
                     out.clear();
                     batch.clear();
                 }
@@ -514,12 +517,12 @@ async fn write_segments<S: Stream>(
         }
         // In a block of its own: the array is not kept across the wait.
         let r = {
-            let mut iov = [IoSlice::new(&[]); 2 * GATHER_PIECES + 1];
-            let rest = &segs[i..];
-            for (v, (b, _)) in iov.iter_mut().zip(rest) {
-                *v = IoSlice::new(b);
-            }
-            s.try_write_vectored(&iov[..rest.len().min(iov.len())])
+            let iov: smallvec::SmallVec<[IoSlice<'_>; 2 * GATHER_PIECES + 1]> = segs[i..]
+                .iter()
+                .take(2 * GATHER_PIECES + 1)
+                .map(|(b, _)| IoSlice::new(b))
+                .collect();
+            s.try_write_vectored(&iov)
         };
         match r {
             Ok(mut n) => {

@@ -1317,7 +1317,7 @@ impl UpstreamBody {
         }
         self.done = true;
         // One clock read for the figures, the time and the pool.
-        let now = Instant::now();
+        let now = crate::core::clock::now();
         let up = &self.up;
         // Pooled before the attempt ends: a resolved peer that left keeps
         // its slot (and address) only until then.
