@@ -811,6 +811,19 @@ fn served_validity(name: &str, port: u16) -> i64 {
     date("notAfter=") - date("notBefore=")
 }
 
+/// vireo with `issuer`'s lines in the issuer block and one name to manage,
+/// a.example.test.
+fn for_one_name(s: &Setup, state: &std::path::Path, issuer: &str) -> Vireo {
+    vireo(
+        TempDir::new("acme"),
+        &s.p,
+        s.ports,
+        state,
+        issuer,
+        "acme_certificate pebble a.example.test;",
+    )
+}
+
 #[test]
 fn profile_orders_the_issuers_profile() {
     let more = More {
@@ -821,17 +834,7 @@ fn profile_orders_the_issuers_profile() {
         return;
     };
     let state = s.state.path().join("pebble");
-    // vireo with the issuer block's `profile…` line, for one name.
-    let start = |issuer: &str| {
-        vireo(
-            TempDir::new("acme"),
-            &s.p,
-            s.ports,
-            &state,
-            issuer,
-            "acme_certificate pebble a.example.test;",
-        )
-    };
+    let start = |issuer: &str| for_one_name(&s, &state, issuer);
     // A profile the issuer does not offer: refused with `require`.
     let v = start("accept_terms_of_service; profile tiny require;");
     let log = backed_off(&v);
@@ -899,16 +902,7 @@ fn preferred_chain_picks_the_alternate_issued_by_that_name() {
         return;
     };
     let state = s.state.path().join("pebble");
-    let start = |issuer: &str| {
-        vireo(
-            TempDir::new("acme"),
-            &s.p,
-            s.ports,
-            &state,
-            issuer,
-            "acme_certificate pebble a.example.test;",
-        )
-    };
+    let start = |issuer: &str| for_one_name(&s, &state, issuer);
     // The second alternate's root, by name: its chain is served, which
     // verifies against that root and not against the default one.
     let wanted = s.p.root_of(2);

@@ -189,9 +189,7 @@ async def requests(port, spec):
             for sid in sids:
                 out["responses"].append(await client.done(sid))
         if spec.get("wait_close"):
-            t0 = time.monotonic()
-            while client.terminated is None and time.monotonic() - t0 < spec["wait_close"]:
-                await asyncio.sleep(0.05)
+            await closed(client, spec["wait_close"])
         out["terminated"] = terminated(client)
     out["lost"] = sum(
         1
@@ -200,6 +198,13 @@ async def requests(port, spec):
         if e["name"] == "recovery:packet_lost"
     )
     return out
+
+
+async def closed(client, seconds):
+    """Wait until the server closed the connection, at most `seconds`."""
+    t0 = time.monotonic()
+    while client.terminated is None and time.monotonic() - t0 < seconds:
+        await asyncio.sleep(0.05)
 
 
 async def flood(port, spec):
@@ -218,9 +223,7 @@ async def flood(port, spec):
             client.start({"path": spec["path"], "open": True}, f"localhost:{port}")
             for _ in range(n)
         ]
-        t0 = time.monotonic()
-        while client.terminated is None and time.monotonic() - t0 < 5:
-            await asyncio.sleep(0.05)
+        await closed(client, 5)
         out["answered"] = sum(
             1 for s in sids if client.responses.get(s, {}).get("status") == 200
         )
@@ -247,9 +250,7 @@ async def cids(port, spec):
             )
             q._host_cid_seq += 1
         client.transmit()
-        t0 = time.monotonic()
-        while client.terminated is None and time.monotonic() - t0 < 5:
-            await asyncio.sleep(0.05)
+        await closed(client, 5)
         out["terminated"] = terminated(client)
     return out
 
