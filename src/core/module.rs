@@ -556,7 +556,11 @@ impl std::fmt::Debug for Extensions {
 /// what a module decided, upstream timings, counts held until the request
 /// is dropped. A value that changes holds its own `Cell`/`RefCell`.
 #[derive(Default)]
-pub struct RequestExt(RefCell<Vec<Rc<dyn Any>>>, RefCell<Vec<Rc<dyn Any>>>);
+pub struct RequestExt(RefCell<ExtSlots>, RefCell<Vec<Rc<dyn Any>>>);
+
+/// A request's extension values: the few a request holds kept inline, so
+/// the first one put in allocates no list.
+type ExtSlots = smallvec::SmallVec<[Rc<dyn Any>; 4]>;
 
 impl RequestExt {
     /// The value of type `T`, if one was put in.

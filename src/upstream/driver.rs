@@ -332,7 +332,7 @@ pub async fn run<P: Protocol>(
                 };
                 if named {
                     vars.borrow_mut().attempts.push(Attempt {
-                        addr: up.name.to_string(),
+                        addr: up.name.as_str().into(),
                         status: 502,
                         ..Default::default()
                     });
@@ -346,7 +346,7 @@ pub async fn run<P: Protocol>(
         };
         tries += 1;
         vars.borrow_mut().attempts.push(Attempt {
-            addr: up.addr_name(peer).to_string(),
+            addr: up.addr_shared(peer),
             ..Default::default()
         });
         let t0 = crate::core::clock::now();

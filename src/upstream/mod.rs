@@ -117,7 +117,7 @@ pub struct Upstream {
     pub peers: Vec<PeerSpec>,
     pub addrs: Vec<PeerAddr>,
     /// `addrs` as `$upstream_addr` shows them.
-    pub names: Box<[Box<str>]>,
+    pub names: Box<[Arc<str>]>,
     /// `server … resolve` lines: their peers, found at run time, take the
     /// slots after the fixed ones (a block with them has a `zone`).
     pub dynamic: Option<resolve::Dynamic>,
@@ -374,11 +374,19 @@ impl Upstream {
     /// The peer's address as `$upstream_addr` shows it.
     pub fn addr_name(&self, peer: usize) -> Cow<'_, str> {
         match self.names.get(peer) {
-            Some(n) => Cow::Borrowed(n),
+            Some(n) => Cow::Borrowed(&**n),
             None => Cow::Owned(
                 self.member(peer)
                     .map_or(String::new(), |m| m.spec.name.clone()),
             ),
+        }
+    }
+
+    /// [`Self::addr_name`], shared: a fixed peer's name is not copied.
+    pub fn addr_shared(&self, peer: usize) -> Arc<str> {
+        match self.names.get(peer) {
+            Some(n) => n.clone(),
+            None => self.addr_name(peer).into(),
         }
     }
 
@@ -439,7 +447,7 @@ impl UpstreamRef {
 /// One attempt of a request on an upstream, for the `$upstream_*` variables.
 #[derive(Clone, Debug, Default)]
 pub struct Attempt {
-    pub addr: String,
+    pub addr: Arc<str>,
     /// 0 when no status was received (shown as 502/504 as nginx does: "-").
     pub status: u16,
     pub connect_ms: Option<u64>,
@@ -456,7 +464,8 @@ pub struct Attempt {
 /// The `$upstream_*` values of a request: one entry per attempt.
 #[derive(Debug, Default)]
 pub struct UpstreamVars {
-    pub attempts: Vec<Attempt>,
+    /// Inline for the usual single attempt (no list allocated per request).
+    pub attempts: smallvec::SmallVec<[Attempt; 1]>,
     /// `$proxy_host`, `$proxy_port`.
     pub proxy_host: Arc<str>,
     pub proxy_port: Arc<str>,

@@ -178,7 +178,7 @@ pub(super) async fn send<S: Stream>(
             // has at hand after a wait leave together in one writev, and
             // the next wait starts only when they are written.
             let mut first = true;
-            let mut batch: Vec<(usize, bytes::Bytes)> = Vec::new();
+            let mut batch = smallvec::SmallVec::<[(usize, bytes::Bytes); GATHER_PIECES]>::new();
             let mut next = match stream.ready() {
                 Some(r) => r,
                 None => stream.next().await,

@@ -854,7 +854,8 @@ impl Proxy {
         unbuffered: bool,
     ) -> Response {
         vars.borrow_mut().attempts.last_mut().unwrap().status = h.status;
-        let mut stream = UpstreamBody {
+        // Boxed as it is made: the 264-byte reader is not copied into its box.
+        let mut stream = Box::new(UpstreamBody {
             conn: Some(conn),
             buf,
             framing: h.framing,
@@ -872,7 +873,7 @@ impl Proxy {
             done: false,
             failed,
             unbuffered,
-        };
+        });
         match h.framing {
             Framing::None | Framing::Length(0) => {
                 let declared = h
@@ -882,7 +883,7 @@ impl Proxy {
                 resp.body = match declared {
                     // HEAD: the length the upstream gave, no body.
                     Some(n) if n > 0 => Body::Stream {
-                        stream: Box::new(stream),
+                        stream,
                         len: Some(n),
                     },
                     _ => Body::Empty,
@@ -890,16 +891,11 @@ impl Proxy {
             }
             Framing::Length(n) => {
                 resp.body = Body::Stream {
-                    stream: Box::new(stream),
+                    stream,
                     len: Some(n),
                 }
             }
-            Framing::Chunked | Framing::Close => {
-                resp.body = Body::Stream {
-                    stream: Box::new(stream),
-                    len: None,
-                }
-            }
+            Framing::Chunked | Framing::Close => resp.body = Body::Stream { stream, len: None },
         }
         resp
     }

@@ -57,7 +57,7 @@ pub async fn run(
     let mut counts = Counts::default();
     let Ok(peer) = up.select(&key, &mut tried, None).await else {
         vars.borrow_mut().attempts.push(Attempt {
-            addr: up.name.clone(),
+            addr: up.name.as_str().into(),
             ..Default::default()
         });
         crate::error_log!(
@@ -69,7 +69,7 @@ pub async fn run(
         return 502;
     };
     vars.borrow_mut().attempts.push(Attempt {
-        addr: up.addr_name(peer).to_string(),
+        addr: up.addr_shared(peer),
         ..Default::default()
     });
     let t0 = Instant::now();
