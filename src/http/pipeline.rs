@@ -101,10 +101,8 @@ pub fn context<'a>(
         uri: Vec::with_capacity(head.path().len()),
         location: None,
         conf: &server.conf,
-        // Root, URI and an index name fit without regrowing.
-        filename: Vec::with_capacity(
-            server.conf.core.root.as_os_str().len() + head.path().len() + 32,
-        ),
+        // Made by the handlers that map the URI to a file.
+        filename: Vec::new(),
         body_read: 0,
         state: Default::default(),
         tls: c.tls,

@@ -29,6 +29,8 @@ pub fn content_with(req: &mut Request<'_>, make: MakeBody<'_>) -> Outcome {
         return Outcome::Respond(req.error(405));
     }
     let mut file = std::mem::take(&mut req.filename);
+    // Root, URI and an index name fit without regrowing.
+    file.reserve(req.conf.core.root.as_os_str().len() + req.uri.len() + 32);
     let mapped = crate::core::path::map_uri(req, &req.uri, &mut file);
     req.filename = file;
     if let Err(status) = mapped {
