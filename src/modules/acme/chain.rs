@@ -32,6 +32,11 @@ impl Seen {
             .collect();
         if !links.is_empty() {
             let mut seen = self.alternates.lock().unwrap_or_else(|e| e.into_inner());
+            // Taken just after the download, when a chain is preferred; with
+            // none, nothing takes them: the list stays short.
+            if seen.len() >= 16 {
+                seen.clear();
+            }
             seen.insert(url.to_string(), links);
         }
     }
