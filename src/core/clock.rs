@@ -188,6 +188,26 @@ impl Drop for Held {
     }
 }
 
+/// `fut`, with the clock held for each of its turns (polls).
+pub fn held<F: std::future::Future + Unpin>(fut: F) -> HeldTurns<F> {
+    HeldTurns(fut)
+}
+
+/// A future whose every poll holds the clock ([`held`]).
+pub struct HeldTurns<F>(F);
+
+impl<F: std::future::Future + Unpin> std::future::Future for HeldTurns<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let _turn = hold();
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
 /// The monotonic time: the held turn's, or the clock's.
 pub fn now() -> Instant {
     kept(&MONOTONIC, Instant::now)
@@ -306,6 +326,29 @@ mod tests {
         let after = now();
         pause();
         assert!(now() > after);
+    }
+
+    #[test]
+    fn a_held_future_holds_each_turn_only() {
+        let mut turns = Vec::new();
+        let mut fut = held(std::future::poll_fn(|cx| {
+            turns.push(now());
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            assert_eq!(now(), *turns.last().unwrap());
+            match turns.len() {
+                2 => std::task::Poll::Ready(()),
+                _ => {
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                }
+            }
+        }));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        while std::pin::Pin::new(&mut fut).poll(&mut cx).is_pending() {}
+        drop(fut);
+        assert!(turns[1] > turns[0]);
+        assert!(!HELD.get());
     }
 
     /// Run `f` with the cached string and the second it was taken in; retries

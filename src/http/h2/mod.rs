@@ -201,7 +201,9 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
                     requests += 1;
                     // Boxed: the task then holds a pointer, and spawning and
                     // finishing it move that, not the whole stream future.
-                    streams.spawn_local(Box::pin(stream(info.clone(), requests, req, respond)));
+                    // Each turn of a stream holds the clock (`clock::held`).
+                    let s = Box::pin(stream(info.clone(), requests, req, respond));
+                    streams.spawn_local(crate::core::clock::held(s));
                     // As nginx: keepalive_requests streams, or a connection
                     // older than keepalive_time, then GOAWAY.
                     if (requests >= keepalive_requests || born.elapsed() >= keepalive_time)

@@ -299,7 +299,7 @@ fn take(up: &Upstream, key: &Key) -> Option<Box<Session>> {
     if up.keepalive == 0 {
         return None;
     }
-    let now = Instant::now();
+    let now = crate::core::clock::now();
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
         let list = k.get_mut(key)?;
@@ -319,7 +319,7 @@ fn keep(up: &Upstream, key: Key, mut session: Box<Session>) {
     if up.keepalive == 0 || session.uses >= up.keepalive_requests {
         return;
     }
-    let until = Instant::now() + up.keepalive_timeout;
+    let until = crate::core::clock::now() + up.keepalive_timeout;
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
         let list = k.entry(key).or_default();
@@ -604,7 +604,7 @@ async fn call(
         (head, end)
     };
     send_hints(&body, &mut waiting).await;
-    let took = at.t0.elapsed();
+    let took = crate::core::clock::now().duration_since(at.t0);
     at.up.responded(at.peer, took);
     let size: usize = head
         .fields
@@ -801,7 +801,7 @@ impl ReplyBody {
     fn end(&mut self, ok: bool) {
         let session = self.session.take();
         if let Some((up, peer, good)) = self.up.take() {
-            let now = Instant::now();
+            let now = crate::core::clock::now();
             if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
                 a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
             }
