@@ -331,22 +331,23 @@ mod tests {
     #[test]
     fn a_held_future_holds_each_turn_only() {
         let mut turns = Vec::new();
-        let mut fut = held(std::future::poll_fn(|cx| {
-            turns.push(now());
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            assert_eq!(now(), *turns.last().unwrap());
-            match turns.len() {
-                2 => std::task::Poll::Ready(()),
-                _ => {
-                    cx.waker().wake_by_ref();
-                    std::task::Poll::Pending
+        {
+            let mut fut = held(std::future::poll_fn(|cx| {
+                turns.push(now());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                assert_eq!(now(), *turns.last().unwrap());
+                match turns.len() {
+                    2 => std::task::Poll::Ready(()),
+                    _ => {
+                        cx.waker().wake_by_ref();
+                        std::task::Poll::Pending
+                    }
                 }
-            }
-        }));
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        while std::pin::Pin::new(&mut fut).poll(&mut cx).is_pending() {}
-        drop(fut);
+            }));
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            while std::pin::Pin::new(&mut fut).poll(&mut cx).is_pending() {}
+        }
         assert!(turns[1] > turns[0]);
         assert!(!HELD.get());
     }
