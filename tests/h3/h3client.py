@@ -163,6 +163,17 @@ def config(sni, ticket=None, tickets=None):
     return c
 
 
+def dial(port, configuration=None, **kwargs):
+    """A connection to the server (SNI localhost unless `configuration` says)."""
+    return connect(
+        "127.0.0.1",
+        port,
+        configuration=configuration or config("localhost"),
+        create_protocol=Client,
+        **kwargs,
+    )
+
+
 def terminated(client):
     t = client.terminated
     if t is None:
@@ -176,9 +187,7 @@ async def requests(port, spec):
     out = {"responses": []}
     c = config(sni)
     c.quic_logger = QuicLogger()
-    async with connect(
-        "127.0.0.1", port, configuration=c, create_protocol=Client
-    ) as client:
+    async with dial(port, c) as client:
         if spec.get("sequential"):
             for req in spec["requests"]:
                 await asyncio.sleep(req.get("pause", 0))
@@ -210,9 +219,7 @@ async def closed(client, seconds):
 async def flood(port, spec):
     n = spec["streams"]
     out = {}
-    async with connect(
-        "127.0.0.1", port, configuration=config("localhost"), create_protocol=Client
-    ) as client:
+    async with dial(port) as client:
         q = client._quic
         out["server_max_streams"] = q._remote_max_streams_bidi
         # Ignore the server's credit, as an attacker would.
@@ -233,9 +240,7 @@ async def flood(port, spec):
 
 async def cids(port, spec):
     out = {}
-    async with connect(
-        "127.0.0.1", port, configuration=config("localhost"), create_protocol=Client
-    ) as client:
+    async with dial(port) as client:
         q = client._quic
         out["server_cid_limit"] = q._remote_active_connection_id_limit
         # Past the limit, as an attacker would: aioquic itself issues no more
@@ -258,13 +263,7 @@ async def cids(port, spec):
 async def zerortt(port, spec):
     tickets = []
     out = {}
-    async with connect(
-        "127.0.0.1",
-        port,
-        configuration=config("localhost"),
-        create_protocol=Client,
-        session_ticket_handler=tickets.append,
-    ) as client:
+    async with dial(port, session_ticket_handler=tickets.append) as client:
         sid = client.start({"path": "/"}, f"localhost:{port}")
         await client.done(sid)
         t0 = time.monotonic()
@@ -279,13 +278,7 @@ async def zerortt(port, spec):
     # Try early data even though the ticket does not allow it.
     if not ticket.max_early_data_size:
         ticket.max_early_data_size = 0xFFFFFFFF
-    async with connect(
-        "127.0.0.1",
-        port,
-        configuration=config("localhost", ticket),
-        create_protocol=Client,
-        wait_connected=False,
-    ) as client:
+    async with dial(port, config("localhost", ticket), wait_connected=False) as client:
         req = {"method": spec.get("method", "POST"), "path": spec["path"]}
         if "body" in spec:
             req["body"] = spec["body"]
@@ -300,9 +293,7 @@ async def zerortt(port, spec):
 
 async def one(port, path, configuration, **kwargs):
     """One request on a new connection: the response and the client."""
-    async with connect(
-        "127.0.0.1", port, configuration=configuration, create_protocol=Client, **kwargs
-    ) as client:
+    async with dial(port, configuration, **kwargs) as client:
         sid = client.start({"path": path}, f"localhost:{port}")
         return await client.done(sid), client
 
