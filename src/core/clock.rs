@@ -213,6 +213,11 @@ pub fn now() -> Instant {
     kept(&MONOTONIC, Instant::now)
 }
 
+/// The time since `t`, by [`now`].
+pub fn since(t: Instant) -> std::time::Duration {
+    now().duration_since(t)
+}
+
 /// The wall-clock time: the held turn's, or the clock's.
 pub fn system_now() -> SystemTime {
     kept(&WALL, SystemTime::now)

@@ -116,7 +116,7 @@ impl Try<'_> {
     /// The reply's head arrived on `conn`: `$upstream_header_time`, the
     /// bytes so far, the peer's latency figures.
     pub fn head_read(&self, conn: &UpConn) {
-        let took = crate::core::clock::now().duration_since(self.t0);
+        let took = crate::core::clock::since(self.t0);
         {
             let mut v = self.vars.borrow_mut();
             let a = v.attempts.last_mut().expect("the driver pushed it");
@@ -410,7 +410,7 @@ pub async fn run<P: Protocol>(
                 let connect_ms = if reused {
                     0
                 } else {
-                    crate::core::clock::now().duration_since(t0).as_millis() as u64
+                    crate::core::clock::since(t0).as_millis() as u64
                 };
                 if let Some(a) = vars.borrow_mut().attempts.last_mut() {
                     a.connect_ms = Some(connect_ms);
@@ -430,8 +430,7 @@ pub async fn run<P: Protocol>(
                 Err(Gave::Left) => {
                     up.client_left(peer, req, &name(Some(peer)));
                     if let Some(a) = vars.borrow_mut().attempts.last_mut() {
-                        a.response_ms =
-                            Some(crate::core::clock::now().duration_since(t0).as_millis() as u64);
+                        a.response_ms = Some(crate::core::clock::since(t0).as_millis() as u64);
                     }
                     return Err(Response::new(499));
                 }
@@ -449,7 +448,7 @@ pub async fn run<P: Protocol>(
             if a.status == 0 {
                 a.status = f.code;
             }
-            a.response_ms = Some(crate::core::clock::now().duration_since(t0).as_millis() as u64);
+            a.response_ms = Some(crate::core::clock::since(t0).as_millis() as u64);
         }
         if let Some(upstream) = logged {
             log(req, &f.msg, &upstream);
@@ -457,8 +456,7 @@ pub async fn run<P: Protocol>(
         let again = policy.next_upstream.has(f.kind)
             && (!policy.streamed || !sent)
             && (policy.tries == 0 || tries < policy.tries)
-            && (policy.timeout.is_zero()
-                || crate::core::clock::now().duration_since(started) < policy.timeout)
+            && (policy.timeout.is_zero() || crate::core::clock::since(started) < policy.timeout)
             && (!sent || policy.next_upstream.has(NextUpstream::NON_IDEMPOTENT) || idempotent(req));
         if !again {
             return match f.reply {

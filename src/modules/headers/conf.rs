@@ -84,11 +84,6 @@ fn intern(name: &str) -> &'static str {
     n
 }
 
-/// A header field name: an RFC 9110 token.
-fn is_token(s: &str) -> bool {
-    crate::http::fields::is_token(s.as_bytes())
-}
-
 /// Fields the connection writes itself (framing, connection management):
 /// a second copy would make the message ambiguous.
 const FRAMING: &[&str] = &["content-length", "transfer-encoding", "connection"];
@@ -96,7 +91,7 @@ const FRAMING: &[&str] = &["content-length", "transfer-encoding", "connection"];
 pub fn parse_add_header(d: &Directive, vars: &mut Vars) -> Result<AddHeader, ConfError> {
     let name = d.arg(0);
     let dn = d.name.as_str();
-    if !is_token(name) {
+    if !crate::http::fields::is_token(name.as_bytes()) {
         return Err(ConfError::new(
             format!("invalid header name \"{name}\" in \"{dn}\" directive"),
             &d.span,

@@ -604,7 +604,7 @@ async fn call(
         (head, end)
     };
     send_hints(&body, &mut waiting).await;
-    let took = crate::core::clock::now().duration_since(at.t0);
+    let took = crate::core::clock::since(at.t0);
     at.up.responded(at.peer, took);
     let size: usize = head
         .fields
