@@ -1,8 +1,8 @@
 //! `preferred_chain`: the issuer's alternate certificate chains (RFC 8555
 //! section 7.4.2). instant-acme downloads the default chain only; the issuer
 //! names the others in `Link: <url>;rel="alternate"` fields of that download.
-//! [`Recording`], the HTTP client an account is made with, notes those
-//! links; [`choose`] fetches each alternate with a POST-as-GET signed with
+//! [`Recording`], the HTTP client an account is made with when its issuer
+//! has `preferred_chain`, notes those links; [`choose`] fetches each alternate with a POST-as-GET signed with
 //! the account's key ([`Signer`]) until one's topmost certificate is issued
 //! by the preferred name.
 
@@ -32,11 +32,7 @@ impl Seen {
             .collect();
         if !links.is_empty() {
             let mut seen = self.alternates.lock().unwrap_or_else(|e| e.into_inner());
-            // Taken just after the download, when a chain is preferred; with
-            // none, nothing takes them: the list stays short.
-            if seen.len() >= 16 {
-                seen.clear();
-            }
+            // Taken by `choose` just after the certificate's download.
             seen.insert(url.to_string(), links);
         }
     }

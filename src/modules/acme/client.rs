@@ -360,21 +360,26 @@ struct Kept {
 /// An issuer's account, and what fetching its alternate chains needs.
 struct Held {
     acme: Account,
-    alternates: chain::Alternates,
+    /// With `preferred_chain` only.
+    alternates: Option<chain::Alternates>,
 }
 
 type Accounts = HashMap<Arc<Issuer>, Arc<tokio::sync::Mutex<Option<Arc<Held>>>>>;
 
-/// The client an account is made with: the issuer's, noting the alternate
-/// chains replies link to in `seen`.
+/// The client an account is made with: the issuer's, noting in `seen` the
+/// alternate chains replies link to when the issuer has `preferred_chain`.
 fn recording(
     issuer: &Issuer,
     seen: &Arc<chain::Seen>,
 ) -> Result<Box<dyn instant_acme::HttpClient>, Failure> {
-    Ok(Box::new(chain::Recording {
-        inner: http_client(issuer)?,
-        seen: seen.clone(),
-    }))
+    let inner = http_client(issuer)?;
+    Ok(match issuer.preferred_chain {
+        Some(_) => Box::new(chain::Recording {
+            inner,
+            seen: seen.clone(),
+        }),
+        None => inner,
+    })
 }
 
 /// The issuer's account: the one this process has, the one `state_path`
@@ -508,11 +513,14 @@ async fn account(issuer: &Arc<Issuer>) -> Result<Arc<Held>, Failure> {
             (a, key)
         }
     };
-    let alternates = chain::Alternates {
-        signer: chain::Signer::new(&key, account.id())?,
-        seen,
-        http: http_client(issuer)?,
-        directory: issuer.uri.clone(),
+    let alternates = match issuer.preferred_chain {
+        Some(_) => Some(chain::Alternates {
+            signer: chain::Signer::new(&key, account.id())?,
+            seen,
+            http: http_client(issuer)?,
+            directory: issuer.uri.clone(),
+        }),
+        None => None,
     };
     let account = Arc::new(Held {
         acme: account,
@@ -754,8 +762,12 @@ async fn obtain(m: &Managed) -> Result<(), Failure> {
         let csr = params.serialize_request(&key).map_err(|e| e.to_string())?;
         order.finalize_csr(csr.der()).await?;
         let mut chain = order.poll_certificate(&policy).await?;
-        if let (Some(name), Some(url)) = (&issuer.preferred_chain, &order.state().certificate) {
-            chain = chain::choose(chain, url, name, &held.alternates, &m.label()).await;
+        if let (Some(name), Some(alternates), Some(url)) = (
+            &issuer.preferred_chain,
+            &held.alternates,
+            &order.state().certificate,
+        ) {
+            chain = chain::choose(chain, url, name, alternates, &m.label()).await;
         }
         Ok::<_, Failure>((chain, key.serialize_pem()))
     }
