@@ -968,6 +968,10 @@ fn configuration_errors() {
             "\"preferred_chain\" directive is duplicate",
         ),
         (
+            "acme_issuer x { uri https://a/dir; preferred_chain; }",
+            "invalid number of arguments in \"preferred_chain\" directive",
+        ),
+        (
             "acme_issuer x { uri https://a/dir; external_account_key k data:a+b; }",
             "the key: the key is not base64url",
         ),

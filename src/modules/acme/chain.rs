@@ -304,6 +304,20 @@ mod tests {
         assert!(seen.take("https://ca.test:14000/cert/1").is_empty());
         seen.note("https://ca.test/x", &http::HeaderMap::new());
         assert!(seen.take("https://ca.test/x").is_empty());
+        // Not links to alternates: other relations, a relation that only
+        // begins with the word, no target in brackets, an unclosed one.
+        for v in [
+            "<https://ca.test/a>;rel=\"up\"",
+            "<https://ca.test/a>;rel=alternates",
+            "https://ca.test/a;rel=alternate",
+            "<https://ca.test/a;rel=alternate",
+        ] {
+            assert_eq!(alternate(v), None, "{v}");
+        }
+        assert_eq!(
+            alternate(" <https://ca.test/a> ; REL=\"index alternate\""),
+            Some("https://ca.test/a")
+        );
     }
 
     #[test]
