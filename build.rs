@@ -12,6 +12,10 @@
 //!   1.3 MB. Names missing from the list (renamed since it was made) only
 //!   leave their functions in the default order. An option of LLD, the
 //!   default linker of Rust on x86_64 Linux.
+//!
+//! `link/` also holds the compiler's profile (`scripts/pgo`), which
+//! `link/rustc-wrapper` gives every crate of an optimised build: a new one
+//! rebuilds this crate.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,7 +24,7 @@ const ORDER: &str = "link/hot-symbols.txt";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed={ORDER}");
+    println!("cargo:rerun-if-changed=link");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     if env("CARGO_CFG_TARGET_OS") != "linux" || env("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;

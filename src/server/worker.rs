@@ -366,97 +366,99 @@ fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
         });
         SLOTS.with(|s| *s.borrow_mut() = Some(slots.clone()));
         SHARED.with(|s| *s.borrow_mut() = Some(shared.clone()));
+        // The control loop is a task of its own: the future `run_until` drives
+        // is polled at every turn of the loop, so it is only the join handle.
         let local = tokio::task::LocalSet::new();
-        local
-            .run_until(async {
-                tokio::task::spawn_local(crate::modules::timers());
-                tokio::task::spawn_local(super::idle::ticker());
-                super::idle::reserve(max);
-                tokio::task::spawn_local(figures());
-                let mut accepting: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
-                let drain = loop {
-                    match rx.recv().await {
-                        Some(Ctl::Add { key, id, sock }) => {
-                            let (shared, slots) = (shared.clone(), slots.clone());
-                            let task = tokio::task::spawn_local(async move {
-                                if let Err(e) = accept_loop(key, sock, shared, slots).await {
-                                    error_log!(
-                                        Alert,
-                                        "accepting on a listening socket failed: {e}"
-                                    );
-                                }
-                            });
-                            if let Some(old) = accepting.insert(id, task.abort_handle()) {
-                                old.abort();
+        let control = local.spawn_local(async move {
+            tokio::task::spawn_local(crate::modules::timers());
+            tokio::task::spawn_local(super::idle::ticker());
+            super::idle::reserve(max);
+            tokio::task::spawn_local(figures());
+            let mut accepting: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
+            let drain = loop {
+                match rx.recv().await {
+                    Some(Ctl::Add { key, id, sock }) => {
+                        let (shared, slots) = (shared.clone(), slots.clone());
+                        let task = tokio::task::spawn_local(async move {
+                            if let Err(e) = accept_loop(key, sock, shared, slots).await {
+                                error_log!(Alert, "accepting on a listening socket failed: {e}");
                             }
+                        });
+                        if let Some(old) = accepting.insert(id, task.abort_handle()) {
+                            old.abort();
                         }
-                        Some(Ctl::Remove(id)) => {
-                            if let Some(h) = accepting.remove(&id) {
-                                h.abort();
-                            }
+                    }
+                    Some(Ctl::Remove(id)) => {
+                        if let Some(h) = accepting.remove(&id) {
+                            h.abort();
                         }
-                        Some(Ctl::Reloaded) => {
-                            let cfg = shared.config.load();
-                            slots.max.set(cfg.worker_connections);
-                            super::idle::reserve(cfg.worker_connections);
-                            slots.reloaded(cfg.shutdown_timeout);
-                            super::idle::reloaded();
-                        }
-                        Some(Ctl::Drain {
-                            close_idle,
-                            deadline,
-                        }) => break Some((close_idle, deadline)),
-                        Some(Ctl::Stop) | None => break None,
+                    }
+                    Some(Ctl::Reloaded) => {
+                        let cfg = shared.config.load();
+                        slots.max.set(cfg.worker_connections);
+                        super::idle::reserve(cfg.worker_connections);
+                        slots.reloaded(cfg.shutdown_timeout);
+                        super::idle::reloaded();
+                    }
+                    Some(Ctl::Drain {
+                        close_idle,
+                        deadline,
+                    }) => break Some((close_idle, deadline)),
+                    Some(Ctl::Stop) | None => break None,
+                }
+            };
+            // Stop accepting: the sockets (and what is queued on them) stay
+            // open in the main thread and in the other workers.
+            for h in accepting.values() {
+                h.abort();
+            }
+            let Some((close_idle, mut deadline)) = drain else {
+                return;
+            };
+            if close_idle {
+                super::idle::stop_all();
+            } else {
+                super::idle::drain();
+            }
+            loop {
+                let timeout = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d.into()).await,
+                        None => std::future::pending().await,
                     }
                 };
-                // Stop accepting: the sockets (and what is queued on them) stay
-                // open in the main thread and in the other workers.
-                for h in accepting.values() {
-                    h.abort();
-                }
-                let Some((close_idle, mut deadline)) = drain else {
-                    return;
-                };
-                if close_idle {
-                    super::idle::stop_all();
-                } else {
-                    super::idle::drain();
-                }
-                loop {
-                    let timeout = async {
-                        match deadline {
-                            Some(d) => tokio::time::sleep_until(d.into()).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        _ = slots.drained() => break,
-                        _ = timeout => {
-                            error_log!(
-                                Notice,
-                                "worker_shutdown_timeout: closing {} connection(s) still open",
-                                slots.active.get()
-                            );
-                            break;
-                        }
-                        m = rx.recv() => match m {
-                            Some(Ctl::Stop) | None => break,
-                            Some(Ctl::Drain { close_idle, deadline: d }) => {
-                                if close_idle {
-                                    super::idle::stop_all();
-                                }
-                                if let Some(d) = d
-                                    && deadline.is_none_or(|old| d < old)
-                                {
-                                    deadline = Some(d);
-                                }
-                            }
-                            Some(_) => {}
-                        },
+                tokio::select! {
+                    _ = slots.drained() => break,
+                    _ = timeout => {
+                        error_log!(
+                            Notice,
+                            "worker_shutdown_timeout: closing {} connection(s) still open",
+                            slots.active.get()
+                        );
+                        break;
                     }
+                    m = rx.recv() => match m {
+                        Some(Ctl::Stop) | None => break,
+                        Some(Ctl::Drain { close_idle, deadline: d }) => {
+                            if close_idle {
+                                super::idle::stop_all();
+                            }
+                            if let Some(d) = d
+                                && deadline.is_none_or(|old| d < old)
+                            {
+                                deadline = Some(d);
+                            }
+                        }
+                        Some(_) => {}
+                    },
                 }
-            })
-            .await;
+            }
+        });
+        if let Err(e) = local.run_until(control).await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
         // Connections left are closed as the task set drops here.
     });
     crate::modules::worker_exit();
