@@ -169,14 +169,9 @@ fn cookie_header(c: &CookieAffinity, var: &str) -> String {
     s
 }
 
-/// The nginx variable holding a condition's input.
-fn input_var(i: &Input) -> String {
-    match i {
-        Input::Header(h) => format!("$http_{}", h.to_ascii_lowercase().replace('-', "_")),
-        Input::Cookie(c) => format!("$cookie_{c}"),
-        Input::Query(a) => format!("$arg_{a}"),
-        Input::Method => "$request_method".to_string(),
-    }
+/// The nginx variable holding a request header's value.
+fn header_var(h: &str) -> String {
+    format!("$http_{}", h.to_ascii_lowercase().replace('-', "_"))
 }
 
 /// The passing directive of a protocol.
@@ -299,15 +294,16 @@ impl Renderer<'_> {
         for snippet in &s.snippets {
             raw(&mut self.servers, snippet);
         }
-        if s.locations.is_empty() {
+        for l in &s.locations {
+            self.n += 1;
+            self.location(l);
+        }
+        // Paths no location takes are not found (never files of the prefix's html/).
+        if !s.locations.iter().any(|l| l.path == PathMatch::Prefix("/".into())) {
             let o = &mut self.servers;
             o.open("location /");
             o.line("return 404;");
             o.close();
-        }
-        for l in &s.locations {
-            self.n += 1;
-            self.location(l);
         }
         self.servers.close();
     }
@@ -375,8 +371,9 @@ impl Renderer<'_> {
                     Test::Regex(r) => format!("~{r}"),
                 };
                 let body = [format!("{} 1;", q(&pattern)), "default 0;".to_string()];
+                let input = self.input(&c.input);
                 let var = self.declare(
-                    &format!("map {}", input_var(&c.input)),
+                    &format!("map {input}"),
                     format!("$vireo_c{n}_{}", flags.len()),
                     &body,
                 );
@@ -398,6 +395,24 @@ impl Renderer<'_> {
             format!("$vireo_pass{n}"),
             &body,
         )
+    }
+
+    /// The variable holding a condition's input. A query parameter's is the value of its
+    /// first `NAME=` pair, the name compared with case (`$arg_NAME` compares it without).
+    fn input(&mut self, i: &Input) -> String {
+        let name = match i {
+            Input::Header(h) => return header_var(h),
+            Input::Cookie(c) => return format!("$cookie_{c}"),
+            Input::Method => return "$request_method".to_string(),
+            Input::Query(name) => name,
+        };
+        let pattern = format!("~(?:^|&){}=(?<vireo_arg>[^&]*)", regex_escape(name));
+        let body = [
+            format!("{} $vireo_arg;", q(&pattern)),
+            "default \"\";".to_string(),
+        ];
+        let var = format!("$vireo_query{}", self.declared.len());
+        self.declare("map $args", var, &body)
     }
 
     /// An upstream name, or the variable of a weighted split between several.
@@ -629,7 +644,7 @@ impl Renderer<'_> {
         // Appended headers: a map of the client's header to the joined value.
         let mut appended = Vec::new();
         for (i, (h, v)) in p.append_headers.iter().enumerate() {
-            let client = input_var(&Input::Header(h.clone()));
+            let client = header_var(h);
             let body = [
                 format!("\"\" {};", q(v)),
                 format!("default {};", q(&format!("{client},{v}"))),

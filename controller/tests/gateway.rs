@@ -85,7 +85,7 @@ fn expect(edge: &Edge, cases: &[Case]) {
             .collect();
         wrong.is_empty()
     });
-    assert!(ok, "{wrong:#?}\n{}", edge.log());
+    assert!(ok, "{wrong:#?}\n{}\n{}", edge.log(), edge.dir.read("conf/vireo.conf"));
 }
 
 /// The conditions of the route's status for our Gateway, once written.

@@ -148,8 +148,12 @@ struct Rule {
 }
 
 /// One match of one rule at one hostname, ready to be a location's rule.
+#[derive(Clone)]
 struct Entry {
-    key: (bool, usize, usize, String, usize),
+    /// Precedence, lowest first: no method match, fewer header matches, fewer query
+    /// parameter matches, a less specific hostname ([`host_rank`]), a younger route, a
+    /// later rule and match.
+    key: (bool, usize, usize, (bool, usize), String, usize),
     conds: Vec<Condition>,
     template: Location,
     group: Group,
@@ -352,7 +356,7 @@ pub fn translate(
         }
     }
 
-    for (host, paths) in hosts {
+    for (host, paths) in with_covering(hosts) {
         let (tls, plain) = https_hosts.get(&host).cloned().unwrap_or_default();
         let locations = locations(paths, &mut t.problems);
         merge(t, &host, tls, plain, locations);
@@ -618,13 +622,51 @@ fn certificate(
     })
 }
 
+/// Does the `*.` wildcard name `wild` take every name `h` takes (a subdomain, or a
+/// narrower wildcard)? `""` (any name) covers every other.
+fn covers(wild: &str, h: &str) -> bool {
+    (wild.is_empty() && !h.is_empty())
+        || wild
+            .strip_prefix('*')
+            .is_some_and(|suffix| h.len() > suffix.len() && h.ends_with(suffix))
+}
+
+/// How specific a route's hostname is, for [`Entry::key`]: a name without wildcard
+/// first, then the longer.
+fn host_rank(h: &str) -> (bool, usize) {
+    (h.is_empty() || h.starts_with('*'), usize::MAX - h.len())
+}
+
+/// Each hostname's entries together with those of the wildcard names (and of `""`) that
+/// cover it: a request is matched against every route whose hostnames take its Host, as
+/// the Gateway API has it, and nginx gives each request one server, the most specific.
+/// Entries of a more specific hostname win ties.
+fn with_covering(
+    hosts: BTreeMap<String, BTreeMap<PathMatch, Vec<Entry>>>,
+) -> BTreeMap<String, BTreeMap<PathMatch, Vec<Entry>>> {
+    let mut out = BTreeMap::new();
+    for h in hosts.keys() {
+        let mut paths: BTreeMap<PathMatch, Vec<Entry>> = BTreeMap::new();
+        for (k, theirs) in hosts.iter().filter(|(k, _)| *k == h || covers(k, h)) {
+            for (pm, entries) in theirs {
+                paths
+                    .entry(pm.clone())
+                    .or_default()
+                    .extend(entries.iter().map(|e| {
+                        let mut e = e.clone();
+                        e.key.3 = host_rank(k);
+                        e
+                    }));
+            }
+        }
+        out.insert(h.clone(), paths);
+    }
+    out
+}
+
 /// The hostnames a route serves on a listener: the intersection of theirs (a `*.` wildcard
 /// takes any subdomain), `""` for any.
 fn intersect(listener: Option<&str>, route: &[String]) -> Vec<String> {
-    let covers = |wild: &str, h: &str| {
-        wild.strip_prefix('*')
-            .is_some_and(|suffix| h.len() > suffix.len() && h.ends_with(suffix))
-    };
     let Some(l) = listener.filter(|l| !l.is_empty()) else {
         return if route.is_empty() {
             vec![String::new()]
@@ -965,6 +1007,8 @@ fn add_entries(
                         !method,
                         usize::MAX - headers,
                         usize::MAX - query,
+                        // Set by `with_covering`.
+                        (false, 0),
                         format!("{age:08}"),
                         ri * 1000 + mi,
                     ),

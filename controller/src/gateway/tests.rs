@@ -229,7 +229,11 @@ fn conditions_in_precedence() {
     assert_has(&text, "if ($vireo_pass");
     assert_has(&text, "return 404;");
     assert_has(&text, "map $http_version");
-    assert_has(&text, "map $arg_animal");
+    // The first `animal=` pair's value, the name compared with case.
+    assert_has(
+        &text,
+        "map $args $vireo_query4 {\n        \"~(?:^|&)animal=(?<vireo_arg>[^&]*)\" $vireo_arg;",
+    );
 }
 
 /// A path whose matches all have conditions falls back to the next shorter prefix.
@@ -816,3 +820,4 @@ fn one_listener_is_enough() {
     assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
     server(&t, "b.example.com");
 }
+
