@@ -158,6 +158,9 @@ pub struct Proxy {
     pub error_backend: Option<String>,
     /// A copy of each request sent to another URL.
     pub mirror: Option<Mirror>,
+    /// What answers the requests [`Select`] sends to [`Group::fallback`]: another
+    /// location's handling, the URI unchanged.
+    pub fallback: Option<Box<Location>>,
     /// TLS to an `https`/`grpcs` upstream.
     pub upstream_tls: Option<UpstreamTls>,
 }
@@ -203,6 +206,7 @@ impl Proxy {
             intercept_errors: Vec::new(),
             error_backend: None,
             mirror: None,
+            fallback: None,
             upstream_tls: None,
         }
     }
@@ -261,7 +265,14 @@ impl Group {
     pub fn status(code: u16) -> Group {
         Group::one(&status_member(code))
     }
+    /// The member that sends requests on to [`Proxy::fallback`].
+    pub fn fallback() -> Group {
+        Group::one(FALLBACK_MEMBER)
+    }
 }
+
+/// How the [`Group::fallback`] member is named.
+pub const FALLBACK_MEMBER: &str = "fallback:";
 
 /// The [`Group`] member answering with `code`.
 pub fn status_member(code: u16) -> String {

@@ -299,7 +299,11 @@ impl Renderer<'_> {
             self.location(l);
         }
         // Paths no location takes are not found (never files of the prefix's html/).
-        if !s.locations.iter().any(|l| l.path == PathMatch::Prefix("/".into())) {
+        if !s
+            .locations
+            .iter()
+            .any(|l| l.path == PathMatch::Prefix("/".into()))
+        {
             let o = &mut self.servers;
             o.open("location /");
             o.line("return 404;");
@@ -309,6 +313,11 @@ impl Renderer<'_> {
     }
 
     fn location(&mut self, l: &Location) {
+        self.location_at(l, location_head(&l.path));
+    }
+
+    /// A location under `head` (its own, or a named one), its helper locations after it.
+    fn location_at(&mut self, l: &Location, head: String) {
         let n = self.n;
         let target = match &l.action {
             Action::Proxy(p) => Some(self.select(&p.select, n)),
@@ -319,7 +328,6 @@ impl Renderer<'_> {
             text: String::new(),
             depth: self.servers.depth,
         };
-        let head = location_head(&l.path);
         self.servers.open(head);
         self.policy(&l.policy, &mut extra);
         let o = &mut self.servers;
@@ -333,6 +341,12 @@ impl Renderer<'_> {
         }
         self.servers.close();
         self.servers.text.push_str(&extra.text);
+        if let Action::Proxy(p) = &l.action
+            && let Some(f) = &p.fallback
+        {
+            self.n += 1;
+            self.location_at(f, format!("location @vireo_fallback_{n}"));
+        }
     }
 
     /// Writes an http-level block `KIND VAR { BODY }` (a map or split_clients), or returns
@@ -849,6 +863,18 @@ impl Renderer<'_> {
                 extra.close();
             }
         }
+        if p.fallback.is_some() {
+            // On to the fallback's named location (written after this one), through an
+            // error page of a status nothing else answers with; that location may go on
+            // to its own.
+            o.line(format!(
+                "error_page {FALLBACK_STATUS} = @vireo_fallback_{n};"
+            ));
+            o.line("recursive_error_pages on;");
+            o.open(format!("if ({target} = {})", q(FALLBACK_MEMBER)));
+            o.line(format!("return {FALLBACK_STATUS};"));
+            o.close();
+        }
         // Members answering with a status: the whole location, or an `if` on the chosen one.
         if let Some(code) = member_status(target) {
             o.line(format!("return {code};"));
@@ -869,6 +895,9 @@ impl Renderer<'_> {
         self.model.upstreams.get(upstream).map(|u| &u.balance)
     }
 }
+
+/// The status a location returns to hand a request to its fallback's named location.
+const FALLBACK_STATUS: u16 = 418;
 
 /// The absolute path of a file of the configuration directory.
 fn file(settings: &Settings, name: &str) -> String {

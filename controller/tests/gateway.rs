@@ -85,7 +85,12 @@ fn expect(edge: &Edge, cases: &[Case]) {
             .collect();
         wrong.is_empty()
     });
-    assert!(ok, "{wrong:#?}\n{}\n{}", edge.log(), edge.dir.read("conf/vireo.conf"));
+    assert!(
+        ok,
+        "{wrong:#?}\n{}\n{}",
+        edge.log(),
+        edge.dir.read("conf/vireo.conf")
+    );
 }
 
 /// The conditions of the route's status for our Gateway, once written.
@@ -282,10 +287,45 @@ async fn matches_within_a_route_take_precedence_body() {
         ]}),
     )
     .await;
+    // Paths whose matches have filters of their own, unlike the shorter paths'.
+    let add = |filter: &str, name: &str| {
+        let field = if filter == "RequestHeaderModifier" {
+            "requestHeaderModifier"
+        } else {
+            "responseHeaderModifier"
+        };
+        json!([{"type": filter, field: {"add": [{"name": name, "value": "1"}]}}])
+    };
+    http_route(
+        &client,
+        ns,
+        "fallback",
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["fallback.example"], "rules": [
+            rule(json!([{"path": prefix("/")}]), "v1"),
+            {"matches": [{"path": prefix("/api"), "headers": [h("x-v", "2")]}],
+             "filters": add("ResponseHeaderModifier", "X-Api"), "backendRefs": [{"name": "v2", "port": 80}]},
+            {"matches": [{"path": prefix("/api/deep"), "headers": [h("x-d", "1")]}],
+             "filters": add("RequestHeaderModifier", "X-Deep"), "backendRefs": [{"name": "v3", "port": 80}]},
+        ]}),
+    )
+    .await;
     let edge = Edge::start(server, ns, &[]);
     expect(
         &edge,
         &[
+            // A path's requests its matches do not take go on to the shorter paths', with
+            // their filters.
+            get("fallback.example", "/api/x", "v1"),
+            with("fallback.example", "/api/x", &["x-v: 2"], "v2"),
+            get("fallback.example", "/api/deep/x", "v1"),
+            with("fallback.example", "/api/deep/x", &["x-v: 2"], "v2"),
+            with("fallback.example", "/api/deep", &["x-d: 1"], "v3"),
+            with(
+                "fallback.example",
+                "/api/deep/x",
+                &["x-d: 1", "x-v: 2"],
+                "v3",
+            ),
             // Paths: Exact over prefixes, the longest prefix, then header counts.
             get("paths.example", "/api", "v1"),
             get("paths.example", "/api/x", "v1"),
@@ -310,7 +350,11 @@ async fn matches_within_a_route_take_precedence_body() {
             get("query.example", "/?color=blue&animal=dolphin", "v3"),
             get("query.example", "/?ANIMAL=Whale", "v3"),
             get("query.example", "/?animal=Whale", "404"),
-            get("query.example", "/?animal=whale&otherparam=irrelevant", "v1"),
+            get(
+                "query.example",
+                "/?animal=whale&otherparam=irrelevant",
+                "v1",
+            ),
             get("query.example", "/?animal=dolphin&color=yellow", "v2"),
             get("query.example", "/?color=blue", "404"),
             get("query.example", "/?animal=dog", "404"),
@@ -321,9 +365,19 @@ async fn matches_within_a_route_take_precedence_body() {
             // /path1's match does not take it: the shorter path's matches do.
             get("query.example", "/path1?animal=dolphin", "v2"),
             with("query.example", "/?animal=whale", &["version: one"], "v2"),
-            with("query.example", "/path2?animal=whale", &["version: two"], "v3"),
+            with(
+                "query.example",
+                "/path2?animal=whale",
+                &["version: two"],
+                "v3",
+            ),
             get("query.example", "/path3?animal=shark", "v1"),
-            with("query.example", "/path4?animal=kraken", &["version: three"], "v1"),
+            with(
+                "query.example",
+                "/path4?animal=kraken",
+                &["version: three"],
+                "v1",
+            ),
             get("query.example", "/?animal=shark", "404"),
             get("query.example", "/path4?animal=kraken", "404"),
             get("query.example", "/path5?animal=hydra", "v1"),
@@ -336,12 +390,27 @@ async fn matches_within_a_route_take_precedence_body() {
             method("PUT", "method.example", "/", &["version: one"], "v2"),
             method("POST", "method.example", "/?animal=whale", &[], "v3"),
             method("DELETE", "method.example", "/path3", &[], "v1"),
-            method("PATCH", "method.example", "/path4", &["version: three"], "v1"),
+            method(
+                "PATCH",
+                "method.example",
+                "/path4",
+                &["version: three"],
+                "v1",
+            ),
             method("PUT", "method.example", "/path3", &[], "404"),
             method("PATCH", "method.example", "/path5", &[], "v1"),
             method("PATCH", "method.example", "/", &["version: four"], "v2"),
         ],
     );
+    // Each answer has the filters of the match that took it.
+    let api = |headers: &[&str]| {
+        let (_, head, _) = request(edge.http, "GET", "fallback.example", "/api/deep/x", headers)
+            .unwrap_or_default();
+        head.contains("X-Api: 1")
+    };
+    assert!(api(&["x-v: 2"]));
+    assert!(!api(&[]));
+    assert!(!api(&["x-d: 1", "x-v: 2"]));
 }
 
 /// HTTPRouteHostnameIntersection: routes attach to listeners whose hostnames intersect
@@ -365,9 +434,7 @@ async fn hostnames_intersect_with_listeners_body() {
     for name in ["v1", "v2", "v3"] {
         service(&client, ns, name, b.port(name)).await;
     }
-    let listener = |name: &str, host: &str| {
-        json!({"name": name, "port": 80, "protocol": "HTTP", "hostname": host})
-    };
+    let listener = |name: &str, host: &str| json!({"name": name, "port": 80, "protocol": "HTTP", "hostname": host});
     gateway(
         &client,
         ns,
@@ -380,12 +447,19 @@ async fn hostnames_intersect_with_listeners_body() {
     )
     .await;
     let prefix_rule = |p: &str, backend: &str| {
-        rule(json!([{"path": {"type": "PathPrefix", "value": p}}]), backend)
+        rule(
+            json!([{"path": {"type": "PathPrefix", "value": p}}]),
+            backend,
+        )
     };
     let routes = [
         (
             "specific-specific",
-            json!(["non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"]),
+            json!([
+                "non.matching.com",
+                "*.nonmatchingwildcard.io",
+                "very.specific.com"
+            ]),
             prefix_rule("/s1", "v1"),
         ),
         (
@@ -586,7 +660,10 @@ async fn rewrites_and_mirrors_reach_the_backends_body() {
     ] {
         let (status, body, seen_host) = seen("host.example", path);
         assert_eq!(status, 200, "{path}: {body}");
-        assert!(body.starts_with(&format!("{backend} {path} ")), "{path}: {body}");
+        assert!(
+            body.starts_with(&format!("{backend} {path} ")),
+            "{path}: {body}"
+        );
         assert_eq!(seen_host, host, "{path}");
     }
 
@@ -628,7 +705,10 @@ async fn rewrites_and_mirrors_reach_the_backends_body() {
 /// rule whose backends all weigh 0 answers 500.
 #[test]
 fn weights_share_the_requests() {
-    isolated("weights_share_the_requests", weights_share_the_requests_body);
+    isolated(
+        "weights_share_the_requests",
+        weights_share_the_requests_body,
+    );
 }
 
 async fn weights_share_the_requests_body() {
@@ -716,7 +796,14 @@ async fn a_reference_grant_admits_a_backend_of_another_namespace_body() {
     let edge = Edge::cluster_wide(server, &[]);
     let refused = [get("grant.example", "/", "500")];
     expect(&edge, &refused);
-    wait_condition(&client, ns, "reference-grant", "ResolvedRefs", "RefNotPermitted").await;
+    wait_condition(
+        &client,
+        ns,
+        "reference-grant",
+        "ResolvedRefs",
+        "RefNotPermitted",
+    )
+    .await;
 
     create_gateway_api(
         &client,
@@ -727,9 +814,23 @@ async fn a_reference_grant_admits_a_backend_of_another_namespace_body() {
     )
     .await;
     expect(&edge, &[get("grant.example", "/", "web")]);
-    wait_condition(&client, ns, "reference-grant", "ResolvedRefs", "ResolvedRefs").await;
+    wait_condition(
+        &client,
+        ns,
+        "reference-grant",
+        "ResolvedRefs",
+        "ResolvedRefs",
+    )
+    .await;
 
     delete_gateway_api(&client, other, "ReferenceGrant", "referencegrants", "web").await;
     expect(&edge, &refused);
-    wait_condition(&client, ns, "reference-grant", "ResolvedRefs", "RefNotPermitted").await;
+    wait_condition(
+        &client,
+        ns,
+        "reference-grant",
+        "ResolvedRefs",
+        "RefNotPermitted",
+    )
+    .await;
 }

@@ -487,7 +487,6 @@ async fn annotations_take_effect_body() {
     );
 }
 
-
 /// The time from a write to the API server until vireo answers `path` on `host` with a
 /// body starting `want`.
 fn time_to_serve(edge: &Edge, since: Instant, host: &str, path: &str, want: &str) -> Duration {

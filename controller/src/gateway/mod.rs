@@ -1321,8 +1321,12 @@ fn locations(
         }
         built.insert(pm, (loc, complete));
     }
-    // Fall back to the longest shorter prefix holding the same filters.
-    let keys: Vec<PathMatch> = built.keys().cloned().collect();
+    // Requests a path's matches do not take go where the longest shorter prefix sends
+    // them: its rules join the path's when their filters are the same, else its location
+    // is the fallback. Shorter paths first, so that each fallback is complete (a prefix
+    // before the exact path of the same text).
+    let mut keys: Vec<PathMatch> = built.keys().cloned().collect();
+    keys.sort_by_key(|k| (k.text().len(), matches!(k, PathMatch::Exact(_))));
     for k in &keys {
         if built[k].1 {
             continue;
@@ -1340,15 +1344,39 @@ fn locations(
             .max_by_key(|c| c.text().len());
         let Some(f) = fallback else { continue };
         let (fl, _) = built[f].clone();
+        if fl.path != *f {
+            // A redirect replacing the prefix takes the rest of the path from its own
+            // regex location's capture, which a request of another location lacks.
+            problems.push(problem(
+                &owners[k],
+                "UnsupportedValue",
+                format!(
+                    "requests at path {} that none of its matches take get 404: the shorter \
+                     path {} redirects replacing its prefix, which vireo does only for requests \
+                     of that path",
+                    k.text(),
+                    f.text()
+                ),
+            ));
+            continue;
+        }
         let (l, _) = built.get_mut(k).expect("a key");
-        if let (Action::Proxy(fp), Action::Proxy(p)) = (&fl.action, &mut l.action) {
+        let Action::Proxy(p) = &mut l.action else {
+            continue;
+        };
+        if let Action::Proxy(fp) = &fl.action {
             let mut mine = (**p).clone();
             mine.select = fp.select.clone();
+            mine.fallback = fp.fallback.clone();
             if mine == **fp && fl.policy == l.policy {
                 p.select.rules.extend(fp.select.rules.clone());
                 p.select.default = fp.select.default.clone();
+                p.fallback = fp.fallback.clone();
+                continue;
             }
         }
+        p.select.default = Group::fallback();
+        p.fallback = Some(Box::new(fl));
     }
     built
         .into_iter()

@@ -257,6 +257,42 @@ fn falls_back_to_shorter_prefix() {
     assert_eq!(p.select.default, Group::one("default-web-80"));
 }
 
+/// Of a path whose filters differ from the shorter prefix's, the requests its matches do
+/// not take go to that prefix's location, named, the URI unchanged; and from there on.
+#[test]
+fn falls_back_to_a_prefix_of_other_filters() {
+    let added = |name: &str| {
+        json!([{"type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"add": [{"name": name, "value": "1"}]}}])
+    };
+    let (t, text, _) = with_routes(
+        http_listener(),
+        vec![route(
+            "r",
+            0,
+            json!([]),
+            json!([
+                {"backendRefs": [backend("web")]},
+                {"matches": [{"path": {"value": "/v2"}, "headers": [{"name": "x", "value": "y"}]}],
+                 "filters": added("X-V2"), "backendRefs": [backend("canary")]},
+                {"matches": [{"path": {"value": "/v2/deep"}, "headers": [{"name": "z", "value": "y"}]}],
+                 "filters": added("X-Deep"), "backendRefs": [backend("web")]},
+            ]),
+        )],
+    );
+    let s = server(&t, "");
+    let root = location(s, &PathMatch::Prefix("/".into()));
+    let v2 = location(s, &PathMatch::Prefix("/v2/".into()));
+    assert_eq!(proxy(v2).select.default, Group::fallback());
+    assert_eq!(proxy(v2).fallback.as_deref(), Some(root));
+    // /v2/deep/ goes on to /v2/'s location, which goes on to /'s.
+    let deep = proxy(location(s, &PathMatch::Prefix("/v2/deep/".into())));
+    assert_eq!(deep.fallback.as_deref(), Some(v2));
+    assert_has(&text, "error_page 418 = @vireo_fallback_");
+    assert_has(&text, "location @vireo_fallback_");
+    vireo_accepts(&t.model);
+}
+
 /// HTTPRouteRequestHeaderModifier, HTTPRouteResponseHeaderModifier.
 #[test]
 fn header_modifiers() {
@@ -820,4 +856,3 @@ fn one_listener_is_enough() {
     assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
     server(&t, "b.example.com");
 }
-

@@ -195,12 +195,7 @@ impl Edge {
         let controller = Command::new(bin("vireo-controller"))
             .arg("--kubeconfig")
             .arg(server.kubeconfig())
-            .args([
-                "--ingress-class",
-                "vireo",
-                "--publish-address",
-                "127.0.0.1",
-            ])
+            .args(["--ingress-class", "vireo", "--publish-address", "127.0.0.1"])
             .args(scope)
             .arg("--conf-dir")
             .arg(&conf_dir)
@@ -349,7 +344,6 @@ pub fn slice(svc: &str, port: u16) -> EndpointSlice {
         "ports": [{"name": "http", "port": port, "protocol": "TCP"}]
     }))
 }
-
 
 /// One HTTP/1.1 request on a new connection to vireo's plain port: (status, body).
 pub fn fetch(port: u16, host: &str, path: &str) -> Option<(u16, String)> {
