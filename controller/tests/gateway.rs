@@ -309,10 +309,26 @@ async fn matches_within_a_route_take_precedence_body() {
         ]}),
     )
     .await;
+    // Two matches of one path with different filters: one location cannot hold both.
+    http_route(
+        &client,
+        ns,
+        "conflict",
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["conflict.example"], "rules": [
+            rule(json!([{"path": prefix("/a")}]), "v1"),
+            {"matches": [{"path": prefix("/a"), "headers": [h("x-v", "2")]}],
+             "filters": add("ResponseHeaderModifier", "X-V2"), "backendRefs": [{"name": "v2", "port": 80}]},
+        ]}),
+    )
+    .await;
     let edge = Edge::start(server, ns, &[]);
     expect(
         &edge,
         &[
+            // The match taking precedence is served; the other is not, and the route's
+            // status says so.
+            with("conflict.example", "/a", &["x-v: 2"], "v2"),
+            get("conflict.example", "/a", "404"),
             // A path's requests its matches do not take go on to the shorter paths', with
             // their filters.
             get("fallback.example", "/api/x", "v1"),
@@ -411,6 +427,16 @@ async fn matches_within_a_route_take_precedence_body() {
     assert!(api(&["x-v: 2"]));
     assert!(!api(&[]));
     assert!(!api(&["x-d: 1", "x-v: 2"]));
+    wait_condition(
+        &client,
+        ns,
+        "conflict",
+        "PartiallyInvalid",
+        "UnsupportedValue",
+    )
+    .await;
+    wait_condition(&client, ns, "conflict", "Accepted", "Accepted").await;
+    wait_condition(&client, ns, "query", "Accepted", "Accepted").await;
 }
 
 /// HTTPRouteHostnameIntersection: routes attach to listeners whose hostnames intersect

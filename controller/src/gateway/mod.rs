@@ -356,11 +356,15 @@ pub fn translate(
         }
     }
 
+    // Matches left out where their path's location cannot hold them.
+    let mut dropped = Vec::new();
     for (host, paths) in with_covering(hosts) {
         let (tls, plain) = https_hosts.get(&host).cloned().unwrap_or_default();
-        let locations = locations(paths, &mut t.problems);
-        merge(t, &host, tls, plain, locations);
+        let locations = locations(paths, &mut dropped);
+        merge(t, &host, tls, plain, locations, &mut dropped);
     }
+    partially_invalid(&mut statuses, &dropped);
+    t.problems.extend(dropped);
 
     for g in &gateways {
         let gen_ = g.metadata.generation.unwrap_or_default();
@@ -1384,6 +1388,46 @@ fn locations(
         .collect()
 }
 
+/// Each route some of whose matches are not served gets `PartiallyInvalid` (reason
+/// `UnsupportedValue`) on the parents that accept it, saying which and why.
+fn partially_invalid(statuses: &mut [Status], dropped: &[Problem]) {
+    for s in statuses.iter_mut().filter(|s| s.kind.ends_with("Route")) {
+        let mut why: Vec<&str> = dropped
+            .iter()
+            .filter(|p| {
+                (
+                    p.object.kind.as_str(),
+                    p.object.namespace.as_str(),
+                    p.object.name.as_str(),
+                ) == (s.kind, s.namespace.as_str(), s.name.as_str())
+            })
+            .map(|p| p.message.as_str())
+            .collect();
+        if why.is_empty() {
+            continue;
+        }
+        why.sort_unstable();
+        why.dedup();
+        for parent in s.status["parents"].as_array_mut().into_iter().flatten() {
+            let accepted = &parent["conditions"][0];
+            if accepted["status"] != "True" {
+                continue;
+            }
+            let g = accepted["observedGeneration"].as_i64().unwrap_or_default();
+            let c = condition(
+                "PartiallyInvalid",
+                true,
+                "UnsupportedValue",
+                &why.join("; "),
+                g,
+            );
+            if let Some(list) = parent["conditions"].as_array_mut() {
+                list.push(c);
+            }
+        }
+    }
+}
+
 /// Puts a hostname's locations into the model: beside the Ingresses' locations of the same
 /// host (a path they hold stays theirs), or as a server of its own.
 fn merge(
@@ -1392,6 +1436,7 @@ fn merge(
     tls: Option<Tls>,
     plain: bool,
     locations: Vec<(Location, ObjectRef)>,
+    dropped: &mut Vec<Problem>,
 ) {
     let server = t.model.servers.iter().position(|s| {
         if host.is_empty() {
@@ -1418,7 +1463,7 @@ fn merge(
                 l.path.text(),
                 if host.is_empty() { "*" } else { host }
             );
-            t.problems.push(problem(&owner, "DuplicatePath", msg));
+            dropped.push(problem(&owner, "DuplicatePath", msg));
             continue;
         }
         if tls.is_some() && !plain {

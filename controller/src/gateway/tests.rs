@@ -390,10 +390,11 @@ fn unsupported_is_refused() {
 }
 
 /// Matches of one path with different filters cannot share a location: the one taking
-/// precedence (here the one with a header) is served, the other refused with an Event.
+/// precedence (here the one with a header) is served, the other refused with an Event
+/// and the route's `PartiallyInvalid` condition.
 #[test]
 fn different_filters_at_one_path() {
-    let (t, _, _) = with_routes(
+    let (t, _, statuses) = with_routes(
         http_listener(),
         vec![route(
             "r",
@@ -415,6 +416,13 @@ fn different_filters_at_one_path() {
         "{:#?}",
         t.problems
     );
+    let (status, reason, message) = route_condition(&statuses, "r", "PartiallyInvalid");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "UnsupportedValue")
+    );
+    assert!(message.contains("different filters"), "{message}");
+    assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
     let p = proxy(location(server(&t, ""), &PathMatch::Prefix("/a/".into())));
     assert_eq!(p.set_headers, [("X".to_string(), "1".to_string())]);
     assert_eq!(p.select.default, Group::status(404));
