@@ -220,12 +220,23 @@ pub struct Mirror {
     pub host: Option<String>,
 }
 
-/// Upstream timeouts, in seconds.
+/// Upstream timeouts, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Timeouts {
-    pub connect: Option<u32>,
-    pub send: Option<u32>,
-    pub read: Option<u32>,
+    pub connect: Option<u64>,
+    pub send: Option<u64>,
+    pub read: Option<u64>,
+}
+
+impl Timeouts {
+    /// The same limit on each wait: connecting, each send, each read.
+    pub fn each(ms: u64) -> Timeouts {
+        Timeouts {
+            connect: Some(ms),
+            send: Some(ms),
+            read: Some(ms),
+        }
+    }
 }
 
 /// A path rewrite before the request is passed on.

@@ -755,8 +755,10 @@ impl Renderer<'_> {
             ("send", p.timeouts.send),
             ("read", p.timeouts.read),
         ] {
-            if let Some(t) = t {
-                o.line(format!("{d}_{what}_timeout {t}s;"));
+            match t {
+                Some(ms) if ms % 1000 == 0 => o.line(format!("{d}_{what}_timeout {}s;", ms / 1000)),
+                Some(ms) => o.line(format!("{d}_{what}_timeout {ms}ms;")),
+                None => {}
             }
         }
         if d == "proxy" {

@@ -860,3 +860,57 @@ async fn a_reference_grant_admits_a_backend_of_another_namespace_body() {
     )
     .await;
 }
+
+/// HTTPRouteTimeoutRequest, HTTPRouteTimeoutBackendRequest: a backend answering after a
+/// second gets 504 under a rule whose `request` or `backendRequest` timeout is 500 ms,
+/// and is waited for under one whose timeout is `0s` or that has none; a quick answer
+/// passes under any.
+#[test]
+fn rule_timeouts_answer_504() {
+    isolated("rule_timeouts_answer_504", rule_timeouts_answer_504_body);
+}
+
+async fn rule_timeouts_answer_504_body() {
+    let server = ApiServer::shared();
+    let client = server.client();
+    let ns = "timeouts";
+    let _b = setup(&client, ns, &["v1"]).await;
+    let timed = |path: &str, timeouts: Value| {
+        json!({"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+            "timeouts": timeouts, "backendRefs": [{"name": "v1", "port": 80}]})
+    };
+    http_route(
+        &client,
+        ns,
+        "timeouts",
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["timeouts.example"], "rules": [
+            timed("/request-timeout", json!({"request": "500ms"})),
+            timed("/backend-timeout", json!({"request": "10s", "backendRequest": "500ms"})),
+            timed("/disable-request-timeout", json!({"request": "0s"})),
+            rule(json!([{"path": {"type": "PathPrefix", "value": "/untimed"}}]), "v1"),
+        ]}),
+    )
+    .await;
+    let edge = Edge::start(server, ns, &[]);
+    expect(
+        &edge,
+        &[
+            get("timeouts.example", "/request-timeout", "v1"),
+            get("timeouts.example", "/request-timeout/slow", "504"),
+            get("timeouts.example", "/backend-timeout", "v1"),
+            get("timeouts.example", "/backend-timeout/slow", "504"),
+            get("timeouts.example", "/disable-request-timeout/slow", "v1"),
+            get("timeouts.example", "/untimed/slow", "v1"),
+        ],
+    );
+    let started = std::time::Instant::now();
+    let c = get("timeouts.example", "/request-timeout/slow", "504");
+    assert_eq!(answer(&edge, &c), "504");
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_millis(450)
+            && took < std::time::Duration::from_millis(950),
+        "504 after {took:?}"
+    );
+    wait_condition(&client, ns, "timeouts", "Accepted", "Accepted").await;
+}

@@ -143,6 +143,8 @@ struct Rule {
     matches: Vec<(Vec<PathMatch>, Vec<Condition>)>,
     filters: Vec<Filter>,
     backends: Vec<BackendRef>,
+    /// The limit on each wait for the backend, from `timeouts`.
+    timeouts: Option<Timeouts>,
     /// Fields the rule has that vireo does not serve.
     unsupported: Vec<String>,
 }
@@ -774,6 +776,50 @@ fn path_matches(type_: &str, value: &str, bad: &mut Vec<String>) -> Vec<PathMatc
     }
 }
 
+/// A GEP-2257 duration (`1h`, `2m30s`, `500ms`: one to four numbers of up to five digits,
+/// each with its unit), in milliseconds.
+fn duration_ms(text: &str) -> Option<u64> {
+    let (mut total, mut parts, mut rest) = (0u64, 0, text);
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = match rest.as_bytes() {
+            [b'm', b's', ..] => (1, 2),
+            [b'h', ..] => (3_600_000, 1),
+            [b'm', ..] => (60_000, 1),
+            [b's', ..] => (1000, 1),
+            _ => return None,
+        };
+        rest = &rest[len..];
+        total += n * unit;
+        parts += 1;
+    }
+    (1..=4).contains(&parts).then_some(total)
+}
+
+/// What a rule's `timeouts` make: each wait for the backend (connecting, each send, each
+/// read) limited to the shorter of `request` and `backendRequest` (`0s`: no limit of
+/// the route's); `None` when neither sets one.
+fn wait_limit(t: &RuleTimeouts, bad: &mut Vec<String>) -> Option<Timeouts> {
+    let mut limit: Option<u64> = None;
+    for (field, value) in [
+        ("request", &t.request),
+        ("backendRequest", &t.backend_request),
+    ] {
+        let Some(text) = value else { continue };
+        match duration_ms(text) {
+            Some(0) => {}
+            Some(ms) => limit = Some(limit.map_or(ms, |l| l.min(ms))),
+            None => bad.push(format!("timeouts.{field}: {text:?} is not a duration")),
+        }
+    }
+    limit.map(Timeouts::each)
+}
+
 fn http_route(r: &HttpRoute) -> Route<'_> {
     let rules = r
         .spec
@@ -817,9 +863,7 @@ fn http_route(r: &HttpRoute) -> Route<'_> {
             if replaces_prefix && !prefix_only {
                 bad.push("ReplacePrefixMatch needs PathPrefix matches".into());
             }
-            if rule.timeouts.is_some() {
-                bad.push("rule timeouts are not supported".into());
-            }
+            let timeouts = rule.timeouts.as_ref().and_then(|t| wait_limit(t, &mut bad));
             if rule.session_persistence.is_some() {
                 bad.push("sessionPersistence is not supported".into());
             }
@@ -827,6 +871,7 @@ fn http_route(r: &HttpRoute) -> Route<'_> {
                 matches,
                 filters: rule.filters.clone(),
                 backends: rule.backend_refs.clone(),
+                timeouts,
                 unsupported: bad,
             }
         })
@@ -889,6 +934,7 @@ fn grpc_route(r: &GrpcRoute) -> Route<'_> {
                 matches,
                 filters: rule.filters.clone(),
                 backends: rule.backend_refs.clone(),
+                timeouts: None,
                 unsupported: bad,
             }
         })
@@ -1121,6 +1167,9 @@ fn action(
         ..Policy::default()
     };
     let mut proxy = Proxy::to(protocol, "");
+    if let Some(t) = rule.timeouts {
+        proxy.timeouts = t;
+    }
     let mut path = pm.clone();
     let mut redirect = None;
     // The prefix replaced by ReplacePrefixMatch: the Exact half of a prefix, or the prefix

@@ -864,3 +864,55 @@ fn one_listener_is_enough() {
     assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
     server(&t, "b.example.com");
 }
+
+/// HTTPRouteTimeoutRequest, HTTPRouteTimeoutBackendRequest: the shorter of a rule's
+/// timeouts limits each wait for the backend; `0s` sets none; a bad duration refuses the
+/// route.
+#[test]
+fn rule_timeouts() {
+    assert_eq!(duration_ms("500ms"), Some(500));
+    assert_eq!(duration_ms("1h2m3s4ms"), Some(3_723_004));
+    assert_eq!(duration_ms("0s"), Some(0));
+    for bad in ["", "1", "1d", "s", "123456s", "1s2s3s4s5s", "1.5s", "-1s"] {
+        assert_eq!(duration_ms(bad), None, "{bad}");
+    }
+    let timed = |path: &str, timeouts: Value| {
+        json!({"matches": [{"path": {"value": path}}], "timeouts": timeouts,
+            "backendRefs": [backend("web")]})
+    };
+    let (t, text, statuses) = with_routes(
+        http_listener(),
+        vec![
+            route(
+                "r",
+                0,
+                json!([]),
+                json!([
+                    timed("/request", json!({"request": "500ms"})),
+                    timed("/both", json!({"request": "10s", "backendRequest": "2s"})),
+                    timed("/off", json!({"request": "0s"})),
+                ]),
+            ),
+            route(
+                "bad",
+                1,
+                json!(["bad.example"]),
+                json!([timed("/", json!({"request": "soon"}))]),
+            ),
+        ],
+    );
+    let s = server(&t, "");
+    let wait = |p: &str| proxy(location(s, &PathMatch::Prefix(p.into()))).timeouts;
+    assert_eq!(wait("/request/"), Timeouts::each(500));
+    assert_eq!(wait("/both/"), Timeouts::each(2000));
+    assert_eq!(wait("/off/"), Timeouts::default());
+    assert_has(&text, "proxy_read_timeout 500ms;");
+    assert_has(&text, "proxy_connect_timeout 2s;");
+    let (status, reason, message) = route_condition(&statuses, "bad", "Accepted");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UnsupportedValue")
+    );
+    assert!(message.contains("timeouts.request"), "{message}");
+    vireo_accepts(&t.model);
+}

@@ -96,11 +96,14 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 /// Backends on BACKEND_IP, each a server of one vireo answering `NAME URI` (and the
 /// X-User header it got) with the fields `X-Backend: NAME`, `X-Internal: 1` and
 /// `X-Seen-Host` (the Host it got), and logging each request as `METHOD URI HOST` in
-/// `logs/NAME.log` ([`Backends::requests`]); `auth` answers 200 with `X-User: alice` to
-/// `X-Token: good`, else 401.
+/// `logs/NAME.log` ([`Backends::requests`]); a URI holding `/slow` is answered
+/// `NAME slow` after a second (the backend's own wait on a peer that never answers);
+/// `auth` answers 200 with `X-User: alice` to `X-Token: good`, else 401.
 pub struct Backends {
     ports: BTreeMap<&'static str, u16>,
     _vireo: Daemon,
+    /// The peer that never answers: connections wait in its backlog.
+    _silent: std::net::TcpListener,
     dir: TempDir,
 }
 
@@ -110,6 +113,8 @@ impl Backends {
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
         let mut ports = BTreeMap::new();
         let mut servers = String::new();
+        let silent = std::net::TcpListener::bind((BACKEND_IP, 0)).unwrap();
+        let silent_port = silent.local_addr().unwrap().port();
         for name in names {
             let port = free_port();
             ports.insert(*name, port);
@@ -125,7 +130,10 @@ impl Backends {
             };
             servers.push_str(&format!(
                 "server {{ listen {BACKEND_IP}:{port}; access_log logs/{name}.log seen; \
-                 location / {{ {body} }} }}\n"
+                 location / {{ {body} }} \
+                 location ~ /slow {{ proxy_pass http://{BACKEND_IP}:{silent_port}; \
+                 proxy_read_timeout 1s; error_page 504 = @slow; }} \
+                 location @slow {{ return 200 \"{name} slow\\n\"; }} }}\n"
             ));
         }
         let conf = dir.write(
@@ -147,6 +155,7 @@ impl Backends {
         let b = Backends {
             ports,
             _vireo: Daemon(child),
+            _silent: silent,
             dir,
         };
         for port in b.ports.values() {
