@@ -158,9 +158,9 @@ pub struct Proxy {
     pub error_backend: Option<String>,
     /// A copy of each request sent to another URL.
     pub mirror: Option<Mirror>,
-    /// What answers the requests [`Select`] sends to [`Group::fallback`]: another
-    /// location's handling, the URI unchanged.
-    pub fallback: Option<Box<Location>>,
+    /// Locations that answer the requests [`Select`] sends to [`Group::jump`] (a match
+    /// with other filters, a shorter path's handling), the URI unchanged.
+    pub jumps: Vec<Location>,
     /// TLS to an `https`/`grpcs` upstream.
     pub upstream_tls: Option<UpstreamTls>,
 }
@@ -206,7 +206,7 @@ impl Proxy {
             intercept_errors: Vec::new(),
             error_backend: None,
             mirror: None,
-            fallback: None,
+            jumps: Vec::new(),
             upstream_tls: None,
         }
     }
@@ -276,14 +276,19 @@ impl Group {
     pub fn status(code: u16) -> Group {
         Group::one(&status_member(code))
     }
-    /// The member that sends requests on to [`Proxy::fallback`].
-    pub fn fallback() -> Group {
-        Group::one(FALLBACK_MEMBER)
+    /// The member that hands requests to [`Proxy::jumps`]`[i]`.
+    pub fn jump(i: usize) -> Group {
+        Group::one(&jump_member(i))
     }
 }
 
-/// How the [`Group::fallback`] member is named.
-pub const FALLBACK_MEMBER: &str = "fallback:";
+/// How [`Group::jump`] members are named: this and the index.
+pub const JUMP_MEMBER: &str = "jump:";
+
+/// The [`Group`] member handing requests to jump `i`.
+pub fn jump_member(i: usize) -> String {
+    format!("{JUMP_MEMBER}{i}")
+}
 
 /// The [`Group`] member answering with `code`.
 pub fn status_member(code: u16) -> String {

@@ -341,11 +341,11 @@ impl Renderer<'_> {
         }
         self.servers.close();
         self.servers.text.push_str(&extra.text);
-        if let Action::Proxy(p) = &l.action
-            && let Some(f) = &p.fallback
-        {
-            self.n += 1;
-            self.location_at(f, format!("location @vireo_fallback_{n}"));
+        if let Action::Proxy(p) = &l.action {
+            for (i, jump) in p.jumps.iter().enumerate() {
+                self.n += 1;
+                self.location_at(jump, format!("location {}", jump_name(n, i)));
+            }
         }
     }
 
@@ -865,18 +865,21 @@ impl Renderer<'_> {
                 extra.close();
             }
         }
-        if p.fallback.is_some() {
-            // On to the fallback's named location (written after this one), through an
-            // error page of a status nothing else answers with; that location may go on
-            // to its own.
-            o.line(format!(
-                "error_page {FALLBACK_STATUS} = @vireo_fallback_{n};"
-            ));
+        if !p.jumps.is_empty() {
+            // On to a jump's named location (written after this one), through an error
+            // page of a status nothing else answers with; that location may jump on.
+            let body: Vec<String> = (0..p.jumps.len())
+                .map(|i| format!("{} {};", q(&jump_member(i)), q(&jump_name(n, i))))
+                .collect();
+            let var = self.declare(&format!("map {target}"), format!("$vireo_jump{n}"), &body);
+            let o = &mut self.servers;
+            o.line(format!("error_page {JUMP_STATUS} = {var};"));
             o.line("recursive_error_pages on;");
-            o.open(format!("if ({target} = {})", q(FALLBACK_MEMBER)));
-            o.line(format!("return {FALLBACK_STATUS};"));
+            o.open(format!("if ({target} ~ {})", q(&format!("^{JUMP_MEMBER}"))));
+            o.line(format!("return {JUMP_STATUS};"));
             o.close();
         }
+        let o = &mut self.servers;
         // Members answering with a status: the whole location, or an `if` on the chosen one.
         if let Some(code) = member_status(target) {
             o.line(format!("return {code};"));
@@ -898,8 +901,13 @@ impl Renderer<'_> {
     }
 }
 
-/// The status a location returns to hand a request to its fallback's named location.
-const FALLBACK_STATUS: u16 = 418;
+/// The status a location returns to hand a request to a jump's named location.
+const JUMP_STATUS: u16 = 418;
+
+/// The named location of jump `i` of location `n`.
+fn jump_name(n: usize, i: usize) -> String {
+    format!("@vireo_jump_{n}_{i}")
+}
 
 /// The absolute path of a file of the configuration directory.
 fn file(settings: &Settings, name: &str) -> String {

@@ -1318,65 +1318,100 @@ fn locations(
     let mut owners: BTreeMap<PathMatch, ObjectRef> = BTreeMap::new();
     for (pm, mut entries) in paths {
         entries.sort_by(|a, b| a.key.cmp(&b.key));
-        let mut base: Option<Location> = None;
+        // The filters of the path's matches (each a location template) in precedence
+        // order, each with its own rules and default: the first is the location, the
+        // others its jumps.
+        let mut templates: Vec<(Location, Select)> = Vec::new();
         let mut rules = Vec::new();
         let mut default: Option<Group> = None;
         for e in entries {
             if default.is_some() {
+                // A match without conditions takes every request: those after it none.
+                break;
+            }
+            if !matches!(e.template.action, Action::Proxy(_)) && !e.conds.is_empty() {
+                problems.push(problem(
+                    &e.owner,
+                    "UnsupportedValue",
+                    format!(
+                        "a RequestRedirect under a header, query or method match (path {}) is not \
+                         supported, so this match is not served",
+                        pm.text()
+                    ),
+                ));
                 continue;
             }
-            let proxy = matches!(e.template.action, Action::Proxy(_));
-            match &base {
-                Some(b) if *b != e.template => {
+            let j = match templates.iter().position(|(t, _)| *t == e.template) {
+                Some(j) => j,
+                None if !templates.is_empty() && e.template.path != pm => {
+                    // A redirect replacing the prefix takes the rest of the path from its
+                    // own regex location's capture, which a jump lacks.
                     problems.push(problem(
                         &e.owner,
                         "UnsupportedValue",
                         format!(
-                            "path {} is matched with different filters than those of the match that \
-                             takes precedence there; vireo cannot choose filters by header, query or \
-                             method, so this match is not served",
-                            pm.text()
-                        ),
-                    ));
-                    continue;
-                }
-                _ if !proxy && !e.conds.is_empty() => {
-                    problems.push(problem(
-                        &e.owner,
-                        "UnsupportedValue",
-                        format!(
-                            "a RequestRedirect under a header, query or method match (path {}) is not \
-                             supported, so this match is not served",
+                            "path {} is matched with a RequestRedirect replacing its prefix and, \
+                             taking precedence, with other filters; vireo redirects replacing a \
+                             prefix only as the path's own location, so this match is not served",
                             pm.text()
                         ),
                     ));
                     continue;
                 }
                 None => {
-                    base = Some(e.template.clone());
-                    owners.insert(pm.clone(), e.owner.clone());
+                    if templates.is_empty() {
+                        owners.insert(pm.clone(), e.owner.clone());
+                    }
+                    let select = Select {
+                        rules: Vec::new(),
+                        default: Group::status(404),
+                    };
+                    templates.push((e.template.clone(), select));
+                    templates.len() - 1
                 }
-                _ => {}
+            };
+            let group = match j {
+                0 => e.group.clone(),
+                _ => Group::jump(j - 1),
+            };
+            if j > 0 {
+                // The jump chooses among its own matches again: the first of them that
+                // holds is the one that took the request here.
+                let select = &mut templates[j].1;
+                if e.conds.is_empty() {
+                    select.default = e.group;
+                } else {
+                    select.rules.push((e.conds.clone(), e.group));
+                }
             }
             if e.conds.is_empty() {
-                default = Some(e.group);
+                default = Some(group);
             } else {
-                rules.push((e.conds, e.group));
+                rules.push((e.conds, group));
             }
         }
-        let Some(mut loc) = base else { continue };
+        let mut templates = templates.into_iter().map(|(mut l, select)| {
+            if let Action::Proxy(p) = &mut l.action {
+                p.select = select;
+            }
+            l
+        });
+        let Some(mut loc) = templates.next() else {
+            continue;
+        };
         let complete = default.is_some();
         if let Action::Proxy(p) = &mut loc.action {
             p.select = Select {
                 rules,
                 default: default.unwrap_or_else(|| Group::status(404)),
             };
+            p.jumps = templates.collect();
         }
         built.insert(pm, (loc, complete));
     }
     // Requests a path's matches do not take go where the longest shorter prefix sends
     // them: its rules join the path's when their filters are the same, else its location
-    // is the fallback. Shorter paths first, so that each fallback is complete (a prefix
+    // is a jump. Shorter paths first, so that each fallback is complete (a prefix
     // before the exact path of the same text).
     let mut keys: Vec<PathMatch> = built.keys().cloned().collect();
     keys.sort_by_key(|k| (k.text().len(), matches!(k, PathMatch::Exact(_))));
@@ -1417,19 +1452,21 @@ fn locations(
         let Action::Proxy(p) = &mut l.action else {
             continue;
         };
-        if let Action::Proxy(fp) = &fl.action {
+        if let Action::Proxy(fp) = &fl.action
+            && p.jumps.is_empty()
+        {
             let mut mine = (**p).clone();
             mine.select = fp.select.clone();
-            mine.fallback = fp.fallback.clone();
+            mine.jumps = fp.jumps.clone();
             if mine == **fp && fl.policy == l.policy {
                 p.select.rules.extend(fp.select.rules.clone());
                 p.select.default = fp.select.default.clone();
-                p.fallback = fp.fallback.clone();
+                p.jumps = fp.jumps.clone();
                 continue;
             }
         }
-        p.select.default = Group::fallback();
-        p.fallback = Some(Box::new(fl));
+        p.jumps.push(fl);
+        p.select.default = Group::jump(p.jumps.len() - 1);
     }
     built
         .into_iter()

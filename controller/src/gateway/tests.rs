@@ -283,13 +283,13 @@ fn falls_back_to_a_prefix_of_other_filters() {
     let s = server(&t, "");
     let root = location(s, &PathMatch::Prefix("/".into()));
     let v2 = location(s, &PathMatch::Prefix("/v2/".into()));
-    assert_eq!(proxy(v2).select.default, Group::fallback());
-    assert_eq!(proxy(v2).fallback.as_deref(), Some(root));
+    assert_eq!(proxy(v2).select.default, Group::jump(0));
+    assert_eq!(proxy(v2).jumps, [root.clone()]);
     // /v2/deep/ goes on to /v2/'s location, which goes on to /'s.
     let deep = proxy(location(s, &PathMatch::Prefix("/v2/deep/".into())));
-    assert_eq!(deep.fallback.as_deref(), Some(v2));
-    assert_has(&text, "error_page 418 = @vireo_fallback_");
-    assert_has(&text, "location @vireo_fallback_");
+    assert_eq!(deep.jumps, [v2.clone()]);
+    assert_has(&text, "error_page 418 = $vireo_jump");
+    assert_has(&text, "location @vireo_jump_");
     vireo_accepts(&t.model);
 }
 
@@ -389,12 +389,12 @@ fn unsupported_is_refused() {
     assert!(t.problems.iter().any(|p| p.reason == "UnsupportedValue"));
 }
 
-/// Matches of one path with different filters cannot share a location: the one taking
-/// precedence (here the one with a header) is served, the other refused with an Event
-/// and the route's `PartiallyInvalid` condition.
+/// Matches of one path with different filters: the location holds the filters of the
+/// one taking precedence (here the one with a header); requests the other takes jump to a
+/// named location with its filters, which chooses among its own matches again.
 #[test]
 fn different_filters_at_one_path() {
-    let (t, _, statuses) = with_routes(
+    let (t, text, statuses) = with_routes(
         http_listener(),
         vec![route(
             "r",
@@ -409,27 +409,50 @@ fn different_filters_at_one_path() {
             ]),
         )],
     );
-    assert!(
-        t.problems
-            .iter()
-            .any(|p| p.message.contains("different filters")),
-        "{:#?}",
-        t.problems
+    assert!(t.problems.is_empty(), "{:#?}", t.problems);
+    let p = proxy(location(server(&t, ""), &PathMatch::Prefix("/a/".into())));
+    assert_eq!(p.set_headers, [("X".to_string(), "1".to_string())]);
+    assert_eq!(p.select.rules.len(), 1);
+    assert_eq!(p.select.default, Group::jump(0));
+    let jump = proxy(&p.jumps[0]);
+    assert!(jump.set_headers.is_empty());
+    assert_eq!(jump.select, Select::one("default-web-80"));
+    assert_has(&text, "\"jump:0\" \"@vireo_jump_");
+    assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
+    vireo_accepts(&t.model);
+}
+
+/// A RequestRedirect under a header match is not served, and the route's
+/// `PartiallyInvalid` condition says so; its other matches are.
+#[test]
+fn a_redirect_under_a_match_is_partially_invalid() {
+    let (t, _, statuses) = with_routes(
+        http_listener(),
+        vec![route(
+            "r",
+            0,
+            json!([]),
+            json!([
+                {"matches": [{"path": {"value": "/a"}}], "backendRefs": [backend("web")]},
+                {"matches": [{"path": {"value": "/a"}, "headers": [{"name": "h", "value": "1"}]}],
+                 "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "x.example"}}]},
+            ]),
+        )],
     );
     let (status, reason, message) = route_condition(&statuses, "r", "PartiallyInvalid");
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("True", "UnsupportedValue")
     );
-    assert!(message.contains("different filters"), "{message}");
+    assert!(
+        message.contains("RequestRedirect under a header"),
+        "{message}"
+    );
     assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
     let p = proxy(location(server(&t, ""), &PathMatch::Prefix("/a/".into())));
-    assert_eq!(p.set_headers, [("X".to_string(), "1".to_string())]);
-    assert_eq!(p.select.default, Group::status(404));
+    assert_eq!(p.select, Select::one("default-web-80"));
 }
 
-/// HTTPRouteRedirectScheme, HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectPath,
-/// HTTPRouteRedirectPort.
 #[test]
 fn redirects() {
     let redirect = |path: &str, r: Value| {
