@@ -313,11 +313,11 @@ impl Renderer<'_> {
     }
 
     fn location(&mut self, l: &Location) {
-        self.location_at(l, location_head(&l.path));
+        self.location_at(l, location_head(&l.path), false);
     }
 
-    /// A location under `head` (its own, or a named one), its helper locations after it.
-    fn location_at(&mut self, l: &Location, head: String) {
+    /// A location under `head` (its own, or a `named` one), its helper locations after it.
+    fn location_at(&mut self, l: &Location, head: String, named: bool) {
         let n = self.n;
         let target = match &l.action {
             Action::Proxy(p) => Some(self.select(&p.select, n)),
@@ -332,7 +332,18 @@ impl Renderer<'_> {
         self.policy(&l.policy, &mut extra);
         let o = &mut self.servers;
         match &l.action {
-            Action::Redirect { code, target } => o.line(format!("return {code} {};", q(target))),
+            // A named location has no captures of its own: its path's regex, matched
+            // again, gives those of the redirect's target.
+            Action::Redirect { code, target } => match &l.path {
+                PathMatch::Regex { pattern, caseless } if named => {
+                    let op = if *caseless { "~*" } else { "~" };
+                    o.open(format!("if ($uri {op} {})", q(&format!("^{pattern}"))));
+                    o.line(format!("return {code} {};", q(target)));
+                    o.close();
+                    o.line("return 404;");
+                }
+                _ => o.line(format!("return {code} {};", q(target))),
+            },
             Action::Status(code) => o.line(format!("return {code};")),
             Action::Proxy(p) => {
                 let target = target.unwrap_or_default();
@@ -344,7 +355,7 @@ impl Renderer<'_> {
         if let Action::Proxy(p) = &l.action {
             for (i, jump) in p.jumps.iter().enumerate() {
                 self.n += 1;
-                self.location_at(jump, format!("location {}", jump_name(n, i)));
+                self.location_at(jump, format!("location {}", jump_name(n, i)), true);
             }
         }
     }

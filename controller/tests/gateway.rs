@@ -309,8 +309,7 @@ async fn matches_within_a_route_take_precedence_body() {
         ]}),
     )
     .await;
-    // Matches of one path with different filters, and a redirect under a header match
-    // (which vireo does not serve).
+    // Matches of one path with different filters, redirects under header matches.
     http_route(
         &client,
         ns,
@@ -323,9 +322,32 @@ async fn matches_within_a_route_take_precedence_body() {
              "filters": add("RequestHeaderModifier", "X-V3"), "backendRefs": [{"name": "v3", "port": 80}]},
             {"matches": [{"path": prefix("/a"), "headers": [h("x-r", "1")]}],
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "elsewhere.example"}}]},
+            {"matches": [{"path": prefix("/a"), "headers": [h("x-p", "1")]}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"path":
+                {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/z"}}}]},
         ]}),
     )
     .await;
+    // A route sharing a host with an Ingress.
+    http_route(
+        &client,
+        ns,
+        "shared",
+        json!({"parentRefs": [{"name": "gw"}], "hostnames": ["shared.example"], "rules": [
+            rule(json!([{"path": {"type": "Exact", "value": "/x"}}]), "v2"),
+            rule(json!([{"path": {"type": "Exact", "value": "/y"}}]), "v3"),
+        ]}),
+    )
+    .await;
+    let ingress: k8s_openapi::api::networking::v1::Ingress = object(json!({
+        "metadata": {"name": "shared"},
+        "spec": {"ingressClassName": "vireo", "rules": [{"host": "shared.example", "http": {
+            "paths": [{"path": "/x", "pathType": "Exact",
+                "backend": {"service": {"name": "v1", "port": {"number": 80}}}}]}}]}}));
+    kube::Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(client.clone(), ns)
+        .create(&Default::default(), &ingress)
+        .await
+        .unwrap();
     let edge = Edge::start(server, ns, &[]);
     expect(
         &edge,
@@ -334,8 +356,12 @@ async fn matches_within_a_route_take_precedence_body() {
             with("filters.example", "/a", &["x-v: 2"], "v2"),
             with("filters.example", "/a/b", &["x-v: 3"], "v3"),
             get("filters.example", "/a/b", "v1"),
-            // The redirect under a header match is not served.
-            with("filters.example", "/a", &["x-r: 1"], "v1"),
+            // Redirects under header matches.
+            with("filters.example", "/a/b", &["x-r: 1"], "302"),
+            with("filters.example", "/a/b", &["x-p: 1"], "302"),
+            // A path an Ingress serves stays the Ingress's.
+            get("shared.example", "/x", "v1"),
+            get("shared.example", "/y", "v3"),
             // A path's requests its matches do not take go on to the shorter paths', with
             // their filters.
             get("fallback.example", "/api/x", "v1"),
@@ -442,15 +468,33 @@ async fn matches_within_a_route_take_precedence_body() {
     assert!(v2(&["x-v: 2"]));
     assert!(!v2(&[]));
     assert!(!v2(&["x-v: 3"]));
+    let (_, head, _) =
+        request(edge.http, "GET", "filters.example", "/a/b?q=1", &["x-r: 1"]).unwrap_or_default();
+    assert!(
+        head.contains("Location: http://elsewhere.example/a/b?q=1"),
+        "{head}"
+    );
+    let (_, head, _) = request(
+        edge.http,
+        "GET",
+        "filters.example",
+        "/a/b/c?q=1",
+        &["x-p: 1"],
+    )
+    .unwrap_or_default();
+    assert!(
+        head.contains("Location: http://filters.example/z/b/c?q=1"),
+        "{head}"
+    );
+    wait_condition(&client, ns, "filters", "Accepted", "Accepted").await;
     wait_condition(
         &client,
         ns,
-        "filters",
+        "shared",
         "PartiallyInvalid",
         "UnsupportedValue",
     )
     .await;
-    wait_condition(&client, ns, "filters", "Accepted", "Accepted").await;
     wait_condition(&client, ns, "query", "Accepted", "Accepted").await;
 }
 

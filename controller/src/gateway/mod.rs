@@ -3,13 +3,15 @@
 //!
 //! Gateways of a class whose `controllerName` is ours give listeners (HTTP, HTTPS with a TLS
 //! Secret); routes attach to them by `parentRefs` where the listener allows the route's
-//! namespace and kind and their hostnames intersect. Each (hostname, path) is one location:
-//! the route matches at that path become the rules of its [`Select`], in the Gateway API's
-//! precedence (method, then most headers, then most query parameters, then the oldest
-//! route, then rule order), and requests matching none fall back to the location of the
-//! next shorter prefix, as they would under the Gateway API. What one location cannot hold
-//! (matches of the same path with different filters, a redirect under a header match) is
-//! refused with a condition saying so, never served differently. Status conditions for
+//! namespace and kind and their hostnames intersect, and a hostname's server also holds the
+//! matches of the wildcard names covering it. Each (hostname, path) is one location: the
+//! route matches at that path become the rules of its [`Select`], in the Gateway API's
+//! precedence (method, then most headers, then most query parameters, then the more
+//! specific hostname, then the oldest route, then rule order). The location holds the
+//! filters of the match taking precedence; a match with other filters is a jump to a named
+//! location holding its own, and requests matching none go on to the location of the next
+//! shorter prefix, as they would under the Gateway API. What the configuration cannot hold
+//! is refused with a condition saying so, never served differently. Status conditions for
 //! every Gateway and route come out with the model.
 
 pub mod cluster;
@@ -358,11 +360,11 @@ pub fn translate(
         }
     }
 
-    // Matches left out where their path's location cannot hold them.
+    // Matches left out (a path an Ingress serves).
     let mut dropped = Vec::new();
     for (host, paths) in with_covering(hosts) {
         let (tls, plain) = https_hosts.get(&host).cloned().unwrap_or_default();
-        let locations = locations(paths, &mut dropped);
+        let locations = locations(paths);
         merge(t, &host, tls, plain, locations, &mut dropped);
     }
     partially_invalid(&mut statuses, &dropped);
@@ -1117,11 +1119,10 @@ fn filter_problems(filters: &[Filter], backends: &[BackendRef], grpc: bool) -> V
         }
         if let Some(r) = &f.request_redirect
             && let Some(c) = r.status_code
-            && c != 301
-            && c != 302
+            && !matches!(c, 301 | 302 | 303 | 307 | 308)
         {
             bad.push(format!(
-                "redirect status {c} is not supported (301 and 302 are)"
+                "redirect status {c} is not supported (301, 302, 303, 307 and 308 are)"
             ));
         }
     }
@@ -1310,10 +1311,7 @@ fn path_rewrite(p: &PathModifier, prefix: &Option<(String, bool)>) -> Result<Rew
 /// The locations of one hostname from its entries: one per path, the entries of a path in
 /// precedence order as its Select's rules; requests matching none go where the next
 /// shorter prefix sends them, or get 404.
-fn locations(
-    paths: BTreeMap<PathMatch, Vec<Entry>>,
-    problems: &mut Vec<Problem>,
-) -> Vec<(Location, ObjectRef)> {
+fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>) -> Vec<(Location, ObjectRef)> {
     let mut built: BTreeMap<PathMatch, (Location, bool)> = BTreeMap::new();
     let mut owners: BTreeMap<PathMatch, ObjectRef> = BTreeMap::new();
     for (pm, mut entries) in paths {
@@ -1329,35 +1327,30 @@ fn locations(
                 // A match without conditions takes every request: those after it none.
                 break;
             }
-            if !matches!(e.template.action, Action::Proxy(_)) && !e.conds.is_empty() {
-                problems.push(problem(
-                    &e.owner,
-                    "UnsupportedValue",
-                    format!(
-                        "a RequestRedirect under a header, query or method match (path {}) is not \
-                         supported, so this match is not served",
-                        pm.text()
-                    ),
-                ));
-                continue;
+            if templates.is_empty()
+                && !e.conds.is_empty()
+                && !matches!(e.template.action, Action::Proxy(_))
+            {
+                // A redirect under a match: the location only chooses (a proxy without
+                // filters), the redirect is a jump.
+                owners.insert(pm.clone(), e.owner.clone());
+                let dispatch = Location {
+                    path: pm.clone(),
+                    policy: Policy {
+                        access_log: true,
+                        ..Policy::default()
+                    },
+                    action: Action::Proxy(Box::new(Proxy::to(Protocol::Http, ""))),
+                    origin: Origin::default(),
+                };
+                let select = Select {
+                    rules: Vec::new(),
+                    default: Group::status(404),
+                };
+                templates.push((dispatch, select));
             }
             let j = match templates.iter().position(|(t, _)| *t == e.template) {
                 Some(j) => j,
-                None if !templates.is_empty() && e.template.path != pm => {
-                    // A redirect replacing the prefix takes the rest of the path from its
-                    // own regex location's capture, which a jump lacks.
-                    problems.push(problem(
-                        &e.owner,
-                        "UnsupportedValue",
-                        format!(
-                            "path {} is matched with a RequestRedirect replacing its prefix and, \
-                             taking precedence, with other filters; vireo redirects replacing a \
-                             prefix only as the path's own location, so this match is not served",
-                            pm.text()
-                        ),
-                    ));
-                    continue;
-                }
                 None => {
                     if templates.is_empty() {
                         owners.insert(pm.clone(), e.owner.clone());
@@ -1432,22 +1425,6 @@ fn locations(
             .max_by_key(|c| c.text().len());
         let Some(f) = fallback else { continue };
         let (fl, _) = built[f].clone();
-        if fl.path != *f {
-            // A redirect replacing the prefix takes the rest of the path from its own
-            // regex location's capture, which a request of another location lacks.
-            problems.push(problem(
-                &owners[k],
-                "UnsupportedValue",
-                format!(
-                    "requests at path {} that none of its matches take get 404: the shorter \
-                     path {} redirects replacing its prefix, which vireo does only for requests \
-                     of that path",
-                    k.text(),
-                    f.text()
-                ),
-            ));
-            continue;
-        }
         let (l, _) = built.get_mut(k).expect("a key");
         let Action::Proxy(p) = &mut l.action else {
             continue;

@@ -422,11 +422,16 @@ fn different_filters_at_one_path() {
     vireo_accepts(&t.model);
 }
 
-/// A RequestRedirect under a header match is not served, and the route's
-/// `PartiallyInvalid` condition says so; its other matches are.
+/// A RequestRedirect under a header match is a jump of a location that only chooses; one
+/// replacing a prefix under a header match is not served (its rest of the path comes from
+/// a regex location's capture), and the route's `PartiallyInvalid` condition says so.
 #[test]
-fn a_redirect_under_a_match_is_partially_invalid() {
-    let (t, _, statuses) = with_routes(
+fn redirects_under_matches() {
+    let redirect = |path: &str, header: &str, to: Value| {
+        json!({"matches": [{"path": {"value": path}, "headers": [{"name": header, "value": "1"}]}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": to}]})
+    };
+    let (t, text, statuses) = with_routes(
         http_listener(),
         vec![route(
             "r",
@@ -434,23 +439,41 @@ fn a_redirect_under_a_match_is_partially_invalid() {
             json!([]),
             json!([
                 {"matches": [{"path": {"value": "/a"}}], "backendRefs": [backend("web")]},
-                {"matches": [{"path": {"value": "/a"}, "headers": [{"name": "h", "value": "1"}]}],
-                 "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "x.example"}}]},
+                redirect("/a", "h", json!({"hostname": "x.example", "statusCode": 308})),
+                redirect("/b", "h", json!({"hostname": "y.example"})),
+                redirect("/a", "p", json!({"path": {"type": "ReplacePrefixMatch",
+                    "replacePrefixMatch": "/z"}})),
             ]),
         )],
     );
-    let (status, reason, message) = route_condition(&statuses, "r", "PartiallyInvalid");
+    let s = server(&t, "");
+    let a = proxy(location(s, &PathMatch::Prefix("/a/".into())));
+    assert_eq!(a.select.rules[0].1, Group::jump(0));
+    assert_eq!(a.select.default, Group::one("default-web-80"));
     assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("True", "UnsupportedValue")
+        a.jumps[0].action,
+        Action::Redirect {
+            code: 308,
+            target: "$scheme://x.example$request_uri".into()
+        }
+    );
+    // /b: only the redirect, under its match; other requests 404.
+    let b = proxy(location(s, &PathMatch::Prefix("/b/".into())));
+    assert_eq!(b.select.rules[0].1, Group::jump(0));
+    assert_eq!(b.select.default, Group::status(404));
+    assert_has(&text, "return 308 \"$scheme://x.example$request_uri\";");
+    assert_eq!(a.jumps[1].path.text(), "/a(/.*)$");
+    assert_has(
+        &text,
+        "if ($uri ~ \"^/a(/.*)$\") {\n                return 302 \"$scheme://$host/z$1$is_args$args\";",
     );
     assert!(
-        message.contains("RequestRedirect under a header"),
-        "{message}"
+        statuses
+            .iter()
+            .all(|s| !s.status.to_string().contains("PartiallyInvalid")),
+        "{statuses:#?}"
     );
-    assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
-    let p = proxy(location(server(&t, ""), &PathMatch::Prefix("/a/".into())));
-    assert_eq!(p.select, Select::one("default-web-80"));
+    vireo_accepts(&t.model);
 }
 
 #[test]
