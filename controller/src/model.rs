@@ -158,6 +158,9 @@ pub struct Proxy {
     pub error_backend: Option<String>,
     /// A copy of each request sent to another URL.
     pub mirror: Option<Mirror>,
+    /// Locations that answer the requests [`Select`] sends to [`Group::jump`] (a match
+    /// with other filters, a shorter path's handling), the URI unchanged.
+    pub jumps: Vec<Location>,
     /// TLS to an `https`/`grpcs` upstream.
     pub upstream_tls: Option<UpstreamTls>,
 }
@@ -203,6 +206,7 @@ impl Proxy {
             intercept_errors: Vec::new(),
             error_backend: None,
             mirror: None,
+            jumps: Vec::new(),
             upstream_tls: None,
         }
     }
@@ -216,12 +220,23 @@ pub struct Mirror {
     pub host: Option<String>,
 }
 
-/// Upstream timeouts, in seconds.
+/// Upstream timeouts, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Timeouts {
-    pub connect: Option<u32>,
-    pub send: Option<u32>,
-    pub read: Option<u32>,
+    pub connect: Option<u64>,
+    pub send: Option<u64>,
+    pub read: Option<u64>,
+}
+
+impl Timeouts {
+    /// The same limit on each wait: connecting, each send, each read.
+    pub fn each(ms: u64) -> Timeouts {
+        Timeouts {
+            connect: Some(ms),
+            send: Some(ms),
+            read: Some(ms),
+        }
+    }
 }
 
 /// A path rewrite before the request is passed on.
@@ -261,6 +276,18 @@ impl Group {
     pub fn status(code: u16) -> Group {
         Group::one(&status_member(code))
     }
+    /// The member that hands requests to [`Proxy::jumps`]`[i]`.
+    pub fn jump(i: usize) -> Group {
+        Group::one(&jump_member(i))
+    }
+}
+
+/// How [`Group::jump`] members are named: this and the index.
+pub const JUMP_MEMBER: &str = "jump:";
+
+/// The [`Group`] member handing requests to jump `i`.
+pub fn jump_member(i: usize) -> String {
+    format!("{JUMP_MEMBER}{i}")
 }
 
 /// The [`Group`] member answering with `code`.

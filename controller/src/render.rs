@@ -169,14 +169,9 @@ fn cookie_header(c: &CookieAffinity, var: &str) -> String {
     s
 }
 
-/// The nginx variable holding a condition's input.
-fn input_var(i: &Input) -> String {
-    match i {
-        Input::Header(h) => format!("$http_{}", h.to_ascii_lowercase().replace('-', "_")),
-        Input::Cookie(c) => format!("$cookie_{c}"),
-        Input::Query(a) => format!("$arg_{a}"),
-        Input::Method => "$request_method".to_string(),
-    }
+/// The nginx variable holding a request header's value.
+fn header_var(h: &str) -> String {
+    format!("$http_{}", h.to_ascii_lowercase().replace('-', "_"))
 }
 
 /// The passing directive of a protocol.
@@ -299,20 +294,30 @@ impl Renderer<'_> {
         for snippet in &s.snippets {
             raw(&mut self.servers, snippet);
         }
-        if s.locations.is_empty() {
+        for l in &s.locations {
+            self.n += 1;
+            self.location(l);
+        }
+        // Paths no location takes are not found (never files of the prefix's html/).
+        if !s
+            .locations
+            .iter()
+            .any(|l| l.path == PathMatch::Prefix("/".into()))
+        {
             let o = &mut self.servers;
             o.open("location /");
             o.line("return 404;");
             o.close();
         }
-        for l in &s.locations {
-            self.n += 1;
-            self.location(l);
-        }
         self.servers.close();
     }
 
     fn location(&mut self, l: &Location) {
+        self.location_at(l, location_head(&l.path), false);
+    }
+
+    /// A location under `head` (its own, or a `named` one), its helper locations after it.
+    fn location_at(&mut self, l: &Location, head: String, named: bool) {
         let n = self.n;
         let target = match &l.action {
             Action::Proxy(p) => Some(self.select(&p.select, n)),
@@ -323,12 +328,22 @@ impl Renderer<'_> {
             text: String::new(),
             depth: self.servers.depth,
         };
-        let head = location_head(&l.path);
         self.servers.open(head);
         self.policy(&l.policy, &mut extra);
         let o = &mut self.servers;
         match &l.action {
-            Action::Redirect { code, target } => o.line(format!("return {code} {};", q(target))),
+            // A named location has no captures of its own: its path's regex, matched
+            // again, gives those of the redirect's target.
+            Action::Redirect { code, target } => match &l.path {
+                PathMatch::Regex { pattern, caseless } if named => {
+                    let op = if *caseless { "~*" } else { "~" };
+                    o.open(format!("if ($uri {op} {})", q(&format!("^{pattern}"))));
+                    o.line(format!("return {code} {};", q(target)));
+                    o.close();
+                    o.line("return 404;");
+                }
+                _ => o.line(format!("return {code} {};", q(target))),
+            },
             Action::Status(code) => o.line(format!("return {code};")),
             Action::Proxy(p) => {
                 let target = target.unwrap_or_default();
@@ -337,6 +352,12 @@ impl Renderer<'_> {
         }
         self.servers.close();
         self.servers.text.push_str(&extra.text);
+        if let Action::Proxy(p) = &l.action {
+            for (i, jump) in p.jumps.iter().enumerate() {
+                self.n += 1;
+                self.location_at(jump, format!("location {}", jump_name(n, i)), true);
+            }
+        }
     }
 
     /// Writes an http-level block `KIND VAR { BODY }` (a map or split_clients), or returns
@@ -375,8 +396,9 @@ impl Renderer<'_> {
                     Test::Regex(r) => format!("~{r}"),
                 };
                 let body = [format!("{} 1;", q(&pattern)), "default 0;".to_string()];
+                let input = self.input(&c.input);
                 let var = self.declare(
-                    &format!("map {}", input_var(&c.input)),
+                    &format!("map {input}"),
                     format!("$vireo_c{n}_{}", flags.len()),
                     &body,
                 );
@@ -398,6 +420,24 @@ impl Renderer<'_> {
             format!("$vireo_pass{n}"),
             &body,
         )
+    }
+
+    /// The variable holding a condition's input. A query parameter's is the value of its
+    /// first `NAME=` pair, the name compared with case (`$arg_NAME` compares it without).
+    fn input(&mut self, i: &Input) -> String {
+        let name = match i {
+            Input::Header(h) => return header_var(h),
+            Input::Cookie(c) => return format!("$cookie_{c}"),
+            Input::Method => return "$request_method".to_string(),
+            Input::Query(name) => name,
+        };
+        let pattern = format!("~(?:^|&){}=(?<vireo_arg>[^&]*)", regex_escape(name));
+        let body = [
+            format!("{} $vireo_arg;", q(&pattern)),
+            "default \"\";".to_string(),
+        ];
+        let var = format!("$vireo_query{}", self.declared.len());
+        self.declare("map $args", var, &body)
     }
 
     /// An upstream name, or the variable of a weighted split between several.
@@ -629,7 +669,7 @@ impl Renderer<'_> {
         // Appended headers: a map of the client's header to the joined value.
         let mut appended = Vec::new();
         for (i, (h, v)) in p.append_headers.iter().enumerate() {
-            let client = input_var(&Input::Header(h.clone()));
+            let client = header_var(h);
             let body = [
                 format!("\"\" {};", q(v)),
                 format!("default {};", q(&format!("{client},{v}"))),
@@ -726,8 +766,10 @@ impl Renderer<'_> {
             ("send", p.timeouts.send),
             ("read", p.timeouts.read),
         ] {
-            if let Some(t) = t {
-                o.line(format!("{d}_{what}_timeout {t}s;"));
+            match t {
+                Some(ms) if ms % 1000 == 0 => o.line(format!("{d}_{what}_timeout {}s;", ms / 1000)),
+                Some(ms) => o.line(format!("{d}_{what}_timeout {ms}ms;")),
+                None => {}
             }
         }
         if d == "proxy" {
@@ -834,6 +876,21 @@ impl Renderer<'_> {
                 extra.close();
             }
         }
+        if !p.jumps.is_empty() {
+            // On to a jump's named location (written after this one), through an error
+            // page of a status nothing else answers with; that location may jump on.
+            let body: Vec<String> = (0..p.jumps.len())
+                .map(|i| format!("{} {};", q(&jump_member(i)), q(&jump_name(n, i))))
+                .collect();
+            let var = self.declare(&format!("map {target}"), format!("$vireo_jump{n}"), &body);
+            let o = &mut self.servers;
+            o.line(format!("error_page {JUMP_STATUS} = {var};"));
+            o.line("recursive_error_pages on;");
+            o.open(format!("if ({target} ~ {})", q(&format!("^{JUMP_MEMBER}"))));
+            o.line(format!("return {JUMP_STATUS};"));
+            o.close();
+        }
+        let o = &mut self.servers;
         // Members answering with a status: the whole location, or an `if` on the chosen one.
         if let Some(code) = member_status(target) {
             o.line(format!("return {code};"));
@@ -853,6 +910,14 @@ impl Renderer<'_> {
     fn balance_of(&self, upstream: &str) -> Option<&Balance> {
         self.model.upstreams.get(upstream).map(|u| &u.balance)
     }
+}
+
+/// The status a location returns to hand a request to a jump's named location.
+const JUMP_STATUS: u16 = 418;
+
+/// The named location of jump `i` of location `n`.
+fn jump_name(n: usize, i: usize) -> String {
+    format!("@vireo_jump_{n}_{i}")
 }
 
 /// The absolute path of a file of the configuration directory.

@@ -1,12 +1,7 @@
-//! vireo-controller end to end: objects applied through a real API server
-//! (common::apiserver), the controller binary writing the configuration of a
-//! real vireo (target/PROFILE/vireo) it reloads, requests through that vireo
-//! to backends (another vireo, answering who it is).
-//!
-//! The API server refuses loopback addresses in EndpointSlices, so each test
-//! runs in a network namespace of its own (`unshare --net`, as root) whose
-//! only interface is its loopback, given the address `BACKEND_IP` besides
-//! 127.0.0.1: the backends listen there, and nothing leaves the namespace.
+//! vireo-controller end to end with Ingresses (and the first Gateway API cases): objects
+//! applied through a real API server (common::apiserver), the controller binary writing
+//! the configuration of a real vireo it reloads, requests through that vireo to backends
+//! (common::edge).
 
 mod common;
 
@@ -16,320 +11,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::apiserver::ApiServer;
+use common::edge::*;
 use common::process::{Daemon, TempDir, free_port};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-
-/// The backends' address, on the namespace's loopback interface (RFC 2544's benchmarking
-/// range, routed nowhere).
-const BACKEND_IP: &str = "198.18.0.1";
-
-/// Set in the re-executed test that runs inside the namespace.
-const INSIDE: &str = "VIREO_CONTROLLER_TEST_NETNS";
-
-/// Runs the test `name` in a network namespace of its own: re-executes this test binary
-/// for that test alone under `unshare --net`, with the loopback up and holding
-/// `BACKEND_IP`, and checks that it passed. Inside, runs `body`.
-fn isolated<F: std::future::Future<Output = ()>>(name: &str, body: impl FnOnce() -> F) {
-    if std::env::var_os(INSIDE).is_some() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        return rt.block_on(body());
-    }
-    let setup =
-        format!("ip link set lo up && ip addr add {BACKEND_IP}/32 dev lo && exec \"$0\" \"$@\"");
-    let out = Command::new("unshare")
-        .args(["--net", "--", "sh", "-c", &setup])
-        .arg(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(INSIDE, "1")
-        .output()
-        .expect("unshare runs (util-linux; root)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprint!("{text}");
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "{name} in its network namespace:\n{text}"
-    );
-}
-
-/// The binaries of the workspace's build: target/PROFILE/{vireo,vireo-controller}.
-fn bin(name: &str) -> PathBuf {
-    let controller = PathBuf::from(env!("CARGO_BIN_EXE_vireo-controller"));
-    let path = controller.with_file_name(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the workspace (cargo build --workspace)",
-        path.display()
-    );
-    path
-}
-
-fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).unwrap()
-}
-
-/// Polls `f` every 50 ms for up to `secs` seconds.
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Backends on BACKEND_IP, each a server of one vireo answering `NAME URI` (and the
-/// X-User header it got) with the fields `X-Backend: NAME` and `X-Internal: 1`; `auth` answers 200 with `X-User: alice` to `X-Token: good`, else
-/// 401.
-struct Backends {
-    ports: BTreeMap<&'static str, u16>,
-    _vireo: Daemon,
-    _dir: TempDir,
-}
-
-impl Backends {
-    fn start(names: &[&'static str]) -> Backends {
-        let dir = TempDir::new("backends");
-        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
-        let mut ports = BTreeMap::new();
-        let mut servers = String::new();
-        for name in names {
-            let port = free_port();
-            ports.insert(*name, port);
-            let body = if *name == "auth" {
-                "if ($http_x_token = good) { add_header X-User alice; return 200; } return 401;"
-                    .to_string()
-            } else {
-                format!(
-                    "add_header X-Backend {name}; add_header X-Internal 1; \
-                     return 200 \"{name} $request_uri user=$http_x_user\\n\";"
-                )
-            };
-            servers.push_str(&format!(
-                "server {{ listen {BACKEND_IP}:{port}; location / {{ {body} }} }}\n"
-            ));
-        }
-        let conf = dir.write(
-            "vireo.conf",
-            format!("events {{}}\nhttp {{\naccess_log off;\n{servers}}}\n"),
-        );
-        let child = Command::new(bin("vireo"))
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let b = Backends {
-            ports,
-            _vireo: Daemon(child),
-            _dir: dir,
-        };
-        for port in b.ports.values() {
-            assert!(eventually(10, || std::net::TcpStream::connect((
-                BACKEND_IP, *port
-            ))
-            .is_ok()));
-        }
-        b
-    }
-    fn port(&self, name: &str) -> u16 {
-        self.ports[name]
-    }
-}
-
-/// A controller serving one namespace and the vireo it drives.
-struct Edge {
-    http: u16,
-    https: u16,
-    dir: TempDir,
-    vireo: Option<Daemon>,
-    _controller: Daemon,
-}
-
-impl Edge {
-    fn start(server: &ApiServer, namespace: &str, extra: &[&str]) -> Edge {
-        let dir = TempDir::new("edge");
-        let (http, https) = (free_port(), free_port());
-        let conf_dir = dir.path().join("conf");
-        let controller = Command::new(bin("vireo-controller"))
-            .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .args([
-                "--ingress-class",
-                "vireo",
-                "--namespace",
-                namespace,
-                "--publish-address",
-                "127.0.0.1",
-            ])
-            .arg("--conf-dir")
-            .arg(&conf_dir)
-            .arg("--vireo-pid-file")
-            .arg(dir.path().join("vireo.pid"))
-            .arg("--vireo-bin")
-            .arg(bin("vireo"))
-            .args([
-                "--http-listen",
-                &format!("127.0.0.1:{http}"),
-                "--https-listen",
-                &format!("127.0.0.1:{https}"),
-            ])
-            .args(["--debounce-ms", "50"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("controller.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut edge = Edge {
-            http,
-            https,
-            dir,
-            vireo: None,
-            _controller: Daemon(controller),
-        };
-        let conf = conf_dir.join("vireo.conf");
-        assert!(
-            eventually(30, || conf.exists()),
-            "no configuration written: {}",
-            edge.log()
-        );
-        let vireo = Command::new(bin("vireo"))
-            .arg("-p")
-            .arg(&conf_dir)
-            .arg("-c")
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(edge.dir.path().join("vireo.log")).unwrap())
-            .spawn()
-            .unwrap();
-        edge.vireo = Some(Daemon(vireo));
-        assert!(
-            eventually(10, || std::net::TcpStream::connect(("127.0.0.1", http))
-                .is_ok()),
-            "vireo did not start: {}",
-            edge.dir.read("vireo.log")
-        );
-        edge
-    }
-
-    fn log(&self) -> String {
-        format!(
-            "controller:\n{}\nvireo:\n{}",
-            self.dir.read("controller.log"),
-            self.dir.read("vireo.log")
-        )
-    }
-
-    fn vireo_pid(&self) -> u32 {
-        self.vireo.as_ref().unwrap().0.id()
-    }
-
-    /// A request through vireo: (status, head, body).
-    fn get(&self, url: &str, args: &[&str]) -> (u16, String, String) {
-        let (host, port) = match url.split_once("://") {
-            Some(("https", rest)) => (rest.split('/').next().unwrap(), self.https),
-            Some((_, rest)) => (rest.split('/').next().unwrap(), self.http),
-            None => panic!("{url}"),
-        };
-        let url = url.replacen(host, &format!("{host}:{port}"), 1);
-        let out = Command::new("curl")
-            .args([
-                "-sS",
-                "-k",
-                "-i",
-                "--max-time",
-                "10",
-                "--resolve",
-                &format!("{host}:{port}:127.0.0.1"),
-            ])
-            .args(args)
-            .arg(&url)
-            .output()
-            .expect("curl runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, head.to_string(), body.to_string())
-    }
-
-    /// Waits until `url` answers with a body starting `prefix`; the last answer otherwise.
-    fn until(&self, url: &str, args: &[&str], status: u16, prefix: &str) {
-        let mut last = (0, String::new(), String::new());
-        let ok = eventually(20, || {
-            last = self.get(url, args);
-            last.0 == status && last.2.starts_with(prefix)
-        });
-        assert!(
-            ok,
-            "{url} {args:?}: wanted {status} {prefix:?}, got {last:?}\n{}",
-            self.log()
-        );
-    }
-}
-
-async fn namespace(client: &Client, name: &str) {
-    let ns: Namespace = object(json!({"metadata": {"name": name}}));
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    // The class is cluster-wide, shared by the tests.
-    let class: IngressClass = object(
-        json!({"metadata": {"name": "vireo"}, "spec": {"controller": "vireo.dev/ingress-controller"}}),
-    );
-    let _ = Api::<IngressClass>::all(client.clone())
-        .create(&PostParams::default(), &class)
-        .await;
-}
-
-/// A Service `name` (port 80, named http) whose EndpointSlice holds BACKEND_IP:`port`.
-async fn service(client: &Client, ns: &str, name: &str, port: u16) {
-    let svc: Service = object(
-        json!({"metadata": {"name": name}, "spec": {"ports": [{"name": "http", "port": 80}]}}),
-    );
-    Api::<Service>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap();
-    Api::<EndpointSlice>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &slice(name, port))
-        .await
-        .unwrap();
-}
-
-fn slice(svc: &str, port: u16) -> EndpointSlice {
-    object(json!({
-        "metadata": {"name": svc, "labels": {"kubernetes.io/service-name": svc}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [BACKEND_IP], "conditions": {"ready": true}}],
-        "ports": [{"name": "http", "port": port, "protocol": "TCP"}]
-    }))
-}
 
 /// An Ingress of class vireo: host → path (Prefix) → service:80.
 fn ingress(name: &str, annotations: &[(&str, &str)], rules: &[(&str, &str, &str)]) -> Ingress {
@@ -796,26 +487,6 @@ async fn annotations_take_effect_body() {
     );
 }
 
-/// One HTTP/1.1 request on a new connection to vireo's plain port: (status, body).
-fn fetch(port: u16, host: &str, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).ok()?;
-    let text = String::from_utf8_lossy(&out);
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    Some((
-        head.split_whitespace().nth(1)?.parse().ok()?,
-        body.to_string(),
-    ))
-}
-
 /// The time from a write to the API server until vireo answers `path` on `host` with a
 /// body starting `want`.
 fn time_to_serve(edge: &Edge, since: Instant, host: &str, path: &str, want: &str) -> Duration {
@@ -990,7 +661,7 @@ async fn a_thousand_ingresses_change_under_load_body() {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let median = ms(times[times.len() / 2]);
     let p99 = ms(times[(times.len() * 99).div_ceil(100) - 1]);
-    let rss = std::fs::read_to_string(format!("/proc/{}/status", edge._controller.0.id()))
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", edge.controller.0.id()))
         .unwrap_or_default()
         .lines()
         .find(|l| l.starts_with("VmHWM:") || l.starts_with("VmRSS:"))
@@ -1000,65 +671,6 @@ async fn a_thousand_ingresses_change_under_load_body() {
         "scale: {n} Ingresses, {} changes under load: change → served median {median:.0} ms, p99 {p99:.0} ms; controller peak RSS {rss} kB; h2load {requests}; {codes}",
         times.len()
     );
-}
-
-/// A Gateway API object (`gateway.networking.k8s.io/v1`) of `kind`, created.
-async fn create_gateway_api(
-    client: &Client,
-    ns: Option<&str>,
-    kind: &str,
-    plural: &str,
-    obj: Value,
-) {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind);
-    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-    let mut obj = obj;
-    obj["apiVersion"] = json!("gateway.networking.k8s.io/v1");
-    obj["kind"] = json!(kind);
-    let obj: DynamicObject = object(obj);
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
-    api.create(&PostParams::default(), &obj).await.unwrap();
-}
-
-/// GatewayClass `class` of our controller, and Gateway `gw` of it in `ns` with `listeners`.
-async fn gateway(client: &Client, ns: &str, class: &str, listeners: Value) {
-    create_gateway_api(
-        client,
-        None,
-        "GatewayClass",
-        "gatewayclasses",
-        json!({"metadata": {"name": class},
-            "spec": {"controllerName": "vireo.dev/gateway-controller"}}),
-    )
-    .await;
-    create_gateway_api(
-        client,
-        Some(ns),
-        "Gateway",
-        "gateways",
-        json!({"metadata": {"name": "gw"},
-            "spec": {"gatewayClassName": class, "listeners": listeners}}),
-    )
-    .await;
-}
-
-/// The status of a Gateway API object.
-async fn gateway_api_status(
-    client: &Client,
-    ns: &str,
-    kind: &str,
-    plural: &str,
-    name: &str,
-) -> Value {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind);
-    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
-    api.get(name).await.unwrap().data["status"].clone()
 }
 
 /// Gateway API: a Gateway of our GatewayClass and an HTTPRoute with a header match, a

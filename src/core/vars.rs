@@ -950,6 +950,11 @@ impl Prefilter {
                 _ => looks.remove(only).is_empty(),
             };
         let exact_case = decisive && !caseless;
+        // Only a decisive prefilter compares with case; the others compare lowercase.
+        let lits: Vec<Box<[u8]>> = match exact_case {
+            true => lits,
+            false => lits.iter().map(|l| l.to_ascii_lowercase().into()).collect(),
+        };
         // The quick byte: the second one for starts (the first is usually
         // '/'), the last one for ends.
         let shortest = lits.iter().map(|l| l.len()).min().unwrap_or(0);
@@ -1564,8 +1569,10 @@ mod tests {
             r"^/a\b",
             r"(?m)\.php$",
             r"\.php$|^/x",
+            r"^POST$",
+            r"^/API$",
         ];
-        let subjects: [&[u8]; 24] = [
+        let subjects: [&[u8]; 26] = [
             b"/2b.txt",
             b"/d/.HTaccess",
             b"/API/x",
@@ -1590,6 +1597,8 @@ mod tests {
             b"/caf\xc3\xa9",
             b"/\xff",
             b"/\xc3\xa9",
+            b"POST",
+            b"/API",
         ];
         for p in pats {
             for caseless in [false, true] {

@@ -3,13 +3,15 @@
 //!
 //! Gateways of a class whose `controllerName` is ours give listeners (HTTP, HTTPS with a TLS
 //! Secret); routes attach to them by `parentRefs` where the listener allows the route's
-//! namespace and kind and their hostnames intersect. Each (hostname, path) is one location:
-//! the route matches at that path become the rules of its [`Select`], in the Gateway API's
-//! precedence (method, then most headers, then most query parameters, then the oldest
-//! route, then rule order), and requests matching none fall back to the location of the
-//! next shorter prefix, as they would under the Gateway API. What one location cannot hold
-//! (matches of the same path with different filters, a redirect under a header match) is
-//! refused with a condition saying so, never served differently. Status conditions for
+//! namespace and kind and their hostnames intersect, and a hostname's server also holds the
+//! matches of the wildcard names covering it. Each (hostname, path) is one location: the
+//! route matches at that path become the rules of its [`Select`], in the Gateway API's
+//! precedence (method, then most headers, then most query parameters, then the more
+//! specific hostname, then the oldest route, then rule order). The location holds the
+//! filters of the match taking precedence; a match with other filters is a jump to a named
+//! location holding its own, and requests matching none go on to the location of the next
+//! shorter prefix, as they would under the Gateway API. What the configuration cannot hold
+//! is refused with a condition saying so, never served differently. Status conditions for
 //! every Gateway and route come out with the model.
 
 pub mod cluster;
@@ -143,13 +145,19 @@ struct Rule {
     matches: Vec<(Vec<PathMatch>, Vec<Condition>)>,
     filters: Vec<Filter>,
     backends: Vec<BackendRef>,
+    /// The limit on each wait for the backend, from `timeouts`.
+    timeouts: Option<Timeouts>,
     /// Fields the rule has that vireo does not serve.
     unsupported: Vec<String>,
 }
 
 /// One match of one rule at one hostname, ready to be a location's rule.
+#[derive(Clone)]
 struct Entry {
-    key: (bool, usize, usize, String, usize),
+    /// Precedence, lowest first: no method match, fewer header matches, fewer query
+    /// parameter matches, a less specific hostname ([`host_rank`]), a younger route, a
+    /// later rule and match.
+    key: (bool, usize, usize, (bool, usize), String, usize),
     conds: Vec<Condition>,
     template: Location,
     group: Group,
@@ -352,11 +360,15 @@ pub fn translate(
         }
     }
 
-    for (host, paths) in hosts {
+    // Matches left out (a path an Ingress serves).
+    let mut dropped = Vec::new();
+    for (host, paths) in with_covering(hosts) {
         let (tls, plain) = https_hosts.get(&host).cloned().unwrap_or_default();
-        let locations = locations(paths, &mut t.problems);
-        merge(t, &host, tls, plain, locations);
+        let locations = locations(paths);
+        merge(t, &host, tls, plain, locations, &mut dropped);
     }
+    partially_invalid(&mut statuses, &dropped);
+    t.problems.extend(dropped);
 
     for g in &gateways {
         let gen_ = g.metadata.generation.unwrap_or_default();
@@ -618,13 +630,51 @@ fn certificate(
     })
 }
 
+/// Does the `*.` wildcard name `wild` take every name `h` takes (a subdomain, or a
+/// narrower wildcard)? `""` (any name) covers every other.
+fn covers(wild: &str, h: &str) -> bool {
+    (wild.is_empty() && !h.is_empty())
+        || wild
+            .strip_prefix('*')
+            .is_some_and(|suffix| h.len() > suffix.len() && h.ends_with(suffix))
+}
+
+/// How specific a route's hostname is, for [`Entry::key`]: a name without wildcard
+/// first, then the longer.
+fn host_rank(h: &str) -> (bool, usize) {
+    (h.is_empty() || h.starts_with('*'), usize::MAX - h.len())
+}
+
+/// Each hostname's entries together with those of the wildcard names (and of `""`) that
+/// cover it: a request is matched against every route whose hostnames take its Host, as
+/// the Gateway API has it, and nginx gives each request one server, the most specific.
+/// Entries of a more specific hostname win ties.
+fn with_covering(
+    hosts: BTreeMap<String, BTreeMap<PathMatch, Vec<Entry>>>,
+) -> BTreeMap<String, BTreeMap<PathMatch, Vec<Entry>>> {
+    let mut out = BTreeMap::new();
+    for h in hosts.keys() {
+        let mut paths: BTreeMap<PathMatch, Vec<Entry>> = BTreeMap::new();
+        for (k, theirs) in hosts.iter().filter(|(k, _)| *k == h || covers(k, h)) {
+            for (pm, entries) in theirs {
+                paths
+                    .entry(pm.clone())
+                    .or_default()
+                    .extend(entries.iter().map(|e| {
+                        let mut e = e.clone();
+                        e.key.3 = host_rank(k);
+                        e
+                    }));
+            }
+        }
+        out.insert(h.clone(), paths);
+    }
+    out
+}
+
 /// The hostnames a route serves on a listener: the intersection of theirs (a `*.` wildcard
 /// takes any subdomain), `""` for any.
 fn intersect(listener: Option<&str>, route: &[String]) -> Vec<String> {
-    let covers = |wild: &str, h: &str| {
-        wild.strip_prefix('*')
-            .is_some_and(|suffix| h.len() > suffix.len() && h.ends_with(suffix))
-    };
     let Some(l) = listener.filter(|l| !l.is_empty()) else {
         return if route.is_empty() {
             vec![String::new()]
@@ -728,6 +778,50 @@ fn path_matches(type_: &str, value: &str, bad: &mut Vec<String>) -> Vec<PathMatc
     }
 }
 
+/// A GEP-2257 duration (`1h`, `2m30s`, `500ms`: one to four numbers of up to five digits,
+/// each with its unit), in milliseconds.
+fn duration_ms(text: &str) -> Option<u64> {
+    let (mut total, mut parts, mut rest) = (0u64, 0, text);
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = match rest.as_bytes() {
+            [b'm', b's', ..] => (1, 2),
+            [b'h', ..] => (3_600_000, 1),
+            [b'm', ..] => (60_000, 1),
+            [b's', ..] => (1000, 1),
+            _ => return None,
+        };
+        rest = &rest[len..];
+        total += n * unit;
+        parts += 1;
+    }
+    (1..=4).contains(&parts).then_some(total)
+}
+
+/// What a rule's `timeouts` make: each wait for the backend (connecting, each send, each
+/// read) limited to the shorter of `request` and `backendRequest` (`0s`: no limit of
+/// the route's); `None` when neither sets one.
+fn wait_limit(t: &RuleTimeouts, bad: &mut Vec<String>) -> Option<Timeouts> {
+    let mut limit: Option<u64> = None;
+    for (field, value) in [
+        ("request", &t.request),
+        ("backendRequest", &t.backend_request),
+    ] {
+        let Some(text) = value else { continue };
+        match duration_ms(text) {
+            Some(0) => {}
+            Some(ms) => limit = Some(limit.map_or(ms, |l| l.min(ms))),
+            None => bad.push(format!("timeouts.{field}: {text:?} is not a duration")),
+        }
+    }
+    limit.map(Timeouts::each)
+}
+
 fn http_route(r: &HttpRoute) -> Route<'_> {
     let rules = r
         .spec
@@ -771,9 +865,7 @@ fn http_route(r: &HttpRoute) -> Route<'_> {
             if replaces_prefix && !prefix_only {
                 bad.push("ReplacePrefixMatch needs PathPrefix matches".into());
             }
-            if rule.timeouts.is_some() {
-                bad.push("rule timeouts are not supported".into());
-            }
+            let timeouts = rule.timeouts.as_ref().and_then(|t| wait_limit(t, &mut bad));
             if rule.session_persistence.is_some() {
                 bad.push("sessionPersistence is not supported".into());
             }
@@ -781,6 +873,7 @@ fn http_route(r: &HttpRoute) -> Route<'_> {
                 matches,
                 filters: rule.filters.clone(),
                 backends: rule.backend_refs.clone(),
+                timeouts,
                 unsupported: bad,
             }
         })
@@ -843,6 +936,7 @@ fn grpc_route(r: &GrpcRoute) -> Route<'_> {
                 matches,
                 filters: rule.filters.clone(),
                 backends: rule.backend_refs.clone(),
+                timeouts: None,
                 unsupported: bad,
             }
         })
@@ -965,6 +1059,8 @@ fn add_entries(
                         !method,
                         usize::MAX - headers,
                         usize::MAX - query,
+                        // Set by `with_covering`.
+                        (false, 0),
                         format!("{age:08}"),
                         ri * 1000 + mi,
                     ),
@@ -1023,11 +1119,10 @@ fn filter_problems(filters: &[Filter], backends: &[BackendRef], grpc: bool) -> V
         }
         if let Some(r) = &f.request_redirect
             && let Some(c) = r.status_code
-            && c != 301
-            && c != 302
+            && !matches!(c, 301 | 302 | 303 | 307 | 308)
         {
             bad.push(format!(
-                "redirect status {c} is not supported (301 and 302 are)"
+                "redirect status {c} is not supported (301, 302, 303, 307 and 308 are)"
             ));
         }
     }
@@ -1073,6 +1168,9 @@ fn action(
         ..Policy::default()
     };
     let mut proxy = Proxy::to(protocol, "");
+    if let Some(t) = rule.timeouts {
+        proxy.timeouts = t;
+    }
     let mut path = pm.clone();
     let mut redirect = None;
     // The prefix replaced by ReplacePrefixMatch: the Exact half of a prefix, or the prefix
@@ -1213,72 +1311,103 @@ fn path_rewrite(p: &PathModifier, prefix: &Option<(String, bool)>) -> Result<Rew
 /// The locations of one hostname from its entries: one per path, the entries of a path in
 /// precedence order as its Select's rules; requests matching none go where the next
 /// shorter prefix sends them, or get 404.
-fn locations(
-    paths: BTreeMap<PathMatch, Vec<Entry>>,
-    problems: &mut Vec<Problem>,
-) -> Vec<(Location, ObjectRef)> {
+fn locations(paths: BTreeMap<PathMatch, Vec<Entry>>) -> Vec<(Location, ObjectRef)> {
     let mut built: BTreeMap<PathMatch, (Location, bool)> = BTreeMap::new();
     let mut owners: BTreeMap<PathMatch, ObjectRef> = BTreeMap::new();
     for (pm, mut entries) in paths {
         entries.sort_by(|a, b| a.key.cmp(&b.key));
-        let mut base: Option<Location> = None;
+        // The filters of the path's matches (each a location template) in precedence
+        // order, each with its own rules and default: the first is the location, the
+        // others its jumps.
+        let mut templates: Vec<(Location, Select)> = Vec::new();
         let mut rules = Vec::new();
         let mut default: Option<Group> = None;
         for e in entries {
             if default.is_some() {
-                continue;
+                // A match without conditions takes every request: those after it none.
+                break;
             }
-            let proxy = matches!(e.template.action, Action::Proxy(_));
-            match &base {
-                Some(b) if *b != e.template => {
-                    problems.push(problem(
-                        &e.owner,
-                        "UnsupportedValue",
-                        format!(
-                            "path {} is matched with different filters than those of the match that \
-                             takes precedence there; vireo cannot choose filters by header, query or \
-                             method, so this match is not served",
-                            pm.text()
-                        ),
-                    ));
-                    continue;
-                }
-                _ if !proxy && !e.conds.is_empty() => {
-                    problems.push(problem(
-                        &e.owner,
-                        "UnsupportedValue",
-                        format!(
-                            "a RequestRedirect under a header, query or method match (path {}) is not \
-                             supported, so this match is not served",
-                            pm.text()
-                        ),
-                    ));
-                    continue;
-                }
+            if templates.is_empty()
+                && !e.conds.is_empty()
+                && !matches!(e.template.action, Action::Proxy(_))
+            {
+                // A redirect under a match: the location only chooses (a proxy without
+                // filters), the redirect is a jump.
+                owners.insert(pm.clone(), e.owner.clone());
+                let dispatch = Location {
+                    path: pm.clone(),
+                    policy: Policy {
+                        access_log: true,
+                        ..Policy::default()
+                    },
+                    action: Action::Proxy(Box::new(Proxy::to(Protocol::Http, ""))),
+                    origin: Origin::default(),
+                };
+                let select = Select {
+                    rules: Vec::new(),
+                    default: Group::status(404),
+                };
+                templates.push((dispatch, select));
+            }
+            let j = match templates.iter().position(|(t, _)| *t == e.template) {
+                Some(j) => j,
                 None => {
-                    base = Some(e.template.clone());
-                    owners.insert(pm.clone(), e.owner.clone());
+                    if templates.is_empty() {
+                        owners.insert(pm.clone(), e.owner.clone());
+                    }
+                    let select = Select {
+                        rules: Vec::new(),
+                        default: Group::status(404),
+                    };
+                    templates.push((e.template.clone(), select));
+                    templates.len() - 1
                 }
-                _ => {}
+            };
+            let group = match j {
+                0 => e.group.clone(),
+                _ => Group::jump(j - 1),
+            };
+            if j > 0 {
+                // The jump chooses among its own matches again: the first of them that
+                // holds is the one that took the request here.
+                let select = &mut templates[j].1;
+                if e.conds.is_empty() {
+                    select.default = e.group;
+                } else {
+                    select.rules.push((e.conds.clone(), e.group));
+                }
             }
             if e.conds.is_empty() {
-                default = Some(e.group);
+                default = Some(group);
             } else {
-                rules.push((e.conds, e.group));
+                rules.push((e.conds, group));
             }
         }
-        let Some(mut loc) = base else { continue };
+        let mut templates = templates.into_iter().map(|(mut l, select)| {
+            if let Action::Proxy(p) = &mut l.action {
+                p.select = select;
+            }
+            l
+        });
+        let Some(mut loc) = templates.next() else {
+            continue;
+        };
         let complete = default.is_some();
         if let Action::Proxy(p) = &mut loc.action {
             p.select = Select {
                 rules,
                 default: default.unwrap_or_else(|| Group::status(404)),
             };
+            p.jumps = templates.collect();
         }
         built.insert(pm, (loc, complete));
     }
-    // Fall back to the longest shorter prefix holding the same filters.
-    let keys: Vec<PathMatch> = built.keys().cloned().collect();
+    // Requests a path's matches do not take go where the longest shorter prefix sends
+    // them: its rules join the path's when their filters are the same, else its location
+    // is a jump. Shorter paths first, so that each fallback is complete (a prefix
+    // before the exact path of the same text).
+    let mut keys: Vec<PathMatch> = built.keys().cloned().collect();
+    keys.sort_by_key(|k| (k.text().len(), matches!(k, PathMatch::Exact(_))));
     for k in &keys {
         if built[k].1 {
             continue;
@@ -1297,19 +1426,69 @@ fn locations(
         let Some(f) = fallback else { continue };
         let (fl, _) = built[f].clone();
         let (l, _) = built.get_mut(k).expect("a key");
-        if let (Action::Proxy(fp), Action::Proxy(p)) = (&fl.action, &mut l.action) {
+        let Action::Proxy(p) = &mut l.action else {
+            continue;
+        };
+        if let Action::Proxy(fp) = &fl.action
+            && p.jumps.is_empty()
+        {
             let mut mine = (**p).clone();
             mine.select = fp.select.clone();
+            mine.jumps = fp.jumps.clone();
             if mine == **fp && fl.policy == l.policy {
                 p.select.rules.extend(fp.select.rules.clone());
                 p.select.default = fp.select.default.clone();
+                p.jumps = fp.jumps.clone();
+                continue;
             }
         }
+        p.jumps.push(fl);
+        p.select.default = Group::jump(p.jumps.len() - 1);
     }
     built
         .into_iter()
         .map(|(pm, (l, _))| (l, owners[&pm].clone()))
         .collect()
+}
+
+/// Each route some of whose matches are not served gets `PartiallyInvalid` (reason
+/// `UnsupportedValue`) on the parents that accept it, saying which and why.
+fn partially_invalid(statuses: &mut [Status], dropped: &[Problem]) {
+    for s in statuses.iter_mut().filter(|s| s.kind.ends_with("Route")) {
+        let mut why: Vec<&str> = dropped
+            .iter()
+            .filter(|p| {
+                (
+                    p.object.kind.as_str(),
+                    p.object.namespace.as_str(),
+                    p.object.name.as_str(),
+                ) == (s.kind, s.namespace.as_str(), s.name.as_str())
+            })
+            .map(|p| p.message.as_str())
+            .collect();
+        if why.is_empty() {
+            continue;
+        }
+        why.sort_unstable();
+        why.dedup();
+        for parent in s.status["parents"].as_array_mut().into_iter().flatten() {
+            let accepted = &parent["conditions"][0];
+            if accepted["status"] != "True" {
+                continue;
+            }
+            let g = accepted["observedGeneration"].as_i64().unwrap_or_default();
+            let c = condition(
+                "PartiallyInvalid",
+                true,
+                "UnsupportedValue",
+                &why.join("; "),
+                g,
+            );
+            if let Some(list) = parent["conditions"].as_array_mut() {
+                list.push(c);
+            }
+        }
+    }
 }
 
 /// Puts a hostname's locations into the model: beside the Ingresses' locations of the same
@@ -1320,6 +1499,7 @@ fn merge(
     tls: Option<Tls>,
     plain: bool,
     locations: Vec<(Location, ObjectRef)>,
+    dropped: &mut Vec<Problem>,
 ) {
     let server = t.model.servers.iter().position(|s| {
         if host.is_empty() {
@@ -1346,7 +1526,7 @@ fn merge(
                 l.path.text(),
                 if host.is_empty() { "*" } else { host }
             );
-            t.problems.push(problem(&owner, "DuplicatePath", msg));
+            dropped.push(problem(&owner, "DuplicatePath", msg));
             continue;
         }
         if tls.is_some() && !plain {

@@ -229,7 +229,11 @@ fn conditions_in_precedence() {
     assert_has(&text, "if ($vireo_pass");
     assert_has(&text, "return 404;");
     assert_has(&text, "map $http_version");
-    assert_has(&text, "map $arg_animal");
+    // The first `animal=` pair's value, the name compared with case.
+    assert_has(
+        &text,
+        "map $args $vireo_query4 {\n        \"~(?:^|&)animal=(?<vireo_arg>[^&]*)\" $vireo_arg;",
+    );
 }
 
 /// A path whose matches all have conditions falls back to the next shorter prefix.
@@ -251,6 +255,42 @@ fn falls_back_to_shorter_prefix() {
     let p = proxy(location(server(&t, ""), &PathMatch::Prefix("/v2/".into())));
     assert_eq!(p.select.rules.len(), 1);
     assert_eq!(p.select.default, Group::one("default-web-80"));
+}
+
+/// Of a path whose filters differ from the shorter prefix's, the requests its matches do
+/// not take go to that prefix's location, named, the URI unchanged; and from there on.
+#[test]
+fn falls_back_to_a_prefix_of_other_filters() {
+    let added = |name: &str| {
+        json!([{"type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"add": [{"name": name, "value": "1"}]}}])
+    };
+    let (t, text, _) = with_routes(
+        http_listener(),
+        vec![route(
+            "r",
+            0,
+            json!([]),
+            json!([
+                {"backendRefs": [backend("web")]},
+                {"matches": [{"path": {"value": "/v2"}, "headers": [{"name": "x", "value": "y"}]}],
+                 "filters": added("X-V2"), "backendRefs": [backend("canary")]},
+                {"matches": [{"path": {"value": "/v2/deep"}, "headers": [{"name": "z", "value": "y"}]}],
+                 "filters": added("X-Deep"), "backendRefs": [backend("web")]},
+            ]),
+        )],
+    );
+    let s = server(&t, "");
+    let root = location(s, &PathMatch::Prefix("/".into()));
+    let v2 = location(s, &PathMatch::Prefix("/v2/".into()));
+    assert_eq!(proxy(v2).select.default, Group::jump(0));
+    assert_eq!(proxy(v2).jumps, std::slice::from_ref(root));
+    // /v2/deep/ goes on to /v2/'s location, which goes on to /'s.
+    let deep = proxy(location(s, &PathMatch::Prefix("/v2/deep/".into())));
+    assert_eq!(deep.jumps, std::slice::from_ref(v2));
+    assert_has(&text, "error_page 418 = $vireo_jump");
+    assert_has(&text, "location @vireo_jump_");
+    vireo_accepts(&t.model);
 }
 
 /// HTTPRouteRequestHeaderModifier, HTTPRouteResponseHeaderModifier.
@@ -349,11 +389,12 @@ fn unsupported_is_refused() {
     assert!(t.problems.iter().any(|p| p.reason == "UnsupportedValue"));
 }
 
-/// Matches of one path with different filters cannot share a location: the one taking
-/// precedence (here the one with a header) is served, the other refused with an Event.
+/// Matches of one path with different filters: the location holds the filters of the
+/// one taking precedence (here the one with a header); requests the other takes jump to a
+/// named location with its filters, which chooses among its own matches again.
 #[test]
 fn different_filters_at_one_path() {
-    let (t, _, _) = with_routes(
+    let (t, text, statuses) = with_routes(
         http_listener(),
         vec![route(
             "r",
@@ -368,20 +409,73 @@ fn different_filters_at_one_path() {
             ]),
         )],
     );
-    assert!(
-        t.problems
-            .iter()
-            .any(|p| p.message.contains("different filters")),
-        "{:#?}",
-        t.problems
-    );
+    assert!(t.problems.is_empty(), "{:#?}", t.problems);
     let p = proxy(location(server(&t, ""), &PathMatch::Prefix("/a/".into())));
     assert_eq!(p.set_headers, [("X".to_string(), "1".to_string())]);
-    assert_eq!(p.select.default, Group::status(404));
+    assert_eq!(p.select.rules.len(), 1);
+    assert_eq!(p.select.default, Group::jump(0));
+    let jump = proxy(&p.jumps[0]);
+    assert!(jump.set_headers.is_empty());
+    assert_eq!(jump.select, Select::one("default-web-80"));
+    assert_has(&text, "\"jump:0\" \"@vireo_jump_");
+    assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
+    vireo_accepts(&t.model);
 }
 
-/// HTTPRouteRedirectScheme, HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectPath,
-/// HTTPRouteRedirectPort.
+/// A RequestRedirect under a header match is a jump of a location that only chooses; one
+/// replacing a prefix under a header match is not served (its rest of the path comes from
+/// a regex location's capture), and the route's `PartiallyInvalid` condition says so.
+#[test]
+fn redirects_under_matches() {
+    let redirect = |path: &str, header: &str, to: Value| {
+        json!({"matches": [{"path": {"value": path}, "headers": [{"name": header, "value": "1"}]}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": to}]})
+    };
+    let (t, text, statuses) = with_routes(
+        http_listener(),
+        vec![route(
+            "r",
+            0,
+            json!([]),
+            json!([
+                {"matches": [{"path": {"value": "/a"}}], "backendRefs": [backend("web")]},
+                redirect("/a", "h", json!({"hostname": "x.example", "statusCode": 308})),
+                redirect("/b", "h", json!({"hostname": "y.example"})),
+                redirect("/a", "p", json!({"path": {"type": "ReplacePrefixMatch",
+                    "replacePrefixMatch": "/z"}})),
+            ]),
+        )],
+    );
+    let s = server(&t, "");
+    let a = proxy(location(s, &PathMatch::Prefix("/a/".into())));
+    assert_eq!(a.select.rules[0].1, Group::jump(0));
+    assert_eq!(a.select.default, Group::one("default-web-80"));
+    assert_eq!(
+        a.jumps[0].action,
+        Action::Redirect {
+            code: 308,
+            target: "$scheme://x.example$request_uri".into()
+        }
+    );
+    // /b: only the redirect, under its match; other requests 404.
+    let b = proxy(location(s, &PathMatch::Prefix("/b/".into())));
+    assert_eq!(b.select.rules[0].1, Group::jump(0));
+    assert_eq!(b.select.default, Group::status(404));
+    assert_has(&text, "return 308 \"$scheme://x.example$request_uri\";");
+    assert_eq!(a.jumps[1].path.text(), "/a(/.*)$");
+    assert_has(
+        &text,
+        "if ($uri ~ \"^/a(/.*)$\") {\n                return 302 \"$scheme://$host/z$1$is_args$args\";",
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| !s.status.to_string().contains("PartiallyInvalid")),
+        "{statuses:#?}"
+    );
+    vireo_accepts(&t.model);
+}
+
 #[test]
 fn redirects() {
     let redirect = |path: &str, r: Value| {
@@ -815,4 +909,56 @@ fn one_listener_is_enough() {
     );
     assert_eq!(route_condition(&statuses, "r", "Accepted").0, "True");
     server(&t, "b.example.com");
+}
+
+/// HTTPRouteTimeoutRequest, HTTPRouteTimeoutBackendRequest: the shorter of a rule's
+/// timeouts limits each wait for the backend; `0s` sets none; a bad duration refuses the
+/// route.
+#[test]
+fn rule_timeouts() {
+    assert_eq!(duration_ms("500ms"), Some(500));
+    assert_eq!(duration_ms("1h2m3s4ms"), Some(3_723_004));
+    assert_eq!(duration_ms("0s"), Some(0));
+    for bad in ["", "1", "1d", "s", "123456s", "1s2s3s4s5s", "1.5s", "-1s"] {
+        assert_eq!(duration_ms(bad), None, "{bad}");
+    }
+    let timed = |path: &str, timeouts: Value| {
+        json!({"matches": [{"path": {"value": path}}], "timeouts": timeouts,
+            "backendRefs": [backend("web")]})
+    };
+    let (t, text, statuses) = with_routes(
+        http_listener(),
+        vec![
+            route(
+                "r",
+                0,
+                json!([]),
+                json!([
+                    timed("/request", json!({"request": "500ms"})),
+                    timed("/both", json!({"request": "10s", "backendRequest": "2s"})),
+                    timed("/off", json!({"request": "0s"})),
+                ]),
+            ),
+            route(
+                "bad",
+                1,
+                json!(["bad.example"]),
+                json!([timed("/", json!({"request": "soon"}))]),
+            ),
+        ],
+    );
+    let s = server(&t, "");
+    let wait = |p: &str| proxy(location(s, &PathMatch::Prefix(p.into()))).timeouts;
+    assert_eq!(wait("/request/"), Timeouts::each(500));
+    assert_eq!(wait("/both/"), Timeouts::each(2000));
+    assert_eq!(wait("/off/"), Timeouts::default());
+    assert_has(&text, "proxy_read_timeout 500ms;");
+    assert_has(&text, "proxy_connect_timeout 2s;");
+    let (status, reason, message) = route_condition(&statuses, "bad", "Accepted");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UnsupportedValue")
+    );
+    assert!(message.contains("timeouts.request"), "{message}");
+    vireo_accepts(&t.model);
 }

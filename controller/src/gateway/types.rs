@@ -1,7 +1,7 @@
 //! The Gateway API objects' fields the front end reads (`gateway.networking.k8s.io/v1`,
 //! ReferenceGrant `v1beta1`), as serde types: the `gateway-api` crate targets another kube
 //! release. Unknown fields are ignored here; the front end refuses the ones it cannot serve
-//! by looking for them explicitly (`timeouts`, `sessionPersistence`, backend filters).
+//! by looking for them explicitly (`sessionPersistence`, backend filters).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
@@ -129,8 +129,16 @@ pub struct HttpRule {
     pub filters: Vec<Filter>,
     #[serde(default)]
     pub backend_refs: Vec<BackendRef>,
-    pub timeouts: Option<Value>,
+    pub timeouts: Option<RuleTimeouts>,
     pub session_persistence: Option<Value>,
+}
+
+/// An HTTPRoute rule's `timeouts`: durations as GEP-2257 writes them (`1m30s`, `500ms`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleTimeouts {
+    pub request: Option<String>,
+    pub backend_request: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

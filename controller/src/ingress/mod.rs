@@ -951,19 +951,14 @@ fn read_conf(
         }
     };
     let mut proxy = Proxy::to(protocol, "");
+    let secs = |n: u64| n * 1000;
     proxy.timeouts = Timeouts {
         connect: r
             .number("proxy-connect-timeout", 86400)
-            .map(|n| n as u32)
-            .or(Some(5)),
-        send: r
-            .number("proxy-send-timeout", 86400)
-            .map(|n| n as u32)
-            .or(Some(60)),
-        read: r
-            .number("proxy-read-timeout", 86400)
-            .map(|n| n as u32)
-            .or(Some(60)),
+            .or(Some(5))
+            .map(secs),
+        send: r.number("proxy-send-timeout", 86400).or(Some(60)).map(secs),
+        read: r.number("proxy-read-timeout", 86400).or(Some(60)).map(secs),
     };
     proxy.buffering = r
         .checked("proxy-buffering", |v| {
