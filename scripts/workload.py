@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# static, gzip, proxy, FastCGI; +1 the proxied backend, +2 h2c, +3 TLS, +4 php-fpm
+# static, gzip, proxy, FastCGI; +1 the proxied backend, +2 h2c and gRPC, +3 TLS,
+# +4 php-fpm, +5 the gRPC backend, +6 a TCP proxy (stream) to +1
 PORT = 18971
 
 CONF = """worker_processes 1;
@@ -32,6 +33,7 @@ http {{
   open_file_cache_min_uses 2; open_file_cache_errors on;
   upstream be {{ server 127.0.0.1:{p1}; keepalive 8; }}
   upstream h2be {{ server 127.0.0.1:{p2}; keepalive 8; }}
+  upstream beg {{ server 127.0.0.1:{p5}; keepalive 8; }}
   server {{
     listen 127.0.0.1:{p0} reuseport deferred;
     listen 127.0.0.1:{p2} http2;
@@ -42,6 +44,7 @@ http {{
     location /gz/ {{ alias {d}/www/; gzip on; gzip_types text/plain; gzip_min_length 100; }}
     location /proxy/ {{ proxy_pass http://be/; proxy_http_version 1.1; proxy_set_header Connection ""; }}
     location /h2up/ {{ proxy_pass http://h2be/; proxy_http_version 2; }}
+    location /test.Echo/ {{ grpc_pass grpc://beg; }}
     location ~ \\.php$ {{
       fastcgi_pass 127.0.0.1:{p4};
       fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
@@ -50,6 +53,9 @@ http {{
     }}
   }}
   server {{ listen 127.0.0.1:{p1}; root {d}/www; }}
+}}
+stream {{
+  server {{ listen 127.0.0.1:{p6}; proxy_pass 127.0.0.1:{p1}; }}
 }}
 """
 
@@ -124,7 +130,7 @@ class Site:
     def __enter__(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="vireo-workload-")
         d = self.d = Path(self.tmp.name)
-        self.ports = {f"p{i}": PORT + i for i in range(5)}
+        self.ports = {f"p{i}": PORT + i for i in range(7)}
         www = self.www = d / "www"
         www.mkdir()
         line = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\n"
@@ -143,12 +149,21 @@ class Site:
             self.fpm = subprocess.Popen([fpm_bin[-1], "-F", "-y", str(d / "php-fpm.conf")],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait_port(self.ports["p4"], self.fpm, "php-fpm")
+        # tests/grpc/peer.py's echo service, when Python has grpcio.
+        self.grpc = None
+        probe = subprocess.run([sys.executable, "-c", "import grpc"], capture_output=True)
+        if probe.returncode == 0:
+            self.grpc = subprocess.Popen([sys.executable, str(REPO / "tests" / "grpc" / "peer.py"),
+                                          "server", str(self.ports["p5"])],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_port(self.ports["p5"], self.grpc, "the gRPC peer")
         return self
 
     def __exit__(self, *exc):
-        if self.fpm:
-            self.fpm.send_signal(signal.SIGTERM)
-            self.fpm.wait(30)
+        for p in (self.fpm, self.grpc):
+            if p:
+                p.send_signal(signal.SIGTERM)
+                p.wait(30)
         self.tmp.cleanup()
 
     def conf(self):
