@@ -315,7 +315,8 @@ fn configuration_errors_name_the_line() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("\"proxy_ssl_conf_command\" is not supported"),
+        err.contains("\"proxy_ssl_conf_command Options PrioritizeChaCha\" is not supported")
+            && err.contains(":3"),
         "{err}"
     );
 }
@@ -354,13 +355,16 @@ fn an_nginx_backend_gets_the_client_certificate_and_requests_without_delay() {
     let v = Vireo::start_in(
         TempDir::new("proxy-ssl-front"),
         &format!(
-            "error_log {{dir}}/logs/error.log info;\nevents {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}};\n    location /cert/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_ssl_certificate {nd}/$arg_who.crt;\n      proxy_ssl_certificate_key {nd}/$arg_who.key;\n      proxy_ssl_password_file {nd}/passwords;\n    }}\n    location /none/ {{ proxy_pass https://127.0.0.1:{port}/; }}\n  }}\n}}\n"
+            "error_log {{dir}}/logs/error.log info;\nevents {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}};\n    location /cert/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_ssl_certificate {nd}/$arg_who.crt;\n      proxy_ssl_certificate_key {nd}/$arg_who.key;\n      proxy_ssl_password_file {nd}/passwords;\n    }}\n    location /none/ {{ proxy_pass https://127.0.0.1:{port}/; }}\n    location /command/ {{\n      proxy_pass https://127.0.0.1:{port}/;\n      proxy_ssl_certificate {nd}/stranger.crt;\n      proxy_ssl_certificate_key {nd}/stranger.key;\n      proxy_ssl_conf_command Certificate {nd}/client.crt;\n      proxy_ssl_conf_command PrivateKey {nd}/client.key;\n      proxy_ssl_conf_command Options NoRenegotiation;\n    }}\n  }}\n}}\n"
         ),
     );
     let r = v.get("/cert/?who=client");
     assert_eq!(r.status, 200, "{}", error_log(&v));
     assert_eq!(r.text(), "verify=SUCCESS dn=CN=client\n");
     assert_eq!(v.get("/none/").text(), "verify=NONE dn=\n");
+    // proxy_ssl_conf_command's pair is presented instead of proxy_ssl_certificate's.
+    let r = v.get("/command/");
+    assert_eq!(r.text(), "verify=SUCCESS dn=CN=client\n", "{}", error_log(&v));
     // An encrypted key, opened by the second password of the file.
     let r = v.get("/cert/?who=enc");
     assert_eq!(r.text(), "verify=SUCCESS dn=CN=enc\n", "{}", error_log(&v));

@@ -431,7 +431,7 @@ fn configuration_errors_name_the_line() {
     );
     check(
         "events {}\nstream {\n  proxy_ssl_conf_command Options -SessionTicket;\n  server {\n    listen 127.0.0.1:1;\n    proxy_pass 127.0.0.1:2;\n  }\n}\n",
-        "\"proxy_ssl_conf_command\" is not supported by vireo",
+        "\"proxy_ssl_conf_command Options -SessionTicket\" is not supported by vireo",
     );
     check(
         "events {}\nstream {\n  server {\n    listen 127.0.0.1:1 default_server;\n    return x;\n  }\n  server {\n    listen 127.0.0.1:1 default_server;\n    return y;\n  }\n}\n",

@@ -454,11 +454,7 @@ impl AsyncRead for Tcp {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            let read = |b: &mut ReadBuf<'_>| {
-                let n = io::Read::read(&mut crate::sys::FdIo(this.fd), b.initialize_unfilled())?;
-                b.advance(n);
-                Ok(())
-            };
+            let read = |b: &mut ReadBuf<'_>| crate::sys::FdIo(this.fd).read_buf(b);
             let r = match this.io.get() {
                 Some(io) => match ready!(io.poll_read_ready(cx))?.try_io(|_| read(buf)) {
                     Ok(r) => r,

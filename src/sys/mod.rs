@@ -447,6 +447,27 @@ impl io::Read for FdIo {
     }
 }
 
+impl FdIo {
+    /// One read(2) into the room `buf` has left, which it need not have
+    /// initialised (a codec's spare capacity: zeroing it first would cost a
+    /// pass over every byte of it).
+    pub fn read_buf(&mut self, buf: &mut tokio::io::ReadBuf<'_>) -> io::Result<()> {
+        let room = buf.remaining();
+        // SAFETY: the kernel writes at most `room` bytes into the unfilled part
+        // and never reads it; the bytes it reports written are then initialised.
+        unsafe {
+            let dst = buf.unfilled_mut();
+            let n = libc::read(self.0, dst.as_mut_ptr().cast(), room);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            buf.assume_init(n as usize);
+            buf.advance(n as usize);
+        }
+        Ok(())
+    }
+}
+
 impl io::Write for FdIo {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         send(self.0, buf, false)

@@ -48,6 +48,10 @@ settings! {
         pub ciphers: Option<Arc<[SupportedCipherSuite]>> = None,
         pub certificate: Option<FileName> = None,
         pub certificate_key: Option<FileName> = None,
+        /// `*_ssl_conf_command Certificate` and `PrivateKey`: the pair presented
+        /// instead of `*_ssl_certificate`'s.
+        pub command_certificate: Option<FileName> = None,
+        pub command_certificate_key: Option<FileName> = None,
         /// `*_ssl_password_file`: passwords of an encrypted key, in order.
         pub passwords: Arc<[String]> = Arc::from(Vec::new()),
         pub session_reuse: bool = true,
@@ -119,8 +123,12 @@ pub fn dial_alpn<P: Prefix>(
     default_name: &str,
     alpn: Alpn,
 ) -> Result<Dial, ()> {
-    let cert = pc.certificate.as_ref().and_then(|f| f.path(req));
-    let key = pc.certificate_key.as_ref().and_then(|f| f.path(req));
+    let cert = (pc.command_certificate.as_ref())
+        .or(pc.certificate.as_ref())
+        .and_then(|f| f.path(req));
+    let key = (pc.command_certificate_key.as_ref())
+        .or(pc.certificate_key.as_ref())
+        .and_then(|f| f.path(req));
     let id = (pc.clients.id, cert, key, alpn);
     let fail = |msg: String| crate::error_log!(Error, "{msg}{}", req.log_context());
     let client = match CLIENTS.with(|c| c.borrow().get(&id).cloned()) {
@@ -215,8 +223,9 @@ fn pem_list<T: PemObject + 'static>(
     Ok(items)
 }
 
-fn file_name(d: &Directive, e: &mut Env) -> Result<FileName, ConfError> {
-    let name = crate::conf::values::template(d, 0, &mut e.vars)?;
+/// Argument `i` of `d`: a file name, variables allowed.
+fn file_name(d: &Directive, i: usize, e: &mut Env) -> Result<FileName, ConfError> {
+    let name = crate::conf::values::template(d, i, &mut e.vars)?;
     if let Some(lit) = name.literal() {
         // A fixed file is read now, so a bad one fails the load here.
         let path = e.path(&String::from_utf8_lossy(lit));
@@ -321,12 +330,12 @@ pub fn set_ciphers<P: Prefix>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> 
 }
 
 pub fn set_certificate<P: Prefix>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Setter {
-    let f = file_name(d, e)?;
+    let f = file_name(d, 0, e)?;
     values::set_once(&mut loc::<P>(s).certificate, Some(f), d)
 }
 
 pub fn set_certificate_key<P: Prefix>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Setter {
-    let f = file_name(d, e)?;
+    let f = file_name(d, 0, e)?;
     values::set_once(&mut loc::<P>(s).certificate_key, Some(f), d)
 }
 
@@ -350,16 +359,33 @@ pub fn set_password_file<P: Prefix>(s: &mut Scope<'_>, d: &Directive, e: &mut En
     values::set_once(&mut loc::<P>(s).passwords, Arc::from(lines), d)
 }
 
-/// `*_ssl_conf_command`: refused, there is no OpenSSL to pass commands to.
-pub fn refuse_conf_command(_: &mut Scope<'_>, d: &Directive, _: &mut Env) -> Setter {
-    let pre = d.name.trim_end_matches("_conf_command");
-    Err(ConfError::new(
-        format!(
-            "\"{}\" is not supported by vireo: TLS is rustls, which takes no OpenSSL configuration commands; use {pre}_protocols and {pre}_ciphers",
-            d.name
-        ),
-        &d.span,
-    ))
+/// `*_ssl_conf_command`: the OpenSSL configuration commands rustls can carry
+/// out. `Certificate` and `PrivateKey` (variables allowed) name the pair
+/// presented instead of `*_ssl_certificate`'s, the last of each at a level
+/// taken; `Options` may name only what rustls does anyway. Others are refused,
+/// naming them.
+pub fn set_conf_command<P: Prefix>(s: &mut Scope<'_>, d: &Directive, e: &mut Env) -> Setter {
+    let (name, value) = (d.arg(0), d.arg(1));
+    match name {
+        "Certificate" => loc::<P>(s).command_certificate = Some(Some(file_name(d, 1, e)?)),
+        "PrivateKey" => loc::<P>(s).command_certificate_key = Some(Some(file_name(d, 1, e)?)),
+        "Options"
+            if value.split(',').all(|o| {
+                let o = o.trim();
+                crate::modules::ssl::conf::MOOT_OPTIONS.contains(&o.trim_start_matches('-'))
+            }) => {}
+        _ => {
+            return Err(ConfError::new(
+                format!(
+                    "\"{} {name} {value}\" is not supported by vireo (rustls): it takes Certificate, PrivateKey and Options {}",
+                    d.name,
+                    crate::modules::ssl::conf::MOOT_OPTIONS.join(", ")
+                ),
+                &d.span,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One `$pre_ssl_$name` directive, of the contexts `$ctx`.
@@ -432,9 +458,9 @@ macro_rules! directives {
             def!($ctx, $pre, "password_file", t::set_password_file::<$p>, ONE, "file", "—",
                 concat!("Passwords of an encrypted `", $pre, "_ssl_certificate_key` (PKCS#8, as `openssl genrsa -aes128` or `openssl pkcs8 -topk8` write it), one a line, tried in order; read at load."),
                 concat!($pre, "_ssl_certificate_key client.key;\n", $pre, "_ssl_password_file /etc/keys/client.pass;")),
-            def!($ctx, $pre, "conf_command", t::refuse_conf_command, Arity::args(2, 2), "name value", "—",
-                concat!("Refused with an error: there is no OpenSSL to pass commands to (rustls); `", $pre, "_ssl_protocols` and `", $pre, "_ssl_ciphers` cover the usual ones."),
-                concat!($pre, "_ssl_protocols TLSv1.3;")),
+            def!($ctx, $pre, "conf_command", t::set_conf_command::<$p>, Arity::args(2, 2), "name value", "—",
+                concat!("OpenSSL's configuration commands for the connections to ", $peer, ", those rustls can carry out: `Certificate` and `PrivateKey` (variables allowed) name the pair presented instead of `", $pre, "_ssl_certificate`'s (the last of each at a level); `Options` may name only what rustls does anyway (`NoRenegotiation`, `NoCompression`, `NoResumptionOnRenegotiation`). Any other command is refused, naming it: `", $pre, "_ssl_protocols` and `", $pre, "_ssl_ciphers` cover the usual ones."),
+                concat!($pre, "_ssl_conf_command Certificate /etc/ssl/other-client.pem;\n", $pre, "_ssl_conf_command PrivateKey /etc/ssl/other-client.key;")),
         ]
     }};
 }

@@ -167,7 +167,7 @@ pub enum ConfCommand {
 }
 
 /// Options rustls has no use for (it never renegotiates nor compresses).
-const MOOT_OPTIONS: &[&str] = &[
+pub(crate) const MOOT_OPTIONS: &[&str] = &[
     "NoRenegotiation",
     "NoCompression",
     "NoResumptionOnRenegotiation",
