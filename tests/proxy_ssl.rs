@@ -364,7 +364,12 @@ fn an_nginx_backend_gets_the_client_certificate_and_requests_without_delay() {
     assert_eq!(v.get("/none/").text(), "verify=NONE dn=\n");
     // proxy_ssl_conf_command's pair is presented instead of proxy_ssl_certificate's.
     let r = v.get("/command/");
-    assert_eq!(r.text(), "verify=SUCCESS dn=CN=client\n", "{}", error_log(&v));
+    assert_eq!(
+        r.text(),
+        "verify=SUCCESS dn=CN=client\n",
+        "{}",
+        error_log(&v)
+    );
     // An encrypted key, opened by the second password of the file.
     let r = v.get("/cert/?who=enc");
     assert_eq!(r.text(), "verify=SUCCESS dn=CN=enc\n", "{}", error_log(&v));
