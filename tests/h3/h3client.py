@@ -13,7 +13,7 @@ Modes:
   "sni", "sequential"}: the requests on one connection (at once, or one
   after another with "sequential"); "responses": status, headers, body
   (base64), reset; "lost": the packets the client's loss recovery declared
-  lost. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
+  lost that the server never acknowledged. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
   (with "sequential"); with "authority", that instead of the connection's;
   with "open", its stream is left open after the head (and body); with
   "stop", the client asks the server to stop sending (STOP_SENDING) once the
@@ -200,13 +200,30 @@ async def requests(port, spec):
         if spec.get("wait_close"):
             await closed(client, spec["wait_close"])
         out["terminated"] = terminated(client)
-    out["lost"] = sum(
-        1
-        for t in c.quic_logger.to_dict()["traces"]
-        for e in t["events"]
-        if e["name"] == "recovery:packet_lost"
-    )
+    out["lost"] = lost(c.quic_logger.to_dict())
     return out
+
+
+def lost(qlog):
+    """The packets the client's loss recovery declared lost that the server never
+    acknowledged: one declared lost and acknowledged later (reordered, or late) was
+    not lost."""
+    space = {"initial": "initial", "handshake": "handshake", "0RTT": "app", "1RTT": "app"}
+    events = [e for t in qlog["traces"] for e in t["events"]]
+    acked = {}
+    for e in events:
+        if e["name"] == "transport:packet_received":
+            kind = space.get(e["data"]["header"]["packet_type"])
+            for f in e["data"].get("frames", []):
+                if f.get("frame_type") == "ack":
+                    acked.setdefault(kind, []).extend(f["acked_ranges"])
+    return sum(
+        1
+        for e in events
+        if e["name"] == "recovery:packet_lost"
+        and not any(a <= e["data"]["packet_number"] <= b
+                    for a, b in acked.get(space.get(e["data"]["type"]), []))
+    )
 
 
 async def closed(client, seconds):
