@@ -439,30 +439,35 @@ pub struct FdIo(pub RawFd);
 impl io::Read for FdIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         // SAFETY: `buf` is valid for writes of its length for the call's duration.
-        let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+        unsafe { self.read_raw(buf.as_mut_ptr().cast(), buf.len()) }
+    }
+}
+
+impl FdIo {
+    /// read(2) of at most `len` bytes to `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `len` bytes for the call's duration.
+    unsafe fn read_raw(&self, dst: *mut libc::c_void, len: usize) -> io::Result<usize> {
+        // SAFETY: the caller's promise.
+        let n = unsafe { libc::read(self.0, dst, len) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(n as usize)
     }
-}
 
-impl FdIo {
     /// One read(2) into the room `buf` has left, which it need not have
     /// initialised (a codec's spare capacity: zeroing it first would cost a
     /// pass over every byte of it).
     pub fn read_buf(&mut self, buf: &mut tokio::io::ReadBuf<'_>) -> io::Result<()> {
-        let room = buf.remaining();
-        // SAFETY: the kernel writes at most `room` bytes into the unfilled part
+        // SAFETY: the kernel writes at most the unfilled part's length into it
         // and never reads it; the bytes it reports written are then initialised.
         unsafe {
             let dst = buf.unfilled_mut();
-            let n = libc::read(self.0, dst.as_mut_ptr().cast(), room);
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            buf.assume_init(n as usize);
-            buf.advance(n as usize);
+            let n = self.read_raw(dst.as_mut_ptr().cast(), dst.len())?;
+            buf.assume_init(n);
+            buf.advance(n);
         }
         Ok(())
     }

@@ -369,11 +369,7 @@ pub fn set_conf_command<P: Prefix>(s: &mut Scope<'_>, d: &Directive, e: &mut Env
     match name {
         "Certificate" => loc::<P>(s).command_certificate = Some(Some(file_name(d, 1, e)?)),
         "PrivateKey" => loc::<P>(s).command_certificate_key = Some(Some(file_name(d, 1, e)?)),
-        "Options"
-            if value.split(',').all(|o| {
-                let o = o.trim();
-                crate::modules::ssl::conf::MOOT_OPTIONS.contains(&o.trim_start_matches('-'))
-            }) => {}
+        "Options" if value.split(',').all(crate::modules::ssl::conf::moot_option) => {}
         _ => {
             return Err(ConfError::new(
                 format!(

@@ -173,6 +173,12 @@ pub(crate) const MOOT_OPTIONS: &[&str] = &[
     "NoResumptionOnRenegotiation",
 ];
 
+/// One option of an `Options` command, as OpenSSL writes it (`-` before it
+/// turns it off), that rustls has no use for.
+pub(crate) fn moot_option(o: &str) -> bool {
+    MOOT_OPTIONS.contains(&o.trim().trim_start_matches('-'))
+}
+
 fn conf_command(d: &Directive, e: &crate::conf::table::Env) -> Result<Vec<ConfCommand>, ConfError> {
     let (name, value) = (d.arg(0), d.arg(1));
     let unsupported = || {
@@ -192,7 +198,7 @@ fn conf_command(d: &Directive, e: &crate::conf::table::Env) -> Result<Vec<ConfCo
         "Options" => value
             .split(',')
             .map(str::trim)
-            .filter(|o| !MOOT_OPTIONS.contains(&o.trim_start_matches('-')))
+            .filter(|o| !moot_option(o))
             .map(|o| {
                 let (on, opt) = match o.strip_prefix('-') {
                     Some(o) => (false, o),
