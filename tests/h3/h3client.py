@@ -12,8 +12,10 @@ Modes:
 - requests: {"requests": [{"method", "path", "headers": [[n, v]], "body"}],
   "sni", "sequential"}: the requests on one connection (at once, or one
   after another with "sequential"); "responses": status, headers, body
-  (base64), reset; "lost": the packets the client's loss recovery declared
-  lost that the server never acknowledged. A "body" is sent "repeat" times. A request with "pause" waits that many seconds first
+  (base64), reset; "lost": the application-data packets the client's loss
+  recovery declared lost that the server never acknowledged ("lost_packets":
+  which, when any). A "body" is sent "repeat" times. A request with "pause"
+  waits that many seconds first
   (with "sequential"); with "authority", that instead of the connection's;
   with "open", its stream is left open after the head (and body); with
   "stop", the client asks the server to stop sending (STOP_SENDING) once the
@@ -200,30 +202,45 @@ async def requests(port, spec):
         if spec.get("wait_close"):
             await closed(client, spec["wait_close"])
         out["terminated"] = terminated(client)
-    out["lost"] = lost(c.quic_logger.to_dict())
+    gone = lost(c.quic_logger.to_dict())
+    out["lost"] = len(gone)
+    if gone:
+        out["lost_packets"] = "; ".join(gone)
     return out
 
 
 def lost(qlog):
-    """The packets the client's loss recovery declared lost that the server never
-    acknowledged: one declared lost and acknowledged later (reordered, or late) was
-    not lost."""
-    space = {"initial": "initial", "handshake": "handshake", "0RTT": "app", "1RTT": "app"}
+    """The application-data packets the client's loss recovery declared lost that
+    the server never acknowledged, each as "number@seconds after the first event:
+    frames". One declared lost and acknowledged later (reordered, or late) was not
+    lost. Initial and Handshake packets do not count: the server drops its
+    Handshake keys on the client's Finished, so the packet carrying it is never
+    acknowledged, and aioquic may declare it lost before HANDSHAKE_DONE comes;
+    a handshake that completed lost nothing."""
+    space = {"0RTT": "app", "1RTT": "app"}
     events = [e for t in qlog["traces"] for e in t["events"]]
     acked = {}
+    sent = {}
     for e in events:
+        kind = space.get(e["data"].get("header", {}).get("packet_type"))
         if e["name"] == "transport:packet_received":
-            kind = space.get(e["data"]["header"]["packet_type"])
             for f in e["data"].get("frames", []):
                 if f.get("frame_type") == "ack":
                     acked.setdefault(kind, []).extend(f["acked_ranges"])
-    return sum(
-        1
-        for e in events
-        if e["name"] == "recovery:packet_lost"
-        and not any(a <= e["data"]["packet_number"] <= b
-                    for a, b in acked.get(space.get(e["data"]["type"]), []))
-    )
+        elif e["name"] == "transport:packet_sent":
+            sent[(kind, e["data"]["header"]["packet_number"])] = e
+    t0 = events[0]["time"] if events else 0
+    gone = []
+    for e in events:
+        if e["name"] != "recovery:packet_lost":
+            continue
+        kind, number = space.get(e["data"]["type"]), e["data"]["packet_number"]
+        if kind is None or any(a <= number <= b for a, b in acked.get(kind, [])):
+            continue
+        s = sent.get((kind, number), e)
+        frames = ",".join(f.get("frame_type", "?") for f in s["data"].get("frames", []))
+        gone.append(f"{number}@{(s['time'] - t0) / 1000:.3f}s: {frames}")
+    return gone
 
 
 async def closed(client, seconds):
