@@ -49,6 +49,10 @@ const SCRIPTS: &[(&str, &str)] = &[
         "<?php sleep((int)($_GET['s'] ?? 3)); echo 'late';",
     ),
     (
+        "nap.php",
+        "<?php usleep((int)($_GET['us'] ?? 3000)); echo 'a=' . ($_GET['a'] ?? '') . ' ';",
+    ),
+    (
         "forever.php",
         "<?php $s = str_repeat('y', 65536); while (true) { echo $s; flush(); }",
     ),
@@ -657,6 +661,120 @@ fn upstream_block_with_keepalive_pool() {
     );
     assert_eq!(count("vireo_upstream_peer_up", &[]), 1.0);
     assert_eq!(count("vireo_upstream_peer_connections", &[]), 0.0);
+}
+
+/// php-fpm serves one connection per child. With more clients than children
+/// the pool finds it full (a new connection waits in its listen queue far
+/// longer than pooled exchanges take), and requests that find no idle
+/// connection wait for one to come back instead of opening more for the
+/// listen queue: connections are reused, and no client starves.
+#[test]
+fn a_full_php_fpm_gets_pooled_connections_back_not_new_ones() {
+    const CLIENTS: usize = 8;
+    const EACH: usize = 30;
+    // One child more than the pool keeps idle, for the status page.
+    let Some(fpm) = Fpm::start(3) else { return };
+    let v = start_pooled(&fpm);
+    assert_eq!(v.get("/echo.php?a=first").status, 200, "{}", v.stderr());
+    let port = v.port;
+    let made = ConnsMade::watch(fpm.port);
+    let slowest: Vec<Duration> = (0..CLIENTS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut slowest = Duration::ZERO;
+                for j in 0..EACH {
+                    let t = Instant::now();
+                    let req = format!("GET /nap.php?a={i}x{j} HTTP/1.1\r\nHost: x\r\n\r\n");
+                    s.write_all(req.as_bytes()).unwrap();
+                    // The reply, whole once its Content-Length came.
+                    let mut raw = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    let r = loop {
+                        if let Some((r, _)) = Resp::parse_one(&raw)
+                            && r.header("content-length") == Some(&r.body.len().to_string())
+                        {
+                            break r;
+                        }
+                        let n = s.read(&mut buf).unwrap_or_else(|e| {
+                            panic!(
+                                "request {i}x{j}: {e} after {:?}",
+                                String::from_utf8_lossy(&raw)
+                            )
+                        });
+                        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&raw));
+                        raw.extend_from_slice(&buf[..n]);
+                    };
+                    assert_eq!(r.status, 200);
+                    assert!(r.text().contains(&format!("a={i}x{j} ")), "{}", r.text());
+                    slowest = slowest.max(t.elapsed());
+                }
+                slowest
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    let slowest = slowest.into_iter().max().unwrap();
+    assert!(
+        slowest < Duration::from_secs(2),
+        "a request took {slowest:?}"
+    );
+    // Every request reached php-fpm (its status page counts them, with its
+    // own and the probes of its start).
+    let status = fpm.status();
+    let accepted: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("accepted conn:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{status}"));
+    let requests = CLIENTS * EACH + 1;
+    assert!(accepted > requests, "{status}");
+    let made = made.count();
+    // Each a new connection once php-fpm is full, without the wait.
+    assert!(
+        made < requests / 4,
+        "{made} connections for {requests} requests"
+    );
+}
+
+/// Watches the connections made to `port` (IPv4) until stopped: the local
+/// ports of the client ends seen in `/proc/net/tcp`, looked at every
+/// millisecond (a connection carries at least one exchange, which takes
+/// longer).
+struct ConnsMade {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: std::thread::JoinHandle<std::collections::HashSet<String>>,
+}
+
+impl ConnsMade {
+    fn watch(port: u16) -> ConnsMade {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let hex = format!(":{port:04X}");
+        let seen = std::thread::spawn(move || {
+            let mut seen = std::collections::HashSet::new();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+                for l in table.lines().skip(1) {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    if f.len() > 3 && f[2].ends_with(&hex) {
+                        seen.insert(f[1].to_string());
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            seen
+        });
+        ConnsMade { stop, seen }
+    }
+
+    fn count(self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.seen.join().unwrap().len()
+    }
 }
 
 /// php-fpm leaves Nagle's algorithm on and writes phpinfo()'s reply in

@@ -125,6 +125,7 @@ impl Try<'_> {
             a.received = conn.bytes_in() - self.bytes.0;
         }
         self.up.responded(self.peer, took);
+        conn.answered(self.t0 + took);
     }
 
     /// The reply's status (`$upstream_status`).

@@ -314,9 +314,11 @@ impl Upstream {
         });
     }
 
-    /// A connection to `peer`: an idle pooled one when there is one, else a
-    /// new one within `timeout`; over TLS when `tls` is given (a pooled one
-    /// made with the same configuration and name).
+    /// A connection to `peer`: an idle pooled one when there is one, else
+    /// one another request gives back when the peer was found full
+    /// ([`pool::released`]), else a new one within `timeout`; over TLS when
+    /// `tls` is given (a pooled one made with the same configuration and
+    /// name).
     pub async fn connect(
         &self,
         peer: usize,
@@ -329,6 +331,9 @@ impl Upstream {
             return pool::connect_from(&addr, None, tls, timeout).await;
         }
         if let Some(c) = pool::take(&self.name, &addr, tag, self.keepalive_timeout) {
+            return Ok(c);
+        }
+        if let Some(c) = pool::released(&self.name, &addr, tag, timeout).await {
             return Ok(c);
         }
         let c = pool::connect_from(&addr, None, tls, timeout).await?;

@@ -41,7 +41,13 @@ pub struct UpConn {
     sock: Sock,
     /// Requests sent on it so far (keepalive_requests).
     uses: u64,
-    reused: bool,
+    /// When it was last taken from its pool, in µs after `born` (0: a new
+    /// connection; kept small, as a connection moves often).
+    taken_us: u32,
+    /// How long its exchange waited for the reply's head since its take, in
+    /// µs (0: not known); the peer's pooled figure when it comes back (see
+    /// [`put`]).
+    answered_us: Cell<u32>,
     /// When it was opened (keepalive_time).
     born: Instant,
     /// Bytes read from it and written to it by `try_read*`, `try_write*`
@@ -182,7 +188,23 @@ impl UpConn {
     }
 
     pub fn reused(&self) -> bool {
-        self.reused
+        self.taken_us != 0
+    }
+    /// It was taken from its pool at `now`.
+    fn taken_at(&mut self, now: Instant) {
+        let us = now.saturating_duration_since(self.born).as_micros();
+        self.taken_us = u32::try_from(us).unwrap_or(u32::MAX).max(1);
+    }
+    /// Its exchange's reply head came `at`: timed from its take, when it
+    /// came from the pool (and not too long after it was opened to tell).
+    pub fn answered(&self, at: Instant) {
+        if self.taken_us == 0 || self.taken_us == u32::MAX {
+            return;
+        }
+        let taken = self.born + Duration::from_micros(self.taken_us.into());
+        let took = at.saturating_duration_since(taken).as_micros();
+        self.answered_us
+            .set(u32::try_from(took).unwrap_or(u32::MAX).max(1));
     }
     /// Read what is there without waiting (`WouldBlock` when nothing is).
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -332,7 +354,8 @@ impl UpConn {
         let UpConn {
             sock,
             uses,
-            reused,
+            taken_us,
+            answered_us,
             born,
             bytes_in,
             bytes_out,
@@ -356,7 +379,8 @@ impl UpConn {
         Ok(UpConn {
             sock: Sock::Tls(Box::new(conn)),
             uses,
-            reused,
+            taken_us,
+            answered_us,
             born,
             bytes_in,
             bytes_out,
@@ -535,7 +559,8 @@ async fn open(
     Ok(UpConn {
         sock,
         uses: 1,
-        reused: false,
+        taken_us: 0,
+        answered_us: Cell::new(0),
         born: Instant::now(),
         bytes_in: Cell::new(0),
         bytes_out: Cell::new(0),
@@ -609,17 +634,44 @@ async fn connect_tcp(addr: std::net::SocketAddr, local: Option<Bind>) -> io::Res
 /// One upstream's pools by peer and TLS tag (0: plain).
 type PeerPools = FxHashMap<(PeerAddr, u64), Peer>;
 
-/// A peer's pool: its idle connections, and its new connections that have
-/// not read a byte of their first reply yet, with when they were made.
+/// A peer's pool: its idle connections, its new connections that have not
+/// read a byte of their first reply yet (with when they were made), and
+/// what tells whether the peer is full (see [`put`] and [`released`]).
 #[derive(Default)]
 struct Peer {
     idle: VecDeque<Idle>,
     unanswered: Vec<(std::rc::Weak<()>, Instant)>,
+    /// How long an exchange on a pooled connection waits for its reply's
+    /// head (a moving average).
+    served: Option<Duration>,
+    /// When a new connection last waited for its first reply byte well past
+    /// what pooled ones take: the peer had every worker busy.
+    full_at: Option<Instant>,
+    /// When a connection last came back.
+    released_at: Option<Instant>,
+    /// Requests waiting for a connection to come back, oldest first.
+    waiters: VecDeque<tokio::sync::oneshot::Sender<UpConn>>,
+}
+
+impl Peer {
+    /// How long a new connection may wait for its first reply byte before
+    /// the peer is taken to be full: [`STARVED`], or twice what a pooled
+    /// exchange takes when that is longer (an application that is slow, not
+    /// full, answers its new connections as late as its pooled ones).
+    fn starved(&self) -> Duration {
+        self.served.map_or(STARVED, |s| (s * 2).max(STARVED))
+    }
 }
 
 /// How long a new connection may wait for its first reply byte before the
 /// pool makes room for it (see [`put`]).
 const STARVED: Duration = Duration::from_millis(10);
+
+/// How long a peer found full is taken to stay full: meanwhile a request
+/// that finds no idle connection waits for one to come back rather than
+/// open one (see [`released`]); after it, the next ones open connections
+/// again, which finds out whether the peer has room now.
+const FULL_FOR: Duration = Duration::from_secs(1);
 
 struct Idle {
     conn: UpConn,
@@ -652,7 +704,7 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock);
             if quiet {
                 idle.conn.uses += 1;
-                idle.conn.reused = true;
+                idle.conn.taken_at(now);
                 return Some(idle.conn);
             }
             // Closed, failed, or talking out of turn: drop it.
@@ -743,29 +795,62 @@ fn with_peer<R>(group: &str, addr: &PeerAddr, tls_tag: u64, f: impl FnOnce(&mut 
     })
 }
 
-/// Keep `conn` idle for `addr` from `now`, at most `max` per peer (the
-/// oldest goes); or close it, when a new connection to the peer has waited
-/// `STARVED` for its first reply byte. An application that serves one
-/// connection at a time per worker (php-fpm, a prefork Apache) leaves a new
-/// connection in its listen queue until one of its workers' connections
-/// closes, while pooled ones hold every worker and keep cycling: without
-/// this its request would wait for as long as the others keep coming.
-/// Closing one pooled connection per starved one frees a worker for the
-/// listen queue, oldest first.
+/// `conn` came back to `addr` at `now`: closed, when a new connection to
+/// the peer has waited `STARVED` for its first reply byte; else handed to
+/// the oldest request waiting for one ([`released`]); else kept idle, at
+/// most `max` per peer (the oldest goes).
+///
+/// An application that serves one connection at a time per worker (php-fpm,
+/// a prefork Apache) leaves a new connection in its listen queue until one
+/// of its workers' connections closes, while pooled ones hold every worker
+/// and keep cycling: without the first rule its request would wait for as
+/// long as the others keep coming. Closing a pooled connection frees a
+/// worker, which takes the oldest connection of its listen queue; the
+/// oldest starved one here waits another `STARVED` before it closes another
+/// (the queue's oldest may have been another's). A new
+/// connection that waits much longer than pooled exchanges take also says
+/// that the peer is full: for [`FULL_FOR`] requests that find no idle
+/// connection wait for one to come back instead of opening one more for
+/// the listen queue, so the pool keeps as many connections as the peer has
+/// workers, and they are reused.
 pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Instant) {
     // An idle connection does not count toward max_conns.
     conn.hold = None;
     with_peer(group, addr, conn.tls_tag, |peer| {
+        let answered = conn.answered_us.replace(0);
+        if answered > 0 {
+            let took = Duration::from_micros(answered.into());
+            peer.served = Some(peer.served.map_or(took, |s| (s * 7 + took) / 8));
+        }
+        peer.released_at = Some(now);
         if !peer.unanswered.is_empty() {
             peer.unanswered.retain(|(w, _)| w.strong_count() > 0);
-            if let Some(i) = peer
-                .unanswered
-                .iter()
-                .position(|(_, since)| now.saturating_duration_since(*since) >= STARVED)
+            let starved = peer.starved();
+            let known = peer.served.is_some();
+            let oldest = peer.unanswered.iter_mut().map(|(_, since)| since).min();
+            if let Some(since) = oldest
+                && now.saturating_duration_since(*since) >= STARVED
             {
-                // Room made for this one: it is not counted again.
-                peer.unanswered.swap_remove(i);
+                if known && now.saturating_duration_since(*since) >= starved {
+                    peer.full_at = Some(now);
+                }
+                // Room made for the oldest; the peer takes the oldest of its
+                // queue, which may be another process's: counted again if it
+                // still waits `STARVED` from now.
+                *since = now;
                 return;
+            }
+        }
+        while let Some(w) = peer.waiters.pop_front() {
+            conn.uses += 1;
+            conn.taken_at(now);
+            match w.send(conn) {
+                Ok(()) => return,
+                // Its request is gone.
+                Err(back) => {
+                    conn = back;
+                    conn.uses -= 1;
+                }
             }
         }
         let q = &mut peer.idle;
@@ -774,6 +859,51 @@ pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Inst
         }
         q.push_back(Idle { conn, since: now });
     });
+}
+
+/// A connection to `addr` handed back by another request ([`put`]), when
+/// the peer was found full less than [`FULL_FOR`] ago; `None` at once when
+/// it was not, after `limit` (the connect timeout), or once none came back
+/// for [`Peer::starved`] (the peer's exchanges stalled: a connection of its
+/// own may find a free worker).
+pub async fn released(
+    group: &str,
+    addr: &PeerAddr,
+    tls_tag: u64,
+    limit: Duration,
+) -> Option<UpConn> {
+    let now = crate::core::clock::now();
+    let (mut rx, patience) = with_peer(group, addr, tls_tag, |peer| {
+        let full_at = peer.full_at?;
+        if now.saturating_duration_since(full_at) >= FULL_FOR {
+            peer.full_at = None;
+            return None;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        peer.waiters.push_back(tx);
+        Some((rx, peer.starved()))
+    })?;
+    let deadline = now + limit;
+    loop {
+        let next = (crate::core::clock::now() + patience).min(deadline);
+        match tokio::time::timeout_at(next.into(), &mut rx).await {
+            Ok(conn) => return conn.ok(),
+            Err(_) => {
+                // None for a while: wait on only while others got theirs.
+                let now = crate::core::clock::now();
+                if now >= deadline {
+                    return None;
+                }
+                let flowing = with_peer(group, addr, tls_tag, |peer| {
+                    peer.released_at
+                        .is_some_and(|at| now.saturating_duration_since(at) < patience)
+                });
+                if !flowing {
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -927,6 +1057,58 @@ mod tests {
             assert!(answered.is_ok(), "the new connection was never served");
         });
         peer.join().unwrap();
+    }
+
+    /// A peer found full (a new connection waited for its first reply byte
+    /// well past what pooled exchanges take) makes a request that finds no
+    /// idle connection wait for one to come back: it is handed the next one
+    /// released, and gives up when none comes back for a while.
+    #[test]
+    fn a_full_peer_hands_released_connections_to_waiting_requests() {
+        let (rt, l, addr) = setup();
+        rt.block_on(async {
+            let group = "full";
+            let limit = Duration::from_secs(5);
+            let dial = || connect_from(&addr, None, None, limit);
+            let a = dial().await.unwrap();
+            let _ = l.accept().unwrap();
+            // Nothing says the peer is full: no wait.
+            assert!(released(group, &addr, 0, limit).await.is_none());
+            // A pooled exchange answered in 1 ms, a new connection still
+            // unanswered 50 ms on.
+            let now = Instant::now();
+            put(group, &addr, a, 8, now);
+            let a = take(group, &addr, 0, limit).unwrap();
+            a.answered(now + Duration::from_millis(1));
+            let b = dial().await.unwrap();
+            let _ = l.accept().unwrap();
+            unanswered(group, &addr, &b);
+            put(
+                group,
+                &addr,
+                a,
+                8,
+                Instant::now() + Duration::from_millis(50),
+            );
+            drop(b);
+            // The pooled one was closed for it, and the peer is full: the
+            // next connection released goes to the request waiting.
+            assert!(take(group, &addr, 0, limit).is_none());
+            let c = dial().await.unwrap();
+            let _ = l.accept().unwrap();
+            let give = async {
+                tokio::task::yield_now().await;
+                put(group, &addr, c, 8, Instant::now());
+            };
+            let (got, ()) = tokio::join!(released(group, &addr, 0, limit), give);
+            let got = got.expect("handed over");
+            assert!(got.reused());
+            assert!(take(group, &addr, 0, limit).is_none(), "pooled instead");
+            // None comes back: the wait ends after the peer's patience.
+            let t = Instant::now();
+            assert!(released(group, &addr, 0, limit).await.is_none());
+            assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        });
     }
 
     /// TCP_NODELAY only once a connection writes twice without reading.

@@ -40,6 +40,7 @@ impl Fpm {
             let conf = format!(
                 "[global]\nerror_log = {d}/fpm.log\ndaemonize = no\npid = {d}/fpm.pid\n\
                  [www]\nlisten = 127.0.0.1:{port}\npm = static\npm.max_children = {children}\n\
+                 pm.status_path = /fpm-status\n\
                  catch_workers_output = yes\nphp_admin_value[post_max_size] = 64M\n\
                  php_admin_value[upload_max_filesize] = 64M\nphp_admin_value[memory_limit] = 256M\n\
                  php_admin_value[max_execution_time] = 30\n",
@@ -65,6 +66,51 @@ impl Fpm {
 }
 
 impl Fpm {
+    /// php-fpm's status page (`pm.status_path`), asked over FastCGI on a
+    /// connection of its own.
+    pub fn status(&self) -> String {
+        use std::io::{Read, Write};
+        fn record(out: &mut Vec<u8>, kind: u8, content: &[u8]) {
+            out.extend_from_slice(&[1, kind, 0, 1]);
+            out.extend_from_slice(&(content.len() as u16).to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+            out.extend_from_slice(content);
+        }
+        let mut params = Vec::new();
+        for (n, v) in [
+            ("SCRIPT_NAME", "/fpm-status"),
+            ("SCRIPT_FILENAME", "/fpm-status"),
+            ("REQUEST_METHOD", "GET"),
+            ("QUERY_STRING", ""),
+        ] {
+            params.extend_from_slice(&[n.len() as u8, v.len() as u8]);
+            params.extend_from_slice(n.as_bytes());
+            params.extend_from_slice(v.as_bytes());
+        }
+        let mut req = Vec::new();
+        record(&mut req, 1, &[0, 1, 0, 0, 0, 0, 0, 0]);
+        record(&mut req, 4, &params);
+        record(&mut req, 4, b"");
+        record(&mut req, 5, b"");
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&req).unwrap();
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        // The STDOUT records' content, one after another.
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 8 <= raw.len() {
+            let len = u16::from_be_bytes([raw[at + 4], raw[at + 5]]) as usize;
+            let pad = raw[at + 6] as usize;
+            if raw[at + 1] == 6 {
+                out.extend_from_slice(&raw[at + 8..(at + 8 + len).min(raw.len())]);
+            }
+            at += 8 + len + pad;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     /// SIGTERM: the master ends its children (SIGKILL would orphan them).
     fn stop(&mut self) {
         let _ = Command::new("kill")
