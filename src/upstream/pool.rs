@@ -39,10 +39,11 @@ enum Sock {
 #[derive(Debug)]
 pub struct UpConn {
     sock: Sock,
-    /// Requests sent on it so far (keepalive_requests).
-    uses: u64,
+    /// Requests sent on it so far (keepalive_requests; kept small, as the
+    /// times below, for a connection moves often).
+    uses: u32,
     /// When it was last taken from its pool, in µs after `born` (0: a new
-    /// connection; kept small, as a connection moves often).
+    /// connection).
     taken_us: u32,
     /// How long its exchange waited for the reply's head since its take, in
     /// µs (0: not known); the peer's pooled figure when it comes back (see
@@ -170,7 +171,7 @@ impl UpConn {
     }
     /// Requests this connection has carried (counting the current one).
     pub fn uses(&self) -> u64 {
-        self.uses
+        self.uses.into()
     }
     /// Count the attempt toward its peer's max_conns until this connection
     /// goes back to the pool or is closed (see [`super::queue::Hold`]).
@@ -703,7 +704,7 @@ pub fn take(group: &str, addr: &PeerAddr, tls_tag: u64, timeout: Duration) -> Op
                 || matches!(idle.conn.try_read(&mut probe),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock);
             if quiet {
-                idle.conn.uses += 1;
+                idle.conn.uses = idle.conn.uses.saturating_add(1);
                 idle.conn.taken_at(now);
                 return Some(idle.conn);
             }
@@ -842,7 +843,7 @@ pub fn put(group: &str, addr: &PeerAddr, mut conn: UpConn, max: usize, now: Inst
             }
         }
         while let Some(w) = peer.waiters.pop_front() {
-            conn.uses += 1;
+            conn.uses = conn.uses.saturating_add(1);
             conn.taken_at(now);
             match w.send(conn) {
                 Ok(()) => return,
