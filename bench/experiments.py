@@ -46,7 +46,7 @@ class Experiment(NamedTuple):
     summarize: Callable
     markdown: Callable
     servers: tuple          # default --servers
-    load: tuple             # load generators it needs
+    load: tuple             # load generators (and backends) it needs
     duration: int = 5       # default --duration
     runs: int = 3           # default --runs
     php: bool = False       # needs php-fpm
@@ -1952,7 +1952,7 @@ EXPERIMENTS = {
     "idle": Experiment(exp_idle, summarize_idle, markdown_idle, ("vireo", "nginx"), (),
                        gaps=M_GAPS, title="idle — M, vireo vs nginx"),
     "proxy": Experiment(exp_proxy, vb.summarize, vb.markdown, ("vireo", "nginx", "haproxy"),
-                        ("wrk",), keys=("file",), gaps=E3_GAPS[:1],
+                        ("wrk", "h2load", "h2o"), keys=("file",), gaps=E3_GAPS[:1],
                         title="proxy — reverse proxy to h2o with upstream keepalive (issue 6)"),
     "stream": Experiment(exp_stream, summarize_stream, markdown_stream, STREAM_SERVERS, ("cc",),
                          keys=("workload",),
