@@ -1131,8 +1131,6 @@ GRPC_CALLS = 20000
 def grpc_point(opts, ctx, s):
     """Unary gRPC calls (`/test.Echo/Unary`, an 8-byte message) through the front's
     cleartext HTTP/2 listener to a grpcio server: h2load, 10 connections of 10 streams."""
-    if s == "haproxy":
-        return {"unsupported": "not set up for HAProxy"}
     msg = ctx.scratch / "grpc-unary.bin"
     msg.write_bytes(b"\0\0\0\0\x08" + b"8 bytes!")
     backend = Server("grpc-echo", ctx.scratch, ctx.root, ctx.grpc_port)
