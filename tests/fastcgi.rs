@@ -3,7 +3,7 @@
 //! when php-fpm is not installed.
 
 mod common;
-use common::fpm::Fpm;
+use common::fpm::{Fpm, record};
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -547,17 +547,26 @@ fn md5_hex(data: &[u8]) -> String {
         .collect()
 }
 
-/// Established connections from vireo to `port` (idle pooled ones included).
-fn conns_to(port: u16) -> usize {
+/// The client ends of the IPv4 connections to `port` (`/proc/net/tcp`):
+/// their local address and state, as hex.
+fn client_ends(port: u16) -> Vec<(String, String)> {
     let hex = format!(":{port:04X}");
     std::fs::read_to_string("/proc/net/tcp")
         .unwrap_or_default()
         .lines()
         .skip(1)
-        .filter(|l| {
+        .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[2].ends_with(&hex) && f[3] == "01"
+            (f.len() > 3 && f[2].ends_with(&hex)).then(|| (f[1].to_string(), f[3].to_string()))
         })
+        .collect()
+}
+
+/// Established connections from vireo to `port` (idle pooled ones included).
+fn conns_to(port: u16) -> usize {
+    client_ends(port)
+        .iter()
+        .filter(|(_, state)| state == "01")
         .count()
 }
 
@@ -753,17 +762,10 @@ impl ConnsMade {
     fn watch(port: u16) -> ConnsMade {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = stop.clone();
-        let hex = format!(":{port:04X}");
         let seen = std::thread::spawn(move || {
             let mut seen = std::collections::HashSet::new();
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-                for l in table.lines().skip(1) {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    if f.len() > 3 && f[2].ends_with(&hex) {
-                        seen.insert(f[1].to_string());
-                    }
-                }
+                seen.extend(client_ends(port).into_iter().map(|(local, _)| local));
                 std::thread::sleep(Duration::from_millis(1));
             }
             seen
@@ -799,17 +801,6 @@ fn pooled_replies_are_not_held_by_delayed_acks() {
         pooled < fresh + Duration::from_millis(20) * N,
         "{N} phpinfo() requests: {pooled:?} pooled, {fresh:?} on new connections"
     );
-}
-
-/// One FastCGI record for request 1, padded to a multiple of 8.
-fn record(t: u8, content: &[u8]) -> Vec<u8> {
-    let pad = (8 - content.len() % 8) % 8;
-    let mut r = vec![1, t, 0, 1];
-    r.extend_from_slice(&(content.len() as u16).to_be_bytes());
-    r.extend_from_slice(&[pad as u8, 0]);
-    r.extend_from_slice(content);
-    r.resize(r.len() + pad, 0);
-    r
 }
 
 const STDOUT: u8 = 6;

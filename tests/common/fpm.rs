@@ -65,17 +65,22 @@ impl Fpm {
     }
 }
 
+/// One FastCGI record of type `t` for request 1, padded to a multiple of 8.
+pub fn record(t: u8, content: &[u8]) -> Vec<u8> {
+    let pad = (8 - content.len() % 8) % 8;
+    let mut r = vec![1, t, 0, 1];
+    r.extend_from_slice(&(content.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[pad as u8, 0]);
+    r.extend_from_slice(content);
+    r.resize(r.len() + pad, 0);
+    r
+}
+
 impl Fpm {
     /// php-fpm's status page (`pm.status_path`), asked over FastCGI on a
     /// connection of its own.
     pub fn status(&self) -> String {
         use std::io::{Read, Write};
-        fn record(out: &mut Vec<u8>, kind: u8, content: &[u8]) {
-            out.extend_from_slice(&[1, kind, 0, 1]);
-            out.extend_from_slice(&(content.len() as u16).to_be_bytes());
-            out.extend_from_slice(&[0, 0]);
-            out.extend_from_slice(content);
-        }
         let mut params = Vec::new();
         for (n, v) in [
             ("SCRIPT_NAME", "/fpm-status"),
@@ -87,11 +92,13 @@ impl Fpm {
             params.extend_from_slice(n.as_bytes());
             params.extend_from_slice(v.as_bytes());
         }
-        let mut req = Vec::new();
-        record(&mut req, 1, &[0, 1, 0, 0, 0, 0, 0, 0]);
-        record(&mut req, 4, &params);
-        record(&mut req, 4, b"");
-        record(&mut req, 5, b"");
+        let req = [
+            record(1, &[0, 1, 0, 0, 0, 0, 0, 0]),
+            record(4, &params),
+            record(4, b""),
+            record(5, b""),
+        ]
+        .concat();
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(&req).unwrap();
