@@ -3,15 +3,20 @@
 //!
 //! - A session ([`session::Session`]) is vireo's HTTP/2 client over an
 //!   [`UpConn`] (prior knowledge on a plain connection, ALPN `h2` over TLS),
-//!   framed in the task of the request that uses it, with nginx's settings:
-//!   no HPACK dynamic table for replies ([`hpack`]), no server push. The
+//!   with nginx's settings: no HPACK dynamic table for replies ([`hpack`]),
+//!   no server push. Each request's stream is framed in its own task; the
+//!   session's reader task reads the connection for all of them. The
 //!   preface and SETTINGS go in the first request's write.
-//! - With `keepalive` in the upstream block, a session whose exchange ended
-//!   cleanly is kept per worker and peer (`KEPT`) and offered to the driver
-//!   first ([`Protocol::kept`]), one stream at a time as nginx, up to
-//!   `keepalive` idle sessions a peer, for `keepalive_timeout` and
-//!   `keepalive_requests`. A kept session the peer closed or sent GOAWAY on
-//!   is dropped, or fails `stale` before anything went on it.
+//! - With `keepalive` in the upstream block, a new session is kept per
+//!   worker and peer (`KEPT`, up to `keepalive` sessions a peer) and the
+//!   driver offers it first ([`Protocol::kept`]) to the requests that
+//!   follow, whose streams go on it side by side, up to the peer's
+//!   SETTINGS_MAX_CONCURRENT_STREAMS (at most [`session::MAX_STREAMS`]):
+//!   a request makes a new connection only when every kept session is
+//!   full. (nginx runs one stream a connection.) A session ends after
+//!   `keepalive_requests` streams, or idle for `keepalive_timeout`; one the
+//!   peer closed or sent GOAWAY on takes no new stream, and a stream it
+//!   refused fails `stale`, going on to a new connection.
 //! - One exchange ([`call`]) sends the head ([`Call`], its header block
 //!   encoded once per request) and the request body as planned ([`Plan`]):
 //!   a body read whole from memory or its file, or the client's as it
@@ -40,7 +45,7 @@ use crate::upstream::{PeerAddr, UpConn, Upstream, UpstreamVars};
 use bytes::{Bytes, BytesMut};
 use hpack::Fields;
 use rustc_hash::FxHashMap;
-use session::{Broke, Event, Session};
+use session::{Broke, Event, Session, Stream};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
@@ -225,12 +230,13 @@ impl<H: Handler> Protocol for Over<H> {
         // Heads up to twice the buffer size (64k at least) are read, so that
         // one over it is refused by name (`call`).
         let max_block = (2 * self.0.ask().buffer_size).max(65536);
-        let session = Session::new(conn, max_block);
-        exchange_on(&self.0, req, at, session, false, body).await
+        let session = Session::start(conn, max_block);
+        keep(at.up, key(at, self.0.ask().tag), &session);
+        exchange_on(&self.0, req, at, &session, false, body).await
     }
 
-    /// A session kept from an earlier exchange with the peer (`keepalive`
-    /// in the upstream block), a stream at a time as nginx.
+    /// A session with the peer that takes another stream (`keepalive` in
+    /// the upstream block): streams go side by side on it.
     fn kept<'a>(
         &'a self,
         req: &'a Request<'_>,
@@ -238,7 +244,9 @@ impl<H: Handler> Protocol for Over<H> {
         body: &'a mut dyn RequestBody,
     ) -> Option<Exchanged<'a, Response>> {
         let session = take(at.up, &key(at, self.0.ask().tag))?;
-        Some(Box::pin(exchange_on(&self.0, req, at, session, true, body)))
+        Some(Box::pin(async move {
+            exchange_on(&self.0, req, at, &session, true, body).await
+        }))
     }
 }
 
@@ -248,7 +256,7 @@ async fn exchange_on<H: Handler>(
     h: &H,
     req: &Request<'_>,
     at: &Try<'_>,
-    session: Box<Session>,
+    session: &Session,
     kept: bool,
     body: &mut dyn RequestBody,
 ) -> Result<Response, Gave<Response>> {
@@ -282,63 +290,77 @@ fn key(at: &Try<'_>, tag: u64) -> Key {
     )
 }
 
-/// A session idle since an exchange ended, kept until `until`.
-struct Idle {
-    session: Box<Session>,
-    until: Instant,
+/// A session the worker keeps with a peer, with its upstream's limits.
+struct Kept {
+    session: Session,
+    /// `keepalive_timeout` (idle) and `keepalive_requests` (streams).
+    timeout: Duration,
+    max_uses: u64,
 }
 
 thread_local! {
-    /// The worker's idle sessions, per peer; at most the upstream's
-    /// `keepalive` each, for its `keepalive_timeout`.
-    static KEPT: RefCell<FxHashMap<Key, Vec<Idle>>> = RefCell::new(FxHashMap::default());
+    /// The worker's sessions, per peer: at most the upstream's `keepalive`
+    /// each, busy or idle, the idle ones for its `keepalive_timeout`.
+    static KEPT: RefCell<FxHashMap<Key, Vec<Kept>>> = RefCell::new(FxHashMap::default());
 }
 
-/// An idle session with the peer of `key` that can take a stream now.
-fn take(up: &Upstream, key: &Key) -> Option<Box<Session>> {
+/// A session with the peer of `key` that takes another stream now, the
+/// first such of those kept: a new connection is made only when every kept
+/// session is full.
+fn take(up: &Upstream, key: &Key) -> Option<Session> {
     if up.keepalive == 0 {
         return None;
     }
-    let now = crate::core::clock::now();
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
         let list = k.get_mut(key)?;
-        while let Some(mut idle) = list.pop() {
-            // A session the peer has closed (or sent GOAWAY on) is dropped.
-            if idle.until > now && idle.session.fit() {
-                return Some(idle.session);
-            }
-        }
-        None
+        list.retain(|kept| !kept.session.over(kept.max_uses));
+        let kept = list
+            .iter()
+            .find(|kept| kept.session.can_open(kept.max_uses))?;
+        Some(kept.session.clone())
     })
 }
 
-/// Keep `session`, whose exchange ended cleanly, for the next one.
-fn keep(up: &Upstream, key: Key, mut session: Box<Session>) {
-    session.uses += 1;
-    if up.keepalive == 0 || session.uses >= up.keepalive_requests {
+/// Keep a new `session` for the streams of later requests, in place of an
+/// idle one when the peer has its `keepalive` sessions already; with no
+/// room (every one busy) it serves its own request only.
+fn keep(up: &Upstream, key: Key, session: &Session) {
+    if up.keepalive == 0 {
         return;
     }
-    let until = crate::core::clock::now() + up.keepalive_timeout;
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
         let list = k.entry(key).or_default();
+        list.retain(|kept| !kept.session.over(kept.max_uses));
         if list.len() >= up.keepalive {
-            list.remove(0);
+            let Some(idle) = list.iter().position(|k| k.session.idle_since().is_some()) else {
+                return;
+            };
+            list.remove(idle);
         }
-        list.push(Idle { session, until });
+        list.push(Kept {
+            session: session.clone(),
+            timeout: up.keepalive_timeout,
+            max_uses: up.keepalive_requests,
+        });
     });
 }
 
-/// Once a second: sessions idle past their upstream's `keepalive_timeout`
-/// are closed, the others let their read buffers go.
+/// Once a second: sessions idle past their upstream's `keepalive_timeout`,
+/// or of no further use, are closed, the idle others let their read
+/// buffers go.
 pub fn trim_idle() {
-    let now = Instant::now();
+    let now = crate::core::clock::now();
     KEPT.with(|k| {
         k.borrow_mut().retain(|_, list| {
-            list.retain_mut(|i| {
-                i.session.rest();
-                i.until > now
+            list.retain(|kept| {
+                let idle = kept.session.idle_since();
+                if idle.is_some() {
+                    kept.session.rest();
+                }
+                !kept.session.over(kept.max_uses)
+                    && idle.is_none_or(|t| now.saturating_duration_since(t) < kept.timeout)
             });
             !list.is_empty()
         })
@@ -474,7 +496,7 @@ fn head_of(f: &Fields) -> Result<UpstreamHead, Broke> {
 async fn call(
     ask: &Ask<'_>,
     at: &Try<'_>,
-    mut session: Box<Session>,
+    session: &Session,
     kept: bool,
     body: &mut dyn RequestBody,
     hints: Option<&Hints<'_>>,
@@ -491,10 +513,9 @@ async fn call(
         Plan::Held(b) => b.len == 0,
         Plan::Stream => false,
     };
-    session
+    let stream = session
         .open(&ask.call.block, no_body)
         .map_err(|b| stale(b, "sending request to upstream"))?;
-    let session = RefCell::new(session);
     // The body goes while the reply is awaited: an upstream may answer
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
@@ -505,19 +526,18 @@ async fn call(
     // how the reading ended then.
     let mut early = VecDeque::new();
     let mut broke = None;
-    let mut sent = false;
     let (head, end) = {
         let sending = async {
             match ask.plan {
-                Plan::None => flush(&session, t).await,
-                Plan::Held(b) => send_held(&session, b, t).await,
+                Plan::None => flush(&stream, t).await,
+                Plan::Held(b) => send_held(&stream, b, t).await,
                 Plan::Stream => {
                     let mut lent = Lent::take(&body);
                     let b = lent
                         .body
                         .as_deref_mut()
                         .expect("the sending has the body first");
-                    send_stream(&session, b, t).await
+                    send_stream(&stream, b, t).await
                 }
             }
         };
@@ -525,19 +545,19 @@ async fn call(
         let mut body_done = false;
         let deadline = tokio::time::sleep(ask.read_timeout);
         let mut deadline = std::pin::pin!(deadline);
-        let event = || std::future::poll_fn(|cx| session.borrow_mut().poll_event(cx));
+        let event = || std::future::poll_fn(|cx| stream.poll_event(cx));
         let (head, end) = loop {
             tokio::select! {
                 biased;
                 r = &mut sending, if !body_done => {
                     body_done = true;
                     deadline.as_mut().reset(tokio::time::Instant::now() + ask.read_timeout);
-                    match r {
-                        Ok(()) => sent = true,
-                        // A failed client is the request's end; an upstream
-                        // that stopped taking the body may still answer.
-                        Err(f) if f.kind == NextUpstream::OFF => return Err(f.into()),
-                        Err(_) => {}
+                    // A failed client is the request's end; an upstream
+                    // that stopped taking the body may still answer.
+                    if let Err(f) = r
+                        && f.kind == NextUpstream::OFF
+                    {
+                        return Err(f.into());
                     }
                     send_hints(&body, &mut waiting).await;
                 }
@@ -588,10 +608,7 @@ async fn call(
         while !body_done {
             tokio::select! {
                 biased;
-                r = &mut sending => {
-                    body_done = true;
-                    sent = r.is_ok();
-                }
+                _ = &mut sending => body_done = true,
                 e = event() => match e {
                     Ok(e) => early.push_back(e),
                     Err(b) => {
@@ -633,10 +650,9 @@ async fn call(
             .and_then(|v| v.trim().parse().ok()),
     };
     let mut body = Box::new(ReplyBody {
-        session: Some((session.into_inner(), key(at, ask.tag))),
+        stream: Some(stream),
         early,
         broke,
-        sent,
         left,
         trailers: None,
         timeout: ask.read_timeout,
@@ -657,12 +673,9 @@ async fn call(
     })
 }
 
-/// A session while an exchange's sending and reading share it.
-type Shared = RefCell<Box<Session>>;
-
 /// Write what the session has queued, within `t`.
-async fn flush(s: &Shared, t: Duration) -> Result<(), Fail> {
-    tokio::time::timeout(t, std::future::poll_fn(|cx| s.borrow_mut().poll_flush(cx)))
+async fn flush(s: &Stream, t: Duration) -> Result<(), Fail> {
+    tokio::time::timeout(t, std::future::poll_fn(|cx| s.poll_flush(cx)))
         .await
         .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?
         .map_err(|e| io_fail(&e, "sending request to upstream"))
@@ -672,24 +685,24 @@ async fn flush(s: &Shared, t: Duration) -> Result<(), Fail> {
 /// wait for them within `t`. A piece the windows take whole is only queued
 /// when `more` (another comes at once): it goes in the write of the next.
 async fn send_data(
-    s: &Shared,
+    s: &Stream,
     mut data: &[u8],
     end: bool,
     more: bool,
     t: Duration,
 ) -> Result<(), Fail> {
     loop {
-        let room = s.borrow().room();
+        let room = s.room();
         if room == 0 && !data.is_empty() {
             flush(s, t).await?;
-            tokio::time::timeout(t, std::future::poll_fn(|cx| s.borrow_mut().poll_room(cx)))
+            tokio::time::timeout(t, std::future::poll_fn(|cx| s.poll_room(cx)))
                 .await
                 .map_err(|_| io_fail(&timed_out(), "sending request to upstream"))?;
             continue;
         }
         let n = room.min(data.len());
         let last = n == data.len();
-        s.borrow_mut().data(&data[..n], end && last);
+        s.data(&data[..n], end && last);
         data = &data[n..];
         if last {
             return match more {
@@ -700,7 +713,7 @@ async fn send_data(
     }
 }
 
-async fn send_held(s: &Shared, b: &Buffered, t: Duration) -> Result<(), Fail> {
+async fn send_held(s: &Stream, b: &Buffered, t: Duration) -> Result<(), Fail> {
     let mut off = 0;
     loop {
         let piece = b.piece_at(off).map_err(|e| Failure::body_file(&e))?;
@@ -719,7 +732,7 @@ const PIECE: usize = 16 * 1024;
 /// so far in one piece (up to a frame), the last piece with END_STREAM (an
 /// empty DATA frame when the end comes later, as nginx). The head waits
 /// for a first piece at hand, to go in one write with it.
-async fn send_stream(s: &Shared, body: &mut dyn RequestBody, t: Duration) -> Result<(), Fail> {
+async fn send_stream(s: &Stream, body: &mut dyn RequestBody, t: Duration) -> Result<(), Fail> {
     // Not the peer's fault: no next upstream.
     let client_fail =
         |e: BodyError| Failure::new(NextUpstream::OFF, e.status(), "client request body failed");
@@ -768,14 +781,12 @@ async fn send_stream(s: &Shared, body: &mut dyn RequestBody, t: Duration) -> Res
 
 /// A reply's DATA as the client takes it, then its trailers.
 struct ReplyBody {
-    /// The session, kept for the next exchange when this one ends cleanly.
-    session: Option<(Box<Session>, Key)>,
+    /// The stream, until the reply ends (or is left).
+    stream: Option<Stream>,
     /// What the stream gave while the request's body still went, and how
     /// its reading ended then.
     early: VecDeque<Event>,
     broke: Option<Broke>,
-    /// The request went whole (the stream is over once the reply is).
-    sent: bool,
     /// The reply's Content-Length not yet received.
     left: Option<u64>,
     /// Where the trailers go for the client's protocol (`None`: dropped).
@@ -799,17 +810,14 @@ impl std::fmt::Debug for ReplyBody {
 
 impl ReplyBody {
     fn end(&mut self, ok: bool) {
-        let session = self.session.take();
+        // A stream that did not end both ways is reset; the session goes on.
+        self.stream = None;
         if let Some((up, peer, good)) = self.up.take() {
             let now = crate::core::clock::now();
             if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
                 a.response_ms = Some(now.saturating_duration_since(self.t0).as_millis() as u64);
             }
             up.finished_at(peer, ok && good, now);
-            if let (true, true, Some((mut session, key))) = (ok, self.sent, session) {
-                session.close_stream();
-                keep(&up, key, session);
-            }
         }
     }
 
@@ -836,9 +844,9 @@ impl ReplyBody {
         if let Some(e) = self.early.pop_front() {
             return Ok(e);
         }
-        let read = match (self.broke.take(), self.session.as_mut()) {
+        let read = match (self.broke.take(), self.stream.as_ref()) {
             (Some(b), _) => Err(b),
-            (None, Some((s, _))) => {
+            (None, Some(s)) => {
                 let r = std::future::poll_fn(|cx| s.poll_event(cx));
                 match tokio::time::timeout(self.timeout, r).await {
                     Ok(r) => r,
@@ -876,8 +884,8 @@ impl ReplyBody {
                             }
                         }
                     }
-                    if let Some((s, _)) = &mut self.session {
-                        s.consumed(b.len(), !end);
+                    if let Some(s) = &self.stream {
+                        s.consumed(b.len());
                     }
                     if let Some(a) = self.vars.borrow_mut().attempts.last_mut() {
                         a.body += b.len() as u64;
@@ -928,9 +936,8 @@ impl BodyStream for ReplyBody {
 
 impl Drop for ReplyBody {
     fn drop(&mut self) {
-        // The client left before the end: the session is closed with the
-        // stream; not the peer's failure.
-        self.session = None;
+        // The client left before the end: the stream is reset; not the
+        // peer's failure.
         self.end(true);
     }
 }

@@ -1,17 +1,34 @@
 //! An HTTP/2 connection to a peer as vireo's client runs it (RFC 9113):
-//! one stream at a time, framed and flow-controlled in the task of the
-//! request that uses it. Frames to send are gathered in one buffer and go
-//! in one write (the preface and SETTINGS with the first request's HEADERS
-//! and DATA); frames read are taken from one buffer, a DATA payload handed
-//! on without a copy. Control frames (SETTINGS, PING, WINDOW_UPDATE,
-//! GOAWAY) are answered as they are read.
+//! streams side by side, each framed and flow-controlled in the task of the
+//! request that uses it, the connection read by a task of its own.
+//!
+//! - A request's task opens its [`Stream`] on the [`Session`] and writes
+//!   its frames itself: what is queued (other streams' frames, answers to
+//!   the peer) goes in the same write, the preface and SETTINGS with the
+//!   first request's HEADERS and DATA.
+//! - The session's reader task ([`Inner::drive`]) reads the connection, one
+//!   read taking the frames of many streams; it hands each stream its
+//!   header blocks and DATA (a payload without a copy) and wakes its task,
+//!   and answers control frames (SETTINGS, PING, WINDOW_UPDATE, GOAWAY). It
+//!   also writes what a stream's write left queued when the socket was full,
+//!   so a stream that goes away leaves no frame behind.
+//! - The connection's receive window is given back as DATA arrives, a
+//!   stream's as its reader takes it: a stream whose client reads slowly
+//!   holds its own window, not its neighbours'.
+//! - A stream dropped before it ended both ways is reset (CANCEL); the
+//!   session goes on. A failure of the connection fails every stream.
 
 use super::hpack::{self, Fields};
 use crate::upstream::UpConn;
 use bytes::{Bytes, BytesMut};
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 use tokio::io::AsyncWrite;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -32,12 +49,15 @@ const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
 
+/// RST_STREAM's code for a stream the client no longer wants.
+const CANCEL: u32 = 8;
+
 /// The largest frame the peer may send (the default, which the client
 /// keeps).
 const MAX_FRAME: usize = 16_384;
 
-/// Reads one poll of the stream makes before it lets the worker's other
-/// tasks run.
+/// Reads the reader task makes before it lets the worker's other tasks
+/// run.
 const READS_A_TURN: usize = 32;
 
 /// The most answers to PING and SETTINGS waiting to be sent before the peer
@@ -46,6 +66,10 @@ const MAX_ANSWERS: usize = 1024;
 
 /// The receive window the client gives each stream and the connection.
 pub const WINDOW: u32 = 256 * 1024;
+
+/// The most streams open side by side on a session (fewer when the peer's
+/// SETTINGS_MAX_CONCURRENT_STREAMS says so).
+pub const MAX_STREAMS: usize = 128;
 
 /// What a stream's frames gave.
 #[derive(Debug)]
@@ -81,40 +105,107 @@ impl Broke {
     fn protocol(why: impl Into<String>) -> Broke {
         Broke::Protocol(why.into())
     }
+
+    /// The same failure for another stream of the connection.
+    fn copy(&self) -> Broke {
+        match self {
+            Broke::Io(e) => Broke::Io(io::Error::new(e.kind(), e.to_string())),
+            Broke::Closed => Broke::Closed,
+            &Broke::GoAway { code, refused } => Broke::GoAway { code, refused },
+            &Broke::Reset(code) => Broke::Reset(code),
+            Broke::TooBig => Broke::TooBig,
+            Broke::Protocol(why) => Broke::Protocol(why.clone()),
+        }
+    }
 }
 
-pub struct Session {
+/// An open stream's side of the session.
+struct Slot {
+    /// The send window, and the receive window left to the peer.
+    window: i64,
+    recv: i64,
+    /// DATA taken by the stream's reader but not yet given back.
+    unacked: u32,
+    /// What the stream's frames gave, not yet taken, and how it failed.
+    events: VecDeque<Event>,
+    broke: Option<Broke>,
+    /// The task waiting for an event, and the one waiting for send window.
+    waker: Option<Waker>,
+    room_waker: Option<Waker>,
+    /// END_STREAM sent, received (a reset stream is both).
+    sent_end: bool,
+    got_end: bool,
+}
+
+impl Slot {
+    fn give(&mut self, e: Event) {
+        self.events.push_back(e);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn fail(&mut self, b: Broke) {
+        if self.broke.is_none() {
+            self.broke = Some(b);
+        }
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+        if let Some(w) = self.room_waker.take() {
+            w.wake();
+        }
+    }
+}
+
+/// A header block being gathered (HEADERS, CONTINUATION).
+struct Block {
+    id: u32,
+    bytes: Vec<u8>,
+    /// Its HEADERS ended the stream.
+    end: bool,
+    /// It grew past the size taken: the stream fails, the rest is skipped.
+    over: bool,
+}
+
+/// The connection's state, shared by its streams, its reader task and the
+/// worker's keep.
+pub struct Inner {
     conn: UpConn,
     rbuf: BytesMut,
     /// Frames to send, of which `sent` bytes are written.
     out: Vec<u8>,
     sent: usize,
-    /// Send windows: the connection's and the stream's.
+    /// The connection's send window.
     conn_window: i64,
-    stream_window: i64,
-    /// The peer's SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
+    /// The peer's SETTINGS: INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE,
+    /// MAX_CONCURRENT_STREAMS.
     initial: i64,
     max_frame: usize,
-    /// The connection's receive window, and DATA taken but not yet given
-    /// back to it with WINDOW_UPDATE.
+    max_streams: usize,
+    /// The connection's receive window, and DATA received but not yet
+    /// given back to it with WINDOW_UPDATE.
     recv_window: i64,
     unacked: u32,
-    /// The stream open (0: none) and the next one's id.
-    stream: u32,
+    streams: FxHashMap<u32, Slot>,
     next_id: u32,
-    /// The stream's header block being gathered (HEADERS, CONTINUATION),
-    /// and whether its HEADERS ended the stream.
-    block: Option<(Vec<u8>, bool)>,
+    block: Option<Block>,
     max_block: usize,
-    /// The task waiting for send window.
-    window_waker: Option<Waker>,
     /// Answers to the peer's PING and SETTINGS queued since the last write
     /// of all that was queued.
     answers: usize,
     /// GOAWAY came: no new stream goes on it.
-    pub goaway: bool,
-    /// Exchanges made on it so far (`keepalive_requests`).
-    pub uses: u64,
+    goaway: bool,
+    /// The connection failed: every stream with it.
+    dead: Option<Broke>,
+    /// Streams opened on it so far (`keepalive_requests`).
+    uses: u64,
+    /// Since when no stream is open.
+    idle_since: Instant,
+    /// The reader task, and the streams waiting for the queued frames to be
+    /// written.
+    reader: Option<Waker>,
+    flush_waiters: Vec<Waker>,
 }
 
 fn frame_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, id: u32) {
@@ -124,12 +215,16 @@ fn frame_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, id: u32) {
     out.extend_from_slice(&id.to_be_bytes());
 }
 
+/// A session: the connection its streams share.
+#[derive(Clone)]
+pub struct Session(Rc<RefCell<Inner>>);
+
 impl Session {
     /// A session over `conn`, its preface and SETTINGS queued to go with
-    /// the first request: no dynamic table for the replies' fields, no push,
+    /// the first stream: no dynamic table for the replies' fields, no push,
     /// a [`WINDOW`] for the streams and the connection. Header blocks over
-    /// `max_block` bytes are refused.
-    pub fn new(conn: UpConn, max_block: usize) -> Box<Session> {
+    /// `max_block` bytes are refused. Its reader task starts on the worker.
+    pub fn start(conn: UpConn, max_block: usize) -> Session {
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(PREFACE);
         frame_head(&mut out, 18, SETTINGS, 0, 0);
@@ -139,86 +234,185 @@ impl Session {
         }
         frame_head(&mut out, 4, WINDOW_UPDATE, 0, 0);
         out.extend_from_slice(&(WINDOW - 65_535).to_be_bytes());
-        Box::new(Session {
+        let inner = Rc::new(RefCell::new(Inner {
             conn,
             rbuf: BytesMut::new(),
             out,
             sent: 0,
             conn_window: 65_535,
-            stream_window: 0,
             initial: 65_535,
             max_frame: MAX_FRAME,
+            max_streams: MAX_STREAMS,
             recv_window: WINDOW as i64,
             unacked: 0,
-            stream: 0,
+            streams: FxHashMap::default(),
             next_id: 1,
             block: None,
             max_block,
-            window_waker: None,
             answers: 0,
             goaway: false,
+            dead: None,
             uses: 0,
-        })
+            idle_since: crate::core::clock::now(),
+            reader: None,
+            flush_waiters: Vec::new(),
+        }));
+        tokio::task::spawn_local(read(Rc::downgrade(&inner)));
+        Session(inner)
     }
 
     /// Open a stream with the header block `fields` (`end`: no body
     /// follows), queued.
-    pub fn open(&mut self, fields: &[u8], end: bool) -> Result<(), Broke> {
-        if self.goaway || self.next_id > i32::MAX as u32 {
+    pub fn open(&self, fields: &[u8], end: bool) -> Result<Stream, Broke> {
+        let mut s = self.0.borrow_mut();
+        if let Some(b) = &s.dead {
+            return Err(b.copy());
+        }
+        if s.goaway || s.next_id > i32::MAX as u32 {
             return Err(Broke::GoAway {
                 code: 0,
                 refused: true,
             });
         }
-        let id = self.next_id;
-        self.next_id += 2;
-        self.stream = id;
-        self.stream_window = self.initial;
+        let id = s.next_id;
+        s.next_id += 2;
+        s.uses += 1;
+        let slot = Slot {
+            window: s.initial,
+            recv: WINDOW as i64,
+            unacked: 0,
+            events: VecDeque::new(),
+            broke: None,
+            waker: None,
+            room_waker: None,
+            sent_end: end,
+            got_end: false,
+        };
+        s.streams.insert(id, slot);
+        let max_frame = s.max_frame;
         let mut rest = fields;
         let mut kind = HEADERS;
         loop {
-            let n = rest.len().min(self.max_frame);
+            let n = rest.len().min(max_frame);
             let last = n == rest.len();
             let mut flags = if last { END_HEADERS } else { 0 };
             if kind == HEADERS && end {
                 flags |= END_STREAM;
             }
-            frame_head(&mut self.out, n, kind, flags, id);
-            self.out.extend_from_slice(&rest[..n]);
+            frame_head(&mut s.out, n, kind, flags, id);
+            s.out.extend_from_slice(&rest[..n]);
             rest = &rest[n..];
             if last {
-                return Ok(());
+                break;
             }
             kind = CONTINUATION;
         }
+        drop(s);
+        Ok(Stream {
+            s: self.0.clone(),
+            id,
+        })
     }
 
-    /// The body bytes the windows take now, in one frame at most.
+    /// Whether another stream may open on it now: the connection sound, no
+    /// GOAWAY, fewer than `max_uses` streams opened and fewer open than the
+    /// peer and [`MAX_STREAMS`] allow.
+    pub fn can_open(&self, max_uses: u64) -> bool {
+        let s = self.0.borrow();
+        s.dead.is_none()
+            && !s.goaway
+            && s.uses < max_uses
+            && s.streams.len() < s.max_streams.min(MAX_STREAMS)
+    }
+
+    /// Whether it is of no further use: failed, or with no stream open and
+    /// none to come (GOAWAY, `max_uses` streams opened).
+    pub fn over(&self, max_uses: u64) -> bool {
+        let s = self.0.borrow();
+        s.dead.is_some() || (s.streams.is_empty() && (s.goaway || s.uses >= max_uses))
+    }
+
+    /// Since when no stream is open (None: one is).
+    pub fn idle_since(&self) -> Option<Instant> {
+        let s = self.0.borrow();
+        s.streams.is_empty().then_some(s.idle_since)
+    }
+
+    /// Let the read buffer's room go when nothing waits in it: a session
+    /// idle for a while holds no more than its connection.
+    pub fn rest(&self) {
+        let mut s = self.0.borrow_mut();
+        if s.rbuf.is_empty() {
+            s.rbuf = BytesMut::new();
+        }
+    }
+}
+
+/// The session's reader task: it ends when the connection fails or the
+/// session is dropped (which wakes it).
+async fn read(inner: Weak<RefCell<Inner>>) {
+    std::future::poll_fn(|cx| {
+        let Some(rc) = inner.upgrade() else {
+            return Poll::Ready(());
+        };
+        let mut s = rc.borrow_mut();
+        if !s.reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            s.reader = Some(cx.waker().clone());
+        }
+        s.drive(cx)
+    })
+    .await
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(w) = self.reader.take() {
+            w.wake();
+        }
+    }
+}
+
+/// A stream of a session, as the request that opened it uses it.
+pub struct Stream {
+    s: Rc<RefCell<Inner>>,
+    id: u32,
+}
+
+impl Stream {
+    /// The body bytes the windows take now.
     pub fn room(&self) -> usize {
-        self.conn_window.min(self.stream_window).max(0) as usize
+        self.s.borrow().room(self.id)
     }
 
     /// Ready once the windows take a byte.
-    pub fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.room() > 0 {
+    pub fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.s.borrow_mut();
+        if s.room(self.id) > 0 {
             return Poll::Ready(());
         }
-        self.window_waker = Some(cx.waker().clone());
+        if let Some(slot) = s.streams.get_mut(&self.id) {
+            slot.room_waker = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 
-    /// Queue `data` (within [`Session::room`]) as DATA frames, the last with
+    /// Queue `data` (within [`Stream::room`]) as DATA frames, the last with
     /// END_STREAM when `end`.
-    pub fn data(&mut self, mut data: &[u8], end: bool) {
-        debug_assert!(data.len() <= self.room());
-        self.conn_window -= data.len() as i64;
-        self.stream_window -= data.len() as i64;
+    pub fn data(&self, mut data: &[u8], end: bool) {
+        let mut s = self.s.borrow_mut();
+        debug_assert!(data.len() <= s.room(self.id));
+        let Some(slot) = s.streams.get_mut(&self.id) else {
+            return;
+        };
+        slot.window -= data.len() as i64;
+        slot.sent_end |= end;
+        s.conn_window -= data.len() as i64;
         loop {
-            let n = data.len().min(self.max_frame);
+            let n = data.len().min(s.max_frame);
             let last = n == data.len();
             let flags = if last && end { END_STREAM } else { 0 };
-            frame_head(&mut self.out, n, DATA, flags, self.stream);
-            self.out.extend_from_slice(&data[..n]);
+            frame_head(&mut s.out, n, DATA, flags, self.id);
+            s.out.extend_from_slice(&data[..n]);
             data = &data[n..];
             if last {
                 return;
@@ -226,8 +420,116 @@ impl Session {
         }
     }
 
-    /// Write what is queued.
-    pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// Write what is queued (this stream's frames and any other's). When
+    /// the socket is full, the reader task writes the rest and wakes the
+    /// stream once all is out.
+    pub fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut s = self.s.borrow_mut();
+        if let Some(b) = &s.dead {
+            let e = match b.copy() {
+                Broke::Io(e) => e,
+                _ => io::ErrorKind::ConnectionReset.into(),
+            };
+            return Poll::Ready(Err(e));
+        }
+        match s.poll_write_out(cx) {
+            Poll::Ready(Err(e)) => {
+                s.fail_all(Broke::Io(io::Error::new(e.kind(), e.to_string())));
+                Poll::Ready(Err(e))
+            }
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+            Poll::Pending => {
+                if !s.flush_waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    s.flush_waiters.push(cx.waker().clone());
+                }
+                s.wake_reader();
+                Poll::Pending
+            }
+        }
+    }
+
+    /// `n` bytes of the stream's DATA were taken: given back to the peer
+    /// once half a window is.
+    pub fn consumed(&self, n: usize) {
+        let mut s = self.s.borrow_mut();
+        let Some(slot) = s.streams.get_mut(&self.id) else {
+            return;
+        };
+        slot.unacked += n as u32;
+        if slot.unacked < WINDOW / 2 || slot.got_end {
+            return;
+        }
+        let inc = std::mem::take(&mut slot.unacked);
+        slot.recv += inc as i64;
+        frame_head(&mut s.out, 4, WINDOW_UPDATE, 0, self.id);
+        s.out.extend_from_slice(&inc.to_be_bytes());
+        s.wake_reader();
+    }
+
+    /// The stream's next event, or how it failed.
+    pub fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<Event, Broke>> {
+        let mut s = self.s.borrow_mut();
+        let s = &mut *s;
+        let Some(slot) = s.streams.get_mut(&self.id) else {
+            return Poll::Ready(Err(Broke::Closed));
+        };
+        if let Some(e) = slot.events.pop_front() {
+            return Poll::Ready(Ok(e));
+        }
+        if let Some(b) = slot.broke.take() {
+            return Poll::Ready(Err(b));
+        }
+        if let Some(b) = &s.dead {
+            return Poll::Ready(Err(b.copy()));
+        }
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Stream {
+    /// A stream that has not ended both ways is reset (CANCEL).
+    fn drop(&mut self) {
+        let mut s = self.s.borrow_mut();
+        let Some(slot) = s.streams.remove(&self.id) else {
+            return;
+        };
+        if s.streams.is_empty() {
+            s.idle_since = crate::core::clock::now();
+        }
+        if s.dead.is_none() && !(slot.sent_end && slot.got_end) {
+            frame_head(&mut s.out, 4, RST_STREAM, 0, self.id);
+            s.out.extend_from_slice(&CANCEL.to_be_bytes());
+            s.wake_reader();
+        }
+    }
+}
+
+impl Inner {
+    fn room(&self, id: u32) -> usize {
+        let stream = self.streams.get(&id).map_or(0, |slot| slot.window);
+        self.conn_window.min(stream).max(0) as usize
+    }
+
+    fn wake_reader(&self) {
+        if let Some(w) = &self.reader {
+            w.wake_by_ref();
+        }
+    }
+
+    /// The connection failed: so did every stream.
+    fn fail_all(&mut self, b: Broke) {
+        for slot in self.streams.values_mut() {
+            slot.fail(b.copy());
+        }
+        for w in self.flush_waiters.drain(..) {
+            w.wake();
+        }
+        self.dead = Some(b);
+    }
+
+    /// Write what is queued; ready once all of it is out.
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.sent < self.out.len() {
             let n =
                 std::task::ready!(Pin::new(&mut self.conn).poll_write(cx, &self.out[self.sent..]))?;
@@ -239,76 +541,63 @@ impl Session {
         self.out.clear();
         self.sent = 0;
         self.answers = 0;
-        Pin::new(&mut self.conn).poll_flush(cx)
+        std::task::ready!(Pin::new(&mut self.conn).poll_flush(cx))?;
+        for w in self.flush_waiters.drain(..) {
+            w.wake();
+        }
+        Poll::Ready(Ok(()))
     }
 
-    /// `n` bytes of the stream's DATA were taken: given back to the peer
-    /// (the stream's window and the connection's) once half a window is.
-    pub fn consumed(&mut self, n: usize, stream_open: bool) {
-        self.unacked += n as u32;
-        if self.unacked < WINDOW / 2 {
-            return;
-        }
-        let inc = std::mem::take(&mut self.unacked);
-        self.recv_window += inc as i64;
-        for id in [0, self.stream] {
-            if id == 0 || stream_open {
-                frame_head(&mut self.out, 4, WINDOW_UPDATE, 0, id);
-                self.out.extend_from_slice(&inc.to_be_bytes());
-            }
-        }
-    }
-
-    /// The stream's next event, the control frames before it answered.
-    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Event, Broke>> {
+    /// The reader task's turn: what is queued written, what the connection
+    /// has read and handed to its streams. Ready when the connection failed.
+    fn drive(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         for _ in 0..READS_A_TURN {
-            if let Some(e) = self.parse()? {
-                return Poll::Ready(Ok(e));
+            if self.dead.is_some() {
+                return Poll::Ready(());
             }
-            if !self.out.is_empty()
-                && let Poll::Ready(Err(e)) = self.poll_flush(cx)
-            {
-                return Poll::Ready(Err(Broke::Io(e)));
+            if let Err(b) = self.parse() {
+                self.fail_all(b);
+                continue;
             }
             // Answers the peer does not read (PING, SETTINGS) pile up no
             // further.
             if self.answers > MAX_ANSWERS {
-                return Poll::Ready(Err(Broke::protocol("control frames it does not read")));
+                self.fail_all(Broke::protocol("control frames it does not read"));
+                continue;
+            }
+            if (!self.out.is_empty() || !self.flush_waiters.is_empty())
+                && let Poll::Ready(Err(e)) = self.poll_write_out(cx)
+            {
+                self.fail_all(Broke::Io(e));
+                continue;
             }
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(MAX_FRAME + 9);
             }
             match self.conn.try_read_buf(&mut self.rbuf) {
-                Ok(0) => return Poll::Ready(Err(Broke::Closed)),
+                Ok(0) => self.fail_all(Broke::Closed),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if let Err(e) = std::task::ready!(self.conn.poll_readable(cx)) {
-                        return Poll::Ready(Err(Broke::Io(e)));
+                    match self.conn.poll_readable(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => self.fail_all(Broke::Io(e)),
                     }
                 }
-                Err(e) => return Poll::Ready(Err(Broke::Io(e))),
+                Err(e) => self.fail_all(Broke::Io(e)),
             }
         }
-        // A peer whose frames give the stream nothing (control frames, DATA
-        // of a stream no longer read) does not hold the worker: the task
-        // goes on at its next turn.
+        // A peer that keeps the connection busy does not hold the worker:
+        // the task goes on at its next turn.
         cx.waker().wake_by_ref();
         Poll::Pending
     }
 
-    /// A kept session still fit for a stream: what the peer sent while it
-    /// was idle answered, and neither a close nor GOAWAY among it.
-    pub fn fit(&mut self) -> bool {
-        let mut cx = Context::from_waker(Waker::noop());
-        matches!(self.poll_event(&mut cx), Poll::Pending) && !self.goaway
-    }
-
-    /// Take the complete frames in the read buffer until one gives the
-    /// stream an event.
-    fn parse(&mut self) -> Result<Option<Event>, Broke> {
+    /// Take the complete frames in the read buffer.
+    fn parse(&mut self) -> Result<(), Broke> {
         loop {
             if self.rbuf.len() < 9 {
-                return Ok(None);
+                return Ok(());
             }
             let h = &self.rbuf[..9];
             let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
@@ -319,28 +608,19 @@ impl Session {
             }
             if self.rbuf.len() < 9 + len {
                 self.rbuf.reserve(9 + len - self.rbuf.len());
-                return Ok(None);
+                return Ok(());
             }
             let _ = self.rbuf.split_to(9);
             let mut payload = self.rbuf.split_to(len);
             if self.block.is_some() && kind != CONTINUATION {
                 return Err(Broke::protocol("header block interrupted"));
             }
-            if let Some(e) = self.frame(kind, flags, id, &mut payload)? {
-                return Ok(Some(e));
-            }
+            self.frame(kind, flags, id, &mut payload)?;
         }
     }
 
-    fn frame(
-        &mut self,
-        kind: u8,
-        flags: u8,
-        id: u32,
-        payload: &mut BytesMut,
-    ) -> Result<Option<Event>, Broke> {
+    fn frame(&mut self, kind: u8, flags: u8, id: u32, payload: &mut BytesMut) -> Result<(), Broke> {
         let len = payload.len();
-        let stream = self.stream != 0 && id == self.stream;
         match kind {
             DATA => {
                 if id == 0 {
@@ -350,18 +630,32 @@ impl Session {
                 if self.recv_window < 0 {
                     return Err(Broke::protocol("DATA past the flow-control window"));
                 }
+                self.unacked += len as u32;
+                if self.unacked >= WINDOW / 2 {
+                    let inc = std::mem::take(&mut self.unacked);
+                    self.recv_window += inc as i64;
+                    frame_head(&mut self.out, 4, WINDOW_UPDATE, 0, 0);
+                    self.out.extend_from_slice(&inc.to_be_bytes());
+                }
                 strip_padding(flags, payload)?;
-                // Padding, and DATA of a stream no longer read, are taken
-                // at once.
-                let taken = if stream { len - payload.len() } else { len };
-                self.consumed(taken, stream);
-                if stream {
-                    let data = std::mem::take(payload).freeze();
-                    return Ok(Some(Event::Data(data, flags & END_STREAM != 0)));
+                let end = flags & END_STREAM != 0;
+                // DATA of a stream no longer read is dropped.
+                if let Some(slot) = self.streams.get_mut(&id)
+                    && !slot.got_end
+                    && slot.broke.is_none()
+                {
+                    slot.recv -= len as i64;
+                    if slot.recv < 0 {
+                        return Err(Broke::protocol("DATA past the stream's window"));
+                    }
+                    // Padding is taken at once.
+                    slot.unacked += (len - payload.len()) as u32;
+                    slot.got_end = end;
+                    slot.give(Event::Data(std::mem::take(payload).freeze(), end));
                 }
             }
             HEADERS => {
-                if !stream {
+                if id == 0 || id.is_multiple_of(2) || id >= self.next_id {
                     return Err(Broke::protocol(format!("HEADERS on stream {id}")));
                 }
                 strip_padding(flags, payload)?;
@@ -374,16 +668,19 @@ impl Session {
                 let end = flags & END_STREAM != 0;
                 if flags & END_HEADERS != 0 {
                     // The whole block in one frame: decoded where it is.
-                    if payload.len() > self.max_block {
-                        return Err(Broke::TooBig);
-                    }
-                    return decoded(payload, end).map(Some);
+                    let over = payload.len() > self.max_block;
+                    return self.head(id, payload, end, over);
                 }
-                self.block = Some((Vec::with_capacity(2 * payload.len()), end));
+                self.block = Some(Block {
+                    id,
+                    bytes: Vec::with_capacity(2 * payload.len()),
+                    end,
+                    over: false,
+                });
                 return self.block_piece(flags, payload);
             }
             CONTINUATION => {
-                if self.block.is_none() || !stream {
+                if self.block.as_ref().is_none_or(|b| b.id != id) {
                     return Err(Broke::protocol("CONTINUATION out of a header block"));
                 }
                 return self.block_piece(flags, payload);
@@ -392,8 +689,10 @@ impl Session {
                 if len != 4 {
                     return Err(Broke::protocol("RST_STREAM of a wrong size"));
                 }
-                if stream {
-                    return Err(Broke::Reset(be32(payload)));
+                if let Some(slot) = self.streams.get_mut(&id) {
+                    slot.sent_end = true;
+                    slot.got_end = true;
+                    slot.fail(Broke::Reset(be32(payload)));
                 }
             }
             SETTINGS => {
@@ -424,9 +723,11 @@ impl Session {
                 self.goaway = true;
                 let last = be32(payload) & 0x7fff_ffff;
                 let code = be32(&payload[4..]);
-                let refused = self.stream != 0 && self.stream > last;
-                if refused || code != 0 {
-                    return Err(Broke::GoAway { code, refused });
+                for (&sid, slot) in self.streams.iter_mut() {
+                    let refused = sid > last;
+                    if refused || code != 0 {
+                        slot.fail(Broke::GoAway { code, refused });
+                    }
                 }
             }
             WINDOW_UPDATE => {
@@ -437,38 +738,54 @@ impl Session {
                 if inc == 0 {
                     return Err(Broke::protocol("WINDOW_UPDATE of 0"));
                 }
-                match id {
-                    0 => self.conn_window += inc,
-                    _ if stream => self.stream_window += inc,
-                    _ => {}
-                }
-                if self.conn_window.max(self.stream_window) > i32::MAX as i64 {
+                let window = match id {
+                    0 => &mut self.conn_window,
+                    _ => match self.streams.get_mut(&id) {
+                        Some(slot) => &mut slot.window,
+                        None => return Ok(()),
+                    },
+                };
+                *window += inc;
+                if *window > i32::MAX as i64 {
                     return Err(Broke::protocol("flow-control window past 2^31-1"));
                 }
-                if self.room() > 0
-                    && let Some(w) = self.window_waker.take()
-                {
-                    w.wake();
-                }
+                self.room_grew(id);
             }
             // PRIORITY, and frame types HTTP/2 lets a peer ignore.
             _ => {}
         }
-        Ok(None)
+        Ok(())
+    }
+
+    /// Wake the streams waiting for send window that now have some (`id`
+    /// 0: any of them).
+    fn room_grew(&mut self, id: u32) {
+        if self.conn_window <= 0 {
+            return;
+        }
+        for (&sid, slot) in self.streams.iter_mut() {
+            if (id == 0 || sid == id)
+                && slot.window > 0
+                && let Some(w) = slot.room_waker.take()
+            {
+                w.wake();
+            }
+        }
     }
 
     fn settings(&mut self, p: &[u8]) -> Result<(), Broke> {
         for s in p.chunks_exact(6) {
             let value = be32(&s[2..]);
             match u16::from_be_bytes([s[0], s[1]]) {
+                3 => self.max_streams = value as usize,
                 4 => {
                     if value > i32::MAX as u32 {
                         return Err(Broke::protocol("SETTINGS_INITIAL_WINDOW_SIZE too large"));
                     }
                     let delta = value as i64 - self.initial;
                     self.initial = value as i64;
-                    if self.stream != 0 {
-                        self.stream_window += delta;
+                    for slot in self.streams.values_mut() {
+                        slot.window += delta;
                     }
                 }
                 5 => {
@@ -480,48 +797,52 @@ impl Session {
                 _ => {}
             }
         }
-        if self.room() > 0
-            && let Some(w) = self.window_waker.take()
-        {
-            w.wake();
-        }
+        self.room_grew(0);
         Ok(())
     }
 
     /// A HEADERS or CONTINUATION payload of the block being gathered: the
-    /// block decoded once END_HEADERS ends it.
-    fn block_piece(&mut self, flags: u8, payload: &[u8]) -> Result<Option<Event>, Broke> {
-        let (block, _) = self.block.as_mut().expect("a block is being gathered");
-        if block.len() + payload.len() > self.max_block {
-            return Err(Broke::TooBig);
+    /// block taken once END_HEADERS ends it.
+    fn block_piece(&mut self, flags: u8, payload: &[u8]) -> Result<(), Broke> {
+        let b = self.block.as_mut().expect("a block is being gathered");
+        if !b.over && b.bytes.len() + payload.len() > self.max_block {
+            // The stream fails at once; the rest of its block is skipped.
+            b.over = true;
+            b.bytes = Vec::new();
+            if let Some(slot) = self.streams.get_mut(&b.id) {
+                slot.fail(Broke::TooBig);
+            }
         }
-        block.extend_from_slice(payload);
+        if !b.over {
+            b.bytes.extend_from_slice(payload);
+        }
         if flags & END_HEADERS == 0 {
-            return Ok(None);
+            return Ok(());
         }
-        let (block, end) = self.block.take().expect("a block is being gathered");
-        decoded(&block, end).map(Some)
+        let b = self.block.take().expect("a block is being gathered");
+        self.head(b.id, &b.bytes, b.end, b.over)
     }
 
-    /// The stream is over on both sides: the next may open.
-    pub fn close_stream(&mut self) {
-        self.stream = 0;
-    }
-
-    /// Let the read buffer's room go when nothing waits in it: a session
-    /// idle for a while holds no more than its connection.
-    pub fn rest(&mut self) {
-        if self.rbuf.is_empty() {
-            self.rbuf = BytesMut::new();
+    /// A complete header block of stream `id` (`over`: past the size
+    /// taken). Without a dynamic table a block of a stream no longer read
+    /// needs no decoding.
+    fn head(&mut self, id: u32, block: &[u8], end: bool, over: bool) -> Result<(), Broke> {
+        let Some(slot) = self.streams.get_mut(&id) else {
+            return Ok(());
+        };
+        if over {
+            slot.fail(Broke::TooBig);
         }
+        if slot.got_end || slot.broke.is_some() {
+            return Ok(());
+        }
+        let mut fields = Fields::with_capacity(block.len());
+        hpack::decode(block, &mut fields)
+            .map_err(|e| Broke::protocol(format!("header block: {e}")))?;
+        slot.got_end = end;
+        slot.give(Event::Head(fields, end));
+        Ok(())
     }
-}
-
-/// The event of a complete header block.
-fn decoded(block: &[u8], end: bool) -> Result<Event, Broke> {
-    let mut fields = Fields::with_capacity(block.len());
-    hpack::decode(block, &mut fields).map_err(|e| Broke::protocol(format!("header block: {e}")))?;
-    Ok(Event::Head(fields, end))
 }
 
 fn be32(b: &[u8]) -> u32 {
@@ -550,8 +871,12 @@ mod tests {
     use std::io::{Read, Write};
     use std::time::Duration;
 
-    async fn flush(s: &mut Session) {
+    async fn flush(s: &Stream) {
         std::future::poll_fn(|cx| s.poll_flush(cx)).await.unwrap();
+    }
+
+    async fn event(s: &Stream) -> Result<Event, Broke> {
+        std::future::poll_fn(|cx| s.poll_event(cx)).await
     }
 
     fn read_frame(s: &mut std::net::TcpStream) -> (u8, u8, u32, Vec<u8>) {
@@ -625,38 +950,28 @@ mod tests {
             s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &t))
                 .unwrap();
         };
-        scripted(true, peer, async |s: &mut Session| {
-            // The peer's SETTINGS give the stream a window of 4: read until
-            // they are in (a read that ends in no event but answers them).
+        scripted(peer, async |session: &Session| {
+            let s = open(session, true).await;
+            // The reader task takes the peer's SETTINGS: a window of 4.
             let until = std::time::Instant::now() + Duration::from_secs(10);
             while s.room() != 4 && std::time::Instant::now() < until {
-                let read = std::future::poll_fn(|cx| s.poll_event(cx));
-                assert!(
-                    tokio::time::timeout(Duration::from_millis(20), read)
-                        .await
-                        .is_err()
-                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             let mut body: &[u8] = b"abcdef";
-            let mut events = Vec::new();
             while !body.is_empty() {
                 let n = s.room().min(body.len());
                 if n == 0 {
-                    // Read until the window grows (the task is woken).
-                    let e = std::future::poll_fn(|cx| match s.poll_room(cx) {
-                        Poll::Ready(()) => Poll::Ready(None),
-                        Poll::Pending => s.poll_event(cx).map(Some),
-                    })
-                    .await;
-                    events.extend(e.map(Result::unwrap));
+                    // The task is woken when the window grows.
+                    std::future::poll_fn(|cx| s.poll_room(cx)).await;
                     continue;
                 }
                 s.data(&body[..n], n == body.len());
                 body = &body[n..];
-                flush(s).await;
+                flush(&s).await;
             }
+            let mut events = Vec::new();
             while !matches!(events.last(), Some(Event::Head(_, true))) {
-                events.push(std::future::poll_fn(|cx| s.poll_event(cx)).await.unwrap());
+                events.push(event(&s).await.unwrap());
             }
             let [
                 Event::Head(h, false),
@@ -670,33 +985,99 @@ mod tests {
             assert_eq!(h, [(&b":status"[..], &b"200"[..]), (b"x-a", b"b")]);
             assert_eq!(&d[..], b"hello");
             assert_eq!(t.iter().next(), Some((&b"grpc-status"[..], &b"0"[..])));
-            s.close_stream();
-            s.rest();
-            assert!(s.fit());
+            drop(s);
+            session.rest();
+            assert!(session.can_open(10));
+            assert!(session.idle_since().is_some());
         });
     }
 
-    /// A peer that answers a stream's HEADERS with `reply` (frames): what
-    /// the session's read of the stream gives.
+    /// Two streams side by side on one connection: each gets its own
+    /// frames whatever their order, one reset leaves the other, and the one
+    /// dropped before its end is reset by the client.
+    #[test]
+    fn streams_side_by_side() {
+        let peer = |s: &mut std::net::TcpStream| {
+            let mut ids = Vec::new();
+            while ids.len() < 3 {
+                let (kind, _, id, _) = read_frame(s);
+                if kind == HEADERS {
+                    ids.push(id);
+                }
+            }
+            assert_eq!(ids, [1, 3, 5]);
+            // Stream 3 answered first, 1's head, 5 reset, 1's body, 3's.
+            s.write_all(&frame(HEADERS, END_HEADERS, 3, &[0x88]))
+                .unwrap();
+            s.write_all(&frame(HEADERS, END_HEADERS, 1, &[0x8d]))
+                .unwrap();
+            s.write_all(&frame(RST_STREAM, 0, 5, &7u32.to_be_bytes()))
+                .unwrap();
+            s.write_all(&frame(DATA, END_STREAM, 1, b"one")).unwrap();
+            s.write_all(&frame(DATA, 0, 3, b"three")).unwrap();
+            // The client drops stream 3 before its end: it resets it.
+            loop {
+                let (kind, _, id, p) = read_frame(s);
+                if kind == RST_STREAM {
+                    assert_eq!((id, be32(&p)), (3, CANCEL));
+                    break;
+                }
+            }
+        };
+        scripted(peer, async |session: &Session| {
+            let one = open(session, false).await;
+            let three = open(session, false).await;
+            let five = open(session, false).await;
+            assert!(matches!(event(&three).await, Ok(Event::Head(_, false))));
+            assert!(matches!(event(&five).await, Err(Broke::Reset(7))));
+            assert!(matches!(event(&one).await, Ok(Event::Head(_, false))));
+            let Ok(Event::Data(d, true)) = event(&one).await else {
+                panic!("stream 1's DATA");
+            };
+            assert_eq!(&d[..], b"one");
+            let Ok(Event::Data(d, false)) = event(&three).await else {
+                panic!("stream 3's DATA");
+            };
+            assert_eq!(&d[..], b"three");
+            drop((one, five));
+            assert!(session.idle_since().is_none());
+            drop(three);
+            assert!(session.idle_since().is_some());
+            assert!(session.can_open(4) && !session.can_open(3));
+            // The reset goes out with the reader task's next turn.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        });
+    }
+
+    /// A stream (a GET, or a POST whose body is to come) open and flushed.
+    async fn open(session: &Session, body: bool) -> Stream {
+        let mut block = Vec::new();
+        hpack::encode_method(&mut block, if body { b"POST" } else { b"GET" });
+        hpack::encode(&mut block, b":path", b"/x");
+        let s = session.open(&block, !body).unwrap();
+        flush(&s).await;
+        s
+    }
+
+    /// A peer that answers a GET's HEADERS with `reply` (frames): what the
+    /// stream's read gives.
     fn answered_with(reply: Vec<u8>) -> Result<Event, Broke> {
         let peer = move |s: &mut std::net::TcpStream| {
             expect(s, &[(HEADERS, END_HEADERS | END_STREAM)]);
             s.write_all(&reply).unwrap();
             s.shutdown(std::net::Shutdown::Write).unwrap();
         };
-        scripted(false, peer, async |s: &mut Session| {
-            std::future::poll_fn(|cx| s.poll_event(cx)).await
+        scripted(peer, async |session: &Session| {
+            let s = open(session, false).await;
+            event(&s).await
         })
     }
 
     /// `client` on a session to a peer that runs `script` once it has read
-    /// the preface, then reads until the client closes. The session's
-    /// stream is open: a POST to /x whose body is to come (`body`), else a
-    /// GET.
+    /// the preface, then reads until the client closes.
     fn scripted<T>(
-        body: bool,
         script: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
-        client: impl AsyncFnOnce(&mut Session) -> T,
+        client: impl AsyncFnOnce(&Session) -> T,
     ) -> T {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = crate::upstream::PeerAddr::Tcp(l.local_addr().unwrap());
@@ -713,18 +1094,13 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let got = rt.block_on(async {
+        let got = tokio::task::LocalSet::new().block_on(&rt, async {
             let conn =
                 crate::upstream::pool::connect_from(&addr, None, None, Duration::from_secs(5))
                     .await
                     .unwrap();
-            let mut s = Session::new(conn, 65_536);
-            let mut block = Vec::new();
-            hpack::encode_method(&mut block, if body { b"POST" } else { b"GET" });
-            hpack::encode(&mut block, b":path", b"/x");
-            s.open(&block, !body).unwrap();
-            flush(&mut s).await;
-            client(&mut s).await
+            let session = Session::start(conn, 65_536);
+            client(&session).await
         });
         drop(rt);
         peer.join().unwrap();
