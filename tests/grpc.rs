@@ -195,6 +195,42 @@ fn calls_of_every_kind_pass_through() {
     );
 }
 
+/// With `keepalive`, calls in flight at once share the kept session: 20
+/// calls on one connection to the server, streams side by side, with calls
+/// that fail, are cut short or stream between them.
+#[test]
+fn calls_in_flight_share_a_kept_session() {
+    let dir = TempDir::new("grpc-shared");
+    let s = Server::start(&dir, None);
+    let conf = format!(
+        "error_log logs/error.log;\nevents {{}}\nhttp {{\n access_log off;\n upstream be {{ server 127.0.0.1:{}; keepalive 4; }}\n server {{\n  \
+         listen 127.0.0.1:{{port}} http2;\n  location / {{ grpc_pass grpc://be; }}\n }}\n}}\n",
+        s.port
+    );
+    let v = Vireo::start_in(dir, &conf);
+    let r = client(v.port, "side_by_side,fail,cancel,big,bidi,side_by_side,peers", &[]);
+    assert_eq!(
+        got(&r, "side_by_side"),
+        r#"{"ok": {"calls": 20, "connections": 1}}"#
+    );
+    assert_eq!(
+        got(&r, "fail"),
+        r#"{"code": "NOT_FOUND", "details": "no such thing: thing"}"#
+    );
+    assert!(
+        got(&r, "cancel").contains(r#""code": "DEADLINE_EXCEEDED""#),
+        "{r:?}"
+    );
+    assert_eq!(got(&r, "big"), r#"{"ok": 1000000}"#);
+    assert_eq!(got(&r, "bidi"), r#"{"ok": ["X", "YZ"]}"#);
+    // The second round, after those, still on one session.
+    assert_eq!(
+        r.iter().filter(|(c, _)| c == "side_by_side").nth(1).unwrap().1,
+        r#"{"ok": {"calls": 20, "connections": 1}}"#
+    );
+    assert_eq!(got(&r, "peers"), r#"{"ok": "same"}"#);
+}
+
 #[test]
 fn a_dead_upstream_is_unavailable() {
     let port = free_port();
@@ -266,10 +302,15 @@ fn grpcs_to_a_tls_server() {
         s.port, s.port
     );
     let v = Vireo::start_in(dir, &conf);
-    let r = client(v.port, "unary,server_stream,peers,fail", &[]);
+    let r = client(v.port, "unary,server_stream,peers,fail,side_by_side", &[]);
     unary_and_stream_served(&r);
-    // With `keepalive`, a later call goes on the session of an earlier one.
+    // With `keepalive`, a later call goes on the session of an earlier one,
+    // and calls in flight at once go on it side by side.
     assert_eq!(got(&r, "peers"), r#"{"ok": "same"}"#);
+    assert_eq!(
+        got(&r, "side_by_side"),
+        r#"{"ok": {"calls": 20, "connections": 1}}"#
+    );
     // Checked against 127.0.0.1, the certificate is refused: 502.
     assert!(got(&r, "fail").contains("502"), "{r:?}");
     let log = error_log(&v);

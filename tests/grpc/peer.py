@@ -65,6 +65,12 @@ def slow(req, ctx):
     return b"late"
 
 
+def peer(req, ctx):
+    """After `req` seconds, the caller's end of the connection."""
+    time.sleep(float(req))
+    return ctx.peer().encode()
+
+
 HANDLERS = {
     "Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident),
     "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream, ident, ident),
@@ -75,6 +81,7 @@ HANDLERS = {
     "Big": grpc.unary_unary_rpc_method_handler(big, ident, ident),
     "Slow": grpc.unary_unary_rpc_method_handler(slow, ident, ident),
     "BigHead": grpc.unary_unary_rpc_method_handler(big_head, ident, ident),
+    "Peer": grpc.unary_unary_rpc_method_handler(peer, ident, ident),
 }
 
 
@@ -125,6 +132,14 @@ def client(target, cases, ca=None, name=None):
             out.append(dict(call.initial_metadata()).get("x-got-peer"))
         return "same" if out[0] == out[1] else "different"
 
+    def side_by_side():
+        """20 calls in flight at once after a first one: how many
+        connections (of the caller to the server) they came on."""
+        m("unary_unary", "Peer")(b"0", timeout=10)
+        calls = [m("unary_unary", "Peer").future(b"0.3", timeout=10) for _ in range(20)]
+        peers = [c.result().decode() for c in calls]
+        return {"calls": len(peers), "connections": len(set(peers))}
+
     got = []
 
     def fail_late():
@@ -144,6 +159,7 @@ def client(target, cases, ca=None, name=None):
         "slow": lambda: m("unary_unary", "Slow")(b"3", timeout=10).decode(),
         "cancel": lambda: m("unary_unary", "Slow")(b"3", timeout=0.5).decode(),
         "peers": peers,
+        "side_by_side": side_by_side,
         "big_head": lambda: m("unary_unary", "BigHead")(b"6000", timeout=10).decode(),
     }
     for case in (calls if cases == "all" else cases.split(",")):

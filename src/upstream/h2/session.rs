@@ -421,8 +421,8 @@ impl Stream {
     }
 
     /// Write what is queued (this stream's frames and any other's). When
-    /// the socket is full, the reader task writes the rest and wakes the
-    /// stream once all is out.
+    /// the socket is full, or other streams are open, the reader task
+    /// writes it and wakes the stream once all is out.
     pub fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut s = self.s.borrow_mut();
         if let Some(b) = &s.dead {
@@ -432,7 +432,13 @@ impl Stream {
             };
             return Poll::Ready(Err(e));
         }
-        match s.poll_write_out(cx) {
+        if s.out.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        // With other streams open, the reader task writes: it runs after
+        // the tasks ready now, so their frames go in one write.
+        let deferred = s.streams.len() > 1;
+        match if deferred { Poll::Pending } else { s.poll_write_out(cx) } {
             Poll::Ready(Err(e)) => {
                 s.fail_all(Broke::Io(io::Error::new(e.kind(), e.to_string())));
                 Poll::Ready(Err(e))
