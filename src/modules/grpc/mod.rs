@@ -5,10 +5,10 @@
 //!
 //! - An attempt runs one stream on an HTTP/2 session of the shared client
 //!   (`upstream::h2`, which the proxy's `proxy_http_version 2` uses too):
-//!   the `h2` crate's client over a new [`crate::upstream::UpConn`]; with
-//!   `keepalive` in the upstream block, a session whose call ended cleanly
-//!   is kept per worker and peer for the next call, one stream at a time as
-//!   nginx. `exchange` makes the call's head and the response of a reply.
+//!   vireo's own client over a new [`crate::upstream::UpConn`]; with
+//!   `keepalive` in the upstream block, the session is kept per worker and
+//!   peer and the calls that follow run side by side on it. `exchange`
+//!   makes the call's head and the response of a reply.
 //! - The request body streams to the upstream as the client sends it (from
 //!   HTTP/2 or HTTP/1.1), while the reply head is awaited, so an upstream
 //!   may answer before it read all of it; a body read whole before (a
