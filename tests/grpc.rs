@@ -4,7 +4,8 @@
 //! with their messages (trailers only, and trailers after DATA), a large
 //! reply, an HTTP/1.1 client, a client that gives up, a dead upstream, a
 //! timeout, a unix socket, grpcs to a TLS server (sessions kept with
-//! `keepalive`, not without), and configuration errors.
+//! `keepalive`, not without), calls in flight side by side on a kept
+//! session, and configuration errors.
 
 mod common;
 use common::*;
@@ -208,7 +209,11 @@ fn calls_in_flight_share_a_kept_session() {
         s.port
     );
     let v = Vireo::start_in(dir, &conf);
-    let r = client(v.port, "side_by_side,fail,cancel,big,bidi,side_by_side,peers", &[]);
+    let r = client(
+        v.port,
+        "side_by_side,fail,cancel,big,bidi,side_by_side,peers",
+        &[],
+    );
     assert_eq!(
         got(&r, "side_by_side"),
         r#"{"ok": {"calls": 20, "connections": 1}}"#
@@ -225,7 +230,11 @@ fn calls_in_flight_share_a_kept_session() {
     assert_eq!(got(&r, "bidi"), r#"{"ok": ["X", "YZ"]}"#);
     // The second round, after those, still on one session.
     assert_eq!(
-        r.iter().filter(|(c, _)| c == "side_by_side").nth(1).unwrap().1,
+        r.iter()
+            .filter(|(c, _)| c == "side_by_side")
+            .nth(1)
+            .unwrap()
+            .1,
         r#"{"ok": {"calls": 20, "connections": 1}}"#
     );
     assert_eq!(got(&r, "peers"), r#"{"ok": "same"}"#);

@@ -3,8 +3,9 @@
 //! with `ssl`): GET with the request's fields, a POST body (held, and
 //! streamed with `proxy_request_buffering off`), a body larger than the
 //! stream's window both ways, sessions reused with `keepalive` (and not
-//! without), a dead peer skipped by `proxy_next_upstream`, https with ALPN,
-//! and `$upstream_*` of an HTTP/2 reply.
+//! without) with requests in flight side by side on them, a dead peer
+//! skipped by `proxy_next_upstream`, https with ALPN, and `$upstream_*` of
+//! an HTTP/2 reply.
 
 mod common;
 use common::*;
@@ -204,6 +205,56 @@ fn keepalive_reuses_the_session_and_without_it_each_request_has_its_own() {
     let b = v.get("/plain/hello").text();
     assert_ne!(field(&a, "conn"), field(&b, "conn"));
     assert_eq!(field(&b, "n"), "1");
+}
+
+/// With `keepalive`, requests in flight at once run side by side on the
+/// kept session: bodies larger than the windows both ways, each stream held
+/// to its own window, and all on the connection of the first request.
+#[test]
+fn requests_in_flight_share_the_kept_session() {
+    let (plain, tls, sink, dead) = ports();
+    let Some(_nginx) = nginx(plain, tls, sink) else {
+        return;
+    };
+    let v = front(plain, tls, dead);
+    let first = v.get("/kept/hello").text();
+    let big = |i: u32| -> Vec<u8> {
+        (0..300_000u32)
+            .map(|j| b'a' + ((i + j) % 26) as u8)
+            .collect()
+    };
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..6u32)
+            .map(|i| {
+                let v = &v;
+                scope.spawn(move || {
+                    let body = big(i);
+                    let mut req = format!(
+                        "PUT /kept/files/f{i} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
+                    req.extend_from_slice(&body);
+                    let r = Resp::parse(&v.raw(&req)).expect("a response");
+                    assert_eq!(r.status, 201, "PUT f{i}");
+                    let r = v.get(&format!("/kept/files/f{i}"));
+                    assert!(r.status == 200 && r.body == body, "f{i} read back differs");
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    });
+    let last = v.get("/kept/hello").text();
+    assert_eq!(
+        field(&first, "conn"),
+        field(&last, "conn"),
+        "{}",
+        error_log(&v)
+    );
+    // The first request, 12 in flight, this one.
+    assert_eq!(field(&last, "n"), "14");
 }
 
 #[test]

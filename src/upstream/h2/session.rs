@@ -438,7 +438,11 @@ impl Stream {
         // With other streams open, the reader task writes: it runs after
         // the tasks ready now, so their frames go in one write.
         let deferred = s.streams.len() > 1;
-        match if deferred { Poll::Pending } else { s.poll_write_out(cx) } {
+        match if deferred {
+            Poll::Pending
+        } else {
+            s.poll_write_out(cx)
+        } {
             Poll::Ready(Err(e)) => {
                 s.fail_all(Broke::Io(io::Error::new(e.kind(), e.to_string())));
                 Poll::Ready(Err(e))
