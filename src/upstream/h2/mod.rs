@@ -92,13 +92,16 @@ fn broke_fail(b: Broke, while_: &str) -> Fail {
 }
 
 /// Whether a failure on a kept session says the peer did not take the
-/// request (it closed the session or refused the stream before any reply):
-/// such an attempt goes on as one on a stale connection.
-fn unprocessed(b: &Broke) -> bool {
-    matches!(
-        b,
-        Broke::Closed | Broke::GoAway { refused: true, .. } | Broke::Reset(7)
-    )
+/// request: it refused the stream, or closed a session that carried no
+/// other stream when this one opened (as an idle connection closes; with
+/// others in flight, the peer may have taken it). Such an attempt goes on
+/// as one on a stale connection.
+fn unprocessed(b: &Broke, alone: bool) -> bool {
+    match b {
+        Broke::GoAway { refused: true, .. } | Broke::Reset(7) => true,
+        Broke::Closed => alone,
+        _ => false,
+    }
 }
 
 fn timed_out() -> io::Error {
@@ -502,8 +505,8 @@ async fn call(
     hints: Option<&Hints<'_>>,
 ) -> Result<Reply, Gave<Response>> {
     let t = ask.send_timeout;
-    let stale = |b: Broke, while_: &str| {
-        let again = kept && unprocessed(&b);
+    let stale = |b: Broke, alone: bool, while_: &str| {
+        let again = kept && unprocessed(&b, alone);
         let mut f = broke_fail(b, while_);
         f.stale = again;
         f
@@ -515,7 +518,7 @@ async fn call(
     };
     let stream = session
         .open(&ask.call.block, no_body)
-        .map_err(|b| stale(b, "sending request to upstream"))?;
+        .map_err(|b| stale(b, true, "sending request to upstream"))?;
     // The body goes while the reply is awaited: an upstream may answer
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
@@ -563,7 +566,8 @@ async fn call(
                 }
                 e = event() => match e {
                     Err(b) => {
-                        return Err(stale(b, "reading response header from upstream").into());
+                        let alone = stream.opened_alone();
+                        return Err(stale(b, alone, "reading response header from upstream").into());
                     }
                     Ok(Event::Data(..)) => {
                         let b = Broke::Protocol("DATA before the reply's head".to_string());
@@ -939,5 +943,26 @@ impl Drop for ReplyBody {
         // The client left before the end: the stream is reset; not the
         // peer's failure.
         self.end(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused stream always goes on to a new connection; a closed
+    /// session only when the stream opened on it alone (the peer may have
+    /// taken it with others in flight).
+    #[test]
+    fn which_failures_leave_the_request_untaken() {
+        let refused = Broke::GoAway {
+            code: 0,
+            refused: true,
+        };
+        assert!(unprocessed(&refused, false));
+        assert!(unprocessed(&Broke::Reset(7), false));
+        assert!(unprocessed(&Broke::Closed, true));
+        assert!(!unprocessed(&Broke::Closed, false));
+        assert!(!unprocessed(&Broke::Reset(2), true));
     }
 }

@@ -135,6 +135,8 @@ struct Slot {
     /// END_STREAM sent, received (a reset stream is both).
     sent_end: bool,
     got_end: bool,
+    /// No other stream was open when it opened.
+    alone: bool,
 }
 
 impl Slot {
@@ -287,6 +289,7 @@ impl Session {
             room_waker: None,
             sent_end: end,
             got_end: false,
+            alone: s.streams.is_empty(),
         };
         s.streams.insert(id, slot);
         let max_frame = s.max_frame;
@@ -379,6 +382,12 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// Whether no other stream was open on the session when it opened.
+    pub fn opened_alone(&self) -> bool {
+        let s = self.s.borrow();
+        s.streams.get(&self.id).is_some_and(|slot| slot.alone)
+    }
+
     /// The body bytes the windows take now.
     pub fn room(&self) -> usize {
         self.s.borrow().room(self.id)
