@@ -198,7 +198,8 @@ fn calls_of_every_kind_pass_through() {
 
 /// With `keepalive`, calls in flight at once share the kept session: 20
 /// calls on one connection to the server, streams side by side, with calls
-/// that fail, are cut short or stream between them.
+/// that fail, are cut short or stream between them; 20 calls that come at
+/// once to a peer with no connection yet wait for the one the first makes.
 #[test]
 fn calls_in_flight_share_a_kept_session() {
     let dir = TempDir::new("grpc-shared");
@@ -211,8 +212,14 @@ fn calls_in_flight_share_a_kept_session() {
     let v = Vireo::start_in(dir, &conf);
     let r = client(
         v.port,
-        "side_by_side,fail,cancel,big,bidi,side_by_side,peers",
+        "burst,side_by_side,fail,cancel,big,bidi,side_by_side,peers",
         &[],
+    );
+    assert_eq!(
+        got(&r, "burst"),
+        r#"{"ok": {"calls": 20, "connections": 1}}"#,
+        "{}",
+        error_log(&v)
     );
     assert_eq!(
         got(&r, "side_by_side"),

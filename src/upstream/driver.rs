@@ -55,9 +55,11 @@ pub trait Protocol {
     ) -> impl Future<Output = Result<Self::Reply, Gave<Self::Reply>>> + 'a;
 
     /// The exchange on a connection the protocol keeps with `at`'s peer
-    /// between requests itself (gRPC's HTTP/2 session), when it has one: no
-    /// connection is taken or made for it, and a `stale` failure goes on to
-    /// one as usual. None by default.
+    /// between requests itself (gRPC's HTTP/2 session), when it has one or
+    /// one is being made for another request: no connection is taken or
+    /// made for it, and a `stale` failure goes on to one as usual, as does
+    /// a future that ends in `None` (nothing was tried: the awaited
+    /// connection came to nothing or has no room). None by default.
     fn kept<'a>(
         &'a self,
         _req: &'a Request<'_>,
@@ -68,8 +70,9 @@ pub trait Protocol {
     }
 }
 
-/// A protocol's exchange as a boxed future ([`Protocol::kept`]).
-pub type Exchanged<'a, R> = BoxFuture<'a, Result<R, Gave<R>>>;
+/// A protocol's exchange on a connection it keeps, as a boxed future
+/// (`None`: not tried, see [`Protocol::kept`]).
+pub type Exchanged<'a, R> = BoxFuture<'a, Option<Result<R, Gave<R>>>>;
 
 /// A handler's `*_next_upstream` family and timeouts.
 #[derive(Clone, Copy, Debug)]
@@ -110,6 +113,11 @@ pub struct Try<'a> {
     next_upstream: NextUpstream,
     /// The connection's byte counts when it was handed over.
     bytes: (u64, u64),
+    /// What the protocol holds for the attempt's length (the HTTP/2
+    /// client's claim on the connection it makes, which other requests
+    /// wait for): let go when the attempt ends, if the protocol has not
+    /// taken it back before.
+    pub held: RefCell<Option<Box<dyn std::any::Any>>>,
 }
 
 impl Try<'_> {
@@ -359,6 +367,7 @@ pub async fn run<P: Protocol>(
             t0,
             next_upstream: policy.next_upstream,
             bytes: (0, 0),
+            held: RefCell::default(),
         };
         // Connect, then the protocol's exchange; a kept-alive connection the
         // peer had closed is replaced by a new one once. (In this loop, not a
@@ -372,8 +381,9 @@ pub async fn run<P: Protocol>(
                     a.connect_ms = Some(0);
                 }
                 match k.await {
-                    Err(Gave::Fail(f)) if f.stale && !policy.streamed => None,
-                    r => Some(r),
+                    None => None,
+                    Some(Err(Gave::Fail(f))) if f.stale && !policy.streamed => None,
+                    r => r,
                 }
             }
             None => None,

@@ -132,10 +132,11 @@ def client(target, cases, ca=None, name=None):
             out.append(dict(call.initial_metadata()).get("x-got-peer"))
         return "same" if out[0] == out[1] else "different"
 
-    def side_by_side():
-        """20 calls in flight at once after a first one: how many
+    def side_by_side(first=True):
+        """20 calls in flight at once (after a first one): how many
         connections (of the caller to the server) they came on."""
-        m("unary_unary", "Peer")(b"0", timeout=10)
+        if first:
+            m("unary_unary", "Peer")(b"0", timeout=10)
         calls = [m("unary_unary", "Peer").future(b"0.3", timeout=10) for _ in range(20)]
         peers = [c.result().decode() for c in calls]
         return {"calls": len(peers), "connections": len(set(peers))}
@@ -160,6 +161,7 @@ def client(target, cases, ca=None, name=None):
         "cancel": lambda: m("unary_unary", "Slow")(b"3", timeout=0.5).decode(),
         "peers": peers,
         "side_by_side": side_by_side,
+        "burst": lambda: side_by_side(first=False),
         "big_head": lambda: m("unary_unary", "BigHead")(b"6000", timeout=10).decode(),
     }
     for case in (calls if cases == "all" else cases.split(",")):

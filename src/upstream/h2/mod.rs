@@ -234,21 +234,43 @@ impl<H: Handler> Protocol for Over<H> {
         // one over it is refused by name (`call`).
         let max_block = (2 * self.0.ask().buffer_size).max(65536);
         let session = Session::start(conn, max_block);
-        keep(at.up, key(at, self.0.ask().tag), &session);
+        // The requests waiting for this connection take it once the peer's
+        // SETTINGS are in; a session not kept lets them go at once.
+        let claim = at.held.take();
+        if keep(at.up, key(at, self.0.ask().tag), &session) {
+            session.hold_until_settled(claim);
+        }
         exchange_on(&self.0, req, at, &session, false, body).await
     }
 
     /// A session with the peer that takes another stream (`keepalive` in
-    /// the upstream block): streams go side by side on it.
+    /// the upstream block): streams go side by side on it. When there is
+    /// none but another request is making one, the request waits for it;
+    /// when there is none at all, it claims the connection it is about to
+    /// make, for the requests that come meanwhile.
     fn kept<'a>(
         &'a self,
         req: &'a Request<'_>,
         at: &'a Try<'_>,
         body: &'a mut dyn RequestBody,
     ) -> Option<Exchanged<'a, Response>> {
-        let session = take(at.up, &key(at, self.0.ask().tag))?;
+        if at.up.keepalive == 0 {
+            return None;
+        }
+        let key = key(at, self.0.ask().tag);
+        if let Some(session) = take(at.up, &key) {
+            return Some(Box::pin(async move {
+                Some(exchange_on(&self.0, req, at, &session, true, body).await)
+            }));
+        }
+        let Some(opening) = opening(&key) else {
+            *at.held.borrow_mut() = Some(Box::new(Claim::new(key)));
+            return None;
+        };
         Some(Box::pin(async move {
-            exchange_on(&self.0, req, at, &session, true, body).await
+            opening.done().await;
+            let session = take(at.up, &key)?;
+            Some(exchange_on(&self.0, req, at, &session, true, body).await)
         }))
     }
 }
@@ -327,10 +349,11 @@ fn take(up: &Upstream, key: &Key) -> Option<Session> {
 
 /// Keep a new `session` for the streams of later requests, in place of an
 /// idle one when the peer has its `keepalive` sessions already; with no
-/// room (every one busy) it serves its own request only.
-fn keep(up: &Upstream, key: Key, session: &Session) {
+/// room (every one busy) it serves its own request only. Whether it is
+/// kept.
+fn keep(up: &Upstream, key: Key, session: &Session) -> bool {
     if up.keepalive == 0 {
-        return;
+        return false;
     }
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
@@ -338,7 +361,7 @@ fn keep(up: &Upstream, key: Key, session: &Session) {
         list.retain(|kept| !kept.session.over(kept.max_uses));
         if list.len() >= up.keepalive {
             let Some(idle) = list.iter().position(|k| k.session.idle_since().is_some()) else {
-                return;
+                return false;
             };
             list.remove(idle);
         }
@@ -347,7 +370,75 @@ fn keep(up: &Upstream, key: Key, session: &Session) {
             timeout: up.keepalive_timeout,
             max_uses: up.keepalive_requests,
         });
-    });
+        true
+    })
+}
+
+/// A connection being made to a peer for a session: the requests that come
+/// meanwhile wait for it rather than make their own.
+#[derive(Default)]
+struct Opening {
+    waiting: RefCell<Vec<std::task::Waker>>,
+    done: std::cell::Cell<bool>,
+}
+
+impl Opening {
+    /// Until the connection is a session that knows the peer's SETTINGS,
+    /// or came to nothing.
+    async fn done(&self) {
+        std::future::poll_fn(|cx| {
+            if self.done.get() {
+                return std::task::Poll::Ready(());
+            }
+            self.waiting.borrow_mut().push(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}
+
+thread_local! {
+    /// The worker's connections being made for sessions, per peer.
+    static OPENING: RefCell<FxHashMap<Key, std::rc::Weak<Opening>>> =
+        RefCell::new(FxHashMap::default());
+}
+
+/// The connection being made to the peer of `key`, if one is.
+fn opening(key: &Key) -> Option<Rc<Opening>> {
+    OPENING.with(|o| o.borrow().get(key).and_then(std::rc::Weak::upgrade))
+}
+
+/// A request's claim on the connection it makes: held by its attempt (and
+/// then by its session, until the peer's SETTINGS come); let go, the
+/// waiting requests are woken.
+struct Claim {
+    key: Key,
+    opening: Rc<Opening>,
+}
+
+impl Claim {
+    fn new(key: Key) -> Claim {
+        let opening = Rc::new(Opening::default());
+        OPENING.with(|o| o.borrow_mut().insert(key.clone(), Rc::downgrade(&opening)));
+        Claim { key, opening }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.opening.done.set(true);
+        for w in self.opening.waiting.borrow_mut().drain(..) {
+            w.wake();
+        }
+        let _ = OPENING.try_with(|o| {
+            let mut o = o.borrow_mut();
+            if o.get(&self.key)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Rc::as_ptr(&self.opening)))
+            {
+                o.remove(&self.key);
+            }
+        });
+    }
 }
 
 /// Once a second: sessions idle past their upstream's `keepalive_timeout`,

@@ -196,6 +196,10 @@ pub struct Inner {
     /// Answers to the peer's PING and SETTINGS queued since the last write
     /// of all that was queued.
     answers: usize,
+    /// The peer's first SETTINGS came: its limits are known.
+    settled: bool,
+    /// What waits for them (the claim other requests wait on to join).
+    held: Option<Box<dyn std::any::Any>>,
     /// GOAWAY came: no new stream goes on it.
     goaway: bool,
     /// The connection failed: every stream with it.
@@ -252,6 +256,8 @@ impl Session {
             block: None,
             max_block,
             answers: 0,
+            settled: false,
+            held: None,
             goaway: false,
             dead: None,
             uses: 0,
@@ -317,15 +323,26 @@ impl Session {
         })
     }
 
-    /// Whether another stream may open on it now: the connection sound, no
-    /// GOAWAY, fewer than `max_uses` streams opened and fewer open than the
-    /// peer and [`MAX_STREAMS`] allow.
+    /// Whether another stream may open on it now: the connection sound, the
+    /// peer's SETTINGS in (until then only its first stream goes: one past
+    /// a limit it has not said yet would be refused), no GOAWAY, fewer than
+    /// `max_uses` streams opened and fewer open than the peer and
+    /// [`MAX_STREAMS`] allow.
     pub fn can_open(&self, max_uses: u64) -> bool {
         let s = self.0.borrow();
         s.dead.is_none()
+            && s.settled
             && !s.goaway
             && s.uses < max_uses
             && s.streams.len() < s.max_streams.min(MAX_STREAMS)
+    }
+
+    /// Keep `held` until the peer's SETTINGS come or the connection fails.
+    pub fn hold_until_settled(&self, held: Option<Box<dyn std::any::Any>>) {
+        let mut s = self.0.borrow_mut();
+        if !s.settled && s.dead.is_none() {
+            s.held = held;
+        }
     }
 
     /// Whether it is of no further use: failed, or with no stream open and
@@ -544,6 +561,7 @@ impl Inner {
         for w in self.flush_waiters.drain(..) {
             w.wake();
         }
+        self.held = None;
         self.dead = Some(b);
     }
 
@@ -720,6 +738,8 @@ impl Inner {
                 }
                 if flags & ACK == 0 {
                     self.settings(payload)?;
+                    self.settled = true;
+                    self.held = None;
                     frame_head(&mut self.out, 0, SETTINGS, ACK, 0);
                     self.answers += 1;
                 }
@@ -1025,6 +1045,7 @@ mod tests {
                 }
             }
             assert_eq!(ids, [1, 3, 5]);
+            s.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
             // Stream 3 answered first, 1's head, 5 reset, 1's body, 3's.
             s.write_all(&frame(HEADERS, END_HEADERS, 3, &[0x88]))
                 .unwrap();
