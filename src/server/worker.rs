@@ -493,10 +493,19 @@ async fn accept_loop(
                 };
                 start_tcp(s, peer, key, &shared, &slots);
                 if shared.config.load().multi_accept {
+                    // Every pending connection, served a batch at a time: a
+                    // burst's first requests are answered before the rest
+                    // of it is accepted (nginx serves each as it accepts it).
+                    let mut batch = 1;
                     while slots.active.get() + slots.max.get() / 8 < slots.max.get()
                         && let Ok((s, peer)) = l.try_accept()
                     {
                         start_tcp(s, peer, key, &shared, &slots);
+                        batch += 1;
+                        if batch == ACCEPT_BATCH {
+                            tokio::task::yield_now().await;
+                            batch = 0;
+                        }
                     }
                 } else {
                     // One connection per turn, as nginx without multi_accept:
@@ -548,6 +557,10 @@ async fn accept_loop(
         }
     }
 }
+
+/// With `multi_accept on`, the connections accepted before the worker
+/// serves them.
+const ACCEPT_BATCH: usize = 16;
 
 /// How long accepting pauses after running out of descriptors or memory: the
 /// connections wait in the kernel's queue meanwhile, instead of the worker
