@@ -258,7 +258,7 @@ impl<H: Handler> Protocol for Over<H> {
             return None;
         }
         let key = key(at, self.0.ask().tag);
-        if let Some(session) = take(at.up, &key) {
+        if let Some(session) = take(&key) {
             return Some(Box::pin(async move {
                 Some(exchange_on(&self.0, req, at, &session, true, body).await)
             }));
@@ -269,7 +269,7 @@ impl<H: Handler> Protocol for Over<H> {
         };
         Some(Box::pin(async move {
             opening.done().await;
-            let session = take(at.up, &key)?;
+            let session = take(&key)?;
             Some(exchange_on(&self.0, req, at, &session, true, body).await)
         }))
     }
@@ -332,10 +332,7 @@ thread_local! {
 /// A session with the peer of `key` that takes another stream now, the
 /// first such of those kept: a new connection is made only when every kept
 /// session is full.
-fn take(up: &Upstream, key: &Key) -> Option<Session> {
-    if up.keepalive == 0 {
-        return None;
-    }
+fn take(key: &Key) -> Option<Session> {
     KEPT.with(|k| {
         let mut k = k.borrow_mut();
         let list = k.get_mut(key)?;
@@ -378,22 +375,17 @@ fn keep(up: &Upstream, key: Key, session: &Session) -> bool {
 /// meanwhile wait for it rather than make their own.
 #[derive(Default)]
 struct Opening {
-    waiting: RefCell<Vec<std::task::Waker>>,
     done: std::cell::Cell<bool>,
+    notify: tokio::sync::Notify,
 }
 
 impl Opening {
     /// Until the connection is a session that knows the peer's SETTINGS,
     /// or came to nothing.
     async fn done(&self) {
-        std::future::poll_fn(|cx| {
-            if self.done.get() {
-                return std::task::Poll::Ready(());
-            }
-            self.waiting.borrow_mut().push(cx.waker().clone());
-            std::task::Poll::Pending
-        })
-        .await
+        while !self.done.get() {
+            self.notify.notified().await;
+        }
     }
 }
 
@@ -427,17 +419,10 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         self.opening.done.set(true);
-        for w in self.opening.waiting.borrow_mut().drain(..) {
-            w.wake();
-        }
-        let _ = OPENING.try_with(|o| {
-            let mut o = o.borrow_mut();
-            if o.get(&self.key)
-                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Rc::as_ptr(&self.opening)))
-            {
-                o.remove(&self.key);
-            }
-        });
+        self.opening.notify.notify_waiters();
+        // The key's entry is this claim's: another is made only once it is
+        // gone.
+        let _ = OPENING.try_with(|o| o.borrow_mut().remove(&self.key));
     }
 }
 
