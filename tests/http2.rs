@@ -171,6 +171,29 @@ fn static_files_over_h2() {
     assert_eq!((r.status, r.text().as_str()), (200, "0123456789abcdefghij"));
 }
 
+/// The streams of a connection read their files a turn of its writes at a
+/// time: forty downloads of 3 MB side by side on one connection, past their
+/// windows, all arrive whole.
+#[test]
+fn large_downloads_side_by_side_on_one_connection() {
+    if !h2::have_python_h2() {
+        return;
+    }
+    let v = site();
+    let file = v.dir.path().join("html/big.bin");
+    let r = h2::script(
+        &v,
+        "downloads.py",
+        &["40", "/big.bin", file.to_str().unwrap()],
+    );
+    assert_eq!(r.num("complete"), 40.0, "{}", r.0);
+    let lines = access_lines(&v, 40);
+    assert!(
+        lines.iter().all(|l| l.ends_with("|HTTP/2.0|200|3000000|-")),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn http2_variable_names_the_protocol() {
     let v = site();

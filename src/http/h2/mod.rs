@@ -152,6 +152,7 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
     let info = Rc::new(Conn {
         info,
         calm: Cell::new(false),
+        ahead: tokio::sync::Semaphore::new(READ_AHEAD),
     });
     let mut streams = JoinSet::new();
     let mut requests = 0u64;
@@ -194,7 +195,11 @@ async fn drive<T: AsyncRead + AsyncWrite + Unpin>(
                 // The codec's turn is over: what it wrote leaves now.
                 match sock.borrow_mut().poll_drain(cx) {
                     Poll::Ready(Err(_)) => Poll::Ready(None),
-                    _ => r,
+                    Poll::Ready(Ok(())) => {
+                        info.read_ahead_again();
+                        r
+                    }
+                    Poll::Pending => r,
                 }
             }) => match r {
                 Some(Ok((req, respond))) => {
@@ -400,6 +405,26 @@ struct Conn {
     /// A stream saw a flood (empty DATA frames): the connection ends with
     /// GOAWAY(ENHANCE_YOUR_CALM).
     calm: Cell<bool>,
+    /// The file bytes its streams may read before the connection next
+    /// writes out what it gathered (`READ_AHEAD`, in turn of asking).
+    ahead: tokio::sync::Semaphore,
+}
+
+/// File bytes the streams of a connection read per turn of its writes. With
+/// every stream reading its file as soon as its window allowed, a hundred
+/// streams read megabytes ahead of the writes, and the frames were made
+/// from pieces fallen out of the CPU's caches: read a turn's worth at a
+/// time, each piece is framed and encrypted while it is still there.
+const READ_AHEAD: usize = GATHER;
+
+impl Conn {
+    /// What was gathered is written: the next turn's file reads may start.
+    fn read_ahead_again(&self) {
+        let have = self.ahead.available_permits();
+        if have < READ_AHEAD {
+            self.ahead.add_permits(READ_AHEAD - have);
+        }
+    }
 }
 
 /// One stream: its request through the pipeline, its response out.
@@ -442,7 +467,7 @@ async fn stream(
             // The default server's error_page applies, as nginx.
             let err = req.error(e.status);
             let resp = pipeline::refused(&mut req, err).await;
-            send::respond(&mut respond, &req, resp).await;
+            send::respond(&mut respond, &req, resp, &conn.ahead).await;
             return;
         }
     };
@@ -466,7 +491,7 @@ async fn stream(
             }
         }
     };
-    send::respond(&mut respond, &req, resp).await;
+    send::respond(&mut respond, &req, resp, &conn.ahead).await;
     discard_rest(recv, &req.conf.core).await;
 }
 

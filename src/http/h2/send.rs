@@ -18,10 +18,16 @@ use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::ops::Range;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// Send `resp` for `req` on its stream and log the request. `return 444` (and
 /// a client gone, 499) resets the stream instead of answering.
-pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: Response) {
+pub async fn respond(
+    tx: &mut SendResponse<Bytes>,
+    req: &Request<'_>,
+    mut resp: Response,
+    ahead: &Semaphore,
+) {
     if resp.unanswered() {
         pipeline::unanswered(req, &resp);
         tx.send_reset(h2::Reason::INTERNAL_ERROR);
@@ -43,6 +49,7 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
             chunk: req.conf.get::<Http2Conf>().chunk_size,
             timeout: core.send_timeout,
             sent: 0,
+            ahead,
         };
         if !no_body {
             // The body is out of the response while it is sent, so the
@@ -81,14 +88,16 @@ pub async fn respond(tx: &mut SendResponse<Bytes>, req: &Request<'_>, mut resp: 
 }
 
 /// A stream's sending side, with the body bytes sent so far.
-struct Out {
+struct Out<'a> {
     s: SendStream<Bytes>,
     chunk: usize,
     timeout: Duration,
     sent: u64,
+    /// The connection's file read-ahead (see `Conn::ahead`).
+    ahead: &'a Semaphore,
 }
 
-impl Out {
+impl Out<'_> {
     /// Send `body`; `end` closes the stream after it.
     async fn body(&mut self, body: &mut Body, end: bool) -> io::Result<()> {
         match body {
@@ -165,7 +174,8 @@ impl Out {
     /// Send `range` of `file`: as much of it as the stream's window takes now
     /// (up to `FILE_PIECE`) is read with one call, then sent in DATA frames of
     /// at most http2_chunk_size (a 21 KB file is one read, not one per frame).
-    /// Nothing is read ahead of the window.
+    /// Nothing is read ahead of the window, nor further ahead of the
+    /// connection's writes than its read-ahead allows.
     async fn file(&mut self, file: &File, range: Range<u64>, end: bool) -> io::Result<()> {
         let mut off = range.start;
         if off == range.end && end {
@@ -174,8 +184,14 @@ impl Out {
         while off < range.end {
             let left = (range.end - off) as usize;
             self.capacity(left).await?;
-            let window = self.s.capacity().clamp(1, FILE_PIECE);
-            let read = read_file_piece(file, off, left.min(window))?;
+            let want = left.min(self.s.capacity().clamp(1, FILE_PIECE));
+            let turn = self.ahead.acquire_many(want as u32);
+            match tokio::time::timeout(self.timeout, turn).await {
+                Ok(Ok(p)) => p.forget(),
+                Ok(Err(_)) => return Err(io::Error::from(ErrorKind::BrokenPipe)),
+                Err(_) => return Err(io::Error::new(ErrorKind::TimedOut, "send_timeout")),
+            }
+            let read = read_file_piece(file, off, want)?;
             off += read.len() as u64;
             self.data(read, end && off == range.end).await?;
         }
