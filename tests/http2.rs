@@ -173,7 +173,8 @@ fn static_files_over_h2() {
 
 /// The streams of a connection read their files a turn of its writes at a
 /// time: forty downloads of 3 MB side by side on one connection, past their
-/// windows, all arrive whole.
+/// windows, all arrive whole; streams reset in the middle of theirs leave
+/// the others and the streams opened after them their turns.
 #[test]
 fn large_downloads_side_by_side_on_one_connection() {
     if !h2::have_python_h2() {
@@ -187,10 +188,22 @@ fn large_downloads_side_by_side_on_one_connection() {
         &["40", "/big.bin", file.to_str().unwrap()],
     );
     assert_eq!(r.num("complete"), 40.0, "{}", r.0);
+    // All forty logged before the next connection opens.
     let lines = access_lines(&v, 40);
     assert!(
         lines.iter().all(|l| l.ends_with("|HTTP/2.0|200|3000000|-")),
         "{lines:?}"
+    );
+    let r = h2::script(
+        &v,
+        "downloads.py",
+        &["20", "/big.bin", file.to_str().unwrap(), "10"],
+    );
+    assert_eq!(
+        (r.num("complete"), r.num("streams")),
+        (20.0, 20.0),
+        "{}",
+        r.0
     );
 }
 
