@@ -87,6 +87,9 @@ pub async fn respond(
     });
 }
 
+// A piece never needs more than a whole turn of the read-ahead.
+const _: () = assert!(FILE_PIECE <= super::READ_AHEAD);
+
 /// A stream's sending side, with the body bytes sent so far.
 struct Out<'a> {
     s: SendStream<Bytes>,
