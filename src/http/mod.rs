@@ -91,3 +91,8 @@ async fn preface<S: Stream>(s: &S) -> io::Result<bool> {
         }
     }
 }
+
+/// A response write that waited past `send_timeout` (HTTP/1, /2 and /3).
+pub(crate) fn send_timed_out() -> io::Error {
+    io::Error::new(ErrorKind::TimedOut, "send_timeout")
+}

@@ -21,9 +21,10 @@ c.initiate_connection()
 bodies = {}
 
 
-def get(i):
+def get():
+    """Open a stream for PATH (its query: the stream's id); its id."""
     sid = c.get_next_available_stream_id()
-    c.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":path", f"{path}?{i}"),
+    c.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":path", f"{path}?{sid}"),
                          (":authority", "localhost")], end_stream=True)
     bodies[sid] = hashlib.sha256()
     return sid
@@ -31,7 +32,7 @@ def get(i):
 
 to_reset = set()
 for i in range(n):
-    sid = get(i)
+    sid = get()
     if i < reset:
         to_reset.add(sid)
 s.sendall(c.data_to_send())
@@ -47,7 +48,7 @@ while len(ended) < len(bodies):
                 to_reset.discard(e.stream_id)
                 c.reset_stream(e.stream_id)
                 del bodies[e.stream_id]
-                get(n + len(bodies))
+                get()
             elif e.stream_id in bodies:
                 bodies[e.stream_id].update(e.data)
         elif isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)):

@@ -433,17 +433,13 @@ async fn send_file<S: Stream>(
     sendfile_all(s, file, range, max_chunk, t, sent).await
 }
 
-fn timed_out() -> io::Error {
-    io::Error::new(ErrorKind::TimedOut, "send_timeout")
-}
-
 /// Wait at most `t` for the socket to take more. Boxed: the timer and the
 /// readiness wait are ~300 bytes that every future writing a response would
 /// otherwise hold (and move) though a socket seldom fills.
 async fn wait_writable<S: Stream>(s: &S, t: Duration) -> io::Result<()> {
     Box::pin(tokio::time::timeout(t, s.writable()))
         .await
-        .map_err(|_| timed_out())?
+        .map_err(|_| crate::http::send_timed_out())?
 }
 
 /// Write all of `data`; `t` bounds each wait for the socket.

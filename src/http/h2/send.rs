@@ -146,7 +146,7 @@ impl Out<'_> {
             }
             let more = std::future::poll_fn(|cx| self.s.poll_capacity(cx));
             match tokio::time::timeout(self.timeout, more).await {
-                Err(_) => return Err(io::Error::new(ErrorKind::TimedOut, "send_timeout")),
+                Err(_) => return Err(crate::http::send_timed_out()),
                 Ok(Some(Ok(_))) => {}
                 Ok(None) => return Err(io::Error::from(ErrorKind::BrokenPipe)),
                 Ok(Some(Err(e))) => return Err(io::Error::other(e)),
@@ -192,7 +192,7 @@ impl Out<'_> {
             match tokio::time::timeout(self.timeout, turn).await {
                 Ok(Ok(p)) => p.forget(),
                 Ok(Err(_)) => return Err(io::Error::from(ErrorKind::BrokenPipe)),
-                Err(_) => return Err(io::Error::new(ErrorKind::TimedOut, "send_timeout")),
+                Err(_) => return Err(crate::http::send_timed_out()),
             }
             let read = read_file_piece(file, off, want)?;
             off += read.len() as u64;

@@ -93,7 +93,7 @@ impl Out<'_> {
         op: impl for<'a> FnOnce(&'a mut SendHalf) -> Step<'a>,
     ) -> io::Result<()> {
         match tokio::time::timeout(self.timeout, op(self.tx)).await {
-            Err(_) => Err(io::Error::new(ErrorKind::TimedOut, "send_timeout")),
+            Err(_) => Err(crate::http::send_timed_out()),
             Ok(Err(e)) => Err(io::Error::other(e)),
             Ok(Ok(())) => Ok(()),
         }
