@@ -1,6 +1,7 @@
 //! grpc_pass end to end: a real gRPC server and client (Python's grpcio,
 //! tests/grpc/peer.py) on either side of vireo — unary, server-, client- and
-//! bidirectional streaming calls (an address with variables too), statuses
+//! bidirectional streaming calls (an address with variables too; full duplex,
+//! each message after the reply to the one before, and cut short), statuses
 //! with their messages (trailers only, and trailers after DATA), a large
 //! reply, an HTTP/1.1 client, a client that gives up, a dead upstream, a
 //! timeout, a unix socket, grpcs to a TLS server (sessions kept with
@@ -115,6 +116,8 @@ fn calls_of_every_kind_pass_through() {
     unary_and_stream_served(&r);
     assert_eq!(got(&r, "client_stream"), r#"{"ok": "a+b+c"}"#);
     assert_eq!(got(&r, "bidi"), r#"{"ok": ["X", "YZ"]}"#);
+    // Full duplex: each message waits for the reply to the one before.
+    assert_eq!(got(&r, "ping_pong"), r#"{"ok": ["PING", "PONG", "DONE"]}"#);
     // Trailers only (a status and its message, no DATA).
     assert_eq!(
         got(&r, "fail"),
@@ -212,7 +215,7 @@ fn calls_in_flight_share_a_kept_session() {
     let v = Vireo::start_in(dir, &conf);
     let r = client(
         v.port,
-        "burst,side_by_side,fail,cancel,big,bidi,side_by_side,peers",
+        "burst,side_by_side,fail,cancel,big,bidi,cancel_duplex,ping_pong,side_by_side,peers",
         &[],
     );
     assert_eq!(
@@ -235,6 +238,10 @@ fn calls_in_flight_share_a_kept_session() {
     );
     assert_eq!(got(&r, "big"), r#"{"ok": 1000000}"#);
     assert_eq!(got(&r, "bidi"), r#"{"ok": ["X", "YZ"]}"#);
+    // A full-duplex call cut short by its client, its body still coming,
+    // then one whose messages each wait for the reply before.
+    assert_eq!(got(&r, "cancel_duplex"), r#"{"ok": "ONE"}"#);
+    assert_eq!(got(&r, "ping_pong"), r#"{"ok": ["PING", "PONG", "DONE"]}"#);
     // The second round, after those, still on one session.
     assert_eq!(
         r.iter()

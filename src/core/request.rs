@@ -107,6 +107,23 @@ pub trait RequestBody {
     fn early_hints<'a>(&'a mut self, _fields: &'a Fields) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
+    /// Whether the client's protocol sends the response while this body
+    /// still comes, driving the rest of its sending ([`Duplex`]) beside the
+    /// response: an HTTP/2 stream. False for HTTP/1, whose connection reads
+    /// the body before it answers.
+    fn full_duplex(&self) -> bool {
+        false
+    }
+}
+
+/// The rest of a request's body, which the handler sends on beside its
+/// response (`Response::duplex`): an exchange both ways at once, as a gRPC
+/// bidirectional call, where the upstream answers before the client's body
+/// has all come and the client sends more once it has read some of the
+/// answer. A protocol whose body is [`RequestBody::full_duplex`] runs it
+/// with that body, beside the response; the response's end ends it.
+pub trait Duplex: std::fmt::Debug {
+    fn send<'a>(self: Box<Self>, body: &'a mut dyn RequestBody) -> BoxFuture<'a, ()>;
 }
 
 /// A location's content handler (`fastcgi_pass`, `proxy_pass`, …).

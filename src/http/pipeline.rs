@@ -214,7 +214,8 @@ pub async fn run<B: ClientBody>(req: &mut Request<'_>, body: &mut B, max: u64) -
             req.error(500)
         }
     };
-    let rest = match body.finished() {
+    // A response that goes on beside the rest of the body reads it itself.
+    let rest = match body.finished() || resp.has_duplex() {
         true => Ok(()),
         false => body.discard().await,
     };

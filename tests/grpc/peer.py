@@ -12,7 +12,9 @@ protoc step) for tests/grpc.rs.
                                    empty one) the calls' :authority
 """
 import json
+import queue
 import sys
+import threading
 import time
 from concurrent import futures
 
@@ -141,6 +143,36 @@ def client(target, cases, ca=None, name=None):
         peers = [c.result().decode() for c in calls]
         return {"calls": len(peers), "connections": len(set(peers))}
 
+    def ping_pong():
+        """A full-duplex call: each message goes only after the reply to the
+        one before it came back."""
+        replies = queue.Queue()
+        out = []
+
+        def requests():
+            for word in (b"ping", b"pong", b"done"):
+                yield word
+                out.append(replies.get(timeout=5).decode())
+
+        for r in m("stream_stream", "Bidi")(requests(), timeout=10):
+            replies.put(r)
+        return out
+
+    def cancel_duplex():
+        """A full-duplex call the client cancels once the first reply came,
+        its body not ended."""
+        stop = threading.Event()
+
+        def requests():
+            yield b"one"
+            stop.wait(5)
+
+        call = m("stream_stream", "Bidi")(requests(), timeout=10)
+        first = next(call).decode()
+        call.cancel()
+        stop.set()
+        return first
+
     got = []
 
     def fail_late():
@@ -154,6 +186,8 @@ def client(target, cases, ca=None, name=None):
         "client_stream":
             lambda: m("stream_unary", "ClientStream")(iter([b"a", b"b", b"c"]), timeout=10).decode(),
         "bidi": lambda: [r.decode() for r in m("stream_stream", "Bidi")(iter([b"x", b"yz"]), timeout=10)],
+        "ping_pong": ping_pong,
+        "cancel_duplex": cancel_duplex,
         "fail": lambda: m("unary_unary", "Fail")(b"thing", timeout=10),
         "fail_late": fail_late,
         "big": lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)),

@@ -344,6 +344,10 @@ pub struct OwnFields {
     /// response keeps that status (a filter that changes it, to 304 or 206
     /// say, drops the phrase, as nginx drops its status line).
     pub reason: Option<(u16, Box<str>)>,
+    /// The rest of the request's body, which the handler sends on to the
+    /// upstream beside this response (a reply that came before the body's
+    /// end, to a client whose protocol carries both at once).
+    pub duplex: Option<Box<dyn crate::core::request::Duplex>>,
 }
 
 impl OwnFields {
@@ -461,6 +465,16 @@ impl Response {
     pub fn header(mut self, name: &'static str, v: Value) -> Self {
         self.headers.push((name, v));
         self
+    }
+
+    /// The rest of the request's body to send beside this response, taken.
+    pub fn take_duplex(&mut self) -> Option<Box<dyn crate::core::request::Duplex>> {
+        self.own.as_mut()?.duplex.take()
+    }
+
+    /// Whether the rest of the request's body goes on beside this response.
+    pub fn has_duplex(&self) -> bool {
+        self.own.as_ref().is_some_and(|o| o.duplex.is_some())
     }
 }
 

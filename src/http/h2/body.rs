@@ -17,40 +17,32 @@ use std::time::Duration;
 /// a frame's work and brings nothing, so a run of them is a flood.
 const MAX_EMPTY_DATA: u32 = 32;
 
-pub struct H2Body<'r> {
+/// The stream's receiving side as a body. The handler reads it through
+/// [`H2Body`]; a response sent before its end reads the rest with it
+/// (`Response::duplex`), and what is left after is discarded.
+pub struct Recv {
     recv: RecvStream,
-    /// For `100 Continue`, sent when the handler first reads.
-    respond: &'r mut SendResponse<Bytes>,
     declared: Option<u64>,
     max: u64,
     timeout: Duration,
-    expect_continue: bool,
     done: bool,
     read: u64,
     empty: u32,
 }
 
+pub struct H2Body<'r> {
+    rest: Recv,
+    /// For `100 Continue`, sent when the handler first reads.
+    respond: &'r mut SendResponse<Bytes>,
+    expect_continue: bool,
+}
+
 impl<'r> H2Body<'r> {
-    pub fn new(
-        recv: RecvStream,
-        respond: &'r mut SendResponse<Bytes>,
-        head: &RequestHead,
-        core: &CoreConf,
-    ) -> Self {
-        let done = recv.is_end_stream();
+    pub fn new(rest: Recv, respond: &'r mut SendResponse<Bytes>, head: &RequestHead) -> Self {
         H2Body {
-            recv,
+            expect_continue: head.expect_continue && !rest.done,
+            rest,
             respond,
-            declared: match head.framing {
-                BodyFraming::Length(n) => Some(n),
-                _ => None,
-            },
-            max: core.client_max_body_size,
-            timeout: core.client_body_timeout,
-            expect_continue: head.expect_continue && !done,
-            done,
-            read: 0,
-            empty: 0,
         }
     }
 
@@ -58,24 +50,41 @@ impl<'r> H2Body<'r> {
     /// response: with the body unread, the h2 crate then follows the
     /// response with RST_STREAM(NO_ERROR) (RFC 9113 §8.1) instead of
     /// cancelling the stream before it.
-    pub fn into_recv(self) -> RecvStream {
-        self.recv
+    pub fn into_recv(self) -> Recv {
+        self.rest
     }
 
     /// Did the client send more empty DATA frames than a body may have?
     pub fn flooded(&self) -> bool {
-        self.empty > MAX_EMPTY_DATA
+        self.rest.empty > MAX_EMPTY_DATA
+    }
+}
+
+impl Recv {
+    pub fn new(recv: RecvStream, head: &RequestHead, core: &CoreConf) -> Self {
+        Recv {
+            done: recv.is_end_stream(),
+            recv,
+            declared: match head.framing {
+                BodyFraming::Length(n) => Some(n),
+                _ => None,
+            },
+            max: core.client_max_body_size,
+            timeout: core.client_body_timeout,
+            read: 0,
+            empty: 0,
+        }
+    }
+
+    /// The h2 crate's receiving side, for what is discarded after the
+    /// response.
+    pub fn stream(&mut self) -> &mut RecvStream {
+        &mut self.recv
     }
 
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         if self.done {
             return Ok(None);
-        }
-        if std::mem::take(&mut self.expect_continue) {
-            let mut cont = http::Response::new(());
-            *cont.status_mut() = http::StatusCode::CONTINUE;
-            // A stream the client already reset fails the read below.
-            let _ = self.respond.send_informational(cont);
         }
         loop {
             let piece = match tokio::time::timeout(self.timeout, self.recv.data()).await {
@@ -90,7 +99,7 @@ impl<'r> H2Body<'r> {
             // An empty DATA frame carries nothing to hand on.
             if piece.is_empty() {
                 self.empty += 1;
-                if self.flooded() {
+                if self.empty > MAX_EMPTY_DATA {
                     return Err(BodyError::Closed);
                 }
                 continue;
@@ -105,13 +114,35 @@ impl<'r> H2Body<'r> {
     }
 }
 
-impl RequestBody for H2Body<'_> {
+/// The rest of the body, read beside the response. A client that resets
+/// the stream fails the response, which ends the reading.
+impl RequestBody for Recv {
     fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>> {
         Box::pin(self.next_chunk())
     }
 
     fn declared_len(&self) -> Option<u64> {
         self.declared
+    }
+
+    fn gone(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+impl RequestBody for H2Body<'_> {
+    fn chunk(&mut self) -> BoxFuture<'_, Result<Option<Bytes>, BodyError>> {
+        if std::mem::take(&mut self.expect_continue) {
+            let mut cont = http::Response::new(());
+            *cont.status_mut() = http::StatusCode::CONTINUE;
+            // A stream the client already reset fails the read.
+            let _ = self.respond.send_informational(cont);
+        }
+        self.rest.chunk()
+    }
+
+    fn declared_len(&self) -> Option<u64> {
+        self.rest.declared
     }
 
     /// RST_STREAM from the client (or the connection failing).
@@ -128,13 +159,17 @@ impl RequestBody for H2Body<'_> {
         }
         Box::pin(std::future::ready(()))
     }
+
+    fn full_duplex(&self) -> bool {
+        true
+    }
 }
 
 impl ClientBody for H2Body<'_> {
     fn read(&self) -> u64 {
-        self.read
+        self.rest.read
     }
     fn decoded(&self) -> u64 {
-        self.read
+        self.rest.read
     }
 }

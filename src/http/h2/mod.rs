@@ -473,11 +473,15 @@ async fn stream(
     };
     let host = pipeline::host_of(&head);
     let mut req = pipeline::request(cref, vhosts, &head, &host);
-    let (resp, recv) = match pipeline::admit(&mut req) {
-        Err(resp) => (pipeline::refused(&mut req, resp).await, recv),
+    let (mut resp, mut recv) = match pipeline::admit(&mut req) {
+        Err(resp) => {
+            let recv = body::Recv::new(recv, &head, &req.conf.core);
+            (pipeline::refused(&mut req, resp).await, recv)
+        }
         Ok(core) => {
             let max = core.client_max_body_size;
-            let mut body = body::H2Body::new(recv, &mut respond, &head, core);
+            let recv = body::Recv::new(recv, &head, core);
+            let mut body = body::H2Body::new(recv, &mut respond, &head);
             let ran = pipeline::run(&mut req, &mut body, max).await;
             if body.flooded() {
                 conn.calm.set(true);
@@ -491,8 +495,20 @@ async fn stream(
             }
         }
     };
-    send::respond(&mut respond, &req, resp, &conn.ahead).await;
-    discard_rest(recv, &req.conf.core).await;
+    match resp.take_duplex() {
+        None => send::respond(&mut respond, &req, resp, &conn.ahead).await,
+        // The rest of the body goes on beside the response, until it ends.
+        Some(rest) => {
+            let sending = send::respond(&mut respond, &req, resp, &conn.ahead);
+            let mut sending = std::pin::pin!(sending);
+            let mut pump = rest.send(&mut recv);
+            tokio::select! {
+                () = &mut sending => {}
+                () = &mut pump => sending.await,
+            }
+        }
+    }
+    discard_rest(recv.stream(), &req.conf.core).await;
 }
 
 /// After a response sent before the whole body came (a 413, say): read and
@@ -500,7 +516,7 @@ async fn stream(
 /// finishes its upload and reads the answer. Past lingering_time, or with
 /// lingering_close off, the stream's receiving side is dropped: the h2 crate
 /// then sends RST_STREAM(NO_ERROR) after the response (RFC 9113 §8.1).
-async fn discard_rest(mut recv: h2::RecvStream, core: &CoreConf) {
+async fn discard_rest(recv: &mut h2::RecvStream, core: &CoreConf) {
     if recv.is_end_stream() || core.lingering_close == Lingering::Off {
         return;
     }

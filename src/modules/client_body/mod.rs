@@ -358,6 +358,12 @@ impl RequestBody for Tee<'_> {
     fn early_hints<'a>(&'a mut self, fields: &'a Fields) -> BoxFuture<'a, ()> {
         self.inner.early_hints(fields)
     }
+
+    /// The rest read beside the response bypasses the tee: such a body is
+    /// never kept whole.
+    fn full_duplex(&self) -> bool {
+        self.inner.full_duplex()
+    }
 }
 
 fn var_request_body(req: &Request<'_>, _: &str, out: &mut Vec<u8>) {

@@ -42,7 +42,7 @@ use crate::upstream::driver::{Exchanged, Failure, Gave, Protocol, Try};
 use crate::upstream::next::NextUpstream;
 use crate::upstream::response::UpstreamHead;
 use crate::upstream::{PeerAddr, UpConn, Upstream, UpstreamVars};
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use hpack::Fields;
 use rustc_hash::FxHashMap;
 use session::{Broke, Event, Session, Stream};
@@ -87,6 +87,7 @@ fn broke_fail(b: Broke, while_: &str) -> Fail {
             NextUpstream::INVALID_HEADER,
             format!("upstream sent invalid HTTP/2 ({why})"),
         ),
+        Broke::Cancelled => (NextUpstream::OFF, "client request body failed".to_string()),
     };
     Failure::new(kind, 502, format!("{msg} while {while_}"))
 }
@@ -455,6 +456,8 @@ pub struct Reply {
     body: Box<ReplyBody>,
     /// The head ended the stream: no body follows.
     end: bool,
+    /// The rest of the client's body, to go on beside the reply.
+    rest: Option<Box<dyn crate::core::request::Duplex>>,
 }
 
 impl Reply {
@@ -477,6 +480,9 @@ impl Reply {
         unbuffered: bool,
     ) {
         let len = self.declared();
+        if let Some(rest) = self.rest {
+            resp.own.get_or_insert_default().duplex = Some(rest);
+        }
         let mut body = self.body;
         if self.end {
             resp.body = match len {
@@ -595,6 +601,10 @@ async fn call(
     let stream = session
         .open(&ask.call.block, no_body)
         .map_err(|b| stale(b, true, "sending request to upstream"))?;
+    // A reply that comes first leaves the rest of a client's body to go on
+    // beside it, where the client's protocol can carry both at once.
+    let duplex = body.full_duplex();
+    let mut out = Outgoing::default();
     // The body goes while the reply is awaited: an upstream may answer
     // (an error, say) before it has read it all. Once it is sent, the read
     // timeout runs and a client that leaves ends the wait (499), as nginx.
@@ -605,7 +615,7 @@ async fn call(
     // how the reading ended then.
     let mut early = VecDeque::new();
     let mut broke = None;
-    let (head, end) = {
+    let (head, end, body_done) = {
         let sending = async {
             match ask.plan {
                 Plan::None => flush(&stream, t).await,
@@ -616,7 +626,7 @@ async fn call(
                         .body
                         .as_deref_mut()
                         .expect("the sending has the body first");
-                    send_stream(&stream, b, t).await
+                    send_stream(&stream, b, t, &mut out).await
                 }
             }
         };
@@ -682,10 +692,11 @@ async fn call(
                 }
             }
         };
-        // The reply came first: the rest of the body still goes, the stream's
-        // frames read meanwhile (the window's updates among them); a stream the
-        // upstream has ended or reset ends the sending.
-        while !body_done {
+        // The reply came first: the rest of the body still goes, beside the
+        // reply for a full-duplex client, else before it, the stream's
+        // frames read meanwhile (the window's updates among them); a stream
+        // the upstream has ended or reset ends the sending.
+        while !body_done && !duplex {
             tokio::select! {
                 biased;
                 _ = &mut sending => body_done = true,
@@ -698,9 +709,17 @@ async fn call(
                 },
             }
         }
-        (head, end)
+        (head, end, body_done)
     };
     send_hints(&body, &mut waiting).await;
+    let stream = Rc::new(stream);
+    let rest = (duplex && !body_done).then(|| {
+        Box::new(Rest {
+            stream: stream.clone(),
+            out,
+            timeout: t,
+        }) as Box<dyn crate::core::request::Duplex>
+    });
     let took = crate::core::clock::since(at.t0);
     at.up.responded(at.peer, took);
     let size: usize = head
@@ -750,6 +769,7 @@ async fn call(
         fails,
         body,
         end,
+        rest,
     })
 }
 
@@ -762,16 +782,23 @@ async fn flush(s: &Stream, t: Duration) -> Result<(), Fail> {
 }
 
 /// Send `data` (the last piece when `end`) as the windows take it, each
-/// wait for them within `t`. A piece the windows take whole is only queued
-/// when `more` (another comes at once): it goes in the write of the next.
+/// wait for them within `t`, `data` advanced past what is queued (so a
+/// sending cut short keeps the rest). A piece the windows take whole is
+/// only queued when `more` (another comes at once): it goes in the write
+/// of the next. A stream that takes no more DATA (the peer reset it) takes
+/// nothing.
 async fn send_data(
     s: &Stream,
-    mut data: &[u8],
+    data: &mut Bytes,
     end: bool,
     more: bool,
     t: Duration,
 ) -> Result<(), Fail> {
     loop {
+        if s.sending_over() {
+            data.clear();
+            return Ok(());
+        }
         let room = s.room();
         if room == 0 && !data.is_empty() {
             flush(s, t).await?;
@@ -783,7 +810,7 @@ async fn send_data(
         let n = room.min(data.len());
         let last = n == data.len();
         s.data(&data[..n], end && last);
-        data = &data[n..];
+        data.advance(n);
         if last {
             return match more {
                 true => Ok(()),
@@ -797,72 +824,127 @@ async fn send_held(s: &Stream, b: &Buffered, t: Duration) -> Result<(), Fail> {
     let mut off = 0;
     loop {
         let piece = b.piece_at(off).map_err(|e| Failure::body_file(&e))?;
-        let Some(piece) = piece else {
+        let Some(mut piece) = piece else {
             return flush(s, t).await;
         };
         off += piece.len() as u64;
-        send_data(s, &piece, off >= b.len, off < b.len, t).await?;
+        send_data(s, &mut piece, off >= b.len, off < b.len, t).await?;
     }
 }
 
 /// The most bytes of the client's body gathered into one piece.
 const PIECE: usize = 16 * 1024;
 
+/// The client's body on its way to the stream: what was read from the
+/// client and is not yet queued. It outlives a sending cut short (the reply
+/// came first), so that the rest goes on beside the reply ([`Rest`]).
+#[derive(Default)]
+struct Outgoing {
+    /// The piece being sent, what the windows have not taken of it.
+    piece: Bytes,
+    /// A piece read after it, too big to join it.
+    next: Option<Bytes>,
+    /// The client's body has ended: the last piece carries END_STREAM.
+    ended: bool,
+}
+
 /// The client's body to the stream as it arrives: what the client has sent
 /// so far in one piece (up to a frame), the last piece with END_STREAM (an
 /// empty DATA frame when the end comes later, as nginx). The head waits
-/// for a first piece at hand, to go in one write with it.
-async fn send_stream(s: &Stream, body: &mut dyn RequestBody, t: Duration) -> Result<(), Fail> {
+/// for a first piece at hand, to go in one write with it. Every wait keeps
+/// its state in `out`: dropped at any of them, the sending loses nothing.
+async fn send_stream(
+    s: &Stream,
+    body: &mut dyn RequestBody,
+    t: Duration,
+    out: &mut Outgoing,
+) -> Result<(), Fail> {
     // Not the peer's fault: no next upstream.
     let client_fail =
         |e: BodyError| Failure::new(NextUpstream::OFF, e.status(), "client request body failed");
-    let mut next = match client_body::now_or_never(body.chunk()) {
-        Some(r) => r.map_err(client_fail)?,
-        None => {
-            flush(s, t).await?;
-            body.chunk().await.map_err(client_fail)?
-        }
-    };
-    while let Some(first) = next.take() {
-        let mut joined: Option<BytesMut> = None;
-        let mut len = first.len();
-        let mut end = false;
-        loop {
-            match client_body::now_or_never(body.chunk()) {
-                None => break,
-                Some(Ok(None)) => {
-                    end = true;
-                    break;
+    loop {
+        if out.piece.is_empty() {
+            let first = match out.next.take() {
+                Some(p) => Some(p),
+                None if out.ended => None,
+                None => match client_body::now_or_never(body.chunk()) {
+                    Some(r) => r.map_err(client_fail)?,
+                    None => {
+                        flush(s, t).await?;
+                        body.chunk().await.map_err(client_fail)?
+                    }
+                },
+            };
+            let Some(first) = first else {
+                out.ended = true;
+                return send_data(s, &mut Bytes::new(), true, false, t).await;
+            };
+            // What else the client has sent, joined up to a piece.
+            let mut joined: Option<BytesMut> = None;
+            let mut len = first.len();
+            while !out.ended && out.next.is_none() {
+                match client_body::now_or_never(body.chunk()) {
+                    None => break,
+                    Some(Ok(None)) => out.ended = true,
+                    Some(Ok(Some(p))) if len + p.len() <= PIECE => {
+                        len += p.len();
+                        joined
+                            .get_or_insert_with(|| BytesMut::from(&first[..]))
+                            .extend_from_slice(&p);
+                    }
+                    Some(Ok(Some(p))) => out.next = Some(p),
+                    Some(Err(e)) => return Err(client_fail(e)),
                 }
-                Some(Ok(Some(p))) if len + p.len() <= PIECE => {
-                    len += p.len();
-                    joined
-                        .get_or_insert_with(|| BytesMut::from(&first[..]))
-                        .extend_from_slice(&p);
-                }
-                Some(Ok(Some(p))) => {
-                    next = Some(p);
-                    break;
-                }
-                Some(Err(e)) => return Err(client_fail(e)),
             }
+            out.piece = joined.map_or(first, BytesMut::freeze);
         }
-        let piece = joined.map_or(first, BytesMut::freeze);
-        send_data(s, &piece, end, false, t).await?;
+        let end = out.ended && out.next.is_none();
+        send_data(s, &mut out.piece, end, false, t).await?;
         if end {
             return Ok(());
         }
-        if next.is_none() {
-            next = body.chunk().await.map_err(client_fail)?;
-        }
     }
-    send_data(s, &[], true, false, t).await
+}
+
+/// The rest of the client's body, sent on the stream beside the reply
+/// (`Response::duplex`). A client's body that fails, or a wait for the
+/// windows past `send_timeout`, gives the stream up: the reply ends too.
+struct Rest {
+    stream: Rc<Stream>,
+    out: Outgoing,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Rest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rest")
+    }
+}
+
+impl crate::core::request::Duplex for Rest {
+    fn send<'a>(mut self: Box<Self>, body: &'a mut dyn RequestBody) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Rest {
+                stream,
+                out,
+                timeout,
+            } = &mut *self;
+            if let Err(f) = send_stream(stream, body, *timeout, out).await {
+                match f.kind == NextUpstream::OFF {
+                    true => crate::error_log!(Info, "{} beside the reply", f.msg),
+                    false => crate::error_log!(Error, "{} beside the reply", f.msg),
+                }
+                stream.cancel();
+            }
+        })
+    }
 }
 
 /// A reply's DATA as the client takes it, then its trailers.
 struct ReplyBody {
-    /// The stream, until the reply ends (or is left).
-    stream: Option<Stream>,
+    /// The stream, until the reply ends (or is left); shared with the rest
+    /// of the client's body going on beside it.
+    stream: Option<Rc<Stream>>,
     /// What the stream gave while the request's body still went, and how
     /// its reading ended then.
     early: VecDeque<Event>,
@@ -937,6 +1019,12 @@ impl ReplyBody {
         };
         read.map_err(|b| {
             let e = match b {
+                // The rest of the client's body failed beside the reply
+                // (logged there): not the peer's failure.
+                Broke::Cancelled => {
+                    self.end(true);
+                    return CutShort::wrap(io::Error::other("client request body failed"));
+                }
                 Broke::Io(e) => e,
                 Broke::Closed => io::Error::from(io::ErrorKind::UnexpectedEof),
                 Broke::GoAway { code, .. } => io::Error::other(format!("goaway with error {code}")),

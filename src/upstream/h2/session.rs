@@ -99,6 +99,8 @@ pub enum Broke {
     TooBig,
     /// Frames HTTP/2 does not allow.
     Protocol(String),
+    /// Given up from the request's side ([`Stream::cancel`]).
+    Cancelled,
 }
 
 impl Broke {
@@ -115,6 +117,7 @@ impl Broke {
             &Broke::Reset(code) => Broke::Reset(code),
             Broke::TooBig => Broke::TooBig,
             Broke::Protocol(why) => Broke::Protocol(why.clone()),
+            Broke::Cancelled => Broke::Cancelled,
         }
     }
 }
@@ -410,8 +413,18 @@ impl Stream {
         self.s.borrow().room(self.id)
     }
 
-    /// Ready once the windows take a byte.
+    /// Whether the stream takes no more DATA: its END_STREAM is sent, it
+    /// was reset, or the session failed.
+    pub fn sending_over(&self) -> bool {
+        let s = self.s.borrow();
+        s.dead.is_some() || s.streams.get(&self.id).is_none_or(|slot| slot.sent_end)
+    }
+
+    /// Ready once the windows take a byte, or the sending is over.
     pub fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sending_over() {
+            return Poll::Ready(());
+        }
         let mut s = self.s.borrow_mut();
         if s.room(self.id) > 0 {
             return Poll::Ready(());
@@ -427,7 +440,7 @@ impl Stream {
     pub fn data(&self, mut data: &[u8], end: bool) {
         let mut s = self.s.borrow_mut();
         debug_assert!(data.len() <= s.room(self.id));
-        let Some(slot) = s.streams.get_mut(&self.id) else {
+        let Some(slot) = s.streams.get_mut(&self.id).filter(|slot| !slot.sent_end) else {
             return;
         };
         slot.window -= data.len() as i64;
@@ -502,6 +515,23 @@ impl Stream {
         s.wake_reader();
     }
 
+    /// Give the stream up from the request's side (the client's body
+    /// failed while it went on beside the reply): RST_STREAM(CANCEL) to the
+    /// peer, and the reply's reading ends with [`Broke::Cancelled`].
+    pub fn cancel(&self) {
+        let mut s = self.s.borrow_mut();
+        let Some(slot) = s.streams.get_mut(&self.id) else {
+            return;
+        };
+        let reset = !(slot.sent_end && slot.got_end);
+        slot.sent_end = true;
+        slot.got_end = true;
+        slot.fail(Broke::Cancelled);
+        if reset {
+            s.cancel(self.id);
+        }
+    }
+
     /// The stream's next event, or how it failed.
     pub fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<Event, Broke>> {
         let mut s = self.s.borrow_mut();
@@ -533,15 +563,22 @@ impl Drop for Stream {
         if s.streams.is_empty() {
             s.idle_since = crate::core::clock::now();
         }
-        if s.dead.is_none() && !(slot.sent_end && slot.got_end) {
-            frame_head(&mut s.out, 4, RST_STREAM, 0, self.id);
-            s.out.extend_from_slice(&CANCEL.to_be_bytes());
-            s.wake_reader();
+        if !(slot.sent_end && slot.got_end) {
+            s.cancel(self.id);
         }
     }
 }
 
 impl Inner {
+    /// RST_STREAM(CANCEL) for stream `id`, on a live session.
+    fn cancel(&mut self, id: u32) {
+        if self.dead.is_none() {
+            frame_head(&mut self.out, 4, RST_STREAM, 0, id);
+            self.out.extend_from_slice(&CANCEL.to_be_bytes());
+            self.wake_reader();
+        }
+    }
+
     fn room(&self, id: u32) -> usize {
         let stream = self.streams.get(&id).map_or(0, |slot| slot.window);
         self.conn_window.min(stream).max(0) as usize
