@@ -117,7 +117,7 @@ pub trait RequestBody {
 }
 
 /// The rest of a request's body, which the handler sends on beside its
-/// response (`Response::duplex`): an exchange both ways at once, as a gRPC
+/// response (`OwnFields::duplex`): an exchange both ways at once, as a gRPC
 /// bidirectional call, where the upstream answers before the client's body
 /// has all come and the client sends more once it has read some of the
 /// answer. A protocol whose body is [`RequestBody::full_duplex`] runs it

@@ -19,7 +19,7 @@ const MAX_EMPTY_DATA: u32 = 32;
 
 /// The stream's receiving side as a body. The handler reads it through
 /// [`H2Body`]; a response sent before its end reads the rest with it
-/// (`Response::duplex`), and what is left after is discarded.
+/// (`OwnFields::duplex`), and what is left after is discarded.
 pub struct Recv {
     recv: RecvStream,
     declared: Option<u64>,

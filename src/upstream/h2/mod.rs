@@ -907,7 +907,7 @@ async fn send_stream(
 }
 
 /// The rest of the client's body, sent on the stream beside the reply
-/// (`Response::duplex`). A client's body that fails, or a wait for the
+/// (`OwnFields::duplex`). A client's body that fails, or a wait for the
 /// windows past `send_timeout`, gives the stream up: the reply ends too.
 struct Rest {
     stream: Rc<Stream>,
