@@ -207,6 +207,22 @@ fn large_downloads_side_by_side_on_one_connection() {
     );
 }
 
+/// A response that does not read the body (a `return`, a static file's
+/// 405) goes at once, as nginx's: the client's body is not waited for. The
+/// connection serves the next stream.
+#[test]
+fn a_response_that_leaves_the_body_unread_goes_at_once() {
+    if !common::h2::have_python_h2() {
+        return;
+    }
+    let v = site();
+    for (path, status) in [("/which", "200"), ("/a.txt", "405")] {
+        let r = common::h2::script(&v, "unread.py", &[path]);
+        assert_eq!(r.get("statuses"), format!("{status},200"), "{path}: {}", r.0);
+        assert!(r.num("answered_after") < 1.0, "{path}: {}", r.0);
+    }
+}
+
 #[test]
 fn http2_variable_names_the_protocol() {
     let v = site();
