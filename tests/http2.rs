@@ -218,7 +218,12 @@ fn a_response_that_leaves_the_body_unread_goes_at_once() {
     let v = site();
     for (path, status) in [("/which", "200"), ("/a.txt", "405")] {
         let r = common::h2::script(&v, "unread.py", &[path]);
-        assert_eq!(r.get("statuses"), format!("{status},200"), "{path}: {}", r.0);
+        assert_eq!(
+            r.get("statuses"),
+            format!("{status},200"),
+            "{path}: {}",
+            r.0
+        );
         assert!(r.num("answered_after") < 1.0, "{path}: {}", r.0);
     }
 }
