@@ -56,11 +56,15 @@ impl<'r> H2Body<'r> {
 
     /// Did the client send more empty DATA frames than a body may have?
     pub fn flooded(&self) -> bool {
-        self.rest.empty > MAX_EMPTY_DATA
+        self.rest.flooded()
     }
 }
 
 impl Recv {
+    fn flooded(&self) -> bool {
+        self.empty > MAX_EMPTY_DATA
+    }
+
     pub fn new(recv: RecvStream, head: &RequestHead, core: &CoreConf) -> Self {
         Recv {
             done: recv.is_end_stream(),
@@ -99,7 +103,7 @@ impl Recv {
             // An empty DATA frame carries nothing to hand on.
             if piece.is_empty() {
                 self.empty += 1;
-                if self.empty > MAX_EMPTY_DATA {
+                if self.flooded() {
                     return Err(BodyError::Closed);
                 }
                 continue;
