@@ -1,7 +1,8 @@
 //! grpc_pass end to end: a real gRPC server and client (Python's grpcio,
 //! tests/grpc/peer.py) on either side of vireo — unary, server-, client- and
 //! bidirectional streaming calls (an address with variables too; full duplex,
-//! each message after the reply to the one before, and cut short), statuses
+//! each message after the reply to the one before, cut short, and past
+//! client_max_body_size beside the reply), statuses
 //! with their messages (trailers only, and trailers after DATA), a large
 //! reply, an HTTP/1.1 client, a client that gives up, a dead upstream, a
 //! timeout, a unix socket, grpcs to a TLS server (sessions kept with
@@ -251,6 +252,36 @@ fn calls_in_flight_share_a_kept_session() {
             .1,
         r#"{"ok": {"calls": 20, "connections": 1}}"#
     );
+    assert_eq!(got(&r, "peers"), r#"{"ok": "same"}"#);
+}
+
+/// A client's body that fails beside the reply (past client_max_body_size
+/// after the first reply came) resets the upstream's stream and cuts the
+/// reply short; the kept session serves the calls after it.
+#[test]
+fn a_body_too_big_beside_the_reply_ends_the_call() {
+    let dir = TempDir::new("grpc-too-big");
+    let s = Server::start(&dir, None);
+    let conf = format!(
+        "error_log logs/error.log info;\nevents {{}}\nhttp {{\n access_log off;\n client_max_body_size 1k;\n \
+         upstream be {{ server 127.0.0.1:{}; keepalive 4; }}\n server {{\n  \
+         listen 127.0.0.1:{{port}} http2;\n  location / {{ grpc_pass grpc://be; }}\n }}\n}}\n",
+        s.port
+    );
+    let v = Vireo::start_in(dir, &conf);
+    let r = client(v.port, "duplex_too_big,ping_pong,peers", &[]);
+    let too_big = got(&r, "duplex_too_big");
+    assert!(too_big.contains(r#""code": "#), "{r:?}");
+    assert!(
+        !too_big.contains("XXXX"),
+        "the big message went through: {r:?}"
+    );
+    assert!(
+        error_log(&v).contains("client request body failed beside the reply"),
+        "{}",
+        error_log(&v)
+    );
+    assert_eq!(got(&r, "ping_pong"), r#"{"ok": ["PING", "PONG", "DONE"]}"#);
     assert_eq!(got(&r, "peers"), r#"{"ok": "same"}"#);
 }
 

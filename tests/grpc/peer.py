@@ -173,6 +173,27 @@ def client(target, cases, ca=None, name=None):
         stop.set()
         return first
 
+    def duplex_too_big():
+        """A full-duplex call whose second message, sent after the first
+        reply came, takes the body past client_max_body_size (1k)."""
+        stop = threading.Event()
+        replies = []
+
+        def requests():
+            yield b"one"
+            stop.wait(5)
+            yield b"x" * 4000
+            stop.wait(5)
+
+        call = m("stream_stream", "Bidi")(requests(), timeout=10)
+        try:
+            for r in call:
+                replies.append(r.decode())
+                stop.set()
+        finally:
+            stop.set()
+        return replies
+
     got = []
 
     def fail_late():
@@ -188,6 +209,7 @@ def client(target, cases, ca=None, name=None):
         "bidi": lambda: [r.decode() for r in m("stream_stream", "Bidi")(iter([b"x", b"yz"]), timeout=10)],
         "ping_pong": ping_pong,
         "cancel_duplex": cancel_duplex,
+        "duplex_too_big": duplex_too_big,
         "fail": lambda: m("unary_unary", "Fail")(b"thing", timeout=10),
         "fail_late": fail_late,
         "big": lambda: len(m("unary_unary", "Big")(b"1000000", timeout=10)),
