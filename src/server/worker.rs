@@ -339,6 +339,7 @@ impl Slots {
 
 /// Run worker `id` until told to stop, or its drain ends.
 fn run(id: usize, mut rx: mpsc::UnboundedReceiver<Ctl>, shared: Arc<Shared>) {
+    crate::sys::bind_worker_arena(id);
     errlog::set_worker_id(id);
     stats::attach(id);
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -473,87 +474,110 @@ async fn figures() {
     }
 }
 
+/// Accept and serve connections on one listening socket. Each kind of socket
+/// has its own loop, polled through a box: a loop's poll keeps a stack frame
+/// of its own size (the futures it builds for its connections) instead of
+/// one the size of all the kinds together, and a worker's stack stays as
+/// deep as what it serves.
 async fn accept_loop(
     key: usize,
     bound: Bound,
     shared: Arc<Shared>,
     slots: Rc<Slots>,
 ) -> std::io::Result<()> {
-    match bound {
-        Bound::Tcp(l) => {
-            let l = super::socket::TcpListener::new(l)?;
-            loop {
-                slots.reserve().await;
-                let (s, peer) = match l.accept().await {
-                    Ok(v) => v,
-                    Err(e) => {
-                        accept_error(e).await;
-                        continue;
-                    }
-                };
-                start_tcp(s, peer, key, &shared, &slots);
-                if shared.config.load().multi_accept {
-                    // Every pending connection, served a batch at a time: a
-                    // burst's first requests are answered before the rest
-                    // of it is accepted (nginx serves each as it accepts it).
-                    let mut batch = 1;
-                    while slots.active.get() + slots.max.get() / 8 < slots.max.get()
-                        && let Ok((s, peer)) = l.try_accept()
-                    {
-                        start_tcp(s, peer, key, &shared, &slots);
-                        batch += 1;
-                        if batch == ACCEPT_BATCH {
-                            tokio::task::yield_now().await;
-                            batch = 0;
-                        }
-                    }
-                } else {
-                    // One connection per turn, as nginx without multi_accept:
-                    // the worker serves what is ready (the new connection's
-                    // request among it) before it accepts the next.
-                    tokio::task::yield_now().await;
-                }
-            }
-        }
+    type Loop = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>>;
+    let run: Loop = match bound {
+        Bound::Tcp(l) => Box::pin(accept_tcp(key, l, shared, slots)),
         Bound::Udp(sock) if !shared.config.load().listener(key).stream => {
             // `listen … quic`: HTTP/3.
-            crate::http::h3::serve(sock, key, shared.clone(), &|| take_slot(&slots)).await
+            Box::pin(async move {
+                crate::http::h3::serve(sock, key, shared.clone(), &|| take_slot(&slots)).await
+            })
         }
-        Bound::Udp(sock) => {
+        Bound::Udp(sock) => Box::pin(async move {
             let open = || {
                 let slot = take_slot(&slots)?;
                 Some((shared.config.load_full(), shared.next_connection(), slot))
             };
             crate::stream::udp::serve(sock, key, &open).await
-        }
-        Bound::Unix(l) => {
-            let l = tokio::net::UnixListener::from_std(l)?;
-            loop {
-                slots.reserve().await;
-                let s = match l.accept().await {
-                    Ok((s, _)) => s,
-                    Err(e) => {
-                        accept_error(e).await;
-                        continue;
-                    }
-                };
-                let cfg = shared.config.load();
-                if let Some(slot) = take_slot(&slots) {
-                    let id = shared.next_connection();
-                    if cfg.listener(key).stream {
-                        let cfg = arc_swap::Guard::into_inner(cfg);
-                        let client = session::Client::Unix(s);
-                        session::start(accepted(client, Peer::Unix, key, id), cfg, slot);
-                    } else {
-                        let pp = proxy_timeout(cfg.listener(key));
-                        drop(cfg);
-                        start(s, Peer::Unix, key, pp, None, id, shared.clone(), slot);
-                    }
-                }
-                if !shared.config.load().multi_accept {
+        }),
+        Bound::Unix(l) => Box::pin(accept_unix(key, l, shared, slots)),
+    };
+    run.await
+}
+
+async fn accept_tcp(
+    key: usize,
+    l: std::net::TcpListener,
+    shared: Arc<Shared>,
+    slots: Rc<Slots>,
+) -> std::io::Result<()> {
+    let l = super::socket::TcpListener::new(l)?;
+    loop {
+        slots.reserve().await;
+        let (s, peer) = match l.accept().await {
+            Ok(v) => v,
+            Err(e) => {
+                accept_error(e).await;
+                continue;
+            }
+        };
+        start_tcp(s, peer, key, &shared, &slots);
+        if shared.config.load().multi_accept {
+            // Every pending connection, served a batch at a time: a
+            // burst's first requests are answered before the rest
+            // of it is accepted (nginx serves each as it accepts it).
+            let mut batch = 1;
+            while slots.active.get() + slots.max.get() / 8 < slots.max.get()
+                && let Ok((s, peer)) = l.try_accept()
+            {
+                start_tcp(s, peer, key, &shared, &slots);
+                batch += 1;
+                if batch == ACCEPT_BATCH {
                     tokio::task::yield_now().await;
+                    batch = 0;
                 }
             }
+        } else {
+            // One connection per turn, as nginx without multi_accept:
+            // the worker serves what is ready (the new connection's
+            // request among it) before it accepts the next.
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+async fn accept_unix(
+    key: usize,
+    l: std::os::unix::net::UnixListener,
+    shared: Arc<Shared>,
+    slots: Rc<Slots>,
+) -> std::io::Result<()> {
+    let l = tokio::net::UnixListener::from_std(l)?;
+    loop {
+        slots.reserve().await;
+        let s = match l.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                accept_error(e).await;
+                continue;
+            }
+        };
+        let cfg = shared.config.load();
+        if let Some(slot) = take_slot(&slots) {
+            let id = shared.next_connection();
+            if cfg.listener(key).stream {
+                let cfg = arc_swap::Guard::into_inner(cfg);
+                let client = session::Client::Unix(s);
+                session::start(accepted(client, Peer::Unix, key, id), cfg, slot);
+            } else {
+                let pp = proxy_timeout(cfg.listener(key));
+                drop(cfg);
+                start(s, Peer::Unix, key, pp, None, id, shared.clone(), slot);
+            }
+        }
+        if !shared.config.load().multi_accept {
+            tokio::task::yield_now().await;
         }
     }
 }
@@ -691,6 +715,22 @@ fn start_tcp(
     }
     let (vhosts, http2) = (l.vhosts.clone(), l.http2);
     drop(cfg);
+    start_tls(s, peer, key, pp, (vhosts, http2), shared, slots);
+}
+
+/// `start_tcp` on an `ssl` listener: the handshake's task. Not inlined, so
+/// that the stack frame that builds it (~10 KB) is only taken by the
+/// listeners that serve TLS.
+#[inline(never)]
+fn start_tls(
+    s: std::net::TcpStream,
+    peer: std::net::SocketAddr,
+    key: usize,
+    pp: Option<Duration>,
+    (vhosts, http2): (Arc<VirtualHosts>, bool),
+    shared: &Arc<Shared>,
+    slots: &Rc<Slots>,
+) {
     let Some((slot, s)) = slot_and_stream(slots, s) else {
         return;
     };
