@@ -494,7 +494,11 @@ impl io::Write for FdIo {
     }
 }
 
-#[link(name = "crypt")]
+// libxcrypt, linked into the binary from libcrypt.a (libcrypt-dev, the
+// package that also gives the shared library's link name): the one function
+// `auth_basic` calls instead of a shared library the loader maps and
+// relocates at every start (~76 KB resident in an idle server).
+#[link(name = "crypt", kind = "static", modifiers = "-bundle")]
 unsafe extern "C" {
     /// libxcrypt's reentrant crypt with a caller-sized work area.
     fn crypt_rn(
@@ -620,10 +624,7 @@ pub fn bind_worker_arena(id: usize) {
 /// burst of connections or requests left free stops counting as resident.
 pub fn release_free_memory() {
     use std::ptr::null_mut;
-    let mut arena: libc::c_uint = 0;
-    let mut len = std::mem::size_of::<libc::c_uint>();
-    // SAFETY: the names are NUL-terminated; `thread.arena` reads an unsigned
-    // int into `arena`, whose size `len` gives; the others take no values.
+    // SAFETY: the names are NUL-terminated and take no values.
     unsafe {
         mallctl(
             c"thread.tcache.flush".as_ptr(),
@@ -632,18 +633,29 @@ pub fn release_free_memory() {
             null_mut(),
             0,
         );
-        let read = mallctl(
-            c"thread.arena".as_ptr(),
-            (&raw mut arena).cast(),
-            &mut len,
-            null_mut(),
-            0,
-        );
-        if read == 0 {
+        if let Some(arena) = thread_arena() {
             let purge = format!("arena.{arena}.purge\0");
             mallctl(purge.as_ptr().cast(), null_mut(), null_mut(), null_mut(), 0);
         }
     }
+}
+
+/// The arena the calling thread allocates from (jemalloc's `thread.arena`).
+fn thread_arena() -> Option<libc::c_uint> {
+    let mut arena: libc::c_uint = 0;
+    let mut len = std::mem::size_of::<libc::c_uint>();
+    // SAFETY: `thread.arena` reads an unsigned int into `arena`, whose size
+    // `len` gives.
+    let read = unsafe {
+        mallctl(
+            c"thread.arena".as_ptr(),
+            (&raw mut arena).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    (read == 0).then_some(arena)
 }
 
 /// `setsockopt(fd, IPPROTO_TCP, opt, value)` for the integer TCP options
@@ -709,4 +721,32 @@ pub fn tcp_int(fd: RawFd, opt: libc::c_int) -> io::Result<libc::c_int> {
         return Err(io::Error::last_os_error());
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    // jemalloc itself: the binary links it as its allocator (main.rs).
+    use tikv_jemallocator as _;
+
+    /// Worker 0 stays on the automatic arena; each further worker number has
+    /// an arena of its own, the same one for the worker that takes the number
+    /// again (a restarted worker makes no new arena).
+    #[test]
+    fn each_further_worker_has_its_own_arena() {
+        let on = |id: usize| {
+            std::thread::spawn(move || {
+                bind_worker_arena(id);
+                thread_arena().unwrap()
+            })
+            .join()
+            .unwrap()
+        };
+        let (zero, one, two) = (on(0), on(1), on(2));
+        assert_ne!(one, zero);
+        assert_ne!(two, zero);
+        assert_ne!(one, two);
+        assert_eq!(on(1), one);
+        assert_eq!(on(2), two);
+    }
 }
