@@ -38,24 +38,7 @@ pub fn serve_connection<S: Stream>(
         slot.spawn(|slot| h1::conn::serve(s, peer, proxy, listener, id, shared, slot));
         return;
     }
-    serve_sniffed(s, peer, proxy, listener, id, shared, slot);
-}
-
-/// `serve_connection` on a cleartext `http2` listener: HTTP/2 or HTTP/1 as the
-/// first bytes say. A function of its own, not inlined, so that the stack
-/// frame that builds this task (an HTTP/2 connection's future is ~10 KB) is
-/// only taken by the listeners that serve it.
-#[inline(never)]
-fn serve_sniffed<S: Stream>(
-    s: S,
-    peer: Peer,
-    proxy: Option<Arc<ProxyHeader>>,
-    listener: usize,
-    id: u64,
-    shared: Arc<Shared>,
-    slot: Slot,
-) {
-    slot.spawn(move |slot| async move {
+    slot.spawn_apart(move |slot| async move {
         let (timeout, nodelay) = {
             let cfg = shared.config.load();
             let core = &cfg.listener(listener).vhosts.default.conf.core;

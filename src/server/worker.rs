@@ -140,6 +140,19 @@ impl std::fmt::Debug for Slot {
 }
 
 impl Slot {
+    /// `spawn` from a function of its own, never inlined: for the tasks of
+    /// the rarer kinds of connection (TLS, HTTP/2 sniffing), whose futures
+    /// are ~10 KB, so that building one takes a stack frame that size only
+    /// when such a connection starts, not in every accept's frame (a frame
+    /// is reserved whole, and its stack probes touch each of its pages).
+    #[inline(never)]
+    pub fn spawn_apart<F>(self, serve: impl FnOnce(Slot) -> F)
+    where
+        F: std::future::Future<Output = ()> + 'static,
+    {
+        self.spawn(serve)
+    }
+
     /// Run a client connection's task, `serve` given this slot. Where
     /// `worker_shutdown_timeout` is set the worker tracks the task, to close
     /// it that long after a reload ([`Slots::reloaded`]).
@@ -514,14 +527,7 @@ async fn accept_tcp(
 ) -> std::io::Result<()> {
     let l = super::socket::TcpListener::new(l)?;
     loop {
-        slots.reserve().await;
-        let (s, peer) = match l.accept().await {
-            Ok(v) => v,
-            Err(e) => {
-                accept_error(e).await;
-                continue;
-            }
-        };
+        let (s, peer) = next_accepted(&slots, || l.accept()).await;
         start_tcp(s, peer, key, &shared, &slots);
         if shared.config.load().multi_accept {
             // Every pending connection, served a batch at a time: a
@@ -555,14 +561,7 @@ async fn accept_unix(
 ) -> std::io::Result<()> {
     let l = tokio::net::UnixListener::from_std(l)?;
     loop {
-        slots.reserve().await;
-        let s = match l.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                accept_error(e).await;
-                continue;
-            }
-        };
+        let (s, _) = next_accepted(&slots, || l.accept()).await;
         let cfg = shared.config.load();
         if let Some(slot) = take_slot(&slots) {
             let id = shared.next_connection();
@@ -578,6 +577,21 @@ async fn accept_unix(
         }
         if !shared.config.load().multi_accept {
             tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// The next connection `accept` gives once the worker has a free slot; a
+/// failed accept is handled (`accept_error`) and tried again.
+async fn next_accepted<T, F>(slots: &Slots, mut accept: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = std::io::Result<T>>,
+{
+    loop {
+        slots.reserve().await;
+        match accept().await {
+            Ok(v) => return v,
+            Err(e) => accept_error(e).await,
         }
     }
 }
@@ -715,22 +729,6 @@ fn start_tcp(
     }
     let (vhosts, http2) = (l.vhosts.clone(), l.http2);
     drop(cfg);
-    start_tls(s, peer, key, pp, (vhosts, http2), shared, slots);
-}
-
-/// `start_tcp` on an `ssl` listener: the handshake's task. Not inlined, so
-/// that the stack frame that builds it (~10 KB) is only taken by the
-/// listeners that serve TLS.
-#[inline(never)]
-fn start_tls(
-    s: std::net::TcpStream,
-    peer: std::net::SocketAddr,
-    key: usize,
-    pp: Option<Duration>,
-    (vhosts, http2): (Arc<VirtualHosts>, bool),
-    shared: &Arc<Shared>,
-    slots: &Rc<Slots>,
-) {
     let Some((slot, s)) = slot_and_stream(slots, s) else {
         return;
     };
@@ -743,7 +741,7 @@ fn start_tls(
         id,
         shared: shared.clone(),
     };
-    slot.spawn(move |slot| c.run(s, vhosts, http2, slot));
+    slot.spawn_apart(move |slot| c.run(s, vhosts, http2, slot));
 }
 
 /// A TCP connection of an `ssl` address on its way to its TLS handshake.
