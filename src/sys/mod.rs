@@ -581,42 +581,18 @@ unsafe extern "C" {
 /// takes the number after it; `thread.arena`). Worker 0 keeps the automatic
 /// arena it shares with the main thread (see `MALLOC_CONF`).
 pub fn bind_worker_arena(id: usize) {
-    use std::ptr::null_mut;
     static MADE: std::sync::Mutex<Vec<libc::c_uint>> = std::sync::Mutex::new(Vec::new());
     if id == 0 {
         return;
     }
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    let mut len = std::mem::size_of::<libc::c_uint>();
     while made.len() < id {
-        let mut arena: libc::c_uint = 0;
-        // SAFETY: `arenas.create` writes the new arena's index, an unsigned
-        // int, into `arena`, whose size `len` gives.
-        let r = unsafe {
-            mallctl(
-                c"arenas.create".as_ptr(),
-                (&raw mut arena).cast(),
-                &mut len,
-                null_mut(),
-                0,
-            )
-        };
-        if r != 0 {
+        let Some(arena) = mallctl_uint(c"arenas.create", None) else {
             return; // the worker keeps the automatic arena
-        }
+        };
         made.push(arena);
     }
-    let mut arena = made[id - 1];
-    // SAFETY: `thread.arena` takes an unsigned int, whose size is passed.
-    unsafe {
-        mallctl(
-            c"thread.arena".as_ptr(),
-            null_mut(),
-            null_mut(),
-            (&raw mut arena).cast(),
-            std::mem::size_of::<libc::c_uint>(),
-        );
-    }
+    mallctl_uint(c"thread.arena", Some(made[id - 1]));
 }
 
 /// Give the calling thread's allocator cache and its arena's unused pages
@@ -642,20 +618,32 @@ pub fn release_free_memory() {
 
 /// The arena the calling thread allocates from (jemalloc's `thread.arena`).
 fn thread_arena() -> Option<libc::c_uint> {
-    let mut arena: libc::c_uint = 0;
+    mallctl_uint(c"thread.arena", None)
+}
+
+/// jemalloc's control `name`, an unsigned int: its value (before `new`, when
+/// given, is written), or `None` when the call fails.
+fn mallctl_uint(name: &std::ffi::CStr, new: Option<libc::c_uint>) -> Option<libc::c_uint> {
+    let mut old: libc::c_uint = 0;
     let mut len = std::mem::size_of::<libc::c_uint>();
-    // SAFETY: `thread.arena` reads an unsigned int into `arena`, whose size
-    // `len` gives.
-    let read = unsafe {
+    let mut new = new;
+    let (new_ptr, new_len) = match &mut new {
+        Some(v) => ((v as *mut libc::c_uint).cast(), len),
+        None => (std::ptr::null_mut(), 0),
+    };
+    // SAFETY: `name` is NUL-terminated; `old` and `len` are valid out-pointers
+    // for an unsigned int, and `new_ptr`, when not null, points to one whose
+    // size `new_len` gives.
+    let r = unsafe {
         mallctl(
-            c"thread.arena".as_ptr(),
-            (&raw mut arena).cast(),
+            name.as_ptr(),
+            (&raw mut old).cast(),
             &mut len,
-            std::ptr::null_mut(),
-            0,
+            new_ptr,
+            new_len,
         )
     };
-    (read == 0).then_some(arena)
+    (r == 0).then_some(old)
 }
 
 /// `setsockopt(fd, IPPROTO_TCP, opt, value)` for the integer TCP options
