@@ -283,6 +283,16 @@ async fn connection(connecting: quinn::Connecting, info: ConnInfo, hs: Duration,
     });
     drive(h3c, conn.clone(), keepalive, linger).await;
     conn.quic.close(H3_NO_ERROR, b"");
+    let s = conn.quic.stats();
+    // The QUIC stack counts the datagrams after the one that opened the
+    // connection.
+    crate::error_log!(
+        Debug,
+        "HTTP/3 connection closed: {} datagrams received, {} sent, {} packets lost, client: {peer_addr}",
+        s.udp_rx.datagrams + 1,
+        s.udp_tx.datagrams,
+        s.path.lost_packets
+    );
 }
 
 /// The connection's TLS details, and the verdict on the client's
