@@ -408,12 +408,20 @@ pub fn conf(data: &[u8]) {
 const FCGI_ID: u16 = 1;
 
 /// Records decoded from `data` fed `piece` bytes at a time, and the error
-/// that ended them, if any.
+/// that ended them, if any. STDOUT comes in pieces of what was fed: the
+/// content of consecutive pieces (and records) is joined into one.
 fn decode_records(data: &[u8], piece: usize) -> (Vec<record::Record>, Option<record::Malformed>) {
     let mut out = Vec::new();
+    let mut dec = record::Decoder::new(FCGI_ID);
     let (err, _) = feed(data, piece, |buf| {
         loop {
-            match record::decode(buf, FCGI_ID) {
+            match dec.decode(buf) {
+                Ok(Some(record::Record::Stdout(b))) => match out.last_mut() {
+                    Some(record::Record::Stdout(all)) => {
+                        *all = [&all[..], &b[..]].concat().into();
+                    }
+                    _ => out.push(record::Record::Stdout(b)),
+                },
                 Ok(Some(r)) => out.push(r),
                 Ok(None) => return None,
                 Err(e) => return Some(e),

@@ -70,6 +70,16 @@ pub fn peek(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// `ioctl(FIONREAD)`: how many bytes are queued on `sock` to be read.
+pub fn queued_bytes(sock: RawFd) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, valid for the call.
+    if unsafe { libc::ioctl(sock, libc::FIONREAD, &mut n) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
+
 /// `recv(2)`: take up to `buf.len()` queued bytes from `sock`.
 pub fn recv(sock: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a valid, writable slice for the call's duration.

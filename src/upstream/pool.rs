@@ -341,6 +341,14 @@ impl UpConn {
             _ => crate::sys::peek(self.fd(), &mut [0u8; 1]).is_ok(),
         }
     }
+    /// How many bytes are queued to be read; `None` for a TLS connection
+    /// (its records are not what its reader gets).
+    pub fn queued_len(&self) -> Option<usize> {
+        match &self.sock {
+            Sock::Tls(_) => None,
+            _ => crate::sys::queued_bytes(self.fd()).ok(),
+        }
+    }
     fn fd(&self) -> std::os::fd::RawFd {
         match &self.sock {
             Sock::Tcp(s) => s.as_raw_fd(),

@@ -148,6 +148,10 @@ impl std::fmt::Display for PeerName {
 pub struct Upstream {
     pub sock: UpConn,
     pub rbuf: BytesMut,
+    /// The records read so far, less what was taken.
+    dec: record::Decoder,
+    /// The last read filled the buffer's room.
+    filled: bool,
     pub read_timeout: Duration,
     pub ended: bool,
     eof: bool,
@@ -180,36 +184,35 @@ enum Lowat {
 /// moves the runtime's next wake-up earlier (which costs an eventfd write).
 const HOLD: Duration = crate::server::idle::TICK;
 
-/// Room for one full record: a read with less room first makes some.
-const READ_MIN: usize = record::HEADER_LEN + record::MAX_CONTENT + 256;
-/// The room made: one full record, so that a reply of up to ~64 KB (most
-/// pages) is read in one call when the application has sent it; a larger one
-/// takes a read per record. Every reply being read holds one: two records' room
-/// read phpinfo()'s ~70 KB in one call instead of two, for twice the memory
-/// per reply in flight. (Growing a partly filled buffer would copy it: room is
-/// made only when it runs short.)
-const READ_RESERVE: usize = READ_MIN;
+/// Least room a read is given.
+const READ_MIN: usize = 4096;
+/// Most room a read is given (an allocator size class exactly): a reply up
+/// to this size is read in one call when the application has sent it.
+const READ_MAX: usize = 128 * 1024;
 
 thread_local! {
     /// Read buffers of finished replies, at most 4. The pieces of a reply are
-    /// slices of its buffer; once the connection has written them (dropped
-    /// them) the buffer is taken back whole for another reply instead of
-    /// allocating one: a reply of a record or more would otherwise allocate
-    /// and free `READ_RESERVE` bytes each time, outside the allocator's
-    /// thread cache.
+    /// slices of its buffers; once the connection has written them (dropped
+    /// them) a buffer is taken back whole for another reply instead of
+    /// allocating one: a buffer above the allocator's thread cache (32 KB)
+    /// would otherwise cost an arena allocation and free each time.
     static SPARE: Spares<BytesMut> = const { Spares::new(4) };
 }
 
-fn read_buffer() -> BytesMut {
+/// A buffer with room for `want` bytes: a spare one, or a new one of that
+/// size.
+fn read_buffer(want: usize) -> BytesMut {
     SPARE
-        .with(|s| s.take_if(|b| b.try_reclaim(READ_RESERVE)))
-        .unwrap_or_default()
+        .with(|s| s.take_if(|b| b.try_reclaim(want)))
+        .unwrap_or_else(|| BytesMut::with_capacity(want))
 }
 
 /// Keep an emptied read buffer for a later reply (its pieces may still be
 /// on their way to the client).
 fn spare(b: BytesMut) {
-    if b.is_empty() && b.capacity() > 0 {
+    // Room left, or the end of an allocation whose pieces were split off (a
+    // `BytesMut::new()` has neither).
+    if b.is_empty() && (b.capacity() > 0 || b.as_ptr() != BytesMut::new().as_ptr()) {
         // Not while the worker's thread-locals are torn down.
         let _ = SPARE.try_with(|s| s.keep(b));
     }
@@ -224,7 +227,7 @@ impl Upstream {
     /// The next record already read; stderr records are logged and skipped.
     fn decoded(&mut self) -> Result<Option<Record>, Fail> {
         loop {
-            match record::decode(&mut self.rbuf, ID) {
+            match self.dec.decode(&mut self.rbuf) {
                 Err(m) => return Err(Fail::Malformed(m.0)),
                 Ok(Some(Record::Stderr(b))) => {
                     log_stderr(&b, &self.name);
@@ -259,24 +262,48 @@ impl Upstream {
             if self.eof {
                 return Err(Fail::Closed(phase));
             }
-            if self.rbuf.capacity() - self.rbuf.len() < READ_MIN {
-                if self.rbuf.is_empty() {
-                    // No buffer is held while the application works (or its
-                    // backlog holds the connection): the room is made once
-                    // there is something to read.
-                    self.wait(phase).await?;
-                }
-                self.rbuf.reserve(READ_RESERVE);
+            let lacks = self.dec.lacks(&self.rbuf);
+            if self.rbuf.capacity() - self.rbuf.len() < lacks.max(READ_MIN) {
+                self.make_room(lacks, phase).await?;
             }
             // A short read clears the read readiness: the wait that follows
             // goes to epoll without a read returning EAGAIN first.
+            let room = self.rbuf.capacity() - self.rbuf.len();
             match self.sock.try_read_buf(&mut self.rbuf) {
                 Ok(0) => self.eof = true,
-                Ok(_) => {}
+                Ok(n) => self.filled = n == room,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait(phase).await?,
                 Err(e) => return Err(Fail::Io(e)),
             }
         }
+    }
+
+    /// Room in the read buffer for what is queued on the connection (at
+    /// least `lacks` bytes and `READ_MIN`, at most `READ_MAX` unless the
+    /// record at hand needs more), so that what the application sent is read
+    /// in one call into a buffer of its size. No buffer is held while the
+    /// application works (or its backlog holds the connection): an empty
+    /// buffer is let go, and room made once there is something to read (at
+    /// once when the last read filled its room: more is queued).
+    async fn make_room(&mut self, lacks: usize, phase: &'static str) -> Result<(), Fail> {
+        if self.rbuf.is_empty() {
+            spare(std::mem::take(&mut self.rbuf));
+            if !self.filled {
+                self.wait(phase).await?;
+            }
+        }
+        let queued = self.sock.queued_len().unwrap_or(READ_MAX);
+        // In whole pages, so that a spare serves replies of about one size.
+        let want = queued
+            .clamp(READ_MIN, READ_MAX)
+            .max(lacks)
+            .next_multiple_of(4096);
+        if self.rbuf.is_empty() {
+            self.rbuf = read_buffer(want);
+        } else {
+            self.rbuf.reserve(want);
+        }
+        Ok(())
     }
 
     /// Wait until the connection reads as readable, within the read timeout,
@@ -547,6 +574,9 @@ async fn send_request(
     tokio::pin!(writer);
     let mut eof = false;
     loop {
+        if rbuf.capacity() - rbuf.len() < READ_MIN {
+            rbuf.reserve(READ_MIN);
+        }
         tokio::select! {
             r = &mut writer => {
                 return match r {
@@ -658,7 +688,9 @@ async fn attempt(
     let read_cap = conf.buffer_size + conf.buffers.0 * conf.buffers.1;
     let mut up = Upstream {
         sock: conn,
-        rbuf: read_buffer(),
+        rbuf: BytesMut::new(),
+        dec: record::Decoder::new(ID),
+        filled: false,
         read_timeout: conf.read_timeout,
         ended: false,
         eof: false,

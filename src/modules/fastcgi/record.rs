@@ -175,45 +175,121 @@ impl std::fmt::Display for Malformed {
     }
 }
 
-/// Take one record for request `id` off the front of `buf`; `Ok(None)` when
-/// more bytes are needed.
-pub fn decode(buf: &mut BytesMut, id: u16) -> Result<Option<Record>, Malformed> {
-    if buf.len() < HEADER_LEN {
-        return Ok(None);
+/// Takes the records of one request off the front of a read buffer. STDOUT
+/// content is handed out as it arrives, in pieces of what was read, so a
+/// record (up to 64 KB) need not be whole in the buffer, nor the buffer have
+/// room for one; other records come whole.
+#[derive(Debug)]
+pub struct Decoder {
+    id: u16,
+    /// Content bytes of the STDOUT record at hand still to come.
+    content: usize,
+    /// Then its padding bytes.
+    pad: usize,
+}
+
+impl Decoder {
+    pub fn new(id: u16) -> Decoder {
+        Decoder {
+            id,
+            content: 0,
+            pad: 0,
+        }
     }
-    if buf[0] != VERSION {
-        return Err(Malformed(
-            "upstream sent unsupported FastCGI protocol version",
-        ));
-    }
-    let t = Type::from_u8(buf[1]).ok_or(Malformed("upstream sent invalid FastCGI record type"))?;
-    let rid = u16::from_be_bytes([buf[2], buf[3]]);
-    let len = u16::from_be_bytes([buf[4], buf[5]]) as usize;
-    let pad = buf[6] as usize;
-    if buf.len() < HEADER_LEN + len + pad {
-        return Ok(None);
-    }
-    // Management records carry request id 0; anything else must be ours.
-    if rid != id && rid != 0 {
-        return Err(Malformed("upstream sent unexpected FastCGI request id"));
-    }
-    buf.advance(HEADER_LEN);
-    let content = buf.split_to(len).freeze();
-    buf.advance(pad);
-    Ok(Some(match t {
-        Type::Stdout => Record::Stdout(content),
-        Type::Stderr => Record::Stderr(content),
-        Type::EndRequest => {
-            if content.len() < 8 {
-                return Err(Malformed("upstream sent short FastCGI END_REQUEST"));
+
+    /// The next record or piece of STDOUT; `Ok(None)` when more bytes are
+    /// needed.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Record>, Malformed> {
+        if self.content > 0 {
+            if buf.is_empty() {
+                return Ok(None);
             }
-            Record::End {
-                app_status: u32::from_be_bytes([content[0], content[1], content[2], content[3]]),
-                protocol_status: content[4],
+            let n = self.content.min(buf.len());
+            self.content -= n;
+            return Ok(Some(Record::Stdout(buf.split_to(n).freeze())));
+        }
+        if self.pad > 0 {
+            let n = self.pad.min(buf.len());
+            buf.advance(n);
+            self.pad -= n;
+            if self.pad > 0 {
+                return Ok(None);
             }
         }
-        other => Record::Other(other),
-    }))
+        let Some((t, len, pad)) = self.header(buf)? else {
+            return Ok(None);
+        };
+        if t == Type::Stdout && len > 0 {
+            buf.advance(HEADER_LEN);
+            (self.content, self.pad) = (len, pad);
+            return self.decode(buf);
+        }
+        if buf.len() < HEADER_LEN + len + pad {
+            return Ok(None);
+        }
+        buf.advance(HEADER_LEN);
+        let content = buf.split_to(len).freeze();
+        buf.advance(pad);
+        Ok(Some(match t {
+            Type::Stdout => Record::Stdout(content),
+            Type::Stderr => Record::Stderr(content),
+            Type::EndRequest => {
+                if content.len() < 8 {
+                    return Err(Malformed("upstream sent short FastCGI END_REQUEST"));
+                }
+                Record::End {
+                    app_status: u32::from_be_bytes([
+                        content[0], content[1], content[2], content[3],
+                    ]),
+                    protocol_status: content[4],
+                }
+            }
+            other => Record::Other(other),
+        }))
+    }
+
+    /// The header at the front of `buf` (type, content and padding
+    /// lengths), checked; `None` while it is not whole.
+    fn header(&self, buf: &[u8]) -> Result<Option<(Type, usize, usize)>, Malformed> {
+        if buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        if buf[0] != VERSION {
+            return Err(Malformed(
+                "upstream sent unsupported FastCGI protocol version",
+            ));
+        }
+        let t =
+            Type::from_u8(buf[1]).ok_or(Malformed("upstream sent invalid FastCGI record type"))?;
+        // Management records carry request id 0; anything else must be ours.
+        let rid = u16::from_be_bytes([buf[2], buf[3]]);
+        if rid != self.id && rid != 0 {
+            return Err(Malformed("upstream sent unexpected FastCGI request id"));
+        }
+        let len = u16::from_be_bytes([buf[4], buf[5]]) as usize;
+        Ok(Some((t, len, buf[6] as usize)))
+    }
+
+    /// Bytes `buf` lacks for the next [`Decoder::decode`] to return
+    /// something (at least 1): the rest of a header, or of a whole record
+    /// other than STDOUT. A malformed header wants nothing more: 1.
+    pub fn lacks(&self, buf: &[u8]) -> usize {
+        if !self.at_boundary() {
+            return 1;
+        }
+        let whole = match self.header(buf) {
+            Ok(None) => HEADER_LEN,
+            Ok(Some((Type::Stdout, len, _))) if len > 0 => HEADER_LEN + 1,
+            Ok(Some((_, len, pad))) => HEADER_LEN + len + pad,
+            Err(_) => 1,
+        };
+        whole.saturating_sub(buf.len()).max(1)
+    }
+
+    /// Between records: no STDOUT content or padding is still to come.
+    pub fn at_boundary(&self) -> bool {
+        self.content == 0 && self.pad == 0
+    }
 }
 
 #[cfg(test)]
@@ -280,41 +356,71 @@ mod tests {
             0,
         ));
         for cut in 0..wire.len() {
+            let mut dec = Decoder::new(1);
             let mut buf = BytesMut::from(&wire[..cut]);
             let mut got = Vec::new();
-            while let Some(r) = decode(&mut buf, 1).unwrap() {
+            while let Some(r) = dec.decode(&mut buf).unwrap() {
                 got.push(r);
             }
+            assert!(dec.lacks(&buf) >= 1);
             buf.extend_from_slice(&wire[cut..]);
-            while let Some(r) = decode(&mut buf, 1).unwrap() {
+            while let Some(r) = dec.decode(&mut buf).unwrap() {
                 got.push(r);
             }
-            assert_eq!(got.len(), 3, "cut at {cut}");
+            // STDOUT comes in the pieces the cut made of it.
+            let mut out = Vec::new();
+            while let Some(Record::Stdout(b)) = got.first() {
+                out.extend_from_slice(b);
+                got.remove(0);
+            }
+            assert_eq!(out, b"Status: 200\r\n\r\nhi", "cut at {cut}");
+            assert_eq!(got.len(), 2, "cut at {cut}");
+            assert_eq!(got[0], Record::Stderr(Bytes::from_static(b"warning")));
             assert_eq!(
-                got[0],
-                Record::Stdout(Bytes::from_static(b"Status: 200\r\n\r\nhi"))
-            );
-            assert_eq!(got[1], Record::Stderr(Bytes::from_static(b"warning")));
-            assert_eq!(
-                got[2],
+                got[1],
                 Record::End {
                     app_status: 5,
                     protocol_status: 0
                 }
             );
             assert!(buf.is_empty());
+            assert!(dec.at_boundary());
         }
     }
 
     #[test]
+    fn what_a_partial_record_lacks() {
+        let dec = Decoder::new(1);
+        let stderr = app_record(Type::Stderr, 1, b"warning", 1);
+        assert_eq!(dec.lacks(&stderr[..3]), 5, "the header's rest");
+        assert_eq!(
+            dec.lacks(&stderr[..10]),
+            stderr.len() - 10,
+            "the whole record"
+        );
+        let stdout = app_record(Type::Stdout, 1, &[b'x'; 5000], 0);
+        assert_eq!(dec.lacks(&stdout[..8]), 1, "any of STDOUT's content");
+        let mut dec = Decoder::new(1);
+        let mut buf = BytesMut::from(&stdout[..100]);
+        assert_eq!(
+            dec.decode(&mut buf).unwrap(),
+            Some(Record::Stdout(Bytes::copy_from_slice(&[b'x'; 92])))
+        );
+        assert!(!dec.at_boundary());
+        assert_eq!(dec.lacks(&buf), 1);
+    }
+
+    #[test]
     fn refuses_garbage() {
-        let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\n\r\n"[..]);
-        assert!(decode(&mut b, 1).is_err());
-        let mut b = BytesMut::from(&app_record(Type::Stdout, 9, b"x", 7)[..]);
-        assert!(decode(&mut b, 1).is_err(), "another request's record");
-        let mut b = BytesMut::from(&[1u8, 42, 0, 1, 0, 0, 0, 0][..]);
-        assert!(decode(&mut b, 1).is_err(), "unknown type");
-        let mut b = BytesMut::from(&app_record(Type::EndRequest, 1, &[0, 0], 6)[..]);
-        assert!(decode(&mut b, 1).is_err(), "short END_REQUEST");
+        let decode = |b: &[u8]| Decoder::new(1).decode(&mut BytesMut::from(b));
+        assert!(decode(b"HTTP/1.1 200 OK\r\n\r\n").is_err());
+        let other = app_record(Type::Stdout, 9, b"x", 7);
+        assert!(decode(&other).is_err(), "another request's record");
+        assert!(
+            decode(&[1u8, 42, 0, 1, 0, 0, 0, 0]).is_err(),
+            "unknown type"
+        );
+        let short = app_record(Type::EndRequest, 1, &[0, 0], 6);
+        assert!(decode(&short).is_err(), "short END_REQUEST");
     }
 }
