@@ -34,6 +34,11 @@ http {{
   upstream be {{ server 127.0.0.1:{p1}; keepalive 8; }}
   upstream h2be {{ server 127.0.0.1:{p2}; keepalive 8; }}
   upstream beg {{ server 127.0.0.1:{p5}; keepalive 8; }}
+  # FastCGI as the benchmarks configure it (bench/conf/vireo-php.conf and
+  # php-pool.conf): connections held to a bound with requests queued beyond
+  # it, and kept-alive ones.
+  upstream php {{ server 127.0.0.1:{p4} max_conns=4; queue 100 timeout=60s; }}
+  upstream phpk {{ server 127.0.0.1:{p4}; keepalive 8; }}
   server {{
     listen 127.0.0.1:{p0} reuseport deferred;
     listen 127.0.0.1:{p2} http2;
@@ -45,11 +50,16 @@ http {{
     location /proxy/ {{ proxy_pass http://be/; proxy_http_version 1.1; proxy_set_header Connection ""; }}
     location /h2up/ {{ proxy_pass http://h2be/; proxy_http_version 2; }}
     location /test.Echo/ {{ grpc_pass grpc://beg; }}
+    location ~ ^/pool(/.+\\.php)$ {{
+      fastcgi_pass phpk;
+      fastcgi_keep_conn on;
+      include {repo}/conf/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root$1;
+    }}
     location ~ \\.php$ {{
-      fastcgi_pass 127.0.0.1:{p4};
+      fastcgi_pass php;
+      include {repo}/conf/fastcgi_params;
       fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
-      fastcgi_param REQUEST_METHOD $request_method;
-      fastcgi_param QUERY_STRING $query_string;
     }}
   }}
   server {{ listen 127.0.0.1:{p1}; root {d}/www; }}
@@ -168,7 +178,7 @@ class Site:
 
     def conf(self):
         """CONF for this site."""
-        return CONF.format(d=self.d, **self.ports)
+        return CONF.format(d=self.d, repo=REPO, **self.ports)
 
     def static_conf(self):
         """The benchmarks' static-file configuration (bench/conf/vireo.conf) for this site."""
@@ -216,6 +226,7 @@ class Site:
         if self.fpm:
             request(PORT, "/info.php")
             request(PORT, "/info.php?a=1", version="1.0")
+            keep_alive(PORT, ["/pool/info.php"] * 3)
 
     def curl(self, url, *flags):
         """Each static file three times, one URL per call: curl 7.88 fails a second
