@@ -9,9 +9,11 @@
 //! file instead; tcp_nodelay sets TCP_NODELAY on each kept-alive connection
 //! (not on one closed after its response, nor is it shut down before close);
 //! multi_accept on takes every queued connection at once, off one per turn;
-//! a connection served without waiting is never added to the event loop.
+//! a connection served without waiting is never added to the event loop; a
+//! FastCGI reply the application has sent whole is read in one call.
 
 mod common;
+use common::fpm::Fpm;
 use common::*;
 
 use std::collections::HashMap;
@@ -122,11 +124,12 @@ fn count(calls: &[(String, String)]) -> HashMap<&str, usize> {
 }
 
 fn server(extra: &str) -> Vireo {
-    server_on("", extra)
+    server_on("", extra, "")
 }
 
-/// [`server`] with `listen_opts` on its `listen`.
-fn server_on(listen_opts: &str, extra: &str) -> Vireo {
+/// [`server`] with `listen_opts` on its `listen` and `in_server` in its
+/// `server` block.
+fn server_on(listen_opts: &str, extra: &str, in_server: &str) -> Vireo {
     let dir = TempDir::new("sys");
     dir.write("html/two", "ok");
     dir.write("html/big.bin", vec![b'b'; 300_000]);
@@ -136,7 +139,8 @@ fn server_on(listen_opts: &str, extra: &str) -> Vireo {
         dir,
         &format!(
             "worker_processes 1;\nevents {{}}\nhttp {{\n    access_log off;\n    {extra}\n    \
-             server {{\n        listen 127.0.0.1:{{port}}{listen_opts};\n        root {{dir}}/html;\n    }}\n}}\n"
+             server {{\n        listen 127.0.0.1:{{port}}{listen_opts};\n        root {{dir}}/html;\n        \
+             {in_server}\n    }}\n}}\n"
         ),
     )
 }
@@ -251,6 +255,49 @@ fn small_hot_file_is_one_read_and_one_writev_without_open_or_stat() {
             assert!(l.contains("HTTP/1.1 200 OK") && l.contains("\"ok\""), "{l}");
         }
     }
+}
+
+#[test]
+fn a_fastcgi_reply_sent_whole_is_read_in_one_call() {
+    if !have_strace() {
+        return;
+    }
+    let Some(fpm) = Fpm::start(2) else {
+        return;
+    };
+    // 69,000 bytes: php-fpm sends a 64 KB record and the rest, then closes
+    // (no fastcgi_keep_conn); the worker, woken at the end (its low-water
+    // mark is above the reply), reads what is queued in one call into a
+    // buffer of that size, and the records' content goes to the client
+    // from there.
+    let v = server_on(
+        "",
+        "",
+        &format!(
+            "location ~ \\.php$ {{ fastcgi_pass 127.0.0.1:{}; \
+             fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; \
+             fastcgi_param REQUEST_METHOD $request_method; }}",
+            fpm.port
+        ),
+    );
+    v.dir
+        .write("html/big.php", "<?php echo str_repeat('x', 69000);");
+    let calls = traced_closing(&v, "/big.php", |r| {
+        r.ends_with(&[b'x'; 100]) && r.iter().filter(|&&b| b == b'x').count() >= 69000
+    });
+    // A read of the reply begins with a STDOUT record's header, or (a later
+    // read) in its content.
+    let replies: Vec<&String> = calls
+        .iter()
+        .filter(|(n, _)| ["read", "recvfrom", "recvmsg", "readv"].contains(&n.as_str()))
+        .map(|(_, l)| l)
+        .filter(|l| l.contains(", \"\\1\\6\\0\\1") || l.contains(", \"xxxx"))
+        .collect();
+    assert_eq!(replies.len(), N, "{replies:#?}");
+    assert!(
+        replies.iter().all(|l| l.contains(", \"\\1\\6\\0\\1")),
+        "{replies:#?}"
+    );
 }
 
 #[test]
@@ -383,7 +430,7 @@ fn a_connection_served_without_waiting_never_enters_the_event_loop() {
     if !have_strace() {
         return;
     }
-    let v = server_on(" deferred", "open_file_cache max=100;");
+    let v = server_on(" deferred", "open_file_cache max=100;", "");
     let calls = traced_closing(&v, "/two", |r| {
         r.starts_with(b"HTTP/1.1 200 OK") && r.ends_with(b"ok")
     });
