@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,6 +228,9 @@ class Site:
             request(PORT, "/info.php")
             request(PORT, "/info.php?a=1", version="1.0")
             keep_alive(PORT, ["/pool/info.php"] * 3)
+            # More at once than the upstream's max_conns: the rest wait in its queue.
+            with ThreadPoolExecutor(12) as burst:
+                list(burst.map(lambda _: request(PORT, "/info.php"), range(24)))
 
     def curl(self, url, *flags):
         """Each static file three times, one URL per call: curl 7.88 fails a second
