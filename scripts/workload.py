@@ -181,12 +181,25 @@ class Site:
         """CONF for this site."""
         return CONF.format(d=self.d, repo=REPO, **self.ports)
 
-    def static_conf(self):
-        """The benchmarks' static-file configuration (bench/conf/vireo.conf) for this site."""
-        text = (REPO / "bench" / "conf" / "vireo.conf").read_text()
-        for k, v in (("@DIR@", self.d), ("@ROOT@", self.www), ("@PORT@", PORT)):
+    def bench_conf(self, name):
+        """A configuration of the benchmarks (bench/conf/NAME) for this site: php-fpm
+        on its port with two connections per child, nginx's fastcgi_params where
+        Debian's nginx is not installed."""
+        text = (REPO / "bench" / "conf" / name).read_text()
+        for k, v in (("@DIR@", self.d), ("@ROOT@", self.www), ("@PORT@", PORT),
+                     ("@FPM@", f"127.0.0.1:{self.ports['p4']}"), ("@FPM_CONNS@", 4)):
             text = text.replace(k, str(v))
+        if not Path("/etc/nginx/fastcgi_params").exists():
+            text = text.replace("/etc/nginx/fastcgi_params", str(REPO / "conf" / "fastcgi_params"))
         return text
+
+    def static_conf(self):
+        """The benchmarks' static-file configuration (bench/conf/vireo.conf)."""
+        return self.bench_conf("vireo.conf")
+
+    def php_conf(self):
+        """The benchmarks' phpinfo() configuration (bench/conf/vireo-php.conf)."""
+        return self.bench_conf("vireo-php.conf")
 
     def url(self, port, path="", scheme="http"):
         return f"{scheme}://127.0.0.1:{self.ports[port]}{path}"
@@ -228,9 +241,19 @@ class Site:
             request(PORT, "/info.php")
             request(PORT, "/info.php?a=1", version="1.0")
             keep_alive(PORT, ["/pool/info.php"] * 3)
-            # More at once than the upstream's max_conns: the rest wait in its queue.
+
+    def php_load(self):
+        """phpinfo() for more clients at once than the upstream's max_conns (the rest
+        wait in its queue), some of which leave before their reply."""
+
+        def leave(_):
+            with socket.create_connection(("127.0.0.1", PORT), timeout=30) as s:
+                s.sendall(b"GET /info.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+
+        if self.fpm:
             with ThreadPoolExecutor(12) as burst:
-                list(burst.map(lambda _: request(PORT, "/info.php"), range(24)))
+                list(burst.map(lambda i: leave(i) if i % 6 == 5 else request(PORT, "/info.php"),
+                               range(36)))
 
     def curl(self, url, *flags):
         """Each static file three times, one URL per call: curl 7.88 fails a second
