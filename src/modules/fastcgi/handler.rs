@@ -574,9 +574,6 @@ async fn send_request(
     tokio::pin!(writer);
     let mut eof = false;
     loop {
-        if rbuf.capacity() - rbuf.len() < READ_MIN {
-            rbuf.reserve(READ_MIN);
-        }
         tokio::select! {
             r = &mut writer => {
                 return match r {
