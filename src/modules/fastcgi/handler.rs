@@ -286,23 +286,24 @@ impl Upstream {
     /// buffer is let go, and room made once there is something to read (at
     /// once when the last read filled its room: more is queued).
     async fn make_room(&mut self, lacks: usize, phase: &'static str) -> Result<(), Fail> {
-        if self.rbuf.is_empty() {
-            spare(std::mem::take(&mut self.rbuf));
-            if !self.filled {
-                self.wait(phase).await?;
-            }
+        let want = |up: &Upstream| {
+            let queued = up.sock.queued_len().unwrap_or(READ_MAX);
+            // In whole pages, so that a spare serves replies of about one size.
+            queued
+                .clamp(READ_MIN, READ_MAX)
+                .max(lacks)
+                .next_multiple_of(4096)
+        };
+        if !self.rbuf.is_empty() {
+            // The start of a record is in: room after it.
+            self.rbuf.reserve(want(self));
+            return Ok(());
         }
-        let queued = self.sock.queued_len().unwrap_or(READ_MAX);
-        // In whole pages, so that a spare serves replies of about one size.
-        let want = queued
-            .clamp(READ_MIN, READ_MAX)
-            .max(lacks)
-            .next_multiple_of(4096);
-        if self.rbuf.is_empty() {
-            self.rbuf = read_buffer(want);
-        } else {
-            self.rbuf.reserve(want);
+        spare(std::mem::take(&mut self.rbuf));
+        if !self.filled {
+            self.wait(phase).await?;
         }
+        self.rbuf = read_buffer(want(self));
         Ok(())
     }
 
