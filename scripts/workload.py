@@ -38,7 +38,7 @@ http {{
   # FastCGI as the benchmarks configure it (bench/conf/vireo-php.conf and
   # php-pool.conf): connections held to a bound with requests queued beyond
   # it, and kept-alive ones.
-  upstream php {{ server 127.0.0.1:{p4} max_conns=4; queue 100 timeout=60s; }}
+  upstream php {{ server 127.0.0.1:{p4} max_conns={fpm_conns}; queue 100 timeout=60s; }}
   upstream phpk {{ server 127.0.0.1:{p4}; keepalive 8; }}
   server {{
     listen 127.0.0.1:{p0} reuseport deferred;
@@ -70,6 +70,11 @@ stream {{
 }}
 """
 
+# php-fpm's workers, and the connections the upstream allows them: twice as many,
+# as bench/run sets its `max_conns`.
+FPM_CHILDREN = 2
+FPM_CONNS = 2 * FPM_CHILDREN
+
 FPM = """[global]
 pid = {d}/php-fpm.pid
 error_log = {d}/php-fpm.log
@@ -77,7 +82,7 @@ daemonize = no
 [www]
 listen = 127.0.0.1:{p4}
 pm = static
-pm.max_children = 2
+pm.max_children = {children}
 user = www-data
 group = www-data
 """
@@ -156,7 +161,7 @@ class Site:
         self.fpm = None
         fpm_bin = sorted(glob.glob("/usr/sbin/php-fpm*"))
         if fpm_bin:
-            (d / "php-fpm.conf").write_text(FPM.format(d=d, **self.ports))
+            (d / "php-fpm.conf").write_text(FPM.format(d=d, children=FPM_CHILDREN, **self.ports))
             self.fpm = subprocess.Popen([fpm_bin[-1], "-F", "-y", str(d / "php-fpm.conf")],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait_port(self.ports["p4"], self.fpm, "php-fpm")
@@ -179,15 +184,16 @@ class Site:
 
     def conf(self):
         """CONF for this site."""
-        return CONF.format(d=self.d, repo=REPO, **self.ports)
+        return CONF.format(d=self.d, repo=REPO, fpm_conns=FPM_CONNS, **self.ports)
 
     def bench_conf(self, name):
         """A configuration of the benchmarks (bench/conf/NAME) for this site: php-fpm
-        on its port with two connections per child, nginx's fastcgi_params where
-        Debian's nginx is not installed."""
+        on its port with FPM_CONNS connections, nginx's fastcgi_params where Debian's
+        nginx is not installed."""
         text = (REPO / "bench" / "conf" / name).read_text()
         for k, v in (("@DIR@", self.d), ("@ROOT@", self.www), ("@PORT@", PORT),
-                     ("@FPM@", f"127.0.0.1:{self.ports['p4']}"), ("@FPM_CONNS@", 4)):
+                     ("@FPM@", f"127.0.0.1:{self.ports['p4']}"),
+                     ("@FPM_CONNS@", FPM_CONNS)):
             text = text.replace(k, str(v))
         if not Path("/etc/nginx/fastcgi_params").exists():
             text = text.replace("/etc/nginx/fastcgi_params", str(REPO / "conf" / "fastcgi_params"))
