@@ -814,7 +814,9 @@ def exp_idle(opts, scratch):
         try:
             with ctx.serving(s) as (srv, _):
                 ctx.check(s, "2b.txt")
-                time.sleep(0.2)
+                # The idle server, once what it does after starting is done
+                # (vireo unmaps its start-up pages 250-500 ms after it starts).
+                time.sleep(1)
                 before = vb.rss_mb(srv.pids())
                 socks, served = open_idle(ctx.port(s), opts.idle_conns, "2b.txt")
                 try:

@@ -18,6 +18,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::os::fd::RawFd;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -379,16 +380,33 @@ pub fn stopping() -> bool {
     })
 }
 
-/// Run `tick` forever (spawned once per worker); after a full `TICK` in
-/// which the worker handled no connection or request and parked no socket,
-/// give what its allocator holds unused back to the kernel, once per quiet
-/// spell.
+/// A configuration was loaded since the process last stopped mapping the
+/// code and constant data that only loading used ([`loaded`]).
+static LOADED: AtomicBool = AtomicBool::new(false);
+
+/// A configuration has been loaded: the next tick of a worker that has run
+/// a full `TICK` (so once the workers have started on it) unmaps the
+/// process's clean file pages (`sys::unmap_clean_file_pages`); serving maps
+/// back what it runs.
+pub fn loaded() {
+    LOADED.store(true, Ordering::Release);
+}
+
+/// Run `tick` forever (spawned once per worker), from a full `TICK` after
+/// the worker starts. After a load, the first worker to tick unmaps the pages
+/// only loading used. After a full `TICK` in which the worker handled no
+/// connection or request and parked no socket, it gives what its allocator
+/// holds unused back to the kernel, once per quiet spell.
 pub async fn ticker() {
     let mut t = tokio::time::interval(TICK);
+    t.tick().await; // the first tick completes at once
     let mut quiet = Quiet::default();
     loop {
         t.tick().await;
         let parks = tick();
+        if LOADED.swap(false, Ordering::AcqRel) {
+            crate::sys::unmap_clean_file_pages();
+        }
         if quiet.after_tick(parks, super::stats::activity()) {
             crate::sys::release_free_memory();
         }

@@ -127,6 +127,14 @@ struct Master {
 }
 
 /// Bind the listeners, start the workers, and serve until a stop signal.
+/// What loading a configuration left behind is not kept resident: the
+/// allocator's free pages now, and the code and constant data that only
+/// loading ran and read at a worker's next tick.
+fn release_after_load() {
+    crate::sys::release_free_memory();
+    idle::loaded();
+}
+
 pub fn run(config: Config, mut opts: Options) -> io::Result<()> {
     guard::init();
     stats::STARTED.store(unix_now(), Ordering::Relaxed);
@@ -454,8 +462,7 @@ impl Master {
     /// Answer signals until the workers are gone.
     fn serve(&mut self, signals: &mut Signals) {
         let rt = signals.rt.take().expect("signal runtime");
-        // What loading the configuration left free is not kept resident.
-        crate::sys::release_free_memory();
+        release_after_load();
         rt.block_on(async {
             loop {
                 if self.phase != Phase::Running
@@ -584,7 +591,7 @@ impl Master {
                 stats::RELOADS.fetch_add(1, Ordering::Relaxed);
                 stats::LAST_RELOAD.store(unix_now(), Ordering::Relaxed);
                 error_log!(Notice, "configuration reloaded");
-                crate::sys::release_free_memory();
+                release_after_load();
             }
             Err(e) => {
                 stats::RELOAD_FAILURES.fetch_add(1, Ordering::Relaxed);

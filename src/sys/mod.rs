@@ -626,6 +626,86 @@ pub fn release_free_memory() {
     }
 }
 
+/// Stop mapping the pages of the process's clean read-only file mappings:
+/// its code and constant data and the shared libraries' (`madvise`
+/// `MADV_DONTNEED` on each private mapping without write permission whose
+/// pages are all the file's, smaps' `Anonymous: 0 kB`). The pages stay in the
+/// page cache and are mapped again when touched, as after the kernel reclaims
+/// them: what loading the configuration ran and read (its parser, the
+/// directive table, the dynamic loader's work) stops counting as resident,
+/// while what serving runs comes back. A mapping with pages copied on write
+/// (the relocated pointer tables, a debugger's breakpoints) is left as it is,
+/// since dropping those would bring back the file's bytes.
+pub fn unmap_clean_file_pages() {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+        return;
+    };
+    for range in clean_file_mappings(&smaps) {
+        // SAFETY: the range is a whole private mapping of a file, neither
+        // writable nor holding a page of its own: its contents are the
+        // file's, which the next touch maps again. Nothing is freed.
+        unsafe {
+            libc::madvise(
+                range.start as *mut libc::c_void,
+                range.end - range.start,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+}
+
+/// The address ranges, in `/proc/PID/smaps` text, of the private read-only
+/// mappings of files that hold resident pages and no anonymous (copied) one.
+fn clean_file_mappings(smaps: &str) -> Vec<std::ops::Range<usize>> {
+    struct Mapping {
+        range: std::ops::Range<usize>,
+        eligible: bool,
+        rss: u64,
+        anonymous: Option<u64>,
+    }
+    let mut found = Vec::new();
+    let mut keep = |m: Option<Mapping>| {
+        if let Some(m) = m
+            && m.eligible
+            && m.rss > 0
+            && m.anonymous == Some(0)
+        {
+            found.push(m.range);
+        }
+    };
+    let mut current = None;
+    for line in smaps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let first = fields.next().unwrap_or("");
+        let header = first.split_once('-').and_then(|(a, b)| {
+            Some(usize::from_str_radix(a, 16).ok()?..usize::from_str_radix(b, 16).ok()?)
+        });
+        if let Some(range) = header {
+            keep(current.take());
+            let perms = fields.next().unwrap_or("").as_bytes();
+            let path = fields.nth(3).unwrap_or("");
+            current = Some(Mapping {
+                range,
+                eligible: perms.len() == 4
+                    && perms[1] == b'-'
+                    && perms[3] == b'p'
+                    && path.starts_with('/'),
+                rss: 0,
+                anonymous: None,
+            });
+        } else if let Some(m) = &mut current {
+            let kb = fields.next().and_then(|v| v.parse().ok());
+            match first {
+                "Rss:" => m.rss = kb.unwrap_or(0),
+                "Anonymous:" => m.anonymous = kb,
+                _ => {}
+            }
+        }
+    }
+    keep(current);
+    found
+}
+
 /// The arena the calling thread allocates from (jemalloc's `thread.arena`).
 fn thread_arena() -> Option<libc::c_uint> {
     mallctl_uint(c"thread.arena", None)
@@ -726,6 +806,100 @@ mod tests {
     use super::*;
     // jemalloc itself: the binary links it as its allocator (main.rs).
     use tikv_jemallocator as _;
+
+    /// Only private, read-only file mappings whose resident pages are all the
+    /// file's are dropped: not relocated tables (copied pages), writable or
+    /// shared mappings, the vDSO, anonymous memory, or what holds no page.
+    #[test]
+    fn clean_file_mappings_are_the_private_read_only_ones_without_copies() {
+        let entry = |range: &str, perms: &str, path: &str, rss: u64, anon: u64| {
+            format!(
+                "{range} {perms} 00000000 08:01 42 {path}\nSize: 64 kB\nRss: {rss} kB\n\
+                 Pss: {rss} kB\nAnonymous: {anon} kB\nVmFlags: rd mr mw me\n"
+            )
+        };
+        let smaps = [
+            entry("1000-3000", "r--p", "/usr/sbin/vireo", 8, 0),
+            entry("3000-5000", "r-xp", "/usr/sbin/vireo", 8, 0),
+            entry("5000-6000", "r--p", "/usr/sbin/vireo", 4, 4),
+            entry("6000-7000", "rw-p", "/usr/sbin/vireo", 4, 0),
+            entry("7000-8000", "r--s", "/dev/shm/x", 4, 0),
+            entry("8000-9000", "r-xp", "[vdso]", 4, 0),
+            entry("9000-a000", "rw-p", "", 4, 4),
+            entry("a000-b000", "r--p", "/lib/libc.so.6", 0, 0),
+            entry("b000-d000", "r-xp", "/lib/with space.so", 8, 0),
+        ]
+        .concat();
+        assert_eq!(
+            clean_file_mappings(&smaps),
+            [0x1000..0x3000, 0x3000..0x5000, 0xb000..0xd000]
+        );
+    }
+
+    /// The resident size of the mapping that starts at `addr`, in kB.
+    fn mapping_rss(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = format!("{addr:x}-");
+        let at = smaps.lines().position(|l| l.starts_with(&head)).unwrap();
+        smaps
+            .lines()
+            .skip(at + 1)
+            .find_map(|l| l.strip_prefix("Rss:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// A clean mapping of a file stops being resident and reads the file's
+    /// bytes again when touched; one with a page written (and then made
+    /// read-only, as the dynamic loader does with relocated tables) keeps
+    /// what was written.
+    #[test]
+    fn unmapping_clean_file_pages_keeps_every_byte() {
+        let page = 4096;
+        let path = std::env::temp_dir().join(format!("vireo-clean-pages-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 2 * page]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let map = |prot| {
+            // SAFETY: a new private mapping of an open file; nothing else uses the range.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    2 * page,
+                    prot,
+                    libc::MAP_PRIVATE,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            p.cast::<u8>()
+        };
+        let clean = map(libc::PROT_READ);
+        let copied = map(libc::PROT_READ | libc::PROT_WRITE);
+        // SAFETY: both mappings are 2 pages long and readable; `copied` is
+        // writable until the mprotect.
+        unsafe {
+            assert_eq!(clean.read_volatile(), 7);
+            assert_eq!(clean.add(page).read_volatile(), 7);
+            copied.write_volatile(9);
+            assert_eq!(libc::mprotect(copied.cast(), 2 * page, libc::PROT_READ), 0);
+        }
+        assert!(mapping_rss(clean as usize) > 0);
+        unmap_clean_file_pages();
+        assert_eq!(mapping_rss(clean as usize), 0);
+        // SAFETY: as above; the mappings are unmapped last.
+        unsafe {
+            assert_eq!(clean.add(page).read_volatile(), 7);
+            assert_eq!(copied.read_volatile(), 9);
+            libc::munmap(clean.cast(), 2 * page);
+            libc::munmap(copied.cast(), 2 * page);
+        }
+    }
 
     /// Worker 0 stays on the automatic arena; each further worker number has
     /// an arena of its own, the same one for the worker that takes the number
