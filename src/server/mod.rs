@@ -126,7 +126,6 @@ struct Master {
     unix_paths: Vec<PathBuf>,
 }
 
-/// Bind the listeners, start the workers, and serve until a stop signal.
 /// What loading a configuration left behind is not kept resident: the
 /// allocator's free pages now, and the code and constant data that only
 /// loading ran and read at a worker's next tick.
@@ -135,6 +134,7 @@ fn release_after_load() {
     idle::loaded();
 }
 
+/// Bind the listeners, start the workers, and serve until a stop signal.
 pub fn run(config: Config, mut opts: Options) -> io::Result<()> {
     guard::init();
     stats::STARTED.store(unix_now(), Ordering::Relaxed);
