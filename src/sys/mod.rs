@@ -828,6 +828,9 @@ mod tests {
             entry("9000-a000", "rw-p", "", 4, 4),
             entry("a000-b000", "r--p", "/lib/libc.so.6", 0, 0),
             entry("b000-d000", "r-xp", "/lib/with space.so", 8, 0),
+            // Without a readable Anonymous figure nothing proves the pages clean.
+            "d000-e000 r--p 00000000 08:01 43 /lib/a.so\nRss: 4 kB\n".to_string(),
+            entry("e000-f000", "r--p", "/lib/b.so", 4, 0).replace("Anonymous: 0", "Anonymous: x"),
         ]
         .concat();
         assert_eq!(
