@@ -265,10 +265,21 @@ def warm_up(url):
 # ---------------------------------------------------------------- E3 and quick
 
 def e3_plan(opts, ctx, with_php):
+    """(run, server, kind, paths served by one start); the C floor serves one file a start."""
     static = [f for f, _ in FILES]
     kinds = [("static", static)] + ([("php", [PHPINFO])] if with_php else [])
-    return [(k, s, kind, paths) for k in range(1, opts.runs + 1)
-            for s in order(opts.servers, k) for kind, paths in kinds]
+    return [(k, s, kind, group) for k in range(1, opts.runs + 1)
+            for s in order(opts.servers, k) for kind, paths in kinds
+            for group in ([[p] for p in paths] if s == "floor" else [paths])]
+
+
+def floor_body(ctx, server, path):
+    """The C floor's @FLOOR_BODY@ for a file, as E5 measures it: 2 B in one write with its
+    head (the floor's default body), a larger file by sendfile after the head; {} for any
+    other server."""
+    if server != "floor" or path == "2b.txt":
+        return {}
+    return {"@FLOOR_BODY@": f"@{ctx.root / path}"}
 
 
 def exp_e3(opts, scratch, quick=False):
@@ -287,7 +298,7 @@ def exp_e3(opts, scratch, quick=False):
             continue
         done = 0
         try:
-            with ctx.serving(s, kind) as (front, backends):
+            with ctx.serving(s, kind, subst=floor_body(ctx, s, paths[0])) as (front, backends):
                 for path in paths:
                     progress.step(f"{s:8} {path:8} run {k}/{opts.runs}")
                     done += 1
@@ -537,7 +548,7 @@ def exp_e1(opts, scratch):
             continue
         done, rps = 0, None
         try:
-            with ctx.serving(s, kind) as (front, backends):
+            with ctx.serving(s, kind, subst=floor_body(ctx, s, path)) as (front, backends):
                 url = ctx.check(s, path)
                 warm_up(url)
                 for c in opts.points:
@@ -715,8 +726,7 @@ def exp_e5(opts, scratch):
         progress.step(f"{s:8} {f} tuned run {k}/{opts.runs}")
         try:
             conf = SERVERS[s].get("tuned") if s != "floor" else None
-            body = {"@FLOOR_BODY@": f"@{ctx.root / f}"} if s == "floor" and f != "2b.txt" else {}
-            with ctx.serving(s, "static", conf=conf, subst=body) as (front, _):
+            with ctx.serving(s, "static", conf=conf, subst=floor_body(ctx, s, f)) as (front, _):
                 url = ctx.check(s, f)
                 warm_up(url)
                 with Meter(front) as m:
@@ -1905,7 +1915,7 @@ def markdown_tls(rows, servers):
 
 
 EXPERIMENTS = {
-    "E1": Experiment(exp_e1, summarize_e1, markdown_e1, tuple(vb.PEERS), ("wrk", "h2load"), duration=1.5,
+    "E1": Experiment(exp_e1, summarize_e1, markdown_e1, tuple(vb.PEERS) + ("floor",), ("wrk", "h2load"), duration=1.5,
                      php=True, keys=("path", "clients"),
                      gaps=(Gap("cpu_us_per_req", "server CPU µs/req", False, "cpu_us_per_req_min",
                                "cpu_us_per_req_max", ".1f"),
@@ -1919,7 +1929,7 @@ EXPERIMENTS = {
                      gaps=(Gap("succeeded", "succeeded requests", True, spec=",.0f"),
                            Gap("error_rate", "error rate", False, spec=".3f")),
                      title="E2 — slow backend, 5,000 connections at ≈1,000 QPS (paper 001)"),
-    "E3": Experiment(exp_e3, vb.summarize, markdown_e3, tuple(vb.PEERS), ("wrk",), php=True, duration=4,
+    "E3": Experiment(exp_e3, vb.summarize, markdown_e3, tuple(vb.PEERS) + ("floor",), ("wrk",), php=True, duration=4,
                      keys=("file",),
                      gaps=E3_GAPS,
                      title="E3 — static sizes, phpinfo() and memory (paper 003)"),

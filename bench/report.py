@@ -54,7 +54,8 @@ METHOD = {
                      "requests (connection errors, timeouts and HTTP status ≥ 400); requests still "
                      "in flight at the end are not counted either way. wrk is not used here: one "
                      "wrk thread with 15,000 connections completes no request in a short run on "
-                     "this machine (its connects all land in the listen-queue overflow at once)."),
+                     "this machine (its connects all land in the listen-queue overflow at once). "
+                     + FLOOR_NOTE),
     "E2": lambda o: (f"{o['e2_conns']:,} keep-alive connections ramped up over {o['e2_ramp']} s, "
                      f"each sending one request every {o['e2_interval']:g} s, {o['e2_duration']} s "
                      f"in all (the paper's JMeter plan); oha cannot ramp, so {o['e2_steps']} oha "
@@ -66,7 +67,8 @@ METHOD = {
                      f"{o['runs']} run(s): each is a {o['e2_duration']} s time series."),
     "E3": lambda o: (f"wrk -t1 -c{o['connections']} -d{o['duration']:g}s --latency, keep-alive, "
                      f"1 s warm-up, {o['runs']} runs, servers interleaved; phpinfo() through "
-                     "php-fpm (pm static, 20 children, pinned to CPU 0 with the server)."),
+                     "php-fpm (pm static, 20 children, pinned to CPU 0 with the server). "
+                     + FLOOR_NOTE),
     "E3-seed": lambda o: (
         f"E3's load (wrk -t1 -c{o['connections']} -d{o['duration']:g}s --latency, keep-alive, 1 s "
         f"warm-up, {o['runs']} runs, servers interleaved) with vireo and nginx both on "
@@ -178,6 +180,12 @@ METHOD = {
 
 # ---------------------------------------------------------------- gaps
 
+FLOOR_NOTE = ("The C epoll floor (bench/floor/floor.c, static files only) answers every "
+              "request with the file's head (60 bytes) and the file, as E5 does: where the load "
+              "generator, not the server, sets the requests a second, the floor's figure shows "
+              "it (the gaps table below sets it beside vireo's).")
+
+
 def open_gaps(datasets):
     """Every figure where vireo's median is worse than the best peer's, and every
     row vireo could not be measured on.  Returns (gaps, not_measured); a gap is
@@ -215,10 +223,12 @@ def open_gaps(datasets):
                     clear = (vhi < plo) if g.higher_better else (vlo > phi)
                     if mine.get("runs", 1) < 2:
                         clear = None
+                    floor = next((r.get(g.metric) for r in members if r["server"] == "floor"),
+                                 None)
                     gaps.append({"experiment": name, "where": where or "–", "metric": g.name,
                                  "vireo": v, "peer": peer["server"], "peer_value": best,
                                  "ratio": v / best if best else None, "spec": g.spec,
-                                 "clear": clear})
+                                 "clear": clear, "floor": floor})
     return gaps, missing
 
 
@@ -264,14 +274,16 @@ def gaps_markdown(gaps, missing):
     noisy = [g for g in gaps if g["clear"] is False]
     if clear:
         out.append("Beyond the run-to-run spread (the min–max ranges of vireo and the best peer "
-                   "are apart), or measured once:\n\n"
-                   "| experiment | where | metric | vireo | best peer | vireo ÷ peer | runs |\n"
-                   "|---|---|---|---|---|---|---|\n")
+                   "are apart), or measured once; where the experiment runs the C epoll floor, "
+                   "its figure in the same run:\n\n"
+                   "| experiment | where | metric | vireo | best peer | vireo ÷ peer | runs | "
+                   "C floor |\n|---|---|---|---|---|---|---|---|\n")
         for g in clear:
             out.append(f"| {g['experiment']} | {g['where']} | {g['metric']} | "
                        f"{fmt(g['vireo'], g['spec'])} | {label(g['peer'])} {fmt(g['peer_value'], g['spec'])} | "
                        f"{fmt(g['ratio'], '.2f')}{'×' if g['ratio'] is not None else ''} | "
-                       f"{'one' if g['clear'] is None else 'apart'} |\n")
+                       f"{'one' if g['clear'] is None else 'apart'} | "
+                       f"{fmt(g.get('floor'), g['spec'])} |\n")
     if noisy:
         out.append("\nWorse by the median but inside the run-to-run spread (may be noise; "
                    "vireo ÷ best peer):\n\n| experiment | where | metric | points |\n|---|---|---|---|\n")

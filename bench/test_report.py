@@ -279,6 +279,17 @@ class Summaries(unittest.TestCase):
         self.assertIn("5.50 (5.00–6.00)", md)
         self.assertNotIn("unknown directive", md.split("Detail")[0])
 
+    def test_the_floor_serves_one_file_a_start(self):
+        opts, ctx = SimpleNamespace(runs=1, servers=["vireo", "floor"]), SimpleNamespace(root=Path("/w"))
+        plan = ex.e3_plan(opts, ctx, with_php=True)
+        self.assertEqual(plan, [(1, "vireo", "static", ["2b.txt", "21k.txt", "92k.txt"]),
+                                (1, "vireo", "php", [ex.PHPINFO]),
+                                (1, "floor", "static", ["2b.txt"]), (1, "floor", "static", ["21k.txt"]),
+                                (1, "floor", "static", ["92k.txt"]), (1, "floor", "php", [ex.PHPINFO])])
+        self.assertEqual(ex.floor_body(ctx, "floor", "21k.txt"), {"@FLOOR_BODY@": "@/w/21k.txt"})
+        self.assertEqual(ex.floor_body(ctx, "floor", "2b.txt"), {})  # its default body, one write
+        self.assertEqual(ex.floor_body(ctx, "vireo", "21k.txt"), {})
+
     def test_e5_ratios(self):
         results = [dict(server=s, path=f, rps=r, cpu_us_per_req=c, cpu_util=0.9,
                         ceiling_rps=1e6 / c, p99_ms=1, rss_mb=3) for s, f, r, c in
@@ -695,6 +706,21 @@ class Report(unittest.TestCase):
                 for c in (50, 100)]
         md = report.gaps_markdown(gaps, [])
         self.assertIn("| E1 | 21 KB | req/s | c=50 90 vs nginx 100 (0.90×); c=100 90 vs nginx 100 (0.90×) |", md)
+
+    def test_floor_beside_a_gap(self):
+        rows = [dict(server="vireo", path="21k.txt", clients=1000, ok_rps=60000, ok_rps_min=59000,
+                     ok_rps_max=60500, runs=2),
+                dict(server="nginx", path="21k.txt", clients=1000, ok_rps=70000, ok_rps_min=69000,
+                     ok_rps_max=71000, runs=2),
+                dict(server="floor", path="21k.txt", clients=1000, ok_rps=61000, runs=2)]
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "nginx", "floor"])})
+        self.assertEqual([(g["peer"], g["floor"]) for g in gaps], [("nginx", 61000)])
+        md = report.gaps_markdown(gaps, [])
+        self.assertIn("| E1 | 21 KB, c=1,000 | successful req/s | 60,000 | nginx 70,000 | 0.86× | "
+                      "apart | 61,000 |", md)
+        del rows[2]
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "nginx"])})
+        self.assertIn("| apart | – |", report.gaps_markdown(gaps, []))
 
     def test_no_gap_when_vireo_best(self):
         rows = [dict(server="vireo", mb_per_10k=4.0, runs=3), dict(server="nginx", mb_per_10k=5.0, runs=3),

@@ -1061,8 +1061,9 @@ def parse_args(argv):
                     help="tls: h2load -m, concurrent streams per HTTP/2 connection (10)")
     ap.add_argument("--servers", help="comma-separated, interleaved in this order "
                     "(quick, idle, E3-seed, E3-pool, routes, gzip, modules: vireo,nginx; E5: "
-                    "vireo,nginx,floor; proxy, stream: vireo,nginx,haproxy; tls: "
-                    "vireo,nginx,h2o,lighttpd,caddy; others: " + ",".join(PEERS) + ")")
+                    "vireo,nginx,floor; E1, E3: " + ",".join(PEERS) + ",floor; proxy, stream: "
+                    "vireo,nginx,haproxy; tls: vireo,nginx,h2o,lighttpd,caddy; others: "
+                    + ",".join(PEERS) + ")")
     ap.add_argument("--port-base", type=int, default=28080,
                     help="first port; server i listens on port-base+i (tls: and on "
                          "port-base+20+i for HTTP/2; stream: for the 100 MB transfers), php-fpm "
