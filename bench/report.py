@@ -183,7 +183,7 @@ METHOD = {
 FLOOR_NOTE = ("The C epoll floor (bench/floor/floor.c, static files only) answers every "
               "request with the file's head (60 bytes) and the file, as E5 does: where the load "
               "generator, not the server, sets the requests a second, the floor's figure shows "
-              "it (the gaps table below sets it beside vireo's).")
+              "it (the open-gaps table at the top sets it beside vireo's).")
 
 
 def open_gaps(datasets):

@@ -722,6 +722,14 @@ class Report(unittest.TestCase):
         gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "nginx"])})
         self.assertIn("| apart | – |", report.gaps_markdown(gaps, []))
 
+    def test_a_median_of_failures_keeps_its_half(self):
+        rows = [dict(server="vireo", path="info.php", clients=15000, errors=0.5, errors_min=0,
+                     errors_max=1, runs=2),
+                dict(server="apache", path="info.php", clients=15000, errors=0, errors_min=0,
+                     errors_max=0, runs=2)]
+        gaps, _ = report.open_gaps({"E1": dataset("E1", rows, ["vireo", "apache"])})
+        self.assertIn("c=15,000 0.5 vs Apache event 0", report.gaps_markdown(gaps, []))
+
     def test_no_gap_when_vireo_best(self):
         rows = [dict(server="vireo", mb_per_10k=4.0, runs=3), dict(server="nginx", mb_per_10k=5.0, runs=3),
                 dict(server="floor", mb_per_10k=1.0, runs=3)]  # the floor is not a peer
