@@ -40,6 +40,11 @@ PAPERS = {
     "modules": "issue (sub_filter and auth_request: CPU µs per request no more than nginx's)",
 }
 
+FLOOR_NOTE = ("The C epoll floor (bench/floor/floor.c, static files only) answers every "
+              "request with the file's head (60 bytes) and the file, as E5 does: where the load "
+              "generator, not the server, sets the requests a second, the floor's figure shows "
+              "it (the open-gaps table at the top sets it beside vireo's).")
+
 METHOD = {
     "E1": lambda o: (f"h2load --h1 -t1 -c<clients>, keep-alive: the clients connect during a "
                      f"warm-up of 0.3 s + 1 s per 5,000 clients, then requests are counted for "
@@ -179,12 +184,6 @@ METHOD = {
 
 
 # ---------------------------------------------------------------- gaps
-
-FLOOR_NOTE = ("The C epoll floor (bench/floor/floor.c, static files only) answers every "
-              "request with the file's head (60 bytes) and the file, as E5 does: where the load "
-              "generator, not the server, sets the requests a second, the floor's figure shows "
-              "it (the open-gaps table at the top sets it beside vireo's).")
-
 
 def open_gaps(datasets):
     """Every figure where vireo's median is worse than the best peer's, and every
