@@ -135,7 +135,7 @@ fn server_on(listen_opts: &str, extra: &str, in_server: &str) -> Vireo {
     dir.write("html/big.bin", vec![b'b'; 300_000]);
     dir.write("html/mark-start", "start");
     dir.write("html/mark-end", "end");
-    Vireo::start_in(
+    start_settled(
         dir,
         &format!(
             "worker_processes 1;\nevents {{}}\nhttp {{\n    access_log off;\n    {extra}\n    \
@@ -143,6 +143,20 @@ fn server_on(listen_opts: &str, extra: &str, in_server: &str) -> Vireo {
              {in_server}\n    }}\n}}\n"
         ),
     )
+}
+
+/// Start vireo on `conf` and wait until its worker has unmapped the clean
+/// file pages after the load (it says so in the error log, at notice): that
+/// reads /proc/self/smaps once, a call no traced request must be blamed for.
+fn start_settled(dir: TempDir, conf: &str) -> Vireo {
+    let v = Vireo::start_in(dir, &format!("error_log logs/error.log notice;\n{conf}"));
+    assert!(
+        eventually(10, || error_log(&v)
+            .contains("clean file pages after the load")),
+        "no unmap in the error log: {}",
+        error_log(&v)
+    );
+    v
 }
 
 /// One keep-alive connection.
@@ -502,7 +516,7 @@ fn burst(multi_accept: &str) -> Vec<(String, String)> {
     dir.write("html/two", "ok");
     dir.write("html/mark-start", "start");
     dir.write("html/mark-end", "end");
-    let v = Vireo::start_in(
+    let v = start_settled(
         dir,
         &format!(
             "worker_processes 1;\nevents {{ multi_accept {multi_accept}; }}\nhttp {{\n    access_log off;\n    \

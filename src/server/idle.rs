@@ -394,7 +394,8 @@ pub fn loaded() {
 
 /// Run `tick` forever (spawned once per worker), from a full `TICK` after
 /// the worker starts. After a load, the first worker to tick unmaps the pages
-/// only loading used. After a full `TICK` in which the worker handled no
+/// only loading used, and says how much was resident in the error log
+/// (notice). After a full `TICK` in which the worker handled no
 /// connection or request and parked no socket, it gives what its allocator
 /// holds unused back to the kernel, once per quiet spell.
 pub async fn ticker() {
@@ -404,8 +405,13 @@ pub async fn ticker() {
     loop {
         t.tick().await;
         let parks = tick();
-        if LOADED.swap(false, Ordering::AcqRel) {
-            crate::sys::unmap_clean_file_pages();
+        if LOADED.swap(false, Ordering::AcqRel)
+            && let Some(kb) = crate::sys::unmap_clean_file_pages()
+        {
+            crate::error_log!(
+                Notice,
+                "unmapped {kb} kB of clean file pages after the load"
+            );
         }
         if quiet.after_tick(parks, super::stats::activity()) {
             crate::sys::release_free_memory();

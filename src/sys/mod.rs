@@ -635,12 +635,13 @@ pub fn release_free_memory() {
 /// directive table, the dynamic loader's work) stops counting as resident,
 /// while what serving runs comes back. A mapping with pages copied on write
 /// (the relocated pointer tables, a debugger's breakpoints) is left as it is,
-/// since dropping those would bring back the file's bytes.
-pub fn unmap_clean_file_pages() {
-    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
-        return;
-    };
-    for range in clean_file_mappings(&smaps) {
+/// since dropping those would bring back the file's bytes. Returns the kB
+/// that were resident in the mappings dropped (None: smaps unreadable).
+pub fn unmap_clean_file_pages() -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut kb = 0;
+    for (range, rss) in clean_file_mappings(&smaps) {
+        kb += rss;
         // SAFETY: the range is a whole private mapping of a file, neither
         // writable nor holding a page of its own: its contents are the
         // file's, which the next touch maps again. Nothing is freed.
@@ -652,11 +653,13 @@ pub fn unmap_clean_file_pages() {
             );
         }
     }
+    Some(kb)
 }
 
 /// The address ranges, in `/proc/PID/smaps` text, of the private read-only
-/// mappings of files that hold resident pages and no anonymous (copied) one.
-fn clean_file_mappings(smaps: &str) -> Vec<std::ops::Range<usize>> {
+/// mappings of files that hold resident pages and no anonymous (copied) one,
+/// each with its resident kB.
+fn clean_file_mappings(smaps: &str) -> Vec<(std::ops::Range<usize>, u64)> {
     struct Mapping {
         range: std::ops::Range<usize>,
         eligible: bool,
@@ -670,7 +673,7 @@ fn clean_file_mappings(smaps: &str) -> Vec<std::ops::Range<usize>> {
             && m.rss > 0
             && m.anonymous == Some(0)
         {
-            found.push(m.range);
+            found.push((m.range, m.rss));
         }
     };
     let mut current = None;
@@ -835,7 +838,11 @@ mod tests {
         .concat();
         assert_eq!(
             clean_file_mappings(&smaps),
-            [0x1000..0x3000, 0x3000..0x5000, 0xb000..0xd000]
+            [
+                (0x1000..0x3000, 8),
+                (0x3000..0x5000, 8),
+                (0xb000..0xd000, 8)
+            ]
         );
     }
 
@@ -892,8 +899,9 @@ mod tests {
             copied.write_volatile(9);
             assert_eq!(libc::mprotect(copied.cast(), 2 * page, libc::PROT_READ), 0);
         }
-        assert!(mapping_rss(clean as usize) > 0);
-        unmap_clean_file_pages();
+        let before = mapping_rss(clean as usize);
+        assert!(before > 0);
+        assert!(unmap_clean_file_pages().unwrap() >= before);
         assert_eq!(mapping_rss(clean as usize), 0);
         // SAFETY: as above; the mappings are unmapped last.
         unsafe {
