@@ -790,12 +790,12 @@ impl Computed for Provided {
 
 /// A regular expression of the configuration (location, rewrite, `if`,
 /// `map`, server name), matched on bytes as PCRE does without UTF-8 mode:
-/// `.` is any byte, `\w`/`\d`/`\s` and case folding are ASCII. A pattern
-/// that needs Unicode (a non-ASCII character in a class) is compiled with
-/// Unicode semantics instead. Named groups declare variables.
+/// `.` is any byte, `\w`/`\d`/`\s` and case folding are ASCII, and a
+/// non-ASCII character is its UTF-8 bytes. Named groups declare variables.
 ///
-/// Patterns the `regex` crate cannot take (look-around, back-references,
-/// atomic groups, possessive quantifiers, `\Q…\E`, `(?'n')` …) are
+/// Patterns the `regex` crate cannot take that way (a non-ASCII character
+/// in a class, `\p{…}`, look-around, back-references, atomic groups,
+/// possessive quantifiers, `\Q…\E`, `(?'n')` …) are
 /// compiled by PCRE2 with its JIT, nginx's own engine; both number
 /// captures by their opening parenthesis, as PCRE does.
 #[derive(Clone, Debug)]
@@ -1054,22 +1054,14 @@ enum Engine {
 impl Re {
     /// Compile; the error reads as nginx's (`regex "…" compile failed: …`).
     pub fn new(pattern: &str, caseless: bool, vars: &mut Vars) -> Result<Re, String> {
-        let build = |unicode: bool| {
-            regex::bytes::RegexBuilder::new(pattern)
-                .case_insensitive(caseless)
-                .unicode(unicode)
-                .build()
-        };
-        let (re, bytes_mode) = match build(false) {
-            // The regex crate reads `a++` as `(a+)+`; in PCRE it is possessive.
-            _ if has_possessive(pattern) => {
-                (Engine::Pcre(Arc::new(pcre(pattern, caseless)?)), false)
-            }
-            Ok(re) => (Engine::Rust(re), true),
-            Err(_) => match build(true) {
-                Ok(re) => (Engine::Rust(re), false),
-                Err(_) => (Engine::Pcre(Arc::new(pcre(pattern, caseless)?)), false),
-            },
+        // The regex crate reads `a++` as `(a+)+`; in PCRE it is possessive.
+        let rust = regex::bytes::RegexBuilder::new(pattern)
+            .case_insensitive(caseless)
+            .unicode(false)
+            .build();
+        let re = match rust {
+            Ok(re) if !has_possessive(pattern) => Engine::Rust(re),
+            _ => Engine::Pcre(Arc::new(pcre(pattern, caseless)?)),
         };
         let names: Vec<Option<String>> = match &re {
             Engine::Rust(r) => r.capture_names().map(|n| n.map(str::to_string)).collect(),
@@ -1081,16 +1073,15 @@ impl Re {
                 named.push((i, vars.declare(n, UserKind::Set)?.index));
             }
         }
+        let pre = match re {
+            Engine::Rust(_) => Prefilter::of(pattern, caseless),
+            Engine::Pcre(_) => (Prefilter::NONE)(),
+        };
         Ok(Re {
             groups: names.len() - 1,
             re,
             named: named.into(),
-            // Unicode case folding is beyond the prefilter's ASCII compare.
-            pre: if bytes_mode {
-                Prefilter::of(pattern, caseless)
-            } else {
-                (Prefilter::NONE)()
-            },
+            pre,
         })
     }
 
@@ -1515,6 +1506,11 @@ mod tests {
         // bytes, not UTF-8: `.` is one byte
         let re = Re::new(r"^/(?=.)(.)$", false, &mut Vars::new(&[])).unwrap();
         assert!(re.is_match(b"/\xff"));
+        // A non-ASCII character in a class is its bytes, as PCRE without UTF
+        // mode reads it; `\p{…}` is PCRE's.
+        let re = Re::new(r"^/[é]$", false, &mut Vars::new(&[])).unwrap();
+        assert!(re.is_match(b"/\xa9") && !re.is_match("/é".as_bytes()));
+        assert!(m(r"^/\p{Lu}", false, "/A") && !m(r"^/\p{Lu}", false, "/a"));
         // Captures numbered as PCRE numbers them, names declared in every form.
         let mut vars = Vars::new(&[]);
         let re = Re::new(r"^/(?'a'\w+)/(?<b>\w+)(?=/)/(?P<c>\w+)$", false, &mut vars).unwrap();

@@ -36,7 +36,7 @@ impl Proxied {
 pub struct Disable {
     pub msie6: bool,
     pub patterns: Vec<String>,
-    pub set: Option<regex::RegexSet>,
+    pub set: Option<regex::bytes::RegexSet>,
 }
 
 /// `gzip_static` / `brotli_static` / `zstd_static`.
@@ -181,8 +181,10 @@ fn disable(slot: &mut Option<Option<Arc<Disable>>>, d: &Directive) -> Result<(),
     let set = if patterns.is_empty() {
         None
     } else {
-        let set = regex::RegexSetBuilder::new(&patterns)
+        // Bytes without Unicode, as nginx's PCRE matches them.
+        let set = regex::bytes::RegexSetBuilder::new(&patterns)
             .case_insensitive(true)
+            .unicode(false)
             .build()
             .map_err(|e| {
                 ConfError::new(format!("invalid regex in \"{}\": {e}", d.name), &d.span)

@@ -128,7 +128,7 @@ pub fn request_ok(
             return false;
         }
         if let Some(set) = &dis.set
-            && set.is_match(&String::from_utf8_lossy(ua))
+            && set.is_match(ua)
         {
             return false;
         }
