@@ -441,7 +441,9 @@ fn gzip_disable_user_agents() {
     dir.write("html/a.html", text(3000, 13));
     let v = Vireo::start_in(
         dir,
-        &conf("gzip on; brotli on;\ngzip_disable msie6 \"^curl/7\\.\";\ngzip_disable bot;\n"),
+        &conf(
+            "gzip on; brotli on;\ngzip_disable msie6 \"^curl/7\\.\";\ngzip_disable bot \"^wget(?=/1\\.)\";\n",
+        ),
     );
     let with_ua = |ua: &str| {
         v.request(&req(
@@ -472,6 +474,9 @@ fn gzip_disable_user_agents() {
     assert_eq!(with_ua("curl/8.5.0").as_deref(), Some("br"));
     assert_eq!(with_ua("Googlebot/2.1"), None, "second directive adds");
     assert_eq!(with_ua("Firefox/130").as_deref(), Some("br"));
+    // PCRE's look-ahead, as nginx compiles the patterns.
+    assert_eq!(with_ua("Wget/1.21.3"), None);
+    assert_eq!(with_ua("Wget/2.0").as_deref(), Some("br"));
 }
 
 fn gzip_bytes(data: &[u8]) -> Vec<u8> {
@@ -901,7 +906,7 @@ fn configuration_checks() {
         ("gzip_http_version 2.0;", "invalid parameter \"2.0\""),
         ("gzip_static maybe;", "invalid parameter \"maybe\""),
         ("gzip_types text;", "invalid parameter \"text\""),
-        ("gzip_disable \"(\";", "invalid regex"),
+        ("gzip_disable \"(\";", "regex \"(\" compile failed"),
         ("brotli_window 3k;", "invalid parameter \"3k\""),
         ("brotli_window 32m;", "invalid parameter \"32m\""),
         ("gzip_buffers 16 eight;", "invalid size"),

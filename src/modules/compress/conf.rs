@@ -8,6 +8,7 @@ use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
 use crate::conf::values::{bad_arg, flag, number, parse_size, set_once, size};
 use crate::core::message::head::Version;
 use crate::core::mime::TypeList;
+use crate::core::vars::{Re, Vars};
 use crate::settings;
 use std::sync::Arc;
 
@@ -35,8 +36,7 @@ impl Proxied {
 #[derive(Debug)]
 pub struct Disable {
     pub msie6: bool,
-    pub patterns: Vec<String>,
-    pub set: Option<regex::bytes::RegexSet>,
+    pub patterns: Vec<Re>,
 }
 
 /// `gzip_static` / `brotli_static` / `zstd_static`.
@@ -166,7 +166,11 @@ fn proxied(d: &Directive) -> Result<Proxied, ConfError> {
 }
 
 /// `gzip_disable` adds to what the same level already listed, as nginx.
-fn disable(slot: &mut Option<Option<Arc<Disable>>>, d: &Directive) -> Result<(), ConfError> {
+fn disable(
+    slot: &mut Option<Option<Arc<Disable>>>,
+    d: &Directive,
+    vars: &mut Vars,
+) -> Result<(), ConfError> {
     let (mut msie6, mut patterns) = match slot.take().flatten() {
         Some(old) => (old.msie6, old.patterns.clone()),
         None => (false, Vec::new()),
@@ -175,27 +179,10 @@ fn disable(slot: &mut Option<Option<Arc<Disable>>>, d: &Directive) -> Result<(),
         if a == "msie6" {
             msie6 = true;
         } else {
-            patterns.push(a.to_string());
+            patterns.push(Re::new(a, true, vars).map_err(|e| ConfError::new(e, &d.span))?);
         }
     }
-    let set = if patterns.is_empty() {
-        None
-    } else {
-        // Bytes without Unicode, as nginx's PCRE matches them.
-        let set = regex::bytes::RegexSetBuilder::new(&patterns)
-            .case_insensitive(true)
-            .unicode(false)
-            .build()
-            .map_err(|e| {
-                ConfError::new(format!("invalid regex in \"{}\": {e}", d.name), &d.span)
-            })?;
-        Some(set)
-    };
-    *slot = Some(Some(Arc::new(Disable {
-        msie6,
-        patterns,
-        set,
-    })));
+    *slot = Some(Some(Arc::new(Disable { msie6, patterns })));
     Ok(())
 }
 
@@ -327,7 +314,13 @@ pub static DIRECTIVES: &[Def] = &[
         ignored: false,
         ctx: Ctx::HSL,
         arity: Arity::args(1, MANY),
-        set: |s, d, _| disable(&mut s.loc().get_mut::<CompressConfSet>().gzip_disable, d),
+        set: |s, d, e| {
+            disable(
+                &mut s.loc().get_mut::<CompressConfSet>().gzip_disable,
+                d,
+                &mut e.vars,
+            )
+        },
         syntax: "gzip_disable regex …;",
         default: "—",
         doc: "No compression (any coding, and no `*_static on` variant) for requests whose User-Agent matches one of these case-insensitive regular expressions. The mask `msie6` stands for MSIE 4–6 without SV1, as nginx detects them.\n\n```nginx\ngzip_disable \"msie6\";\n```",

@@ -127,9 +127,7 @@ pub fn request_ok(
         if dis.msie6 && msie6(ua) {
             return false;
         }
-        if let Some(set) = &dis.set
-            && set.is_match(ua)
-        {
+        if dis.patterns.iter().any(|re| re.is_match(ua)) {
             return false;
         }
     }
