@@ -3,7 +3,7 @@
 //! Each takes the directive (for its name and span in errors) and one argument.
 
 use super::ast::{ConfError, Directive};
-use crate::core::vars::{Template, Vars};
+use crate::core::vars::{Re, Template, Vars};
 use std::time::Duration;
 
 fn invalid(d: &Directive, what: &str, v: &str) -> ConfError {
@@ -17,6 +17,18 @@ fn invalid(d: &Directive, what: &str, v: &str) -> ConfError {
 /// an error names the directive's file:line.
 pub fn template(d: &Directive, i: usize, vars: &mut Vars) -> Result<Template, ConfError> {
     Template::compile(d.arg(i), vars).map_err(|m| ConfError::new(m, &d.span))
+}
+
+/// `pattern` compiled as a configuration regex (`caseless` for `~*`; its
+/// named groups declared in `vars`); an error names the directive's
+/// file:line.
+pub fn regex(
+    d: &Directive,
+    pattern: &str,
+    caseless: bool,
+    vars: &mut Vars,
+) -> Result<Re, ConfError> {
+    Re::new(pattern, caseless, vars).map_err(|m| ConfError::new(m, &d.span))
 }
 
 /// `on` | `off`.

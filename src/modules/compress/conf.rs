@@ -5,7 +5,7 @@
 use super::Coding;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
-use crate::conf::values::{bad_arg, flag, number, parse_size, set_once, size};
+use crate::conf::values::{bad_arg, flag, number, parse_size, regex, set_once, size};
 use crate::core::message::head::Version;
 use crate::core::mime::TypeList;
 use crate::core::vars::{Re, Vars};
@@ -179,7 +179,7 @@ fn disable(
         if a == "msie6" {
             msie6 = true;
         } else {
-            patterns.push(Re::new(a, true, vars).map_err(|e| ConfError::new(e, &d.span))?);
+            patterns.push(regex(d, a, true, vars)?);
         }
     }
     *slot = Some(Some(Arc::new(Disable { msie6, patterns })));

@@ -4,7 +4,7 @@
 use super::handler::FastcgiPass;
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, Env, ONE, Scope};
-use crate::conf::values::{bad_arg, flag, size, time};
+use crate::conf::values::{bad_arg, flag, regex, size, time};
 use crate::core::vars::Re;
 use crate::settings;
 use crate::upstream::next::NextUpstream;
@@ -109,8 +109,7 @@ pub static DIRECTIVES: &[Def] = &[
         ctx: Ctx::LOCATION,
         arity: Arity::args(1, 1),
         set: |s, d, e| {
-            let re =
-                Re::new(d.arg(0), false, &mut e.vars).map_err(|e| ConfError::new(e, &d.span))?;
+            let re = regex(d, d.arg(0), false, &mut e.vars)?;
             if re.groups() != 2 {
                 return Err(ConfError::new(
                     format!(

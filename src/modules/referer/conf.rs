@@ -3,6 +3,7 @@
 
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::table::{Arity, Ctx, Def, MANY, ONE};
+use crate::conf::values::regex;
 use crate::core::vars::{Re, Vars};
 use crate::settings;
 use std::sync::Arc;
@@ -68,10 +69,6 @@ settings! {
     }
 }
 
-fn regex(d: &Directive, pattern: &str, vars: &mut Vars) -> Result<Re, ConfError> {
-    Re::new(pattern, true, vars).map_err(|e| ConfError::new(e, &d.span))
-}
-
 /// One `valid_referers` added to what the level has.
 fn add(r: &mut Referers, d: &Directive, vars: &mut Vars) -> Result<(), ConfError> {
     for a in d.arg_strs() {
@@ -82,7 +79,7 @@ fn add(r: &mut Referers, d: &Directive, vars: &mut Vars) -> Result<(), ConfError
             "none" => r.none = true,
             "blocked" => r.blocked = true,
             "server_names" => r.server_names = true,
-            _ if a.starts_with('~') => r.regex.push(regex(d, &a[1..], vars)?),
+            _ if a.starts_with('~') => r.regex.push(regex(d, &a[1..], true, vars)?),
             _ => {
                 let (host, uri) = match a.find('/') {
                     Some(i) => (&a[..i], Some(Arc::from(&a[i..]))),

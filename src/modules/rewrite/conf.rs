@@ -4,8 +4,8 @@ use super::script::{Cond, FileTest, Flag, Op, Return, Rewrite, Script, SetTarget
 use crate::conf::ast::{ConfError, Directive};
 use crate::conf::model::{LocKind, LocationConf};
 use crate::conf::table::{Arity, Ctx, Def, Env, MANY, ONE, Scope};
-use crate::conf::values::{flag, set_once};
-use crate::core::vars::{Re, Template, UserKind, Var, Vars};
+use crate::conf::values::{flag, regex, set_once};
+use crate::core::vars::{Template, UserKind, Var, Vars};
 use crate::settings;
 
 settings! {
@@ -27,12 +27,8 @@ fn template(s: &str, d: &Directive, vars: &mut Vars) -> Result<Template, ConfErr
     Template::compile(s, vars).map_err(|e| err(e, d))
 }
 
-fn regex(pattern: &str, caseless: bool, d: &Directive, vars: &mut Vars) -> Result<Re, ConfError> {
-    Re::new(pattern, caseless, vars).map_err(|e| err(e, d))
-}
-
 fn compile_rewrite(d: &Directive, vars: &mut Vars) -> Result<Op, ConfError> {
-    let re = regex(d.arg(0), false, d, vars)?;
+    let re = regex(d, d.arg(0), false, vars)?;
     let mut repl = d.arg(1);
     let mut flag = match d.args.get(2).map(|a| a.value.as_str()) {
         None => Flag::None,
@@ -169,10 +165,10 @@ fn compile_cond(d: &Directive, vars: &mut Vars) -> Result<Cond, ConfError> {
             Ok(match *op {
                 "=" => Cond::Eq(left, template(rhs, d, vars)?, false),
                 "!=" => Cond::Eq(left, template(rhs, d, vars)?, true),
-                "~" => Cond::Regex(left, regex(rhs, false, d, vars)?, false),
-                "~*" => Cond::Regex(left, regex(rhs, true, d, vars)?, false),
-                "!~" => Cond::Regex(left, regex(rhs, false, d, vars)?, true),
-                "!~*" => Cond::Regex(left, regex(rhs, true, d, vars)?, true),
+                "~" => Cond::Regex(left, regex(d, rhs, false, vars)?, false),
+                "~*" => Cond::Regex(left, regex(d, rhs, true, vars)?, false),
+                "!~" => Cond::Regex(left, regex(d, rhs, false, vars)?, true),
+                "!~*" => Cond::Regex(left, regex(d, rhs, true, vars)?, true),
                 _ => return Err(err(format!("unexpected \"{op}\" in condition"), d)),
             })
         }
