@@ -174,7 +174,7 @@ pub static DIRECTIVES: &[Def] = &[
         set: |s, d, _| set_once(&mut s.main().multi_accept, flag(d, 0)?, d),
         syntax: "multi_accept on | off;",
         default: "off",
-        doc: "`on`: a worker accepts every pending connection when woken, serving those it took every 16; `off`: one per wake-up, then it serves others.\n\n```nginx\nevents { multi_accept on; }\n```",
+        doc: "`on`: a worker accepts every pending connection when woken; one with fewer than 1,024 clients serves the first 16 of a burst before it takes the rest; `off`: one per wake-up, then it serves others.\n\n```nginx\nevents { multi_accept on; }\n```",
     },
     Def {
         name: "http",
